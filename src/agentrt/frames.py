@@ -1,0 +1,541 @@
+"""The frames of the daemon protocol, and the one converter that (un)structures them.
+
+Every frame is a frozen attrs class whose wire name is its ``TYPE``. On the
+wire a frame is one JSON object on one line, with a ``type`` field naming it
+(see `agentrt.codec` for the line framing and ``docs/protocol.md`` for the
+whole conversation).
+
+There are two unions: `ClientFrame` (what a client such as the terminal UI
+sends to the daemon) and `DaemonFrame` (what the daemon sends back). Both
+directions have a ``hello`` and a ``pending`` frame with different fields, so
+a frame is always read as one union or the other, never guessed.
+
+Serialization happens only here, with `converter`: primitives are checked
+strictly (``"5"`` is not an int, ``1`` is not a bool), unknown fields are
+refused, and a structuring error reads ``expected int @ $.attempts_left``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final, TypeVar, get_args
+
+import attrs
+import cattrs
+from cattrs.errors import ForbiddenExtraKeysError
+from cattrs.strategies import configure_tagged_union
+
+from ._cause import Cause
+from ._events import (
+    Event,
+    Outcome,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from ._pending import Entry, RequestKind
+
+#: The protocol version spoken by this module; a `Hello` with another version is refused.
+PROTOCOL_VERSION: Final = 1
+
+
+# -- client -> daemon --------------------------------------------------------
+
+
+@attrs.frozen
+class Hello:
+    """First frame of a client: the protocol version and the window it speaks for.
+
+    `window` is a hash the client makes up once per window (terminal); runs
+    started over this connection are bound to it, and their questions come
+    back only to it.
+    """
+
+    TYPE: ClassVar[str] = "hello"
+    version: int
+    window: str
+
+
+@attrs.frozen
+class Run:
+    """Start a run with the user's `text`.
+
+    Without `session` the daemon makes a new ``cli-`` session; with one, the
+    run continues that session's conversation.
+    """
+
+    TYPE: ClassVar[str] = "run"
+    text: str
+    session: str | None = None
+
+
+@attrs.frozen
+class AnswerFrame:
+    """Answer the question `ask` (the `AskFrame.id` this connection was sent).
+
+    `value` is the choice or the typed text; `secret` carries masked input
+    (a secret's value or the system password) and is never echoed or logged.
+    """
+
+    TYPE: ClassVar[str] = "answer"
+    ask: str
+    value: str
+    secret: str | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class Cancel:
+    """Stop the run `task` this connection started.
+
+    With `pause` the pending task is kept for a later resume; without it the
+    run is a user-cancel and its pending task is deleted.
+    """
+
+    TYPE: ClassVar[str] = "cancel"
+    task: str
+    pause: bool = False
+
+
+class PendingAction(enum.Enum):
+    """What a client `PendingRequest` asks for."""
+
+    #: List the pending ``cli-`` tasks this window may see.
+    LIST = "list"
+    #: Resume one session's pending task, streaming back to this window.
+    RESUME = "resume"
+    #: Throw one session's pending task away (a user-cancel).
+    DISCARD = "discard"
+
+
+@attrs.frozen
+class PendingRequest:
+    """List, resume or discard pending tasks.
+
+    `session` names the task for ``resume`` and ``discard``. On ``resume``,
+    `answer` answers the saved question; without it the question is asked
+    again inline.
+    """
+
+    TYPE: ClassVar[str] = "pending"
+    action: PendingAction
+    session: str | None = None
+    answer: str | None = None
+
+
+# -- daemon -> client --------------------------------------------------------
+
+
+@attrs.frozen
+class Welcome:
+    """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
+
+    TYPE: ClassVar[str] = "hello"
+    version: int
+    daemon_version: str
+    window: str
+
+
+@attrs.frozen
+class TaskFrame:
+    """A run started (or resumed); `task` is the hash a `Cancel` must name."""
+
+    TYPE: ClassVar[str] = "task"
+    task: str
+    session: str
+    resumed: bool = False
+
+
+@attrs.frozen
+class TextFrame:
+    """Streamed assistant text of run `task` (`agent` names a subagent, "" for the main one)."""
+
+    TYPE: ClassVar[str] = "text"
+    task: str
+    text: str
+    agent: str = ""
+
+
+@attrs.frozen
+class ToolCallFrame:
+    """A tool call of run `task` is about to run."""
+
+    TYPE: ClassVar[str] = "tool_call"
+    task: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    agent: str = ""
+
+
+@attrs.frozen
+class ToolResultFrame:
+    """A tool call finished; `preview` is the start of its result."""
+
+    TYPE: ClassVar[str] = "tool_result"
+    task: str
+    call_id: str
+    name: str
+    preview: str
+    ok: bool = True
+    agent: str = ""
+
+
+@attrs.frozen
+class UsageFrame:
+    """Token usage of one model response of run `task`."""
+
+    TYPE: ClassVar[str] = "usage"
+    task: str
+    input_tokens: int
+    output_tokens: int
+
+
+@attrs.frozen
+class VerifyFrame:
+    """The result of checking the password typed for a restricted path."""
+
+    TYPE: ClassVar[str] = "verify"
+    task: str
+    ok: bool
+    attempts_left: int
+    message: str
+
+
+@attrs.frozen
+class EndedFrame:
+    """The last frame of every run: how it ended and whether its pending task was kept."""
+
+    TYPE: ClassVar[str] = "ended"
+    task: str
+    session: str
+    outcome: Outcome
+    cause: Cause | None = None
+    error: str | None = None
+    question: str | None = None
+    pending_kept: bool = False
+    text: str | None = None
+
+
+@attrs.frozen
+class AskFrame:
+    """A question for the human, from run `task`; reply with an `AnswerFrame` naming `id`.
+
+    `kind` says which field to show: ``confirm`` (pick one of `choices`),
+    ``question`` (free text), ``secret`` (masked text, sent as
+    `AnswerFrame.secret`) or ``password`` (pick a choice and type the system
+    password into a masked field). `error` explains why a question is asked
+    again ("wrong password").
+    """
+
+    TYPE: ClassVar[str] = "ask"
+    id: str
+    task: str | None
+    session: str
+    kind: RequestKind
+    prompt: str
+    choices: tuple[str, ...] = ()
+    masked: bool = False
+    tool: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_entry(cls, entry: Entry) -> AskFrame:
+        """The frame that forwards a claimed registry entry."""
+        request = entry.request
+        return cls(
+            id=entry.id,
+            task=entry.context.task_hash,
+            session=entry.context.session_id,
+            kind=request.kind,
+            prompt=request.prompt,
+            choices=request.choices,
+            masked=request.masked,
+            tool=request.tool,
+            error=request.error,
+        )
+
+
+@attrs.frozen
+class AskWithdrawn:
+    """Question `id` no longer waits for an answer (its run stopped); close its prompt."""
+
+    TYPE: ClassVar[str] = "ask_withdrawn"
+    id: str
+    reason: str
+
+
+@attrs.frozen
+class PendingTask:
+    """One pending task as listed in a `PendingList` (not a frame of its own)."""
+
+    session: str
+    status: str
+    input: str
+    updated_at: float
+    cause: Cause | None = None
+    question: str | None = None
+    task: str | None = None
+
+
+@attrs.frozen
+class PendingList:
+    """The reply to ``pending list``: the tasks this window may resume or discard."""
+
+    TYPE: ClassVar[str] = "pending"
+    tasks: tuple[PendingTask, ...] = ()
+
+
+@attrs.frozen
+class Ack:
+    """A request was carried out: `ref` is the type of the frame acknowledged.
+
+    A ``cancel`` is acknowledged with its `task`; a ``pending discard`` with
+    its `session`.
+    """
+
+    TYPE: ClassVar[str] = "ack"
+    ref: str
+    detail: str
+    task: str | None = None
+    session: str | None = None
+
+
+class ErrorCode(enum.Enum):
+    """Why the daemon (or a client's codec) refused something."""
+
+    #: The line is not JSON, not a JSON object, or not UTF-8.
+    MALFORMED = "malformed"
+    #: The line is longer than the frame size cap; it was skipped.
+    TOO_LARGE = "too_large"
+    #: The ``type`` field is missing or names no frame of this direction.
+    UNKNOWN_TYPE = "unknown_type"
+    #: A field is missing, unknown, or of the wrong type.
+    INVALID = "invalid"
+    #: The stream ended in the middle of a line.
+    TRUNCATED = "truncated"
+    #: The frame is valid but not allowed now (e.g. ``run`` before ``hello``).
+    STATE = "state"
+    #: The named task, question or session does not exist or is not this connection's.
+    NOT_FOUND = "not_found"
+    #: The peer is another user; the connection is closed.
+    FORBIDDEN = "forbidden"
+    #: The request was understood but could not be carried out.
+    FAILED = "failed"
+
+
+@attrs.frozen
+class ErrorFrame:
+    """Something the client sent was refused; `ref` is that frame's type when known."""
+
+    TYPE: ClassVar[str] = "error"
+    code: ErrorCode
+    message: str
+    ref: str | None = None
+
+
+ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest
+"""A frame a client sends to the daemon."""
+
+DaemonFrame = (
+    Welcome
+    | TaskFrame
+    | TextFrame
+    | ToolCallFrame
+    | ToolResultFrame
+    | UsageFrame
+    | VerifyFrame
+    | EndedFrame
+    | AskFrame
+    | AskWithdrawn
+    | PendingList
+    | Ack
+    | ErrorFrame
+)
+"""A frame the daemon sends to a client."""
+
+Frame = ClientFrame | DaemonFrame
+"""Any frame of either direction."""
+
+CLIENT_FRAMES: Final[tuple[type[ClientFrame], ...]] = get_args(ClientFrame)
+DAEMON_FRAMES: Final[tuple[type[DaemonFrame], ...]] = get_args(DaemonFrame)
+
+
+# -- runtime events -> frames -------------------------------------------------
+
+
+def frame_for_event(event: Event) -> DaemonFrame:
+    """The frame that carries a runtime event to the client."""
+    match event:
+        case TaskStarted():
+            return TaskFrame(event.task_hash, event.session_id, event.resumed)
+        case TextEvent():
+            return TextFrame(event.task_hash, event.text, event.agent)
+        case ToolCallEvent():
+            return ToolCallFrame(
+                event.task_hash, event.call_id, event.name, dict(event.arguments), event.agent
+            )
+        case ToolResultEvent():
+            return ToolResultFrame(
+                event.task_hash, event.call_id, event.name, event.preview, event.ok, event.agent
+            )
+        case UsageEvent():
+            return UsageFrame(event.task_hash, event.input_tokens, event.output_tokens)
+        case VerifyEvent():
+            return VerifyFrame(event.task_hash, event.ok, event.attempts_left, event.message)
+        case RunEnded():
+            return EndedFrame(
+                task=event.task_hash,
+                session=event.session_id,
+                outcome=event.outcome,
+                cause=event.cause,
+                error=event.error,
+                question=event.question,
+                pending_kept=event.pending_kept,
+                text=event.text,
+            )
+
+
+# -- the converter --------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def _strict(kind: type[_T], name: str, accept: Callable[[object], bool]) -> Any:
+    def hook(value: object, _: object) -> _T:
+        if not accept(value):
+            raise TypeError(f"expected {name}, got {type(value).__name__}")
+        return value  # type: ignore[return-value]
+
+    return hook
+
+
+def _format_error(exc: BaseException, kind: Any) -> str:
+    # An optional field reports its union; name the non-null member instead.
+    members = [arg for arg in get_args(kind) if arg is not type(None)]
+    if len(members) == 1:
+        kind = members[0]
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return f"unknown field {', '.join(sorted(exc.extra_fields))}"
+    if isinstance(exc, ValueError | TypeError) and isinstance(kind, type):
+        if issubclass(kind, enum.Enum):
+            choices = ", ".join(repr(m.value) for m in kind)
+            return f"expected one of {choices}"
+        if str(exc).startswith("expected "):
+            return str(exc)
+        return f"expected {kind.__name__}"
+    if isinstance(exc, TypeError) and str(exc).startswith("expected "):
+        return str(exc)
+    return f"invalid value ({exc})"
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, _strict(str, "string", lambda v: isinstance(v, str)))
+    conv.register_structure_hook(bool, _strict(bool, "boolean", lambda v: isinstance(v, bool)))
+    conv.register_structure_hook(
+        int,
+        _strict(int, "int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    )
+
+    def _float(value: object, _: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"expected number, got {type(value).__name__}")
+        return float(value)
+
+    conv.register_structure_hook(float, _float)
+
+    def _object(value: object, _: object) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected object, got {type(value).__name__}")
+        return value
+
+    conv.register_structure_hook_func(lambda kind: kind == dict[str, Any], _object)
+
+    # A JSON string is iterable; without this check "abc" would become ("a", "b", "c").
+    def _is_tuple(kind: Any) -> bool:
+        return getattr(kind, "__origin__", None) is tuple
+
+    def _tuple_factory(kind: Any) -> Callable[[object, object], tuple[Any, ...]]:
+        def hook(value: object, _: object) -> tuple[Any, ...]:
+            if not isinstance(value, list):
+                raise TypeError(f"expected list, got {type(value).__name__}")
+            return conv._structure_tuple(value, kind)
+
+        return hook
+
+    conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
+
+    tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
+    configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")
+    configure_tagged_union(DaemonFrame, conv, tag_generator=tag, tag_name="type")
+    return conv
+
+
+#: The one converter of the protocol. Use `to_wire` / `from_wire` rather than calling it.
+converter: Final = _make_converter()
+
+_BY_TYPE: Final[Mapping[Any, Mapping[str, type]]] = {
+    ClientFrame: {cls.TYPE: cls for cls in CLIENT_FRAMES},
+    DaemonFrame: {cls.TYPE: cls for cls in DAEMON_FRAMES},
+}
+
+
+class FrameError(ValueError):
+    """A JSON object that is not a valid frame; `code` says how, the message says where."""
+
+    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.ref = ref
+
+
+def to_wire(frame: Frame) -> dict[str, Any]:
+    """The JSON object of a frame, with its ``type`` field first."""
+    data: dict[str, Any] = {"type": frame.TYPE}
+    data.update(converter.unstructure(frame))
+    return data
+
+
+def from_wire(data: object, union: Any) -> Any:
+    """Structure a decoded JSON value as one frame of `union` (`ClientFrame` or `DaemonFrame`).
+
+    Raises `FrameError` naming the problem: ``unknown frame type 'x'; expected
+    one of ...`` or ``expected int @ $.attempts_left``.
+    """
+    by_type = _BY_TYPE[union]
+    if not isinstance(data, dict):
+        raise FrameError(
+            ErrorCode.MALFORMED,
+            f'a frame must be a JSON object with a "type" field, got {_json_kind(data)}',
+        )
+    kind = data.get("type")
+    if not isinstance(kind, str) or kind not in by_type:
+        expected = ", ".join(sorted(by_type))
+        what = 'missing "type" field' if kind is None else f"unknown frame type {kind!r}"
+        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"{what}; expected one of: {expected}")
+    try:
+        return converter.structure(data, union)
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        problems = cattrs.transform_error(exc, path="$", format_exception=_format_error)
+        raise FrameError(
+            ErrorCode.INVALID, f"invalid {kind!r} frame: " + "; ".join(problems), ref=kind
+        ) from None
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"

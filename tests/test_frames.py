@@ -1,0 +1,246 @@
+"""Frames: the tagged unions, strict structuring, and readable errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentrt._cause import Cause
+from agentrt._context import RequestContext
+from agentrt._events import (
+    Event,
+    Outcome,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from agentrt._pending import Registry, Request, RequestKind
+from agentrt.frames import (
+    CLIENT_FRAMES,
+    DAEMON_FRAMES,
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    ClientFrame,
+    DaemonFrame,
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    Frame,
+    FrameError,
+    Hello,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    Run,
+    TaskFrame,
+    TextFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    UsageFrame,
+    VerifyFrame,
+    Welcome,
+    frame_for_event,
+    from_wire,
+    to_wire,
+)
+
+CLIENT_SAMPLES: list[ClientFrame] = [
+    Hello(1, "w-1"),
+    Run("hello there"),
+    Run("again", session="cli-abc"),
+    AnswerFrame("q1", "allow"),
+    AnswerFrame("q2", "", secret="hunter2"),
+    Cancel("t-1"),
+    Cancel("t-1", pause=True),
+    PendingRequest(PendingAction.LIST),
+    PendingRequest(PendingAction.RESUME, session="cli-1", answer="blue"),
+    PendingRequest(PendingAction.DISCARD, session="cli-1"),
+]
+
+DAEMON_SAMPLES: list[DaemonFrame] = [
+    Welcome(1, "0.1.0", "w-1"),
+    TaskFrame("t-1", "cli-1"),
+    TextFrame("t-1", "Hi", agent="sub"),
+    ToolCallFrame("t-1", "c1", "write", {"path": "/tmp/x", "n": [1, 2]}),
+    ToolResultFrame("t-1", "c1", "write", "ok", ok=False),
+    UsageFrame("t-1", 10, 20),
+    VerifyFrame("t-1", False, 2, "wrong password"),
+    EndedFrame("t-1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, pending_kept=True),
+    AskFrame("q1", "t-1", "cli-1", RequestKind.CONFIRM, "Allow?", ("allow", "deny")),
+    AskWithdrawn("q1", "the run was cancelled"),
+    PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
+    Ack("cancel", "paused", task="t-1"),
+    ErrorFrame(ErrorCode.NOT_FOUND, "no such task", ref="cancel"),
+]
+
+
+def test_every_frame_type_has_a_sample() -> None:
+    assert {type(f) for f in CLIENT_SAMPLES} == set(CLIENT_FRAMES)
+    assert {type(f) for f in DAEMON_SAMPLES} == set(DAEMON_FRAMES)
+
+
+def test_frame_types_are_unique_per_direction() -> None:
+    assert len({c.TYPE for c in CLIENT_FRAMES}) == len(CLIENT_FRAMES)
+    assert len({c.TYPE for c in DAEMON_FRAMES}) == len(DAEMON_FRAMES)
+
+
+@pytest.mark.parametrize("frame", CLIENT_SAMPLES, ids=repr)
+def test_client_frames_round_trip(frame: ClientFrame) -> None:
+    wire = to_wire(frame)
+    assert next(iter(wire)) == "type"
+    assert wire["type"] == frame.TYPE
+    assert from_wire(wire, ClientFrame) == frame
+
+
+@pytest.mark.parametrize("frame", DAEMON_SAMPLES, ids=repr)
+def test_daemon_frames_round_trip(frame: DaemonFrame) -> None:
+    assert from_wire(to_wire(frame), DaemonFrame) == frame
+
+
+def test_same_type_name_means_different_frames_per_direction() -> None:
+    assert isinstance(from_wire({"type": "hello", "version": 1, "window": "w"}, ClientFrame), Hello)
+    welcome = {"type": "hello", "version": 1, "daemon_version": "x", "window": "w"}
+    assert isinstance(from_wire(welcome, DaemonFrame), Welcome)
+    assert isinstance(from_wire({"type": "pending", "action": "list"}, ClientFrame), PendingRequest)
+    assert isinstance(from_wire({"type": "pending", "tasks": []}, DaemonFrame), PendingList)
+
+
+def _error(data: Any, union: Any = ClientFrame) -> FrameError:
+    with pytest.raises(FrameError) as info:
+        from_wire(data, union)
+    return info.value
+
+
+def test_mistyped_field_names_type_and_path() -> None:
+    err = _error({"type": "cancel", "task": 5})
+    assert err.code is ErrorCode.INVALID
+    assert err.ref == "cancel"
+    assert str(err) == "invalid 'cancel' frame: expected string, got int @ $.task"
+
+
+def test_strings_are_not_numbers_and_ints_are_not_booleans() -> None:
+    assert "expected int, got str @ $.version" in str(
+        _error({"type": "hello", "version": "1", "window": "w"})
+    )
+    assert "expected boolean, got int @ $.pause" in str(
+        _error({"type": "cancel", "task": "t", "pause": 1})
+    )
+    assert "expected int, got bool @ $.version" in str(
+        _error({"type": "hello", "version": True, "window": "w"})
+    )
+
+
+def test_missing_field_is_named() -> None:
+    assert "required field missing @ $.window" in str(_error({"type": "hello", "version": 1}))
+
+
+def test_unknown_field_is_refused() -> None:
+    assert "unknown field paus" in str(_error({"type": "cancel", "task": "t", "paus": True}))
+
+
+def test_bad_enum_lists_the_choices() -> None:
+    err = _error({"type": "pending", "action": "frob"})
+    assert "expected one of 'list', 'resume', 'discard' @ $.action" in str(err)
+    err = _error({"type": "ended", "task": "t", "session": "s", "outcome": "x"}, DaemonFrame)
+    assert "@ $.outcome" in str(err)
+
+
+def test_a_string_is_not_a_list() -> None:
+    data: dict[str, Any] = {
+        "type": "ask",
+        "id": "q",
+        "task": None,
+        "session": "s",
+        "kind": "confirm",
+        "prompt": "p",
+        "choices": "ab",
+    }
+    assert "expected list, got str @ $.choices" in str(_error(data, DaemonFrame))
+    data["choices"] = ["a", 1]
+    assert "expected string, got int @ $.choices[1]" in str(_error(data, DaemonFrame))
+
+
+def test_nested_errors_have_paths() -> None:
+    data = {"type": "pending", "tasks": [{"session": "s", "status": "x", "input": "i"}]}
+    assert "required field missing @ $.tasks[0].updated_at" in str(_error(data, DaemonFrame))
+
+
+def test_unknown_and_missing_type() -> None:
+    err = _error({"type": "nope"})
+    assert err.code is ErrorCode.UNKNOWN_TYPE
+    assert (
+        str(err)
+        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, pending, run"
+    )
+    assert str(_error({"task": "t"})).startswith('missing "type" field')
+    # A daemon frame is not a client frame.
+    assert _error({"type": "ack", "ref": "x", "detail": ""}).code is ErrorCode.UNKNOWN_TYPE
+
+
+def test_non_object_is_malformed() -> None:
+    err = _error([1, 2])
+    assert err.code is ErrorCode.MALFORMED
+    assert "got an array" in str(err)
+
+
+def test_secret_is_not_in_repr() -> None:
+    assert "hunter2" not in repr(AnswerFrame("q", "", secret="hunter2"))
+
+
+def test_every_event_has_a_frame() -> None:
+    events: list[Event] = [
+        TaskStarted("t", "cli-1", resumed=True),
+        TextEvent("t", "x"),
+        ToolCallEvent("t", "c", "sh", {"command": "ls"}),
+        ToolResultEvent("t", "c", "sh", "out"),
+        UsageEvent("t", 1, 2),
+        VerifyEvent("t", True, 3, "ok"),
+        RunEnded("t", "cli-1", Outcome.FINISHED, text="done"),
+    ]
+    frames: list[Frame] = [frame_for_event(e) for e in events]
+    assert [f.TYPE for f in frames] == [
+        "task",
+        "text",
+        "tool_call",
+        "tool_result",
+        "usage",
+        "verify",
+        "ended",
+    ]
+    assert frames[0] == TaskFrame("t", "cli-1", resumed=True)
+    assert frames[-1] == EndedFrame("t", "cli-1", Outcome.FINISHED, text="done")
+
+
+async def test_ask_frame_from_entry() -> None:
+    registry = Registry()
+    ctx = RequestContext("cli-1", window_hash="w", task_hash="t-9")
+    request = Request(
+        RequestKind.PASSWORD,
+        "Password for /etc",
+        ("allow", "deny"),
+        masked=True,
+        tool="write",
+        error="wrong",
+    )
+    entry = registry.post(request, ctx)
+    assert AskFrame.from_entry(entry) == AskFrame(
+        entry.id,
+        "t-9",
+        "cli-1",
+        RequestKind.PASSWORD,
+        "Password for /etc",
+        ("allow", "deny"),
+        True,
+        "write",
+        "wrong",
+    )
+    assert to_wire(AskFrame.from_entry(entry))["kind"] == "password"
