@@ -1,0 +1,105 @@
+"""What a run tells the world while it runs, ending with exactly one `RunEnded`."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from ._cause import Cause
+
+
+class Outcome(enum.Enum):
+    """How a run ended."""
+
+    #: The model gave its final answer; the pending task is deleted.
+    FINISHED = "finished"
+    #: Stopped with a cause (see `RunEnded.cause`); kept unless the cause is a user-cancel.
+    CANCELLED = "cancelled"
+    #: Parked on a saved question (`ask_user` from a non-terminal origin, or no listener).
+    AWAITING_ANSWER = "awaiting_answer"
+    #: An error ended it; the pending task is kept so it can be resumed.
+    FAILED = "failed"
+
+
+@attrs.frozen
+class TaskStarted:
+    """The first event of every run: it carries the task hash a cancel must name."""
+
+    task_hash: str
+    session_id: str
+    resumed: bool = False
+
+
+@attrs.frozen
+class TextEvent:
+    """Streamed assistant text."""
+
+    task_hash: str
+    text: str
+    agent: str = ""
+
+
+@attrs.frozen
+class ToolCallEvent:
+    """A tool call is about to run."""
+
+    task_hash: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    agent: str = ""
+
+
+@attrs.frozen
+class ToolResultEvent:
+    """A tool call finished; `preview` is the start of its result."""
+
+    task_hash: str
+    call_id: str
+    name: str
+    preview: str
+    ok: bool = True
+    agent: str = ""
+
+
+@attrs.frozen
+class VerifyEvent:
+    """The result of checking a password typed for a restricted path."""
+
+    task_hash: str
+    ok: bool
+    attempts_left: int
+    message: str
+
+
+@attrs.frozen
+class UsageEvent:
+    """Token usage reported by the model for one response."""
+
+    task_hash: str
+    input_tokens: int
+    output_tokens: int
+
+
+@attrs.frozen
+class RunEnded:
+    """The last event of every run, saying how it ended."""
+
+    task_hash: str
+    session_id: str
+    outcome: Outcome
+    cause: Cause | None = None
+    error: str | None = None
+    #: The saved question, when the run parked on one.
+    question: str | None = None
+    #: True when the session's pending task still exists after this run.
+    pending_kept: bool = False
+    #: The final assistant text, when the run finished.
+    text: str | None = None
+
+
+Event = (
+    TaskStarted | TextEvent | ToolCallEvent | ToolResultEvent | VerifyEvent | UsageEvent | RunEnded
+)

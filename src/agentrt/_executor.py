@@ -1,0 +1,429 @@
+"""The executor: starts runs, makes their task hashes, applies cancels with causes.
+
+`Executor.run` makes the task hash and registers the run's cancel *before* the
+run emits its first event (which carries the hash), so a cancel works from the
+first event on. Every run ends with exactly one `RunEnded` event, and what
+happens to the session's pending task depends on why it ended:
+
+==================  ===========================
+finished            deleted (the conversation is kept as history)
+user-cancel         deleted
+pause / disconnect  kept, status ``interrupted``, with the cause
+shutdown            kept, status ``interrupted``, with the cause
+parked on question  kept, status ``awaiting_answer``, with the question
+error               kept, status ``failed``, with the error
+==================  ===========================
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import attrs
+import trio
+
+from ._agent import AgentConfig, AgentRun, Emit
+from ._cause import Cause, CauseScope, cause_of
+from ._context import RequestContext, bind_context
+from ._events import Outcome, RunEnded, TaskStarted
+from ._messages import Message, Model, ModelError
+from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
+from ._record import TaskRecord, TaskStatus
+from ._store import StoreError, TaskStore
+
+log = logging.getLogger("agentrt.executor")
+
+#: How long the bookkeeping after a cancelled run may take before it is abandoned.
+_CLEANUP_SECONDS = 10.0
+_MAX_SESSION_ID = 128
+
+
+class ExecutorError(Exception):
+    """Base class of the executor's errors."""
+
+
+class UnknownTaskError(ExecutorError):
+    """No running task has this hash (it never existed or has finished)."""
+
+
+class NotOwnerError(ExecutorError):
+    """The task belongs to another owner (connection, window, chat)."""
+
+
+class SessionBusyError(ExecutorError):
+    """A run of this session is already going on."""
+
+
+class NoPendingTaskError(ExecutorError):
+    """The session has no pending task to resume."""
+
+
+class PendingTaskExistsError(ExecutorError):
+    """A new run was asked for in a session that still has a pending task."""
+
+
+class BadSessionIdError(ExecutorError, ValueError):
+    """A session id that cannot be used."""
+
+
+class BadAnswerError(ExecutorError, ValueError):
+    """An answer that does not fit the saved question."""
+
+
+def check_session_id(session_id: str) -> str:
+    """Return `session_id` if usable; raise `BadSessionIdError` saying why not."""
+    if not session_id or len(session_id) > _MAX_SESSION_ID:
+        raise BadSessionIdError(f"a session id must be 1 to {_MAX_SESSION_ID} characters")
+    if not session_id.isprintable() or any(c.isspace() for c in session_id):
+        raise BadSessionIdError(
+            f"session id {session_id!r} must be printable and contain no spaces"
+        )
+    return session_id
+
+
+def new_task_hash() -> str:
+    """A fresh task hash: 12 hex digits."""
+    return secrets.token_hex(6)
+
+
+@attrs.frozen
+class TaskInfo:
+    """A running task: what a cancel must name, and who may cancel it."""
+
+    task_hash: str
+    session_id: str
+    owner: object = attrs.field(repr=False)
+    window_hash: str | None
+
+
+@attrs.define(eq=False)
+class _Running:
+    info: TaskInfo
+    scope: CauseScope = attrs.field(factory=CauseScope)
+
+
+@attrs.frozen
+class ExecutorStatistics:
+    """Running tasks, and sessions with tools allowed for the session."""
+
+    running: int
+    sessions_with_allowances: int
+
+
+@attrs.define(eq=False)
+class Executor:
+    """Runs sessions' tasks against one model, registry, store and configuration."""
+
+    registry: Registry
+    store: TaskStore
+    model: Model
+    config: AgentConfig
+    _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
+    _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
+    _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
+
+    # -- starting ---------------------------------------------------------
+
+    async def run(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        owner: object,
+        emit: Emit,
+        window_hash: str | None = None,
+    ) -> RunEnded:
+        """Run `text` as a new task of `session_id`; return the final event.
+
+        Raises `PendingTaskExistsError` if the session has a pending task (resume
+        or discard it first) and `SessionBusyError` if it is running.
+        """
+        check_session_id(session_id)
+        running = self._register(session_id, owner, window_hash)
+        try:
+            if await self.store.load(session_id) is not None:
+                raise PendingTaskExistsError(
+                    f"session {session_id} has a pending task; resume it or discard it first"
+                )
+            history = await self.store.load_history(session_id)
+            record = TaskRecord(
+                session_id,
+                text,
+                (Message.user(text),),
+                window_hash=window_hash,
+                task_hash=running.info.task_hash,
+            )
+            return await self._drive(running, record, history, emit, resumed=False)
+        finally:
+            self._unregister(running)
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        owner: object,
+        emit: Emit,
+        answer: str | None = None,
+        window_hash: str | None = None,
+    ) -> RunEnded:
+        """Resume the pending task of `session_id`, optionally answering its saved question.
+
+        Committed tool calls are not run again. The task is re-bound to
+        `window_hash`, so its questions reach the window that resumed it.
+        """
+        check_session_id(session_id)
+        running = self._register(session_id, owner, window_hash)
+        try:
+            record = await self.store.load(session_id)
+            if record is None:
+                raise NoPendingTaskError(f"session {session_id} has no pending task")
+            preapproved: set[str] = set()
+            if answer is not None:
+                record, preapproved = self._apply_answer(record, answer)
+            record = record.evolve(
+                status=TaskStatus.RUNNING,
+                cause=None,
+                error=None,
+                window_hash=window_hash,
+                task_hash=running.info.task_hash,
+                runs=record.runs + 1,
+            )
+            history = await self.store.load_history(session_id)
+            return await self._drive(
+                running, record, history, emit, resumed=True, preapproved=preapproved
+            )
+        finally:
+            self._unregister(running)
+
+    def _apply_answer(self, record: TaskRecord, answer: str) -> tuple[TaskRecord, set[str]]:
+        question = record.question
+        if question is None:
+            raise BadAnswerError(
+                f"session {record.session_id} has no saved question to answer; resume it without one"
+            )
+        call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
+        if call is None:
+            raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
+        if question.kind is RequestKind.QUESTION:
+            return (
+                record.evolve(
+                    transcript=(*record.transcript, Message.tool_result(call, answer)),
+                    question=None,
+                ),
+                set(),
+            )
+        if question.kind is RequestKind.CONFIRM:
+            if answer == DENY:
+                return (
+                    record.evolve(
+                        transcript=(
+                            *record.transcript,
+                            Message.tool_result(call, "denied by the user"),
+                        ),
+                        question=None,
+                    ),
+                    set(),
+                )
+            if answer in (ALLOW_ONCE, ALLOW_SESSION):
+                if answer == ALLOW_SESSION:
+                    self._allow.setdefault(record.session_id, set()).add(call.name)
+                return record.evolve(question=None), {call.id}
+            raise BadAnswerError(
+                f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}"
+            )
+        raise BadAnswerError(
+            "this question needs the system password; resume the task from the terminal "
+            "or the web page without an answer and type it there"
+        )
+
+    async def discard(self, session_id: str) -> bool:
+        """Throw a session's pending task away (a user-cancel); True if there was one.
+
+        A running task of the session is cancelled with `Cause.USER_CANCEL`.
+        """
+        check_session_id(session_id)
+        running = self._sessions.get(session_id)
+        if running is not None:
+            running.scope.cancel(Cause.USER_CANCEL)
+        return await self.store.delete(session_id)
+
+    # -- cancelling -------------------------------------------------------
+
+    def cancel(self, task_hash: str, cause: Cause, *, owner: object | None = None) -> TaskInfo:
+        """Cancel a running task with `cause`; with `owner`, only that owner's task.
+
+        Raises `UnknownTaskError` for a hash that is unknown or finished and
+        `NotOwnerError` for another owner's task.
+        """
+        running = self._tasks.get(task_hash)
+        if running is None:
+            raise UnknownTaskError(f"no running task {task_hash!r}: unknown or already finished")
+        if owner is not None and running.info.owner is not owner:
+            raise NotOwnerError(f"task {task_hash!r} was not started by this client")
+        running.scope.cancel(cause)
+        return running.info
+
+    def cancel_owner(self, owner: object, cause: Cause) -> int:
+        """Cancel every task `owner` started (a closed connection); return how many."""
+        hit = [r for r in self._tasks.values() if r.info.owner is owner]
+        for running in hit:
+            running.scope.cancel(cause)
+        return len(hit)
+
+    def cancel_all(self, cause: Cause) -> int:
+        """Cancel every running task (shutdown); return how many."""
+        for running in self._tasks.values():
+            running.scope.cancel(cause)
+        return len(self._tasks)
+
+    def running(self, owner: object | None = None) -> list[TaskInfo]:
+        """The running tasks, all or one owner's."""
+        return [r.info for r in self._tasks.values() if owner is None or r.info.owner is owner]
+
+    def is_running(self, session_id: str) -> bool:
+        """Whether a run of `session_id` is going on."""
+        return session_id in self._sessions
+
+    def statistics(self) -> ExecutorStatistics:
+        """Counts of running tasks and session allowances."""
+        return ExecutorStatistics(len(self._tasks), len(self._allow))
+
+    # -- internals --------------------------------------------------------
+
+    def _register(self, session_id: str, owner: object, window_hash: str | None) -> _Running:
+        if session_id in self._sessions:
+            raise SessionBusyError(f"session {session_id} is running; cancel or pause it first")
+        task_hash = new_task_hash()
+        while task_hash in self._tasks:
+            task_hash = new_task_hash()
+        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash))
+        self._tasks[task_hash] = running
+        self._sessions[session_id] = running
+        return running
+
+    def _unregister(self, running: _Running) -> None:
+        self._tasks.pop(running.info.task_hash, None)
+        if self._sessions.get(running.info.session_id) is running:
+            del self._sessions[running.info.session_id]
+
+    async def _drive(
+        self,
+        running: _Running,
+        record: TaskRecord,
+        history: tuple[Message, ...],
+        emit: Emit,
+        *,
+        resumed: bool,
+        preapproved: set[str] | None = None,
+    ) -> RunEnded:
+        info = running.info
+        agent = AgentRun(
+            model=self.model,
+            registry=self.registry,
+            config=self.config,
+            emit=emit,
+            task_hash=info.task_hash,
+            record=record,
+            store=self.store,
+            history=history,
+            session_allow=self._allow.setdefault(info.session_id, set()),
+            preapproved=preapproved or set(),
+            resumed=resumed,
+        )
+        ctx = RequestContext(info.session_id, info.window_hash, info.task_hash)
+        ended: RunEnded
+        text: str | None = None
+        question = None
+        with bind_context(ctx):
+            try:
+                with running.scope:
+                    await emit(TaskStarted(info.task_hash, info.session_id, resumed))
+                    await agent.set_record()  # persist the record (RUNNING) before any work
+                    text, question = await agent.drive()
+            except trio.Cancelled as exc:
+                # Cancelled from outside the run (the process is shutting down): keep the task.
+                outer = running.scope.cause or cause_of(exc) or Cause.SHUTDOWN
+                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+                    ended = await self._settle_cancel(agent, outer)
+                    await self._emit_final(emit, ended)
+                raise
+            except Exception as exc:  # every failure keeps the task
+                error = _describe(exc)
+                stopped = running.scope.cause
+                if stopped is not None:
+                    ended = await self._settle_cancel(agent, stopped)
+                else:
+                    log.warning("run %s of %s failed: %s", info.task_hash, info.session_id, error)
+                    ended = await self._settle_failure(agent, error)
+                await self._emit_final(emit, ended)
+                return ended
+            if running.scope.cancelled_caught:
+                ended = await self._settle_cancel(agent, running.scope.cause or Cause.SHUTDOWN)
+            elif question is not None:
+                ended = RunEnded(
+                    info.task_hash,
+                    info.session_id,
+                    Outcome.AWAITING_ANSWER,
+                    question=question.prompt,
+                    pending_kept=True,
+                )
+            else:
+                await self.store.finish(info.session_id, agent.transcript)
+                ended = RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
+            await self._emit_final(emit, ended)
+            return ended
+
+    async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
+        record = agent.record
+        if cause.deletes_pending:
+            await self.store.delete(record.session_id)
+            kept = False
+        else:
+            await self.store.save(record.evolve(status=TaskStatus.INTERRUPTED, cause=cause))
+            kept = True
+        return RunEnded(
+            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
+        )
+
+    async def _settle_failure(self, agent: AgentRun, error: str) -> RunEnded:
+        record = agent.record
+        kept = True
+        try:
+            await self.store.save(record.evolve(status=TaskStatus.FAILED, error=error))
+        except StoreError as exc:
+            log.error("could not keep the pending task of %s: %s", record.session_id, exc)
+            kept = False
+            error = f"{error}; and the pending task could not be saved: {exc}"
+        return RunEnded(
+            agent.task_hash, record.session_id, Outcome.FAILED, error=error, pending_kept=kept
+        )
+
+    async def _emit_final(self, emit: Emit, ended: RunEnded) -> None:
+        try:
+            await emit(ended)
+        except Exception as exc:  # the receiver went away; the outcome is already persisted
+            log.info("final event of %s not delivered: %s", ended.task_hash, exc)
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of what ended a run, for the user."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [e for e in _leaves(exc) if not isinstance(e, trio.Cancelled)]
+        if leaves:
+            return _describe(leaves[0])
+    if isinstance(exc, ModelError):
+        return f"model error: {exc}"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            out.extend(_leaves(exc))
+        else:
+            out.append(exc)
+    return out

@@ -1,0 +1,144 @@
+"""The conversation: messages, tool calls, and what a model streams."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+
+class Role(enum.Enum):
+    """Who said a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@attrs.frozen
+class ToolCall:
+    """One call the model asked for. `arguments` is a JSON object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Message:
+    """One message of a transcript."""
+
+    role: Role
+    content: str = ""
+    #: The calls an assistant message asks for.
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: On a tool message: the call it answers.
+    tool_call_id: str | None = None
+    #: On a tool message: the tool's name.
+    name: str | None = None
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message."""
+        return cls(Role.USER, text)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message."""
+        return cls(Role.SYSTEM, text)
+
+    @classmethod
+    def assistant(cls, text: str, tool_calls: Sequence[ToolCall] = ()) -> Message:
+        """An assistant message, with the tool calls it asks for."""
+        return cls(Role.ASSISTANT, text, tuple(tool_calls))
+
+    @classmethod
+    def tool_result(cls, call: ToolCall, content: str) -> Message:
+        """The result of `call`."""
+        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
+class Usage:
+    """Token counts reported by a model for one response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of streamed assistant text."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallDelta:
+    """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+ModelDelta = TextDelta | ToolCallDelta
+
+
+@attrs.frozen
+class ModelResponse:
+    """A whole model response: its text, its tool calls, its usage."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+
+    def as_message(self) -> Message:
+        """The assistant message this response becomes in the transcript."""
+        return Message.assistant(self.text, self.tool_calls)
+
+
+OnDelta = Callable[[ModelDelta], Awaitable[None]]
+
+
+class Model(Protocol):
+    """A language model that streams.
+
+    `complete` streams deltas through `on_delta` as they arrive and returns
+    the whole response. It must be cancellable at any checkpoint: a provider
+    that holds a network stream closes it when cancelled.
+    """
+
+    @property
+    def name(self) -> str:
+        """A label such as ``"scripted"`` or ``"openai:gpt-4o-mini"``."""
+        ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_delta: OnDelta,
+    ) -> ModelResponse:
+        """Stream one response to `messages`, offering `tools`."""
+        ...
+
+
+class ModelError(Exception):
+    """A model could not answer (network, auth, unknown model, rate limit, bad reply).
+
+    The message is meant for the user and never contains credentials.
+    """

@@ -1,0 +1,448 @@
+"""The pending registry: producers ask, listeners claim by prefix, nobody blocks anybody.
+
+This is the spec's `pending.go`. A producer (a tool-call confirmation, the
+`ask_user` tool, the `store_secret` tool) calls `Registry.ask` and blocks on a
+one-slot reply. Each front-end opens a `Listener` for its prefix (``"chat-"``,
+``"tg-"``, ``"dc-"``; ``""`` matches everything), optionally narrowed by a match
+function over the request's context (each daemon connection accepts only the
+windows it started), and claims the oldest matching entry.
+
+There is no global "someone is answering" flag: every listener has its own
+queue of candidate entries, filled when an entry is asked (one match test per
+listener, not per claim), so a claim costs the same with ten thousand entries
+waiting as with one, and listeners for different front-ends never wait on each
+other.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable
+from types import TracebackType
+
+import attrs
+import trio
+
+from ._context import RequestContext, current_context
+
+Match = Callable[[RequestContext], bool]
+
+
+class RequestKind(enum.Enum):
+    """What a request asks of the human."""
+
+    #: Allow a tool call: answer with one of `Request.choices` (allow once / for session / deny).
+    CONFIRM = "confirm"
+    #: A free-text question from the `ask_user` tool.
+    QUESTION = "question"
+    #: A value for `store_secret`: masked input, answered in `Answer.secret`.
+    SECRET = "secret"
+    #: A restricted-path confirmation: choices plus the system password in `Answer.secret`.
+    PASSWORD = "password"
+
+
+#: Choices of a tool-call confirmation.
+ALLOW_ONCE = "allow"
+ALLOW_SESSION = "allow_session"
+DENY = "deny"
+CONFIRM_CHOICES: tuple[str, ...] = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+
+
+@attrs.frozen
+class Request:
+    """What a producer asks. Immutable; the registry wraps it in an `Entry`."""
+
+    kind: RequestKind
+    prompt: str
+    choices: tuple[str, ...] = ()
+    #: True when the answer must be typed into a masked field.
+    masked: bool = False
+    #: The tool whose call raised the request, if any.
+    tool: str | None = None
+    #: The previous attempt's failure, shown with a retried request ("wrong password").
+    error: str | None = None
+
+    @classmethod
+    def confirm(cls, tool: str, prompt: str) -> Request:
+        """A tool-call confirmation with the standard choices."""
+        return cls(RequestKind.CONFIRM, prompt, CONFIRM_CHOICES, tool=tool)
+
+    @classmethod
+    def question(cls, prompt: str) -> Request:
+        """An `ask_user` question."""
+        return cls(RequestKind.QUESTION, prompt, tool="ask_user")
+
+    @classmethod
+    def secret(cls, name: str) -> Request:
+        """A masked request for the value of secret `name`."""
+        return cls(
+            RequestKind.SECRET, f"Value for secret {name!r}", masked=True, tool="store_secret"
+        )
+
+
+@attrs.frozen
+class Answer:
+    """A human's reply. `secret` holds masked input and never appears in a repr."""
+
+    value: str
+    secret: str | None = attrs.field(default=None, repr=False)
+
+
+class RegistryError(Exception):
+    """Base class of the registry's errors."""
+
+
+class ClosedListenerError(RegistryError):
+    """Raised when a closed listener is used."""
+
+
+class ListenerGoneError(RegistryError):
+    """The listener that claimed a question closed before answering it.
+
+    A producer sees this from `Registry.ask`; it is not a user-cancel, so the
+    run's pending task is kept.
+    """
+
+
+class EntryGoneError(RegistryError):
+    """An answer arrived for a question that no longer waits (its run was stopped)."""
+
+
+class AlreadyAnsweredError(RegistryError):
+    """A question was answered or failed twice."""
+
+
+class NoRequestContextError(RegistryError):
+    """`ask` was called outside a run and without an explicit context."""
+
+
+class EntryState(enum.Enum):
+    """Where an entry is in its life."""
+
+    WAITING = "waiting"
+    CLAIMED = "claimed"
+    ANSWERED = "answered"
+    FAILED = "failed"
+    WITHDRAWN = "withdrawn"
+
+
+@attrs.define(eq=False)
+class Entry:
+    """One question in the registry: a request, its context, and a one-slot reply."""
+
+    id: str
+    request: Request
+    context: RequestContext
+    _registry: Registry = attrs.field(repr=False)
+    _seq: int = attrs.field(repr=False)
+    state: EntryState = attrs.field(default=EntryState.WAITING)
+    claimed_by: Listener | None = attrs.field(default=None, repr=False)
+    _answer: Answer | None = attrs.field(default=None, init=False, repr=False)
+    _error: BaseException | None = attrs.field(default=None, init=False, repr=False)
+    _done: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _offered: list[Listener] = attrs.field(factory=list, init=False, repr=False)
+
+    @property
+    def done(self) -> bool:
+        """True once the entry was answered, failed or withdrawn."""
+        return self._done.is_set()
+
+    def answer(self, answer: Answer | str) -> None:
+        """Deliver the reply to the waiting producer.
+
+        Raises `EntryGoneError` if the producer was cancelled meanwhile and
+        `AlreadyAnsweredError` if it was already answered.
+        """
+        if isinstance(answer, str):
+            answer = Answer(answer)
+        self._check_open()
+        self._answer = answer
+        self._finish(EntryState.ANSWERED)
+
+    def fail(self, error: BaseException) -> None:
+        """Make the producer's `ask` raise `error` instead of returning an answer."""
+        self._check_open()
+        self._error = error
+        self._finish(EntryState.FAILED)
+
+    async def wait_done(self) -> EntryState:
+        """Wait until the entry is answered, failed or withdrawn; return that state."""
+        await self._done.wait()
+        return self.state
+
+    def _check_open(self) -> None:
+        if self.state is EntryState.WITHDRAWN:
+            raise EntryGoneError(
+                f"question {self.id} is gone: its run was stopped before the answer arrived"
+            )
+        if self.state in (EntryState.ANSWERED, EntryState.FAILED):
+            raise AlreadyAnsweredError(f"question {self.id} was already answered")
+
+    def _finish(self, state: EntryState) -> None:
+        self._registry._settle(self, state)
+        self._done.set()
+
+
+@attrs.frozen
+class RegistryStatistics:
+    """A snapshot of the registry's queues."""
+
+    waiting: int
+    claimed: int
+    listeners: int
+
+
+@attrs.frozen
+class ListenerStatistics:
+    """A snapshot of one listener's queue."""
+
+    candidates: int
+    claimed: int
+    tasks_waiting: int
+
+
+@attrs.define(eq=False)
+class Listener:
+    """A front-end's claim on the questions whose session id starts with `prefix`.
+
+    Use it as a context manager (or call `close`): leaving it unregisters it and
+    fails, with `ListenerGoneError`, every question it claimed but did not answer.
+    """
+
+    _registry: Registry = attrs.field(repr=False)
+    prefix: str
+    match: Match | None = attrs.field(default=None, repr=False)
+    name: str = ""
+    closed: bool = attrs.field(default=False, init=False)
+    _candidates: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False, repr=False)
+    _claimed: dict[int, Entry] = attrs.field(factory=dict, init=False, repr=False)
+    _lot: trio.lowlevel.ParkingLot = attrs.field(
+        factory=trio.lowlevel.ParkingLot, init=False, repr=False
+    )
+
+    def accepts(self, ctx: RequestContext) -> bool:
+        """Whether a request with this context is this listener's to claim."""
+        if not ctx.session_id.startswith(self.prefix):
+            return False
+        return self.match is None or self.match(ctx)
+
+    def claim_nowait(self, accept: Callable[[Entry], bool] | None = None) -> Entry | None:
+        """Claim the oldest waiting entry for this listener (the spec's `PickNextMatch`).
+
+        `accept` narrows the choice further; entries it rejects stay waiting.
+        Returns None when there is nothing to claim.
+        """
+        self._check_open()
+        for seq, entry in self._candidates.items():
+            if accept is None or accept(entry):
+                del self._candidates[seq]
+                self._registry._claim(entry, self)
+                return entry
+        return None
+
+    async def claim(self, accept: Callable[[Entry], bool] | None = None) -> Entry:
+        """Wait for, then claim, the oldest matching entry (the awaitable `PickNextMatch`)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            entry = self.claim_nowait(accept)
+            if entry is not None:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return entry
+            await self._lot.park()
+            self._check_open()
+
+    def refresh(self) -> None:
+        """Offer this listener the already-waiting entries it now accepts.
+
+        Call it after whatever `match` reads has changed (a connection started a
+        new window), so questions asked before the change are not missed.
+        """
+        self._check_open()
+        self._registry._offer_existing(self)
+
+    def statistics(self) -> ListenerStatistics:
+        """Candidates waiting for this listener, entries it holds, tasks parked in `claim`."""
+        return ListenerStatistics(
+            candidates=len(self._candidates),
+            claimed=len(self._claimed),
+            tasks_waiting=self._lot.statistics().tasks_waiting,
+        )
+
+    def close(self, reason: str = "the listener closed") -> None:
+        """Unregister; fail each claimed but unanswered question with `ListenerGoneError`."""
+        if self.closed:
+            return
+        self.closed = True
+        self._registry._remove_listener(self)
+        for entry in list(self._claimed.values()):
+            if not entry.done:
+                entry.fail(ListenerGoneError(f"{reason} before answering: {entry.request.prompt}"))
+        self._claimed.clear()
+        self._candidates.clear()
+        self._lot.unpark_all()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedListenerError(
+                f"listener {self.name or self.prefix!r} is closed; open a new one with "
+                "Registry.listen()"
+            )
+
+
+@attrs.define(eq=False)
+class Registry:
+    """The prefix-routed confirm/ask registry shared by all runs and front-ends of a process.
+
+    A registry is an ordinary object: two can live in one process, and there is
+    no module-level state.
+    """
+
+    _waiting: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False)
+    _claimed_count: int = attrs.field(default=0, init=False)
+    _listeners: list[Listener] = attrs.field(factory=list, init=False)
+    _seq: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+
+    def listen(self, prefix: str = "", match: Match | None = None, *, name: str = "") -> Listener:
+        """Register a listener (the spec's `RegisterListener` / `RegisterListenerMatch`).
+
+        `prefix` selects session ids (``""`` matches every one); `match`, when
+        given, must also accept the request's context. Entries already waiting
+        are offered to the new listener at once.
+        """
+        listener = Listener(self, prefix, match, name)
+        self._listeners.append(listener)
+        self._offer_existing(listener)
+        return listener
+
+    def has_listener(self, origin: str, ctx: RequestContext | None = None) -> bool:
+        """Whether some listener would take a request of this origin (the spec's `HasListener`).
+
+        With `ctx`, a listener that has a match function counts only when it
+        accepts `ctx`, so a run whose window is disconnected finds no listener.
+        """
+        for listener in self._listeners:
+            if ctx is not None:
+                if listener.accepts(ctx):
+                    return True
+            elif listener.match is None and (
+                listener.prefix == "" or origin.startswith(listener.prefix)
+            ):
+                return True
+        return False
+
+    async def ask(self, request: Request, *, context: RequestContext | None = None) -> Answer:
+        """Post `request` and wait for the answer (the spec's `Ask`).
+
+        The request is routed by `context`, by default the current task's
+        request context. If the caller is cancelled, the entry is withdrawn
+        before `Cancelled` propagates, so no human is asked a stale question.
+        Raises `ListenerGoneError` (or whatever a listener failed it with) when
+        no answer will come.
+        """
+        ctx = context if context is not None else current_context()
+        if ctx is None:
+            raise NoRequestContextError(
+                "ask() needs a request context: call it inside a run, or pass context=..."
+            )
+        entry = self.post(request, ctx)
+        try:
+            await entry._done.wait()
+        except BaseException:
+            self._withdraw(entry)
+            raise
+        if entry._error is not None:
+            raise entry._error
+        assert entry._answer is not None
+        return entry._answer
+
+    def post(self, request: Request, ctx: RequestContext) -> Entry:
+        """Add an entry without waiting for it (for callers that wait themselves).
+
+        The caller owns the entry: it must `withdraw` it if it stops waiting.
+        """
+        seq = next(self._seq)
+        entry = Entry(f"q{seq}", request, ctx, self, seq)
+        self._waiting[seq] = entry
+        for listener in self._listeners:
+            if listener.accepts(ctx):
+                listener._candidates[seq] = entry
+                entry._offered.append(listener)
+                listener._lot.unpark()
+        return entry
+
+    def withdraw(self, entry: Entry) -> None:
+        """Remove an entry whose producer stopped waiting; a listener's later answer fails."""
+        self._withdraw(entry)
+
+    def waiting_for(self, session_id: str) -> list[Entry]:
+        """The unanswered entries (waiting or claimed) of one session, oldest first."""
+        return [e for e in self._all_open() if e.context.session_id == session_id and not e.done]
+
+    def statistics(self) -> RegistryStatistics:
+        """Entries waiting to be claimed, entries claimed and unanswered, listeners."""
+        return RegistryStatistics(
+            waiting=len(self._waiting),
+            claimed=self._claimed_count,
+            listeners=len(self._listeners),
+        )
+
+    # -- internals -------------------------------------------------------
+
+    def _all_open(self) -> list[Entry]:
+        claimed = [e for listener in self._listeners for e in listener._claimed.values()]
+        return sorted([*self._waiting.values(), *claimed], key=lambda e: e._seq)
+
+    def _offer_existing(self, listener: Listener) -> None:
+        for seq, entry in self._waiting.items():
+            if seq not in listener._candidates and listener.accepts(entry.context):
+                listener._candidates[seq] = entry
+                entry._offered.append(listener)
+        if listener._candidates:
+            listener._lot.unpark_all()
+
+    def _unoffer(self, entry: Entry) -> None:
+        for listener in entry._offered:
+            listener._candidates.pop(entry._seq, None)
+        entry._offered.clear()
+
+    def _claim(self, entry: Entry, listener: Listener) -> None:
+        del self._waiting[entry._seq]
+        self._unoffer(entry)
+        entry.state = EntryState.CLAIMED
+        entry.claimed_by = listener
+        listener._claimed[entry._seq] = entry
+        self._claimed_count += 1
+
+    def _settle(self, entry: Entry, state: EntryState) -> None:
+        if entry.state is EntryState.WAITING:
+            del self._waiting[entry._seq]
+            self._unoffer(entry)
+        elif entry.state is EntryState.CLAIMED:
+            assert entry.claimed_by is not None
+            entry.claimed_by._claimed.pop(entry._seq, None)
+            self._claimed_count -= 1
+        entry.state = state
+
+    def _withdraw(self, entry: Entry) -> None:
+        if entry.done:
+            return
+        self._settle(entry, EntryState.WITHDRAWN)
+        entry._done.set()
+
+    def _remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+        for entry in listener._candidates.values():
+            entry._offered.remove(listener)

@@ -1,0 +1,136 @@
+"""The persisted pending task of a session, and its (de)serialisation."""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any
+
+import attrs
+import cattrs
+
+from ._cause import Cause
+from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
+from ._messages import Message, Role, ToolCall
+from ._pending import RequestKind
+
+
+class TaskStatus(enum.Enum):
+    """Where a session's pending task stands."""
+
+    #: A run is working on it (or was, when the process died: see `TaskRecord.crashed`).
+    RUNNING = "running"
+    #: Stopped by pause, disconnect or shutdown; resumable.
+    INTERRUPTED = "interrupted"
+    #: Parked on a saved question; resumed by an answer.
+    AWAITING_ANSWER = "awaiting_answer"
+    #: Ended by an error; resumable.
+    FAILED = "failed"
+
+
+@attrs.frozen
+class SavedQuestion:
+    """A question a run parked on: the tool call it answers and what to show the human."""
+
+    call_id: str
+    prompt: str
+    kind: RequestKind = RequestKind.QUESTION
+
+
+@attrs.frozen
+class TaskRecord:
+    """A session's unfinished task: everything needed to resume it without redoing work.
+
+    `transcript` holds the committed conversation: an assistant message's tool
+    calls, followed by the results of those calls that have completed. A call
+    with no result in the transcript has not been committed and runs on resume;
+    one with a result never runs again.
+    """
+
+    session_id: str
+    input: str
+    transcript: tuple[Message, ...]
+    status: TaskStatus = TaskStatus.RUNNING
+    cause: Cause | None = None
+    error: str | None = None
+    question: SavedQuestion | None = None
+    window_hash: str | None = None
+    task_hash: str | None = None
+    created_at: float = attrs.field(factory=time.time)
+    updated_at: float = attrs.field(factory=time.time)
+    #: How many runs worked on this task (1 for a task never resumed).
+    runs: int = 1
+
+    @property
+    def crashed(self) -> bool:
+        """True for a record left RUNNING by a process that is no longer running it."""
+        return self.status is TaskStatus.RUNNING
+
+    def unanswered_calls(self) -> list[ToolCall]:
+        """The tool calls of the last assistant message that have no committed result."""
+        for index in range(len(self.transcript) - 1, -1, -1):
+            message = self.transcript[index]
+            if message.role is Role.ASSISTANT:
+                done = {m.tool_call_id for m in self.transcript[index + 1 :] if m.role is Role.TOOL}
+                return [call for call in message.tool_calls if call.id not in done]
+        return []
+
+    def has_elisions(self) -> bool:
+        """Whether any committed value was clamped (the resume prompt then says so)."""
+        for message in self.transcript:
+            if was_clamped(message.content):
+                return True
+            for call in message.tool_calls:
+                if any(isinstance(v, str) and was_clamped(v) for v in _strings(call.arguments)):
+                    return True
+        return False
+
+    def evolve(self, **changes: Any) -> TaskRecord:
+        """A copy with `changes` applied and `updated_at` set to now."""
+        changes.setdefault("updated_at", time.time())
+        return attrs.evolve(self, **changes)
+
+
+def _strings(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value]
+
+
+def clamp_message(message: Message) -> Message:
+    """The snapshot form of a message: tool results to 32 KiB, argument strings to 4 KiB."""
+    if message.role is Role.TOOL:
+        clamped = clamp(message.content, TOOL_RESULT_LIMIT)
+        return message if clamped is message.content else attrs.evolve(message, content=clamped)
+    if message.tool_calls:
+        calls = tuple(
+            attrs.evolve(call, arguments=clamp_arguments(call.arguments, ARGUMENT_LIMIT))
+            for call in message.tool_calls
+        )
+        return attrs.evolve(message, tool_calls=calls)
+    return message
+
+
+#: The one converter for records on disk.
+converter = cattrs.Converter(forbid_extra_keys=False)
+
+
+def record_to_json_obj(record: TaskRecord) -> dict[str, Any]:
+    """Unstructure a record for storage."""
+    obj: dict[str, Any] = converter.unstructure(record)
+    return obj
+
+
+def record_from_json_obj(obj: Any) -> TaskRecord:
+    """Structure a stored record; raises `cattrs` errors on a malformed one."""
+    return converter.structure(obj, TaskRecord)
+
+
+RESUME_NOTE = (
+    "This task was interrupted and is being resumed from a saved snapshot. "
+    "Tool calls that already have results were completed and must not be repeated. "
+    "Some saved values were shortened: a '...[N bytes elided]...' marker shows where N bytes "
+    "were removed. If an elided part matters to your answer, run that tool call again."
+)

@@ -1,0 +1,108 @@
+"""Everything a process needs to run agents, opened and closed together."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import attrs
+
+from ._agent import AgentConfig
+from ._executor import Executor
+from ._messages import Model
+from ._pending import Registry
+from ._scripted import ReplayModel, ScriptedModel
+from ._secrets import SecretStore
+from ._store import TaskStore
+from ._sudo import SudoVerifier, Verifier
+
+#: Paths that need the system password by default.
+DEFAULT_RESTRICTED = ("/etc", "/usr", "/boot")
+
+
+def default_state_dir() -> Path:
+    """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
+    explicit = os.environ.get("AGENTRT_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "agentrt"
+
+
+def default_restricted() -> tuple[Path, ...]:
+    """`$AGENTRT_RESTRICTED` (colon-separated) or `DEFAULT_RESTRICTED`."""
+    raw = os.environ.get("AGENTRT_RESTRICTED")
+    paths = raw.split(":") if raw is not None else DEFAULT_RESTRICTED
+    return tuple(Path(p).resolve() for p in paths if p)
+
+
+def make_model(
+    spec: str, *, base_url: str | None = None, secrets: SecretStore | None = None
+) -> Model:
+    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``.
+
+    Raises ValueError with the accepted forms for anything else.
+    """
+    if spec == "scripted":
+        return ScriptedModel()
+    if spec.startswith("replay:"):
+        return ReplayModel.from_file(spec.removeprefix("replay:"))
+    if spec.startswith(("openai:", "anthropic:")):
+        from .providers import make_model as make_provider_model
+
+        return make_provider_model(spec, base_url=base_url, secrets=secrets)
+    raise ValueError(
+        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
+    )
+
+
+@attrs.frozen
+class Runtime:
+    """The registry, store, secrets and executor of one process."""
+
+    state_dir: Path
+    registry: Registry
+    store: TaskStore
+    secrets: SecretStore
+    executor: Executor
+    model: Model
+
+
+@asynccontextmanager
+async def open_runtime(
+    state_dir: Path | None = None,
+    model_spec: str = "scripted",
+    *,
+    model: Model | None = None,
+    workdir: Path | None = None,
+    restricted_paths: Sequence[Path] | None = None,
+    verifier: Verifier | None = None,
+    base_url: str | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open the task store and secrets under `state_dir` and build an executor.
+
+    `model` overrides `model_spec`. The store is closed on exit.
+    """
+    state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secrets = SecretStore(state_dir / "secrets")
+    if model is None:
+        model = make_model(model_spec, base_url=base_url, secrets=secrets)
+    store = await TaskStore.open(state_dir / "tasks.db")
+    try:
+        config = AgentConfig(
+            workdir=(workdir or Path.cwd()).resolve(),
+            secrets=secrets,
+            restricted_paths=tuple(restricted_paths)
+            if restricted_paths is not None
+            else default_restricted(),
+            verifier=verifier or SudoVerifier(),
+        )
+        registry = Registry()
+        executor = Executor(registry=registry, store=store, model=model, config=config)
+        yield Runtime(state_dir, registry, store, secrets, executor, model)
+    finally:
+        await store.aclose()

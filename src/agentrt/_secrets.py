@@ -1,0 +1,68 @@
+"""Secrets kept outside every transcript: one file a secret, mode 0600, in a 0700 folder."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import attrs
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+class SecretNameError(ValueError):
+    """A secret name that cannot be stored."""
+
+
+def check_secret_name(name: str) -> str:
+    """Return `name` if it is a valid secret name; raise `SecretNameError` saying why not."""
+    if not _NAME.match(name) or name in (".", ".."):
+        raise SecretNameError(
+            f"invalid secret name {name!r}: use 1-128 letters, digits, '_', '-' or '.'"
+        )
+    return name
+
+
+@attrs.define(eq=False)
+class SecretStore:
+    """Named secrets on disk. Values are never logged, and `repr` shows only the folder."""
+
+    path: Path
+
+    def __attrs_post_init__(self) -> None:
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.path, 0o700)
+
+    def put(self, name: str, value: str) -> None:
+        """Store `value` under `name`, atomically, readable by the owner only."""
+        check_secret_name(name)
+        tmp = self.path / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, value.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path / name)
+
+    def get(self, name: str) -> str | None:
+        """The value stored under `name`, or None."""
+        check_secret_name(name)
+        try:
+            return (self.path / name).read_text("utf-8")
+        except FileNotFoundError:
+            return None
+
+    def delete(self, name: str) -> bool:
+        """Remove a secret; True if it existed."""
+        check_secret_name(name)
+        try:
+            (self.path / name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def names(self) -> list[str]:
+        """The names of the stored secrets, sorted."""
+        return sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))

@@ -1,0 +1,232 @@
+"""The task store: each session's pending task, persisted in an embedded SQLite file.
+
+Every change is one transaction, so a process killed at any moment leaves
+either the old record or the new one. SQLite runs off the Trio thread (one
+connection, one worker thread at a time, under a lock); the file uses WAL so
+the CLI can read it while a daemon writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+import cattrs
+import trio
+
+from ._messages import Message
+from ._record import (
+    TaskRecord,
+    clamp_message,
+    converter,
+    record_from_json_obj,
+    record_to_json_obj,
+)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    session_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    window_hash TEXT,
+    updated_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS history (
+    session_id TEXT PRIMARY KEY,
+    updated_at REAL NOT NULL,
+    transcript TEXT NOT NULL
+);
+"""
+
+T = TypeVar("T")
+
+
+class StoreError(Exception):
+    """The store file cannot be used (corrupt, newer schema, unreadable record)."""
+
+
+@attrs.define(eq=False)
+class TaskStore:
+    """Persisted pending tasks, one per session. Open with `await TaskStore.open(path)`."""
+
+    path: Path
+    _db: sqlite3.Connection = attrs.field(repr=False)
+    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False, repr=False)
+    _closed: bool = attrs.field(default=False, init=False)
+
+    @classmethod
+    async def open(cls, path: Path | str) -> TaskStore:
+        """Open (creating if needed) the store file at `path`.
+
+        Raises `StoreError` when the file is not an agentrt store or was written
+        by a newer agentrt.
+        """
+        path = Path(path)
+        db = await trio.to_thread.run_sync(_connect, path)
+        return cls(path, db)
+
+    async def load(self, session_id: str) -> TaskRecord | None:
+        """The pending task of `session_id`, or None."""
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT record FROM tasks WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        )
+        return None if row is None else self._decode(session_id, row[0])
+
+    async def save(self, record: TaskRecord) -> TaskRecord:
+        """Write `record` (clamped to the snapshot limits) and return what was written."""
+        record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
+        text = json.dumps(record_to_json_obj(record), ensure_ascii=False, separators=(",", ":"))
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute(
+                    "INSERT INTO tasks(session_id, status, window_hash, updated_at, record) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+                    "status = excluded.status, window_hash = excluded.window_hash, "
+                    "updated_at = excluded.updated_at, record = excluded.record",
+                    (
+                        record.session_id,
+                        record.status.value,
+                        record.window_hash,
+                        record.updated_at,
+                        text,
+                    ),
+                )
+
+        await self._run(write)
+        return record
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete the pending task of `session_id`; True if there was one."""
+
+        def delete(db: sqlite3.Connection) -> bool:
+            with db:
+                cur = db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
+            return cur.rowcount > 0
+
+        return await self._run(delete)
+
+    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        """Pending tasks whose session id starts with `prefix`, most recently updated first.
+
+        A record that cannot be read raises `StoreError` naming its session.
+        """
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = await self._run(
+            lambda db: db.execute(
+                "SELECT session_id, record FROM tasks WHERE session_id LIKE ? ESCAPE '\\' "
+                "ORDER BY updated_at DESC",
+                (escaped + "%",),
+            ).fetchall()
+        )
+        return [self._decode(sid, text) for sid, text in rows]
+
+    async def load_history(self, session_id: str) -> tuple[Message, ...]:
+        """The finished conversation of a session (what earlier runs said), oldest first."""
+        row = await self._run(
+            lambda db: db.execute(
+                "SELECT transcript FROM history WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        )
+        if row is None:
+            return ()
+        try:
+            return tuple(converter.structure(json.loads(row[0]), list[Message]))
+        except (ValueError, cattrs.BaseValidationError) as exc:
+            raise StoreError(
+                f"the history of session {session_id!r} in {self.path} is unreadable: {exc}"
+            ) from None
+
+    async def finish(self, session_id: str, transcript: Sequence[Message]) -> None:
+        """Record a finished run: save the conversation and delete the pending task, atomically."""
+        text = json.dumps(
+            converter.unstructure([clamp_message(m) for m in transcript], list[Message]),
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+        def write(db: sqlite3.Connection) -> None:
+            with db:
+                db.execute(
+                    "INSERT INTO history(session_id, updated_at, transcript) "
+                    "VALUES (?, strftime('%s','now'), ?) ON CONFLICT(session_id) DO UPDATE SET "
+                    "updated_at = excluded.updated_at, transcript = excluded.transcript",
+                    (session_id, text),
+                )
+                db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
+
+        await self._run(write)
+
+    async def aclose(self) -> None:
+        """Close the file. Later calls raise `StoreError`."""
+        if self._closed:
+            return
+        async with self._lock:
+            self._closed = True
+            await trio.to_thread.run_sync(self._db.close)
+
+    def _decode(self, session_id: str, text: str) -> TaskRecord:
+        try:
+            return record_from_json_obj(json.loads(text))
+        except (ValueError, cattrs.BaseValidationError) as exc:
+            detail = (
+                "; ".join(cattrs.transform_error(exc))
+                if isinstance(exc, cattrs.BaseValidationError)
+                else str(exc)
+            )
+            raise StoreError(
+                f"the pending task of session {session_id!r} in {self.path} is unreadable "
+                f"({detail}); discard it with: agentrt pending discard {session_id}"
+            ) from None
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        async with self._lock:
+            if self._closed:
+                raise StoreError(f"the task store {self.path} is closed")
+            try:
+                return await trio.to_thread.run_sync(fn, self._db)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"the task store {self.path} failed: {exc}") from None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the task store {path}: {exc}") from None
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the task store {path} has schema version {version}, newer than this agentrt "
+                f"understands ({SCHEMA_VERSION}); upgrade agentrt or use another --state-dir"
+            )
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        if version < SCHEMA_VERSION:
+            with db:
+                db.executescript(_SCHEMA)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.isolation_level = "DEFERRED"  # `with db:` opens a transaction per change
+        db.execute("SELECT count(*) FROM tasks").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(
+            f"{path} is not a usable agentrt task store ({exc}); move it aside or use "
+            "another --state-dir"
+        ) from None
+    except StoreError:
+        db.close()
+        raise
+    path.chmod(0o600)
+    return db

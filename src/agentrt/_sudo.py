@@ -1,0 +1,86 @@
+"""Privilege checks for restricted paths: `sudo -n -v`, `sudo -S -v`, then the operation via sudo.
+
+The password is written to sudo's standard input only; it is never stored,
+logged, put in an argument list or an environment variable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+import trio
+
+
+@attrs.frozen
+class PrivilegedResult:
+    """What a command run through sudo returned."""
+
+    returncode: int
+    output: bytes
+
+
+class Verifier(Protocol):
+    """Checks sudo credentials and runs commands with them (injectable for tests)."""
+
+    async def cached(self) -> bool:
+        """True while sudo credentials are cached (no password needed)."""
+        ...
+
+    async def verify(self, password: str) -> bool:
+        """True when `password` is the user's sudo password (it then caches credentials)."""
+        ...
+
+    async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
+        """Run `argv` through sudo, non-interactively."""
+        ...
+
+
+@attrs.frozen
+class SudoVerifier:
+    """The real thing: `sudo -n -v`, `sudo -S -v` (password on stdin), `sudo -n CMD`."""
+
+    sudo: str = "sudo"
+
+    async def cached(self) -> bool:
+        """`sudo -n -v` succeeds: credentials are cached (or no password is needed)."""
+        try:
+            result = await trio.run_process(
+                [self.sudo, "-n", "-v"],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            return False
+        return result.returncode == 0
+
+    async def verify(self, password: str) -> bool:
+        """`sudo -S -v` with the password on standard input and an empty prompt."""
+        try:
+            result = await trio.run_process(
+                [self.sudo, "-S", "-v", "-p", ""],
+                stdin=password.encode("utf-8") + b"\n",
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            return False
+        return result.returncode == 0
+
+    async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
+        """`sudo -n ARGV...`, merging standard error into the output."""
+        try:
+            result = await trio.run_process(
+                [self.sudo, "-n", "--", *argv],
+                stdin=stdin if stdin is not None else b"",
+                check=False,
+                capture_stdout=True,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            return PrivilegedResult(127, f"cannot run sudo: {exc}".encode())
+        return PrivilegedResult(result.returncode, result.stdout)

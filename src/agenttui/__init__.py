@@ -1,0 +1,1 @@
+"""agenttui: the terminal client of the agentrt daemon."""
