@@ -1,0 +1,79 @@
+"""Real language models over HTTP: OpenAI-compatible APIs and the Anthropic API.
+
+`make_model("openai:gpt-4o-mini")` or `make_model("anthropic:claude-sonnet-4-5")`
+builds a streaming `Model`. A key is taken, in order, from `api_key`, the
+environment (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) or the secret store
+(``openai_api_key`` / ``anthropic_api_key``). Failures raise subclasses of
+`ProviderError` (itself a `ModelError`) whose message says what to check.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._messages import Model
+from .._secrets import SecretStore
+from ._http import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from ._http import ModelAuthError as ModelAuthError
+from ._http import ModelConnectError as ModelConnectError
+from ._http import ModelNotFoundError as ModelNotFoundError
+from ._http import ModelRateLimitError as ModelRateLimitError
+from ._http import ModelRequestError as ModelRequestError
+from ._http import ModelServerError as ModelServerError
+from ._http import ModelStreamCutError as ModelStreamCutError
+from ._http import ModelStreamError as ModelStreamError
+from ._http import ModelTimeoutError as ModelTimeoutError
+from ._http import ProviderError as ProviderError
+from ._http import RetryPolicy as RetryPolicy
+from .anthropic import ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET
+from .anthropic import AnthropicModel as AnthropicModel
+from .openai import OPENAI_KEY_ENV, OPENAI_KEY_SECRET
+from .openai import OpenAIModel as OpenAIModel
+
+_FORMS = (
+    "expected 'openai:NAME' (OpenAI or any OpenAI-compatible server such as Ollama,"
+    " vLLM, llama.cpp or LM Studio; use base_url for a local one) or 'anthropic:NAME'"
+)
+
+
+def make_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    secrets: SecretStore | None = None,
+    api_key: str | None = None,
+) -> Model:
+    """The model `spec` names: ``openai:NAME`` or ``anthropic:NAME``.
+
+    `base_url` overrides the provider's default (``https://api.openai.com/v1``,
+    ``https://api.anthropic.com``). Raises ValueError listing the accepted forms
+    for any other spec.
+    """
+    kind, colon, name = spec.partition(":")
+    if not colon or not name.strip() or kind not in ("openai", "anthropic"):
+        raise ValueError(f"unknown model {spec!r}: {_FORMS}")
+    name = name.strip()
+    if kind == "openai":
+        key = _find_key(api_key, OPENAI_KEY_ENV, OPENAI_KEY_SECRET, secrets)
+        if base_url is None:
+            return OpenAIModel(name, api_key=key)
+        return OpenAIModel(name, base_url, api_key=key)
+    key = _find_key(api_key, ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET, secrets)
+    if base_url is None:
+        return AnthropicModel(name, api_key=key)
+    return AnthropicModel(name, base_url, api_key=key)
+
+
+def _find_key(
+    explicit: str | None, env: str, secret: str, secrets: SecretStore | None
+) -> str | None:
+    # Stripped because a key pasted into a file or variable often ends in a newline,
+    # which would make every request fail with a confusing 401.
+    for candidate in (
+        explicit,
+        os.environ.get(env),
+        secrets.get(secret) if secrets is not None else None,
+    ):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    return None

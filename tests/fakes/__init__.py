@@ -1,0 +1,1 @@
+"""Fakes that speak real wire protocols on loopback, for tests."""

@@ -1,0 +1,397 @@
+"""The OpenAI-compatible provider against a scripted server on loopback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import traceback
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from agentrt._messages import (
+    Message,
+    ModelDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from agentrt.providers import (
+    ModelAuthError,
+    ModelConnectError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelServerError,
+    ModelStreamCutError,
+    ModelStreamError,
+    ModelTimeoutError,
+    OpenAIModel,
+    RetryPolicy,
+)
+from fakes.llm_server import (
+    OA_DONE,
+    Exchange,
+    LLMServer,
+    cut,
+    json_error,
+    oa_finish,
+    oa_text,
+    oa_tool,
+    oa_usage,
+    raw,
+    sse,
+    stall,
+)
+
+CANARY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
+FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
+TOOLS = [
+    ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {}}}),
+    ToolSpec("list_dir", "List a folder", {"type": "object", "properties": {"path": {}}}),
+]
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> LLMServer:
+    srv = LLMServer()
+    await nursery.start(srv.run)
+    return srv
+
+
+def model(server: LLMServer, **kw: Any) -> OpenAIModel:
+    kw.setdefault("api_key", CANARY)
+    kw.setdefault("retry", FAST)
+    return OpenAIModel("test-model", server.base_url + "/v1", **kw)
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.deltas: list[ModelDelta] = []
+
+    async def __call__(self, delta: ModelDelta) -> None:
+        self.deltas.append(delta)
+
+
+async def test_streams_text_and_records_usage(server: LLMServer) -> None:
+    server.script(sse([oa_text("Hel"), oa_text("lo"), oa_finish(), oa_usage(12, 3), OA_DONE]))
+    got = Collect()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], got)
+    assert got.deltas == [TextDelta("Hel"), TextDelta("lo")]
+    assert response.text == "Hello"
+    assert response.tool_calls == ()
+    assert response.usage == Usage(input_tokens=12, output_tokens=3)
+
+
+async def test_request_has_the_wire_shape(server: LLMServer) -> None:
+    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+    call = ToolCall("call_1", "read_file", {"path": "a.txt"})
+    transcript = [
+        Message.system("be brief"),
+        Message.user("read a.txt"),
+        Message.assistant("", [call]),
+        Message.tool_result(call, "contents"),
+    ]
+    with trio.fail_after(5):
+        await model(server).complete(transcript, TOOLS, Collect())
+    [request] = server.requests
+    assert request.method == "POST"
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {CANARY}"
+    body = request.json()
+    assert body["model"] == "test-model"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["tools"][0] == {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {}}},
+        },
+    }
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "read a.txt"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
+    ]
+
+
+async def test_no_key_sends_no_authorization_to_a_local_server(server: LLMServer) -> None:
+    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+    with trio.fail_after(5):
+        await model(server, api_key=None).complete([Message.user("hi")], [], Collect())
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_no_tools_omits_the_tools_field(server: LLMServer) -> None:
+    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+    with trio.fail_after(5):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert "tools" not in server.requests[0].json()
+
+
+async def test_several_tool_calls_split_mid_json(server: LLMServer) -> None:
+    server.script(
+        sse(
+            [
+                oa_text("Let me look."),
+                oa_tool(0, id="call_a", name="read_file"),
+                oa_tool(0, arguments='{"pa'),
+                oa_tool(0, arguments='th": "a.'),
+                oa_tool(1, id="call_b", name="list_dir", arguments=""),
+                oa_tool(0, arguments='txt"}'),
+                oa_tool(1, arguments='{"path"'),
+                oa_tool(1, arguments=': "/tmp"}'),
+                oa_finish("tool_calls"),
+                oa_usage(40, 22),
+                OA_DONE,
+            ]
+        )
+    )
+    got = Collect()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("go")], TOOLS, got)
+    assert response.tool_calls == (
+        ToolCall("call_a", "read_file", {"path": "a.txt"}),
+        ToolCall("call_b", "list_dir", {"path": "/tmp"}),
+    )
+    assert response.text == "Let me look."
+    assert response.usage == Usage(40, 22)
+    tool_deltas = [d for d in got.deltas if isinstance(d, ToolCallDelta)]
+    assert tool_deltas[0] == ToolCallDelta(index=0, id="call_a", name="read_file")
+    assert "".join(d.arguments for d in tool_deltas if d.index == 0) == '{"path": "a.txt"}'
+
+
+async def test_stream_cut_at_every_few_bytes_still_parses(server: LLMServer) -> None:
+    pieces = [
+        oa_tool(0, id="call_a", name="read_file", arguments='{"path": "é.txt"}'),
+        oa_text("done ✓"),
+        oa_finish("tool_calls"),
+        OA_DONE,
+    ]
+    server.script(sse(pieces, split=3))
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("go")], TOOLS, Collect())
+    assert response.tool_calls == (ToolCall("call_a", "read_file", {"path": "é.txt"}),)
+    assert response.text == "done ✓"
+
+
+async def test_deltas_reach_on_delta_before_the_reply_ends(server: LLMServer) -> None:
+    first_seen = trio.Event()
+
+    async def handler(exchange: Exchange) -> None:
+        await exchange.start()
+        await exchange.send(oa_text("first"))
+        # The rest is only sent once the client has shown the first piece.
+        await first_seen.wait()
+        for piece in (oa_text(" second"), oa_finish(), OA_DONE):
+            await exchange.send(piece)
+        await exchange.end()
+
+    server.script(handler)
+
+    async def on_delta(delta: ModelDelta) -> None:
+        first_seen.set()
+
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], on_delta)
+    assert response.text == "first second"
+
+
+async def test_cancel_mid_stream_closes_the_connection_at_once(server: LLMServer) -> None:
+    server.script(stall([oa_text("partial")]))
+    got_delta = trio.Event()
+
+    async def on_delta(delta: ModelDelta) -> None:
+        got_delta.set()
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def run() -> None:
+                with scope:
+                    await model(server).complete([Message.user("hi")], [], on_delta)
+
+            nursery.start_soon(run)
+            await got_delta.wait()
+            exchange = await server.wait_request(1)
+            cancelled_at = time.perf_counter()
+            scope.cancel()
+            await exchange.disconnected.wait()
+    assert scope.cancelled_caught
+    assert exchange.disconnected_at is not None
+    # The close happens inside the cancel, not at some later cleanup or timeout.
+    assert exchange.disconnected_at - cancelled_at < 0.5
+
+
+async def test_401_names_the_key_variable_and_never_the_key(
+    server: LLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    masked = CANARY[:8] + "*" * 10 + CANARY[-4:]
+    server.script(
+        json_error(
+            401,
+            {
+                "error": {
+                    "message": f"Incorrect API key provided: {CANARY}. Also known as {masked}.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+        )
+    )
+    m = model(server)
+    with trio.fail_after(5), pytest.raises(ModelAuthError, match="OPENAI_API_KEY") as info:
+        await m.complete([Message.user("hi")], [], Collect())
+    assert "Incorrect API key provided" in str(info.value)
+    everything = "".join(traceback.format_exception(info.value)) + repr(info.value)
+    everything += caplog.text + repr(m)
+    assert CANARY not in everything
+    assert CANARY[-12:] not in everything
+    assert masked not in everything
+    # Nothing in the exception chain holds on to the request (and its headers).
+    chained: BaseException | None = info.value
+    while chained is not None:
+        assert not isinstance(chained, httpx.HTTPError)
+        chained = chained.__cause__ or chained.__context__
+    assert len(server.requests) == 1, "an auth failure is not retried"
+
+
+async def test_hosted_api_without_key_fails_before_sending() -> None:
+    m = OpenAIModel("gpt-4o-mini")
+    with pytest.raises(ModelAuthError, match=r"OPENAI_API_KEY.*'openai_api_key'"):
+        await m.complete([Message.user("hi")], [], Collect())
+
+
+async def test_404_says_check_model_name_and_base_url(server: LLMServer) -> None:
+    server.script(
+        json_error(404, {"error": {"message": "model 'test-model' not found", "type": "x"}})
+    )
+    with trio.fail_after(5), pytest.raises(ModelNotFoundError, match="model name 'test-model'"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1
+
+
+async def test_429_honours_retry_after_then_succeeds(server: LLMServer) -> None:
+    server.script(
+        json_error(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "30"}),
+        sse([oa_text("ok"), oa_finish(), OA_DONE]),
+    )
+    started = trio.current_time()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.text == "ok"
+    assert len(server.requests) == 2
+    assert trio.current_time() - started >= 0.03
+
+
+async def test_429_with_a_long_retry_after_is_raised_at_once(server: LLMServer) -> None:
+    server.script(json_error(429, {"error": {"message": "quota"}}, {"retry-after": "3600"}))
+    with trio.fail_after(5), pytest.raises(ModelRateLimitError, match="rate limited") as info:
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert info.value.retry_after == 3600
+    assert len(server.requests) == 1
+
+
+async def test_5xx_is_retried_a_bounded_number_of_times(server: LLMServer) -> None:
+    server.script(*[json_error(503, {"error": {"message": "busy"}})] * 5)
+    with trio.fail_after(5), pytest.raises(ModelServerError, match="gave up after 3 attempts"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 3
+
+
+async def test_connection_refused_says_check_base_url() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    m = OpenAIModel("x", f"http://127.0.0.1:{port}/v1", retry=FAST)
+    with trio.fail_after(5), pytest.raises(ModelConnectError, match="check the base URL"):
+        await m.complete([Message.user("hi")], [], Collect())
+
+
+async def test_read_timeout_is_a_timeout_error(server: LLMServer) -> None:
+    server.script(stall())
+    m = model(server, timeout=httpx.Timeout(5.0, read=0.2))
+    with trio.fail_after(5), pytest.raises(ModelTimeoutError, match=r"sent nothing for 0.2 s"):
+        await m.complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1, "a read timeout is not retried"
+
+
+async def test_a_cut_before_any_delta_is_retried(server: LLMServer) -> None:
+    server.script(cut(), sse([oa_text("ok"), oa_finish(), OA_DONE]))
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.text == "ok"
+    assert len(server.requests) == 2
+
+
+async def test_never_retries_after_a_delta_was_delivered(server: LLMServer) -> None:
+    server.script(cut([oa_text("half")]), sse([oa_text("again"), oa_finish(), OA_DONE]))
+    got = Collect()
+    with trio.fail_after(5), pytest.raises(ModelStreamCutError):
+        await model(server).complete([Message.user("hi")], [], got)
+    assert got.deltas == [TextDelta("half")]
+    assert len(server.requests) == 1
+
+
+async def test_mid_stream_error_chunk_is_a_server_error(server: LLMServer) -> None:
+    error = b'data: {"error": {"message": "model crashed", "type": "server_error"}}\n\n'
+    server.script(sse([oa_text("a"), error]))
+    with trio.fail_after(5), pytest.raises(ModelServerError, match="model crashed"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+
+
+async def test_malformed_chunk_is_a_stream_error(server: LLMServer) -> None:
+    server.script(sse([b'data: {"choices": [{"delta": \n\n']))
+    with trio.fail_after(5), pytest.raises(ModelStreamError, match="not JSON"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1
+
+
+async def test_invalid_tool_arguments_name_the_tool(server: LLMServer) -> None:
+    server.script(
+        sse([oa_tool(0, id="c", name="read_file", arguments='{"path": '), oa_finish(), OA_DONE])
+    )
+    with trio.fail_after(5), pytest.raises(ModelStreamError, match=r"'read_file'.*not valid JSON"):
+        await model(server).complete([Message.user("hi")], TOOLS, Collect())
+
+
+async def test_html_instead_of_a_stream_says_check_base_url(server: LLMServer) -> None:
+    server.script(raw(200, b"<html>welcome</html>", "text/html"))
+    with trio.fail_after(5), pytest.raises(ModelStreamError, match=r"text/html.*base URL"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+
+
+async def test_repr_hides_the_key() -> None:
+    m = OpenAIModel("gpt-4o-mini", api_key=CANARY)
+    assert CANARY not in repr(m)
+    assert m.name == "openai:gpt-4o-mini"
+
+
+def test_request_body_is_json_serialisable() -> None:
+    # Tool arguments are re-encoded as text; guard against handing the API a dict.
+    from agentrt.providers.openai import openai_messages
+
+    call = ToolCall("c", "t", {"n": 1})
+    [msg] = openai_messages([Message.assistant("", [call])])
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"n": 1}
