@@ -13,9 +13,37 @@ included, is tested here by feeding keys and frames, without a terminal.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import Any
 
 import attrs
+
+from agentrt._cause import Cause
+from agentrt._events import Outcome
+from agentrt._pending import ALLOW_ONCE, DENY, RequestKind
+from agentrt.frames import (
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    ClientFrame,
+    DaemonFrame,
+    EndedFrame,
+    ErrorFrame,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    Run,
+    TaskFrame,
+    TextFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    UsageFrame,
+    VerifyFrame,
+    Welcome,
+)
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -85,15 +113,6 @@ class EntryKind(enum.Enum):
     ERROR = "error"
 
 
-class AskKind(enum.Enum):
-    """What a question from the daemon wants (the `kind` of an `ask` frame)."""
-
-    CONFIRM = "confirm"
-    QUESTION = "question"
-    SECRET = "secret"
-    PASSWORD = "password"
-
-
 # -- values ------------------------------------------------------------------------------
 
 
@@ -105,80 +124,24 @@ class Notice:
     level: NoticeLevel = NoticeLevel.INFO
 
 
-@attrs.frozen
-class Ask:
-    """A question on screen: from the daemon (`ask_id` set) or a resumed task's saved one."""
-
-    ask_id: str | None
-    kind: AskKind
-    prompt: str
-    task: str | None = None
-    session: str | None = None
-    choices: tuple[str, ...] = ()
-    masked: bool = False
-    tool: str | None = None
-    error: str | None = None
-    #: For a saved question: the session to resume with the answer.
-    resume_session: str | None = None
-
-    @property
-    def is_masked(self) -> bool:
-        """True when the answer is typed into a masked field."""
-        return self.masked or self.kind in (AskKind.SECRET, AskKind.PASSWORD)
-
-    @property
-    def has_choices(self) -> bool:
-        """True when the answer is picked from `choices` rather than typed."""
-        return self.kind is AskKind.CONFIRM and bool(self.choices)
+def is_masked(ask: AskFrame) -> bool:
+    """True when the answer to `ask` is typed into a masked field."""
+    return ask.masked or ask.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
 
 
-@attrs.frozen
-class PendingTask:
-    """One resumable task of this window, as the `/pending` list shows it."""
-
-    session: str
-    status: str
-    input: str = ""
-    question: str | None = None
-    cause: str | None = None
-    updated_at: float | None = None
+def has_choices(ask: AskFrame) -> bool:
+    """True when the answer to `ask` is picked from its choices rather than typed."""
+    return ask.kind is RequestKind.CONFIRM and bool(ask.choices)
 
 
 # -- actions -----------------------------------------------------------------------------
 
 
 @attrs.frozen
-class SendRun:
-    """Send a `run` frame (`session` None starts a new session)."""
+class Send:
+    """Send a frame to the daemon."""
 
-    text: str
-    session: str | None
-
-
-@attrs.frozen
-class SendAnswer:
-    """Send an `answer` frame for the daemon's question `ask`."""
-
-    ask: str
-    value: str
-    secret: str | None = None
-
-
-@attrs.frozen
-class SendCancel:
-    """Send a `cancel` frame: `pause` False is a user-cancel (the task is deleted)."""
-
-    task: str
-    pause: bool
-
-
-@attrs.frozen
-class SendPending:
-    """Send a `pending` frame: `list`, `resume` (with the saved question's answer) or `discard`."""
-
-    action: str
-    session: str | None = None
-    answer: str | None = None
+    frame: ClientFrame
 
 
 @attrs.frozen
@@ -200,7 +163,7 @@ class Quit:
     """Leave the application; the connection closes and the daemon keeps the pending task."""
 
 
-Action = SendRun | SendAnswer | SendCancel | SendPending | SetInput | RememberInput | Quit
+Action = Send | SetInput | RememberInput | Quit
 
 
 # -- the state ---------------------------------------------------------------------------
@@ -221,7 +184,7 @@ class TranscriptEntry:
 
 
 @attrs.define
-class Run:
+class RunState:
     """The run this window started and has not seen end."""
 
     started_at: float
@@ -236,6 +199,11 @@ class Run:
     sent_cancel: bool | None = None
     resumed: bool = False
 
+    @property
+    def stopping(self) -> bool:
+        """True once a cancel was sent or is held for the task hash."""
+        return self.sent_cancel is not None or self.held_cancel is not None
+
 
 @attrs.define
 class TuiState:
@@ -245,7 +213,7 @@ class TuiState:
     connected: bool = False
     #: The session the next message continues; None starts a new one.
     session: str | None = None
-    run: Run | None = None
+    run: RunState | None = None
     transcript: list[TranscriptEntry] = attrs.field(factory=list)
     notice: Notice | None = None
     #: The text of the input box, mirrored here by `input_changed`.
@@ -256,7 +224,7 @@ class TuiState:
     #: The cancel popup's highlighted choice, or None when it is closed.
     popup: int | None = None
     #: Questions waiting, the one on screen first.
-    asks: list[Ask] = attrs.field(factory=list)
+    asks: list[AskFrame] = attrs.field(factory=list)
     choice_index: int = 0
     #: What the user had typed when a question took over the input box.
     draft: str | None = None
@@ -269,7 +237,7 @@ class TuiState:
     output_tokens: int = 0
 
     @property
-    def ask(self) -> Ask | None:
+    def ask(self) -> AskFrame | None:
         """The question on screen."""
         return self.asks[0] if self.asks else None
 
@@ -306,13 +274,13 @@ class TuiState:
     def choosing(self) -> bool:
         """True when a confirmation's choices take the keys (no popup or list above them)."""
         ask = self.ask
-        return ask is not None and ask.has_choices and not self.popup_open and not self.pending_open
+        return ask is not None and has_choices(ask) and not self.popup_open and not self.pending_open
 
     @property
     def masked(self) -> bool:
         """True when the input box is a masked field."""
         ask = self.ask
-        return ask is not None and ask.is_masked
+        return ask is not None and is_masked(ask)
 
     @property
     def input_locked(self) -> bool:
@@ -342,24 +310,16 @@ def _add(state: TuiState, kind: EntryKind, text: str, task: str | None = None) -
         del state.transcript[: len(state.transcript) - TRANSCRIPT_LIMIT]
 
 
-def _current_task(state: TuiState) -> str | None:
-    return state.run.task if state.run is not None else None
-
-
 def _mark_shown(state: TuiState) -> None:
     if state.run is not None:
         state.run.shown = True
 
 
-def _push_ask(state: TuiState, ask: Ask) -> list[Action]:
+def _push_ask(state: TuiState, ask: AskFrame) -> list[Action]:
     """Queue a question; when it is the first, it takes over the input box."""
     state.asks.append(ask)
     if len(state.asks) > 1:
         return []
-    return _ask_took_over(state)
-
-
-def _ask_took_over(state: TuiState) -> list[Action]:
     state.choice_index = 0
     state.quit_armed = False
     if state.draft is None:
@@ -375,8 +335,8 @@ def _pop_ask(state: TuiState, index: int = 0) -> list[Action]:
     del state.asks[index]
     if index != 0:
         return []
+    state.choice_index = 0
     if state.asks:
-        state.choice_index = 0
         state.input = ""
         return [SetInput("")]
     draft, state.draft = state.draft or "", None
@@ -387,10 +347,8 @@ def _pop_ask(state: TuiState, index: int = 0) -> list[Action]:
 def _request_cancel(state: TuiState, *, pause: bool) -> list[Action]:
     """Stop the run: at once when its task hash is known, else once it arrives."""
     run = state.run
-    if run is None:
-        return []
     state.popup = None
-    if run.sent_cancel is not None or run.held_cancel is not None:
+    if run is None or run.stopping:
         return []
     what = "Pausing" if pause else "Stopping"
     if run.task is None:
@@ -400,14 +358,14 @@ def _request_cancel(state: TuiState, *, pause: bool) -> list[Action]:
     run.sent_cancel = pause
     run.phase = RunPhase.STOPPING
     _info(state, f"{what} the run...")
-    return [SendCancel(run.task, pause)]
+    return [Send(Cancel(run.task, pause))]
 
 
 # -- keys --------------------------------------------------------------------------------
 
 
 class EscapeStep(enum.Enum):
-    """What Esc does, outside a popup, in the order the cascade tries them."""
+    """What Esc does outside a popup, in the order the cascade tries them."""
 
     CLOSE_PICKER = "close_picker"
     CLOSE_NOTICE = "close_notice"
@@ -417,13 +375,13 @@ class EscapeStep(enum.Enum):
 
 
 def escape_step(state: TuiState) -> EscapeStep:
-    """The step of the Esc cascade that applies now (the state outside any popup or list)."""
+    """The step of the Esc cascade that applies now (outside any popup or list)."""
     if state.picker_open:
         return EscapeStep.CLOSE_PICKER
     if state.notice is not None:
         return EscapeStep.CLOSE_NOTICE
     run = state.run
-    if run is not None and run.sent_cancel is None and run.held_cancel is None:
+    if run is not None and not run.stopping:
         return EscapeStep.OPEN_POPUP if run.shown else EscapeStep.CANCEL_RUN
     return EscapeStep.CLEAR_INPUT
 
@@ -469,8 +427,8 @@ def choose_popup(state: TuiState, choice: str) -> list[Action]:
 def press_ctrl_c(state: TuiState) -> list[Action]:
     """Ctrl+C: user-cancel the run; with no run, arm (then confirm) quitting."""
     if state.run is not None:
-        if state.run.sent_cancel is not None or state.run.held_cancel is not None:
-            _info(state, "Already stopping; press Ctrl+D to quit")
+        if state.run.stopping:
+            _info(state, "Already stopping; Ctrl+D quits")
             return []
         state.pending = None
         return _request_cancel(state, pause=False)
@@ -522,15 +480,19 @@ def press_tab(state: TuiState) -> list[Action]:
     """Tab: complete the highlighted `/` command into the input box."""
     if not state.picker_open:
         return []
-    items = state.picker_items
-    name = items[min(state.picker_index, len(items) - 1)][0]
+    name = _picked(state)
     state.input = name
     state.picker_dismissed = name
     return [SetInput(name)]
 
 
+def _picked(state: TuiState) -> str:
+    items = state.picker_items
+    return items[min(state.picker_index, len(items) - 1)][0]
+
+
 def press_hotkey(state: TuiState, key: str) -> list[Action]:
-    """A letter or digit that acts in a popup, list or choice (``y``/``p``/``n``, ``d``, ``1``...)."""
+    """A key that acts in a popup, list or choice (``y``/``p``/``n``, ``d``, ``1``...)."""
     if state.popup is not None:
         for choice in POPUP_CHOICES:
             if choice[0].lower() == key.lower():
@@ -567,19 +529,18 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
             return []
         return resume_pending(state, state.pending_index, now)
     if state.picker_open:
-        items = state.picker_items
-        name = items[min(state.picker_index, len(items) - 1)][0]
+        name = _picked(state)
         state.input = ""
-        return [SetInput(""), *run_command(state, name, now)]
+        return [SetInput(""), *run_command(state, name)]
     ask = state.ask
     if ask is not None:
-        return _enter_answer(state, ask, now)
+        return _enter_answer(state, ask)
     text = state.input.strip()
     if not text:
         return []
     if text.startswith("/"):
         state.input = ""
-        return [SetInput(""), *run_command(state, text, now)]
+        return [SetInput(""), *run_command(state, text)]
     if state.run is not None:
         _info(state, "A run is in progress: wait for it, or press Esc to stop it")
         return []
@@ -587,37 +548,34 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
     state.quit_armed = False
     state.notice = None
     _add(state, EntryKind.USER, text)
-    state.run = Run(started_at=now, session=state.session)
-    return [SetInput(""), RememberInput(text), SendRun(text, state.session)]
+    state.run = RunState(started_at=now, session=state.session)
+    return [SetInput(""), RememberInput(text), Send(Run(text, state.session))]
 
 
-def _enter_answer(state: TuiState, ask: Ask, now: float) -> list[Action]:
-    if ask.has_choices:
+def _enter_answer(state: TuiState, ask: AskFrame) -> list[Action]:
+    if has_choices(ask):
         return _answer(state, ask.choices[state.choice_index], None)
     typed = state.input
-    if ask.kind is AskKind.PASSWORD:
+    if ask.kind is RequestKind.PASSWORD:
         # An empty password field denies; the password itself only travels as `secret`.
         if typed:
-            return _answer(state, "allow", typed)
-        return _answer(state, "deny", None)
-    if ask.is_masked:
+            return _answer(state, ALLOW_ONCE, typed)
+        return _answer(state, DENY, None)
+    if is_masked(ask):
         return _answer(state, "", typed)
-    if ask.resume_session is not None:
-        return _resume_with_answer(state, ask, typed, now)
     return _answer(state, typed, None)
 
 
 def _answer(state: TuiState, value: str, secret: str | None) -> list[Action]:
     ask = state.ask
     assert ask is not None
-    assert ask.ask_id is not None
     shown = "(hidden)" if secret is not None else CHOICE_LABELS.get(value, value)
     _add(state, EntryKind.INFO, f"{ask.prompt} -> {shown}", ask.task)
     state.notice = None
-    return [SendAnswer(ask.ask_id, value, secret), *_pop_ask(state)]
+    return [Send(AnswerFrame(ask.id, value, secret)), *_pop_ask(state)]
 
 
-def run_command(state: TuiState, text: str, now: float) -> list[Action]:
+def run_command(state: TuiState, text: str) -> list[Action]:
     """A `/` command typed or picked."""
     name = text.split()[0]
     if name == "/quit":
@@ -631,40 +589,24 @@ def run_command(state: TuiState, text: str, now: float) -> list[Action]:
         return []
     if name == "/pending":
         state.notice = None
-        return [SendPending("list")]
+        return [Send(PendingRequest(PendingAction.LIST))]
     _error(state, f"Unknown command {name}; type / to see the commands")
     return []
 
 
 def resume_pending(state: TuiState, index: int, now: float) -> list[Action]:
-    """Resume a task from the `/pending` list: ask its saved question first, if it has one."""
+    """Resume a task from the `/pending` list; the daemon asks its saved question inline."""
     assert state.pending is not None
     task = state.pending[index]
     state.pending = None
     if state.run is not None:
         _error(state, "A run is in progress: stop it or wait before resuming another task")
         return []
-    if task.question:
-        return _push_ask(
-            state,
-            Ask(None, AskKind.QUESTION, task.question, resume_session=task.session),
-        )
-    return _start_resume(state, task.session, None, now)
-
-
-def _resume_with_answer(state: TuiState, ask: Ask, answer: str, now: float) -> list[Action]:
-    assert ask.resume_session is not None
-    _add(state, EntryKind.INFO, f"{ask.prompt} -> {answer}")
-    actions = _pop_ask(state)
-    return [*actions, *_start_resume(state, ask.resume_session, answer, now)]
-
-
-def _start_resume(state: TuiState, session: str, answer: str | None, now: float) -> list[Action]:
-    state.session = session
+    state.session = task.session
     state.notice = None
-    state.run = Run(started_at=now, session=session, resumed=True)
-    _add(state, EntryKind.INFO, f"Resuming {session}")
-    return [SendPending("resume", session, answer)]
+    state.run = RunState(started_at=now, session=task.session, resumed=True)
+    _add(state, EntryKind.INFO, f"Resuming {task.session}: {task.input}")
+    return [Send(PendingRequest(PendingAction.RESUME, task.session))]
 
 
 def discard_pending(state: TuiState, index: int) -> list[Action]:
@@ -672,17 +614,19 @@ def discard_pending(state: TuiState, index: int) -> list[Action]:
     assert state.pending is not None
     task = state.pending.pop(index)
     state.pending_index = max(0, min(state.pending_index, len(state.pending) - 1))
+    if not state.pending:
+        state.pending = None
     _info(state, f"Discarded {task.session}")
-    return [SendPending("discard", task.session)]
+    return [Send(PendingRequest(PendingAction.DISCARD, task.session))]
 
 
-# -- frames from the daemon ----------------------------------------------------------------
+# -- the connection and frames from the daemon ----------------------------------------------
 
 
-def connected(state: TuiState, window: str) -> list[Action]:
+def connected(state: TuiState, welcome: Welcome) -> list[Action]:
     """The daemon answered `hello`."""
     state.connected = True
-    state.window = window
+    state.window = welcome.window
     return []
 
 
@@ -697,173 +641,193 @@ def disconnected(state: TuiState, reason: str) -> list[Action]:
     return []
 
 
-def on_task(state: TuiState, task: str, session: str | None) -> list[Action]:
+def _ours(state: TuiState, task: str | None) -> bool:
+    current = state.run.task if state.run is not None else None
+    return task is None or current is None or task == current
+
+
+def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
     """A `task` frame: the run's hash; a cancel held until now is sent."""
     run = state.run
     if run is None or run.task is not None:
         return []
-    run.task = task
-    if session:
-        run.session = session
-        state.session = session
+    run.task = frame.task
+    run.session = frame.session
+    state.session = frame.session
     if run.held_cancel is not None:
         pause = run.held_cancel
         run.held_cancel = None
         run.sent_cancel = pause
         run.phase = RunPhase.STOPPING
-        return [SendCancel(task, pause)]
+        return [Send(Cancel(frame.task, pause))]
     run.phase = RunPhase.RUNNING
     return []
 
 
-def _ours(state: TuiState, task: str | None) -> bool:
-    current = _current_task(state)
-    return task is None or current is None or task == current
-
-
-def on_text(state: TuiState, task: str | None, text: str) -> list[Action]:
+def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
     """Streamed assistant text."""
-    if not text or not _ours(state, task):
+    if not frame.text or not _ours(state, frame.task):
         return []
     _mark_shown(state)
     last = state.transcript[-1] if state.transcript else None
-    if last is not None and last.kind is EntryKind.ASSISTANT and last.task == task:
-        last.parts.append(text)
+    if last is not None and last.kind is EntryKind.ASSISTANT and last.task == frame.task:
+        last.parts.append(frame.text)
     else:
-        _add(state, EntryKind.ASSISTANT, text, task)
+        _add(state, EntryKind.ASSISTANT, frame.text, frame.task)
     return []
 
 
-def on_tool_call(state: TuiState, task: str | None, name: str, arguments: str) -> list[Action]:
+def _short(arguments: dict[str, Any]) -> str:
+    text = " ".join(f"{key}={value!r}" for key, value in arguments.items())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
     """A tool call is about to run."""
-    if not _ours(state, task):
+    if not _ours(state, frame.task):
         return []
     _mark_shown(state)
-    _add(state, EntryKind.TOOL_CALL, f"{name} {arguments}".rstrip(), task)
+    who = f"[{frame.agent}] " if frame.agent else ""
+    _add(state, EntryKind.TOOL_CALL, f"{who}{frame.name} {_short(frame.arguments)}", frame.task)
     return []
 
 
-def on_tool_result(
-    state: TuiState, task: str | None, name: str, preview: str, ok: bool
-) -> list[Action]:
+def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     """A tool call finished."""
-    if not _ours(state, task):
+    if not _ours(state, frame.task):
         return []
     _mark_shown(state)
-    kind = EntryKind.TOOL_RESULT if ok else EntryKind.ERROR
-    _add(state, kind, f"{name}: {preview}".rstrip(), task)
+    kind = EntryKind.TOOL_RESULT if frame.ok else EntryKind.ERROR
+    _add(state, kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task)
     return []
 
 
-def on_usage(state: TuiState, input_tokens: int, output_tokens: int) -> list[Action]:
+def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     """Token usage of one model response."""
-    state.input_tokens += input_tokens
-    state.output_tokens += output_tokens
+    state.input_tokens += frame.input_tokens
+    state.output_tokens += frame.output_tokens
     return []
 
 
-def on_verify(state: TuiState, ok: bool, attempts_left: int, message: str) -> list[Action]:
+def on_verify(state: TuiState, frame: VerifyFrame) -> list[Action]:
     """The result of checking a typed password."""
-    if ok:
+    message = frame.message
+    if frame.ok:
         _info(state, message or "Password accepted")
-    elif attempts_left > 0:
-        tries = "try" if attempts_left == 1 else "tries"
-        _error(state, f"{message or 'Wrong password'} ({attempts_left} {tries} left)")
+    elif frame.attempts_left > 0:
+        tries = "try" if frame.attempts_left == 1 else "tries"
+        _error(state, f"{message or 'Wrong password'} ({frame.attempts_left} {tries} left)")
     else:
         _error(state, f"{message or 'Wrong password'}: no tries left, the operation was denied")
     return []
 
 
-def on_ask(state: TuiState, ask: Ask) -> list[Action]:
+def on_ask(state: TuiState, frame: AskFrame) -> list[Action]:
     """A question for this window: a confirmation, a question, a secret or a password."""
     _mark_shown(state)
-    if ask.error:
-        _error(state, ask.error)
-    return _push_ask(state, ask)
+    if frame.error:
+        _error(state, frame.error)
+    return _push_ask(state, frame)
 
 
-def on_ask_withdrawn(state: TuiState, ask_id: str, reason: str) -> list[Action]:
-    """The daemon took a question back (its run stopped, or it was answered elsewhere)."""
+def on_ask_withdrawn(state: TuiState, frame: AskWithdrawn) -> list[Action]:
+    """The daemon took a question back (its run stopped)."""
     for index, ask in enumerate(state.asks):
-        if ask.ask_id == ask_id:
+        if ask.id == frame.id:
+            reason = frame.reason
             _info(state, f"Question withdrawn: {reason}" if reason else "Question withdrawn")
             return _pop_ask(state, index)
     return []
 
 
-def on_ended(
-    state: TuiState,
-    task: str | None,
-    outcome: str,
-    *,
-    cause: str | None = None,
-    error: str | None = None,
-    question: str | None = None,
-    pending_kept: bool = False,
-) -> list[Action]:
+def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     """The run ended: say how, and what became of its pending task."""
     run = state.run
-    if run is None or (task is not None and run.task is not None and task != run.task):
+    if run is None or (run.task is not None and frame.task != run.task):
         return []
     state.run = None
     state.popup = None
     actions: list[Action] = []
     for index in reversed(range(len(state.asks))):
-        ask = state.asks[index]
-        if ask.ask_id is not None and (task is None or ask.task in (None, task)):
+        if state.asks[index].task in (None, frame.task):
             actions += _pop_ask(state, index)
-    line, level = _ended_line(outcome, cause, error, question, pending_kept)
-    _add(state, EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, task)
-    if pending_kept:
-        # The paused task stays resumable; the next message must not continue it.
+    line, level = _ended_line(frame)
+    _add(state, EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task)
+    if frame.pending_kept:
+        # The task stays resumable; the next message must not continue its session.
         state.session = None
-        kept = run.session or "the task"
         state.notice = Notice(
-            f"{line}. {kept} is kept: type /pending to resume it; "
-            "the next message starts a new session",
+            f"{line}. Its task is kept: type /pending to resume it "
+            "(the next message starts a new session)",
             level,
         )
     elif level is NoticeLevel.ERROR:
         state.notice = Notice(line, level)
-    elif run.sent_cancel is not None and state.notice is not None:
+    elif run.stopping:
         state.notice = None
     return actions
 
 
-def _ended_line(
-    outcome: str, cause: str | None, error: str | None, question: str | None, kept: bool
-) -> tuple[str, NoticeLevel]:
-    if outcome == "finished":
+def _ended_line(frame: EndedFrame) -> tuple[str, NoticeLevel]:
+    if frame.outcome is Outcome.FINISHED:
         return "Done", NoticeLevel.INFO
-    if outcome == "cancelled":
-        if cause == "user_cancel":
+    if frame.outcome is Outcome.CANCELLED:
+        if frame.cause is Cause.USER_CANCEL:
             return "Stopped; the task was discarded", NoticeLevel.INFO
-        if cause == "pause":
+        if frame.cause is Cause.PAUSE:
             return "Paused", NoticeLevel.INFO
-        return f"Stopped ({cause or 'cancelled'})", NoticeLevel.INFO
-    if outcome == "awaiting_answer":
-        return f"Waiting for an answer: {question or '?'}", NoticeLevel.INFO
-    return f"Failed: {error or 'unknown error'}", NoticeLevel.ERROR
+        cause = frame.cause.value if frame.cause is not None else "cancelled"
+        return f"Stopped ({cause})", NoticeLevel.INFO
+    if frame.outcome is Outcome.AWAITING_ANSWER:
+        return f"Waiting for an answer: {frame.question or '?'}", NoticeLevel.INFO
+    return f"Failed: {frame.error or 'unknown error'}", NoticeLevel.ERROR
 
 
-def on_pending(state: TuiState, tasks: Sequence[PendingTask]) -> list[Action]:
+def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
     """The `/pending` list arrived."""
-    if not tasks:
+    if not frame.tasks:
         state.pending = None
         _info(state, "No paused tasks in this window")
         return []
-    state.pending = list(tasks)
+    state.pending = list(frame.tasks)
     state.pending_index = 0
     return []
 
 
-def on_error(state: TuiState, code: str, message: str) -> list[Action]:
-    """An `error` frame: shown in the notice box; a run that never started is forgotten."""
+def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
+    """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
-    if run is not None and run.task is None:
+    if run is not None and run.task is None and frame.ref in ("run", "pending"):
         state.run = None
-    _error(state, f"{message} ({code})" if code else message)
+    _error(state, frame.message)
     return []
+
+
+def on_ack(state: TuiState, frame: Ack) -> list[Action]:
+    """A request was carried out; nothing to show."""
+    return []
+
+
+_HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
+    Welcome: connected,
+    TaskFrame: on_task,
+    TextFrame: on_text,
+    ToolCallFrame: on_tool_call,
+    ToolResultFrame: on_tool_result,
+    UsageFrame: on_usage,
+    VerifyFrame: on_verify,
+    EndedFrame: on_ended,
+    AskFrame: on_ask,
+    AskWithdrawn: on_ask_withdrawn,
+    PendingList: on_pending,
+    Ack: on_ack,
+    ErrorFrame: on_error,
+}
+
+
+def on_frame(state: TuiState, frame: DaemonFrame) -> list[Action]:
+    """Any frame from the daemon, dispatched by its type."""
+    return _HANDLERS[type(frame)](state, frame)
 
 
 # -- rendering helpers (pure) -----------------------------------------------------------
