@@ -511,6 +511,8 @@ async def _pump(
     decoder = SSEDecoder()
     try:
         async for chunk in response.aiter_bytes():
+            if not chunk:
+                continue  # b"" would mean EOF to the decoder
             decoder.feed(chunk)
             while (event := decoder.next_event()) is not None:
                 for delta in reader.handle(event):

@@ -1,0 +1,333 @@
+"""The Anthropic provider against a scripted server on loopback."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from agentrt._messages import (
+    Message,
+    ModelDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from agentrt.providers import (
+    AnthropicModel,
+    ModelAuthError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelRequestError,
+    ModelServerError,
+    ModelStreamCutError,
+    ModelStreamError,
+    RetryPolicy,
+)
+from agentrt.providers.anthropic import anthropic_messages
+from fakes.llm_server import (
+    LLMServer,
+    an_end,
+    an_error,
+    an_event,
+    an_start,
+    an_text_block,
+    an_tool_block,
+    cut,
+    json_error,
+    sse,
+    stall,
+)
+
+CANARY = "sk-ant-canary-91c4e7d2a6b8f0e3"
+FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
+TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {}}})]
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> LLMServer:
+    srv = LLMServer()
+    await nursery.start(srv.run)
+    return srv
+
+
+def model(server: LLMServer, **kw: Any) -> AnthropicModel:
+    kw.setdefault("api_key", CANARY)
+    kw.setdefault("retry", FAST)
+    return AnthropicModel("claude-test", server.base_url, **kw)
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.deltas: list[ModelDelta] = []
+
+    async def __call__(self, delta: ModelDelta) -> None:
+        self.deltas.append(delta)
+
+
+def reply_text(*pieces: str) -> list[bytes]:
+    return [an_start(7), *an_text_block(0, pieces), *an_end("end_turn", 4)]
+
+
+async def test_streams_text_and_records_usage(server: LLMServer) -> None:
+    server.script(sse([reply_text("Hel", "lo")[0], an_event("ping"), *reply_text("Hel", "lo")[1:]]))
+    got = Collect()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], got)
+    assert got.deltas == [TextDelta("Hel"), TextDelta("lo")]
+    assert response.text == "Hello"
+    assert response.usage == Usage(input_tokens=7, output_tokens=4)
+
+
+async def test_request_has_the_wire_shape(server: LLMServer) -> None:
+    server.script(sse(reply_text("ok")))
+    a = ToolCall("toolu_a", "read_file", {"path": "a"})
+    b = ToolCall("toolu_b", "read_file", {"path": "b"})
+    transcript = [
+        Message.system("be brief"),
+        Message.user("read a and b"),
+        Message.assistant("Reading.", [a, b]),
+        Message.tool_result(a, "A"),
+        Message.tool_result(b, "B"),
+    ]
+    with trio.fail_after(5):
+        await model(server, max_tokens=123).complete(transcript, TOOLS, Collect())
+    [request] = server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == CANARY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in request.headers
+    body = request.json()
+    assert body["model"] == "claude-test"
+    assert body["max_tokens"] == 123
+    assert body["stream"] is True
+    assert body["system"] == "be brief"
+    assert body["tools"] == [
+        {
+            "name": "read_file",
+            "description": "Read a file",
+            "input_schema": {"type": "object", "properties": {"path": {}}},
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "read a and b"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_use", "id": "toolu_a", "name": "read_file", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "toolu_b", "name": "read_file", "input": {"path": "b"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A"},
+                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "B"},
+            ],
+        },
+    ]
+
+
+def test_empty_assistant_text_makes_no_empty_block() -> None:
+    call = ToolCall("t", "read_file", {})
+    system, turns = anthropic_messages([Message.user("x"), Message.assistant("", [call])])
+    assert system == ""
+    assert turns[1]["content"] == [
+        {"type": "tool_use", "id": "t", "name": "read_file", "input": {}}
+    ]
+
+
+async def test_tool_use_blocks_split_mid_json(server: LLMServer) -> None:
+    server.script(
+        sse(
+            [
+                an_start(30),
+                *an_text_block(0, ["Let me ", "look."]),
+                *an_tool_block(1, "toolu_a", "read_file", ["", '{"pa', 'th": "a', '.txt"}']),
+                *an_tool_block(2, "toolu_b", "read_file", ['{"path":', ' "b"}']),
+                *an_end("tool_use", 50),
+            ],
+            split=7,
+        )
+    )
+    got = Collect()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("go")], TOOLS, got)
+    assert response.text == "Let me look."
+    assert response.tool_calls == (
+        ToolCall("toolu_a", "read_file", {"path": "a.txt"}),
+        ToolCall("toolu_b", "read_file", {"path": "b"}),
+    )
+    assert response.usage == Usage(30, 50)
+    tool_deltas = [d for d in got.deltas if isinstance(d, ToolCallDelta)]
+    assert tool_deltas[0] == ToolCallDelta(index=0, id="toolu_a", name="read_file")
+    assert {d.index for d in tool_deltas} == {0, 1}
+    assert "".join(d.arguments for d in tool_deltas if d.index == 1) == '{"path": "b"}'
+
+
+async def test_tool_use_without_input_has_empty_arguments(server: LLMServer) -> None:
+    server.script(
+        sse([an_start(), *an_tool_block(0, "toolu_x", "read_file", []), *an_end("tool_use")])
+    )
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("go")], TOOLS, Collect())
+    assert response.tool_calls == (ToolCall("toolu_x", "read_file", {}),)
+
+
+async def test_cancel_mid_stream_closes_the_connection_at_once(server: LLMServer) -> None:
+    server.script(stall([an_start(), *an_text_block(0, ["partial"])[:2]]))
+    got_delta = trio.Event()
+
+    async def on_delta(delta: ModelDelta) -> None:
+        got_delta.set()
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def run() -> None:
+                with scope:
+                    await model(server).complete([Message.user("hi")], [], on_delta)
+
+            nursery.start_soon(run)
+            await got_delta.wait()
+            exchange = await server.wait_request(1)
+            cancelled_at = time.perf_counter()
+            scope.cancel()
+            await exchange.disconnected.wait()
+    assert scope.cancelled_caught
+    assert exchange.disconnected_at is not None
+    assert exchange.disconnected_at - cancelled_at < 0.5
+
+
+async def test_overloaded_event_before_any_delta_is_retried(server: LLMServer) -> None:
+    server.script(
+        sse(
+            [
+                an_start(),
+                an_event("error", error=an_error("overloaded_error", "Overloaded")["error"]),
+            ]
+        ),
+        sse(reply_text("ok")),
+    )
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.text == "ok"
+    assert len(server.requests) == 2
+
+
+async def test_overloaded_event_after_a_delta_is_raised(server: LLMServer) -> None:
+    overloaded = an_event("error", error=an_error("overloaded_error", "Overloaded")["error"])
+    server.script(
+        sse([an_start(), *an_text_block(0, ["half"])[:2], overloaded]),
+        sse(reply_text("again")),
+    )
+    got = Collect()
+    with trio.fail_after(5), pytest.raises(ModelServerError, match=r"overloaded_error.*Overloaded"):
+        await model(server).complete([Message.user("hi")], [], got)
+    assert got.deltas == [TextDelta("half")]
+    assert len(server.requests) == 1
+
+
+async def test_529_overloaded_is_retried_then_gives_up(server: LLMServer) -> None:
+    server.script(*[json_error(529, an_error("overloaded_error", "Overloaded"))] * 3)
+    with trio.fail_after(5), pytest.raises(ModelServerError, match=r"HTTP 529.*Overloaded"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 3
+
+
+async def test_401_names_the_key_variable_and_never_the_key(
+    server: LLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server.script(json_error(401, an_error("authentication_error", f"invalid x-api-key: {CANARY}")))
+    m = model(server)
+    with trio.fail_after(5), pytest.raises(ModelAuthError, match="ANTHROPIC_API_KEY") as info:
+        await m.complete([Message.user("hi")], [], Collect())
+    assert "invalid x-api-key" in str(info.value)
+    everything = "".join(traceback.format_exception(info.value)) + repr(info.value)
+    everything += caplog.text + repr(m)
+    assert CANARY not in everything
+    assert CANARY[4:16] not in everything
+    chained: BaseException | None = info.value
+    while chained is not None:
+        assert not isinstance(chained, httpx.HTTPError)
+        chained = chained.__cause__ or chained.__context__
+    assert len(server.requests) == 1
+
+
+async def test_hosted_api_without_key_fails_before_sending() -> None:
+    m = AnthropicModel("claude-sonnet-4-5")
+    with pytest.raises(ModelAuthError, match="ANTHROPIC_API_KEY"):
+        await m.complete([Message.user("hi")], [], Collect())
+
+
+async def test_404_says_check_the_model_name(server: LLMServer) -> None:
+    server.script(json_error(404, an_error("not_found_error", "model: claude-test")))
+    with trio.fail_after(5), pytest.raises(ModelNotFoundError, match="model name 'claude-test'"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1
+
+
+async def test_429_honours_retry_after(server: LLMServer) -> None:
+    server.script(
+        json_error(429, an_error("rate_limit_error", "slow down"), {"retry-after": "0.05"}),
+        sse(reply_text("ok")),
+    )
+    started = trio.current_time()
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.text == "ok"
+    assert trio.current_time() - started >= 0.05
+    assert len(server.requests) == 2
+
+
+async def test_rate_limit_event_is_a_rate_limit_error(server: LLMServer) -> None:
+    event = an_event("error", error=an_error("rate_limit_error", "too fast")["error"])
+    server.script(*[sse([event])] * 3)
+    with trio.fail_after(5), pytest.raises(ModelRateLimitError, match="too fast"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+
+
+async def test_400_is_a_request_error_and_not_retried(server: LLMServer) -> None:
+    server.script(json_error(400, an_error("invalid_request_error", "max_tokens: too big")))
+    with trio.fail_after(5), pytest.raises(ModelRequestError, match="max_tokens: too big"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1
+
+
+async def test_stream_ending_before_message_stop_is_cut(server: LLMServer) -> None:
+    # A clean end of the HTTP body, but the reply itself never finished.
+    server.script(sse([an_start(), *an_text_block(0, ["part"])]))
+    with trio.fail_after(5), pytest.raises(ModelStreamCutError, match="before message_stop"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+    assert len(server.requests) == 1, "never retried once a delta was delivered"
+
+
+async def test_dropped_connection_before_any_delta_is_retried(server: LLMServer) -> None:
+    server.script(cut([an_start()]), sse(reply_text("ok")))
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.text == "ok"
+    assert len(server.requests) == 2
+
+
+async def test_malformed_event_is_a_stream_error(server: LLMServer) -> None:
+    server.script(sse([an_start(), b"event: content_block_delta\ndata: {oops\n\n"]))
+    with trio.fail_after(5), pytest.raises(ModelStreamError, match="not JSON"):
+        await model(server).complete([Message.user("hi")], [], Collect())
+
+
+async def test_base_url_with_v1_suffix_is_accepted() -> None:
+    m = AnthropicModel("c", "http://127.0.0.1:1/v1/", api_key="k")
+    assert m.url == "http://127.0.0.1:1/v1/messages"
+    assert CANARY not in repr(AnthropicModel("c", api_key=CANARY))
+    assert m.name == "anthropic:c"
