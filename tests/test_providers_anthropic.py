@@ -32,7 +32,8 @@ from agentrt.providers import (
     RetryPolicy,
 )
 from agentrt.providers.anthropic import anthropic_messages
-from fakes.llm_server import (
+
+from .fakes.llm_server import (
     LLMServer,
     an_end,
     an_error,

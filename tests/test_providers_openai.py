@@ -34,7 +34,8 @@ from agentrt.providers import (
     OpenAIModel,
     RetryPolicy,
 )
-from fakes.llm_server import (
+
+from .fakes.llm_server import (
     OA_DONE,
     Exchange,
     LLMServer,
