@@ -1,0 +1,558 @@
+"""Benchmarks of the core runtime, each a ratio against a baseline measured in the same run.
+
+Machines running these are shared and noisy, so an absolute time means little.
+Each benchmark measures its subject and a raw baseline (the cheapest thing
+that does the same job with bare Trio or bare SQLite) in the same process,
+alternating the two in ABBA order so that drift hits both alike, and reports
+the ratio of their medians.
+
+====================  ==============================================  ==========
+benchmark             subject vs baseline                             target
+====================  ==============================================  ==========
+``ask_answer``        `Registry.ask` -> claim -> answer round trip    <= 2x
+                      vs request/reply over two memory channels
+``cancel_final``      `Executor.cancel(hash, PAUSE)` -> `RunEnded`    <= 3x
+                      vs cancelling a scope around `sleep_forever`
+``pause_resume``      pause -> persisted -> resume -> the resumed     <= 1 ms
+                      run's tool call, vs a bare SQLite write+read    (absolute)
+                      of a record of the same size
+``claim_10k``         `Listener.claim_nowait` among 10,000 waiting    <= 2x
+                      entries vs among 100
+====================  ==============================================  ==========
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+import trio.testing
+
+from agentrt._cause import Cause
+from agentrt._context import RequestContext
+from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
+from agentrt._pending import Answer, Listener, Registry, Request
+from agentrt._runtime import Runtime, open_runtime
+from agentrt._scripted import ScriptedModel
+
+#: A batch of timed operations; returns seconds per operation.
+Batch = Callable[[], Awaitable[float]]
+
+
+@attrs.frozen
+class Result:
+    """One benchmark's figures. Times are medians, in seconds per operation."""
+
+    name: str
+    subject: float
+    baseline: float
+    #: What the target bounds: ``"ratio"`` (subject / baseline) or ``"absolute"`` (subject).
+    target_kind: str
+    target: float
+    #: How many samples each median is taken over.
+    samples: int
+    #: Anything the benchmark checked besides time; a non-empty problem makes it MISS.
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        """Subject median over baseline median."""
+        return self.subject / self.baseline if self.baseline > 0 else float("inf")
+
+    @property
+    def passed(self) -> bool:
+        """Whether the target is met and no check found a problem."""
+        measured = self.ratio if self.target_kind == "ratio" else self.subject
+        return measured <= self.target and not self.problems
+
+    @property
+    def target_text(self) -> str:
+        """The target as printed: ``<= 2x`` or ``<= 1.000 ms``."""
+        if self.target_kind == "ratio":
+            return f"<= {self.target:g}x"
+        return f"<= {_format_time(self.target)}"
+
+
+def _format_time(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """The results as a plain-text table, one row per benchmark, notes beneath."""
+    header = ("benchmark", "subject median", "baseline median", "ratio", "target", "result")
+    rows = [
+        (
+            r.name,
+            _format_time(r.subject),
+            _format_time(r.baseline),
+            f"{r.ratio:.2f}x",
+            r.target_text,
+            "PASS" if r.passed else "MISS",
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    rule = "  ".join("-" * w for w in widths)
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), rule, *lines, rule]
+    for r in results:
+        for problem in r.problems:
+            out.append(f"{r.name}: PROBLEM: {problem}")
+        for note in r.notes:
+            out.append(f"{r.name}: {note}")
+    return "\n".join(line.rstrip() for line in out)
+
+
+async def interleave(subject: Batch, baseline: Batch, rounds: int) -> tuple[float, float]:
+    """Run `rounds` batches of each in ABBA order; return (subject, baseline) medians.
+
+    One warm-up batch of each runs first and is not counted.
+    """
+    await subject()
+    await baseline()
+    subject_times: list[float] = []
+    baseline_times: list[float] = []
+    for n in range(rounds):
+        if n % 2 == 0:
+            subject_times.append(await subject())
+            baseline_times.append(await baseline())
+        else:
+            baseline_times.append(await baseline())
+            subject_times.append(await subject())
+    return statistics.median(subject_times), statistics.median(baseline_times)
+
+
+async def thread_hop_median(samples: int = 100) -> float:
+    """The median cost of one `trio.to_thread.run_sync` round trip doing nothing.
+
+    The task store runs each SQLite call through one such hop, so this is the
+    floor under every store operation on this machine.
+    """
+    times: list[float] = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        await trio.to_thread.run_sync(_nothing)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _nothing() -> None:
+    pass
+
+
+# -- 1. registry ask -> answer round trip -------------------------------------
+
+
+async def bench_ask_answer(rounds: int = 60, batch: int = 200) -> Result:
+    """`Registry.ask` answered by a listener task vs a request/reply over memory channels."""
+    registry = Registry()
+    ctx = RequestContext("chat-bench")
+    request = Request.question("ping")
+    answer = Answer("pong")
+    req_send, req_recv = trio.open_memory_channel[Request](1)
+    rep_send, rep_recv = trio.open_memory_channel[Answer](1)
+
+    async def listen(listener: Listener) -> None:
+        while True:
+            entry = await listener.claim()
+            entry.answer(answer)
+
+    async def reply() -> None:
+        async for got in req_recv:
+            assert got is request
+            await rep_send.send(answer)
+
+    async def subject() -> float:
+        start = time.perf_counter()
+        for _ in range(batch):
+            got = await registry.ask(request, context=ctx)
+            assert got is answer
+        return (time.perf_counter() - start) / batch
+
+    async def baseline() -> float:
+        start = time.perf_counter()
+        for _ in range(batch):
+            await req_send.send(request)
+            got = await rep_recv.receive()
+            assert got is answer
+        return (time.perf_counter() - start) / batch
+
+    with registry.listen("chat-", name="bench") as listener:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen, listener)
+            nursery.start_soon(reply)
+            subject_median, baseline_median = await interleave(subject, baseline, rounds)
+            nursery.cancel_scope.cancel()
+    stats = registry.statistics()
+    problems = () if stats.waiting == stats.claimed == 0 else (f"entries left behind: {stats}",)
+    return Result(
+        "ask_answer",
+        subject_median,
+        baseline_median,
+        "ratio",
+        2.0,
+        rounds,
+        problems,
+        (f"median per round trip over {rounds} batches of {batch}",),
+    )
+
+
+# -- 2. executor cancel -> final event ----------------------------------------
+
+
+@attrs.define(eq=False)
+class _Watch:
+    """Collects a run's events and the moments that matter to a benchmark."""
+
+    tool: str
+    events: list[Event] = attrs.field(factory=list)
+    started: trio.Event = attrs.field(factory=trio.Event)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    task_hash: str = ""
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    final: RunEnded | None = None
+
+    async def emit(self, event: Event) -> None:
+        now = time.perf_counter()
+        self.events.append(event)
+        if isinstance(event, ToolCallEvent) and event.name == self.tool:
+            self.task_hash = event.task_hash
+            self.started_at = now
+            self.started.set()
+        elif isinstance(event, RunEnded):
+            self.ended_at = now
+            self.final = event
+            self.ended.set()
+
+
+def _bench_model() -> ScriptedModel:
+    return ScriptedModel(word_delay=0, stream_delay=0)
+
+
+async def _open_bench_runtime(state_dir: Path) -> tuple[Runtime, Callable[[], Awaitable[None]]]:
+    manager = open_runtime(state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=())
+    runtime = await manager.__aenter__()
+
+    async def close() -> None:
+        await manager.__aexit__(None, None, None)
+
+    return runtime, close
+
+
+async def bench_cancel_final(state_dir: Path, rounds: int = 150) -> Result:
+    """`executor.cancel(hash, PAUSE)` to the `RunEnded` event vs a bare cancel-scope delivery."""
+    runtime, close = await _open_bench_runtime(state_dir)
+    owner = object()
+    problems: list[str] = []
+    counter = itertools.count()
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def subject() -> float:
+                session = f"chat-cancel-{next(counter)}"
+                watch = _Watch("sleep")
+                nursery.start_soon(_run, runtime, session, "sleep 1000", owner, watch)
+                with trio.fail_after(30):
+                    await watch.started.wait()
+                    await trio.testing.wait_all_tasks_blocked()
+                    start = time.perf_counter()
+                    runtime.executor.cancel(watch.task_hash, Cause.PAUSE, owner=owner)
+                    await watch.ended.wait()
+                elapsed = watch.ended_at - start
+                if watch.final is None or watch.final.outcome is not Outcome.CANCELLED:
+                    problems.append(f"{session} ended with {watch.final!r}, not a pause")
+                elif not watch.final.pending_kept:
+                    problems.append(f"{session}: a pause did not keep the pending task")
+                await runtime.executor.discard(session)
+                return elapsed
+
+            async def baseline() -> float:
+                resumed = trio.Event()
+                resumed_at = 0.0
+
+                async def parked(*, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+                    nonlocal resumed_at
+                    with trio.CancelScope() as scope:
+                        task_status.started(scope)
+                        await trio.sleep_forever()
+                    resumed_at = time.perf_counter()
+                    resumed.set()
+
+                scope: trio.CancelScope = await nursery.start(parked)
+                with trio.fail_after(30):
+                    await trio.testing.wait_all_tasks_blocked()
+                    start = time.perf_counter()
+                    scope.cancel()
+                    await resumed.wait()
+                return resumed_at - start
+
+            subject_median, baseline_median = await interleave(subject, baseline, rounds)
+            hop = await thread_hop_median()
+    finally:
+        await close()
+    return Result(
+        "cancel_final",
+        subject_median,
+        baseline_median,
+        "ratio",
+        3.0,
+        rounds,
+        tuple(problems[:3]),
+        (
+            f"median of {rounds} cancels, each of a run parked in its sleep tool",
+            f"the final event waits for 1 store write; one bare thread hop costs "
+            f"{_format_time(hop)} here",
+        ),
+    )
+
+
+async def _run(runtime: Runtime, session: str, text: str, owner: object, watch: _Watch) -> None:
+    await runtime.executor.run(session, text, owner=owner, emit=watch.emit)
+
+
+async def _resume(runtime: Runtime, session: str, owner: object, watch: _Watch) -> None:
+    await runtime.executor.resume(session, owner=owner, emit=watch.emit)
+
+
+# -- 3. pause -> persisted -> resume cycle -------------------------------------
+
+
+async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
+    """A pause, its persisted record, and a resume that reaches the long tool call again.
+
+    The task's round commits a `big` call and then sits in a long `sleep` call.
+    Each cycle pauses it (the record is saved as interrupted), resumes it, and
+    ends when the resumed run emits the `sleep` call again. A resumed run that
+    emits the `big` call re-executed a committed call, which must never happen.
+    """
+    runtime, close = await _open_bench_runtime(state_dir)
+    owner = object()
+    session = "chat-pause-resume"
+    problems: list[str] = []
+    reexecuted = 0
+    record_size = 0
+    base_db = _connect_like_store(state_dir / "baseline.db")
+    try:
+        async with trio.open_nursery() as nursery:
+            watch = _Watch("sleep")
+            nursery.start_soon(_run, runtime, session, "big 2048; sleep 1000", owner, watch)
+            with trio.fail_after(30):
+                await watch.started.wait()
+            big_calls = sum(
+                1 for e in watch.events if isinstance(e, ToolCallEvent) and e.name == "big"
+            )
+            if big_calls != 1:
+                problems.append(f"the first run called big {big_calls} times, not once")
+
+            async def subject() -> float:
+                nonlocal watch, reexecuted, record_size
+                with trio.fail_after(30):
+                    await trio.testing.wait_all_tasks_blocked()
+                    start = time.perf_counter()
+                    runtime.executor.cancel(watch.task_hash, Cause.PAUSE, owner=owner)
+                    await watch.ended.wait()
+                    paused = watch.final
+                    watch = _Watch("sleep")
+                    nursery.start_soon(_resume, runtime, session, owner, watch)
+                    await watch.started.wait()
+                elapsed = watch.started_at - start
+                if paused is None or not paused.pending_kept:
+                    problems.append(f"a pause ended with {paused!r}")
+                reexecuted += sum(
+                    1 for e in watch.events if isinstance(e, ToolCallEvent) and e.name == "big"
+                )
+                if not record_size:
+                    record_size = _stored_record_size(state_dir / "tasks.db", session)
+                return elapsed
+
+            payload = "x" * max(record_size, 1)
+
+            def sqlite_round_trip() -> float:
+                start = time.perf_counter()
+                with base_db:
+                    base_db.execute(
+                        "INSERT INTO tasks(session_id, record) VALUES (?, ?) "
+                        "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record",
+                        (session, payload),
+                    )
+                row = base_db.execute(
+                    "SELECT record FROM tasks WHERE session_id = ?", (session,)
+                ).fetchone()
+                elapsed = time.perf_counter() - start
+                assert row[0] == payload
+                return elapsed
+
+            async def baseline() -> float:
+                nonlocal payload
+                if len(payload) != record_size and record_size:
+                    payload = "x" * record_size
+                await trio.lowlevel.checkpoint()
+                return sqlite_round_trip()
+
+            subject_median, baseline_median = await interleave(subject, baseline, rounds)
+            nursery.cancel_scope.cancel()
+        hop = await thread_hop_median()
+    finally:
+        base_db.close()
+        await close()
+    if reexecuted:
+        problems.append(f"{reexecuted} committed tool calls ran again after a resume")
+    return Result(
+        "pause_resume",
+        subject_median,
+        baseline_median,
+        "absolute",
+        1e-3,
+        rounds,
+        tuple(problems[:3]),
+        (
+            f"re-executed committed tool calls: {reexecuted} over {rounds + 1} resumes",
+            f"baseline: one SQLite upsert + select of a {record_size}-byte record, no thread hop",
+            f"the cycle makes 4 store calls (save, load, load_history, save), each a thread "
+            f"hop; one bare hop costs {_format_time(hop)} here",
+        ),
+    )
+
+
+def _connect_like_store(path: Path) -> sqlite3.Connection:
+    """A SQLite file set up as the task store sets up its own (WAL, synchronous=NORMAL)."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE IF NOT EXISTS tasks (session_id TEXT PRIMARY KEY, record TEXT)")
+    db.isolation_level = "DEFERRED"
+    return db
+
+
+def _stored_record_size(path: Path, session: str) -> int:
+    """The size in bytes of a session's stored record, read with a second connection."""
+    db = sqlite3.connect(path)
+    try:
+        row = db.execute(
+            "SELECT length(CAST(record AS BLOB)) FROM tasks WHERE session_id = ?", (session,)
+        ).fetchone()
+    finally:
+        db.close()
+    return int(row[0]) if row else 0
+
+
+# -- 4. claim cost with many waiting entries -----------------------------------
+
+
+async def bench_claim_scaling(
+    rounds: int = 60, batch: int = 20, large: int = 10_000, small: int = 100
+) -> Result:
+    """`Listener.claim_nowait` + answer with `large` entries waiting vs with `small`.
+
+    A third of the entries belong to another prefix (a ``tg-`` listener's), a
+    third to this listener's prefix but another window (refused by its match),
+    and a third are this listener's own.
+    """
+    big = _ClaimPopulation(large)
+    little = _ClaimPopulation(small)
+
+    async def subject() -> float:
+        await trio.lowlevel.checkpoint()
+        return big.claim_batch(batch)
+
+    async def baseline() -> float:
+        await trio.lowlevel.checkpoint()
+        return little.claim_batch(batch)
+
+    subject_median, baseline_median = await interleave(subject, baseline, rounds)
+    problems = [p for p in (big.check(), little.check()) if p]
+    return Result(
+        f"claim_{large // 1000}k" if large >= 1000 else f"claim_{large}",
+        subject_median,
+        baseline_median,
+        "ratio",
+        2.0,
+        rounds,
+        tuple(problems),
+        (f"median per claim with {large} vs {small} entries waiting (baseline)",),
+    )
+
+
+@attrs.define(eq=False)
+class _ClaimPopulation:
+    """A registry kept at `size` waiting entries, a third of them claimable by `mine`."""
+
+    size: int
+    registry: Registry = attrs.field(factory=Registry, init=False)
+    mine: Listener = attrs.field(init=False)
+    others: list[Listener] = attrs.field(factory=list, init=False)
+    _counter: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+    _request: Request = attrs.field(factory=lambda: Request.question("claim me"), init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.mine = self.registry.listen("cli-", lambda c: c.window_hash == "w-mine", name="mine")
+        self.others = [
+            self.registry.listen("cli-", lambda c: c.window_hash == "w-other", name="other"),
+            self.registry.listen("tg-", name="tg"),
+        ]
+        for n in range(self.size):
+            self._post(n % 3)
+
+    def _post(self, kind: int) -> None:
+        n = next(self._counter)
+        if kind == 0:
+            ctx = RequestContext(f"tg-{n}")
+        elif kind == 1:
+            ctx = RequestContext(f"cli-{n}", window_hash="w-other")
+        else:
+            ctx = RequestContext(f"cli-{n}", window_hash="w-mine")
+        self.registry.post(self._request, ctx)
+
+    def claim_batch(self, count: int) -> float:
+        """Claim and answer `count` of `mine`'s entries; refill untimed; seconds per claim."""
+        claim = self.mine.claim_nowait
+        start = time.perf_counter()
+        for _ in range(count):
+            entry = claim()
+            assert entry is not None
+            entry.answer("ok")
+        elapsed = time.perf_counter() - start
+        for _ in range(count):
+            self._post(2)
+        return elapsed / count
+
+    def check(self) -> str | None:
+        """A description of a wrong population, or None."""
+        stats = self.registry.statistics()
+        if stats.waiting != self.size or stats.claimed != 0:
+            return f"with {self.size} entries the registry ended at {stats}"
+        return None
+
+
+# -- running them all ------------------------------------------------------------
+
+
+async def run_all(state_root: Path) -> list[Result]:
+    """Every core benchmark at its full size, in one Trio run."""
+    (state_root / "cancel").mkdir()
+    (state_root / "resume").mkdir()
+    return [
+        await bench_ask_answer(),
+        await bench_cancel_final(state_root / "cancel"),
+        await bench_pause_resume(state_root / "resume"),
+        await bench_claim_scaling(),
+    ]
+
+
+def main() -> list[Result]:
+    """Run the core benchmarks with real Trio and real SQLite files; print the table."""
+    with tempfile.TemporaryDirectory(prefix="agentrt-bench-") as tmp:
+        results = trio.run(run_all, Path(tmp))
+    print(format_table(results))
+    return results

@@ -1,0 +1,133 @@
+"""Each benchmark runs at a tiny size, so the suite proves they still work.
+
+These tests check the shape of what a benchmark reports and the checks it
+makes besides timing (no entry left behind, no committed call run twice),
+never the timings themselves.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+try:
+    from benchmarks import bench_core
+    from benchmarks.__main__ import _run_optional
+except ModuleNotFoundError:  # pytest run from elsewhere than the project root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import bench_core
+    from benchmarks.__main__ import _run_optional
+
+
+def _assert_measured(result: bench_core.Result, name: str) -> None:
+    assert result.name == name
+    assert result.subject > 0
+    assert result.baseline > 0
+    assert result.ratio == pytest.approx(result.subject / result.baseline)
+    assert result.problems == ()
+
+
+async def test_ask_answer_benchmark_reports_a_ratio_and_leaves_no_entry() -> None:
+    with trio.fail_after(20):
+        result = await bench_core.bench_ask_answer(rounds=2, batch=3)
+    _assert_measured(result, "ask_answer")
+    assert result.target_kind == "ratio"
+    assert result.target == 2.0
+
+
+async def test_cancel_benchmark_pauses_runs_and_keeps_their_tasks(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        result = await bench_core.bench_cancel_final(tmp_path, rounds=2)
+    _assert_measured(result, "cancel_final")
+    assert result.target == 3.0
+
+
+async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        result = await bench_core.bench_pause_resume(tmp_path, rounds=2)
+    _assert_measured(result, "pause_resume")
+    assert result.target_kind == "absolute"
+    assert result.target == 1e-3
+    assert "re-executed committed tool calls: 0 over 3 resumes" in result.notes
+
+
+async def test_claim_benchmark_keeps_its_populations_constant() -> None:
+    with trio.fail_after(20):
+        result = await bench_core.bench_claim_scaling(rounds=2, batch=5, large=300, small=30)
+    _assert_measured(result, "claim_300")
+    assert result.target == 2.0
+
+
+def _result(
+    subject: float, baseline: float, kind: str = "ratio", target: float = 2.0
+) -> bench_core.Result:
+    return bench_core.Result("demo", subject, baseline, kind, target, 1)
+
+
+def test_a_ratio_target_passes_up_to_its_bound_and_misses_beyond() -> None:
+    assert _result(2.0, 1.0).passed
+    assert not _result(2.1, 1.0).passed
+
+
+def test_an_absolute_target_ignores_the_ratio() -> None:
+    assert _result(0.9e-3, 1e-6, "absolute", 1e-3).passed
+    assert not _result(1.1e-3, 1e-2, "absolute", 1e-3).passed
+
+
+def test_a_problem_makes_a_fast_result_miss() -> None:
+    result = bench_core.Result("demo", 1.0, 1.0, "ratio", 2.0, 1, problems=("ran twice",))
+    assert not result.passed
+
+
+def test_table_prints_each_figure_and_verdict() -> None:
+    table = bench_core.format_table(
+        [
+            bench_core.Result("fast", 1.5e-6, 1e-6, "ratio", 2.0, 1),
+            bench_core.Result("slow", 2e-3, 1e-4, "absolute", 1e-3, 1, problems=("oops",)),
+        ]
+    )
+    lines = table.splitlines()
+    assert lines[0].split() == [
+        "benchmark",
+        "subject",
+        "median",
+        "baseline",
+        "median",
+        "ratio",
+        "target",
+        "result",
+    ]
+    assert lines[2].split() == ["fast", "1.50", "us", "1.00", "us", "1.50x", "<=", "2x", "PASS"]
+    assert lines[3].split() == [
+        "slow",
+        "2.000",
+        "ms",
+        "100.00",
+        "us",
+        "20.00x",
+        "<=",
+        "1.000",
+        "ms",
+        "MISS",
+    ]
+    assert "slow: PROBLEM: oops" in lines
+
+
+def test_a_missing_optional_benchmark_is_skipped() -> None:
+    assert _run_optional("benchmarks.no_such_benchmark")
+
+
+def test_a_crashing_optional_benchmark_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken_bench_for_test.py").write_text(
+        "def main():\n    raise RuntimeError('boom')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not _run_optional("broken_bench_for_test")
+    out = capsys.readouterr()
+    assert "broken_bench_for_test failed to run" in out.out
+    assert "RuntimeError: boom" in out.err
