@@ -38,12 +38,27 @@ def pipe() -> Iterator[PipeInput]:
         yield pipe_input
 
 
-async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Wait for the application to reach `condition` (it reacts to input on its own loop)."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.005)
-    assert condition(), what
+#: Bound on every wait for the application to react.
+REACT_TIMEOUT = 5.0
+
+
+async def until(app: TuiApp, condition: Callable[[], bool], what: str) -> None:
+    """Wait until `condition` holds, re-checking each time the application redraws."""
+    redrawn = asyncio.Event()
+
+    def wake(_: object) -> None:
+        redrawn.set()
+
+    app.application.after_render += wake
+    try:
+        async with asyncio.timeout(REACT_TIMEOUT):
+            while not condition():
+                await redrawn.wait()
+                redrawn.clear()
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting: {what}") from None
+    finally:
+        app.application.after_render -= wake
 
 
 def drive(
@@ -55,8 +70,10 @@ def drive(
         sent: list[ClientFrame] = []
         with create_app_session(input=pipe, output=DummyOutput()):
             app = TuiApp(TuiState(connected=True), sent.append)
-            running = asyncio.ensure_future(app.application.run_async())
-            await until(lambda: app.application.is_running, "the application started")
+            started = asyncio.Event()
+            running = asyncio.ensure_future(app.application.run_async(pre_run=started.set))
+            async with asyncio.timeout(REACT_TIMEOUT):
+                await started.wait()
             await scenario(app, sent)
             async with asyncio.timeout(5):
                 await running
@@ -68,23 +85,23 @@ def test_message_escape_popup_pause_and_quit(pipe: PipeInput) -> None:
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
         state = app.state
         pipe.send_text("hello" + ENTER)
-        await until(lambda: sent == [Run("hello", None)], "the run frame was sent")
+        await until(app, lambda: sent == [Run("hello", None)], "the run frame was sent")
         assert app.buffer.text == ""
         app.receive(TaskFrame("t1", "cli-1"))
         app.receive(TextFrame("t1", "Hi "))
         app.receive(TextFrame("t1", "there"))
         assert state.transcript[-1].text == "Hi there"
         pipe.send_text(ESC)
-        await until(lambda: state.popup_open, "Esc opened the popup")
+        await until(app, lambda: state.popup_open, "Esc opened the popup")
         pipe.send_text("p")
-        await until(lambda: sent[-1] == Cancel("t1", pause=True), "Pause sent a cancel")
+        await until(app, lambda: sent[-1] == Cancel("t1", pause=True), "Pause sent a cancel")
         app.receive(
             EndedFrame("t1", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
         )
         assert state.notice is not None
         assert "/pending" in state.notice.text
         pipe.send_text(CTRL_C)
-        await until(lambda: state.quit_armed, "a first Ctrl+C arms quitting")
+        await until(app, lambda: state.quit_armed, "a first Ctrl+C arms quitting")
         pipe.send_text(CTRL_C)
 
     drive(pipe, scenario)
@@ -95,17 +112,17 @@ def test_escape_cascade_through_the_keyboard(pipe: PipeInput) -> None:
         state = app.state
         app.notify("something to read")
         pipe.send_text("/")
-        await until(lambda: state.picker_open, "typing / opens the picker")
+        await until(app, lambda: state.picker_open, "typing / opens the picker")
         pipe.send_text(ESC)
-        await until(lambda: not state.picker_open, "Esc closed the picker")
+        await until(app, lambda: not state.picker_open, "Esc closed the picker")
         assert state.notice is not None
         pipe.send_text(ESC)
-        await until(lambda: state.notice is None, "Esc closed the notice")
+        await until(app, lambda: state.notice is None, "Esc closed the notice")
         assert app.buffer.text == "/"
         pipe.send_text(ESC)
-        await until(lambda: app.buffer.text == "", "Esc cleared the input")
+        await until(app, lambda: app.buffer.text == "", "Esc cleared the input")
         pipe.send_text("/q\t")
-        await until(lambda: app.buffer.text == "/quit", "Tab completed the command")
+        await until(app, lambda: app.buffer.text == "/quit", "Tab completed the command")
         pipe.send_text(ENTER)
 
     drive(pipe, scenario)
@@ -114,9 +131,9 @@ def test_escape_cascade_through_the_keyboard(pipe: PipeInput) -> None:
 def test_escape_before_the_first_event_is_held_then_sent(pipe: PipeInput) -> None:
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
         pipe.send_text("go" + ENTER)
-        await until(lambda: len(sent) == 1, "the run was sent")
+        await until(app, lambda: len(sent) == 1, "the run was sent")
         pipe.send_text(ESC)
-        await until(lambda: app.state.notice is not None, "the cancel is held")
+        await until(app, lambda: app.state.notice is not None, "the cancel is held")
         assert len(sent) == 1
         app.receive(TaskFrame("t5", "cli-5"))
         assert sent[-1] == Cancel("t5", pause=False)
@@ -130,22 +147,22 @@ def test_confirmation_and_masked_secret_from_the_keyboard(pipe: PipeInput) -> No
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
         state = app.state
         pipe.send_text("draft")
-        await until(lambda: state.input == "draft", "typed")
+        await until(app, lambda: state.input == "draft", "typed")
         app.receive(AskFrame("a1", "t1", "cli-1", RequestKind.CONFIRM, "write f?", CONFIRM_CHOICES))
         assert app.buffer.text == ""
         pipe.send_text("zz")  # the choices have the keys: the input box stays read-only
         pipe.send_text(DOWN + ENTER)
-        await until(lambda: bool(sent), "the confirmation was answered")
+        await until(app, lambda: bool(sent), "the confirmation was answered")
         assert sent == [AnswerFrame("a1", "allow_session")]
         assert app.buffer.text == "draft"
         app.receive(AskFrame("s1", "t1", "cli-1", RequestKind.SECRET, "TOKEN", masked=True))
         pipe.send_text("hunter2" + ENTER)
-        await until(lambda: len(sent) == 2, "the secret was sent")
+        await until(app, lambda: len(sent) == 2, "the secret was sent")
         assert sent[-1] == AnswerFrame("s1", "", secret="hunter2")
         assert "hunter2" not in app.buffer.history.get_strings()
         assert app.buffer.text == "draft"
         pipe.send_text(ESC)
-        await until(lambda: app.buffer.text == "", "Esc cleared the draft")
+        await until(app, lambda: app.buffer.text == "", "Esc cleared the draft")
         pipe.send_text("/quit" + ESC + ENTER)
 
     drive(pipe, scenario)
