@@ -320,6 +320,8 @@ class ErrorCode(enum.Enum):
     TRUNCATED = "truncated"
     #: The frame is valid but not allowed now (e.g. ``run`` before ``hello``).
     STATE = "state"
+    #: The peer speaks another protocol version; the connection is closed.
+    VERSION = "version"
     #: The named task, question or session does not exist or is not this connection's.
     NOT_FOUND = "not_found"
     #: The peer is another user; the connection is closed.

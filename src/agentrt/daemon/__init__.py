@@ -1,0 +1,132 @@
+"""The agentrt daemon: runs agents for terminal windows over a Unix socket.
+
+``agentrt daemon`` (or ``python -m agentrt.daemon``) serves the frame protocol
+described in ``docs/protocol.md``. In code::
+
+    async with open_runtime(state_dir) as runtime:
+        daemon = await nursery.start(serve, socket_path, runtime)
+        ...
+        await daemon.shutdown()
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from .._runtime import Runtime, default_state_dir, open_runtime
+from .._store import StoreError
+from ._connection import Connection as Connection
+from ._lifecycle import ConnectionState as ConnectionState
+from ._lifecycle import IllegalStepError as IllegalStepError
+from ._lifecycle import Lifecycle as Lifecycle
+from ._lifecycle import Step as Step
+from ._paths import DaemonAlreadyRunningError as DaemonAlreadyRunningError
+from ._paths import PeerCredentials as PeerCredentials
+from ._paths import SocketPathError as SocketPathError
+from ._paths import check_peer as check_peer
+from ._paths import default_socket_path as default_socket_path
+from ._paths import peer_credentials as peer_credentials
+from ._server import Daemon as Daemon
+
+log = logging.getLogger("agentrt.daemon")
+
+
+async def serve(
+    socket_path: Path,
+    runtime: Runtime,
+    *,
+    handle_signals: bool = False,
+    task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `runtime` on `socket_path` until cancelled or shut down.
+
+    Reports the `Daemon` through `task_status` once the socket accepts
+    connections. With `handle_signals`, SIGTERM and SIGINT shut it down
+    gracefully (a second signal stops it at once); this needs the main thread.
+    """
+    daemon = Daemon(runtime, Path(socket_path), handle_signals=handle_signals)
+    await daemon.serve(task_status=task_status)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrt daemon",
+        description=(
+            "Run agents for terminal windows (agenttui) over a Unix socket. "
+            "Questions and confirmations of a run go back to the window that started it; "
+            "closing a window or stopping the daemon keeps unfinished tasks for a later "
+            "resume (/pending in agenttui)."
+        ),
+        epilog=(
+            "SIGTERM or Ctrl+C stops the daemon gracefully: runs end with cause 'shutdown' "
+            "and their pending tasks are kept."
+        ),
+    )
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        type=Path,
+        default=None,
+        help="the Unix socket to listen on (env AGENTRT_SOCKET; default "
+        "$XDG_RUNTIME_DIR/agentrt/daemon.sock, else /tmp/agentrt-UID/daemon.sock)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="where pending tasks and secrets are kept (env AGENTRT_STATE_DIR; default "
+        "$XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        default=os.environ.get("AGENTRT_MODEL", "scripted"),
+        help="the model: 'scripted' (default, offline), 'replay:PATH', 'openai:NAME' "
+        "or 'anthropic:NAME' (env AGENTRT_MODEL)",
+    )
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="the folder tools work in (default: the current folder)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every connection")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the daemon in the foreground; return the process exit status."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="agentrt daemon: %(message)s",
+    )
+    socket_path: Path = args.socket or default_socket_path()
+    state_dir: Path = args.state_dir or default_state_dir()
+    try:
+        trio.run(_amain, socket_path, state_dir, args.model, args.workdir)
+    except (DaemonAlreadyRunningError, SocketPathError, StoreError, ValueError) as exc:
+        print(f"agentrt daemon: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def _amain(socket_path: Path, state_dir: Path, model: str, workdir: Path | None) -> None:
+    async with (
+        open_runtime(state_dir, model, workdir=workdir) as runtime,
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(partial(serve, socket_path, runtime, handle_signals=True))
+        print(f"agentrt daemon: listening on {socket_path}", file=sys.stderr, flush=True)

@@ -1,0 +1,7 @@
+"""``python -m agentrt.daemon``: the same as ``agentrt daemon``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,457 @@
+"""One client connection: a reader task, a handler per frame type, writes under one lock.
+
+A connection speaks for one window (the ``window`` of its hello). Runs it
+starts are bound to that window, so the registry routes their questions to
+this connection's ``cli-`` listener and nowhere else; it may cancel, answer
+and list only what belongs to that window. When it closes, its open
+questions fail, its runs are cancelled with `Cause.DISCONNECT` and their
+pending tasks are kept for a later resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from .._cause import Cause
+from .._context import RequestContext
+from .._events import Event
+from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
+from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
+from .._record import TaskRecord
+from .._store import StoreError
+from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
+from ..frames import (
+    PROTOCOL_VERSION,
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    ClientFrame,
+    DaemonFrame,
+    ErrorCode,
+    ErrorFrame,
+    Hello,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    Run,
+    Welcome,
+    frame_for_event,
+)
+from ._lifecycle import IllegalStepError, Lifecycle, Step
+
+if TYPE_CHECKING:
+    from ._server import Daemon
+
+log = logging.getLogger("agentrt.daemon")
+
+#: The origin of every session a daemon connection runs.
+ORIGIN: Final = "cli-"
+#: A write that takes longer than this means the client stopped reading; it is dropped.
+SEND_TIMEOUT: Final = 30.0
+#: How long a closing connection waits for its cancelled runs to save their tasks.
+CLEANUP_TIMEOUT: Final = 10.0
+_RECEIVE_SIZE: Final = 65536
+_MAX_WINDOW: Final = 128
+
+
+def new_session_id() -> str:
+    """A fresh ``cli-`` session id."""
+    return ORIGIN + secrets.token_hex(6)
+
+
+@attrs.define(eq=False)
+class RunCounter:
+    """Counts runs in flight so their owner can wait until none is left."""
+
+    count: int = attrs.field(default=0, init=False)
+    _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._idle.set()
+
+    def enter(self) -> None:
+        """A run started."""
+        if self.count == 0:
+            self._idle = trio.Event()
+        self.count += 1
+
+    def exit(self) -> None:
+        """A run ended."""
+        self.count -= 1
+        if self.count == 0:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until no run is in flight."""
+        await self._idle.wait()
+
+
+Handler = Callable[[Any], Awaitable[None]]
+
+
+@attrs.define(eq=False)
+class Connection:
+    """The daemon's side of one client connection. Made and served by `Daemon`."""
+
+    daemon: Daemon = attrs.field(repr=False)
+    stream: trio.SocketStream = attrs.field(repr=False)
+    number: int
+    window: str | None = attrs.field(default=None, init=False)
+    lifecycle: Lifecycle = attrs.field(factory=Lifecycle, init=False)
+    _codec: FrameCodec[ClientFrame] = attrs.field(factory=FrameCodec.for_daemon, init=False)
+    _write_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False, repr=False)
+    _listener: Listener | None = attrs.field(default=None, init=False, repr=False)
+    #: Questions this connection claimed and forwarded, by entry id.
+    _asks: dict[str, Entry] = attrs.field(factory=dict, init=False, repr=False)
+    _runs: RunCounter = attrs.field(factory=RunCounter, init=False, repr=False)
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False, repr=False)
+    _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+    _broken: bool = attrs.field(default=False, init=False)
+    _handlers: dict[type[ClientFrame], Handler] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._handlers = {
+            Hello: self._on_hello,
+            Run: self._on_run,
+            AnswerFrame: self._on_answer,
+            Cancel: self._on_cancel,
+            PendingRequest: self._on_pending,
+        }
+
+    # -- the connection's life ---------------------------------------------
+
+    async def serve(self) -> None:
+        """Read and handle frames until the peer leaves, then clean up."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    with self._reader_scope:
+                        await self._read_loop()
+                finally:
+                    self._release()
+                # The runs were cancelled with DISCONNECT; let them save their tasks.
+                with trio.move_on_after(CLEANUP_TIMEOUT):
+                    await self._runs.wait_idle()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                await self.stream.aclose()
+
+    def _release(self) -> None:
+        """Everything a closing connection must undo, synchronously, in this order."""
+        # Cancel first: a producer cancelled with a cause withdraws its question,
+        # so the run ends as a disconnect rather than a failed answer.
+        self.daemon.runtime.executor.cancel_owner(self, Cause.DISCONNECT)
+        if self._listener is not None:
+            self._listener.close("the window closed")
+        self.daemon.release_window(self)
+        self.lifecycle.step(Step.CLOSE)
+
+    async def _read_loop(self) -> None:
+        while True:
+            item = self._codec.next_frame()
+            if item is NEED_DATA:
+                try:
+                    data = await self.stream.receive_some(_RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                self._codec.feed(data)
+                continue
+            if item is EOF:
+                return
+            if isinstance(item, ProtocolError):
+                await self.send(item.to_frame())
+                continue
+            await self._dispatch(item)
+
+    async def _dispatch(self, frame: ClientFrame) -> None:
+        step = Step.HELLO if isinstance(frame, Hello) else Step.REQUEST
+        if not self.lifecycle.allows(step):
+            try:
+                self.lifecycle.step(step, f"a {frame.TYPE!r} frame")
+            except IllegalStepError as exc:
+                await self.error(ErrorCode.STATE, str(exc), frame)
+            return
+        await self._handlers[type(frame)](frame)
+
+    def _close_soon(self) -> None:
+        """End the connection after the frame being handled (a refused hello)."""
+        self._reader_scope.cancel()
+
+    # -- writing ----------------------------------------------------------
+
+    async def send(self, frame: DaemonFrame) -> None:
+        """Write one frame. A client that left or stopped reading is dropped, not raised."""
+        if self._broken:
+            return
+        data = encode(frame)
+        async with self._write_lock:
+            # Checked again: the writer before us may have found the peer gone.
+            if self._is_broken():
+                return
+            try:
+                with trio.move_on_after(SEND_TIMEOUT) as timeout:
+                    await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._broken = True
+            else:
+                if timeout.cancelled_caught:
+                    log.warning("connection %d stopped reading; closing it", self.number)
+                    self._broken = True
+        if self._broken:
+            self._reader_scope.cancel()
+
+    def _is_broken(self) -> bool:
+        return self._broken
+
+    async def error(
+        self, code: ErrorCode, message: str, about: ClientFrame | str | None = None
+    ) -> None:
+        """Send an `error` frame about `about` (a frame or a frame type)."""
+        ref = about if isinstance(about, str) or about is None else about.TYPE
+        await self.send(ErrorFrame(code, message, ref))
+
+    async def _emit(self, event: Event) -> None:
+        await self.send(frame_for_event(event))
+
+    # -- hello ------------------------------------------------------------
+
+    async def _on_hello(self, frame: Hello) -> None:
+        if frame.version != PROTOCOL_VERSION:
+            await self.error(
+                ErrorCode.VERSION,
+                f"protocol version {frame.version} is not spoken here (this daemon speaks "
+                f"{PROTOCOL_VERSION}); upgrade the older of the two",
+                frame,
+            )
+            self._close_soon()
+            return
+        window = frame.window
+        if not window or len(window) > _MAX_WINDOW or not window.isprintable():
+            await self.error(
+                ErrorCode.INVALID,
+                f"the window hash must be 1 to {_MAX_WINDOW} printable characters",
+                frame,
+            )
+            self._close_soon()
+            return
+        if not self.daemon.claim_window(self, window):
+            await self.error(
+                ErrorCode.STATE,
+                "another live connection holds this window; make a new window hash",
+                frame,
+            )
+            self._close_soon()
+            return
+        self.window = window
+        self.lifecycle.step(Step.HELLO)
+        self._listener = self.daemon.runtime.registry.listen(
+            ORIGIN, self._accepts, name=f"daemon connection {self.number}"
+        )
+        assert self._nursery is not None
+        self._nursery.start_soon(self._forward_questions, self._listener)
+        await self.send(Welcome(PROTOCOL_VERSION, self.daemon.version, window))
+
+    def _accepts(self, ctx: RequestContext) -> bool:
+        return self.window is not None and ctx.window_hash == self.window
+
+    # -- questions ---------------------------------------------------------
+
+    async def _forward_questions(self, listener: Listener) -> None:
+        assert self._nursery is not None
+        while True:
+            try:
+                entry = await listener.claim()
+            except ClosedListenerError:
+                return
+            self._asks[entry.id] = entry
+            await self.send(AskFrame.from_entry(entry))
+            self._nursery.start_soon(self._watch_question, entry)
+
+    async def _watch_question(self, entry: Entry) -> None:
+        state = await entry.wait_done()
+        self._asks.pop(entry.id, None)
+        if state is EntryState.WITHDRAWN:
+            await self.send(
+                AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
+            )
+
+    async def _on_answer(self, frame: AnswerFrame) -> None:
+        entry = self._asks.get(frame.ask)
+        if entry is None or entry.done:
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no question {frame.ask!r} is waiting for an answer from this window",
+                frame,
+            )
+            return
+        choices = entry.request.choices
+        if choices and frame.value not in choices:
+            await self.error(
+                ErrorCode.INVALID,
+                f"question {frame.ask!r} takes one of: {', '.join(choices)}",
+                frame,
+            )
+            return
+        try:
+            entry.answer(Answer(frame.value, secret=frame.secret))
+        except RegistryError as exc:
+            await self.error(ErrorCode.NOT_FOUND, str(exc), frame)
+
+    # -- runs -------------------------------------------------------------
+
+    async def _on_run(self, frame: Run) -> None:
+        session = frame.session if frame.session is not None else new_session_id()
+        if not session.startswith(ORIGIN):
+            await self.error(
+                ErrorCode.INVALID,
+                f"session {session!r} is not a terminal session; runs over the daemon socket "
+                f"use {ORIGIN!r} sessions (leave session out to start a new one)",
+                frame,
+            )
+            return
+        executor = self.daemon.runtime.executor
+
+        async def start() -> None:
+            await executor.run(
+                session, frame.text, owner=self, emit=self._emit, window_hash=self.window
+            )
+
+        await self._start_run(start, frame)
+
+    async def _start_run(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
+        if self.daemon.stopping:
+            await self.error(
+                ErrorCode.FAILED, "the daemon is shutting down; try again once it restarts", frame
+            )
+            return
+        assert self._nursery is not None
+        self._nursery.start_soon(self._drive, start, frame)
+
+    async def _drive(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
+        self._runs.enter()
+        self.daemon.runs.enter()
+        try:
+            await start()
+        except ExecutorError as exc:
+            await self.error(ErrorCode.FAILED, str(exc), frame)
+        except StoreError as exc:
+            log.error("connection %d: task store failed: %s", self.number, exc)
+            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+        finally:
+            self._runs.exit()
+            self.daemon.runs.exit()
+
+    async def _on_cancel(self, frame: Cancel) -> None:
+        cause = Cause.PAUSE if frame.pause else Cause.USER_CANCEL
+        try:
+            self.daemon.runtime.executor.cancel(frame.task, cause, owner=self)
+        except (UnknownTaskError, NotOwnerError):
+            # One message for both, so a window cannot probe for other windows' tasks.
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no running task {frame.task!r} was started by this window",
+                frame,
+            )
+            return
+        detail = "pausing; the pending task is kept" if frame.pause else "cancelling"
+        await self.send(Ack(frame.TYPE, detail, task=frame.task))
+
+    # -- pending tasks ------------------------------------------------------
+
+    async def _on_pending(self, frame: PendingRequest) -> None:
+        if frame.action is PendingAction.LIST:
+            await self._pending_list(frame)
+            return
+        if frame.session is None:
+            await self.error(
+                ErrorCode.INVALID,
+                f"pending {frame.action.value} needs the session to {frame.action.value}",
+                frame,
+            )
+            return
+        try:
+            record = await self.daemon.runtime.store.load(frame.session)
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+            return
+        if record is None or not self._may_see(record):
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no pending task of session {frame.session!r} is visible to this window",
+                frame,
+            )
+            return
+        if frame.action is PendingAction.RESUME:
+            await self._pending_resume(frame, record.session_id)
+        else:
+            await self._pending_discard(frame, record.session_id)
+
+    def _may_see(self, record: TaskRecord) -> bool:
+        """This window's tasks, and tasks of windows no live connection holds."""
+        executor = self.daemon.runtime.executor
+        for info in executor.running():
+            if info.session_id == record.session_id and info.owner is not self:
+                return False
+        window = record.window_hash
+        return window == self.window or window is None or not self.daemon.window_is_live(window)
+
+    async def _pending_list(self, frame: PendingRequest) -> None:
+        try:
+            records = await self.daemon.runtime.store.list(prefix=ORIGIN)
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+            return
+        tasks = tuple(
+            PendingTask(
+                session=r.session_id,
+                status=r.status.value,
+                input=r.input,
+                updated_at=r.updated_at,
+                cause=r.cause,
+                question=r.question.prompt if r.question is not None else None,
+                task=r.task_hash,
+            )
+            for r in records
+            if self._may_see(r)
+        )
+        await self.send(PendingList(tasks))
+
+    async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
+        executor = self.daemon.runtime.executor
+
+        async def start() -> None:
+            await executor.resume(
+                session,
+                owner=self,
+                emit=self._emit,
+                answer=frame.answer,
+                window_hash=self.window,
+            )
+
+        await self._start_run(start, frame)
+
+    async def _pending_discard(self, frame: PendingRequest, session: str) -> None:
+        try:
+            existed = await self.daemon.runtime.executor.discard(session)
+        except (ExecutorError, StoreError) as exc:
+            await self.error(ErrorCode.FAILED, str(exc), frame)
+            return
+        if not existed:
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no pending task of session {session!r} is visible to this window",
+                frame,
+            )
+            return
+        await self.send(Ack(frame.TYPE, "discarded", session=session))

@@ -1,0 +1,600 @@
+"""The daemon over a real Unix socket: isolation, questions, cancel, pending, bad input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from agentrt._cause import Cause
+from agentrt._events import Event, Outcome, RunEnded
+from agentrt._pending import EntryState, RequestKind
+from agentrt._record import TaskStatus
+from agentrt._runtime import Runtime, open_runtime
+from agentrt._sudo import PrivilegedResult
+from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
+from agentrt.codec import MAX_FRAME_SIZE
+from agentrt.daemon import (
+    Daemon,
+    DaemonAlreadyRunningError,
+    PeerCredentials,
+    check_peer,
+    peer_credentials,
+    serve,
+)
+from agentrt.frames import (
+    PROTOCOL_VERSION,
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    DaemonFrame,
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    Hello,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    Run,
+    TaskFrame,
+    TextFrame,
+    VerifyFrame,
+)
+
+TIMEOUT = 10
+
+
+@attrs.define
+class FakeVerifier:
+    """Accepts the password 'sesame'; never has cached credentials; runs nothing."""
+
+    tried: list[str] = attrs.field(factory=list)
+
+    async def cached(self) -> bool:
+        await trio.lowlevel.checkpoint()
+        return False
+
+    async def verify(self, password: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        self.tried.append(password)
+        return password == "sesame"
+
+    async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
+        await trio.lowlevel.checkpoint()
+        return PrivilegedResult(0, b"")
+
+
+@pytest.fixture
+def sock_path() -> Iterator[Path]:
+    # pytest's tmp_path can exceed the 108-byte limit of a Unix socket path.
+    folder = Path(tempfile.mkdtemp(prefix="agd-"))
+    try:
+        yield folder / "run" / "daemon.sock"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(
+        tmp_path / "state",
+        workdir=tmp_path,
+        restricted_paths=[tmp_path / "restricted"],
+        verifier=FakeVerifier(),
+    ) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
+    started: Daemon = await nursery.start(serve, sock_path, runtime)
+    return started
+
+
+async def connect(daemon: Daemon, window: str | None = None) -> Client:
+    return await Client.connect(daemon.socket_path, window=window)
+
+
+async def collect_until_ended(client: Client) -> list[DaemonFrame]:
+    frames: list[DaemonFrame] = []
+    while not isinstance(frames[-1] if frames else None, EndedFrame):
+        frames.append(await client.receive())
+    return frames
+
+
+async def round_trip(client: Client) -> DaemonFrame:
+    """The next frame after a `pending list` request: proves what did NOT arrive before it."""
+    await client.send(PendingRequest(PendingAction.LIST))
+    return await client.receive()
+
+
+# -- basics ---------------------------------------------------------------
+
+
+async def test_socket_folder_is_private_and_socket_is_0600(daemon: Daemon) -> None:
+    assert stat.S_IMODE(os.stat(daemon.socket_path.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(daemon.socket_path).st_mode) == 0o600
+
+
+async def test_hello_then_a_run_streams_to_the_end(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon, "win-1") as client:
+            assert client.welcome is not None
+            assert client.welcome.version == PROTOCOL_VERSION
+            assert client.welcome.window == "win-1"
+            await client.send(Run("hello there"))
+            frames = await collect_until_ended(client)
+    task = frames[0]
+    assert isinstance(task, TaskFrame)
+    assert task.session.startswith("cli-")
+    text = "".join(f.text for f in frames if isinstance(f, TextFrame))
+    assert text == "hello there"
+    ended = frames[-1]
+    assert isinstance(ended, EndedFrame)
+    assert ended.outcome is Outcome.FINISHED
+    assert ended.task == task.task
+
+
+async def test_request_before_hello_is_refused_and_hello_still_works(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        stream = await trio.open_unix_socket(os.fspath(daemon.socket_path))
+        client = Client(stream, "w")
+        await client.send(Run("hi"))
+        error = await client.receive()
+        assert error == ErrorFrame(
+            ErrorCode.STATE,
+            "a 'run' frame is not allowed in state AWAIT_HELLO: send a hello frame first",
+            "run",
+        )
+        await client.send(Hello(PROTOCOL_VERSION, "w"))
+        assert (await client.receive()).TYPE == "hello"
+        await client.send(Hello(PROTOCOL_VERSION, "w"))
+        again = await client.receive()
+        assert isinstance(again, ErrorFrame)
+        assert again.code is ErrorCode.STATE
+        assert "not allowed in state READY" in again.message
+        await client.aclose()
+
+
+async def test_other_protocol_version_is_refused(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        stream = await trio.open_unix_socket(os.fspath(daemon.socket_path))
+        client = Client(stream, "w")
+        await client.send(Hello(PROTOCOL_VERSION + 1, "w"))
+        error = await client.receive()
+        assert isinstance(error, ErrorFrame)
+        assert error.code is ErrorCode.VERSION
+        with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
+            await client.receive()
+        await client.aclose()
+
+
+async def test_a_window_is_held_by_one_connection(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon, "shared"):
+            with pytest.raises(HandshakeError, match="another live connection holds this window"):
+                await connect(daemon, "shared")
+        # Once the first one is gone the window may be used again.
+        async with await connect(daemon, "shared") as again:
+            assert again.welcome is not None
+
+
+# -- isolation ----------------------------------------------------------------
+
+
+async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        # B first: its listener waits longest, so it would be first to claim a stray question.
+        b = await connect(daemon, "win-b")
+        a = await connect(daemon, "win-a")
+        await a.send(Run("ask What colour?"))
+        task = await a.wait_for(TaskFrame)
+        ask = await a.wait_for(AskFrame)
+        assert ask.kind is RequestKind.QUESTION
+        assert ask.prompt == "What colour?"
+        assert ask.task == task.task
+
+        # B got no question and sees no task of A's.
+        listed = await round_trip(b)
+        assert listed == PendingList(())
+
+        # B cannot answer A's question ...
+        await b.send(AnswerFrame(ask.id, "green"))
+        refused = await b.receive()
+        assert isinstance(refused, ErrorFrame)
+        assert refused.code is ErrorCode.NOT_FOUND
+        assert (
+            refused.message == f"no question {ask.id!r} is waiting for an answer from this window"
+        )
+
+        # ... nor cancel A's task, and the refusal is the one an unknown hash gets.
+        await b.send(Cancel(task.task))
+        foreign = await b.receive()
+        await b.send(Cancel("0123456789ab"))
+        unknown = await b.receive()
+        assert isinstance(foreign, ErrorFrame)
+        assert isinstance(unknown, ErrorFrame)
+        assert foreign.code is unknown.code is ErrorCode.NOT_FOUND
+        assert foreign.message.replace(task.task, "X") == unknown.message.replace(
+            "0123456789ab", "X"
+        )
+        # ... nor resume or discard it.
+        await b.send(PendingRequest(PendingAction.DISCARD, session=task.session))
+        hidden = await b.receive()
+        await b.send(PendingRequest(PendingAction.DISCARD, session="cli-nosuchsession"))
+        missing = await b.receive()
+        assert isinstance(hidden, ErrorFrame)
+        assert isinstance(missing, ErrorFrame)
+        assert hidden.message.replace(task.session, "X") == missing.message.replace(
+            "cli-nosuchsession", "X"
+        )
+
+        # A's run is untouched: A answers and it finishes.
+        await a.send(AnswerFrame(ask.id, "blue"))
+        ended = await a.wait_for(EndedFrame)
+        assert ended.outcome is Outcome.FINISHED
+        assert ended.text is not None
+        assert "You answered: blue" in ended.text
+        # B never received anything unasked for.
+        assert await round_trip(b) == PendingList(())
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_answer_must_be_one_of_the_choices(daemon: Daemon, tmp_path: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run(f"write {tmp_path / 'x.txt'} hi"))
+            ask = await client.wait_for(AskFrame)
+            assert ask.kind is RequestKind.CONFIRM
+            await client.send(AnswerFrame(ask.id, "sure"))
+            error = await client.receive()
+            assert isinstance(error, ErrorFrame)
+            assert error.message == f"question {ask.id!r} takes one of: allow, allow_session, deny"
+            await client.send(AnswerFrame(ask.id, "allow"))
+            ended = await client.wait_for(EndedFrame)
+            assert ended.outcome is Outcome.FINISHED
+    assert (tmp_path / "x.txt").read_text() == "hi"
+
+
+# -- disconnect, cancel, pause, pending ------------------------------------------
+
+
+async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_it(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        a = await connect(daemon, "win-a")
+        await a.send(Run("ask What colour?"))
+        task = await a.wait_for(TaskFrame)
+        ask = await a.wait_for(AskFrame)
+        entry = runtime.registry.waiting_for(task.session)[0]
+        assert entry.id == ask.id
+        await a.aclose()
+        state = await entry.wait_done()
+        assert state in (EntryState.FAILED, EntryState.WITHDRAWN)
+        await daemon.runs.wait_idle()
+
+        record = await runtime.store.load(task.session)
+        assert record is not None
+        assert record.status is TaskStatus.INTERRUPTED
+        assert record.cause is Cause.DISCONNECT
+        assert runtime.registry.statistics().waiting == 0
+        assert runtime.registry.statistics().claimed == 0
+
+        # A new window may see and resume the closed window's task.
+        c = await connect(daemon, "win-c")
+        listed = await round_trip(c)
+        assert isinstance(listed, PendingList)
+        [pending] = listed.tasks
+        assert pending.session == task.session
+        assert pending.cause is Cause.DISCONNECT
+        assert pending.status == "interrupted"
+        assert pending.input == "ask What colour?"
+
+        await c.send(PendingRequest(PendingAction.RESUME, session=task.session))
+        resumed = await c.wait_for(TaskFrame)
+        assert resumed.resumed
+        assert resumed.session == task.session
+        again = await c.wait_for(AskFrame)
+        assert again.prompt == "What colour?"
+        await c.send(AnswerFrame(again.id, "red"))
+        ended = await c.wait_for(EndedFrame)
+        assert ended.outcome is Outcome.FINISHED
+        assert ended.text is not None
+        assert "You answered: red" in ended.text
+        assert await runtime.store.load(task.session) is None
+        await c.aclose()
+
+
+async def test_withdrawn_question_is_announced(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("ask Really?"))
+            task = await client.wait_for(TaskFrame)
+            ask = await client.wait_for(AskFrame)
+            await client.send(Cancel(task.task, pause=True))
+            frames = await collect_until_ended(client)
+    withdrawn = [f for f in frames if isinstance(f, AskWithdrawn)]
+    assert [w.id for w in withdrawn] == [ask.id]
+    assert Ack("cancel", "pausing; the pending task is kept", task=task.task) in frames
+
+
+async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtime: Runtime) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            paused = await client.wait_for(TaskFrame)
+            await client.send(Cancel(paused.task, pause=True))
+            ended = await client.wait_for(EndedFrame)
+            assert (ended.outcome, ended.cause, ended.pending_kept) == (
+                Outcome.CANCELLED,
+                Cause.PAUSE,
+                True,
+            )
+            assert await runtime.store.load(paused.session) is not None
+
+            await client.send(Run("sleep 30"))
+            cancelled = await client.wait_for(TaskFrame)
+            await client.send(Cancel(cancelled.task))
+            ack = await client.wait_for(Ack)
+            assert ack == Ack("cancel", "cancelling", task=cancelled.task)
+            ended = await client.wait_for(EndedFrame)
+            assert (ended.cause, ended.pending_kept) == (Cause.USER_CANCEL, False)
+            assert await runtime.store.load(cancelled.session) is None
+
+            # A finished task can no longer be cancelled.
+            await client.send(Cancel(cancelled.task))
+            late = await client.wait_for(ErrorFrame)
+            assert late.code is ErrorCode.NOT_FOUND
+
+
+async def test_saved_question_is_asked_inline_on_resume(daemon: Daemon, runtime: Runtime) -> None:
+    async def ignore(event: Event) -> None:
+        await trio.lowlevel.checkpoint()
+
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            # A run of no live window parks on its question: the open window is not asked.
+            parked: RunEnded = await runtime.executor.run(
+                "cli-parked", "ask Which branch?", owner=object(), emit=ignore, window_hash="gone"
+            )
+            assert parked.outcome is Outcome.AWAITING_ANSWER
+            listed = await round_trip(client)
+            assert isinstance(listed, PendingList)
+            [pending] = listed.tasks
+            assert (pending.session, pending.question) == ("cli-parked", "Which branch?")
+            assert pending.status == "awaiting_answer"
+            await client.send(PendingRequest(PendingAction.RESUME, session="cli-parked"))
+            ask = await client.wait_for(AskFrame)
+            assert ask.prompt == "Which branch?"
+            assert ask.session == "cli-parked"
+            await client.send(AnswerFrame(ask.id, "main"))
+            ended = await client.wait_for(EndedFrame)
+            assert ended.outcome is Outcome.FINISHED
+            assert ended.text is not None
+            assert "You answered: main" in ended.text
+
+
+async def test_resume_with_an_answer_and_discard(daemon: Daemon, runtime: Runtime) -> None:
+    async def ignore(event: Event) -> None:
+        await trio.lowlevel.checkpoint()
+
+    with trio.fail_after(TIMEOUT):
+        for session in ("cli-one", "cli-two"):
+            await runtime.executor.run(session, "ask Name?", owner=object(), emit=ignore)
+        async with await connect(daemon) as client:
+            await client.send(PendingRequest(PendingAction.RESUME, session="cli-one", answer="Ada"))
+            ended = await client.wait_for(EndedFrame)
+            assert ended.text is not None
+            assert "You answered: Ada" in ended.text
+
+            await client.send(PendingRequest(PendingAction.DISCARD, session="cli-two"))
+            assert await client.receive() == Ack("pending", "discarded", session="cli-two")
+            assert await runtime.store.load("cli-two") is None
+            assert await round_trip(client) == PendingList(())
+
+            await client.send(PendingRequest(PendingAction.RESUME))
+            error = await client.receive()
+            assert isinstance(error, ErrorFrame)
+            assert error.message == "pending resume needs the session to resume"
+
+
+async def test_pending_list_hides_tasks_of_other_live_windows(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        a = await connect(daemon, "win-a")
+        b = await connect(daemon, "win-b")
+        await a.send(Run("sleep 30"))
+        task = await a.wait_for(TaskFrame)
+        await a.send(Cancel(task.task, pause=True))
+        await a.wait_for(EndedFrame)
+        # Paused, A's window still open: A sees it, B does not.
+        listed = await round_trip(a)
+        assert isinstance(listed, PendingList)
+        assert [t.session for t in listed.tasks] == [task.session]
+        assert await round_trip(b) == PendingList(())
+        await b.send(PendingRequest(PendingAction.RESUME, session=task.session))
+        refused = await b.receive()
+        assert isinstance(refused, ErrorFrame)
+        assert refused.code is ErrorCode.NOT_FOUND
+        # Once A's window closes, B may take it over.
+        await a.aclose()
+        listed = await round_trip(b)
+        assert isinstance(listed, PendingList)
+        assert [t.session for t in listed.tasks] == [task.session]
+        await b.aclose()
+
+
+async def test_restricted_path_asks_for_the_password_and_reports_verification(
+    daemon: Daemon, runtime: Runtime, tmp_path: Path
+) -> None:
+    target = tmp_path / "restricted" / "conf"
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run(f"write {target} x=1"))
+            ask = await client.wait_for(AskFrame)
+            assert (ask.kind, ask.masked, ask.error) == (RequestKind.PASSWORD, True, None)
+            await client.send(AnswerFrame(ask.id, "allow", secret="wrong"))
+            verify = await client.wait_for(VerifyFrame)
+            assert (verify.ok, verify.attempts_left) == (False, 2)
+            again = await client.wait_for(AskFrame)
+            assert again.kind is RequestKind.PASSWORD
+            assert again.error == verify.message
+            await client.send(AnswerFrame(again.id, "allow", secret="sesame"))
+            verify = await client.wait_for(VerifyFrame)
+            assert verify.ok
+            ended = await client.wait_for(EndedFrame)
+            assert ended.outcome is Outcome.FINISHED
+
+
+# -- bad input ----------------------------------------------------------------------
+
+
+async def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client, await connect(daemon) as other:
+            await client.send_raw(b"this is not json\n")
+            malformed = await client.receive()
+            assert isinstance(malformed, ErrorFrame)
+            assert malformed.code is ErrorCode.MALFORMED
+
+            await client.send_raw(b'{"type":"launch"}\n')
+            unknown = await client.receive()
+            assert isinstance(unknown, ErrorFrame)
+            assert unknown.code is ErrorCode.UNKNOWN_TYPE
+            assert "unknown frame type 'launch'" in unknown.message
+
+            await client.send_raw(b'{"type":"cancel","pause":true}\n')
+            missing = await client.receive()
+            assert isinstance(missing, ErrorFrame)
+            assert missing == ErrorFrame(
+                ErrorCode.INVALID,
+                "invalid 'cancel' frame: required field missing @ $.task",
+                "cancel",
+            )
+
+            await client.send_raw(b'{"type":"cancel","task":7}\n')
+            mistyped = await client.receive()
+            assert isinstance(mistyped, ErrorFrame)
+            assert "expected string, got int @ $.task" in mistyped.message
+
+            async with trio.open_nursery() as nursery:
+                # The daemon reads while we write, so a huge line cannot deadlock us.
+                big = b'{"type":"run","text":"' + b"x" * (MAX_FRAME_SIZE + 10) + b'"}\n'
+                nursery.start_soon(client.send_raw, big)
+                too_large = await client.receive()
+            assert isinstance(too_large, ErrorFrame)
+            assert too_large.code is ErrorCode.TOO_LARGE
+
+            # Both connections still work.
+            await client.send(Run("still here"))
+            assert (await client.wait_for(EndedFrame)).outcome is Outcome.FINISHED
+            await other.send(Run("me too"))
+            assert (await other.wait_for(EndedFrame)).outcome is Outcome.FINISHED
+
+
+async def test_a_peer_that_vanishes_mid_run_does_not_hurt_the_daemon(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        client = await connect(daemon)
+        await client.send(Run("stream 50"))
+        task = await client.wait_for(TaskFrame)
+        await client.wait_for(TextFrame)
+        await client.aclose()
+        await daemon.runs.wait_idle()
+        record = await runtime.store.load(task.session)
+        assert record is not None
+        assert record.cause is Cause.DISCONNECT
+        async with await connect(daemon) as again:
+            await again.send(Run("ok"))
+            assert (await again.wait_for(EndedFrame)).outcome is Outcome.FINISHED
+
+
+# -- the socket ------------------------------------------------------------------------
+
+
+def test_peer_check_accepts_only_the_same_uid() -> None:
+    assert check_peer(PeerCredentials(pid=1, uid=1000, gid=1000), 1000) is None
+    refusal = check_peer(PeerCredentials(pid=1, uid=1001, gid=1001), 1000)
+    assert refusal is not None
+    assert "uid 1001 may not use it" in refusal
+
+
+def test_peer_credentials_are_read_from_the_kernel() -> None:
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right:
+        creds = peer_credentials(left)
+    assert (creds.pid, creds.uid, creds.gid) == (os.getpid(), os.getuid(), os.getgid())
+
+
+async def test_a_client_of_another_uid_is_refused(
+    runtime: Runtime, sock_path: Path, nursery: trio.Nursery
+) -> None:
+    stranger = Daemon(runtime, sock_path, uid=os.getuid() + 1)
+    await nursery.start(stranger.serve)
+    with trio.fail_after(TIMEOUT):
+        stream = await trio.open_unix_socket(os.fspath(sock_path))
+        client = Client(stream, "w")
+        refused = await client.receive()
+        assert isinstance(refused, ErrorFrame)
+        assert refused.code is ErrorCode.FORBIDDEN
+        with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
+            await client.receive()
+        await client.aclose()
+    assert stranger.connections == 0
+
+
+async def test_a_second_daemon_on_the_same_socket_is_refused(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    second = Daemon(runtime, daemon.socket_path)
+    with pytest.raises(DaemonAlreadyRunningError, match="already running on"):
+        await second.serve()
+    # The first one is unharmed.
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            assert client.welcome is not None
+
+
+async def test_a_stale_socket_file_is_replaced(
+    runtime: Runtime, sock_path: Path, nursery: trio.Nursery
+) -> None:
+    sock_path.parent.mkdir(mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(os.fspath(sock_path))
+    dead.close()  # the file stays, nobody listens
+    assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+    daemon: Daemon = await nursery.start(serve, sock_path, runtime)
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            assert client.welcome is not None
+
+
+async def test_shutdown_ends_runs_with_shutdown_and_removes_the_socket(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            task = await client.wait_for(TaskFrame)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(daemon.shutdown)
+                ended = await client.wait_for(EndedFrame)
+            assert (ended.cause, ended.pending_kept) == (Cause.SHUTDOWN, True)
+    assert not daemon.socket_path.exists()
+    record = await runtime.store.load(task.session)
+    assert record is not None
+    assert record.cause is Cause.SHUTDOWN
