@@ -1,0 +1,156 @@
+"""The daemon as a real process: SIGTERM mid-run, restart, resume; one daemon per socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt._cause import Cause
+from agentrt._events import Outcome
+from agentrt.client import Client
+from agentrt.frames import (
+    AnswerFrame,
+    AskFrame,
+    EndedFrame,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    Run,
+    TaskFrame,
+)
+
+TIMEOUT = 20
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="agp-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def daemon_command(folder: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "agentrt.daemon",
+        "--socket",
+        str(folder / "run" / "daemon.sock"),
+        "--state-dir",
+        str(folder / "state"),
+        "--workdir",
+        str(folder),
+    ]
+
+
+async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
+    seen = b""
+    while marker not in seen:
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            raise AssertionError(f"the daemon exited before saying {marker!r}: {seen!r}")
+        seen += chunk
+    return seen
+
+
+@asynccontextmanager
+async def daemon_process(folder: Path) -> AsyncIterator[trio.Process]:
+    process = await trio.lowlevel.open_process(
+        daemon_command(folder), stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert process.stderr is not None
+        await read_until(process.stderr, b"listening on")
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def test_sigterm_mid_run_keeps_the_task_and_a_restarted_daemon_resumes_it(
+    folder: Path,
+) -> None:
+    socket_path = folder / "run" / "daemon.sock"
+    with trio.fail_after(TIMEOUT):
+        async with daemon_process(folder) as process:
+            client = await Client.connect(socket_path)
+            await client.send(Run("ask Deploy where?"))
+            task = await client.wait_for(TaskFrame)
+            await client.wait_for(AskFrame)
+            process.send_signal(signal.SIGTERM)
+            ended = await client.wait_for(EndedFrame)
+            assert (ended.outcome, ended.cause, ended.pending_kept) == (
+                Outcome.CANCELLED,
+                Cause.SHUTDOWN,
+                True,
+            )
+            assert await process.wait() == 0
+            await client.aclose()
+        assert not socket_path.exists()
+
+        async with daemon_process(folder) as process:
+            async with await Client.connect(socket_path) as client:
+                await client.send(PendingRequest(PendingAction.LIST))
+                listed = await client.wait_for(PendingList)
+                [pending] = listed.tasks
+                assert (pending.session, pending.cause) == (task.session, Cause.SHUTDOWN)
+                await client.send(PendingRequest(PendingAction.RESUME, session=task.session))
+                ask = await client.wait_for(AskFrame)
+                assert ask.prompt == "Deploy where?"
+                await client.send(AnswerFrame(ask.id, "staging"))
+                done = await client.wait_for(EndedFrame)
+                assert done.outcome is Outcome.FINISHED
+                assert done.text is not None
+                assert "You answered: staging" in done.text
+                await client.send(PendingRequest(PendingAction.LIST))
+                assert await client.wait_for(PendingList) == PendingList(())
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 0
+
+
+async def test_a_second_daemon_process_says_so_and_exits_non_zero(folder: Path) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with daemon_process(folder) as first:
+            second = await trio.run_process(
+                daemon_command(folder), check=False, capture_stderr=True
+            )
+            assert second.returncode == 1
+            assert b"a daemon is already running on" in second.stderr
+            assert first.returncode is None
+            first.send_signal(signal.SIGTERM)
+            assert await first.wait() == 0
+
+
+async def test_help_explains_the_options() -> None:
+    result = await trio.run_process(
+        [sys.executable, "-m", "agentrt.daemon", "--help"], capture_stdout=True
+    )
+    text = result.stdout.decode()
+    for option in ("--socket", "AGENTRT_SOCKET", "--state-dir", "AGENTRT_STATE_DIR", "--model"):
+        assert option in text
+    assert "SIGTERM" in text
+
+
+async def test_an_unsafe_socket_folder_is_refused(folder: Path) -> None:
+    target = folder / "elsewhere"
+    target.mkdir()
+    (folder / "run").symlink_to(target)
+    with trio.fail_after(TIMEOUT):
+        result = await trio.run_process(daemon_command(folder), check=False, capture_stderr=True)
+    assert result.returncode == 1
+    assert b"is not a directory (a symlink?)" in result.stderr
+    assert os.listdir(target) == []
