@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +23,7 @@ from agentrt._events import (
     VerifyEvent,
 )
 from agentrt._pending import Registry, Request, RequestKind
+from agentrt.codec import encode
 from agentrt.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
@@ -244,3 +248,43 @@ async def test_ask_frame_from_entry() -> None:
         "wrong",
     )
     assert to_wire(AskFrame.from_entry(entry))["kind"] == "password"
+
+
+PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+
+
+def _documented(section_title: str, union: Any) -> dict[str, Frame]:
+    """The `json` examples under one section of docs/protocol.md, parsed as frames, by type."""
+    text = PROTOCOL_DOC.read_text("utf-8")
+    start = text.index(f"\n## {section_title}\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end >= 0 else None]
+    examples = re.findall(r"```json\n(.*?)\n```", section, flags=re.DOTALL)
+    frames: dict[str, Frame] = {}
+    for example in examples:
+        frame = from_wire(json.loads(example), union)
+        assert encode(frame).decode().rstrip("\n") == example, "examples are in wire form"
+        frames[frame.TYPE] = frame
+    return frames
+
+
+def test_every_client_frame_is_documented_with_a_valid_example() -> None:
+    documented = _documented("Client → daemon", ClientFrame)
+    assert set(documented) == {cls.TYPE for cls in CLIENT_FRAMES}
+
+
+def test_every_daemon_frame_is_documented_with_a_valid_example() -> None:
+    documented = _documented("Daemon → client", DaemonFrame)
+    assert set(documented) == {cls.TYPE for cls in DAEMON_FRAMES}
+
+
+def test_every_error_code_is_documented() -> None:
+    text = PROTOCOL_DOC.read_text("utf-8")
+    for code in ErrorCode:
+        assert f"`{code.value}`" in text, code
+
+
+def test_the_order_of_frames_is_documented() -> None:
+    text = PROTOCOL_DOC.read_text("utf-8")
+    for title in ("A run", "A question", "A cancel (Ctrl+C)", "A pause", "A resume"):
+        assert f"\n### {title}\n" in text
