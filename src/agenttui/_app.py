@@ -183,7 +183,7 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
             selected = index == state.choice_index
             style = "class:choice.selected" if selected else "class:choice"
             label = CHOICE_LABELS.get(choice, choice)
-            fragments.append((style, f" {index + 1}. {label} "))
+            fragments.append((style, _mark(f"{index + 1}. {label}", selected)))
             fragments.append(("", "  "))
         fragments.append(("", "\n(Up/Down or 1-3, Enter)"))
     elif ask.kind.value == "password":
@@ -195,11 +195,17 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
     return fragments
 
 
+def _mark(label: str, selected: bool) -> str:
+    """A choice, bracketed when highlighted (so it shows without colours too)."""
+    return f"[{label}]" if selected else f" {label} "
+
+
 def _picker(state: TuiState) -> StyleAndTextTuples:
     fragments: StyleAndTextTuples = []
     for index, (name, about) in enumerate(state.picker_items):
-        style = "class:picker.selected" if index == state.picker_index else "class:picker"
-        fragments.append((style, f" {name:<10} {about} \n"))
+        selected = index == state.picker_index
+        style = "class:picker.selected" if selected else "class:picker"
+        fragments.append((style, f"{'>' if selected else ' '} {name:<10} {about} \n"))
     return fragments
 
 
@@ -210,8 +216,9 @@ def _popup(state: TuiState) -> StyleAndTextTuples:
         ("", "No: keep running\n\n"),
     ]
     for index, choice in enumerate(POPUP_CHOICES):
-        style = "class:choice.selected" if index == state.popup else "class:choice"
-        fragments.append((style, f" {choice} "))
+        selected = index == state.popup
+        style = "class:choice.selected" if selected else "class:choice"
+        fragments.append((style, _mark(choice, selected)))
         fragments.append(("", "  "))
     return fragments
 
@@ -222,10 +229,12 @@ def _pending(state: TuiState) -> StyleAndTextTuples:
         ("", "Paused tasks (Enter resumes, d discards, Esc closes)\n\n")
     ]
     for index, task in enumerate(tasks):
-        style = "class:choice.selected" if index == state.pending_index else "class:choice"
-        what = (task.question and f"asks: {task.question}") or task.input
+        selected = index == state.pending_index
+        style = "class:choice.selected" if selected else "class:choice"
+        what = f"asks: {task.question}" if task.question else task.input
         cause = f" ({task.cause.value})" if task.cause is not None else ""
-        fragments.append((style, f" {task.session} {task.status}{cause}: {what[:60]} \n"))
+        pointer = ">" if selected else " "
+        fragments.append((style, f"{pointer} {task.session} {task.status}{cause}: {what[:60]} \n"))
     return fragments
 
 
@@ -271,7 +280,11 @@ def _build_layout(state: TuiState, buffer: Buffer, clock: Callable[[], float]) -
     body = HSplit([transcript, notice, ask, picker, input_box, status])
     popup = Float(
         ConditionalContainer(
-            Frame(Window(text(lambda: _popup(state)), width=44), title="Esc", style="class:popup"),
+            Frame(
+                Window(text(lambda: _popup(state)), width=44),
+                title="Stop the run",
+                style="class:popup",
+            ),
             filter=Condition(lambda: state.popup_open),
         )
     )

@@ -211,6 +211,8 @@ class TuiState:
 
     window: str = ""
     connected: bool = False
+    #: Why the connection is down, once it went down (None while connecting).
+    link_error: str | None = None
     #: The session the next message continues; None starts a new one.
     session: str | None = None
     run: RunState | None = None
@@ -274,7 +276,9 @@ class TuiState:
     def choosing(self) -> bool:
         """True when a confirmation's choices take the keys (no popup or list above them)."""
         ask = self.ask
-        return ask is not None and has_choices(ask) and not self.popup_open and not self.pending_open
+        return (
+            ask is not None and has_choices(ask) and not self.popup_open and not self.pending_open
+        )
 
     @property
     def masked(self) -> bool:
@@ -633,6 +637,7 @@ def connected(state: TuiState, welcome: Welcome) -> list[Action]:
 def disconnected(state: TuiState, reason: str) -> list[Action]:
     """The connection to the daemon is gone: the run (if any) is over for this window."""
     state.connected = False
+    state.link_error = reason
     state.run = None
     state.popup = None
     state.asks.clear()
@@ -840,7 +845,7 @@ def status_text(state: TuiState, now: float) -> str:
     parts: list[str] = []
     run = state.run
     if not state.connected:
-        parts.append("disconnected")
+        parts.append("connecting..." if state.link_error is None else "disconnected")
     elif run is None:
         parts.append("idle")
         if state.session:

@@ -1,0 +1,77 @@
+"""``agenttui``: the terminal client. Starts a local daemon if none answers, then opens the window."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentrt.client import default_socket_path, new_window_hash
+
+from ._bridge import run_window
+from ._launch import DaemonStartError, ensure_daemon
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agenttui",
+        description=(
+            "The terminal client of the agentrt daemon. Type a message to start a run; "
+            "Esc stops it (Yes / Pause / No), Ctrl+C stops it and discards its task, "
+            "/pending resumes a paused one. With no daemon answering on the socket, "
+            "one is started in the background."
+        ),
+        epilog="Inside the window, /help lists the keys and commands.",
+    )
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        type=Path,
+        default=None,
+        help="the daemon's Unix socket (env AGENTRT_SOCKET; default "
+        "$XDG_RUNTIME_DIR/agentrt/daemon.sock, else /tmp/agentrt-UID/daemon.sock)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="the state folder of a daemon this starts (env AGENTRT_STATE_DIR; default "
+        "$XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt); its log is daemon.log there",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        default=None,
+        help="the model of a daemon this starts: 'scripted' (default), 'replay:PATH', "
+        "'openai:NAME' or 'anthropic:NAME'; a daemon already running keeps its own",
+    )
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the client; return the process exit status."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    socket_path: Path = args.socket or default_socket_path()
+    try:
+        started = ensure_daemon(socket_path, state_dir=args.state_dir, model=args.model)
+    except DaemonStartError as exc:
+        print(f"agenttui: {exc}", file=sys.stderr)
+        return 1
+    notice = None
+    if started is None and args.model is not None:
+        notice = f"A daemon was already running on {socket_path}; --model {args.model} is ignored"
+    elif started is not None:
+        notice = f"Started a daemon on {socket_path} (log: {started.log})"
+    run_window(socket_path, new_window_hash(), notice=notice)
+    return 0
+
+
+def main() -> None:
+    """The ``agenttui`` command."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

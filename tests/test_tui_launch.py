@@ -1,0 +1,54 @@
+"""Starting a background daemon when none answers on the socket."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agenttui._launch import DaemonStartError, daemon_command, ensure_daemon, is_answering
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A folder with a short path: Unix socket paths are limited to about 100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="tui-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_starts_a_daemon_once_and_then_finds_it(short_dir: Path) -> None:
+    sock = short_dir / "d.sock"
+    state = short_dir / "state"
+    started = ensure_daemon(sock, state_dir=state, model="scripted")
+    assert started is not None
+    try:
+        assert is_answering(sock)
+        assert started.log == state / "daemon.log"
+        assert ensure_daemon(sock, state_dir=state) is None
+    finally:
+        started.process.send_signal(signal.SIGTERM)
+        started.process.wait(timeout=30)
+    assert "listening on" in started.log.read_text()
+
+
+def test_a_daemon_that_exits_is_reported_with_its_log(short_dir: Path) -> None:
+    with pytest.raises(DaemonStartError, match=r"exited with status \d+ before answering"):
+        ensure_daemon(short_dir / "d.sock", state_dir=short_dir / "state", model="nosuch:model")
+
+
+def test_a_daemon_that_does_not_answer_in_time_is_stopped(short_dir: Path) -> None:
+    with pytest.raises(DaemonStartError, match=r"did not answer .* within 0 s"):
+        ensure_daemon(short_dir / "d.sock", state_dir=short_dir / "state", timeout=0.0)
+    assert not is_answering(short_dir / "d.sock")
+
+
+def test_the_command_passes_only_what_was_given() -> None:
+    command = daemon_command(Path("/s.sock"), None, None)
+    assert command[1:] == ["-m", "agentrt.daemon", "--socket", "/s.sock"]
+    command = daemon_command(Path("/s.sock"), Path("/st"), "scripted")
+    assert command[-4:] == ["--state-dir", "/st", "--model", "scripted"]
