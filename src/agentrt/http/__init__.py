@@ -1,0 +1,27 @@
+"""The HTTP API and the web chat page (origin ``chat-``), served on Trio by hypercorn."""
+
+from ._app import AUTH_COOKIE as AUTH_COOKIE
+from ._app import CSRF_COOKIE as CSRF_COOKIE
+from ._app import CSRF_HEADER as CSRF_HEADER
+from ._app import MAX_BODY as MAX_BODY
+from ._app import build_app as build_app
+from ._frontend import WebFrontEnd as WebFrontEnd
+from ._frontend import session_id_from_path as session_id_from_path
+from ._openapi import openapi_document as openapi_document
+from ._server import serve_http as serve_http
+from ._token import load_or_create_token as load_or_create_token
+from ._token import token_main as token_main
+
+__all__ = [
+    "AUTH_COOKIE",
+    "CSRF_COOKIE",
+    "CSRF_HEADER",
+    "MAX_BODY",
+    "WebFrontEnd",
+    "build_app",
+    "load_or_create_token",
+    "openapi_document",
+    "serve_http",
+    "session_id_from_path",
+    "token_main",
+]

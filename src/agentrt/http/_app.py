@@ -1,0 +1,433 @@
+"""The Starlette application: routes, bearer/cookie authentication, CSRF, JSON errors."""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
+
+import trio
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._executor import (
+    BadAnswerError,
+    BadSessionIdError,
+    NoPendingTaskError,
+    NotOwnerError,
+    PendingTaskExistsError,
+    SessionBusyError,
+    UnknownTaskError,
+)
+from .._pending import AlreadyAnsweredError, EntryGoneError
+from .._store import StoreError
+from ._frontend import FrontEndError, WebFrontEnd, session_id_from_path
+from ._openapi import openapi_document
+from ._token import derive
+from ._wire import (
+    AnswerBody,
+    BadBodyError,
+    CancelBody,
+    ResumeBody,
+    RunBody,
+    error_body,
+    parse_body,
+)
+
+log = logging.getLogger("agentrt.http")
+
+#: The largest request body accepted, in bytes.
+MAX_BODY = 1024 * 1024
+#: The cookie a logged-in browser carries (a value derived from the token, HttpOnly).
+AUTH_COOKIE = "agentrt_auth"
+#: The double-submit CSRF cookie; its value must come back in `CSRF_HEADER`.
+CSRF_COOKIE = "agentrt_csrf"
+CSRF_HEADER = "x-csrf-token"
+#: Seconds between keep-alive comments on an idle event stream.
+KEEPALIVE_SECONDS = 15.0
+_COOKIE_PURPOSE = "agentrt web login v1"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_PUBLIC_PATHS = frozenset({"/login"})
+
+T = TypeVar("T")
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class ApiError(Exception):
+    """Answered with `status` and ``{"error": {"code", "message"}}``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def json_error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    """An error response in the API's one error shape."""
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers or None)
+
+
+# Which failure of the runtime becomes which answer: (status, code).
+_ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
+    (ApiError, 0, ""),
+    (FrontEndError, 0, ""),
+    (BadBodyError, 400, "bad_body"),
+    (BadSessionIdError, 400, "bad_session_id"),
+    (BadAnswerError, 400, "bad_answer"),
+    (NoPendingTaskError, 404, "no_pending_task"),
+    (UnknownTaskError, 404, "unknown_task"),
+    (NotOwnerError, 403, "not_owner"),
+    (PendingTaskExistsError, 409, "pending_task_exists"),
+    (SessionBusyError, 409, "session_busy"),
+    (AlreadyAnsweredError, 409, "already_answered"),
+    (EntryGoneError, 410, "question_gone"),
+    (StoreError, 500, "store_error"),
+)
+
+
+def _endpoint(fn: Endpoint) -> Endpoint:
+    """Turn the runtime's errors into JSON errors; one request's failure never stops the server."""
+
+    @functools.wraps(fn)
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except Exception as exc:
+            for cls, status, code in _ERRORS:
+                if isinstance(exc, cls):
+                    if isinstance(exc, ApiError | FrontEndError):
+                        return json_error(exc.status, exc.code, exc.message)
+                    return json_error(status, code, str(exc))
+            log.exception("%s %s failed", request.method, request.url.path)
+            return json_error(500, "internal", f"the server failed: {type(exc).__name__}")
+
+    return wrapper
+
+
+async def read_body(request: Request, cls: type[T]) -> T:
+    """The request's JSON body as `cls`: checks content type and size, reads at most `MAX_BODY`."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
+        if declared > MAX_BODY:
+            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if raw.strip():
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                "send the body as JSON with 'Content-Type: application/json'",
+            )
+    return parse_body(raw, cls)
+
+
+def _session(request: Request) -> str:
+    return session_id_from_path(request.path_params["session_id"])
+
+
+def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
+    """The ASGI application of the HTTP API and the web page, guarded by `token`."""
+    web = _WebAssets.load()
+
+    @_endpoint
+    async def index(request: Request) -> Response:
+        return HTMLResponse(web.files["index.html"][0], headers={"Cache-Control": "no-store"})
+
+    @_endpoint
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        found = web.files.get(name)
+        if found is None or name == "index.html":
+            raise ApiError(404, "not_found", f"no asset {name!r}")
+        return Response(found[0], media_type=found[1], headers={"Cache-Control": "no-cache"})
+
+    @_endpoint
+    async def login(request: Request) -> Response:
+        if request.method == "POST":
+            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            given = (form.get("token") or [""])[0]
+        else:
+            given = request.query_params.get("token", "")
+        if not given:
+            return HTMLResponse(_login_page(None))
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return HTMLResponse(_login_page("That token is not this server's."), status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            AUTH_COOKIE, derive(token, _COOKIE_PURPOSE), httponly=True, samesite="strict"
+        )
+        # Readable by the page's script, which echoes it in the CSRF header.
+        response.set_cookie(CSRF_COOKIE, secrets.token_urlsafe(24), samesite="strict")
+        return response
+
+    @_endpoint
+    async def logout(request: Request) -> Response:
+        response = JSONResponse({"logged_out": True})
+        response.delete_cookie(AUTH_COOKIE, samesite="strict")
+        response.delete_cookie(CSRF_COOKIE, samesite="strict")
+        return response
+
+    @_endpoint
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    @_endpoint
+    async def sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": await frontend.sessions()})
+
+    @_endpoint
+    async def get_task(request: Request) -> Response:
+        session_id = _session(request)
+        task = await frontend.task(session_id)
+        if task is None:
+            raise ApiError(404, "no_pending_task", f"session {session_id} has no pending task")
+        return JSONResponse({"task": task})
+
+    @_endpoint
+    async def discard_task(request: Request) -> Response:
+        session_id = _session(request)
+        if not await frontend.discard(session_id):
+            raise ApiError(404, "no_pending_task", f"session {session_id} has no pending task")
+        return JSONResponse({"session_id": session_id, "discarded": True})
+
+    @_endpoint
+    async def resume_task(request: Request) -> Response:
+        session_id = _session(request)
+        body = await read_body(request, ResumeBody)
+        task_hash = await frontend.resume(session_id, body.answer)
+        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+
+    @_endpoint
+    async def run(request: Request) -> Response:
+        session_id = _session(request)
+        body = await read_body(request, RunBody)
+        if not body.text.strip():
+            raise ApiError(400, "bad_body", "the text of a run must not be empty")
+        task_hash = await frontend.start_run(session_id, body.text)
+        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+
+    @_endpoint
+    async def cancel(request: Request) -> Response:
+        body = await read_body(request, CancelBody)
+        info = frontend.cancel(request.path_params["task_hash"], pause=body.pause)
+        return JSONResponse(
+            {
+                "task_hash": info.task_hash,
+                "session_id": info.session_id,
+                "cause": "pause" if body.pause else "user_cancel",
+            }
+        )
+
+    @_endpoint
+    async def questions(request: Request) -> Response:
+        return JSONResponse({"questions": frontend.questions()})
+
+    @_endpoint
+    async def answer(request: Request) -> Response:
+        body = await read_body(request, AnswerBody)
+        question_id = request.path_params["question_id"]
+        frontend.answer(question_id, body.value, body.secret)
+        return JSONResponse({"id": question_id, "answered": True})
+
+    @_endpoint
+    async def events(request: Request) -> Response:
+        return StreamingResponse(
+            _event_stream(frontend),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/sessions", sessions, methods=["GET"]),
+        Route("/v1/session/{session_id}/task", get_task, methods=["GET"]),
+        Route("/v1/session/{session_id}/task", discard_task, methods=["DELETE"]),
+        Route("/v1/session/{session_id}/task/resume", resume_task, methods=["POST"]),
+        Route("/v1/session/{session_id}/run", run, methods=["POST"]),
+        Route("/v1/task/{task_hash}/cancel", cancel, methods=["POST"]),
+        Route("/v1/questions", questions, methods=["GET"]),
+        Route("/v1/questions/{question_id}/answer", answer, methods=["POST"]),
+        Route("/v1/events", events, methods=["GET"]),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = {
+            404: f"no route {request.url.path}; the routes are listed at /openapi.json",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
+        return json_error(exc.status_code, code, message, **(exc.headers or {}))
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    return _Guard(app, token)
+
+
+async def _event_stream(frontend: WebFrontEnd) -> AsyncIterator[str]:
+    with frontend.subscribe() as channel:
+        yield "retry: 1000\n\n"
+        yield _sse({"type": "ready", "questions": frontend.questions()})
+        while True:
+            with trio.move_on_after(KEEPALIVE_SECONDS) as idle:
+                try:
+                    obj = await channel.receive()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+            if idle.cancelled_caught:
+                yield ": keep-alive\n\n"
+            else:
+                yield _sse(obj)
+
+
+def _sse(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+class _Guard:
+    """Lets a request through only with the token: as a bearer header or as the login cookie.
+
+    A cookie-authenticated state-changing request must also echo the CSRF
+    cookie in the `X-CSRF-Token` header, which a page from another site cannot
+    read, so it cannot forge the request.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+        self._cookie = derive(token, _COOKIE_PURPOSE).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in _PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        problem = self._check(scope)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        status, code, message = problem
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+        response: Response
+        if status == 401 and scope["path"] == "/" and scope["method"] == "GET":
+            response = HTMLResponse(_login_page(None), status_code=401, headers=headers)
+        else:
+            response = json_error(status, code, message, **headers)
+        await response(scope, receive, send)
+
+    def _check(self, scope: Scope) -> tuple[int, str, str] | None:
+        headers = Headers(scope=scope)
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not value.strip():
+                return (
+                    401,
+                    "bad_token",
+                    "use 'Authorization: Bearer TOKEN' (agentrt token prints it)",
+                )
+            if not hmac.compare_digest(value.strip().encode(), self._token):
+                return 401, "bad_token", "the bearer token is wrong (agentrt token prints it)"
+            return None
+        cookies = _cookies(headers)
+        cookie = cookies.get(AUTH_COOKIE)
+        if cookie is None or not hmac.compare_digest(cookie.encode(), self._cookie):
+            return (
+                401,
+                "missing_token",
+                "this needs 'Authorization: Bearer TOKEN' (agentrt token prints it), "
+                "or log in at /login",
+            )
+        if scope["method"] not in _SAFE_METHODS:
+            expected = cookies.get(CSRF_COOKIE, "")
+            given = headers.get(CSRF_HEADER, "")
+            if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+                return (
+                    403,
+                    "csrf",
+                    f"a request authenticated by cookie must carry the {CSRF_COOKIE} cookie's "
+                    f"value in the X-CSRF-Token header",
+                )
+        return None
+
+
+def _cookies(headers: Headers) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for header in headers.getlist("cookie"):
+        for part in header.split(";"):
+            name, sep, value = part.strip().partition("=")
+            if sep and name not in out:
+                out[name] = value
+    return out
+
+
+def _login_page(error: str | None) -> str:
+    note = f'<p class="error" role="alert">{error}</p>' if error else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>agentrt: log in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font:16px system-ui,sans-serif;max-width:32em;margin:4em auto;padding:0 1em}}
+input{{width:100%;padding:.5em;font:inherit}}button{{margin-top:1em;padding:.5em 1em;font:inherit}}
+.error{{color:#b00020}}</style></head>
+<body><h1>agentrt</h1>{note}
+<form method="post" action="/login">
+<label for="token">Token (run <code>agentrt token</code> to print it)</label>
+<input id="token" name="token" type="password" autocomplete="off" autofocus>
+<button type="submit">Log in</button></form></body></html>"""
+
+
+class _WebAssets:
+    """The page's files, read once from the package (no build step)."""
+
+    _TYPES = {
+        ".html": "text/html; charset=utf-8",
+        ".js": "text/javascript; charset=utf-8",
+        ".css": "text/css; charset=utf-8",
+        ".svg": "image/svg+xml",
+    }
+
+    def __init__(self, files: dict[str, tuple[bytes, str]]) -> None:
+        self.files = files
+
+    @classmethod
+    def load(cls) -> _WebAssets:
+        files: dict[str, tuple[bytes, str]] = {}
+        for item in resources.files("agentrt").joinpath("web").iterdir():
+            suffix = "." + item.name.rpartition(".")[2]
+            if item.is_file() and suffix in cls._TYPES:
+                files[item.name] = (item.read_bytes(), cls._TYPES[suffix])
+        if "index.html" not in files:
+            raise RuntimeError("the web page is missing from the agentrt package (web/index.html)")
+        return cls(files)

@@ -1,0 +1,317 @@
+"""The web front-end's state: its runs, its `chat-` listener, and the live event feed.
+
+One `WebFrontEnd` serves one HTTP server. It owns the runs started over HTTP
+(they run in the server's nursery, since `Executor.run` blocks until a run
+ends), holds the server's single ``"chat-"`` listener, and fans events and
+claimed questions out to every subscriber of `/v1/events`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from .._cause import Cause
+from .._context import origin_of
+from .._events import Event, RunEnded, TaskStarted
+from .._executor import NotOwnerError, TaskInfo, check_session_id
+from .._pending import (
+    DENY,
+    Answer,
+    Entry,
+    EntryState,
+    Listener,
+    RequestKind,
+)
+from .._runtime import Runtime
+from ._wire import event_to_json, question_to_json, task_to_json
+
+log = logging.getLogger("agentrt.http")
+
+#: Events a subscriber may fall behind by before it is dropped (its page reconnects).
+SUBSCRIBER_BUFFER = 1024
+#: The origin of sessions created over HTTP whose id names no origin.
+DEFAULT_ORIGIN = "chat-"
+#: The name the web listener shows in "waiting on".
+LISTENER_NAME = "web"
+
+
+class FrontEndError(Exception):
+    """A request the front-end refuses; `code` and `status` go into the JSON error."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def session_id_from_path(raw: str) -> str:
+    """The session a path names: ids without a known origin are `chat-` sessions."""
+    check_session_id(raw)
+    session_id = raw if origin_of(raw) else DEFAULT_ORIGIN + raw
+    return check_session_id(session_id)
+
+
+@attrs.define(eq=False)
+class HttpOwner:
+    """The owner of every run started over HTTP with one token."""
+
+    name: str = "http"
+
+
+@attrs.define(eq=False)
+class WebFrontEnd:
+    """Runs, questions and events of the HTTP API and the web page."""
+
+    runtime: Runtime
+    nursery: trio.Nursery
+    listener: Listener
+    owner: HttpOwner = attrs.field(factory=HttpOwner)
+    _questions: dict[str, Entry] = attrs.field(factory=dict, init=False)
+    _subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = attrs.field(factory=set, init=False)
+
+    # -- runs ---------------------------------------------------------------
+
+    async def start_run(self, session_id: str, text: str) -> str:
+        """Start `text` as a new task of `session_id` in the server's nursery; return its hash.
+
+        Returns once the run has emitted its first event, so a cancel naming
+        the hash works at once. Errors before that (a pending task exists, the
+        session is running) are raised here.
+        """
+        executor = self.runtime.executor
+
+        async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
+            return await executor.run(session_id, text, owner=self.owner, emit=emit)
+
+        return await self._start(session_id, go)
+
+    async def resume(self, session_id: str, answer: str | None) -> str:
+        """Resume the pending task of `session_id` (answering its saved question); return its hash."""
+        executor = self.runtime.executor
+
+        async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
+            return await executor.resume(session_id, owner=self.owner, emit=emit, answer=answer)
+
+        return await self._start(session_id, go)
+
+    async def _start(
+        self,
+        session_id: str,
+        go: Callable[[Callable[[Event], Awaitable[None]]], Awaitable[RunEnded]],
+    ) -> str:
+        async def runner(task_status: trio.TaskStatus[str]) -> None:
+            started = False
+
+            async def emit(event: Event) -> None:
+                nonlocal started
+                self._publish_event(session_id, event)
+                if isinstance(event, TaskStarted) and not started:
+                    started = True
+                    # From here on the run belongs to the server's nursery, not the request.
+                    task_status.started(event.task_hash)
+
+            try:
+                await go(emit)
+            except Exception:
+                if not started:
+                    raise
+                log.exception("run of %s ended with an unexpected error", session_id)
+
+        task_hash: str = await self.nursery.start(runner)
+        return task_hash
+
+    def cancel(self, task_hash: str, *, pause: bool) -> TaskInfo:
+        """Stop a task started over HTTP: pause keeps its pending task, otherwise it is dropped."""
+        cause = Cause.PAUSE if pause else Cause.USER_CANCEL
+        return self.runtime.executor.cancel(task_hash, cause, owner=self.owner)
+
+    async def discard(self, session_id: str) -> bool:
+        """Drop a session's pending task (a user-cancel); True if there was one.
+
+        A run of the session started elsewhere (a terminal window, a bot) is
+        not the web's to stop: `FrontEndError` says so.
+        """
+        executor = self.runtime.executor
+        for info in executor.running():
+            if info.session_id == session_id and info.owner is not self.owner:
+                raise NotOwnerError(
+                    f"session {session_id} is running in another front-end; stop it there"
+                )
+        running = executor.is_running(session_id)
+        found = await executor.discard(session_id)
+        return found or running
+
+    # -- what there is -----------------------------------------------------
+
+    async def task(self, session_id: str) -> dict[str, Any] | None:
+        """The pending task of `session_id` as JSON, or None."""
+        record = await self.runtime.store.load(session_id)
+        if record is None:
+            return None
+        obj = task_to_json(record, running=self.runtime.executor.is_running(session_id))
+        obj["waiting_on"] = self._waiting_on(session_id, obj)
+        return obj
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """Sessions with a pending task or a running task, most recently active first."""
+        executor = self.runtime.executor
+        running = {info.session_id: info for info in executor.running()}
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for record in await self.runtime.store.list():
+            seen.add(record.session_id)
+            info = running.get(record.session_id)
+            obj = task_to_json(record, running=info is not None)
+            del obj["transcript"]
+            out.append(self._session_json(record.session_id, info, obj))
+        for session_id, info in running.items():
+            if session_id not in seen:
+                out.append(
+                    self._session_json(
+                        session_id,
+                        info,
+                        {"session_id": session_id, "status": "running", "running": True},
+                    )
+                )
+        return out
+
+    def _session_json(
+        self, session_id: str, info: TaskInfo | None, obj: dict[str, Any]
+    ) -> dict[str, Any]:
+        obj["origin"] = origin_of(session_id) or None
+        obj["running_task"] = None if info is None else info.task_hash
+        # Only tasks this front-end started can be stopped from it.
+        obj["stoppable"] = info is not None and info.owner is self.owner
+        obj["waiting_on"] = self._waiting_on(session_id, obj)
+        return obj
+
+    def _waiting_on(self, session_id: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """Who each open question of the session waits on (claimed by which front-end)."""
+        waits: list[dict[str, Any]] = []
+        for entry in self.runtime.registry.waiting_for(session_id):
+            claimed = entry.claimed_by
+            waits.append(
+                {
+                    "question_id": entry.id,
+                    "kind": entry.request.kind.value,
+                    "prompt": entry.request.prompt,
+                    "who": (claimed.name or claimed.prefix or "a listener")
+                    if claimed is not None
+                    else None,
+                }
+            )
+        if not waits and obj.get("status") == "awaiting_answer" and not obj.get("running"):
+            question = obj.get("question") or {}
+            waits.append(
+                {
+                    "question_id": None,
+                    "kind": question.get("kind", "question"),
+                    "prompt": question.get("prompt", ""),
+                    "who": "saved: answer it to resume",
+                }
+            )
+        return waits
+
+    # -- questions --------------------------------------------------------
+
+    def questions(self) -> list[dict[str, Any]]:
+        """The questions the `chat-` listener claimed and nobody has answered yet."""
+        return [question_to_json(e) for e in self._questions.values() if not e.done]
+
+    def answer(self, question_id: str, value: str, secret: str | None) -> None:
+        """Answer a claimed question. Raises `FrontEndError` for an unknown id or a bad answer.
+
+        The registry raises `EntryGoneError` when the question's run stopped meanwhile.
+        """
+        entry = self._questions.get(question_id)
+        if entry is None:
+            raise FrontEndError(
+                404,
+                "unknown_question",
+                f"no open question {question_id!r}; list them at /v1/questions",
+            )
+        request = entry.request
+        if request.choices and value not in request.choices:
+            raise FrontEndError(
+                400,
+                "bad_answer",
+                f"question {question_id} takes one of: {', '.join(request.choices)}",
+            )
+        if request.kind is RequestKind.SECRET and value != DENY and not secret:
+            raise FrontEndError(
+                400,
+                "bad_answer",
+                f"question {question_id} asks for a secret: send it in 'secret', "
+                f"or value {DENY!r} to decline",
+            )
+        if request.kind is RequestKind.PASSWORD and value != DENY and not secret:
+            raise FrontEndError(
+                400, "bad_answer", f"question {question_id} needs the system password in 'secret'"
+            )
+        if request.kind in (RequestKind.CONFIRM, RequestKind.QUESTION):
+            secret = None  # nothing masked was asked for; never carry one along
+        entry.answer(Answer(value, secret=secret))
+
+    async def serve_questions(self) -> None:
+        """Claim every `chat-` question as it is asked and show it to the subscribers."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                entry = await self.listener.claim()
+                self._questions[entry.id] = entry
+                self._publish({"type": "question", **question_to_json(entry)})
+                nursery.start_soon(self._watch_question, entry)
+
+    async def _watch_question(self, entry: Entry) -> None:
+        state = await entry.wait_done()
+        self._questions.pop(entry.id, None)
+        self._publish(
+            {
+                "type": "question_closed",
+                "id": entry.id,
+                "session_id": entry.context.session_id,
+                # "withdrawn": the run was stopped before an answer came.
+                "state": state.value if state is not EntryState.CLAIMED else "claimed",
+            }
+        )
+
+    # -- the event feed ---------------------------------------------------
+
+    @contextmanager
+    def subscribe(self) -> Iterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
+        """A channel of every event and question from now on; closed if it falls behind."""
+        send, receive = trio.open_memory_channel[dict[str, Any]](SUBSCRIBER_BUFFER)
+        self._subscribers.add(send)
+        try:
+            yield receive
+        finally:
+            self._subscribers.discard(send)
+            send.close()
+            receive.close()
+
+    def _publish_event(self, session_id: str, event: Event) -> None:
+        self._publish(event_to_json(session_id, event))
+
+    def _publish(self, obj: dict[str, Any]) -> None:
+        for send in list(self._subscribers):
+            try:
+                send.send_nowait(obj)
+            except trio.WouldBlock:
+                # A stalled page must not hold up runs: drop it; EventSource reconnects.
+                log.info("dropping an event subscriber that fell %d behind", SUBSCRIBER_BUFFER)
+                self._subscribers.discard(send)
+                send.close()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.discard(send)
+
+    def close_subscribers(self) -> None:
+        """End every event stream (the server is stopping)."""
+        for send in list(self._subscribers):
+            send.close()
+        self._subscribers.clear()

@@ -1,0 +1,567 @@
+"""The HTTP API over a real socket: runs, pending tasks, questions, auth, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import trio
+from starlette.routing import Route
+
+from agentrt._cause import Cause
+from agentrt._events import Event
+from agentrt._pending import Answer
+from agentrt._runtime import Runtime, open_runtime
+from agentrt._scripted import ScriptedModel
+from agentrt.http import (
+    AUTH_COOKIE,
+    CSRF_COOKIE,
+    MAX_BODY,
+    WebFrontEnd,
+    build_app,
+    load_or_create_token,
+    openapi_document,
+    serve_http,
+    token_main,
+)
+
+Json = dict[str, Any]
+
+
+@attrs.define
+class Server:
+    runtime: Runtime
+    port: int
+    token: str
+    client: httpx.AsyncClient
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path, workdir: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        restricted_paths=[tmp_path / "restricted"],
+    ) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def server(runtime: Runtime) -> AsyncIterator[Server]:
+    token = load_or_create_token(runtime.state_dir)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        ) as client:
+            yield Server(runtime, port, token, client)
+        nursery.cancel_scope.cancel()
+
+
+class Events:
+    """Reads `/v1/events` and waits for events matching a test's expectations."""
+
+    def __init__(self, lines: AsyncIterator[str]) -> None:
+        self._lines = lines
+        self.seen: list[Json] = []
+
+    async def next(self) -> Json:
+        async for line in self._lines:
+            if line.startswith("data: "):
+                obj: Json = json.loads(line[6:])
+                self.seen.append(obj)
+                return obj
+        raise AssertionError(f"the event stream ended; seen: {self.seen}")
+
+    async def expect(self, type_: str, **fields: Any) -> Json:
+        with trio.fail_after(10):
+            while True:
+                obj = await self.next()
+                if obj["type"] == type_ and all(obj.get(k) == v for k, v in fields.items()):
+                    return obj
+
+
+@pytest.fixture
+async def events(server: Server) -> AsyncIterator[Events]:
+    async with server.client.stream("GET", "/v1/events") as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        reader = Events(response.aiter_lines())
+        await reader.expect("ready")  # subscribed: nothing from now on is missed
+        yield reader
+
+
+async def start(server: Server, session: str, text: str) -> Json:
+    response = await server.client.post(f"/v1/session/{session}/run", json={"text": text})
+    assert response.status_code == 202, response.text
+    body: Json = response.json()
+    return body
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["code"] == code, error
+    assert error["message"]
+    message: str = error["message"]
+    return message
+
+
+# -- the token ------------------------------------------------------------
+
+
+def test_token_is_made_once_stored_0600_and_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    token = load_or_create_token(state)
+    assert len(token) >= 32
+    mode = stat.S_IMODE(os.stat(state / "http-token").st_mode)
+    assert mode == 0o600
+    assert load_or_create_token(state) == token
+    assert token_main(["--state-dir", str(state)]) == 0
+    assert capsys.readouterr().out.strip() == token
+
+
+def test_token_file_loosened_by_someone_is_made_private_again(tmp_path: Path) -> None:
+    token = load_or_create_token(tmp_path)
+    os.chmod(tmp_path / "http-token", 0o644)
+    assert load_or_create_token(tmp_path) == token
+    assert stat.S_IMODE(os.stat(tmp_path / "http-token").st_mode) == 0o600
+
+
+async def test_requests_without_the_right_token_are_refused(server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.base) as anonymous:
+        for path in ("/v1/sessions", "/openapi.json", "/v1/events", "/static/app.js"):
+            response = await anonymous.get(path)
+            assert_error(response, 401, "missing_token")
+            assert response.headers["www-authenticate"] == "Bearer"
+        wrong = await anonymous.get("/v1/sessions", headers={"Authorization": "Bearer nope"})
+        assert_error(wrong, 401, "bad_token")
+        basic = await anonymous.get("/v1/sessions", headers={"Authorization": "Basic eDp5"})
+        assert_error(basic, 401, "bad_token")
+        page = await anonymous.get("/")
+        assert page.status_code == 401
+        assert "agentrt token" in page.text  # the login form says where the token comes from
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+
+
+async def test_browser_login_sets_strict_httponly_cookie_and_post_needs_csrf_header(
+    server: Server,
+) -> None:
+    async with httpx.AsyncClient(base_url=server.base) as browser:
+        wrong = await browser.get("/login", params={"token": "not-it"})
+        assert wrong.status_code == 401
+        assert AUTH_COOKIE not in browser.cookies
+        login = await browser.get("/login", params={"token": server.token})
+        assert login.status_code == 303
+        assert login.headers["location"] == "/"
+        set_cookies = login.headers.get_list("set-cookie")
+        auth = next(c for c in set_cookies if c.startswith(AUTH_COOKIE + "="))
+        assert "HttpOnly" in auth
+        assert "SameSite=strict" in auth
+        assert server.token not in auth  # the cookie holds a derived value, not the token
+        page = await browser.get("/")
+        assert page.status_code == 200
+        assert 'id="composer"' in page.text
+        forged = await browser.post("/v1/session/c1/run", json={"text": "hi"})
+        assert_error(forged, 403, "csrf")
+        csrf = browser.cookies[CSRF_COOKIE]
+        allowed = await browser.post(
+            "/v1/session/c1/run", json={"text": "hi"}, headers={"X-CSRF-Token": csrf}
+        )
+        assert allowed.status_code == 202, allowed.text
+
+
+async def test_login_form_post_logs_in(server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.base) as browser:
+        response = await browser.post("/login", data={"token": server.token})
+        assert response.status_code == 303
+        assert (await browser.get("/v1/sessions")).status_code == 200
+
+
+# -- runs ----------------------------------------------------------------
+
+
+async def test_run_over_http_streams_text_and_finishes_as_a_chat_session(
+    server: Server, events: Events
+) -> None:
+    started = await start(server, "hello", "hello there")
+    assert started["session_id"] == "chat-hello"
+    first = await events.expect("task_started", task_hash=started["task_hash"])
+    assert first["session_id"] == "chat-hello"
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert ended["outcome"] == "finished"
+    text = "".join(e["text"] for e in events.seen if e["type"] == "text")
+    assert "hello there" in text
+    assert_error(await server.client.get("/v1/session/hello/task"), 404, "no_pending_task")
+
+
+async def test_session_id_with_an_origin_keeps_it(server: Server, events: Events) -> None:
+    started = await start(server, "tg-42", "hi")
+    assert started["session_id"] == "tg-42"
+    await events.expect("run_ended", task_hash=started["task_hash"])
+
+
+async def test_confirmation_then_saved_question_then_answer_resumes_as_new_turn(
+    server: Server, events: Events, workdir: Path
+) -> None:
+    started = await start(server, "c1", "write a.txt hi; ask Your name?")
+    question = await events.expect("question", kind="confirm")
+    assert question["session_id"] == "chat-c1"
+    assert question["choices"] == ["allow", "allow_session", "deny"]
+    listed = (await server.client.get("/v1/questions")).json()["questions"]
+    assert [q["id"] for q in listed] == [question["id"]]
+    sessions = (await server.client.get("/v1/sessions")).json()["sessions"]
+    (chat,) = [s for s in sessions if s["session_id"] == "chat-c1"]
+    assert chat["running"] is True
+    assert chat["waiting_on"][0]["who"] == "web"
+
+    answered = await server.client.post(
+        f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
+    )
+    assert answered.status_code == 200, answered.text
+    await events.expect("question_closed", id=question["id"], state="answered")
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert ended["outcome"] == "awaiting_answer"
+    assert ended["question"] == "Your name?"
+    assert (workdir / "a.txt").read_text() == "hi"
+
+    task = (await server.client.get("/v1/session/chat-c1/task")).json()["task"]
+    assert task["status"] == "awaiting_answer"
+    assert task["question"]["prompt"] == "Your name?"
+    assert task["question"]["kind"] == "question"
+    assert task["running"] is False
+    assert task["transcript"]["tool_results"] == 1  # the write was committed before parking
+    assert task["transcript"]["unanswered_calls"] == ["ask_user"]
+    assert task["waiting_on"][0]["who"] == "saved: answer it to resume"
+
+    resumed = await server.client.post("/v1/session/c1/task/resume", json={"answer": "Ada"})
+    assert resumed.status_code == 202, resumed.text
+    hash2 = resumed.json()["task_hash"]
+    assert (await events.expect("task_started", task_hash=hash2))["resumed"] is True
+    final = await events.expect("run_ended", task_hash=hash2)
+    assert final["outcome"] == "finished"
+    assert "Ada" in final["text"]
+    assert_error(await server.client.get("/v1/session/c1/task"), 404, "no_pending_task")
+
+
+async def test_pause_keeps_pending_task_and_resume_continues_it(
+    server: Server, events: Events
+) -> None:
+    started = await start(server, "p1", "sleep 60")
+    await events.expect("tool_call", task_hash=started["task_hash"], name="sleep")
+    stopped = await server.client.post(
+        f"/v1/task/{started['task_hash']}/cancel", json={"pause": True}
+    )
+    assert stopped.json() == {
+        "task_hash": started["task_hash"],
+        "session_id": "chat-p1",
+        "cause": "pause",
+    }
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert (ended["outcome"], ended["cause"], ended["pending_kept"]) == (
+        "cancelled",
+        "pause",
+        True,
+    )
+    sessions = (await server.client.get("/v1/sessions")).json()["sessions"]
+    (paused,) = [s for s in sessions if s["session_id"] == "chat-p1"]
+    assert (paused["status"], paused["cause"], paused["running"]) == ("interrupted", "pause", False)
+
+    resumed = await server.client.post("/v1/session/p1/task/resume")
+    assert resumed.status_code == 202, resumed.text
+    hash2 = resumed.json()["task_hash"]
+    await events.expect("task_started", task_hash=hash2, resumed=True)
+    # The committed tool call is re-run (it had no result), so the run is going again.
+    await events.expect("tool_call", task_hash=hash2, name="sleep")
+    task = (await server.client.get("/v1/session/p1/task")).json()["task"]
+    assert (task["status"], task["running"], task["runs"]) == ("running", True, 2)
+
+    discarded = await server.client.delete("/v1/session/p1/task")
+    assert discarded.json() == {"session_id": "chat-p1", "discarded": True}
+    ended2 = await events.expect("run_ended", task_hash=hash2)
+    assert (ended2["cause"], ended2["pending_kept"]) == ("user_cancel", False)
+    assert_error(await server.client.get("/v1/session/p1/task"), 404, "no_pending_task")
+
+
+async def test_stop_without_pause_drops_the_pending_task(server: Server, events: Events) -> None:
+    started = await start(server, "s1", "sleep 60")
+    await events.expect("tool_call", task_hash=started["task_hash"])
+    await server.client.post(f"/v1/task/{started['task_hash']}/cancel", json={"pause": False})
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert (ended["cause"], ended["pending_kept"]) == ("user_cancel", False)
+    assert_error(await server.client.get("/v1/session/s1/task"), 404, "no_pending_task")
+
+
+async def test_cancel_reaches_only_tasks_started_over_http(server: Server) -> None:
+    runtime = server.runtime
+    tui = object()
+    started = trio.Event()
+
+    async def recorder(event: Event) -> None:
+        started.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            partial(runtime.executor.run, "cli-w1", "sleep 60", owner=tui, emit=recorder)
+        )
+        with trio.fail_after(10):
+            await started.wait()
+        (info,) = runtime.executor.running()
+        foreign = await server.client.post(f"/v1/task/{info.task_hash}/cancel", json={})
+        assert_error(foreign, 403, "not_owner")
+        refused = await server.client.delete("/v1/session/cli-w1/task")
+        assert_error(refused, 403, "not_owner")
+        assert runtime.executor.is_running("cli-w1")
+        runtime.executor.cancel(info.task_hash, Cause.PAUSE)
+    unknown = await server.client.post("/v1/task/0123456789ab/cancel", json={"pause": True})
+    assert "unknown or already finished" in assert_error(unknown, 404, "unknown_task")
+
+
+async def test_running_or_pending_session_refuses_a_new_run(server: Server, events: Events) -> None:
+    started = await start(server, "b1", "sleep 60")
+    await events.expect("tool_call", task_hash=started["task_hash"])
+    busy = await server.client.post("/v1/session/b1/run", json={"text": "again"})
+    assert_error(busy, 409, "session_busy")
+    await server.client.post(f"/v1/task/{started['task_hash']}/cancel", json={"pause": True})
+    await events.expect("run_ended", task_hash=started["task_hash"])
+    pending = await server.client.post("/v1/session/b1/run", json={"text": "again"})
+    assert "resume it or discard it" in assert_error(pending, 409, "pending_task_exists")
+    no_question = await server.client.post("/v1/session/b1/task/resume", json={"answer": "x"})
+    assert_error(no_question, 400, "bad_answer")
+    assert_error(await server.client.post("/v1/session/zz/task/resume"), 404, "no_pending_task")
+    assert_error(await server.client.delete("/v1/session/zz/task"), 404, "no_pending_task")
+
+
+async def test_sessions_list_says_which_front_end_a_question_waits_on(
+    server: Server, events: Events
+) -> None:
+    runtime = server.runtime
+    with runtime.registry.listen("cli-", name="tui") as tui_listener:
+
+        async def recorder(event: Event) -> None:
+            pass
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                partial(runtime.executor.run, "cli-w2", "sh true", owner=object(), emit=recorder)
+            )
+            with trio.fail_after(10):
+                entry = await tui_listener.claim()
+            sessions = (await server.client.get("/v1/sessions")).json()["sessions"]
+            (cli,) = [s for s in sessions if s["session_id"] == "cli-w2"]
+            assert cli["origin"] == "cli-"
+            assert cli["stoppable"] is False
+            assert [(w["who"], w["kind"]) for w in cli["waiting_on"]] == [("tui", "confirm")]
+            assert (await server.client.get("/v1/questions")).json()["questions"] == []
+            entry.answer(Answer("deny"))
+
+
+async def test_secret_is_stored_and_never_echoed(server: Server, events: Events) -> None:
+    started = await start(server, "k1", "secret API_KEY")
+    question = await events.expect("question", kind="secret")
+    assert question["masked"] is True
+    missing = await server.client.post(
+        f"/v1/questions/{question['id']}/answer", json={"value": "store"}
+    )
+    assert_error(missing, 400, "bad_answer")
+    answered = await server.client.post(
+        f"/v1/questions/{question['id']}/answer", json={"value": "store", "secret": "s3cr3t-v"}
+    )
+    assert answered.status_code == 200
+    assert "s3cr3t-v" not in answered.text
+    await events.expect("run_ended", task_hash=started["task_hash"], outcome="finished")
+    assert server.runtime.secrets.get("API_KEY") == "s3cr3t-v"
+    assert "s3cr3t-v" not in json.dumps(events.seen)
+
+
+async def test_confirmation_answer_must_be_one_of_its_choices(
+    server: Server, events: Events
+) -> None:
+    started = await start(server, "q1", "sh true")
+    question = await events.expect("question", kind="confirm")
+    bad = await server.client.post(f"/v1/questions/{question['id']}/answer", json={"value": "yes"})
+    assert "allow, allow_session, deny" in assert_error(bad, 400, "bad_answer")
+    unknown = await server.client.post("/v1/questions/q999/answer", json={"value": "allow"})
+    assert_error(unknown, 404, "unknown_question")
+    await server.client.post(f"/v1/questions/{question['id']}/answer", json={"value": "deny"})
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert ended["outcome"] == "finished"
+    again = await server.client.post(
+        f"/v1/questions/{question['id']}/answer", json={"value": "deny"}
+    )
+    assert again.status_code in (404, 409)
+
+
+async def test_stopping_a_run_withdraws_its_open_question(server: Server, events: Events) -> None:
+    started = await start(server, "w1", "sh true")
+    question = await events.expect("question", kind="confirm")
+    await server.client.post(f"/v1/task/{started['task_hash']}/cancel", json={"pause": True})
+    closed = await events.expect("question_closed", id=question["id"])
+    assert closed["state"] == "withdrawn"
+    late = await server.client.post(
+        f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
+    )
+    assert_error(late, 404, "unknown_question")
+    assert (await server.client.get("/v1/questions")).json()["questions"] == []
+
+
+# -- bad input --------------------------------------------------------------
+
+_JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("send", "status", "code", "says"),
+    [
+        (
+            lambda c: c.post("/v1/session/x/run", content=b"{nope", headers=_JSON),
+            400,
+            "bad_body",
+            "not valid JSON",
+        ),
+        (
+            lambda c: c.post("/v1/session/x/run", content=b"[1]", headers=_JSON),
+            400,
+            "bad_body",
+            "JSON object",
+        ),
+        (lambda c: c.post("/v1/session/x/run", json={}), 400, "bad_body", "$.text"),
+        (
+            lambda c: c.post("/v1/session/x/run", json={"text": 5}),
+            400,
+            "bad_body",
+            "expected str @ $.text",
+        ),
+        (
+            lambda c: c.post("/v1/session/x/run", json={"text": "a", "extra": 1}),
+            400,
+            "bad_body",
+            "extra",
+        ),
+        (lambda c: c.post("/v1/session/x/run", json={"text": "  "}), 400, "bad_body", "empty"),
+        (
+            lambda c: c.post(
+                "/v1/session/x/run", content=b"text=hi", headers={"Content-Type": "text/plain"}
+            ),
+            415,
+            "unsupported_media_type",
+            "application/json",
+        ),
+        (
+            lambda c: c.post("/v1/session/x/run", content=b"\xff\xfe", headers=_JSON),
+            400,
+            "bad_body",
+            "not valid JSON",
+        ),
+        (
+            lambda c: c.post("/v1/task/abc/cancel", json={"pause": "yes"}),
+            400,
+            "bad_body",
+            "expected bool @ $.pause",
+        ),
+        (
+            lambda c: c.post("/v1/session/" + "x" * 200 + "/run", json={"text": "a"}),
+            400,
+            "bad_session_id",
+            "1 to 128",
+        ),
+        (lambda c: c.get("/v1/nothing"), 404, "not_found", "/openapi.json"),
+        (lambda c: c.put("/v1/sessions"), 405, "method_not_allowed", "PUT"),
+        (lambda c: c.get("/static/../_app.py"), 404, "not_found", ""),
+    ],
+)
+async def test_bad_requests_get_a_json_error_and_the_server_keeps_serving(
+    server: Server,
+    send: Callable[[httpx.AsyncClient], Any],
+    status: int,
+    code: str,
+    says: str,
+) -> None:
+    response = await send(server.client)
+    assert says in assert_error(response, status, code)
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+
+
+async def test_oversized_body_is_refused_declared_or_streamed(server: Server) -> None:
+    big = json.dumps({"text": "x" * (MAX_BODY + 10)}).encode()
+    declared = await server.client.post("/v1/session/x/run", content=big, headers=_JSON)
+    assert_error(declared, 413, "body_too_large")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start_ in range(0, len(big), 65536):
+            yield big[start_ : start_ + 65536]
+
+    streamed = await server.client.post("/v1/session/x/run", content=chunks(), headers=_JSON)
+    assert_error(streamed, 413, "body_too_large")
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+    assert await server.runtime.store.load("chat-x") is None
+
+
+async def test_shutting_the_server_down_keeps_the_running_task(runtime: Runtime) -> None:
+    token = load_or_create_token(runtime.state_dir)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {token}"}
+        ) as client:
+            response = await client.post("/v1/session/d1/run", json={"text": "sleep 60"})
+            assert response.status_code == 202
+        nursery.cancel_scope.cancel()
+    record = await runtime.store.load("chat-d1")
+    assert record is not None
+    assert record.cause is Cause.SHUTDOWN
+    assert runtime.registry.statistics().listeners == 0  # the chat- listener went with it
+
+
+# -- the document and the page ---------------------------------------------------
+
+
+async def test_openapi_documents_exactly_the_routes_the_server_has(server: Server) -> None:
+    served = (await server.client.get("/openapi.json")).json()
+    assert served == openapi_document()
+    documented = {
+        (path, method.upper()) for path, item in served["paths"].items() for method in item
+    }
+    routes: set[tuple[str, str]] = set()
+    with server.runtime.registry.listen("chat-none-", name="probe") as listener:
+        async with trio.open_nursery() as nursery:
+            guard: Any = build_app(WebFrontEnd(server.runtime, nursery, listener), server.token)
+    for route in guard.app.routes:
+        assert isinstance(route, Route)
+        routes |= {(route.path, m) for m in route.methods or () if m != "HEAD"}
+    assert routes == documented
+
+
+async def test_page_and_its_assets_are_served(server: Server) -> None:
+    page = await server.client.get("/")
+    assert page.headers["content-type"].startswith("text/html")
+    for asset, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        response = await server.client.get(f"/static/{asset}")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith(kind)
+        assert f"/static/{asset}" in page.text
