@@ -19,6 +19,7 @@ from agentrt._events import Event, Outcome, RunEnded
 from agentrt._pending import EntryState, RequestKind
 from agentrt._record import TaskStatus
 from agentrt._runtime import Runtime, open_runtime
+from agentrt._store import TaskStore
 from agentrt._sudo import PrivilegedResult
 from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
 from agentrt.codec import MAX_FRAME_SIZE
@@ -598,3 +599,36 @@ async def test_shutdown_ends_runs_with_shutdown_and_removes_the_socket(
     record = await runtime.store.load(task.session)
     assert record is not None
     assert record.cause is Cause.SHUTDOWN
+
+
+async def test_a_failure_inside_one_connection_ends_only_that_connection(
+    daemon: Daemon,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken_list(self: TaskStore, prefix: str = "") -> list[object]:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("disk on fire")
+
+    with trio.fail_after(TIMEOUT):
+        bystander = await connect(daemon, "bystander")
+        await bystander.send(Run("ask Still there?"))
+        ask = await bystander.wait_for(AskFrame)
+
+        victim = await connect(daemon, "victim")
+        monkeypatch.setattr(TaskStore, "list", broken_list)
+        await victim.send(PendingRequest(PendingAction.LIST))
+        with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
+            await victim.receive()
+        await victim.aclose()
+        monkeypatch.undo()
+        assert "connection" in caplog.text
+        assert "disk on fire" in caplog.text
+
+        # The daemon and the other window carry on.
+        await bystander.send(AnswerFrame(ask.id, "yes"))
+        ended = await bystander.wait_for(EndedFrame)
+        assert ended.outcome is Outcome.FINISHED
+        async with await connect(daemon) as fresh:
+            assert await round_trip(fresh) == PendingList(())
+        await bystander.aclose()

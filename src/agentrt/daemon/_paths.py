@@ -16,6 +16,7 @@ import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 
@@ -74,7 +75,11 @@ class PeerCredentials:
     gid: int
 
 
-def peer_credentials(sock: socket.socket) -> PeerCredentials:
+class _Socket(Protocol):
+    def getsockopt(self, level: int, option: int, buflen: int, /) -> bytes: ...
+
+
+def peer_credentials(sock: _Socket) -> PeerCredentials:
     """Read ``SO_PEERCRED`` of a connected Unix socket."""
     size = struct.calcsize("3i")
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size)

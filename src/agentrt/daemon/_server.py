@@ -191,7 +191,7 @@ class Daemon:
         self._count += 1
         number = self._count
         try:
-            peer = peer_credentials(stream.socket)  # type: ignore[arg-type]
+            peer = peer_credentials(stream.socket)
             refusal = check_peer(peer, self.uid)
         except OSError as exc:
             refusal = f"cannot tell who is connecting ({exc}); connect over the Unix socket"
