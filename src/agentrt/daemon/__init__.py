@@ -100,8 +100,26 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the folder tools work in (default: the current folder)",
     )
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        type=_host_port,
+        default=None,
+        help="also serve the HTTP API and the web chat there, e.g. 127.0.0.1:8765 "
+        "(keep it on loopback; 'agentrt token' prints the token it needs)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every connection")
     return parser
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT, such as 127.0.0.1:8765, not {text!r}"
+        )
+    return host, int(port)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     socket_path: Path = args.socket or default_socket_path()
     state_dir: Path = args.state_dir or default_state_dir()
     try:
-        trio.run(_amain, socket_path, state_dir, args.model, args.workdir)
+        trio.run(_amain, socket_path, state_dir, args.model, args.workdir, args.http)
     except (DaemonAlreadyRunningError, SocketPathError, StoreError, ValueError) as exc:
         print(f"agentrt daemon: {exc}", file=sys.stderr)
         return 1
@@ -123,10 +141,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-async def _amain(socket_path: Path, state_dir: Path, model: str, workdir: Path | None) -> None:
+async def _amain(
+    socket_path: Path,
+    state_dir: Path,
+    model: str,
+    workdir: Path | None,
+    http: tuple[str, int] | None = None,
+) -> None:
     async with (
         open_runtime(state_dir, model, workdir=workdir) as runtime,
         trio.open_nursery() as nursery,
     ):
-        await nursery.start(partial(serve, socket_path, runtime, handle_signals=True))
+
+        async def daemon_then_stop(task_status: trio.TaskStatus[Daemon]) -> None:
+            await serve(socket_path, runtime, handle_signals=True, task_status=task_status)
+            nursery.cancel_scope.cancel()  # the daemon stopped: the HTTP server goes with it
+
+        await nursery.start(daemon_then_stop)
         print(f"agentrt daemon: listening on {socket_path}", file=sys.stderr, flush=True)
+        if http is not None:
+            from ..http import load_or_create_token, serve_http
+
+            host, port = http
+            token = load_or_create_token(state_dir)
+            bound = await nursery.start(partial(serve_http, runtime, host, port, token=token))
+            shown = f"[{host}]" if ":" in host else host
+            print(
+                f"agentrt daemon: HTTP API and web chat on http://{shown}:{bound}/ "
+                "('agentrt token' prints the token)",
+                file=sys.stderr,
+                flush=True,
+            )
