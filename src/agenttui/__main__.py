@@ -63,7 +63,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     if started is None and args.model is not None:
         notice = f"A daemon was already running on {socket_path}; --model {args.model} is ignored"
     elif started is not None:
-        notice = f"Started a daemon on {socket_path} (log: {started.log})"
+        notice = (
+            f"Started a daemon (pid {started.process.pid}) on {socket_path} (log: {started.log})"
+        )
     run_window(socket_path, new_window_hash(), notice=notice)
     return 0
 

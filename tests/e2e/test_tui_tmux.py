@@ -1,0 +1,349 @@
+"""The real ``agenttui`` in a real terminal (tmux), against a real daemon.
+
+Each test gets its own daemon on a temporary socket and state folder and its
+own tmux server. The tests type keys with ``send-keys`` and read the screen
+with ``capture-pane``, polled under a deadline: a terminal's screen has no
+event to wait on. What the daemon kept is checked independently with
+``agentrt pending list --json`` on the same state folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from agenttui._launch import is_answering
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+#: Bound on every wait for the screen or the daemon.
+DEADLINE = 20.0
+POLL = 0.05
+AGENTRT = Path(sys.executable).with_name("agentrt")
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
+    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(POLL)
+
+
+@attrs.define
+class World:
+    """A daemon, its state folder, and a private tmux server to open windows in."""
+
+    root: Path
+    socket: Path
+    state: Path
+    tmux_socket: Path
+    daemon: subprocess.Popen[bytes] | None = None
+    windows: int = 0
+
+    def start_daemon(self) -> None:
+        """Start a daemon on the world's socket and wait until it answers."""
+        log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - closed right after the spawn
+        with log:
+            self.daemon = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "agentrt.daemon",
+                    "--socket",
+                    str(self.socket),
+                    "--state-dir",
+                    str(self.state),
+                    "--workdir",
+                    str(self.root),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(lambda: is_answering(self.socket), "the daemon to answer")
+
+    def tmux(self, *args: str) -> str:
+        """Run a tmux command on the world's server; its output."""
+        result = subprocess.run(
+            ["tmux", "-S", str(self.tmux_socket), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
+        return result.stdout
+
+    def open_window(self) -> Terminal:
+        """Start ``agenttui`` in a new 120x40 tmux session."""
+        self.windows += 1
+        name = f"w{self.windows}"
+        command = " ".join(
+            [
+                f"exec {sys.executable} -m agenttui",
+                f"--socket {self.socket}",
+                f"--state-dir {self.state}",
+            ]
+        )
+        self.tmux(
+            "new-session", "-d", "-x", "120", "-y", "40", "-s", name, "-c", str(self.root), command
+        )
+        self.tmux("set-option", "-t", name, "remain-on-exit", "on")
+        terminal = Terminal(self, name)
+        terminal.wait_for("idle", "the window to connect")
+        return terminal
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The daemon's pending tasks, read from its state folder."""
+        result = subprocess.run(
+            [str(AGENTRT), "pending", "list", "--state-dir", str(self.state), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+    def pending_for(self, text: str) -> list[dict[str, Any]]:
+        """The pending tasks whose input was `text`."""
+        return [task for task in self.pending() if task["input"] == text]
+
+    def close(self) -> None:
+        """Stop everything this world started."""
+        if self.tmux_socket.exists():
+            subprocess.run(
+                ["tmux", "-S", str(self.tmux_socket), "kill-server"],
+                capture_output=True,
+                timeout=10,
+            )
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+
+
+@attrs.define
+class Terminal:
+    """One tmux session running ``agenttui``."""
+
+    world: World
+    name: str
+
+    def screen(self) -> str:
+        """The visible screen, as text."""
+        return self.world.tmux("capture-pane", "-p", "-t", self.name)
+
+    def keys(self, *keys: str) -> None:
+        """Press tmux keys (``Enter``, ``Escape``, ``C-c``...)."""
+        self.world.tmux("send-keys", "-t", self.name, *keys)
+
+    def type(self, text: str) -> None:
+        """Type `text` literally."""
+        self.world.tmux("send-keys", "-t", self.name, "-l", text)
+
+    def wait_for(self, pattern: str, what: str = "", timeout: float = DEADLINE) -> str:
+        """Wait until the screen matches the regex `pattern`; the screen then."""
+        seen = ""
+
+        def matches() -> bool:
+            nonlocal seen
+            seen = self.screen()
+            return re.search(pattern, seen) is not None
+
+        try:
+            wait_until(matches, what or repr(pattern), timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- screen ---\n{seen}") from None
+        return seen
+
+    def pid(self) -> int:
+        """The pid of the program in the pane (``agenttui`` itself: it was exec'd)."""
+        return int(self.world.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}"))
+
+    def dead(self) -> bool:
+        """True once the program in the pane exited."""
+        return (
+            self.world.tmux("display-message", "-p", "-t", self.name, "#{pane_dead}").strip() == "1"
+        )
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    # A short folder: Unix socket paths are limited to about 100 bytes.
+    root = Path(tempfile.mkdtemp(prefix="tui-e2e-", dir="/tmp"))
+    w = World(root, root / "d.sock", root / "state", root / "tmux.sock")
+    try:
+        yield w
+    finally:
+        w.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(world: World) -> World:
+    world.start_daemon()
+    return world
+
+
+def test_streams_text_and_quits_with_ctrl_d(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("stream 6")
+    term.keys("Enter")
+    term.wait_for(r"word1 word2", "the first words")
+    screen = term.wait_for(r"-- Done", "the run to finish")
+    assert "word6" in screen
+    assert re.search(r"idle\s+\|\s+session cli-", screen)
+    term.keys("C-d")
+    wait_until(term.dead, "agenttui to quit on Ctrl+D")
+
+
+def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("stream 300")
+    term.keys("Enter")
+    term.wait_for(r"word3 ", "the run to show output")
+    term.keys("Escape")
+    screen = term.wait_for(r"Stop this run\?", "the popup")
+    assert "[Pause]" in screen
+    term.keys("p")
+    term.wait_for(r"-- Paused", "the run to pause")
+    wait_until(
+        lambda: [t["cause"] for t in daemon.pending_for("stream 300")] == ["pause"],
+        "the paused task to be kept with cause 'pause'",
+    )
+    term.type("/pending")
+    term.keys("Enter")
+    screen = term.wait_for(r"Paused tasks", "the /pending list")
+    assert re.search(r"> cli-\w+ interrupted \(pause\): stream 300", screen)
+    term.keys("Enter")
+    term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
+    # The resumed run streams back into this window.
+    term.wait_for(r"(?s)Resuming.*word2 ", "resumed output", timeout=DEADLINE)
+    term.wait_for(r"running\s+\|\s+task \w+", "the status line of the resumed run")
+    # Ctrl+C is a user-cancel: the pending task is deleted.
+    term.keys("C-c")
+    term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
+    wait_until(lambda: daemon.pending_for("stream 300") == [], "the pending task to be deleted")
+
+
+def test_ctrl_c_deletes_the_pending_task(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("stream 301")
+    term.keys("Enter")
+    term.wait_for(r"word2 ", "output")
+    wait_until(lambda: len(daemon.pending_for("stream 301")) == 1, "the running task's record")
+    term.keys("C-c")
+    term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
+    assert "Stop this run?" not in term.screen()
+    wait_until(lambda: daemon.pending_for("stream 301") == [], "the pending task to be deleted")
+    # With no run, a first Ctrl+C only warns; a second one quits.
+    term.keys("C-c")
+    term.wait_for(r"Press Ctrl\+C again to quit", "the quit warning")
+    assert not term.dead()
+    term.keys("C-c")
+    wait_until(term.dead, "agenttui to quit on a second Ctrl+C")
+
+
+def test_escape_before_the_first_output_cancels_at_once(daemon: World) -> None:
+    term = daemon.open_window()
+    # Enter and Esc in one burst: the Esc is read before the run can show anything.
+    term.type("stream 302")
+    term.keys("Enter", "Escape")
+    screen = term.wait_for(r"Stopped; the task was discarded", "the immediate user-cancel")
+    assert "Stop this run?" not in screen
+    assert "word1" not in screen
+    wait_until(lambda: daemon.pending_for("stream 302") == [], "no pending task left")
+
+
+def test_confirmation_and_question_answered_from_the_window(daemon: World) -> None:
+    term = daemon.open_window()
+    target = daemon.root / "note.txt"
+    term.type(f"write {target} hello")
+    term.keys("Enter")
+    screen = term.wait_for(r"Allow once", "the confirmation")
+    assert "[1. Allow once]" in screen
+    assert "Allow for this session" in screen
+    term.keys("1")
+    term.wait_for(r"-- Done", "the write to finish")
+    assert target.read_text() == "hello"
+    term.type("ask What colour is the sky?")
+    term.keys("Enter")
+    term.wait_for(r"\? What colour is the sky\?", "the question")
+    term.type("blue")
+    term.keys("Enter")
+    term.wait_for(r"You answered: blue", "the answer to reach the run")
+
+
+def test_a_second_window_never_sees_the_first_ones_questions(daemon: World) -> None:
+    first = daemon.open_window()
+    second = daemon.open_window()
+    first.type("ask Only for the first window?")
+    first.keys("Enter")
+    first.wait_for(r"\? Only for the first window\?", "the question in the first window")
+    # A full run in the second window after the question was sent: its frames are all in.
+    second.type("hello there")
+    second.keys("Enter")
+    screen = second.wait_for(r"-- Done", "a run in the second window")
+    assert "Only for the first window" not in screen
+    assert "answer>" not in screen
+    first.type("yes")
+    first.keys("Enter")
+    first.wait_for(r"You answered: yes", "the first window's answer")
+    assert "Only for the first window" not in second.screen()
+
+
+def test_killing_the_window_keeps_the_pending_task(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("stream 303")
+    term.keys("Enter")
+    term.wait_for(r"word2 ", "output")
+    os.kill(term.pid(), signal.SIGKILL)
+    wait_until(term.dead, "the window to die")
+    wait_until(
+        lambda: [t["cause"] for t in daemon.pending_for("stream 303")] == ["disconnect"],
+        "the task to be kept with cause 'disconnect'",
+    )
+    # A new window lists it and can resume it.
+    again = daemon.open_window()
+    again.type("/pending")
+    again.keys("Enter")
+    again.wait_for(r"cli-\w+ interrupted \(disconnect\): stream 303", "the kept task in /pending")
+    again.keys("Escape")
+
+
+def test_starts_a_daemon_when_none_answers(world: World) -> None:
+    assert not is_answering(world.socket)
+    term = world.open_window()
+    screen = term.wait_for(r"Started a daemon \(pid \d+\)", "the start notice")
+    match = re.search(r"pid (\d+)", screen)
+    assert match is not None
+    pid = int(match.group(1))
+    try:
+        assert is_answering(world.socket)
+        assert (world.state / "daemon.log").exists()
+        term.type("stream 3")
+        term.keys("Enter")
+        term.wait_for(r"-- Done", "a run on the started daemon")
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not is_answering(world.socket), "the started daemon to stop")
