@@ -138,6 +138,15 @@ def test_streamed_text_grows_one_entry() -> None:
     assert state.run.shown
 
 
+def test_subagent_text_gets_its_own_labelled_block() -> None:
+    state = started()
+    on_text(state, TextFrame("t1", "main "))
+    on_text(state, TextFrame("t1", "sub text", agent="sub1"))
+    on_text(state, TextFrame("t1", "more", agent="sub1"))
+    on_text(state, TextFrame("t1", "main again"))
+    assert [e.text for e in state.transcript[-3:]] == ["main ", "[sub1] sub textmore", "main again"]
+
+
 # -- the Esc cascade -------------------------------------------------------------------------
 
 

@@ -176,6 +176,8 @@ class TranscriptEntry:
     kind: EntryKind
     parts: list[str]
     task: str | None = None
+    #: The subagent that wrote it ("" for the main agent).
+    agent: str = ""
 
     @property
     def text(self) -> str:
@@ -675,10 +677,18 @@ def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
         return []
     _mark_shown(state)
     last = state.transcript[-1] if state.transcript else None
-    if last is not None and last.kind is EntryKind.ASSISTANT and last.task == frame.task:
+    if (
+        last is not None
+        and last.kind is EntryKind.ASSISTANT
+        and last.task == frame.task
+        and last.agent == frame.agent
+    ):
         last.parts.append(frame.text)
-    else:
-        _add(state, EntryKind.ASSISTANT, frame.text, frame.task)
+        return []
+    # A subagent's text gets its own block, labelled, so it never runs into the main reply.
+    label = f"[{frame.agent}] " if frame.agent else ""
+    _add(state, EntryKind.ASSISTANT, label + frame.text, frame.task)
+    state.transcript[-1].agent = frame.agent
     return []
 
 
