@@ -1,0 +1,321 @@
+"""The Telegram front-end: the Bot API over HTTP with httpx, origin ``tg-``.
+
+The bot long-polls ``getUpdates`` (acknowledging each batch through
+``offset``), answers text messages and ``callback_query`` presses through
+`ChatBridge`, streams a run's text by ``editMessageText``, and shows tool
+confirmations with an inline keyboard whose presses are acknowledged with
+``answerCallbackQuery``. The base URL is configurable: a local Bot API server
+(``telegram-bot-api --local``) is a real deployment.
+
+A chat's conversation is the session ``tg-<chat id>``. Only users on the
+allow-list reach the runtime; everyone else gets a polite refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from .._executor import Executor
+from ._bridge import (
+    Button,
+    ChatBridge,
+    ConfigError,
+    DeliveryError,
+    parse_allow,
+)
+from ._http import RetryPolicy, header_retry_after, send_with_retries
+
+log = logging.getLogger("agentrt.bots.telegram")
+
+#: The public Bot API.
+TELEGRAM_API = "https://api.telegram.org"
+#: The longest text of one Telegram message.
+MAX_TEXT = 4096
+#: Update ids remembered to drop a callback that arrives twice.
+_SEEN_LIMIT = 1024
+
+
+class TelegramError(DeliveryError):
+    """The Bot API answered ``ok: false``; `description` is Telegram's reason."""
+
+    def __init__(self, method: str, status: int, description: str) -> None:
+        super().__init__(f"Telegram {method}: HTTP {status}: {description}")
+        self.method = method
+        self.status = status
+        self.description = description
+
+
+@attrs.frozen
+class TelegramConfig:
+    """How to reach Telegram and whom to listen to."""
+
+    token: str = attrs.field(repr=False)
+    #: Telegram user ids allowed to talk to the agent; empty lets nobody in.
+    allow: frozenset[str] = frozenset()
+    #: The Bot API's base URL (a local Bot API server's, for instance).
+    base_url: str = TELEGRAM_API
+    #: Seconds a ``getUpdates`` long poll may wait for news.
+    poll_timeout: int = 30
+    #: Seconds between two edits of a streamed message.
+    edit_interval: float = 1.0
+    retry: RetryPolicy = attrs.Factory(RetryPolicy)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TelegramConfig:
+        """Read ``AGENTRT_TELEGRAM_TOKEN``, ``AGENTRT_TELEGRAM_ALLOW`` and ``AGENTRT_TELEGRAM_API``.
+
+        Raises `ConfigError` saying what to set when the token is missing.
+        """
+        env = os.environ if environ is None else environ
+        token = env.get("AGENTRT_TELEGRAM_TOKEN", "").strip()
+        if not token:
+            raise ConfigError(
+                "the Telegram bot needs AGENTRT_TELEGRAM_TOKEN (the token @BotFather gave you)"
+            )
+        allow = parse_allow(env.get("AGENTRT_TELEGRAM_ALLOW"))
+        if not allow:
+            log.warning(
+                "AGENTRT_TELEGRAM_ALLOW is empty: the Telegram bot will refuse everyone; "
+                "set it to your numeric user id"
+            )
+        base_url = env.get("AGENTRT_TELEGRAM_API", "").strip() or TELEGRAM_API
+        return cls(token, allow, base_url)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        body = response.json()
+        value = body["parameters"]["retry_after"]
+        return float(value)
+    except (ValueError, KeyError, TypeError):
+        return header_retry_after(response)
+
+
+@attrs.define(eq=False)
+class TelegramApi:
+    """Calls Bot API methods; the token lives only in the URL it builds here."""
+
+    client: httpx.AsyncClient
+    config: TelegramConfig
+
+    async def call(
+        self,
+        method: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        http_timeout: float | None = None,
+    ) -> Any:
+        """POST `payload` as JSON to `method`; return its ``result``.
+
+        Raises `TelegramError` when Telegram says no, `DeliveryError` when it
+        cannot be reached after the retries of `policy`.
+        """
+        url = f"{self.config.base_url.rstrip('/')}/bot{self.config.token}/{method}"
+        body = dict(payload or {})
+
+        async def send() -> httpx.Response:
+            if http_timeout is None:
+                return await self.client.post(url, json=body)
+            return await self.client.post(url, json=body, timeout=http_timeout)
+
+        response = await send_with_retries(
+            send,
+            what=f"Telegram {method}",
+            retry_after=_retry_after,
+            policy=policy or self.config.retry,
+        )
+        try:
+            data = response.json()
+        except ValueError:
+            raise DeliveryError(
+                f"Telegram {method}: HTTP {response.status_code} with a body that is not JSON"
+            ) from None
+        if not isinstance(data, dict) or not data.get("ok"):
+            description = (
+                str(data.get("description", "no description"))
+                if isinstance(data, dict)
+                else "malformed reply"
+            )
+            raise TelegramError(method, response.status_code, description)
+        return data.get("result")
+
+
+def _chat_id(chat: str) -> int | str:
+    try:
+        return int(chat)
+    except ValueError:
+        return chat  # a channel's @username
+
+
+@attrs.define(eq=False)
+class TelegramTransport:
+    """`ChatTransport` over the Bot API."""
+
+    api: TelegramApi
+    max_text: int = MAX_TEXT
+
+    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
+        """``sendMessage``, with an inline keyboard (one button a row) when given buttons."""
+        payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": text}
+        if buttons:
+            payload["reply_markup"] = {
+                "inline_keyboard": [[{"text": b.label, "callback_data": b.data}] for b in buttons]
+            }
+        result = await self.api.call("sendMessage", payload)
+        return str(result["message_id"])
+
+    async def edit(self, chat: str, message_id: str, text: str) -> None:
+        """``editMessageText`` without a keyboard, which removes the buttons."""
+        payload = {"chat_id": _chat_id(chat), "message_id": int(message_id), "text": text}
+        try:
+            await self.api.call("editMessageText", payload)
+        except TelegramError as exc:
+            if "not modified" not in exc.description:
+                raise
+
+
+@attrs.define(eq=False)
+class TelegramBot:
+    """The Telegram service: start it with ``await nursery.start(bot.run)``."""
+
+    config: TelegramConfig
+    executor: Executor
+    #: The bot's own username, known once `run` has started.
+    username: str | None = attrs.field(default=None, init=False)
+    #: Where the next ``getUpdates`` starts; every update before it was handled.
+    offset: int | None = attrs.field(default=None, init=False)
+    bridge: ChatBridge = attrs.field(init=False)
+    _api: TelegramApi | None = attrs.field(default=None, init=False)
+    _seen: OrderedDict[int, None] = attrs.field(factory=OrderedDict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.bridge = ChatBridge(
+            self.executor,
+            _LazyTransport(self),
+            "tg-",
+            self.config.allow,
+            "Telegram",
+            "AGENTRT_TELEGRAM_ALLOW",
+            self.config.edit_interval,
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Check the token, then poll and answer until cancelled.
+
+        Reports ready once Telegram accepted the token. Raises `ConfigError`
+        when it refuses it.
+        """
+        timeout = httpx.Timeout(30.0, read=self.config.poll_timeout + 15.0)
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            api = TelegramApi(client, self.config)
+            self._api = api
+            forever = attrs.evolve(self.config.retry, attempts=None)
+            try:
+                me = await api.call("getMe", policy=forever)
+            except TelegramError as exc:
+                raise ConfigError(
+                    f"Telegram refused the bot token ({exc.description}); "
+                    "check AGENTRT_TELEGRAM_TOKEN"
+                ) from None
+            self.username = str(me.get("username", "")) if isinstance(me, dict) else None
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.bridge.serve)
+                log.info("Telegram bot @%s is listening", self.username)
+                task_status.started()
+                await self._poll(api, forever)
+
+    async def _poll(self, api: TelegramApi, policy: RetryPolicy) -> None:
+        failures = 0
+        while True:
+            payload: dict[str, Any] = {
+                "timeout": self.config.poll_timeout,
+                "allowed_updates": ["message", "callback_query"],
+            }
+            if self.offset is not None:
+                payload["offset"] = self.offset
+            try:
+                updates = await api.call(
+                    "getUpdates",
+                    payload,
+                    policy=policy,
+                    http_timeout=self.config.poll_timeout + 15.0,
+                )
+            except TelegramError as exc:
+                # 409: a webhook is set or another process polls with this token.
+                failures += 1
+                log.error("Telegram getUpdates failed: %s", exc)
+                await trio.sleep(policy.delay(failures))
+                continue
+            failures = 0
+            for update in updates if isinstance(updates, list) else []:
+                await self._take(update)
+
+    async def _take(self, update: Any) -> None:
+        if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+            log.warning("Telegram sent an update without an update_id; ignored")
+            return
+        update_id: int = update["update_id"]
+        if self.offset is not None and update_id < self.offset:
+            return
+        self.offset = update_id + 1
+        if update_id in self._seen:  # the same update delivered twice
+            return
+        self._seen[update_id] = None
+        while len(self._seen) > _SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        try:
+            await self._handle(update)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("Telegram update %d is malformed (%r); ignored", update_id, exc)
+
+    async def _handle(self, update: dict[str, Any]) -> None:
+        message = update.get("message")
+        if isinstance(message, dict):
+            sender = message.get("from") or {}
+            text = message.get("text")
+            if sender.get("is_bot") or not isinstance(text, str):
+                return
+            chat = str(message["chat"]["id"])
+            await self.bridge.on_message(chat, str(sender["id"]), text)
+            return
+        query = update.get("callback_query")
+        if isinstance(query, dict):
+            held = query.get("message") or {}
+            chat = str(held.get("chat", {}).get("id", ""))
+            user = str(query["from"]["id"])
+            reply = self.bridge.on_button(chat, user, str(query.get("data", "")))
+            assert self._api is not None
+            try:
+                await self._api.call(
+                    "answerCallbackQuery", {"callback_query_id": query["id"], "text": reply.text}
+                )
+            except DeliveryError as exc:
+                log.info("Telegram callback not acknowledged: %s", exc)
+
+
+@attrs.define(eq=False)
+class _LazyTransport:
+    """The bot's transport, usable once `run` has opened the HTTP client."""
+
+    bot: TelegramBot
+    max_text: int = MAX_TEXT
+
+    def _transport(self) -> TelegramTransport:
+        if self.bot._api is None:
+            raise DeliveryError("the Telegram bot is not running")
+        return TelegramTransport(self.bot._api)
+
+    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
+        return await self._transport().send(chat, text, buttons)
+
+    async def edit(self, chat: str, message_id: str, text: str) -> None:
+        await self._transport().edit(chat, message_id, text)

@@ -1,0 +1,249 @@
+"""A Telegram Bot API server on loopback: Starlette served by hypercorn's Trio worker.
+
+It speaks the Bot API's HTTP shapes (``POST /bot<token>/<method>`` with a JSON
+body, replies ``{"ok": true, "result": ...}`` or ``{"ok": false,
+"error_code": ..., "description": ..., "parameters": {...}}``) for the methods
+a bot uses: ``getMe``, ``getUpdates`` (a real long poll honouring ``offset``
+and ``timeout``), ``sendMessage``, ``editMessageText`` and
+``answerCallbackQuery``. A test plays the users (`user_says`, `press`) and
+reads what the bot did from `calls`; `fail_next` makes the next calls of a
+method fail (a 429 with ``retry_after``, a 502).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import attrs
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+TOKEN = "123456:TEST-token"
+BOT_ID = 123456
+
+
+@attrs.frozen
+class Call:
+    """One Bot API call as the server saw it; `at` is `time.monotonic()`."""
+
+    method: str
+    payload: dict[str, Any]
+    at: float
+    status: int
+
+
+@attrs.define(eq=False)
+class FakeTelegram:
+    """The server; start with ``await nursery.start(server.run)``."""
+
+    token: str = TOKEN
+    port: int = 0
+    calls: list[Call] = attrs.field(factory=list)
+    #: Every message the bot sent, by message id, as its latest text and keyboard.
+    messages: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    updates: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The ``offset`` of every ``getUpdates`` as it arrived: the bot handled all before it.
+    polls: list[int] = attrs.field(factory=list)
+    _failures: dict[str, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict)
+    _update_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000))
+    _message_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    _callback_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve on an ephemeral loopback port until cancelled."""
+        app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["POST"])])
+        config = Config()
+        config.bind = ["127.0.0.1:0"]
+        config.accesslog = None
+        config.errorlog = None
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: serve(cast(Any, app), config, task_status=task_status)
+            )
+            self.port = int(binds[0].rsplit(":", 1)[1])
+            task_status.started()
+
+    # -- playing the users ---------------------------------------------------
+
+    def user_says(self, chat_id: int, user_id: int, text: str) -> dict[str, Any]:
+        """Queue a text message from `user_id` in `chat_id`; returns the update."""
+        update = {
+            "update_id": next(self._update_ids),
+            "message": {
+                "message_id": next(self._message_ids),
+                "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+                "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+                "date": int(time.time()),
+                "text": text,
+            },
+        }
+        self.push(update)
+        return update
+
+    def press(self, user_id: int, message_id: int, data: str) -> dict[str, Any]:
+        """Queue a press of an inline button under the bot's message `message_id`."""
+        held = self.messages[message_id]
+        update = {
+            "update_id": next(self._update_ids),
+            "callback_query": {
+                "id": str(next(self._callback_ids)),
+                "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+                "message": {
+                    "message_id": message_id,
+                    "from": {"id": BOT_ID, "is_bot": True, "first_name": "bot"},
+                    "chat": {"id": held["chat_id"], "type": "private"},
+                    "date": int(time.time()),
+                    "text": held["text"],
+                },
+                "chat_instance": "1",
+                "data": data,
+            },
+        }
+        self.push(update)
+        return update
+
+    def push(self, update: dict[str, Any]) -> None:
+        """Queue an update as it is (a repeated one included)."""
+        self.updates.append(update)
+        self._notify()
+
+    def fail_next(self, method: str, status: int, body: dict[str, Any]) -> None:
+        """Make the next call of `method` answer `status` with `body` instead."""
+        self._failures.setdefault(method, []).append((status, body))
+
+    # -- reading what the bot did ---------------------------------------------
+
+    def calls_of(self, method: str) -> list[Call]:
+        """The calls of one method, in order."""
+        return [c for c in self.calls if c.method == method]
+
+    def texts(self, chat_id: int) -> list[str]:
+        """The latest text of every message the bot sent to `chat_id`, in order."""
+        return [m["text"] for m in self.messages.values() if m["chat_id"] == chat_id]
+
+    def buttons(self, message_id: int) -> list[dict[str, Any]]:
+        """The inline keyboard's buttons of a message, flattened."""
+        markup = self.messages[message_id].get("reply_markup") or {}
+        return [b for row in markup.get("inline_keyboard", []) for b in row]
+
+    async def wait_for(self, predicate: Callable[[], Any]) -> Any:
+        """Wait until `predicate()` is truthy (checked after every call); return its value."""
+        while True:
+            value = predicate()
+            if value:
+                return value
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # -- the API -------------------------------------------------------------
+
+    async def _endpoint(self, request: Request) -> Response:
+        method = request.path_params["method"]
+        if request.path_params["token"] != self.token:
+            return self._record(
+                method, {}, 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+            )
+        raw = await request.body()
+        payload = await request.json() if raw else {}
+        queued = self._failures.get(method)
+        if queued:
+            status, body = queued.pop(0)
+            return self._record(method, payload, status, body)
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return self._record(
+                method, payload, 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+            )
+        if method == "getUpdates":
+            result = await handler(payload)
+        else:
+            result = handler(payload)
+        if isinstance(result, Response):
+            return result
+        return self._record(method, payload, 200, {"ok": True, "result": result})
+
+    def _record(
+        self, method: str, payload: dict[str, Any], status: int, body: dict[str, Any]
+    ) -> Response:
+        self.calls.append(Call(method, payload, time.monotonic(), status))
+        self._notify()
+        headers = {}
+        retry = (body.get("parameters") or {}).get("retry_after")
+        if retry is not None:
+            headers["retry-after"] = str(int(retry) + 1)
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    def _m_getMe(self, payload: dict[str, Any]) -> Any:
+        return {"id": BOT_ID, "is_bot": True, "first_name": "agent", "username": "agent_bot"}
+
+    async def _m_getUpdates(self, payload: dict[str, Any]) -> Any:
+        offset = payload.get("offset", 0)
+        self.polls.append(offset)
+        self._notify()
+        timeout = float(payload.get("timeout", 0))
+        with trio.move_on_after(timeout):
+            while not any(u["update_id"] >= offset for u in self.updates):
+                await self._changed.wait()
+        # Telegram forgets the updates before an acknowledged offset.
+        self.updates = [u for u in self.updates if u["update_id"] >= offset]
+        return list(self.updates)
+
+    def _m_sendMessage(self, payload: dict[str, Any]) -> Any:
+        message_id = next(self._message_ids)
+        self.messages[message_id] = {
+            "chat_id": payload["chat_id"],
+            "text": payload["text"],
+            "reply_markup": payload.get("reply_markup"),
+        }
+        return {
+            "message_id": message_id,
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "agent"},
+            "chat": {"id": payload["chat_id"], "type": "private"},
+            "date": int(time.time()),
+            "text": payload["text"],
+        }
+
+    def _m_editMessageText(self, payload: dict[str, Any]) -> Any:
+        held = self.messages.get(payload["message_id"])
+        if held is None:
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: message to edit not found",
+                },
+                status_code=400,
+            )
+        if held["text"] == payload["text"] and not held.get("reply_markup"):
+            self.calls.append(Call("editMessageText", payload, time.monotonic(), 400))
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: message is not modified",
+                },
+                status_code=400,
+            )
+        held["text"] = payload["text"]
+        held["reply_markup"] = payload.get("reply_markup")
+        return {"message_id": payload["message_id"], "text": payload["text"]}
+
+    def _m_answerCallbackQuery(self, payload: dict[str, Any]) -> Any:
+        return True
