@@ -31,6 +31,7 @@ from agenttui._state import (
     POPUP_CHOICES,
     EntryKind,
     EscapeStep,
+    Notice,
     NoticeLevel,
     Quit,
     RememberInput,
@@ -386,6 +387,12 @@ def test_password_retries_show_tries_left_then_deny() -> None:
     assert state.notice.level is NoticeLevel.ERROR
 
 
+def test_verify_keeps_a_message_that_says_more() -> None:
+    state = TuiState()
+    on_verify(state, VerifyFrame("t1", False, 1, "sudo is not installed"))
+    assert state.notice == Notice("sudo is not installed (1 try left)", NoticeLevel.ERROR)
+
+
 def test_password_enter_on_empty_field_denies() -> None:
     state = started()
     on_ask(state, asking("p1", RequestKind.PASSWORD, "password", "t1", choices=("allow", "deny")))
@@ -394,7 +401,7 @@ def test_password_enter_on_empty_field_denies() -> None:
 
 def test_password_accepted() -> None:
     state = TuiState()
-    on_verify(state, VerifyFrame("t1", True, 2, ""))
+    on_verify(state, VerifyFrame("t1", True, 2, "password accepted"))
     assert state.notice is not None
     assert state.notice.level is NoticeLevel.INFO
 

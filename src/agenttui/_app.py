@@ -178,6 +178,8 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
         return []
     waiting = f"  (+{len(state.asks) - 1} more)" if len(state.asks) > 1 else ""
     fragments: StyleAndTextTuples = [("class:ask", f"? {ask.prompt}{waiting}\n")]
+    if ask.error:
+        fragments.append(("class:ask.error", f"  ({ask.error})\n"))
     if st.has_choices(ask):
         for index, choice in enumerate(ask.choices):
             selected = index == state.choice_index

@@ -725,23 +725,24 @@ def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
 
 
 def on_verify(state: TuiState, frame: VerifyFrame) -> list[Action]:
-    """The result of checking a typed password."""
-    message = frame.message
+    """The result of checking a typed password, in the notice box."""
     if frame.ok:
-        _info(state, message or "Password accepted")
-    elif frame.attempts_left > 0:
+        _info(state, "Password accepted")
+        return []
+    # The daemon's own words only when they say more than "wrong password".
+    message = frame.message.strip()
+    what = "Wrong password" if not message or "wrong password" in message.lower() else message
+    if frame.attempts_left > 0:
         tries = "try" if frame.attempts_left == 1 else "tries"
-        _error(state, f"{message or 'Wrong password'} ({frame.attempts_left} {tries} left)")
+        _error(state, f"{what} ({frame.attempts_left} {tries} left)")
     else:
-        _error(state, f"{message or 'Wrong password'}: no tries left, the operation was denied")
+        _error(state, f"{what}: no tries left, the operation was denied")
     return []
 
 
 def on_ask(state: TuiState, frame: AskFrame) -> list[Action]:
     """A question for this window: a confirmation, a question, a secret or a password."""
     _mark_shown(state)
-    if frame.error:
-        _error(state, frame.error)
     return _push_ask(state, frame)
 
 

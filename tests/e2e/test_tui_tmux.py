@@ -58,7 +58,7 @@ class World:
     daemon: subprocess.Popen[bytes] | None = None
     windows: int = 0
 
-    def start_daemon(self) -> None:
+    def start_daemon(self, env: dict[str, str] | None = None) -> None:
         """Start a daemon on the world's socket and wait until it answers."""
         log = open(self.root / "daemon.log", "ab")  # noqa: SIM115 - closed right after the spawn
         with log:
@@ -77,6 +77,7 @@ class World:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
             )
         wait_until(lambda: is_answering(self.socket), "the daemon to answer")
 
@@ -347,3 +348,49 @@ def test_starts_a_daemon_when_none_answers(world: World) -> None:
     finally:
         os.kill(pid, signal.SIGTERM)
     wait_until(lambda: not is_answering(world.socket), "the started daemon to stop")
+
+
+FAKE_SUDO = """#!/bin/sh
+# Stands in for sudo: never cached, one password, commands run as they are.
+if [ "$1" = "-n" ] && [ "$2" = "-v" ]; then exit 1; fi
+if [ "$1" = "-S" ] && [ "$2" = "-v" ]; then
+    read -r password
+    [ "$password" = "open sesame" ] && exit 0
+    exit 1
+fi
+while [ "$#" -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
+"""
+
+
+def test_password_field_shows_wrong_tries_then_accepts(world: World) -> None:
+    bin_dir = world.root / "bin"
+    bin_dir.mkdir()
+    sudo = bin_dir / "sudo"
+    sudo.write_text(FAKE_SUDO)
+    sudo.chmod(0o755)
+    restricted = world.root / "restricted"
+    restricted.mkdir()
+    world.start_daemon(
+        env={
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "AGENTRT_RESTRICTED": str(restricted),
+        }
+    )
+    term = world.open_window()
+    target = restricted / "conf"
+    term.type(f"write {target} secret-setting")
+    term.keys("Enter")
+    term.wait_for(r"hidden>", "the password field")
+    term.type("wrong one")
+    screen = term.wait_for(r"hidden> \*{9}", "the masked password")
+    assert "wrong one" not in screen
+    term.keys("Enter")
+    term.wait_for(r"Wrong password \(2 tries left\)", "the first wrong password reported")
+    term.wait_for(r"\(wrong password, 2 tries left\)", "the retried question says why")
+    term.wait_for(r"hidden>", "the password asked again")
+    term.type("open sesame")
+    term.keys("Enter")
+    term.wait_for(r"-- Done", "the write to finish")
+    assert target.read_text() == "secret-setting"
+    assert "open sesame" not in term.screen()
