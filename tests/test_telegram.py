@@ -13,7 +13,8 @@ from agentrt._pending import RequestKind
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig
-from tests.fakes.telegram_server import TOKEN, FakeTelegram
+
+from .fakes.telegram_server import TOKEN, FakeTelegram
 
 OWNER = 42
 CHAT = 42

@@ -16,5 +16,7 @@ from ._bridge import ConfigError as ConfigError
 from ._bridge import DeliveryError as DeliveryError
 from ._http import RetryPolicy as RetryPolicy
 from ._service import run_bots as run_bots
+from .discord import DiscordBot as DiscordBot
+from .discord import DiscordConfig as DiscordConfig
 from .telegram import TelegramBot as TelegramBot
 from .telegram import TelegramConfig as TelegramConfig

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import trio
 
 from .._executor import Executor
+from .discord import DiscordBot, DiscordConfig
 from .telegram import TelegramBot, TelegramConfig
 
 
@@ -15,6 +16,7 @@ async def run_bots(
     executor: Executor,
     *,
     telegram: bool = False,
+    discord: bool = False,
     environ: Mapping[str, str] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -27,4 +29,6 @@ async def run_bots(
     async with trio.open_nursery() as nursery:
         if telegram:
             await nursery.start(TelegramBot(TelegramConfig.from_env(env), executor).run)
+        if discord:
+            await nursery.start(DiscordBot(DiscordConfig.from_env(env), executor).run)
         task_status.started()

@@ -1,0 +1,369 @@
+"""Discord on loopback: REST v10 (Starlette on hypercorn's Trio worker) and a Gateway
+(trio-websocket's `serve_websocket`).
+
+The Gateway speaks the real opcodes: HELLO with ``heartbeat_interval``,
+HEARTBEAT answered by HEARTBEAT_ACK, IDENTIFY answered by READY (with
+``session_id`` and ``resume_gateway_url``), RESUME answered by a replay of the
+dispatches after the given ``seq`` and RESUMED, RECONNECT, and INVALID_SESSION.
+Every dispatch carries a sequence number ``s`` and is kept in the session's
+history, so events dispatched while the bot is disconnected are replayed on
+RESUME, as Discord does.
+
+REST answers ``GET /gateway/bot``, ``POST /channels/{id}/messages``,
+``PATCH /channels/{id}/messages/{id}`` and
+``POST /interactions/{id}/{token}/callback``; `fail_next` makes the next
+request of a kind answer an error (a 429 with ``retry_after``, for one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import attrs
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+TOKEN = "discord-test-token"
+BOT_ID = "900"
+
+
+@attrs.frozen
+class Call:
+    """One REST request as the server saw it; `at` is `time.monotonic()`."""
+
+    kind: str
+    path: str
+    body: Any
+    at: float
+    status: int
+
+
+@attrs.define(eq=False)
+class FakeDiscord:
+    """Both servers; start with ``await nursery.start(server.run)``."""
+
+    token: str = TOKEN
+    heartbeat_ms: int = 45000
+    rest_port: int = 0
+    gateway_port: int = 0
+    calls: list[Call] = attrs.field(factory=list)
+    #: The bot's messages by id: channel, latest content and components.
+    messages: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: Every payload the bot sent over the gateway, in order.
+    received: list[dict[str, Any]] = attrs.field(factory=list)
+    connections: int = 0
+    #: Answer the next RESUME with INVALID_SESSION (d: false).
+    invalidate_next_resume: bool = False
+    session_id: str | None = None
+    history: list[dict[str, Any]] = attrs.field(factory=list)
+    _failures: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = attrs.field(
+        factory=dict
+    )
+    _seq: int = 0
+    _ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1_000_000))
+    _live: trio.MemorySendChannel[dict[str, Any]] | None = None
+    _ws: WebSocketConnection | None = None
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def api_url(self) -> str:
+        """The REST base, ``http://127.0.0.1:<port>/api/v10``."""
+        return f"http://127.0.0.1:{self.rest_port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        """``ws://127.0.0.1:<port>``."""
+        return f"ws://127.0.0.1:{self.gateway_port}"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve REST and the Gateway on ephemeral loopback ports until cancelled."""
+        app = Starlette(
+            routes=[
+                Route("/api/v10/gateway/bot", self._gateway_bot, methods=["GET"]),
+                Route("/api/v10/channels/{cid}/messages", self._create, methods=["POST"]),
+                Route("/api/v10/channels/{cid}/messages/{mid}", self._edit, methods=["PATCH"]),
+                Route(
+                    "/api/v10/interactions/{iid}/{itoken}/callback",
+                    self._callback,
+                    methods=["POST"],
+                ),
+            ]
+        )
+        config = Config()
+        config.bind = ["127.0.0.1:0"]
+        config.accesslog = None
+        config.errorlog = None
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: serve(cast(Any, app), config, task_status=task_status)
+            )
+            self.rest_port = int(binds[0].rsplit(":", 1)[1])
+            server = await nursery.start(serve_websocket, self._connection, "127.0.0.1", 0, None)
+            self.gateway_port = server.port
+            task_status.started()
+
+    # -- playing Discord and its users ----------------------------------------
+
+    def dispatch(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Dispatch an event (op 0) with the next sequence number; returns the payload."""
+        self._seq += 1
+        payload = {"op": 0, "t": kind, "s": self._seq, "d": data}
+        self.history.append(payload)
+        if self._live is not None:
+            self._live.send_nowait(payload)
+        return payload
+
+    def user_says(self, channel: str, user: str, content: str) -> dict[str, Any]:
+        """A MESSAGE_CREATE from `user` in `channel`."""
+        return self.dispatch(
+            "MESSAGE_CREATE",
+            {
+                "id": self._snowflake(),
+                "channel_id": channel,
+                "author": {"id": user, "username": f"user{user}", "discriminator": "0"},
+                "content": content,
+                "type": 0,
+                "timestamp": "2025-01-01T00:00:00+00:00",
+                "mentions": [],
+                "attachments": [],
+                "embeds": [],
+            },
+        )
+
+    def press_data(self, user: str, message_id: str, custom_id: str) -> dict[str, Any]:
+        """The INTERACTION_CREATE data of a button press (not dispatched)."""
+        held = self.messages[message_id]
+        return {
+            "id": self._snowflake(),
+            "application_id": BOT_ID,
+            "type": 3,
+            "token": f"itoken{next(self._ids)}",
+            "version": 1,
+            "channel_id": held["channel_id"],
+            "member": {"user": {"id": user, "username": f"user{user}"}},
+            "message": {"id": message_id, "channel_id": held["channel_id"]},
+            "data": {"custom_id": custom_id, "component_type": 2},
+        }
+
+    def press(self, user: str, message_id: str, custom_id: str) -> dict[str, Any]:
+        """Dispatch a press of one of the buttons under `message_id`."""
+        return self.dispatch("INTERACTION_CREATE", self.press_data(user, message_id, custom_id))
+
+    async def drop(self) -> None:
+        """Drop the bot's gateway connection; later dispatches wait for a RESUME."""
+        ws, self._ws, self._live = self._ws, None, None
+        if ws is not None:
+            await ws.aclose(code=4000, reason="dropped")
+
+    async def send_reconnect(self) -> None:
+        """Send RECONNECT (op 7); later dispatches wait for a RESUME."""
+        ws, self._ws, self._live = self._ws, None, None
+        if ws is not None:
+            await ws.send_message(json.dumps({"op": 7, "d": None}))
+
+    def fail_next(
+        self, kind: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        """Make the next REST request of `kind` (create, edit, callback) answer this."""
+        self._failures.setdefault(kind, []).append((status, body, headers or {}))
+
+    # -- reading what the bot did ---------------------------------------------
+
+    def ops(self, op: int) -> list[dict[str, Any]]:
+        """The payloads with this opcode the bot sent."""
+        return [p for p in self.received if p.get("op") == op]
+
+    def calls_of(self, kind: str) -> list[Call]:
+        """REST requests of one kind, in order."""
+        return [c for c in self.calls if c.kind == kind]
+
+    def contents(self, channel: str) -> list[str]:
+        """The latest content of every message the bot posted in `channel`."""
+        return [m["content"] for m in self.messages.values() if m["channel_id"] == channel]
+
+    def buttons(self, message_id: str) -> list[dict[str, Any]]:
+        """A message's buttons, flattened from its action rows."""
+        rows = self.messages[message_id].get("components") or []
+        return [c for row in rows for c in row.get("components", [])]
+
+    async def wait_for(self, predicate: Callable[[], Any]) -> Any:
+        """Wait until `predicate()` is truthy (checked after every change); return it."""
+        while True:
+            value = predicate()
+            if value:
+                return value
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _snowflake(self) -> str:
+        return str(next(self._ids))
+
+    # -- the gateway ------------------------------------------------------------
+
+    async def _connection(self, request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        self.connections += 1
+        self._notify()
+        try:
+            await ws.send_message(
+                json.dumps({"op": 10, "s": None, "d": {"heartbeat_interval": self.heartbeat_ms}})
+            )
+            first = await self._read_command(ws)
+            replay: list[dict[str, Any]] = []
+            if first.get("op") == 6:
+                d = first["d"]
+                if self.invalidate_next_resume or d.get("session_id") != self.session_id:
+                    self.invalidate_next_resume = False
+                    await ws.send_message(json.dumps({"op": 9, "s": None, "d": False}))
+                    first = await self._read_command(ws)
+                else:
+                    replay = [p for p in self.history if p["s"] > int(d["seq"])]
+                    self._seq += 1
+                    resumed = {"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}
+                    self.history.append(resumed)
+                    replay.append(resumed)
+            if first.get("op") == 2:
+                self.session_id = f"session{next(self._ids)}"
+                self.history = []
+                self._seq = 1
+                ready = {
+                    "op": 0,
+                    "t": "READY",
+                    "s": 1,
+                    "d": {
+                        "v": 10,
+                        "user": {"id": BOT_ID, "username": "agent", "bot": True},
+                        "guilds": [],
+                        "session_id": self.session_id,
+                        "resume_gateway_url": self.gateway_url,
+                        "application": {"id": BOT_ID},
+                    },
+                }
+                self.history.append(ready)
+                replay = [ready]
+            elif first.get("op") != 6:
+                await ws.aclose(code=4003, reason="not authenticated")
+                return
+            send, receive = trio.open_memory_channel[dict[str, Any]](1000)
+            for payload in replay:
+                send.send_nowait(payload)
+            self._ws, self._live = ws, send
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump, ws, receive)
+                try:
+                    while True:
+                        payload = await self._read(ws)
+                        if payload.get("op") == 1:
+                            await ws.send_message(json.dumps({"op": 11, "s": None, "d": None}))
+                except ConnectionClosed:
+                    nursery.cancel_scope.cancel()
+        except ConnectionClosed:
+            pass
+        finally:
+            if self._ws is ws:
+                self._ws, self._live = None, None
+            self._notify()
+
+    async def _pump(
+        self, ws: WebSocketConnection, receive: trio.MemoryReceiveChannel[dict[str, Any]]
+    ) -> None:
+        try:
+            async for payload in receive:
+                await ws.send_message(json.dumps(payload))
+        except ConnectionClosed:
+            pass
+
+    async def _read_command(self, ws: WebSocketConnection) -> dict[str, Any]:
+        """The next payload that is not a heartbeat (heartbeats are acknowledged)."""
+        while True:
+            payload = await self._read(ws)
+            if payload.get("op") != 1:
+                return payload
+            await ws.send_message(json.dumps({"op": 11, "s": None, "d": None}))
+
+    async def _read(self, ws: WebSocketConnection) -> dict[str, Any]:
+        message = await ws.get_message()
+        payload: dict[str, Any] = json.loads(message)
+        self.received.append(payload)
+        self._notify()
+        return payload
+
+    # -- REST -------------------------------------------------------------------
+
+    async def _answer(
+        self, kind: str, request: Request, ok: Callable[[Any], tuple[int, Any]]
+    ) -> Response:
+        raw = await request.body()
+        body = json.loads(raw) if raw else None
+        headers: dict[str, str]
+        reply: Any
+        if request.headers.get("authorization") != f"Bot {self.token}":
+            status, reply, headers = 401, {"message": "401: Unauthorized", "code": 0}, {}
+        elif self._failures.get(kind):
+            status, reply, headers = self._failures[kind].pop(0)
+        else:
+            status, reply = ok(body)
+            headers = {}
+        self.calls.append(Call(kind, request.url.path, body, time.monotonic(), status))
+        self._notify()
+        if status == 204:
+            return Response(status_code=204)
+        return JSONResponse(reply, status_code=status, headers=headers)
+
+    async def _gateway_bot(self, request: Request) -> Response:
+        return await self._answer(
+            "gateway",
+            request,
+            lambda _: (200, {"url": self.gateway_url, "shards": 1, "session_start_limit": {}}),
+        )
+
+    async def _create(self, request: Request) -> Response:
+        channel = request.path_params["cid"]
+
+        def ok(body: Any) -> tuple[int, Any]:
+            message_id = self._snowflake()
+            self.messages[message_id] = {
+                "channel_id": channel,
+                "content": body["content"],
+                "components": body.get("components") or [],
+            }
+            return 200, {
+                "id": message_id,
+                "channel_id": channel,
+                "content": body["content"],
+                "author": {"id": BOT_ID, "username": "agent", "bot": True},
+                "components": body.get("components") or [],
+            }
+
+        return await self._answer("create", request, ok)
+
+    async def _edit(self, request: Request) -> Response:
+        message_id = request.path_params["mid"]
+
+        def ok(body: Any) -> tuple[int, Any]:
+            held = self.messages.get(message_id)
+            if held is None:
+                return 404, {"message": "Unknown Message", "code": 10008}
+            if "content" in body:
+                held["content"] = body["content"]
+            if "components" in body:
+                held["components"] = body["components"]
+            return 200, {"id": message_id, **held}
+
+        return await self._answer("edit", request, ok)
+
+    async def _callback(self, request: Request) -> Response:
+        return await self._answer("callback", request, lambda _: (204, None))

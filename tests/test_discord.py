@@ -1,0 +1,293 @@
+"""The Discord front-end against a REST API and a Gateway on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from agentrt._runtime import Runtime, open_runtime
+from agentrt._scripted import ScriptedModel
+from agentrt.bots import ConfigError, RetryPolicy
+from agentrt.bots.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
+
+from .fakes.discord_server import TOKEN, FakeDiscord
+
+OWNER = "1001"
+STRANGER = "6666"
+CHANNEL = "5000"
+LIMIT = 10
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    (tmp_path / "work").mkdir()
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=tmp_path / "work",
+        restricted_paths=[tmp_path / "restricted"],
+    ) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery) -> FakeDiscord:
+    fake = FakeDiscord(heartbeat_ms=100)
+    await nursery.start(fake.run)
+    return fake
+
+
+def make_bot(runtime: Runtime, server: FakeDiscord, gateway: bool = True) -> DiscordBot:
+    config = DiscordConfig(
+        TOKEN,
+        frozenset({OWNER}),
+        server.api_url,
+        server.gateway_url if gateway else None,
+        edit_interval=0.01,
+        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        invalid_session_delay=0.01,
+    )
+    return DiscordBot(config, runtime.executor)
+
+
+@pytest.fixture
+async def bot(runtime: Runtime, server: FakeDiscord, nursery: trio.Nursery) -> DiscordBot:
+    started = make_bot(runtime, server)
+    await nursery.start(started.run)
+    return started
+
+
+def last(server: FakeDiscord, channel: str = CHANNEL) -> str:
+    contents = server.contents(channel)
+    return contents[-1] if contents else ""
+
+
+def confirmations(server: FakeDiscord, channel: str = CHANNEL) -> list[str]:
+    return [
+        mid
+        for mid, m in server.messages.items()
+        if m["channel_id"] == channel and "Allow this?" in m["content"]
+    ]
+
+
+def custom_id(server: FakeDiscord, message_id: str, label: str) -> str:
+    for button in server.buttons(message_id):
+        if button["label"] == label:
+            return str(button["custom_id"])
+    raise AssertionError(f"no button {label!r} in {server.buttons(message_id)}")
+
+
+def callback_types(server: FakeDiscord) -> list[int]:
+    return [c.body["type"] for c in server.calls_of("callback")]
+
+
+async def test_identifies_with_intents_and_heartbeats_with_the_last_sequence(
+    server: FakeDiscord, bot: DiscordBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        identify = server.ops(2)[0]["d"]
+        assert identify["token"] == TOKEN
+        assert identify["intents"] == DEFAULT_INTENTS
+        await server.wait_for(lambda: len(server.ops(1)) >= 2)
+    assert server.ops(1)[-1]["d"] == 1  # READY was sequence 1
+    assert bot.session_id == server.session_id
+
+
+async def test_gateway_url_is_asked_from_rest_when_not_configured(
+    runtime: Runtime, server: FakeDiscord, nursery: trio.Nursery
+) -> None:
+    bot = make_bot(runtime, server, gateway=False)
+    with trio.fail_after(LIMIT):
+        await nursery.start(bot.run)
+    assert [c.kind for c in server.calls][:1] == ["gateway"]
+    assert len(server.ops(2)) == 1
+
+
+async def test_confirmation_is_posted_with_buttons_and_a_press_answers_it(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot, tmp_path: Path
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "write out.txt hello")
+        [message_id] = await server.wait_for(lambda: confirmations(server))
+        row = server.messages[message_id]["components"][0]
+        assert row["type"] == 1
+        assert [(b["type"], b["label"]) for b in row["components"]] == [
+            (2, "Allow once"),
+            (2, "Allow for this session"),
+            (2, "Deny"),
+        ]
+        server.press(OWNER, message_id, custom_id(server, message_id, "Allow once"))
+        await server.wait_for(lambda: "Done." in last(server))
+        await bot.bridge.wait_idle()
+    assert (tmp_path / "work" / "out.txt").read_text() == "hello"
+    assert callback_types(server) == [6]
+    assert server.messages[message_id]["components"] == []
+    assert "Allowed once" in server.messages[message_id]["content"]
+    assert await runtime.store.load(f"dc-{CHANNEL}") is None
+
+
+async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    session = f"dc-{CHANNEL}"
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "ask which branch?")
+        await server.wait_for(lambda: "which branch?" in last(server))
+        await bot.bridge.wait_idle()
+        record = await runtime.store.load(session)
+        assert record is not None
+        assert record.question is not None
+        server.user_says(CHANNEL, OWNER, "main")
+        await server.wait_for(lambda: "You answered: main" in last(server))
+        await bot.bridge.wait_idle()
+    assert await runtime.store.load(session) is None
+
+
+async def test_unknown_user_is_refused_and_reaches_nothing(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot, tmp_path: Path
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says("7000", STRANGER, "write x.txt pwned")
+        await server.wait_for(lambda: server.contents("7000"))
+        assert "Sorry" in server.contents("7000")[0]
+        assert await runtime.store.load("dc-7000") is None
+
+        server.user_says(CHANNEL, OWNER, "write out.txt hello")
+        [message_id] = await server.wait_for(lambda: confirmations(server))
+        server.press(STRANGER, message_id, custom_id(server, message_id, "Allow once"))
+        await server.wait_for(lambda: server.calls_of("callback"))
+        refusal = server.calls_of("callback")[0].body
+        assert refusal["type"] == 4
+        assert refusal["data"]["flags"] == 64
+        assert "Sorry" in refusal["data"]["content"]
+        assert not (tmp_path / "work" / "out.txt").exists()
+        assert server.buttons(message_id)  # still waiting for its owner
+
+        server.press(OWNER, message_id, custom_id(server, message_id, "Deny"))
+        await server.wait_for(lambda: "Done." in last(server))
+    assert not (tmp_path / "work" / "out.txt").exists()
+
+
+async def test_secret_request_is_refused_and_the_refusal_is_shown(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "secret TOKEN_X")
+        await server.wait_for(lambda: "Done." in last(server))
+    shown = [c for c in server.contents(CHANNEL) if "must not travel through a chat service" in c]
+    assert shown
+    assert shown[0].startswith("⚠️ store_secret: error: refused: secret 'TOKEN_X'")
+
+
+async def test_rate_limited_post_is_retried_after_retry_after(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    server.fail_next(
+        "create",
+        429,
+        {"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
+        {"retry-after": "1", "x-ratelimit-scope": "user"},
+    )
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "hello there")
+        await server.wait_for(lambda: last(server) == "hello there")
+    creates = server.calls_of("create")
+    assert [c.status for c in creates] == [429, 200]
+    # The body's precise retry_after wins over the header's whole seconds.
+    assert 0.05 <= creates[1].at - creates[0].at < 1.0
+    assert server.contents(CHANNEL) == ["hello there"]
+
+
+async def test_dropped_gateway_resumes_with_the_last_sequence_and_no_question_is_lost_or_answered_twice(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot, tmp_path: Path
+) -> None:
+    with trio.fail_after(LIMIT):
+        said = server.user_says(CHANNEL, OWNER, "write out.txt once")
+        [message_id] = await server.wait_for(lambda: confirmations(server))
+        await server.drop()
+
+        # Pressed while the bot is away, and delivered twice: Discord replays after RESUME.
+        allow = custom_id(server, message_id, "Allow once")
+        press = server.press_data(OWNER, message_id, allow)
+        server.dispatch("INTERACTION_CREATE", press)
+        server.dispatch("INTERACTION_CREATE", press)
+        second = server.press(OWNER, message_id, custom_id(server, message_id, "Deny"))
+
+        await server.wait_for(lambda: server.ops(6))
+        await server.wait_for(lambda: "Done." in last(server))
+        await server.wait_for(lambda: len(server.calls_of("callback")) == 2)
+        await bot.bridge.wait_idle()
+
+    resume = server.ops(6)[0]["d"]
+    assert resume == {"token": TOKEN, "session_id": bot.session_id, "seq": said["s"]}
+    assert len(server.ops(2)) == 1  # resumed, not identified again
+    assert confirmations(server) == [message_id]  # the question was asked once
+    assert (tmp_path / "work" / "out.txt").read_text() == "once"
+    # The replayed copy of the press is dropped; the later Deny is told politely.
+    assert callback_types(server) == [6, 4]
+    assert "already answered" in server.calls_of("callback")[1].body["data"]["content"]
+    assert server.calls_of("callback")[1].path.endswith(
+        f"/{second['d']['id']}/{second['d']['token']}/callback"
+    )
+
+
+async def test_reconnect_opcode_makes_the_bot_resume(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        await server.send_reconnect()
+        server.user_says(CHANNEL, OWNER, "after reconnect")
+        await server.wait_for(lambda: last(server) == "after reconnect")
+    assert len(server.ops(6)) == 1
+    assert len(server.ops(2)) == 1
+    assert server.connections == 2
+
+
+async def test_invalid_session_makes_the_bot_identify_afresh(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    old_session = bot.session_id
+    server.invalidate_next_resume = True
+    with trio.fail_after(LIMIT):
+        await server.drop()
+        await server.wait_for(lambda: len(server.ops(2)) == 2)
+        server.user_says(CHANNEL, OWNER, "fresh start")
+        await server.wait_for(lambda: last(server) == "fresh start")
+    assert len(server.ops(6)) == 1
+    assert bot.session_id == server.session_id != old_session
+
+
+async def test_stop_command_throws_the_running_task_away(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    session = f"dc-{CHANNEL}"
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "working; sleep 60")
+        await server.wait_for(lambda: last(server) == "working")
+        assert runtime.executor.is_running(session)
+        server.user_says(CHANNEL, OWNER, "/stop")
+        await server.wait_for(lambda: "thrown away" in last(server))
+        await bot.bridge.wait_idle()
+    assert await runtime.store.load(session) is None
+
+
+async def test_bad_token_fails_start_with_a_config_error(
+    runtime: Runtime, server: FakeDiscord
+) -> None:
+    config = DiscordConfig("wrong", frozenset({OWNER}), server.api_url)
+    bot = DiscordBot(config, runtime.executor)
+    with trio.fail_after(LIMIT), pytest.raises(ConfigError, match="AGENTRT_DISCORD_TOKEN"):
+        await bot.run()
+
+
+def test_config_from_env_reads_token_and_allow_list() -> None:
+    env: dict[str, Any] = {"AGENTRT_DISCORD_TOKEN": "t0k", "AGENTRT_DISCORD_ALLOW": "1,2"}
+    config = DiscordConfig.from_env(env)
+    assert config.allow == frozenset({"1", "2"})
+    assert "t0k" not in repr(config)
+    with pytest.raises(ConfigError, match="AGENTRT_DISCORD_TOKEN"):
+        DiscordConfig.from_env({})
