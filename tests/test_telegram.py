@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +16,7 @@ import trio
 from agentrt._pending import RequestKind
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
-from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig
+from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
 
 from .fakes.telegram_server import TOKEN, FakeTelegram
 
@@ -348,3 +352,38 @@ def test_config_from_env_reads_token_allow_list_and_base_url() -> None:
     assert "1:abc" not in repr(config)
     with pytest.raises(ConfigError, match="AGENTRT_TELEGRAM_TOKEN"):
         TelegramConfig.from_env({})
+
+
+async def test_run_bots_reports_a_missing_token_as_a_config_error(runtime: Runtime) -> None:
+    with trio.fail_after(LIMIT), pytest.raises(ConfigError, match="AGENTRT_TELEGRAM_TOKEN"):
+        await run_bots(runtime.executor, telegram=True, environ={})
+
+
+async def test_daemon_telegram_flag_runs_the_bot_in_the_daemon(
+    server: FakeTelegram, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "AGENTRT_TELEGRAM_TOKEN": TOKEN,
+        "AGENTRT_TELEGRAM_ALLOW": str(OWNER),
+        "AGENTRT_TELEGRAM_API": server.base_url,
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "agentrt.daemon",
+        "--socket",
+        str(tmp_path / "run" / "daemon.sock"),
+        "--state-dir",
+        str(tmp_path / "daemon-state"),
+        "--workdir",
+        str(tmp_path),
+        "--telegram",
+    ]
+    with trio.fail_after(30):
+        process = await nursery.start(
+            partial(trio.run_process, command, env=env, check=False, stderr=subprocess.DEVNULL)
+        )
+        server.user_says(CHAT, OWNER, "hello daemon")
+        await server.wait_for(lambda: "hello daemon" in last_text(server))
+    process.terminate()

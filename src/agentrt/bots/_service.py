@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import trio
 
 from .._executor import Executor
+from ._bridge import ConfigError
 from .discord import DiscordBot, DiscordConfig
 from .telegram import TelegramBot, TelegramConfig
 
@@ -26,9 +27,25 @@ async def run_bots(
     reporting ready) when a bot's token is missing or refused.
     """
     env = os.environ if environ is None else environ
-    async with trio.open_nursery() as nursery:
-        if telegram:
-            await nursery.start(TelegramBot(TelegramConfig.from_env(env), executor).run)
-        if discord:
-            await nursery.start(DiscordBot(DiscordConfig.from_env(env), executor).run)
-        task_status.started()
+    bots: list[TelegramBot | DiscordBot] = []
+    # Read every configuration first: a missing token fails before anything connects.
+    if telegram:
+        bots.append(TelegramBot(TelegramConfig.from_env(env), executor))
+    if discord:
+        bots.append(DiscordBot(DiscordConfig.from_env(env), executor))
+    try:
+        async with trio.open_nursery() as nursery:
+            for bot in bots:
+                await nursery.start(bot.run)
+            task_status.started()
+    except BaseExceptionGroup as group:
+        # A refused token is a configuration error the caller reports as such.
+        matched, rest = group.split(ConfigError)
+        if matched is not None and rest is None:
+            raise _first(matched) from None
+        raise
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first

@@ -108,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve the HTTP API and the web chat there, e.g. 127.0.0.1:8765 "
         "(keep it on loopback; 'agentrt token' prints the token it needs)",
     )
+    parser.add_argument(
+        "--telegram",
+        action="store_true",
+        help="also run the Telegram bot (env AGENTRT_TELEGRAM_TOKEN, AGENTRT_TELEGRAM_ALLOW)",
+    )
+    parser.add_argument(
+        "--discord",
+        action="store_true",
+        help="also run the Discord bot (env AGENTRT_DISCORD_TOKEN, AGENTRT_DISCORD_ALLOW)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every connection")
     return parser
 
@@ -132,13 +142,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     socket_path: Path = args.socket or default_socket_path()
     state_dir: Path = args.state_dir or default_state_dir()
     try:
-        trio.run(_amain, socket_path, state_dir, args.model, args.workdir, args.http)
+        status = trio.run(
+            _amain,
+            socket_path,
+            state_dir,
+            args.model,
+            args.workdir,
+            args.http,
+            args.telegram,
+            args.discord,
+        )
     except (DaemonAlreadyRunningError, SocketPathError, StoreError, ValueError) as exc:
         print(f"agentrt daemon: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
-    return 0
+    return status
 
 
 async def _amain(
@@ -147,7 +166,9 @@ async def _amain(
     model: str,
     workdir: Path | None,
     http: tuple[str, int] | None = None,
-) -> None:
+    telegram: bool = False,
+    discord: bool = False,
+) -> int:
     async with (
         open_runtime(state_dir, model, workdir=workdir) as runtime,
         trio.open_nursery() as nursery,
@@ -172,3 +193,19 @@ async def _amain(
                 file=sys.stderr,
                 flush=True,
             )
+        if telegram or discord:
+            from ..bots import ConfigError, run_bots
+
+            try:
+                await nursery.start(
+                    partial(run_bots, runtime.executor, telegram=telegram, discord=discord)
+                )
+            except ConfigError as exc:
+                print(f"agentrt daemon: {exc}", file=sys.stderr, flush=True)
+                nursery.cancel_scope.cancel()
+                return 1
+            names = " and ".join(
+                n for n, on in (("Telegram", telegram), ("Discord", discord)) if on
+            )
+            print(f"agentrt daemon: {names} bot listening", file=sys.stderr, flush=True)
+    return 0
