@@ -342,22 +342,31 @@ class Executor:
                     await emit(TaskStarted(info.task_hash, info.session_id, resumed))
                     await agent.set_record()  # persist the record (RUNNING) before any work
                     text, question = await agent.drive()
-            except trio.Cancelled as exc:
-                # Cancelled from outside the run (the process is shutting down): keep the task.
-                outer = running.scope.cause or cause_of(exc) or Cause.SHUTDOWN
-                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
-                    ended = await self._settle_cancel(agent, outer)
-                    await self._emit_final(emit, ended)
-                raise
-            except Exception as exc:  # every failure keeps the task
+            except BaseException as exc:
+                if _only_cancelled(exc):
+                    # Cancelled from outside the run (the process is shutting down): keep the
+                    # task, then let Cancelled propagate.
+                    outer = running.scope.cause or cause_of(exc) or Cause.SHUTDOWN
+                    with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+                        ended = await self._settle_cancel(agent, outer)
+                        await self._emit_final(emit, ended)
+                    raise
+                if not isinstance(exc, Exception) and not _has_error(exc):
+                    raise  # KeyboardInterrupt, SystemExit: not ours to handle
+                # Every failure keeps the task.
                 error = _describe(exc)
                 stopped = running.scope.cause
-                if stopped is not None:
-                    ended = await self._settle_cancel(agent, stopped)
-                else:
-                    log.warning("run %s of %s failed: %s", info.task_hash, info.session_id, error)
-                    ended = await self._settle_failure(agent, error)
-                await self._emit_final(emit, ended)
+                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+                    if stopped is not None:
+                        ended = await self._settle_cancel(agent, stopped)
+                    else:
+                        log.warning(
+                            "run %s of %s failed: %s", info.task_hash, info.session_id, error
+                        )
+                        ended = await self._settle_failure(agent, error)
+                    await self._emit_final(emit, ended)
+                if _contains_cancelled(exc) and stopped is None:
+                    raise  # an outer cancel is under way too: do not swallow it
                 return ended
             if running.scope.cancelled_caught:
                 ended = await self._settle_cancel(agent, running.scope.cause or Cause.SHUTDOWN)
@@ -417,6 +426,26 @@ def _describe(exc: BaseException) -> str:
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """True for a `trio.Cancelled`, or a group made only of them."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_cancelled(e) for e in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
+
+
+def _contains_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_contains_cancelled(e) for e in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
+
+
+def _has_error(exc: BaseException) -> bool:
+    """True when a group holds an ordinary exception besides cancellations."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_has_error(e) for e in exc.exceptions)
+    return isinstance(exc, Exception)
 
 
 def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:

@@ -1,0 +1,347 @@
+"""The spec's "Cancel and pause" section, one test (or more) per sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from agentrt import (
+    Cause,
+    CauseScope,
+    Event,
+    ListenerGoneError,
+    NotOwnerError,
+    Outcome,
+    RunEnded,
+    Runtime,
+    ScriptedModel,
+    TaskStarted,
+    TaskStatus,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UnknownTaskError,
+    cause_of,
+)
+from agentrt._messages import Role
+
+from .conftest import Recorder
+
+# "Cancellation carries a cause since v1.0.10 (context.WithCancelCause)."
+
+
+async def test_cancellation_carries_its_cause_into_the_cancelled_code() -> None:
+    seen: list[Cause | None] = []
+    with CauseScope() as scope:
+        scope.cancel(Cause.PAUSE)
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled as exc:
+            seen.append(cause_of(exc))
+            raise
+    assert seen == [Cause.PAUSE]
+    assert scope.cause is Cause.PAUSE and scope.cancelled_caught
+
+
+async def test_the_first_cause_wins() -> None:
+    with CauseScope() as scope:
+        scope.cancel(Cause.PAUSE)
+        scope.cancel(Cause.USER_CANCEL)
+        await trio.lowlevel.checkpoint()
+    assert scope.cause is Cause.PAUSE
+
+
+async def test_a_cancelled_is_never_swallowed_by_a_run(runtime: Runtime) -> None:
+    with trio.CancelScope() as outer:
+        recorder = Recorder()
+
+        async def cancel_outer(event: Event) -> None:
+            if isinstance(event, ToolCallEvent):
+                outer.cancel()
+
+        recorder.hooks.append(cancel_outer)
+        await runtime.executor.run("cli-o", "sleep 100", owner="t", emit=recorder)
+        pytest.fail("the run returned instead of letting Cancelled propagate")
+    assert outer.cancelled_caught
+    record = await runtime.store.load("cli-o")
+    assert record is not None and record.cause is Cause.SHUTDOWN  # kept, as a shutdown
+
+
+def test_cause_parse_names_the_choices() -> None:
+    assert Cause.parse("pause") is Cause.PAUSE
+    with pytest.raises(
+        ValueError, match="expected one of: user_cancel, pause, disconnect, shutdown"
+    ):
+        Cause.parse("stop")
+
+
+async def run_and_cancel_on(
+    runtime: Runtime, session: str, text: str, cause: Cause, when: type[Event] = ToolCallEvent
+) -> tuple[RunEnded, Recorder]:
+    """Run `text`; cancel it with `cause` as soon as an event of type `when` is emitted."""
+    recorder = Recorder()
+    fired: list[bool] = []
+
+    def hook(event: Event) -> None:
+        if isinstance(event, when) and not fired:
+            fired.append(True)
+            runtime.executor.cancel(event.task_hash, cause, owner="owner")
+
+    recorder.hooks.append(hook)
+    ended = await runtime.executor.run(session, text, owner="owner", emit=recorder)
+    return ended, recorder
+
+
+# "Only a cancel that names runtime.ErrUserCanceled — Ctrl+C in the TUI, or Yes in the Esc
+#  popup — deletes the pending task."
+
+
+async def test_user_cancel_deletes_the_pending_task(runtime: Runtime) -> None:
+    ended, _ = await run_and_cancel_on(runtime, "cli-u", "big 5; sleep 100", Cause.USER_CANCEL)
+    assert ended.outcome is Outcome.CANCELLED and ended.cause is Cause.USER_CANCEL
+    assert not ended.pending_kept
+    assert await runtime.store.load("cli-u") is None
+
+
+# "Any other cancel, including the popup's Pause, tears down the run but leaves the pending
+#  record in place, so /pending or GET /v1/session/:id/task can resume it."
+
+
+class Human:
+    """A terminal that allows every confirmation and answers questions once told to."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.answering = False
+        self.questions: list[str] = []
+
+    async def serve(self) -> None:
+        with self.runtime.registry.listen("cli-") as listener:
+            while True:
+                entry = await listener.claim()
+                if entry.request.choices:
+                    entry.answer("allow_session")
+                    continue
+                self.questions.append(entry.request.prompt)
+                if self.answering:
+                    entry.answer("yes")
+
+
+@pytest.mark.parametrize("cause", [Cause.PAUSE, Cause.DISCONNECT, Cause.SHUTDOWN])
+async def test_any_other_cancel_keeps_the_pending_task_and_resume_continues_it(
+    runtime: Runtime, workdir: Path, cause: Cause
+) -> None:
+    (workdir / "in.txt").write_text("data")
+    human = Human(runtime)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(human.serve)
+        # The question stays unanswered, so the run is certainly inside its round when
+        # the read's result arrives and the cancel lands.
+        ended, _ = await run_and_cancel_on(
+            runtime, "cli-k", "read in.txt; ask Go on?", cause, when=ToolResultEvent
+        )
+        assert ended.outcome is Outcome.CANCELLED and ended.cause is cause and ended.pending_kept
+        record = await runtime.store.load("cli-k")
+        assert record is not None
+        assert record.status is TaskStatus.INTERRUPTED and record.cause is cause
+        assert [c.name for c in record.unanswered_calls()] == ["ask_user"]
+
+        human.answering = True
+        resumed = Recorder()
+        again = await runtime.executor.resume("cli-k", owner="owner", emit=resumed)
+        nursery.cancel_scope.cancel()
+    assert again.outcome is Outcome.FINISHED
+    assert [e.name for e in resumed.of(ToolCallEvent)] == ["ask_user"]
+    assert human.questions == ["Go on?", "Go on?"]  # asked again inline, in the resumed run
+    assert "read_file: data" in (again.text or "")
+    assert await runtime.store.load("cli-k") is None
+
+
+async def test_resuming_never_runs_a_committed_tool_call_twice(
+    runtime: Runtime, workdir: Path
+) -> None:
+    human = Human(runtime)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(human.serve)
+        ended, _ = await run_and_cancel_on(
+            runtime,
+            "cli-once",
+            "sh echo ran >> count.txt; ask Done?",
+            Cause.PAUSE,
+            when=ToolResultEvent,
+        )
+        assert ended.pending_kept
+        # Pause the resumed run as soon as it starts, then resume and finish it.
+        again, _ = await _resume_and_cancel_on_start(runtime, "cli-once", Cause.PAUSE)
+        assert again.pending_kept
+        human.answering = True
+        final = await runtime.executor.resume("cli-once", owner="owner", emit=Recorder())
+        nursery.cancel_scope.cancel()
+    assert final.outcome is Outcome.FINISHED
+    assert (workdir / "count.txt").read_text() == "ran\n"
+
+
+async def _resume_and_cancel_on_start(
+    runtime: Runtime, session: str, cause: Cause
+) -> tuple[RunEnded, Recorder]:
+    recorder = Recorder()
+
+    def hook(event: Event) -> None:
+        if isinstance(event, TaskStarted):
+            runtime.executor.cancel(event.task_hash, cause, owner="owner")
+
+    recorder.hooks.append(hook)
+    return await runtime.executor.resume(session, owner="owner", emit=recorder), recorder
+
+
+async def test_discard_of_a_stored_task_is_a_user_cancel(runtime: Runtime) -> None:
+    await run_and_cancel_on(runtime, "cli-d", "sleep 100", Cause.PAUSE)
+    assert await runtime.store.load("cli-d") is not None
+    assert await runtime.executor.discard("cli-d")
+    assert await runtime.store.load("cli-d") is None
+    assert not await runtime.executor.discard("cli-d")
+
+
+# "A TUI run is bound to its socket connection: closing the TUI cancels the run without
+#  runtime.ErrUserCanceled, so its pending task is kept."
+
+
+async def test_closing_the_owner_cancels_its_runs_as_a_disconnect_and_keeps_them(
+    runtime: Runtime,
+) -> None:
+    ended: list[RunEnded] = []
+    async with trio.open_nursery() as nursery:
+        started = trio.Event()
+
+        async def emit(event: Event) -> None:
+            if isinstance(event, ToolCallEvent):
+                started.set()
+
+        async def run() -> None:
+            ended.append(
+                await runtime.executor.run("cli-x", "sleep 100", owner="window-1", emit=emit)
+            )
+
+        nursery.start_soon(run)
+        await started.wait()
+        assert runtime.executor.cancel_owner("window-2", Cause.DISCONNECT) == 0
+        assert runtime.executor.cancel_owner("window-1", Cause.DISCONNECT) == 1
+    assert ended[0].cause is Cause.DISCONNECT and ended[0].pending_kept
+    record = await runtime.store.load("cli-x")
+    assert record is not None and record.cause is Cause.DISCONNECT
+
+
+# "The TUI's Ctrl+C and popup choices travel as a cancel frame (with pause for Pause), which
+#  the daemon applies through exec.Cancel(taskHash, cause) only for tasks that connection
+#  started."
+
+
+async def test_cancel_applies_only_to_the_owner_that_started_the_task(runtime: Runtime) -> None:
+    recorder = Recorder()
+    errors: list[Exception] = []
+
+    def intruder(event: Event) -> None:
+        if isinstance(event, ToolCallEvent):
+            try:
+                runtime.executor.cancel(event.task_hash, Cause.USER_CANCEL, owner="someone-else")
+            except NotOwnerError as exc:
+                errors.append(exc)
+            runtime.executor.cancel(event.task_hash, Cause.PAUSE, owner="me")
+
+    recorder.hooks.append(intruder)
+    ended = await runtime.executor.run("cli-own", "sleep 100", owner="me", emit=recorder)
+    assert [str(e) for e in errors] == [f"task {ended.task_hash!r} was not started by this client"]
+    assert ended.cause is Cause.PAUSE and ended.pending_kept
+
+
+async def test_cancel_of_an_unknown_or_finished_task_is_reported_clearly(runtime: Runtime) -> None:
+    with pytest.raises(
+        UnknownTaskError, match="no running task 'nope': unknown or already finished"
+    ):
+        runtime.executor.cancel("nope", Cause.PAUSE)
+    ended = await runtime.executor.run("cli-f", "hello", owner="me", emit=Recorder())
+    with pytest.raises(UnknownTaskError, match="unknown or already finished"):
+        runtime.executor.cancel(ended.task_hash, Cause.PAUSE, owner="me")
+
+
+# "exec.Run generates the task hash and registers the cancel function before it emits the
+#  first event, so a cancel works from the first event onward"
+
+
+async def test_a_cancel_works_from_the_first_event_onward(runtime: Runtime) -> None:
+    ended, recorder = await run_and_cancel_on(
+        runtime, "cli-first", "stream 100", Cause.USER_CANCEL, when=TaskStarted
+    )
+    first = recorder.events[0]
+    assert isinstance(first, TaskStarted) and first.task_hash == ended.task_hash
+    assert ended.outcome is Outcome.CANCELLED and ended.cause is Cause.USER_CANCEL
+    assert recorder.of(TextEvent) == []  # nothing streamed after the cancel
+
+
+async def test_every_run_ends_with_exactly_one_final_event(runtime: Runtime) -> None:
+    for session, text, cause in [
+        ("cli-e1", "hello", None),
+        ("cli-e2", "sleep 100", Cause.PAUSE),
+        ("chat-e3", "ask why?", None),
+    ]:
+        if cause is None:
+            recorder = Recorder()
+            await runtime.executor.run(session, text, owner="owner", emit=recorder)
+        else:
+            _, recorder = await run_and_cancel_on(runtime, session, text, cause)
+        finals = recorder.of(RunEnded)
+        assert len(finals) == 1 and recorder.events[-1] is finals[0]
+
+
+async def test_pause_of_a_stream_keeps_what_was_committed(
+    runtime: Runtime, autojump_clock: trio.testing.MockClock
+) -> None:
+    runtime.executor.model = ScriptedModel(word_delay=0.01, stream_delay=0.5)
+    async with trio.open_nursery() as nursery:
+        ended: list[RunEnded] = []
+        got_text = trio.Event()
+
+        async def emit(event: Event) -> None:
+            if isinstance(event, TextEvent):
+                got_text.set()
+
+        async def run() -> None:
+            ended.append(await runtime.executor.run("cli-s", "stream 50", owner="me", emit=emit))
+
+        nursery.start_soon(run)
+        await got_text.wait()
+        [task] = runtime.executor.running()
+        runtime.executor.cancel(task.task_hash, Cause.PAUSE, owner="me")
+    record = await runtime.store.load("cli-s")
+    assert record is not None and record.cause is Cause.PAUSE
+    assert [m.role for m in record.transcript] == [Role.USER]  # the reply was never committed
+    assert ended[0].pending_kept
+
+
+# "An ask_user reply that fails for a reason other than user cancellation no longer discards
+#  the pending task either."
+
+
+async def test_an_ask_user_reply_that_fails_keeps_the_pending_task(runtime: Runtime) -> None:
+    async with trio.open_nursery() as nursery:
+        ended: list[RunEnded] = []
+
+        async def run() -> None:
+            ended.append(
+                await runtime.executor.run(
+                    "cli-q", "big 3; ask Favourite?", owner="me", emit=Recorder()
+                )
+            )
+
+        nursery.start_soon(run)
+        with runtime.registry.listen("cli-") as listener:
+            entry = await listener.claim()
+            entry.fail(ListenerGoneError("the window closed before answering"))
+    assert ended[0].outcome is Outcome.FAILED and ended[0].pending_kept
+    assert ended[0].error == "ListenerGoneError: the window closed before answering"
+    record = await runtime.store.load("cli-q")
+    assert record is not None and record.status is TaskStatus.FAILED
+    assert [c.name for c in record.unanswered_calls()] == ["ask_user"]
