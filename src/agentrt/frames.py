@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, TypeVar, get_args
+from typing import Any, ClassVar, Final, get_args
 
 import attrs
 import cattrs
@@ -404,14 +404,14 @@ def frame_for_event(event: Event) -> DaemonFrame:
 
 # -- the converter --------------------------------------------------------------
 
-_T = TypeVar("_T")
 
+def _strict(name: str, accept: Callable[[object], bool]) -> Callable[[object, object], object]:
+    """A structure hook that passes a JSON value through only if `accept` says it fits."""
 
-def _strict(kind: type[_T], name: str, accept: Callable[[object], bool]) -> Any:
-    def hook(value: object, _: object) -> _T:
+    def hook(value: object, _: object) -> object:
         if not accept(value):
             raise TypeError(f"expected {name}, got {type(value).__name__}")
-        return value  # type: ignore[return-value]
+        return value
 
     return hook
 
@@ -439,11 +439,11 @@ def _format_error(exc: BaseException, kind: Any) -> str:
 
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
-    conv.register_structure_hook(str, _strict(str, "string", lambda v: isinstance(v, str)))
-    conv.register_structure_hook(bool, _strict(bool, "boolean", lambda v: isinstance(v, bool)))
+    conv.register_structure_hook(str, _strict("string", lambda v: isinstance(v, str)))
+    conv.register_structure_hook(bool, _strict("boolean", lambda v: isinstance(v, bool)))
     conv.register_structure_hook(
         int,
-        _strict(int, "int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+        _strict("int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     )
 
     def _float(value: object, _: object) -> float:
@@ -468,6 +468,7 @@ def _make_converter() -> cattrs.Converter:
         def hook(value: object, _: object) -> tuple[Any, ...]:
             if not isinstance(value, list):
                 raise TypeError(f"expected list, got {type(value).__name__}")
+            # cattrs (pinned) does the per-item work and records "[i]" in error paths.
             return conv._structure_tuple(value, kind)
 
         return hook

@@ -36,8 +36,6 @@ from ._paths import default_socket_path as default_socket_path
 from ._paths import peer_credentials as peer_credentials
 from ._server import Daemon as Daemon
 
-log = logging.getLogger("agentrt.daemon")
-
 
 async def serve(
     socket_path: Path,
