@@ -416,6 +416,22 @@ def _strict(name: str, accept: Callable[[object], bool]) -> Callable[[object, ob
     return hook
 
 
+def _text(value: object, _: object) -> str:
+    """Structure a string that UTF-8 can carry.
+
+    JSON can escape half of a surrogate pair (``"\\ud800"``); such a string
+    cannot be stored, logged or sent back, so it is refused here, at the edge,
+    with an error naming the field instead of failing deep inside a run.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"expected string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TypeError("expected string, got one with a lone surrogate escape") from None
+    return value
+
+
 def _format_error(exc: BaseException, kind: Any) -> str:
     # An optional field reports its union; name the non-null member instead.
     members = [arg for arg in get_args(kind) if arg is not type(None)]
@@ -439,7 +455,7 @@ def _format_error(exc: BaseException, kind: Any) -> str:
 
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
-    conv.register_structure_hook(str, _strict("string", lambda v: isinstance(v, str)))
+    conv.register_structure_hook(str, _text)
     conv.register_structure_hook(bool, _strict("boolean", lambda v: isinstance(v, bool)))
     conv.register_structure_hook(
         int,

@@ -69,6 +69,12 @@ def _strict(kind: type) -> Any:
         # cattrs would turn 5 into "5" and "no" into True; a client sending those has a bug.
         if type(value) is not kind:
             raise TypeError(f"expected {kind.__name__}")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                # JSON can escape half a surrogate pair; such text cannot be stored or sent.
+                raise TypeError(f"expected {kind.__name__} without lone surrogates") from None
         return value
 
     return structure

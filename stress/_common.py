@@ -1,0 +1,274 @@
+"""What every suite shares: its result row, a daemon process, frame helpers, seeds."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+from agentrt._runtime import Runtime, open_runtime
+from agentrt._scripted import ScriptedModel
+from agentrt._sudo import PrivilegedResult
+from agentrt.client import Client
+from agentrt.daemon import Daemon
+from agentrt.daemon._connection import RunCounter
+from agentrt.frames import DaemonFrame, EndedFrame
+
+#: Bound on any single wait of a suite; a stuck wait is a failure, not a hang.
+STEP_TIMEOUT = 30.0
+
+
+@attrs.define
+class SuiteResult:
+    """One row of the table: what was tried, what went wrong, and how to replay it."""
+
+    suite: str
+    #: What the count counts ("kills survived"), and what a failure is ("pending tasks lost").
+    done_label: str
+    bad_label: str
+    done: int = 0
+    bad: int = 0
+    seed: int | None = None
+    seconds: float = 0.0
+    #: One line per failure, each naming what to replay.
+    failures: list[str] = attrs.field(factory=list)
+
+    def fail(self, message: str) -> None:
+        """Count one failure and keep its description."""
+        self.bad += 1
+        if len(self.failures) < 50:
+            self.failures.append(message)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was lost, leaked, crashed or found."""
+        return self.bad == 0
+
+
+@contextmanager
+def short_tempdir(prefix: str) -> Iterator[Path]:
+    """A fresh folder under /tmp: a Unix socket path must stay under 108 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def python() -> str:
+    """The interpreter running this suite (the project's virtualenv)."""
+    return sys.executable
+
+
+@attrs.define(eq=False)
+class DaemonProcess:
+    """``python -m agentrt.daemon`` as a child process in its own process group.
+
+    `kill` sends SIGKILL to the whole group, so a shell command a tool was
+    running dies with the daemon, as it would when a machine loses power.
+    Everything the daemon writes to stderr is appended to `log_path`.
+    """
+
+    socket_path: Path
+    state_dir: Path
+    workdir: Path
+    log_path: Path
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    process: trio.Process | None = attrs.field(default=None, init=False)
+    starts: int = attrs.field(default=0, init=False)
+
+    def command(self) -> list[str]:
+        """The daemon's command line."""
+        return [
+            python(),
+            "-m",
+            "agentrt.daemon",
+            "--socket",
+            os.fspath(self.socket_path),
+            "--state-dir",
+            os.fspath(self.state_dir),
+            "--workdir",
+            os.fspath(self.workdir),
+            *self.extra_args,
+        ]
+
+    async def start(self, nursery: trio.Nursery, *, ready: bytes = b"listening on") -> str:
+        """Start the daemon; return its stderr up to the line that says it is `ready`.
+
+        The daemon prints ``listening on PATH`` once its socket accepts
+        connections (``HTTP API ... on URL`` once the HTTP server does).
+        """
+        assert not self.alive, "the daemon is already running"
+        env = dict(os.environ if self.env is None else self.env)
+        process = await trio.lowlevel.open_process(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        self.process = process
+        self.starts += 1
+        seen = trio.Event()
+        text = bytearray()
+
+        async def pump() -> None:
+            assert process.stderr is not None
+            with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - small appends
+                while True:
+                    chunk = await process.stderr.receive_some(65536)
+                    if not chunk:
+                        seen.set()
+                        return
+                    log.write(chunk)
+                    log.flush()
+                    if not seen.is_set():
+                        text.extend(chunk)
+                        if ready in text and text.endswith(b"\n"):
+                            seen.set()
+
+        nursery.start_soon(pump)
+        with trio.fail_after(STEP_TIMEOUT):
+            await seen.wait()
+        if ready not in text:
+            await process.wait()
+            raise RuntimeError(
+                f"the daemon exited with {process.returncode}:\n{self.log_text()[-4000:]}"
+            )
+        return text.decode("utf-8", "replace")
+
+    async def kill(self) -> None:
+        """SIGKILL the daemon's process group and reap the daemon."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with trio.fail_after(STEP_TIMEOUT):
+            await self.process.wait()
+
+    async def terminate(self) -> None:
+        """SIGTERM the daemon and wait for it to exit (a graceful stop)."""
+        if not self.alive:
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(STEP_TIMEOUT):
+            await self.process.wait()
+            return
+        await self.kill()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the daemon process is still running."""
+        return self.process is not None and self.process.poll() is None
+
+    def log_text(self) -> str:
+        """Everything the daemon wrote to stderr so far."""
+        try:
+            return self.log_path.read_text("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+
+async def collect_until(
+    client: Client, done: Callable[[DaemonFrame], bool], into: list[DaemonFrame] | None = None
+) -> list[DaemonFrame]:
+    """Receive frames until `done` says so; return them (the last one included)."""
+    frames = into if into is not None else []
+    while True:
+        frame = await client.receive()
+        frames.append(frame)
+        if done(frame):
+            return frames
+
+
+def is_ended(frame: DaemonFrame) -> bool:
+    """The last frame of a run."""
+    return isinstance(frame, EndedFrame)
+
+
+def format_table(results: Sequence[SuiteResult]) -> str:
+    """The table `python -m stress` prints."""
+    rows = [
+        (r.suite, f"{r.done} {r.done_label}", f"{r.bad} {r.bad_label}", f"{r.seconds:.0f}s")
+        for r in results
+    ]
+    header = ("suite", "done", "failures", "time")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(header)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+@attrs.define
+class StandInVerifier:
+    """Stands in for sudo in-process: one known password, never cached, runs nothing."""
+
+    password: str = "sesame"
+    tried: int = 0
+
+    async def cached(self) -> bool:
+        await trio.lowlevel.checkpoint()
+        return False
+
+    async def verify(self, password: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        self.tried += 1
+        return password == self.password
+
+    async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
+        await trio.lowlevel.checkpoint()
+        return PrivilegedResult(0, b"")
+
+
+@attrs.define(eq=False)
+class TrackedDaemon(Daemon):
+    """The daemon, counting connections being served so a suite can wait until none is."""
+
+    handling: RunCounter = attrs.field(factory=RunCounter, init=False)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.handling.enter()
+        try:
+            await super()._handle(stream)
+        finally:
+            self.handling.exit()
+
+
+@asynccontextmanager
+async def inprocess_daemon(
+    root: Path, *, model: ScriptedModel | None = None, verifier: StandInVerifier | None = None
+) -> AsyncIterator[tuple[Runtime, TrackedDaemon, trio.Nursery]]:
+    """A runtime and a daemon serving it on a socket under `root`, in this process."""
+    workdir = root / "work"
+    workdir.mkdir(exist_ok=True)
+    async with (
+        open_runtime(
+            root / "state",
+            model=model or ScriptedModel(word_delay=0.001, stream_delay=0.002),
+            workdir=workdir,
+            restricted_paths=[root / "restricted"],
+            verifier=verifier or StandInVerifier(),
+        ) as runtime,
+        trio.open_nursery() as nursery,
+    ):
+        daemon = TrackedDaemon(runtime, root / "s" / "d.sock")
+        await nursery.start(daemon.serve)
+        try:
+            yield runtime, daemon, nursery
+        finally:
+            await daemon.shutdown(grace=STEP_TIMEOUT)
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,72 @@
+"""Bad input, a fixed sample: the fuzz suite's properties on a few hundred inputs, plus the
+inputs that once broke the daemon."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from stress._common import TrackedDaemon, inprocess_daemon
+
+from agentrt._runtime import Runtime
+from agentrt.client import Client
+from agentrt.frames import EndedFrame, ErrorCode, ErrorFrame, PendingList
+
+TIMEOUT = 20
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="tsf-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def served(root: Path) -> AsyncIterator[tuple[Runtime, TrackedDaemon]]:
+    async with inprocess_daemon(root) as (runtime, daemon, _):
+        yield runtime, daemon
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"pending","action":"resume","session":"cli-\\ud800"}',
+        b'{"type":"pending","action":"discard","session":"cli-a\\udfffb"}',
+        b'{"type":"run","text":"hi \\ud800 there","session":"cli-sur"}',
+        b'{"type":"answer","ask":"\\udc00","value":"allow"}',
+    ],
+)
+async def test_a_lone_surrogate_escape_gets_an_error_frame_and_the_connection_lives_on(
+    served: tuple[Runtime, TrackedDaemon], line: bytes
+) -> None:
+    runtime, daemon = served
+    with trio.fail_after(TIMEOUT):
+        async with await Client.connect(daemon.socket_path) as client:
+            await client.send_raw(line + b"\n")
+            frame = await client.receive()
+            assert isinstance(frame, ErrorFrame)
+            assert frame.code is ErrorCode.INVALID
+            assert "lone surrogate" in frame.message
+            await client.send_raw(b'{"type":"pending","action":"list"}\n')
+            assert isinstance(await client.receive(), PendingList)
+    assert await runtime.store.list() == []
+
+
+async def test_a_run_after_a_refused_surrogate_still_finishes(
+    served: tuple[Runtime, TrackedDaemon],
+) -> None:
+    _, daemon = served
+    with trio.fail_after(TIMEOUT):
+        async with await Client.connect(daemon.socket_path) as client:
+            await client.send_raw(b'{"type":"run","text":"\\ud800","session":"cli-s1"}\n')
+            assert isinstance(await client.receive(), ErrorFrame)
+            await client.send_raw(b'{"type":"run","text":"hello","session":"cli-s1"}\n')
+            ended = await client.wait_for(EndedFrame)
+            assert ended.outcome.value == "finished"
