@@ -70,3 +70,18 @@ async def test_a_run_after_a_refused_surrogate_still_finishes(
             await client.send_raw(b'{"type":"run","text":"hello","session":"cli-s1"}\n')
             ended = await client.wait_for(EndedFrame)
             assert ended.outcome.value == "finished"
+
+
+async def test_an_unknown_field_named_by_a_lone_surrogate_gets_an_error_frame(
+    served: tuple[Runtime, TrackedDaemon],
+) -> None:
+    _, daemon = served
+    with trio.fail_after(TIMEOUT):
+        async with await Client.connect(daemon.socket_path) as client:
+            await client.send_raw(b'{"type":"pending","action":"list","\\ud800":1}\n')
+            frame = await client.receive()
+            assert isinstance(frame, ErrorFrame)
+            assert frame.code is ErrorCode.INVALID
+            assert "unknown field ?" in frame.message
+            await client.send_raw(b'{"type":"pending","action":"list"}\n')
+            assert isinstance(await client.receive(), PendingList)

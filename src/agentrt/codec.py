@@ -199,4 +199,6 @@ class FrameCodec(Generic[_F]):
 def encode(frame: Frame) -> bytes:
     """The line that carries `frame`: compact JSON, UTF-8, ending in a newline."""
     text = json.dumps(to_wire(frame), ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    # A lone surrogate (a field name quoted in an error, a file name decoded with
+    # surrogateescape) has no UTF-8 form; it goes out as "?" instead of failing the frame.
+    return text.encode("utf-8", "replace") + b"\n"
