@@ -99,6 +99,8 @@ def parse_body(raw: bytes, cls: type[T]) -> T:
             data = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BadBodyError(f"the body is not valid JSON: {_json_problem(exc)}") from None
+        except RecursionError:
+            raise BadBodyError("the body is not valid JSON: it is nested too deeply") from None
     if not isinstance(data, dict):
         raise BadBodyError("the body must be a JSON object")
     try:
