@@ -85,3 +85,16 @@ async def test_an_unknown_field_named_by_a_lone_surrogate_gets_an_error_frame(
             assert "unknown field ?" in frame.message
             await client.send_raw(b'{"type":"pending","action":"list"}\n')
             assert isinstance(await client.receive(), PendingList)
+
+
+async def test_an_encoded_surrogate_is_not_utf8_and_gets_an_error_frame(
+    served: tuple[Runtime, TrackedDaemon],
+) -> None:
+    _, daemon = served
+    with trio.fail_after(TIMEOUT):
+        async with await Client.connect(daemon.socket_path) as client:
+            await client.send_raw(b'{"type":"run","text":"a\xed\xa0\x80b","session":"cli-e"}\n')
+            frame = await client.receive()
+            assert isinstance(frame, ErrorFrame)
+            assert frame.code is ErrorCode.MALFORMED
+            assert frame.message == "frame is not valid UTF-8"

@@ -38,6 +38,8 @@ async def base(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[str]:
         b"[" * 100_000,
         b'{"text":' + b"[" * 5000 + b"1" + b"]" * 5000 + b"}",
         b'{"text":"\\ud800"}',
+        b'{"\xed\xa0\x80type": "hello"}',
+        b'{"text": "a\xed\xa0\x80b"}',
     ],
 )
 @pytest.mark.parametrize("route", ["/v1/session/s1/run", "/v1/session/s1/task/resume"])

@@ -180,7 +180,8 @@ class FrameCodec(Generic[_F]):
 
     def _decode(self, line: bytes) -> _F | ProtocolError:
         try:
-            data = json.loads(line)
+            # Decoded strictly: json.loads(bytes) would let an encoded surrogate through.
+            data = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError:
             return ProtocolError(ErrorCode.MALFORMED, "frame is not valid UTF-8")
         except json.JSONDecodeError as exc:

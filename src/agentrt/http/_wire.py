@@ -96,7 +96,9 @@ def parse_body(raw: bytes, cls: type[T]) -> T:
         data: Any = {}
     else:
         try:
-            data = json.loads(raw)
+            # Decoded strictly: json.loads(bytes) would let an encoded surrogate through,
+            # and an error quoting it could not be sent.
+            data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BadBodyError(f"the body is not valid JSON: {_json_problem(exc)}") from None
         except RecursionError:
