@@ -345,3 +345,19 @@ async def test_an_ask_user_reply_that_fails_keeps_the_pending_task(runtime: Runt
     record = await runtime.store.load("cli-q")
     assert record is not None and record.status is TaskStatus.FAILED
     assert [c.name for c in record.unanswered_calls()] == ["ask_user"]
+
+
+async def test_a_session_is_free_to_resume_when_its_final_event_arrives(runtime: Runtime) -> None:
+    busy_at_end: list[bool] = []
+    recorder = Recorder()
+
+    def on_end(event: Event) -> None:
+        if isinstance(event, RunEnded):
+            busy_at_end.append(runtime.executor.is_running("chat-free"))
+
+    recorder.hooks.append(on_end)
+    parked = await runtime.executor.run("chat-free", "ask Go?", owner="owner", emit=recorder)
+    assert parked.outcome is Outcome.AWAITING_ANSWER
+    again = await runtime.executor.resume("chat-free", answer="yes", owner="owner", emit=recorder)
+    assert again.outcome is Outcome.FINISHED
+    assert busy_at_end == [False, False]

@@ -530,9 +530,7 @@ async def test_store_secret_keeps_the_value_out_of_transcript_and_events(
     canary = "canary-6f1e2d"
     async with trio.open_nursery() as nursery:
         nursery.start_soon(answer_all, runtime, "cli-", Answer("", secret=canary), [])
-        ended = await runtime.executor.run(
-            "cli-s", "secret api_key; sleep 1000", owner="t", emit=recorder
-        )
+        ended = await runtime.executor.run("cli-s", "secret api_key", owner="t", emit=recorder)
         nursery.cancel_scope.cancel()
     del ended
     assert runtime.secrets.get("api_key") == canary

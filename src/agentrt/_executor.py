@@ -31,7 +31,7 @@ from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError
 from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
 from ._record import TaskRecord, TaskStatus
-from ._store import StoreError, TaskStore
+from ._store import StoreError, TaskExistsError, TaskStore
 
 log = logging.getLogger("agentrt.executor")
 
@@ -143,11 +143,6 @@ class Executor:
         check_session_id(session_id)
         running = self._register(session_id, owner, window_hash)
         try:
-            if await self.store.load(session_id) is not None:
-                raise PendingTaskExistsError(
-                    f"session {session_id} has a pending task; resume it or discard it first"
-                )
-            history = await self.store.load_history(session_id)
             record = TaskRecord(
                 session_id,
                 text,
@@ -155,6 +150,10 @@ class Executor:
                 window_hash=window_hash,
                 task_hash=running.info.task_hash,
             )
+            try:
+                history = await self.store.create(record)
+            except TaskExistsError as exc:
+                raise PendingTaskExistsError(str(exc)) from None
             return await self._drive(running, record, history, emit, resumed=False)
         finally:
             self._unregister(running)
@@ -176,67 +175,36 @@ class Executor:
         check_session_id(session_id)
         running = self._register(session_id, owner, window_hash)
         try:
-            record = await self.store.load(session_id)
-            if record is None:
+            effects: list[tuple[set[str], str | None]] = []
+
+            def change(record: TaskRecord) -> TaskRecord:
+                # Runs inside the store's transaction: a bad answer raises and writes nothing.
+                preapproved: set[str] = set()
+                allow: str | None = None
+                if answer is not None:
+                    record, preapproved, allow = apply_answer(record, answer)
+                effects.append((preapproved, allow))
+                return record.evolve(
+                    status=TaskStatus.RUNNING,
+                    cause=None,
+                    error=None,
+                    window_hash=window_hash,
+                    task_hash=running.info.task_hash,
+                    runs=record.runs + 1,
+                )
+
+            loaded = await self.store.update(session_id, change)
+            if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
-            preapproved: set[str] = set()
-            if answer is not None:
-                record, preapproved = self._apply_answer(record, answer)
-            record = record.evolve(
-                status=TaskStatus.RUNNING,
-                cause=None,
-                error=None,
-                window_hash=window_hash,
-                task_hash=running.info.task_hash,
-                runs=record.runs + 1,
-            )
-            history = await self.store.load_history(session_id)
+            record, history = loaded
+            preapproved, allow = effects[-1]
+            if allow is not None:
+                self._allow.setdefault(session_id, set()).add(allow)
             return await self._drive(
                 running, record, history, emit, resumed=True, preapproved=preapproved
             )
         finally:
             self._unregister(running)
-
-    def _apply_answer(self, record: TaskRecord, answer: str) -> tuple[TaskRecord, set[str]]:
-        question = record.question
-        if question is None:
-            raise BadAnswerError(
-                f"session {record.session_id} has no saved question to answer; resume it without one"
-            )
-        call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
-        if call is None:
-            raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
-        if question.kind is RequestKind.QUESTION:
-            return (
-                record.evolve(
-                    transcript=(*record.transcript, Message.tool_result(call, answer)),
-                    question=None,
-                ),
-                set(),
-            )
-        if question.kind is RequestKind.CONFIRM:
-            if answer == DENY:
-                return (
-                    record.evolve(
-                        transcript=(
-                            *record.transcript,
-                            Message.tool_result(call, "denied by the user"),
-                        ),
-                        question=None,
-                    ),
-                    set(),
-                )
-            if answer in (ALLOW_ONCE, ALLOW_SESSION):
-                if answer == ALLOW_SESSION:
-                    self._allow.setdefault(record.session_id, set()).add(call.name)
-                return record.evolve(question=None), {call.id}
-            raise BadAnswerError(
-                f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}"
-            )
-        raise BadAnswerError(
-            "this question needs the system password; resume the task from the terminal "
-            "or the web page without an answer and type it there"
-        )
 
     async def discard(self, session_id: str) -> bool:
         """Throw a session's pending task away (a user-cancel); True if there was one.
@@ -339,8 +307,8 @@ class Executor:
         with bind_context(ctx):
             try:
                 with running.scope:
+                    # create() / update() persisted the record as RUNNING already.
                     await emit(TaskStarted(info.task_hash, info.session_id, resumed))
-                    await agent.set_record()  # persist the record (RUNNING) before any work
                     text, question = await agent.drive()
             except BaseException as exc:
                 if _only_cancelled(exc):
@@ -390,8 +358,9 @@ class Executor:
             await self.store.delete(record.session_id)
             kept = False
         else:
-            await self.store.save(record.evolve(status=TaskStatus.INTERRUPTED, cause=cause))
-            kept = True
+            # Every commit saved the record already; only its status and cause change.
+            # (False when a discard removed the task meanwhile.)
+            kept = await self.store.mark(record.session_id, TaskStatus.INTERRUPTED, cause=cause)
         return RunEnded(
             agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
         )
@@ -400,7 +369,7 @@ class Executor:
         record = agent.record
         kept = True
         try:
-            await self.store.save(record.evolve(status=TaskStatus.FAILED, error=error))
+            await self.store.mark(record.session_id, TaskStatus.FAILED, error=error)
         except StoreError as exc:
             log.error("could not keep the pending task of %s: %s", record.session_id, exc)
             kept = False
@@ -410,10 +379,57 @@ class Executor:
         )
 
     async def _emit_final(self, emit: Emit, ended: RunEnded) -> None:
+        # The task is over before anyone hears so: a client that resumes the session the
+        # moment it sees the final event must not find it still running.
+        running = self._tasks.get(ended.task_hash)
+        if running is not None:
+            self._unregister(running)
         try:
             await emit(ended)
         except Exception as exc:  # the receiver went away; the outcome is already persisted
             log.info("final event of %s not delivered: %s", ended.task_hash, exc)
+
+
+def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, set[str], str | None]:
+    """Answer a record's saved question: (new record, call ids approved, tool allowed)."""
+    question = record.question
+    if question is None:
+        raise BadAnswerError(
+            f"session {record.session_id} has no saved question to answer; resume it without one"
+        )
+    call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
+    if call is None:
+        raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
+    if question.kind is RequestKind.QUESTION:
+        return (
+            record.evolve(
+                transcript=(*record.transcript, Message.tool_result(call, answer)),
+                question=None,
+            ),
+            set(),
+            None,
+        )
+    if question.kind is RequestKind.CONFIRM:
+        if answer == DENY:
+            return (
+                record.evolve(
+                    transcript=(
+                        *record.transcript,
+                        Message.tool_result(call, "denied by the user"),
+                    ),
+                    question=None,
+                ),
+                set(),
+                None,
+            )
+        if answer in (ALLOW_ONCE, ALLOW_SESSION):
+            allow = call.name if answer == ALLOW_SESSION else None
+            return record.evolve(question=None), {call.id}, allow
+        raise BadAnswerError(f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}")
+    raise BadAnswerError(
+        "this question needs the system password; resume the task from the terminal "
+        "or the web page without an answer and type it there"
+    )
 
 
 def _describe(exc: BaseException) -> str:

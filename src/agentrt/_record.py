@@ -114,7 +114,7 @@ def clamp_message(message: Message) -> Message:
 
 
 #: The one converter for records on disk.
-converter = cattrs.Converter(forbid_extra_keys=False)
+converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
 
 
 def record_to_json_obj(record: TaskRecord) -> dict[str, Any]:

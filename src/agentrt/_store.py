@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -18,9 +19,11 @@ import attrs
 import cattrs
 import trio
 
+from ._cause import Cause
 from ._messages import Message
 from ._record import (
     TaskRecord,
+    TaskStatus,
     clamp_message,
     converter,
     record_from_json_obj,
@@ -49,6 +52,42 @@ T = TypeVar("T")
 
 class StoreError(Exception):
     """The store file cannot be used (corrupt, newer schema, unreadable record)."""
+
+
+def _update_fields(db: sqlite3.Connection, record: TaskRecord) -> None:
+    """Rewrite every field of a stored record but its transcript, in the caller's transaction."""
+    fields = record_to_json_obj(attrs.evolve(record, transcript=()))
+    del fields["transcript"]
+    paths = ", ".join(f"'$.{name}', json(?)" for name in fields)
+    db.execute(
+        f"UPDATE tasks SET status = ?, window_hash = ?, updated_at = ?, "
+        f"record = json_set(record, {paths}) WHERE session_id = ?",
+        (
+            record.status.value,
+            record.window_hash,
+            record.updated_at,
+            *(json.dumps(value, ensure_ascii=False) for value in fields.values()),
+            record.session_id,
+        ),
+    )
+
+
+class TaskExistsError(Exception):
+    """A new task was started in a session that still has a pending task."""
+
+
+def _upsert(db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
+    """Write `record`, clamped to the snapshot limits, inside the caller's transaction."""
+    record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
+    text = json.dumps(record_to_json_obj(record), ensure_ascii=False, separators=(",", ":"))
+    db.execute(
+        "INSERT INTO tasks(session_id, status, window_hash, updated_at, record) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+        "status = excluded.status, window_hash = excluded.window_hash, "
+        "updated_at = excluded.updated_at, record = excluded.record",
+        (record.session_id, record.status.value, record.window_hash, record.updated_at, text),
+    )
+    return record
 
 
 @attrs.define(eq=False)
@@ -82,27 +121,94 @@ class TaskStore:
 
     async def save(self, record: TaskRecord) -> TaskRecord:
         """Write `record` (clamped to the snapshot limits) and return what was written."""
-        record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
-        text = json.dumps(record_to_json_obj(record), ensure_ascii=False, separators=(",", ":"))
 
-        def write(db: sqlite3.Connection) -> None:
+        def write(db: sqlite3.Connection) -> TaskRecord:
             with db:
-                db.execute(
-                    "INSERT INTO tasks(session_id, status, window_hash, updated_at, record) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-                    "status = excluded.status, window_hash = excluded.window_hash, "
-                    "updated_at = excluded.updated_at, record = excluded.record",
+                return _upsert(db, record)
+
+        return await self._run(write)
+
+    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+        """Write the first record of a new task and return the session's history, at once.
+
+        Raises `TaskExistsError` (writing nothing) if the session has a pending task.
+        """
+
+        def write(db: sqlite3.Connection) -> tuple[Message, ...]:
+            with db:
+                exists = db.execute(
+                    "SELECT 1 FROM tasks WHERE session_id = ?", (record.session_id,)
+                ).fetchone()
+                if exists:
+                    raise TaskExistsError(
+                        f"session {record.session_id} has a pending task; resume it or "
+                        "discard it first"
+                    )
+                _upsert(db, record)
+                return self._history(db, record.session_id)
+
+        return await self._run(write)
+
+    async def update(
+        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+        """Load a task, apply `change`, save the result, and return it with the history.
+
+        One transaction: if `change` raises, nothing is written and the error
+        propagates. `change` runs in a worker thread and must not touch Trio.
+        Returns None when the session has no pending task.
+        """
+
+        def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+            with db:
+                row = db.execute(
+                    "SELECT record FROM tasks WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if row is None:
+                    return None
+                old = self._decode(session_id, row[0])
+                record = change(old)
+                if record.transcript is old.transcript:
+                    _update_fields(db, record)  # the transcript is unchanged: skip re-encoding it
+                else:
+                    record = _upsert(db, record)
+                return record, self._history(db, session_id)
+
+        return await self._run(write)
+
+    async def mark(
+        self,
+        session_id: str,
+        status: TaskStatus,
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Set a task's status, cause and error in place; False if it has no record.
+
+        Only those fields change, so the transcript is not encoded again.
+        """
+        now = time.time()
+
+        def write(db: sqlite3.Connection) -> bool:
+            with db:
+                cur = db.execute(
+                    "UPDATE tasks SET status = ?, updated_at = ?, record = json_set(record, "
+                    "'$.status', ?, '$.cause', ?, '$.error', ?, '$.updated_at', ?) "
+                    "WHERE session_id = ?",
                     (
-                        record.session_id,
-                        record.status.value,
-                        record.window_hash,
-                        record.updated_at,
-                        text,
+                        status.value,
+                        now,
+                        status.value,
+                        cause.value if cause else None,
+                        error,
+                        now,
+                        session_id,
                     ),
                 )
+            return cur.rowcount > 0
 
-        await self._run(write)
-        return record
+        return await self._run(write)
 
     async def delete(self, session_id: str) -> bool:
         """Delete the pending task of `session_id`; True if there was one."""
@@ -131,11 +237,12 @@ class TaskStore:
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
-        row = await self._run(
-            lambda db: db.execute(
-                "SELECT transcript FROM history WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        )
+        return await self._run(lambda db: self._history(db, session_id))
+
+    def _history(self, db: sqlite3.Connection, session_id: str) -> tuple[Message, ...]:
+        row = db.execute(
+            "SELECT transcript FROM history WHERE session_id = ?", (session_id,)
+        ).fetchone()
         if row is None:
             return ()
         try:
