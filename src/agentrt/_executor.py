@@ -347,7 +347,7 @@ class Executor:
                     pending_kept=True,
                 )
             else:
-                await self.store.finish(info.session_id, agent.transcript)
+                await self.store.finish(info.session_id, [*history, *agent.transcript])
                 ended = RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
             await self._emit_final(emit, ended)
             return ended

@@ -247,7 +247,7 @@ class TaskStore:
             return ()
         try:
             return tuple(converter.structure(json.loads(row[0]), list[Message]))
-        except (ValueError, cattrs.BaseValidationError) as exc:
+        except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             raise StoreError(
                 f"the history of session {session_id!r} in {self.path} is unreadable: {exc}"
             ) from None
@@ -283,7 +283,7 @@ class TaskStore:
     def _decode(self, session_id: str, text: str) -> TaskRecord:
         try:
             return record_from_json_obj(json.loads(text))
-        except (ValueError, cattrs.BaseValidationError) as exc:
+        except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
                 "; ".join(cattrs.transform_error(exc))
                 if isinstance(exc, cattrs.BaseValidationError)

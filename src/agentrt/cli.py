@@ -484,9 +484,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _cmd_run if args.command == "run" else _cmd_pending
     try:
         return trio.run(command, args)
-    except (ExecutorError, StoreError, ValueError) as exc:
-        print(f"agentrt: {exc}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+    except BaseException as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        print(f"agentrt: {error}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(error, ValueError) else EXIT_FAILED
+
+
+def _user_error(exc: BaseException) -> Exception | None:
+    """The error to show the user, looking inside exception groups; None for a bug."""
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _user_error(sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(exc, (ExecutorError, StoreError, ValueError)):
+        return exc
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,169 @@
+"""The headless `agentrt` command, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+AGENTRT = [sys.executable, "-m", "agentrt"]
+
+
+def env_for(state: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["AGENTRT_STATE_DIR"] = str(state)
+    env.pop("AGENTRT_MODEL", None)
+    return env
+
+
+def run(
+    args: list[str], state: Path, cwd: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AGENTRT, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env_for(state),
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> None:
+    done = run(["run", "hi; write a.txt hey"], state, tmp_path, stdin="y\n")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.txt").read_text() == "hey"
+    assert "answer y (allow once), a (allow for this session) or n (deny)" in done.stderr
+
+
+def test_run_answers_a_question_on_stdin(state: Path, tmp_path: Path) -> None:
+    done = run(["run", "ask Colour?"], state, tmp_path, stdin="blue\n")
+    assert done.returncode == 0, done.stderr
+    assert "You answered: blue" in done.stdout
+    assert "? Colour?" in done.stderr
+
+
+def test_a_denied_confirmation_goes_back_to_the_model(state: Path, tmp_path: Path) -> None:
+    done = run(["run", "write a.txt hey"], state, tmp_path, stdin="n\n")
+    assert done.returncode == 0
+    assert not (tmp_path / "a.txt").exists()
+    assert "write_file: denied by the user" in done.stdout
+
+
+def test_json_mode_prints_one_event_per_line(state: Path, tmp_path: Path) -> None:
+    done = run(["run", "--json", "stream 3"], state, tmp_path)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0]["type"] == "task"
+    assert events[-1]["type"] == "ended"
+    assert events[-1]["outcome"] == "finished"
+    assert {e["task_hash"] for e in events} == {events[0]["task_hash"]}
+
+
+def test_a_chat_session_parks_its_question_and_pending_answer_resumes(
+    state: Path, tmp_path: Path
+) -> None:
+    parked = run(["run", "--session", "chat-7", "ask Name?"], state, tmp_path)
+    assert parked.returncode == 3
+    assert "agentrt pending answer chat-7" in parked.stderr
+    listed = run(["pending", "list", "--json"], state, tmp_path)
+    [task] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert task["status"] == "awaiting_answer"
+    assert task["question"] == "Name?"
+    answered = run(["pending", "answer", "chat-7", "Ada"], state, tmp_path)
+    assert answered.returncode == 0
+    assert "You answered: Ada" in answered.stdout
+    assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"
+
+
+def test_pending_show_and_discard(state: Path, tmp_path: Path) -> None:
+    run(["run", "--session", "dc-1", "read nothing; ask Q?"], state, tmp_path)
+    shown = run(["pending", "show", "dc-1", "--json"], state, tmp_path)
+    detail = json.loads(shown.stdout)
+    assert detail["session"] == "dc-1"
+    assert any(m["role"] == "tool" for m in detail["transcript"])
+    assert run(["pending", "discard", "dc-1"], state, tmp_path).returncode == 0
+    gone = run(["pending", "discard", "dc-1"], state, tmp_path)
+    assert gone.returncode == 1
+    assert "session dc-1 has no pending task" in gone.stderr
+
+
+def test_bad_input_gets_a_clear_error(state: Path, tmp_path: Path) -> None:
+    unknown = run(["pending", "resume", "cli-none"], state, tmp_path)
+    assert unknown.returncode == 1
+    assert unknown.stderr == "agentrt: session cli-none has no pending task\n"
+    bad_model = run(["run", "--model", "gpt", "hi"], state, tmp_path)
+    assert bad_model.returncode == 2
+    assert "unknown model 'gpt'" in bad_model.stderr
+    bad_session = run(["run", "--session", "a b", "hi"], state, tmp_path)
+    assert bad_session.returncode == 2
+    assert "must be printable and contain no spaces" in bad_session.stderr
+
+
+def test_help_explains_exit_statuses() -> None:
+    done = subprocess.run([*AGENTRT, "--help"], capture_output=True, text=True, check=True)
+    assert "130 cancelled by the user" in " ".join(done.stdout.split())
+    sub = subprocess.run([*AGENTRT, "run", "--help"], capture_output=True, text=True, check=True)
+    assert "SIGTERM pauses" in " ".join(sub.stdout.split())
+
+
+async def _signal_run(
+    state: Path, cwd: Path, sig: signal.Signals
+) -> tuple[int, list[dict[str, object]]]:
+    proc = await trio.lowlevel.open_process(
+        [*AGENTRT, "run", "--json", "--session", "cli-sig", "big 4; sleep 600"],
+        stdout=subprocess.PIPE,
+        env=env_for(state),
+        cwd=cwd,
+    )
+    assert proc.stdout is not None
+    events: list[dict[str, object]] = []
+    buffer = b""
+    with trio.fail_after(30):
+        # Signal once the sleep tool is running and big's result is committed.
+        while not any(e.get("type") == "tool_result" for e in events):
+            chunk = await proc.stdout.receive_some()
+            assert chunk, "agentrt exited early"
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            events += [json.loads(line) for line in lines if line]
+        proc.send_signal(sig)
+        while chunk := await proc.stdout.receive_some():
+            buffer += chunk
+        events += [json.loads(line) for line in buffer.split(b"\n") if line]
+        code = await proc.wait()
+    return code, events
+
+
+async def test_sigterm_pauses_and_keeps_the_pending_task(state: Path, tmp_path: Path) -> None:
+    code, events = await _signal_run(state, tmp_path, signal.SIGTERM)
+    assert code == 3
+    assert events[-1]["cause"] == "pause"
+    listed = run(["pending", "list", "--json"], state, tmp_path)
+    [task] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (task["status"], task["cause"]) == ("interrupted", "pause")
+
+
+async def test_sighup_disconnects_and_keeps_the_pending_task(state: Path, tmp_path: Path) -> None:
+    code, events = await _signal_run(state, tmp_path, signal.SIGHUP)
+    assert code == 3
+    assert events[-1]["cause"] == "disconnect"
+
+
+async def test_ctrl_c_is_a_user_cancel_and_deletes_the_task(state: Path, tmp_path: Path) -> None:
+    code, events = await _signal_run(state, tmp_path, signal.SIGINT)
+    assert code == 130
+    assert events[-1]["cause"] == "user_cancel"
+    assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"

@@ -1,0 +1,220 @@
+"""The task store: atomic records, clear errors for bad files, survival of a killed process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt import (
+    BadAnswerError,
+    Cause,
+    Message,
+    NoPendingTaskError,
+    Outcome,
+    Runtime,
+    StoreError,
+    TaskRecord,
+    TaskStatus,
+    TaskStore,
+    ToolResultEvent,
+)
+from agentrt._store import SCHEMA_VERSION
+
+from .conftest import Recorder
+
+
+async def test_a_record_round_trips_and_is_deleted(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    record = TaskRecord("cli-1", "hi", (Message.user("hi"),), cause=Cause.PAUSE)
+    await store.save(record)
+    assert await store.load("cli-1") == record
+    assert [r.session_id for r in await store.list("cli-")] == ["cli-1"]
+    assert await store.list("chat-") == []
+    assert await store.delete("cli-1")
+    assert await store.load("cli-1") is None
+    await store.aclose()
+
+
+async def test_the_store_file_is_private(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    assert os.stat(tmp_path / "t.db").st_mode & 0o777 == 0o600
+    await store.aclose()
+
+
+async def test_list_prefix_is_literal_not_a_pattern(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    for sid in ("chat-a", "chatXb", "chat_c"):
+        await store.save(TaskRecord(sid, "x", (Message.user("x"),)))
+    assert [r.session_id for r in await store.list("chat_")] == ["chat_c"]
+    await store.aclose()
+
+
+async def test_a_corrupt_store_file_gets_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(
+        StoreError, match=r"is not a usable agentrt task store .* another --state-dir"
+    ):
+        await TaskStore.open(path)
+    assert path.read_bytes().startswith(b"this is not a database")  # nothing overwritten
+
+
+async def test_a_newer_schema_gets_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer than"):
+        await TaskStore.open(path)
+
+
+async def test_an_unreadable_record_names_its_session_and_the_fix(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    await store.save(TaskRecord("cli-ok", "x", (Message.user("x"),)))
+    db = sqlite3.connect(tmp_path / "t.db")
+    db.execute(
+        "INSERT INTO tasks VALUES ('cli-bad', 'running', NULL, 0, ?)", (json.dumps({"x": 1}),)
+    )
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="agentrt pending discard cli-bad"):
+        await store.load("cli-bad")
+    # The good record is untouched and the bad one can still be discarded.
+    assert await store.load("cli-ok") is not None
+    assert await store.delete("cli-bad")
+    await store.aclose()
+
+
+async def test_a_closed_store_says_so(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    await store.aclose()
+    with pytest.raises(StoreError, match="is closed"):
+        await store.load("cli-1")
+
+
+async def test_resuming_an_unknown_session_is_a_clear_error(runtime: Runtime) -> None:
+    with pytest.raises(NoPendingTaskError, match="session cli-nope has no pending task"):
+        await runtime.executor.resume("cli-nope", owner="o", emit=Recorder())
+    assert not runtime.executor.is_running("cli-nope")
+
+
+async def test_a_bad_answer_changes_nothing(runtime: Runtime) -> None:
+    await runtime.executor.run("chat-b", "write f.txt x", owner="o", emit=Recorder())
+    before = await runtime.store.load("chat-b")
+    assert before is not None
+    assert before.question is not None
+    with pytest.raises(BadAnswerError, match="a confirmation takes one of: allow, allow_session"):
+        await runtime.executor.resume("chat-b", answer="maybe", owner="o", emit=Recorder())
+    assert await runtime.store.load("chat-b") == before
+
+
+async def test_a_parked_confirmation_is_answered_by_resume(runtime: Runtime, workdir: Path) -> None:
+    ended = await runtime.executor.run("chat-c", "write f.txt hello", owner="o", emit=Recorder())
+    assert ended.outcome is Outcome.AWAITING_ANSWER  # nobody listens on chat-
+    again = await runtime.executor.resume("chat-c", answer="allow", owner="o", emit=Recorder())
+    assert again.outcome is Outcome.FINISHED
+    assert (workdir / "f.txt").read_text() == "hello"
+
+
+async def test_a_non_utf8_tool_result_is_stored_and_resumed(
+    runtime: Runtime, workdir: Path
+) -> None:
+    (workdir / "bin").write_bytes(b"\xff\xfe bad \xc3\x28 bytes")
+    recorder = Recorder()
+    ended = await runtime.executor.run("chat-u", "read bin; ask ok?", owner="o", emit=recorder)
+    assert ended.outcome is Outcome.AWAITING_ANSWER
+    record = await runtime.store.load("chat-u")
+    assert record is not None
+    result = next(m.content for m in record.transcript if m.name == "read_file")
+    assert result == "\ufffd\ufffd bad \ufffd( bytes"
+    assert recorder.of(ToolResultEvent)[0].ok
+    finished = await runtime.executor.resume("chat-u", answer="y", owner="o", emit=Recorder())
+    assert finished.outcome is Outcome.FINISHED
+
+
+async def test_a_new_run_in_a_session_with_a_pending_task_is_refused(runtime: Runtime) -> None:
+    await runtime.executor.run("chat-p", "ask first?", owner="o", emit=Recorder())
+    from agentrt import PendingTaskExistsError
+
+    with pytest.raises(PendingTaskExistsError, match="resume it or discard it first"):
+        await runtime.executor.run("chat-p", "another", owner="o", emit=Recorder())
+    record = await runtime.store.load("chat-p")
+    assert record is not None
+    assert record.status is TaskStatus.AWAITING_ANSWER
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "x" * 129, "tab\there"])
+async def test_a_bad_session_id_is_refused_with_the_rule(runtime: Runtime, bad: str) -> None:
+    from agentrt import BadSessionIdError
+
+    with pytest.raises(BadSessionIdError, match="session id"):
+        await runtime.executor.run(bad, "hello", owner="o", emit=Recorder())
+
+
+async def test_finished_runs_keep_the_conversation_for_the_next_run(runtime: Runtime) -> None:
+    await runtime.executor.run("cli-h", "hello", owner="o", emit=Recorder())
+    await runtime.executor.run("cli-h", "again", owner="o", emit=Recorder())
+    history = await runtime.store.load_history("cli-h")
+    assert [m.content for m in history if m.role.value == "user"] == ["hello", "again"]
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, trio
+    from agentrt import TaskStore, TaskRecord, Message
+
+    async def main(path):
+        store = await TaskStore.open(path)
+        n = 0
+        while True:
+            n += 1
+            # Each version carries its number everywhere, so a torn write would show.
+            text = f"v{n} " + "x" * (n % 5000)
+            record = TaskRecord("cli-crash", text, (Message.user(text),) * 3, runs=n)
+            await store.save(record)
+            if n == 20:
+                print("ready", flush=True)
+
+    trio.run(main, sys.argv[1])
+    """
+)
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_a_process_killed_mid_write_leaves_an_old_or_new_record(
+    tmp_path: Path, seed: int
+) -> None:
+    path = tmp_path / "tasks.db"
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        seen = b""
+        with trio.fail_after(30):
+            while b"\n" not in seen:
+                chunk = await proc.stdout.receive_some()
+                assert chunk, "the writer exited early"
+                seen += chunk
+        assert seen == b"ready\n"
+        # Let it write for a seed-dependent while before the kill.
+        for _ in range(seed * 20):
+            await trio.lowlevel.checkpoint()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    store = await TaskStore.open(path)
+    record = await store.load("cli-crash")
+    assert record is not None
+    assert record.input.startswith(f"v{record.runs} ")
+    assert all(m.content == record.input for m in record.transcript)
+    await store.aclose()
