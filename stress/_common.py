@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,8 @@ class SuiteResult:
     seconds: float = 0.0
     #: One line per failure, each naming what to replay.
     failures: list[str] = attrs.field(factory=list)
+    #: What else is worth printing under the table (what the suite covered).
+    notes: list[str] = attrs.field(factory=list)
 
     def fail(self, message: str) -> None:
         """Count one failure and keep its description."""
@@ -196,6 +199,14 @@ async def collect_until(
 def is_ended(frame: DaemonFrame) -> bool:
     """The last frame of a run."""
     return isinstance(frame, EndedFrame)
+
+
+def http_base(said: str) -> str:
+    """The ``http://HOST:PORT`` the daemon said its HTTP API listens on."""
+    found = re.search(r"web chat on (http://[^/\s]+)", said)
+    if found is None:
+        raise RuntimeError(f"the daemon did not say where its HTTP API listens: {said!r}")
+    return found.group(1)
 
 
 def format_table(results: Sequence[SuiteResult]) -> str:

@@ -1,0 +1,659 @@
+"""Bad input: property-based fuzzing of the frame codec, the daemon socket and the HTTP API.
+
+Every generated input is counted. The properties:
+
+* **codec**: any bytes, split at any offsets, decode to the same items as fed
+  whole; every non-blank line yields exactly one frame or one `ProtocolError`
+  with a message; nothing raises; a decoded frame re-encodes to itself.
+* **socket**: on a live connection of the real daemon (a child process),
+  every bad line gets exactly one ``error`` frame with a code and a message,
+  in order, and the connection carries on. Fresh connections get garbage
+  before ``hello`` and lines cut off by the end of the stream. A canary
+  connection holds a question open the whole time and finishes its run at
+  the end; the daemon process never exits.
+* **http**: every route, with and without the token, with malformed,
+  truncated, non-UTF-8, deeply nested, oversized and mistyped bodies and odd
+  path segments: never a 5xx, every error in the API's JSON error shape, and
+  a canary request keeps working. Raw garbage on the TCP port gets a 4xx or
+  a closed connection, never a dead server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import hypothesis
+import trio
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+
+from agentrt.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
+from agentrt.frames import (
+    PROTOCOL_VERSION,
+    AnswerFrame,
+    Hello,
+    PendingAction,
+    PendingRequest,
+    Run,
+)
+from agentrt.http import load_or_create_token
+
+from ._common import DaemonProcess, SuiteResult, http_base, short_tempdir
+
+#: How the socket and HTTP properties split the inputs (the codec takes the rest).
+SHARE = {"socket": 0.45, "fresh": 0.03, "http": 0.08, "raw_http": 0.01}
+
+_SAMPLES: tuple[dict[str, Any], ...] = (
+    {"type": "hello", "version": PROTOCOL_VERSION, "window": "w1"},
+    {"type": "run", "text": "hello", "session": "cli-x"},
+    {"type": "answer", "ask": "a1", "value": "allow", "secret": None},
+    {"type": "cancel", "task": "0123456789ab", "pause": True},
+    {"type": "pending", "action": "list", "session": None, "answer": None},
+    {"type": "pending", "action": "resume", "session": "cli-nope", "answer": "x"},
+    {"type": "pending", "action": "discard", "session": "cli-nope"},
+)
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30)
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_odd_text = st.sampled_from(
+    ["\ud800", "a\udfffb", "\x00", "\u202e", "\ufeff", "💥" * 40, "x" * 5000, "", " ", "\n"]
+)
+
+
+@st.composite
+def mutated_frame(draw: st.DrawFn) -> bytes:
+    """A real client frame with one thing wrong, as one line (no newline)."""
+    data = dict(draw(st.sampled_from(_SAMPLES)))
+    how = draw(
+        st.sampled_from(
+            ["drop", "retype", "extra", "type", "odd_text", "nest", "not_object", "none"]
+        )
+    )
+    keys = [k for k in data if k != "type"]
+    if how == "drop" and keys:
+        del data[draw(st.sampled_from(keys))]
+    elif how == "retype" and keys:
+        data[draw(st.sampled_from(keys))] = draw(_json)
+    elif how == "extra":
+        data[draw(st.text(min_size=1, max_size=10))] = draw(_json)
+    elif how == "type":
+        data["type"] = draw(_json | st.sampled_from(["", "HELLO", "ask", "ended", "error"]))
+    elif how == "odd_text" and keys:
+        data[draw(st.sampled_from(keys))] = draw(_odd_text)
+    elif how == "nest" and keys:
+        depth = draw(st.integers(1, 3000))
+        data[draw(st.sampled_from(keys))] = "NEST"
+        text = json.dumps(data).replace('"NEST"', "[" * depth + "]" * depth)
+        return text.encode()
+    elif how == "not_object":
+        return json.dumps(draw(st.lists(_json, max_size=3) | _scalars)).encode()
+    raw = json.dumps(data, allow_nan=True).encode()
+    cut = draw(st.sampled_from(["whole", "whole", "truncate", "bad_utf8", "flip"]))
+    if cut == "truncate" and len(raw) > 1:
+        raw = raw[: draw(st.integers(1, len(raw) - 1))]
+    elif cut == "bad_utf8":
+        at = draw(st.integers(0, len(raw)))
+        raw = (
+            raw[:at]
+            + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80"]))
+            + raw[at:]
+        )
+    elif cut == "flip" and raw:
+        at = draw(st.integers(0, len(raw) - 1))
+        raw = raw[:at] + bytes([draw(st.integers(0, 255))]) + raw[at + 1 :]
+    return raw.replace(b"\n", b" ")
+
+
+@st.composite
+def deep_line(draw: st.DrawFn) -> bytes:
+    """Deeply nested JSON, closed or not."""
+    # json gives up past ~1,000 levels; a few much deeper ones check nothing grows with depth.
+    depth = draw(
+        st.integers(500, 3000) | st.integers(500, 3000) | st.sampled_from([20_000, 100_000])
+    )
+    opener = draw(st.sampled_from([b"[", b'{"a":', b'{"type":"run","text":']))
+    closer = {b"[": b"]"}.get(opener, b"}")
+    closed = draw(st.booleans())
+    return opener * depth + (b"1" + closer * depth if closed else b"")
+
+
+def line_strategy() -> st.SearchStrategy[bytes]:
+    """One line of bad (or odd) client input, without its newline."""
+    return st.one_of(
+        mutated_frame(),
+        mutated_frame(),
+        mutated_frame(),
+        st.binary(max_size=200).map(lambda b: b.replace(b"\n", b" ")),
+        deep_line(),
+        st.text(max_size=100).map(
+            lambda t: t.encode("utf-8", "surrogatepass").replace(b"\n", b" ")
+        ),
+    )
+
+
+def _settings(examples: int, seed: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    rules = settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        print_blob=False,
+    )
+
+    def apply(fn: Callable[..., None]) -> Callable[..., None]:
+        return hypothesis.seed(seed)(rules(fn))
+
+    return apply
+
+
+# -- codec --------------------------------------------------------------------
+
+
+def _items(codec: FrameCodec[Any]) -> list[object]:
+    out: list[object] = []
+    while True:
+        item = codec.next_frame()
+        if item is NEED_DATA or item is EOF:
+            return out
+        out.append(item)
+
+
+def _items_expected(data: bytes, limit: int) -> int:
+    """How many items `data` (then the end of the stream) must decode to."""
+    *lines, last = data.split(b"\n")
+    count = sum(1 for ln in lines if len(ln) > limit or ln.strip())
+    # What follows the last newline is cut off by the end of the stream (or too long).
+    return count + (1 if last else 0)
+
+
+def fuzz_codec(examples: int, seed: int) -> int:
+    """Run the codec property on `examples` inputs; return how many ran (raises on failure)."""
+    count = 0
+
+    @_settings(examples, seed)
+    @hypothesis.given(
+        lines=st.lists(line_strategy(), min_size=1, max_size=5),
+        cuts=st.lists(st.integers(0, 10_000), max_size=6),
+        final_newline=st.booleans(),
+        small=st.booleans(),
+    )
+    def check(lines: list[bytes], cuts: list[int], final_newline: bool, small: bool) -> None:
+        nonlocal count
+        count += len(lines)
+        limit = 64 if small else 1024 * 1024
+        data = b"\n".join(lines) + (b"\n" if final_newline else b"")
+        whole = FrameCodec.for_daemon(max_frame_size=limit)
+        if data:
+            whole.feed(data)
+        whole.feed(b"")
+        expected = _items(whole)
+        split = FrameCodec.for_daemon(max_frame_size=limit)
+        got: list[object] = []
+        start = 0
+        for cut in sorted(c % (len(data) + 1) for c in cuts):
+            split.feed(data[start:cut]) if cut > start else None
+            got.extend(_items(split))
+            start = max(start, cut)
+            assert split.buffered <= limit + len(data), "the codec buffered past its cap"
+        if start < len(data):
+            split.feed(data[start:])
+        split.feed(b"")
+        got.extend(_items(split))
+        assert got == expected, f"split decoding differs: {got!r} != {expected!r}"
+        assert len(expected) == _items_expected(data, limit), "not one item per line"
+        for item in expected:
+            if isinstance(item, ProtocolError):
+                assert item.message and item.code, "an error without a message"
+            else:
+                again = FrameCodec.for_daemon()
+                again.feed(encode(item))  # type: ignore[arg-type]
+                assert _items(again) == [item], "a decoded frame does not re-encode to itself"
+
+    check()
+    return count
+
+
+# -- the daemon socket --------------------------------------------------------------
+
+
+class _Line:
+    """A blocking line-oriented connection to the daemon's socket."""
+
+    def __init__(self, path: Path, timeout: float = 10.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(os.fspath(path))
+        self.buffer = b""
+
+    def hello(self, window: str) -> None:
+        self.send(encode(Hello(PROTOCOL_VERSION, window)))
+        frame = self.frame()
+        assert frame.get("type") == "hello", f"hello refused: {frame}"
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> bytes | None:
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def frame(self) -> dict[str, Any]:
+        line = self.line()
+        assert line is not None, "the daemon closed the connection"
+        obj: dict[str, Any] = json.loads(line)
+        return obj
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _expected_reply(line: bytes) -> str | None:
+    """What the daemon answers to `line` on a ready connection: "error", or None to skip it."""
+    if not line.strip():
+        return "blank"
+    reference = FrameCodec.for_daemon()
+    reference.feed(line + b"\n")
+    item = reference.next_frame()
+    if isinstance(item, ProtocolError):
+        return "error"
+    if isinstance(item, Run):
+        # A run of a terminal session would really run; others are refused at once.
+        session = item.session
+        return None if session is None or session.startswith("cli-") else "error"
+    if isinstance(item, PendingRequest) and item.action is PendingAction.LIST:
+        return None
+    return "error"  # hello again, answers, cancels, resumes and discards of nothing
+
+
+@attrs.define
+class _Canary:
+    """A connection whose run waits on a question the whole time; answered at the end."""
+
+    conn: _Line
+    ask_id: str = ""
+
+    @classmethod
+    def open(cls, path: Path) -> _Canary:
+        conn = _Line(path)
+        conn.hello("canary-window")
+        conn.send(encode(Run("ask still there?", session="cli-canary")))
+        canary = cls(conn)
+        while not canary.ask_id:
+            frame = conn.frame()
+            if frame["type"] == "ask":
+                canary.ask_id = frame["id"]
+        return canary
+
+    def ping(self) -> None:
+        self.conn.send(encode(PendingRequest(PendingAction.LIST)))
+        while True:
+            frame = self.conn.frame()
+            if frame["type"] == "pending":
+                return
+
+    def finish(self) -> None:
+        self.conn.send(encode(AnswerFrame(self.ask_id, "yes")))
+        while True:
+            frame = self.conn.frame()
+            if frame["type"] == "ended":
+                assert frame["outcome"] == "finished", f"the canary's run ended {frame}"
+                return
+
+
+def fuzz_socket(path: Path, examples: int, seed: int, canary: _Canary) -> int:
+    """Bad lines on one ready connection: one error frame each, in order."""
+    count = 0
+    conn = _Line(path)
+    conn.hello("fuzz-window")
+
+    @_settings(examples, seed)
+    @hypothesis.given(lines=st.lists(line_strategy(), min_size=1, max_size=8))
+    def check(lines: list[bytes]) -> None:
+        nonlocal count
+        count += len(lines)
+        wanted = [(ln, _expected_reply(ln)) for ln in lines]
+        sent = [(ln, w) for ln, w in wanted if w == "error"]
+        conn.send(
+            b"".join(ln + b"\n" for ln, _ in sent) + encode(PendingRequest(PendingAction.LIST))
+        )
+        for ln, _ in sent:
+            frame = conn.frame()
+            assert frame.get("type") == "error", f"{ln[:200]!r} got {frame}, not an error"
+            assert frame.get("code") and frame.get("message"), f"unclear error {frame}"
+        frame = conn.frame()
+        assert frame.get("type") == "pending", f"expected the pending list, got {frame}"
+        if count % 1000 < len(lines):
+            canary.ping()
+
+    try:
+        check()
+    finally:
+        conn.close()
+    return count
+
+
+def fuzz_fresh(path: Path, examples: int, seed: int) -> int:
+    """Garbage before hello, and lines cut off by the end of the stream."""
+    count = 0
+
+    @_settings(examples, seed)
+    @hypothesis.given(
+        before=st.lists(line_strategy(), max_size=3), tail=line_strategy(), hello=st.booleans()
+    )
+    def check(before: list[bytes], tail: bytes, hello: bool) -> None:
+        nonlocal count
+        count += len(before) + 1
+        conn = _Line(path)
+        try:
+            if hello:
+                conn.hello(f"fresh-{count}")
+            payload = b"".join(ln + b"\n" for ln in before) + tail
+            conn.send(payload)
+            conn.sock.shutdown(socket.SHUT_WR)
+            replies = []
+            while (line := conn.line()) is not None:
+                replies.append(json.loads(line))
+            errors = [r for r in replies if r.get("type") == "error"]
+            for r in errors:
+                assert r.get("code") and r.get("message"), f"unclear error {r}"
+            if tail.strip():
+                assert errors and errors[-1]["code"] in ("truncated", "too_large"), (
+                    f"a frame cut off by the end of the stream got {replies[-1:]}"
+                )
+        finally:
+            conn.close()
+
+    check()
+    return count
+
+
+# -- HTTP ---------------------------------------------------------------------------
+
+_ROUTES: tuple[tuple[str, str], ...] = (
+    ("GET", "/v1/sessions"),
+    ("GET", "/v1/session/{s}/task"),
+    ("DELETE", "/v1/session/{s}/task"),
+    ("POST", "/v1/session/{s}/task/resume"),
+    ("POST", "/v1/session/{s}/run"),
+    ("POST", "/v1/task/{s}/cancel"),
+    ("GET", "/v1/questions"),
+    ("POST", "/v1/questions/{s}/answer"),
+    ("GET", "/openapi.json"),
+    ("GET", "/static/{s}"),
+    ("POST", "/logout"),
+    ("PUT", "/v1/sessions"),
+    ("PATCH", "/v1/session/{s}/run"),
+    ("GET", "/{s}"),
+)
+
+_segment = st.one_of(
+    st.text(min_size=1, max_size=40),
+    st.sampled_from(
+        ["chat-x", "cli-x", "tg-1", "..", "%2F", "%00", "%ff%fe", "%ED%A0%80", "a" * 300]
+    ),
+    st.binary(min_size=1, max_size=20).map(lambda b: "".join(f"%{x:02X}" for x in b)),
+)
+
+
+@st.composite
+def http_body(draw: st.DrawFn) -> tuple[bytes, str | None]:
+    kind = draw(st.sampled_from(["json", "json", "frame", "raw", "deep", "empty", "big"]))
+    ctype = draw(st.sampled_from(["application/json", "application/json", "text/plain", None]))
+    if kind == "json":
+        body = draw(
+            st.dictionaries(
+                st.sampled_from(["text", "answer", "pause", "value", "secret", "x"]),
+                _json | _odd_text,
+                max_size=3,
+            )
+        )
+        return json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass"), ctype
+    if kind == "frame":
+        return draw(mutated_frame()), ctype
+    if kind == "raw":
+        return draw(st.binary(max_size=200)), ctype
+    if kind == "deep":
+        return draw(deep_line()), ctype
+    if kind == "big":
+        return b'{"text":"' + b"x" * (1024 * 1024 + 10) + b'"}', ctype
+    return b"", ctype
+
+
+def fuzz_http(base: str, token: str, examples: int, seed: int, canary: Callable[[], None]) -> int:
+    """Every route with odd paths, headers and bodies: 4xx in the JSON error shape, never 5xx."""
+    count = 0
+    client = httpx.Client(base_url=base, timeout=30.0)
+
+    @_settings(examples, seed)
+    @hypothesis.given(
+        route=st.sampled_from(_ROUTES),
+        segment=_segment,
+        body=http_body(),
+        auth=st.sampled_from(["token", "token", "none", "wrong", "basic", "empty", "query"]),
+    )
+    def check(
+        route: tuple[str, str], segment: str, body: tuple[bytes, str | None], auth: str
+    ) -> None:
+        nonlocal count
+        count += 1
+        method, template = route
+        # Percent-encode what a URL cannot carry raw; "%XX" sequences are sent as drawn.
+        path = template.replace("{s}", urllib.parse.quote(segment, safe="%"))
+        content, ctype = body
+        if len(content) > 1024 * 1024 and (method != "POST" or auth != "token"):
+            # A server may answer a request it will not read without draining a large body
+            # and close the connection; that is allowed, so big bodies go where bodies are read.
+            content = content[:1000]
+        if template.endswith("/run") and method == "POST" and auth == "token":
+            # A well-formed run really runs: keep it to a harmless echo.
+            try:
+                parsed = json.loads(content)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict) and isinstance(parsed.get("text"), str):
+                parsed["text"] = "fuzzed"
+                content = json.dumps(parsed).encode()
+        headers: dict[str, str] = {}
+        if ctype is not None:
+            headers["content-type"] = ctype
+        if auth == "token":
+            headers["authorization"] = f"Bearer {token}"
+        elif auth == "wrong":
+            headers["authorization"] = "Bearer " + "x" * len(token)
+        elif auth == "basic":
+            headers["authorization"] = "Basic dXNlcjpwYXNz"
+        elif auth == "empty":
+            headers["authorization"] = "Bearer"
+        elif auth == "query":
+            path += ("&" if "?" in path else "?") + f"token={token}"
+        request = client.build_request(method, path, content=content or None, headers=headers)
+        response = client.send(request)
+        assert response.status_code < 500, (
+            f"{method} {path} body {content[:200]!r} -> {response.status_code} {response.text[:300]}"
+        )
+        if auth not in ("token",) and not template.startswith(("/{s}",)):
+            assert response.status_code == 401, (
+                f"{method} {path} without the token got {response.status_code}"
+            )
+        if response.status_code >= 400 and response.headers.get("content-type", "").startswith(
+            "application/json"
+        ):
+            error = response.json().get("error", {})
+            assert error.get("code") and error.get("message"), (
+                f"unclear error {response.text[:300]}"
+            )
+        elif response.status_code >= 400 and not (
+            # The page itself (a segment of ".." normalises to "/") answers with a login page.
+            (response.status_code == 401 and response.request.url.path in ("/", "/index.html"))
+            or template == "/{s}"
+        ):
+            raise AssertionError(f"{method} {path}: a non-JSON error {response.status_code}")
+        if count % 500 == 0:
+            canary()
+
+    try:
+        check()
+    finally:
+        client.close()
+    return count
+
+
+def fuzz_raw_http(host: str, port: int, examples: int, seed: int) -> int:
+    """Garbage on the TCP port: a 4xx or a closed connection, and the server lives on."""
+    count = 0
+
+    @_settings(examples, seed)
+    @hypothesis.given(
+        data=st.one_of(
+            st.binary(max_size=300),
+            st.sampled_from(
+                [
+                    b"GET / HTTP/1.1\r\n\r\n",
+                    b"GET /v1/sessions HTTP/9.9\r\nHost: x\r\n\r\n",
+                    b"POST /v1/session/x/run HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+                    b"POST /v1/session/x/run HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                    b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 2000 + b"\r\n",
+                ]
+            ),
+        )
+    )
+    def check(data: bytes) -> None:
+        nonlocal count
+        count += 1
+        with socket.create_connection((host, port), timeout=10) as sock:
+            try:
+                sock.sendall(data)
+                sock.shutdown(socket.SHUT_WR)
+                reply = sock.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                return
+        if reply:
+            status = reply.split(b" ", 2)[1:2]
+            assert status and status[0][:1] in (b"2", b"3", b"4"), (
+                f"{data[:100]!r} -> {reply[:200]!r}"
+            )
+
+    check()
+    return count
+
+
+# -- the suite ----------------------------------------------------------------------
+
+
+async def run_fuzz(total: int, seed: int) -> SuiteResult:
+    """Fuzz `total` inputs across the codec, the socket and HTTP; count failures."""
+    result = SuiteResult("fuzz", "inputs fuzzed", "crashes or unclear errors", seed=seed)
+    started = time.monotonic()
+    quotas = {name: max(5, int(total * share)) for name, share in SHARE.items()}
+    quotas["codec"] = max(5, total - sum(quotas.values()))
+    replay = f"(replay: python -m stress --only fuzz --seed {seed} --fuzz {total})"
+
+    def attempt(name: str, fn: Callable[[], int]) -> None:
+        try:
+            result.done += fn()
+        except Exception as exc:  # a falsified property
+            result.fail(f"{name}: {_describe(exc)} {replay}")
+
+    attempt("codec", lambda: fuzz_codec(quotas["codec"], seed))
+    with short_tempdir("stf-") as root:
+        (root / "work").mkdir()
+        daemon = DaemonProcess(
+            root / "s" / "d.sock",
+            root / "state",
+            root / "work",
+            root / "daemon.log",
+            extra_args=("--http", "127.0.0.1:0"),
+            env={**os.environ, "AGENTRT_RESTRICTED": str(root / "restricted")},
+        )
+        async with trio.open_nursery() as nursery:
+            said = await daemon.start(nursery, ready=b"web chat on")
+            base = http_base(said)
+            host, _, port = base.removeprefix("http://").rpartition(":")
+            token = load_or_create_token(daemon.state_dir)
+            canary = await trio.to_thread.run_sync(_Canary.open, daemon.socket_path)
+
+            def http_canary() -> None:
+                response = httpx.get(
+                    f"{base}/v1/sessions", headers={"authorization": f"Bearer {token}"}
+                )
+                assert response.status_code == 200, f"the HTTP canary got {response.status_code}"
+                canary.ping()
+
+            def blocking() -> None:
+                path = daemon.socket_path
+                attempt("socket", lambda: fuzz_socket(path, quotas["socket"], seed, canary))
+                attempt("fresh", lambda: fuzz_fresh(path, quotas["fresh"], seed))
+                attempt("http", lambda: fuzz_http(base, token, quotas["http"], seed, http_canary))
+                attempt(
+                    "raw_http", lambda: fuzz_raw_http(host, int(port), quotas["raw_http"], seed)
+                )
+                attempt("oversized", lambda: _oversized(path))
+
+                def last_canary() -> int:
+                    http_canary()
+                    canary.finish()
+                    return 0
+
+                attempt("canary", last_canary)
+
+            await trio.to_thread.run_sync(blocking)
+            if not daemon.alive:
+                result.fail(f"the daemon died: {daemon.log_text()[-2000:]} {replay}")
+            await daemon.terminate()
+            canary.conn.close()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    """What failed, short: the innermost errors' types and messages, cut to a readable size."""
+    if isinstance(exc, BaseExceptionGroup):
+        return " + ".join(_describe(e) for e in exc.exceptions[:3])
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:600]}"
+
+
+def _oversized(path: Path) -> int:
+    """Lines past the 1 MiB cap, whole and in pieces: one ``too_large`` error each."""
+    conn = _Line(path, timeout=60)
+    conn.hello("oversized-window")
+    sizes = [1024 * 1024 + 1, 3 * 1024 * 1024, 16 * 1024 * 1024]
+    try:
+        for size in sizes:
+            conn.send(b'{"type":"run","text":"' + b"x" * size + b'"}\n')
+            frame = conn.frame()
+            assert frame.get("code") == "too_large", f"a {size}-byte line got {frame}"
+        conn.send(encode(PendingRequest(PendingAction.LIST)))
+        assert conn.frame().get("type") == "pending"
+    finally:
+        conn.close()
+    return len(sizes)

@@ -1,0 +1,81 @@
+"""Each long suite of ``python -m stress`` on a small fixed sample, so ``make test`` runs them.
+
+The full runs (``make stress``) kill the daemon over a hundred times, drop a
+thousand connections, fuzz a hundred thousand inputs and storm a thousand
+sessions; these samples check the same properties on a seed fixed here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from stress._common import SuiteResult
+from stress.canary import run_canary
+from stress.crash import _committed_markers, run_crash
+from stress.disconnect import run_disconnect
+from stress.fuzz import run_fuzz
+from stress.isolation import run_isolation
+from stress.load import run_load
+
+from agentrt._messages import Message, ToolCall
+
+SEED = 20261130
+
+
+def passed(result: SuiteResult) -> bool:
+    print(result.notes)
+    return result.ok and not result.failures
+
+
+async def test_killing_the_daemon_loses_no_pending_task_and_redoes_no_committed_call() -> None:
+    with trio.fail_after(60):
+        result = await run_crash(3, SEED, max_open=2)
+    assert passed(result), result.failures
+    assert result.done == 3
+
+
+def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcript() -> None:
+    call = ToolCall("c1", "shell", {"command": "echo m0x0 >> counter"})
+    other = ToolCall("c2", "shell", {"command": "echo m0x1 >> counter"})
+    planned = (Message.user("x"), Message.assistant("", (call, other)))
+    assert _committed_markers(planned, ("m0x0", "m0x1")) == set()
+    done = (*planned, Message.tool_result(call, "[exit status 0]"))
+    assert _committed_markers(done, ("m0x0", "m0x1")) == {"m0x0"}
+
+
+async def test_vanishing_connections_leave_no_entry_no_task_and_keep_pending_tasks() -> None:
+    with trio.fail_after(60):
+        result = await run_disconnect(120, SEED)
+    assert passed(result), result.failures
+    assert result.done == 120
+
+
+async def test_fuzzed_input_never_kills_the_daemon_and_always_gets_a_clear_error() -> None:
+    with trio.fail_after(120):
+        result = await run_fuzz(120, SEED)
+    assert passed(result), result.failures
+    assert result.done >= 120
+
+
+async def test_no_window_user_or_tokenless_request_reaches_another_window() -> None:
+    with trio.fail_after(60):
+        result = await run_isolation(SEED)
+    assert passed(result), result.failures
+    assert result.done > 150
+
+
+async def test_canary_secret_and_password_appear_nowhere_after_runs_pauses_and_crashes() -> None:
+    with trio.fail_after(90):
+        result = await run_canary(SEED)
+    assert passed(result), result.failures
+    assert result.done > 10
+
+
+@pytest.mark.parametrize(("sessions", "seconds"), [(60, 2.0)])
+async def test_a_session_storm_leaks_nothing_and_accounts_for_every_run(
+    sessions: int, seconds: float
+) -> None:
+    with trio.fail_after(90):
+        result = await run_load(sessions, seconds, SEED)
+    assert passed(result), result.failures
+    assert result.done == sessions
