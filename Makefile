@@ -40,5 +40,9 @@ test: $(STAMP) system-deps lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+## stress: crash, disconnect, fuzz, isolation, secrets and load suites; prints a table, fails on any loss
+stress: $(STAMP)
+	$(BIN)/python -m stress
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
