@@ -101,3 +101,16 @@ def test_a_bad_replay_file_is_a_clear_error(tmp_path: Path, content: str, messag
     path.write_text(content)
     with pytest.raises(ValueError, match=message):
         ReplayModel.from_file(path)
+
+
+async def test_the_streamed_text_matches_the_response_text() -> None:
+    streamed: list[str] = []
+
+    async def collect(delta: ModelDelta) -> None:
+        assert isinstance(delta, TextDelta)
+        streamed.append(delta.text)
+
+    response = await ScriptedModel(0, 0).complete(
+        [Message.user("hello there; stream 2; bye")], [], collect
+    )
+    assert "".join(streamed) == response.text == "hello there\nword1 word2\nbye"

@@ -151,14 +151,20 @@ class ScriptedModel:
                 try:
                     count = int(_number(rest.strip(), "stream N"))
                 except _ParseError as exc:
-                    spoken.append(await self._say(f"(scripted model: {exc})", on_delta))
+                    spoken.append(
+                        await self._say(f"(scripted model: {exc})", on_delta, after=bool(spoken))
+                    )
                     continue
                 words = [f"word{i + 1}" for i in range(count)]
-                spoken.append(await self._say(" ".join(words), on_delta, self.stream_delay))
+                spoken.append(
+                    await self._say(
+                        " ".join(words), on_delta, self.stream_delay, after=bool(spoken)
+                    )
+                )
                 continue
             parsed = parse_statement(statement)
             if isinstance(parsed, str):
-                spoken.append(await self._say(parsed, on_delta))
+                spoken.append(await self._say(parsed, on_delta, after=bool(spoken)))
             else:
                 name, arguments = parsed
                 calls.append(ToolCall(f"call_{position}_{len(calls)}", name, arguments))
@@ -181,8 +187,13 @@ class ScriptedModel:
         await self._say(text, on_delta)
         return ModelResponse(text, (), Usage(0, len(text.split())))
 
-    async def _say(self, text: str, on_delta: OnDelta, delay: float | None = None) -> str:
+    async def _say(
+        self, text: str, on_delta: OnDelta, delay: float | None = None, *, after: bool = False
+    ) -> str:
+        """Stream `text` word by word; `after` starts it on a new line (a later statement)."""
         pause = self.word_delay if delay is None else delay
+        if after:
+            await on_delta(TextDelta("\n"))
         words = text.split(" ")
         for i, word in enumerate(words):
             await trio.sleep(pause)
