@@ -69,7 +69,7 @@ def test_json_mode_prints_one_event_per_line(state: Path, tmp_path: Path) -> Non
     assert events[0]["type"] == "task"
     assert events[-1]["type"] == "ended"
     assert events[-1]["outcome"] == "finished"
-    assert {e["task_hash"] for e in events} == {events[0]["task_hash"]}
+    assert {e["task"] for e in events} == {events[0]["task"]}
 
 
 def test_a_chat_session_parks_its_question_and_pending_answer_resumes(

@@ -5,6 +5,11 @@ from __future__ import annotations
 import agentrt
 
 EXPECTED = {
+    "ALLOW_ONCE",
+    "ALLOW_SESSION",
+    "CONFIRM_CHOICES",
+    "DENY",
+    "default_state_dir",
     "AgentConfig",
     "AlreadyAnsweredError",
     "Answer",
@@ -76,7 +81,9 @@ def test_public_names_are_exactly_the_documented_surface() -> None:
 
 
 def test_public_names_are_reexported_from_private_modules_with_docstrings() -> None:
-    for name in EXPECTED - {"Event"}:  # Event is a type union, not a class
+    constants = {"ALLOW_ONCE", "ALLOW_SESSION", "CONFIRM_CHOICES", "DENY"}
+    assert agentrt.CONFIRM_CHOICES == (agentrt.ALLOW_ONCE, agentrt.ALLOW_SESSION, agentrt.DENY)
+    for name in EXPECTED - {"Event"} - constants:  # Event is a type union, not a class
         obj = getattr(agentrt, name)
         module = getattr(obj, "__module__", "agentrt._x")
         assert module.startswith("agentrt._"), name

@@ -40,6 +40,10 @@ from ._messages import TextDelta as TextDelta
 from ._messages import ToolCall as ToolCall
 from ._messages import ToolCallDelta as ToolCallDelta
 from ._messages import ToolSpec as ToolSpec
+from ._pending import ALLOW_ONCE as ALLOW_ONCE
+from ._pending import ALLOW_SESSION as ALLOW_SESSION
+from ._pending import CONFIRM_CHOICES as CONFIRM_CHOICES
+from ._pending import DENY as DENY
 from ._pending import AlreadyAnsweredError as AlreadyAnsweredError
 from ._pending import Answer as Answer
 from ._pending import ClosedListenerError as ClosedListenerError
@@ -56,6 +60,7 @@ from ._record import SavedQuestion as SavedQuestion
 from ._record import TaskRecord as TaskRecord
 from ._record import TaskStatus as TaskStatus
 from ._runtime import Runtime as Runtime
+from ._runtime import default_state_dir as default_state_dir
 from ._runtime import make_model as make_model
 from ._runtime import open_runtime as open_runtime
 from ._scripted import ReplayModel as ReplayModel

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
-import cattrs
 import trio
 
 from . import __version__
@@ -36,14 +35,15 @@ from ._events import (
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
-    UsageEvent,
     VerifyEvent,
 )
 from ._executor import ExecutorError, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
 from ._record import TaskRecord
+from ._record import converter as record_converter
 from ._runtime import Runtime, default_state_dir, open_runtime
 from ._store import StoreError
+from .frames import frame_for_event, to_wire
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -51,24 +51,10 @@ EXIT_USAGE = 2
 EXIT_KEPT = 3
 EXIT_USER_CANCEL = 130
 
-EVENT_NAMES: dict[type[Any], str] = {
-    TaskStarted: "task",
-    TextEvent: "text",
-    ToolCallEvent: "tool_call",
-    ToolResultEvent: "tool_result",
-    VerifyEvent: "verify",
-    UsageEvent: "usage",
-    RunEnded: "ended",
-}
-
-_converter = cattrs.Converter()
-
 
 def event_to_json(event: Event) -> dict[str, Any]:
-    """An event as a JSON object with a ``type`` field (the daemon's frame names)."""
-    obj: dict[str, Any] = {"type": EVENT_NAMES[type(event)]}
-    obj.update(_converter.unstructure(event))
-    return obj
+    """An event as the JSON object of its daemon frame (see docs/protocol.md)."""
+    return to_wire(frame_for_event(event))
 
 
 def exit_status(ended: RunEnded) -> int:
@@ -410,7 +396,7 @@ async def _cmd_pending(args: argparse.Namespace) -> int:
                 print(f"agentrt: session {args.session} has no pending task", file=sys.stderr)
                 return EXIT_FAILED
             detail = summarize(record)
-            detail["transcript"] = [_converter.unstructure(m) for m in record.transcript]
+            detail["transcript"] = [record_converter.unstructure(m) for m in record.transcript]
             print(json.dumps(detail, ensure_ascii=False, indent=None if args.json else 2))
             return 0
         if args.action == "discard":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,29 +11,20 @@ from pathlib import Path
 
 import attrs
 
-from agentrt._runtime import default_state_dir
+from agentrt import default_state_dir
+from agentrt.daemon._paths import is_socket_answering
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0
 #: The daemon's log, in its state folder.
+#: True when something accepts connections on a Unix socket (the daemon's own probe).
+is_answering = is_socket_answering
+
 LOG_NAME = "daemon.log"
 
 
 class DaemonStartError(Exception):
     """The daemon could not be started; the message says why and where its log is."""
-
-
-def is_answering(path: Path) -> bool:
-    """True when something accepts connections on the Unix socket `path`."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(os.fspath(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 @attrs.frozen(eq=False)

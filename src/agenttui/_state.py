@@ -18,9 +18,7 @@ from typing import Any
 
 import attrs
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
-from agentrt._pending import ALLOW_ONCE, DENY, RequestKind
+from agentrt import ALLOW_ONCE, DENY, Cause, Outcome, RequestKind
 from agentrt.frames import (
     Ack,
     AnswerFrame,
