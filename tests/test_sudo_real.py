@@ -20,6 +20,7 @@ from agentrt import (
     Answer,
     Outcome,
     RequestKind,
+    RunEnded,
     ScriptedModel,
     SudoVerifier,
     VerifyEvent,
