@@ -57,6 +57,7 @@ EXPECTED = {
     "TextEvent",
     "ToolCall",
     "ToolCallDelta",
+    "ToolCallDeltaEvent",
     "ToolCallEvent",
     "ToolError",
     "ToolResultEvent",

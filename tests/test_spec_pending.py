@@ -558,3 +558,33 @@ async def test_streamed_text_arrives_as_text_events(runtime: Runtime) -> None:
     await runtime.executor.run("cli-t", "stream 5", owner="t", emit=recorder)
     assert len(recorder.of(TextEvent)) >= 5
     assert recorder.text().startswith("word1 word2 word3 word4 word5")
+
+
+async def test_streamed_tool_call_pieces_arrive_as_events_before_the_call_runs(
+    runtime: Runtime,
+) -> None:
+    from agentrt import ToolCallDeltaEvent
+    from agentrt._messages import ToolCallDelta
+
+    class Streaming:
+        name = "streaming"
+
+        async def complete(self, messages, tools, on_delta):  # type: ignore[no-untyped-def]
+            if any(m.role is Role.TOOL for m in messages):
+                return ModelResponse("ok")
+            await on_delta(ToolCallDelta(0, "c1", "big", ""))
+            await on_delta(ToolCallDelta(0, None, None, '{"si'))
+            await on_delta(ToolCallDelta(0, None, None, 'ze": 3}'))
+            return ModelResponse("", (ToolCall("c1", "big", {"size": 3}),))
+
+    runtime.executor.model = Streaming()
+    recorder = Recorder()
+    await runtime.executor.run("cli-d", "go", owner="t", emit=recorder)
+    deltas = recorder.of(ToolCallDeltaEvent)
+    assert [(d.name, d.arguments) for d in deltas] == [
+        ("big", ""),
+        (None, '{"si'),
+        (None, 'ze": 3}'),
+    ]
+    kinds = [type(e).__name__ for e in recorder.events]
+    assert kinds.index("ToolCallDeltaEvent") < kinds.index("ToolCallEvent")

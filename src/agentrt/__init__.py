@@ -18,6 +18,7 @@ from ._events import Outcome as Outcome
 from ._events import RunEnded as RunEnded
 from ._events import TaskStarted as TaskStarted
 from ._events import TextEvent as TextEvent
+from ._events import ToolCallDeltaEvent as ToolCallDeltaEvent
 from ._events import ToolCallEvent as ToolCallEvent
 from ._events import ToolResultEvent as ToolResultEvent
 from ._events import UsageEvent as UsageEvent

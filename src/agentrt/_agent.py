@@ -19,8 +19,16 @@ import attrs
 import trio
 
 from ._context import RequestContext, bind_context, current_context
-from ._events import Event, TextEvent, ToolCallEvent, ToolResultEvent, UsageEvent, VerifyEvent
-from ._messages import Message, Model, ModelDelta, TextDelta, ToolCall, ToolSpec
+from ._events import (
+    Event,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from ._messages import Message, Model, ModelDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
 from ._pending import (
     ALLOW_ONCE,
     ALLOW_SESSION,
@@ -192,8 +200,15 @@ class AgentRun:
         return messages
 
     async def _on_delta(self, delta: ModelDelta) -> None:
-        if isinstance(delta, TextDelta) and delta.text:
-            await self.emit(TextEvent(self.task_hash, delta.text, self.agent))
+        if isinstance(delta, TextDelta):
+            if delta.text:
+                await self.emit(TextEvent(self.task_hash, delta.text, self.agent))
+        elif isinstance(delta, ToolCallDelta):
+            await self.emit(
+                ToolCallDeltaEvent(
+                    self.task_hash, delta.index, delta.id, delta.name, delta.arguments, self.agent
+                )
+            )
 
     async def commit(self, message: Message, **changes: Any) -> None:
         """Append `message` to the transcript and persist the record (one transaction)."""

@@ -53,6 +53,21 @@ class ToolCallEvent:
 
 
 @attrs.frozen
+class ToolCallDeltaEvent:
+    """A piece of a tool call the model is still streaming: its name first, then argument text.
+
+    The call runs (and `ToolCallEvent` follows) only once the whole response is in.
+    """
+
+    task_hash: str
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments: str
+    agent: str = ""
+
+
+@attrs.frozen
 class ToolResultEvent:
     """A tool call finished; `preview` is the start of its result."""
 
@@ -101,5 +116,12 @@ class RunEnded:
 
 
 Event = (
-    TaskStarted | TextEvent | ToolCallEvent | ToolResultEvent | VerifyEvent | UsageEvent | RunEnded
+    TaskStarted
+    | TextEvent
+    | ToolCallDeltaEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | VerifyEvent
+    | UsageEvent
+    | RunEnded
 )

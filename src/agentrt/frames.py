@@ -33,6 +33,7 @@ from ._events import (
     RunEnded,
     TaskStarted,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -169,6 +170,24 @@ class ToolCallFrame:
     call_id: str
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict)
+    agent: str = ""
+
+
+@attrs.frozen
+class ToolCallDeltaFrame:
+    """A piece of a tool call the model of run `task` is still streaming.
+
+    `name` (and `call_id`) come with the first piece of call `index`; `arguments`
+    carries the next piece of its JSON argument text. A `tool_call` frame follows
+    when the call runs.
+    """
+
+    TYPE: ClassVar[str] = "tool_call_delta"
+    task: str
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
     agent: str = ""
 
 
@@ -347,6 +366,7 @@ DaemonFrame = (
     Welcome
     | TaskFrame
     | TextFrame
+    | ToolCallDeltaFrame
     | ToolCallFrame
     | ToolResultFrame
     | UsageFrame
@@ -377,6 +397,15 @@ def frame_for_event(event: Event) -> DaemonFrame:
             return TaskFrame(event.task_hash, event.session_id, event.resumed)
         case TextEvent():
             return TextFrame(event.task_hash, event.text, event.agent)
+        case ToolCallDeltaEvent():
+            return ToolCallDeltaFrame(
+                event.task_hash,
+                event.index,
+                event.call_id,
+                event.name,
+                event.arguments,
+                event.agent,
+            )
         case ToolCallEvent():
             return ToolCallFrame(
                 event.task_hash, event.call_id, event.name, dict(event.arguments), event.agent

@@ -36,6 +36,7 @@ from agentrt.frames import (
     Run,
     TaskFrame,
     TextFrame,
+    ToolCallDeltaFrame,
     ToolCallFrame,
     ToolResultFrame,
     UsageFrame,
@@ -705,6 +706,11 @@ def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
     return []
 
 
+def on_tool_call_delta(state: TuiState, frame: ToolCallDeltaFrame) -> list[Action]:
+    """The model is still writing a tool call: the call is shown when it runs."""
+    return []
+
+
 def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     """A tool call finished."""
     if not _ours(state, frame.task):
@@ -826,6 +832,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     Welcome: connected,
     TaskFrame: on_task,
     TextFrame: on_text,
+    ToolCallDeltaFrame: on_tool_call_delta,
     ToolCallFrame: on_tool_call,
     ToolResultFrame: on_tool_result,
     UsageFrame: on_usage,

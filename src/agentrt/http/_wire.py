@@ -13,6 +13,7 @@ from .._events import (
     RunEnded,
     TaskStarted,
     TextEvent,
+    ToolCallDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -126,6 +127,7 @@ def _clean(message: str) -> str:
 _EVENT_TYPES: dict[type, str] = {
     TaskStarted: "task_started",
     TextEvent: "text",
+    ToolCallDeltaEvent: "tool_call_delta",
     ToolCallEvent: "tool_call",
     ToolResultEvent: "tool_result",
     VerifyEvent: "verify",
