@@ -1,0 +1,682 @@
+"""One daemon process, four front-ends at once: a terminal window, the web API, Telegram, Discord.
+
+The daemon runs as a real process with ``--http``, ``--telegram`` and
+``--discord``, its bots pointed at the Telegram and Discord servers of
+``tests/fakes`` on loopback. Each front-end starts a run that needs a
+confirmation and asks a question, at the same moment; each sees only its own
+questions and answers them, and no front-end waits on another. Then the
+terminal window closes with its questions open: its task is kept, the others
+go on with new runs meanwhile, and the web API resumes the closed window's
+task to the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import attrs
+import httpx
+import pytest
+import trio
+
+from agentrt._cause import Cause
+from agentrt._events import Outcome
+from agentrt._pending import RequestKind
+from agentrt.client import Client, new_window_hash
+from agentrt.frames import (
+    AnswerFrame,
+    AskFrame,
+    DaemonFrame,
+    EndedFrame,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    Run,
+    TaskFrame,
+    ToolResultFrame,
+)
+from agentrt.http import load_or_create_token
+
+from .fakes.discord_server import TOKEN as DISCORD_TOKEN
+from .fakes.discord_server import FakeDiscord
+from .fakes.telegram_server import TOKEN as TELEGRAM_TOKEN
+from .fakes.telegram_server import FakeTelegram
+
+pytestmark = pytest.mark.e2e
+
+#: The whole test, daemon start and stop included.
+TIMEOUT = 30
+TG_USER = 42
+TG_CHAT = 42
+DC_USER = "1001"
+DC_CHANNEL = "5000"
+WEB_ID = "side"
+WEB_SESSION = f"chat-{WEB_ID}"
+TG_SESSION = f"tg-{TG_CHAT}"
+DC_SESSION = f"dc-{DC_CHANNEL}"
+#: What each front-end names its runs' files and questions with; none may see another's.
+MARKS = ("tui", "web", "tg", "dc")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+# --------------------------------------------------------------------------- observing
+
+
+@attrs.define(eq=False)
+class Feed(Generic[T]):
+    """Everything one front-end received, in order, and a wait for what should come."""
+
+    items: list[T] = attrs.field(factory=list)
+    ended: bool = False
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def add(self, item: T) -> None:
+        self.items.append(item)
+        self._poke()
+
+    def end(self) -> None:
+        self.ended = True
+        self._poke()
+
+    def _poke(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, find: Callable[[list[T]], R | None]) -> R:
+        """Wait until `find(items)` is not None; return it."""
+        while True:
+            found = find(self.items)
+            if found is not None:
+                return found
+            if self.ended:
+                raise AssertionError(f"the feed ended before it came; it had {self.items!r}")
+            await self._changed.wait()
+
+
+@attrs.define(eq=False)
+class Gate:
+    """Holds the flows once each has its confirmation open, until the test has looked."""
+
+    expected: int
+    arrived: list[str] = attrs.field(factory=list)
+    all_here: trio.Event = attrs.field(factory=trio.Event)
+    go: trio.Event = attrs.field(factory=trio.Event)
+
+    async def arrive(self, who: str) -> None:
+        self.arrived.append(who)
+        if len(self.arrived) == self.expected:
+            self.all_here.set()
+        await self.go.wait()
+
+
+async def read_frames(client: Client, feed: Feed[DaemonFrame]) -> None:
+    async for frame in client:
+        feed.add(frame)
+    feed.end()
+
+
+async def read_events(http: httpx.AsyncClient, feed: Feed[dict[str, Any]]) -> None:
+    timeout = httpx.Timeout(5.0, read=None)
+    async with http.stream("GET", "/v1/events", timeout=timeout) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                feed.add(json.loads(line.removeprefix("data: ")))
+    feed.end()
+
+
+def run_ended(task_hash: str) -> Callable[[list[dict[str, Any]]], dict[str, Any] | None]:
+    def find(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next(
+            (e for e in events if e["type"] == "run_ended" and e["task_hash"] == task_hash), None
+        )
+
+    return find
+
+
+async def sessions(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
+    response = await http.get("/v1/sessions")
+    assert response.status_code == 200, response.text
+    return {s["session_id"]: s for s in response.json()["sessions"]}
+
+
+async def sessions_when(
+    http: httpx.AsyncClient, settled: Callable[[dict[str, dict[str, Any]]], bool]
+) -> dict[str, dict[str, Any]]:
+    """`GET /v1/sessions` once `settled` holds for it.
+
+    Nothing is pushed to an HTTP client when a run of another front-end ends,
+    so, as a dashboard would, this reads the list again until it shows the
+    change; the pause between reads only paces them and decides nothing.
+    """
+    while True:
+        listed = await sessions(http)
+        if settled(listed):
+            return listed
+        await trio.sleep(0.02)
+
+
+def waits(listed: dict[str, dict[str, Any]], session_id: str) -> str:
+    """``kind@who`` of each open question of a session, sorted: who holds what."""
+    entry = listed[session_id]
+    return "+".join(sorted(f"{w['kind']}@{w['who']}" for w in entry["waiting_on"]))
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@attrs.frozen
+class Daemon:
+    process: trio.Process
+    socket: Path
+    base_url: str
+    stderr: bytearray
+
+
+@pytest.fixture
+def socket_folder() -> Iterator[Path]:
+    # A Unix socket path must stay short; pytest's tmp_path can be too long.
+    path = Path(tempfile.mkdtemp(prefix="agsbs-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+    while chunk := await stream.receive_some():
+        into += chunk
+
+
+@asynccontextmanager
+async def daemon_process(
+    socket_folder: Path, state: Path, work: Path, tg: FakeTelegram, dc: FakeDiscord
+) -> AsyncIterator[Daemon]:
+    socket = socket_folder / "run" / "daemon.sock"
+    argv = [sys.executable, "-m", "agentrt.daemon", "--socket", str(socket)]
+    argv += ["--state-dir", str(state), "--workdir", str(work)]
+    argv += ["--http", "127.0.0.1:0", "--telegram", "--discord"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")}
+    env |= {
+        "AGENTRT_TELEGRAM_TOKEN": TELEGRAM_TOKEN,
+        "AGENTRT_TELEGRAM_ALLOW": str(TG_USER),
+        "AGENTRT_TELEGRAM_API": tg.base_url,
+        "AGENTRT_DISCORD_TOKEN": DISCORD_TOKEN,
+        "AGENTRT_DISCORD_ALLOW": DC_USER,
+        "AGENTRT_DISCORD_API": dc.api_url,
+        "AGENTRT_DISCORD_GATEWAY": dc.gateway_url,
+    }
+    process = await trio.lowlevel.open_process(
+        argv, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    said = bytearray()
+    try:
+        assert process.stderr is not None
+        while b"Telegram and Discord bot listening" not in said:
+            chunk = await process.stderr.receive_some()
+            if not chunk:
+                raise AssertionError(f"the daemon exited; it said: {said.decode()}")
+            said += chunk
+        found = re.search(r"web chat on (http://127\.0\.0\.1:\d+)/", said.decode())
+        assert found, said.decode()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain, process.stderr, said)
+            yield Daemon(process, socket, found.group(1), said)
+            nursery.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+# --------------------------------------------------------------------------- the front-ends
+
+
+@attrs.define
+class Report:
+    """What one front-end saw of one run, and how it ended: one part of a summary line."""
+
+    name: str
+    asked: list[str] = attrs.field(factory=list)
+    parked: str | None = None
+    #: How many times its run wrote its file (a resumed run must not write it again).
+    writes: int = 0
+    ended: str = "?"
+
+    def __str__(self) -> str:
+        parked = f", parked {self.parked!r}, resumed by the answer" if self.parked else ""
+        writes = "once" if self.writes == 1 else f"{self.writes} times"
+        return f"{self.name} asked {'+'.join(self.asked)}{parked}, wrote {writes} -> {self.ended}"
+
+
+@attrs.define(eq=False)
+class Terminal:
+    """A terminal window: the daemon's socket client, as agenttui uses it."""
+
+    client: Client
+    feed: Feed[DaemonFrame] = attrs.field(factory=Feed)
+    sessions: list[str] = attrs.field(factory=list)
+    #: The reading task's scope: cancelled before the window closes.
+    reader: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+
+    async def read(self) -> None:
+        with self.reader:
+            await read_frames(self.client, self.feed)
+
+    async def start(self, text: str) -> tuple[TaskFrame, list[AskFrame]]:
+        """Start a run; wait for its confirmation and its inline question."""
+        mark = len(self.feed.items)
+        await self.client.send(Run(text))
+        task = await self.feed.wait_for(
+            lambda items: next((f for f in items[mark:] if isinstance(f, TaskFrame)), None)
+        )
+        self.sessions.append(task.session)
+
+        def both(items: list[DaemonFrame]) -> list[AskFrame] | None:
+            asks = [f for f in items[mark:] if isinstance(f, AskFrame) and f.task == task.task]
+            return asks if len(asks) == 2 else None
+
+        asks = sorted(await self.feed.wait_for(both), key=lambda a: a.kind.value)
+        assert [a.kind for a in asks] == [RequestKind.CONFIRM, RequestKind.QUESTION]
+        return task, asks
+
+    async def flow(self, n: int, gate: Gate) -> Report:
+        report = Report("tui")
+        task, (confirm, question) = await self.start(f"write tui-{n}.txt x; ask tui question {n}?")
+        report.asked = [a.kind.value for a in (confirm, question)]
+        assert confirm.prompt.startswith("write 1 bytes to ") and f"tui-{n}.txt" in confirm.prompt
+        assert question.prompt == f"tui question {n}?"
+        await gate.arrive("tui")
+        await self.client.send(AnswerFrame(confirm.id, "allow"))
+        await self.client.send(AnswerFrame(question.id, f"tui answer {n}"))
+        ended = await self.feed.wait_for(
+            lambda items: next(
+                (f for f in items if isinstance(f, EndedFrame) and f.task == task.task), None
+            )
+        )
+        assert ended.outcome is Outcome.FINISHED, ended
+        assert ended.text is not None and f"You answered: tui answer {n}" in ended.text
+        assert not ended.pending_kept
+        report.writes = sum(
+            1
+            for f in self.feed.items
+            if isinstance(f, ToolResultFrame) and f.task == task.task and f.name == "write_file"
+        )
+        report.ended = ended.outcome.value
+        return report
+
+
+@attrs.define(eq=False)
+class Web:
+    """The web front-end: the HTTP API with the bearer token, and its event stream."""
+
+    http: httpx.AsyncClient
+    events: Feed[dict[str, Any]]
+
+    async def started(self, path: str, body: dict[str, Any]) -> str:
+        response = await self.http.post(path, json=body)
+        assert response.status_code == 202, response.text
+        task_hash: str = response.json()["task_hash"]
+        return task_hash
+
+    async def flow(self, n: int, gate: Gate) -> Report:
+        report = Report("web")
+        text = f"write web-{n}.txt x; ask web question {n}?"
+        first = await self.started(f"/v1/session/{WEB_ID}/run", {"text": text})
+        question = await self.events.wait_for(
+            lambda events: next(
+                (e for e in events if e["type"] == "question" and e["task_hash"] == first), None
+            )
+        )
+        assert question["session_id"] == WEB_SESSION
+        assert question["kind"] == "confirm" and f"web-{n}.txt" in question["prompt"]
+        report.asked.append(question["kind"])
+        await gate.arrive("web")
+        answered = await self.http.post(
+            f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
+        )
+        assert answered.json() == {"id": question["id"], "answered": True}
+        parked = await self.events.wait_for(run_ended(first))
+        assert (parked["outcome"], parked["pending_kept"]) == ("awaiting_answer", True), parked
+        report.parked = parked["question"]
+        resumed = await self.started(
+            f"/v1/session/{WEB_ID}/task/resume", {"answer": f"web answer {n}"}
+        )
+        ended = await self.events.wait_for(run_ended(resumed))
+        assert ended["outcome"] == "finished", ended
+        assert f"You answered: web answer {n}" in ended["text"]
+        report.writes = sum(
+            1
+            for e in self.events.items
+            if e["type"] == "tool_result"
+            and e["task_hash"] in (first, resumed)
+            and e["name"] == "write_file"
+        )
+        report.ended = ended["outcome"]
+        return report
+
+
+def tg_keyboard(tg: FakeTelegram, n: int) -> int | None:
+    return next(
+        (
+            mid
+            for mid, m in tg.messages.items()
+            if m["chat_id"] == TG_CHAT and m.get("reply_markup") and f"tg-{n}.txt" in m["text"]
+        ),
+        None,
+    )
+
+
+async def telegram_flow(tg: FakeTelegram, n: int, gate: Gate) -> Report:
+    report = Report("telegram")
+    tg.user_says(TG_CHAT, TG_USER, f"write tg-{n}.txt x; ask tg question {n}?")
+    message_id = await tg.wait_for(lambda: tg_keyboard(tg, n))
+    report.asked.append("confirm")
+    await gate.arrive("telegram")
+    [allow] = [b for b in tg.buttons(message_id) if b["text"] == "Allow once"]
+    tg.press(TG_USER, message_id, allow["callback_data"])
+    asked = f"❓ tg question {n}?"
+    notice = await tg.wait_for(
+        lambda: next((t for t in tg.texts(TG_CHAT) if t.startswith(asked)), None)
+    )
+    report.parked = notice.splitlines()[0].removeprefix("❓ ")
+    tg.user_says(TG_CHAT, TG_USER, f"tg answer {n}")
+    done = f"You answered: tg answer {n}"
+    await tg.wait_for(lambda: any(t.startswith("Done.") and done in t for t in tg.texts(TG_CHAT)))
+    # Every write asks first: one confirmation means one write (the resumed run did not redo it).
+    keyboards = [t for t in tg.texts(TG_CHAT) if t.startswith("🔐") and f"tg-{n}.txt" in t]
+    report.writes = len(keyboards)
+    assert "Allowed once" in tg.messages[message_id]["text"]
+    report.ended = "finished"
+    return report
+
+
+def dc_confirmation(dc: FakeDiscord, n: int) -> str | None:
+    return next(
+        (
+            mid
+            for mid, m in dc.messages.items()
+            if m["channel_id"] == DC_CHANNEL
+            and m["components"]
+            and "Allow this?" in m["content"]
+            and f"dc-{n}.txt" in m["content"]
+        ),
+        None,
+    )
+
+
+async def discord_flow(dc: FakeDiscord, n: int, gate: Gate) -> Report:
+    report = Report("discord")
+    dc.user_says(DC_CHANNEL, DC_USER, f"write dc-{n}.txt x; ask dc question {n}?")
+    message_id = await dc.wait_for(lambda: dc_confirmation(dc, n))
+    report.asked.append("confirm")
+    await gate.arrive("discord")
+    [allow] = [b for b in dc.buttons(message_id) if b["label"] == "Allow once"]
+    dc.press(DC_USER, message_id, allow["custom_id"])
+    asked = f"❓ dc question {n}?"
+    notice = await dc.wait_for(
+        lambda: next((c for c in dc.contents(DC_CHANNEL) if c.startswith(asked)), None)
+    )
+    report.parked = notice.splitlines()[0].removeprefix("❓ ")
+    dc.user_says(DC_CHANNEL, DC_USER, f"dc answer {n}")
+    done = f"You answered: dc answer {n}"
+    await dc.wait_for(
+        lambda: any(t.startswith("Done.") and done in t for t in dc.contents(DC_CHANNEL))
+    )
+    confirmations = [c for c in dc.contents(DC_CHANNEL) if "Allow this?" in c and f"dc-{n}" in c]
+    report.writes = len(confirmations)
+    assert "Allowed once" in dc.messages[message_id]["content"]
+    report.ended = "finished"
+    return report
+
+
+async def together(
+    gate: Gate, flows: dict[str, Callable[[], Awaitable[Report]]], look: Callable[[], Awaitable[R]]
+) -> tuple[list[Report], R]:
+    """Run `flows` at once; once each has its confirmation open, `look`, then let them finish."""
+    done: dict[str, Report] = {}
+
+    async def keep(name: str, flow: Callable[[], Awaitable[Report]]) -> None:
+        done[name] = await flow()
+
+    async with trio.open_nursery() as nursery:
+        for name, flow in flows.items():
+            nursery.start_soon(keep, name, flow)
+        await gate.all_here.wait()
+        seen = await look()
+        gate.go.set()
+    return [done[name] for name in flows], seen
+
+
+# --------------------------------------------------------------------------- the test
+
+
+async def test_four_front_ends_ask_side_by_side_and_a_closed_window_leaves_its_task_to_http(
+    tmp_path: Path, socket_folder: Path
+) -> None:
+    state, work = tmp_path / "state", tmp_path / "work"
+    work.mkdir()
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as services:
+            tg = FakeTelegram()
+            await services.start(tg.run)
+            dc = FakeDiscord()
+            await services.start(dc.run)
+            async with daemon_process(socket_folder, state, work, tg, dc) as daemon:
+                await side_by_side(daemon, state, work, tg, dc)
+                daemon.process.send_signal(signal.SIGTERM)
+                assert await daemon.process.wait() == 0, daemon.stderr.decode()
+            assert b"Traceback" not in daemon.stderr, daemon.stderr.decode()
+            services.cancel_scope.cancel()
+
+
+async def side_by_side(
+    daemon: Daemon, state: Path, work: Path, tg: FakeTelegram, dc: FakeDiscord
+) -> None:
+    token = load_or_create_token(state)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(base_url=daemon.base_url, headers=headers) as http,
+        await Client.connect(daemon.socket, window=new_window_hash()) as window,
+        await Client.connect(daemon.socket, window=new_window_hash()) as idle,
+        trio.open_nursery() as readers,
+    ):
+        terminal = Terminal(window)
+        idle_feed: Feed[DaemonFrame] = Feed()
+        web = Web(http, Feed())
+        readers.start_soon(terminal.read)
+        readers.start_soon(read_frames, idle, idle_feed)
+        readers.start_soon(read_events, http, web.events)
+        await web.events.wait_for(lambda events: events[0] if events else None)
+        assert web.events.items[0] == {"type": "ready", "questions": []}
+
+        # -- phase 1: four runs start at once, each asks its own front-end ----------
+        async def look() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+            listed = await sessions(http)
+            questions: list[dict[str, Any]] = (await http.get("/v1/questions")).json()["questions"]
+            return listed, questions
+
+        gate = Gate(4)
+        reports, (listed, questions) = await together(
+            gate,
+            {
+                "tui": lambda: terminal.flow(1, gate),
+                "web": lambda: web.flow(1, gate),
+                "telegram": lambda: telegram_flow(tg, 1, gate),
+                "discord": lambda: discord_flow(dc, 1, gate),
+            },
+            look,
+        )
+        [tui_1] = terminal.sessions
+        # Every confirmation was open at the same moment, each held by its own front-end.
+        held = {s: waits(listed, s) for s in (tui_1, WEB_SESSION, TG_SESSION, DC_SESSION)}
+        assert sorted(listed) == sorted(held)
+        assert all(listed[s]["running"] for s in held)
+        assert held == {
+            tui_1: "confirm@daemon connection 1+question@daemon connection 1",
+            WEB_SESSION: "confirm@web",
+            TG_SESSION: "confirm@Telegram bot",
+            DC_SESSION: "confirm@Discord bot",
+        }
+        # The web lists only its own question, not the three others open at that moment.
+        assert [(q["session_id"], q["kind"]) for q in questions] == [(WEB_SESSION, "confirm")]
+        # Every run finished: no session is left running or pending.
+        await sessions_when(http, lambda listed: not listed)
+        for mark in MARKS:
+            assert (work / f"{mark}-1.txt").read_text() == "x"
+        line = f"phase 1: {len(held)} confirmations open at once, each held by its own front-end; "
+        line += "; ".join(map(str, reports))
+        print(line)
+        assert line == (
+            "phase 1: 4 confirmations open at once, each held by its own front-end; "
+            "tui asked confirm+question, wrote once -> finished; "
+            "web asked confirm, parked 'web question 1?', resumed by the answer, "
+            "wrote once -> finished; "
+            "telegram asked confirm, parked 'tg question 1?', resumed by the answer, "
+            "wrote once -> finished; "
+            "discord asked confirm, parked 'dc question 1?', resumed by the answer, "
+            "wrote once -> finished"
+        )
+
+        # -- phase 2: the window closes mid-question; the others go on meanwhile -----
+        task_2, _ = await terminal.start("write tui-2.txt x; ask tui question 2?")
+        tui_2 = task_2.session
+        gate = Gate(3)
+        reports, (listed, questions) = await together(
+            gate,
+            {
+                "web": lambda: web.flow(2, gate),
+                "telegram": lambda: telegram_flow(tg, 2, gate),
+                "discord": lambda: discord_flow(dc, 2, gate),
+            },
+            look,
+        )
+        held = {s: waits(listed, s) for s in (tui_2, WEB_SESSION, TG_SESSION, DC_SESSION)}
+        assert held == {
+            tui_2: "confirm@daemon connection 1+question@daemon connection 1",
+            WEB_SESSION: "confirm@web",
+            TG_SESSION: "confirm@Telegram bot",
+            DC_SESSION: "confirm@Discord bot",
+        }
+        assert [(q["session_id"], q["kind"]) for q in questions] == [(WEB_SESSION, "confirm")]
+        # The others finished while the window's questions stayed open: nobody answered those.
+        listed = await sessions_when(http, lambda listed: list(listed) == [tui_2])
+        assert listed[tui_2]["running"]
+        assert waits(listed, tui_2) == held[tui_2]
+
+        terminal.reader.cancel()
+        await window.aclose()
+        listed = await sessions_when(http, lambda listed: not listed[tui_2]["running"])
+        assert list(listed) == [tui_2]
+        kept = (await http.get(f"/v1/session/{tui_2}/task")).json()["task"]
+        assert (kept["status"], kept["cause"], kept["running"]) == (
+            "interrupted",
+            "disconnect",
+            False,
+        )
+        # A window nobody holds any more: another terminal window may resume it too.
+        await idle.send(PendingRequest(PendingAction.LIST))
+        pending = await idle_feed.wait_for(
+            lambda items: next((f for f in items if isinstance(f, PendingList)), None)
+        )
+        assert [(p.session, p.cause) for p in pending.tasks] == [(tui_2, Cause.DISCONNECT)]
+
+        # Resumed over HTTP, answering each saved question, until it finishes.
+        answered: list[str] = []
+        for _ in range(3):
+            saved = (await http.get(f"/v1/session/{tui_2}/task")).json()["task"]
+            assert not saved["running"]
+            kind = saved["question"]["kind"]
+            answer = "allow" if kind == "confirm" else "tui answer 2"
+            resumed = await web.started(f"/v1/session/{tui_2}/task/resume", {"answer": answer})
+            ended = await web.events.wait_for(run_ended(resumed))
+            answered.append(kind)
+            if ended["outcome"] != "awaiting_answer":
+                break
+            assert ended["pending_kept"]
+        assert ended["outcome"] == "finished", ended
+        assert "You answered: tui answer 2" in ended["text"]
+        gone = await http.get(f"/v1/session/{tui_2}/task")
+        assert gone.status_code == 404
+        assert await sessions(http) == {}
+        for mark in MARKS:
+            assert (work / f"{mark}-2.txt").read_text() == "x"
+        line = (
+            f"phase 2: tui closed with {held[tui_2].count('@')} questions open -> "
+            f"{kept['status']} ({kept['cause']}), task kept, listed by another window; "
+            "meanwhile " + "; ".join(map(str, reports))
+        )
+        tui_writes = sum(
+            1
+            for e in web.events.items
+            if e["type"] == "tool_result" and e["session_id"] == tui_2 and e["name"] == "write_file"
+        )
+        line += f"; tui task resumed over HTTP answering {'+'.join(sorted(answered))}"
+        line += f", wrote {'once' if tui_writes == 1 else f'{tui_writes} times'}"
+        line += f" -> {ended['outcome']}"
+        print(line)
+        assert line == (
+            "phase 2: tui closed with 2 questions open -> interrupted (disconnect), task kept, "
+            "listed by another window; meanwhile "
+            "web asked confirm, parked 'web question 2?', resumed by the answer, "
+            "wrote once -> finished; "
+            "telegram asked confirm, parked 'tg question 2?', resumed by the answer, "
+            "wrote once -> finished; "
+            "discord asked confirm, parked 'dc question 2?', resumed by the answer, "
+            "wrote once -> finished; "
+            "tui task resumed over HTTP answering confirm+question, wrote once -> finished"
+        )
+
+        # -- what each front-end received, over both phases ------------------------
+        tui_asks = [f for f in terminal.feed.items if isinstance(f, AskFrame)]
+        assert {a.session for a in tui_asks} == {tui_1, tui_2}
+        assert all(
+            f.session in (tui_1, tui_2)
+            for f in terminal.feed.items
+            if isinstance(f, TaskFrame | EndedFrame)
+        )
+        assert all(isinstance(f, PendingList) for f in idle_feed.items)
+        web_questions = [e for e in web.events.items if e["type"] == "question"]
+        assert {e["session_id"] for e in web_questions} == {WEB_SESSION}
+        web_runs = {e["session_id"] for e in web.events.items if e["type"] == "task_started"}
+        assert web_runs == {WEB_SESSION, tui_2}  # its own, and the task it resumed
+        tg_sent = tg.calls_of("sendMessage") + tg.calls_of("editMessageText")
+        assert {c.payload["chat_id"] for c in tg_sent} == {TG_CHAT}
+        assert foreign(tg.texts(TG_CHAT), "tg") == []
+        dc_sent = dc.calls_of("create") + dc.calls_of("edit")
+        assert all(c.path.startswith(f"/api/v10/channels/{DC_CHANNEL}/") for c in dc_sent)
+        assert foreign(dc.contents(DC_CHANNEL), "dc") == []
+        idle_asks = sum(1 for f in idle_feed.items if isinstance(f, AskFrame))
+        tg_keyboards = sum(1 for m in tg.messages.values() if m["text"].startswith("🔐"))
+        dc_keyboards = sum(1 for m in dc.messages.values() if "Allow this?" in m["content"])
+        line = (
+            f"each saw only its own: tui {len(tui_asks)} asks, idle window {idle_asks}, "
+            f"web {len(web_questions)} questions, telegram {tg_keyboards} keyboards "
+            f"all in chat {TG_CHAT}, discord {dc_keyboards} in channel {DC_CHANNEL}"
+        )
+        print(line)
+        assert line == (
+            "each saw only its own: tui 4 asks, idle window 0, web 2 questions, "
+            "telegram 2 keyboards all in chat 42, discord 2 in channel 5000"
+        )
+        readers.cancel_scope.cancel()
+
+
+def foreign(texts: list[str], own: str) -> list[str]:
+    """The texts that name another front-end's files or questions."""
+    others = [m for m in MARKS if m != own]
+    return [t for t in texts if any(f"{m}-" in t or f"{m} question" in t for m in others)]
