@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from agentrt import (
@@ -15,6 +16,7 @@ from agentrt import (
     ListenerGoneError,
     NotOwnerError,
     Outcome,
+    RequestKind,
     RunEnded,
     Runtime,
     ScriptedModel,
@@ -361,3 +363,42 @@ async def test_a_session_is_free_to_resume_when_its_final_event_arrives(runtime:
     again = await runtime.executor.resume("chat-free", answer="yes", owner="owner", emit=recorder)
     assert again.outcome is Outcome.FINISHED
     assert busy_at_end == [False, False]
+
+
+async def test_answering_one_inline_question_keeps_the_other_saved_with_the_task(
+    runtime: Runtime,
+) -> None:
+    ended: list[RunEnded] = []
+    written = trio.Event()
+    recorder = Recorder()
+
+    def on_result(event: Event) -> None:
+        if isinstance(event, ToolResultEvent) and event.name == "write_file":
+            written.set()  # emitted after the result was committed
+
+    recorder.hooks.append(on_result)
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            ended.append(
+                await runtime.executor.run(
+                    "cli-two", "write a.txt x; ask Q?", owner="o", emit=recorder
+                )
+            )
+
+        nursery.start_soon(run)
+        with runtime.registry.listen("cli-") as listener:
+            first, second = await listener.claim(), await listener.claim()
+            confirm = first if first.request.kind is RequestKind.CONFIRM else second
+            confirm.answer("allow")
+            await written.wait()
+            # The window goes away while the question is still open.
+            runtime.executor.cancel_owner("o", Cause.DISCONNECT)
+    record = await runtime.store.load("cli-two")
+    assert record is not None
+    assert [c.name for c in record.unanswered_calls()] == ["ask_user"]
+    assert record.question is not None
+    assert (record.question.prompt, record.question.kind) == ("Q?", RequestKind.QUESTION)
+    assert ended[0].pending_kept
+    again = await runtime.executor.resume("cli-two", answer="yes", owner="o", emit=Recorder())
+    assert again.outcome is Outcome.FINISHED

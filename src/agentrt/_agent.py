@@ -33,6 +33,7 @@ from ._pending import (
     ALLOW_ONCE,
     ALLOW_SESSION,
     DENY,
+    Answer,
     Registry,
     Request,
     RequestKind,
@@ -153,6 +154,8 @@ class AgentRun:
     transcript: list[Message] = attrs.field(factory=list)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _subagents: int = attrs.field(default=0, init=False)
+    #: Inline questions waiting for an answer, oldest first (see `ask_inline`).
+    _asking: dict[str, SavedQuestion] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.transcript:
@@ -269,6 +272,23 @@ class AgentRun:
 
     # -- asking the human --------------------------------------------------
 
+    async def ask_inline(self, saved: SavedQuestion, request: Request) -> Answer:
+        """Ask through the registry while the question is saved with the task.
+
+        If the run stops before the answer, the kept task shows the question.
+        With several inline questions open in one round, the record shows the
+        oldest one still waiting, so answering one never hides another.
+        """
+        self._asking[saved.call_id] = saved
+        await self.set_record(question=self._oldest_waiting())
+        answer = await self.registry.ask(request)
+        del self._asking[saved.call_id]
+        await self.set_record(question=self._oldest_waiting())
+        return answer
+
+    def _oldest_waiting(self) -> SavedQuestion | None:
+        return next(iter(self._asking.values()), None)
+
     def _has_listener(self) -> bool:
         ctx = self.context
         return self.registry.has_listener(ctx.origin, ctx)
@@ -281,9 +301,9 @@ class AgentRun:
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
-        await self.set_record(question=SavedQuestion(call.id, prompt, RequestKind.CONFIRM))
-        answer = await self.registry.ask(Request.confirm(call.name, prompt))
-        await self.set_record(question=None)
+        answer = await self.ask_inline(
+            SavedQuestion(call.id, prompt, RequestKind.CONFIRM), Request.confirm(call.name, prompt)
+        )
         if answer.value == ALLOW_SESSION:
             self.session_allow.add(call.name)
             return True
@@ -385,9 +405,9 @@ async def _ask_user(run: AgentRun, call: ToolCall) -> str:
     ctx = run.context
     if (ctx.origin == "cli-" and run._has_listener()) or (run.agent and run._has_listener()):
         # From a terminal run the question goes inline and this run continues.
-        await run.set_record(question=SavedQuestion(call.id, question, RequestKind.QUESTION))
-        answer = await run.registry.ask(Request.question(question))
-        await run.set_record(question=None)
+        answer = await run.ask_inline(
+            SavedQuestion(call.id, question, RequestKind.QUESTION), Request.question(question)
+        )
         return answer.value
     if run.agent:
         raise ToolError("cannot ask: nobody is connected to answer")
