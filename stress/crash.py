@@ -47,6 +47,14 @@ from agentrt.frames import (
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, short_tempdir
 
 _COUNTER = "counter"
+#: What a kill interrupted, named by the last frame the client saw before it.
+_STAGES = {
+    "TaskFrame": "run or resume starting",
+    "TextFrame": "streaming",
+    "ToolCallFrame": "tool running",
+    "ToolResultFrame": "snapshot being written",
+    "UsageFrame": "model round done",
+}
 
 
 @attrs.define
@@ -119,6 +127,9 @@ class _Harness:
     sessions: list[_Session] = attrs.field(factory=list)
     #: A running estimate of how long a run takes, to spread time-based kills over it.
     run_seconds: float = 1.5
+    #: Kills by what the client had last seen.
+    stages: dict[str, int] = attrs.field(factory=dict)
+    resume_kills: int = 0
 
     @property
     def workdir(self) -> Path:
@@ -136,12 +147,19 @@ class _Harness:
         frames: list[DaemonFrame] = []
         ended: list[DaemonFrame] = []
         started_at = time.monotonic()
+        resuming = state.has_record
 
         async def do_kill() -> None:
             nonlocal killed
             if killed or ended:
                 return
             killed = True
+            last = frames[-1] if frames else None
+            stage = _STAGES.get(type(last).__name__, type(last).__name__) if last else "starting"
+            if isinstance(last, AskFrame):
+                stage = f"{last.kind.value} waiting"
+            self.stages[stage] = self.stages.get(stage, 0) + 1
+            self.resume_kills += resuming
             with trio.CancelScope(shield=True):  # the daemon must be dead before we go on
                 await self.daemon.kill()
 
@@ -322,5 +340,9 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
                     await harness.drain()
             await harness.drain()
             await daemon.terminate()
+            result.notes.append(
+                f"{len(harness.sessions)} sessions, {harness.resume_kills} kills during a resume; "
+                f"kills by stage {dict(sorted(harness.stages.items()))}"
+            )
     result.seconds = time.monotonic() - started
     return result
