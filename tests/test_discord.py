@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
+from agentrt._runtime import Runtime
 from agentrt.bots import ConfigError, RetryPolicy
 from agentrt.bots.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
 
@@ -20,18 +18,6 @@ OWNER = "1001"
 STRANGER = "6666"
 CHANNEL = "5000"
 LIMIT = 10
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    (tmp_path / "work").mkdir()
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=tmp_path / "work",
-        restricted_paths=[tmp_path / "restricted"],
-    ) as rt:
-        yield rt
 
 
 @pytest.fixture

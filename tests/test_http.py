@@ -19,8 +19,7 @@ from starlette.routing import Route
 from agentrt._cause import Cause
 from agentrt._events import Event
 from agentrt._pending import Answer
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
+from agentrt._runtime import Runtime
 from agentrt.http import (
     AUTH_COOKIE,
     CSRF_COOKIE,
@@ -46,24 +45,6 @@ class Server:
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path, workdir: Path) -> AsyncIterator[Runtime]:
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        restricted_paths=[tmp_path / "restricted"],
-    ) as rt:
-        yield rt
 
 
 @pytest.fixture

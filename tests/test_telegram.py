@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 import trio
 
 from agentrt._pending import RequestKind
-from agentrt._runtime import Runtime, open_runtime
+from agentrt._runtime import Runtime
 from agentrt._scripted import ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
 
@@ -24,18 +23,6 @@ OWNER = 42
 CHAT = 42
 STRANGER = 666
 LIMIT = 10
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    (tmp_path / "work").mkdir()
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=tmp_path / "work",
-        restricted_paths=[tmp_path / "restricted"],
-    ) as rt:
-        yield rt
 
 
 @pytest.fixture
