@@ -253,15 +253,6 @@ class Listener:
             await self._lot.park()
             self._check_open()
 
-    def refresh(self) -> None:
-        """Offer this listener the already-waiting entries it now accepts.
-
-        Call it after whatever `match` reads has changed (a connection started a
-        new window), so questions asked before the change are not missed.
-        """
-        self._check_open()
-        self._registry._offer_existing(self)
-
     def statistics(self) -> ListenerStatistics:
         """Candidates waiting for this listener, entries it holds, tasks parked in `claim`."""
         return ListenerStatistics(

@@ -62,7 +62,3 @@ class SecretStore:
         except FileNotFoundError:
             return False
         return True
-
-    def names(self) -> list[str]:
-        """The names of the stored secrets, sorted."""
-        return sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
