@@ -54,6 +54,7 @@ _STAGES = {
     "ToolCallFrame": "tool running",
     "ToolResultFrame": "snapshot being written",
     "UsageFrame": "model round done",
+    "EndedFrame": "run just ended",
 }
 
 
