@@ -24,8 +24,8 @@ system-deps:
 
 ## lint / typecheck: ruff (with the ASYNC rules) and mypy --strict
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples stress
+	$(BIN)/ruff format --check src tests benchmarks examples stress
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -218,3 +218,18 @@ async def test_a_process_killed_mid_write_leaves_an_old_or_new_record(
     assert record.input.startswith(f"v{record.runs} ")
     assert all(m.content == record.input for m in record.transcript)
     await store.aclose()
+
+
+async def test_text_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    odd = "model said \ud800 here, and é"
+    record = TaskRecord("chat-s", odd, (Message.user(odd),), error=odd)
+    await store.save(record)
+    assert await store.load("chat-s") == record
+    assert await store.mark("chat-s", TaskStatus.FAILED, error=odd)
+    loaded = await store.load("chat-s")
+    assert loaded is not None
+    assert loaded.error == odd
+    await store.finish("chat-s", [Message.user(odd)])
+    assert await store.load_history("chat-s") == (Message.user(odd),)
+    await store.aclose()

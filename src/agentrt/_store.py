@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
@@ -66,7 +66,7 @@ def _update_fields(db: sqlite3.Connection, record: TaskRecord) -> None:
             record.status.value,
             record.window_hash,
             record.updated_at,
-            *(json.dumps(value, ensure_ascii=False) for value in fields.values()),
+            *(_dumps(value) for value in fields.values()),
             record.session_id,
         ),
     )
@@ -76,10 +76,22 @@ class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
 
 
+def _dumps(value: Any) -> str:
+    """JSON text for SQLite, UTF-8 where possible."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a model's or a chat's JSON may carry one) has no UTF-8 form;
+        # escaped, it is plain ASCII and reads back as the same string.
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
 def _upsert(db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
     """Write `record`, clamped to the snapshot limits, inside the caller's transaction."""
     record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
-    text = json.dumps(record_to_json_obj(record), ensure_ascii=False, separators=(",", ":"))
+    text = _dumps(record_to_json_obj(record))
     db.execute(
         "INSERT INTO tasks(session_id, status, window_hash, updated_at, record) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
@@ -194,14 +206,14 @@ class TaskStore:
             with db:
                 cur = db.execute(
                     "UPDATE tasks SET status = ?, updated_at = ?, record = json_set(record, "
-                    "'$.status', ?, '$.cause', ?, '$.error', ?, '$.updated_at', ?) "
+                    "'$.status', ?, '$.cause', ?, '$.error', json(?), '$.updated_at', ?) "
                     "WHERE session_id = ?",
                     (
                         status.value,
                         now,
                         status.value,
                         cause.value if cause else None,
-                        error,
+                        _dumps(error),
                         now,
                         session_id,
                     ),
@@ -254,11 +266,7 @@ class TaskStore:
 
     async def finish(self, session_id: str, transcript: Sequence[Message]) -> None:
         """Record a finished run: save the conversation and delete the pending task, atomically."""
-        text = json.dumps(
-            converter.unstructure([clamp_message(m) for m in transcript], list[Message]),
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        text = _dumps(converter.unstructure([clamp_message(m) for m in transcript], list[Message]))
 
         def write(db: sqlite3.Connection) -> None:
             with db:

@@ -115,7 +115,9 @@ class Daemon:
                 os.chmod(self.socket_path, 0o600)
                 info = os.stat(self.socket_path)
                 self._socket_inode = (info.st_dev, info.st_ino)
-                sock.listen(128)
+                # The system's maximum: a burst of windows connecting at once must not
+                # see connections that look open and then fail on their first write.
+                sock.listen(stdlib_socket.SOMAXCONN)
             except BaseException:
                 sock.close()
                 raise
