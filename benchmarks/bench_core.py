@@ -23,6 +23,7 @@ benchmark             subject vs baseline                             target
 
 from __future__ import annotations
 
+import collections
 import itertools
 import sqlite3
 import statistics
@@ -30,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import trio
@@ -41,6 +43,9 @@ from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
 from agentrt._pending import Answer, Listener, Registry, Request
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
+from agentrt._store import TaskStore
+
+T = TypeVar("T")
 
 #: A batch of timed operations; returns seconds per operation.
 Batch = Callable[[], Awaitable[float]]
@@ -339,6 +344,7 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
     runtime, close = await _open_bench_runtime(state_dir)
     owner = object()
     session = "chat-pause-resume"
+    store_calls, restore = _count_store_calls()
     problems: list[str] = []
     reexecuted = 0
     record_size = 0
@@ -349,6 +355,7 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
             nursery.start_soon(_run, runtime, session, "big 2048; sleep 1000", owner, watch)
             with trio.fail_after(30):
                 await watch.started.wait()
+            store_calls.clear()  # count the cycles only, not the first run
             big_calls = sum(
                 1 for e in watch.events if isinstance(e, ToolCallEvent) and e.name == "big"
             )
@@ -404,8 +411,10 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
             nursery.cancel_scope.cancel()
         hop = await thread_hop_median()
     finally:
+        restore()
         base_db.close()
         await close()
+    per_cycle = ", ".join(f"{name} {count / rounds:.2f}" for name, count in store_calls.items())
     if reexecuted:
         problems.append(f"{reexecuted} committed tool calls ran again after a resume")
     return Result(
@@ -419,10 +428,27 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
         (
             f"re-executed committed tool calls: {reexecuted} over {rounds + 1} resumes",
             f"baseline: one SQLite upsert + select of a {record_size}-byte record, no thread hop",
-            f"the cycle makes 4 store calls (save, load, load_history, save), each a thread "
-            f"hop; one bare hop costs {_format_time(hop)} here",
+            f"store calls per cycle, each one thread hop: {per_cycle}; one bare hop costs "
+            f"{_format_time(hop)} here",
         ),
     )
+
+
+def _count_store_calls() -> tuple[collections.Counter[str], Callable[[], None]]:
+    """Count `TaskStore` calls by method until the returned function restores it."""
+    counts: collections.Counter[str] = collections.Counter()
+    original = TaskStore._run
+
+    async def counting(self: TaskStore, fn: Callable[[sqlite3.Connection], T]) -> T:
+        counts[fn.__qualname__.split(".")[1]] += 1
+        return await original(self, fn)
+
+    TaskStore._run = counting  # type: ignore[method-assign]
+
+    def restore() -> None:
+        TaskStore._run = original  # type: ignore[method-assign]
+
+    return counts, restore
 
 
 def _connect_like_store(path: Path) -> sqlite3.Connection:
@@ -440,7 +466,9 @@ def _stored_record_size(path: Path, session: str) -> int:
     db = sqlite3.connect(path)
     try:
         row = db.execute(
-            "SELECT length(CAST(record AS BLOB)) FROM tasks WHERE session_id = ?", (session,)
+            "SELECT length(CAST(transcript AS BLOB)) + length(CAST(input AS BLOB)) "
+            "FROM tasks WHERE session_id = ?",
+            (session,),
         ).fetchone()
     finally:
         db.close()

@@ -82,7 +82,9 @@ async def test_an_unreadable_record_names_its_session_and_the_fix(tmp_path: Path
     await store.save(TaskRecord("cli-ok", "x", (Message.user("x"),)))
     db = sqlite3.connect(tmp_path / "t.db")
     db.execute(
-        "INSERT INTO tasks VALUES ('cli-bad', 'running', NULL, 0, ?)", (json.dumps({"x": 1}),)
+        "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, transcript) "
+        "VALUES ('cli-bad', 'running', 1, 0, 0, '\"x\"', ?)",
+        (json.dumps({"not": "a list of messages"}),),
     )
     db.commit()
     db.close()

@@ -226,7 +226,7 @@ class AgentRun:
         """Persist a change to the record that adds no message."""
         async with self._commit_lock:
             record = self.record.evolve(**changes)
-            if self.store is not None:
+            if self.store is not None and not await self.store.save_fields(record):
                 record = await self.store.save(record)
             self.record = record
 

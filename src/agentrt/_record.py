@@ -117,17 +117,6 @@ def clamp_message(message: Message) -> Message:
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
 
 
-def record_to_json_obj(record: TaskRecord) -> dict[str, Any]:
-    """Unstructure a record for storage."""
-    obj: dict[str, Any] = converter.unstructure(record)
-    return obj
-
-
-def record_from_json_obj(obj: Any) -> TaskRecord:
-    """Structure a stored record; raises `cattrs` errors on a malformed one."""
-    return converter.structure(obj, TaskRecord)
-
-
 RESUME_NOTE = (
     "This task was interrupted and is being resumed from a saved snapshot. "
     "Tool calls that already have results were completed and must not be repeated. "

@@ -1,7 +1,9 @@
 """The task store: each session's pending task, persisted in an embedded SQLite file.
 
 Every change is one transaction, so a process killed at any moment leaves
-either the old record or the new one. SQLite runs off the Trio thread (one
+either the old record or the new one. A record's fields are columns and its
+transcript one JSON column, so the bookkeeping of a pause or a resume is a
+plain column update that leaves the transcript alone. SQLite runs off the Trio thread (one
 connection, one worker thread at a time, under a lock); the file uses WAL so
 the CLI can read it while a daemon writes.
 """
@@ -21,14 +23,7 @@ import trio
 
 from ._cause import Cause
 from ._messages import Message
-from ._record import (
-    TaskRecord,
-    TaskStatus,
-    clamp_message,
-    converter,
-    record_from_json_obj,
-    record_to_json_obj,
-)
+from ._record import SavedQuestion, TaskRecord, TaskStatus, clamp_message, converter
 
 SCHEMA_VERSION = 1
 
@@ -36,9 +31,16 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     session_id TEXT PRIMARY KEY,
     status TEXT NOT NULL,
+    cause TEXT,
+    error TEXT,
+    question TEXT,
     window_hash TEXT,
+    task_hash TEXT,
+    runs INTEGER NOT NULL,
+    created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    record TEXT NOT NULL
+    input TEXT NOT NULL,
+    transcript TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS history (
     session_id TEXT PRIMARY KEY,
@@ -52,24 +54,6 @@ T = TypeVar("T")
 
 class StoreError(Exception):
     """The store file cannot be used (corrupt, newer schema, unreadable record)."""
-
-
-def _update_fields(db: sqlite3.Connection, record: TaskRecord) -> None:
-    """Rewrite every field of a stored record but its transcript, in the caller's transaction."""
-    fields = record_to_json_obj(attrs.evolve(record, transcript=()))
-    del fields["transcript"]
-    paths = ", ".join(f"'$.{name}', json(?)" for name in fields)
-    db.execute(
-        f"UPDATE tasks SET status = ?, window_hash = ?, updated_at = ?, "
-        f"record = json_set(record, {paths}) WHERE session_id = ?",
-        (
-            record.status.value,
-            record.window_hash,
-            record.updated_at,
-            *(_dumps(value) for value in fields.values()),
-            record.session_id,
-        ),
-    )
 
 
 class TaskExistsError(Exception):
@@ -88,18 +72,63 @@ def _dumps(value: Any) -> str:
     return text
 
 
+#: The columns of `tasks` but the transcript, in the order `_fields` gives their values.
+_FIELDS = (
+    "status",
+    "cause",
+    "error",
+    "question",
+    "window_hash",
+    "task_hash",
+    "runs",
+    "created_at",
+    "updated_at",
+    "input",
+)
+_SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
+
+
+def _fields(record: TaskRecord) -> tuple[Any, ...]:
+    """The column values of `record` but its transcript. Free text is stored as JSON."""
+    question = converter.unstructure(record.question) if record.question else None
+    return (
+        record.status.value,
+        record.cause.value if record.cause else None,
+        _dumps(record.error),
+        _dumps(question),
+        record.window_hash,
+        record.task_hash,
+        record.runs,
+        record.created_at,
+        record.updated_at,
+        _dumps(record.input),
+    )
+
+
 def _upsert(db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
     """Write `record`, clamped to the snapshot limits, inside the caller's transaction."""
     record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
-    text = _dumps(record_to_json_obj(record))
+    transcript = _dumps(converter.unstructure(record.transcript, tuple[Message, ...]))
+    columns = (*_FIELDS, "transcript")
     db.execute(
-        "INSERT INTO tasks(session_id, status, window_hash, updated_at, record) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-        "status = excluded.status, window_hash = excluded.window_hash, "
-        "updated_at = excluded.updated_at, record = excluded.record",
-        (record.session_id, record.status.value, record.window_hash, record.updated_at, text),
+        f"INSERT INTO tasks(session_id, {', '.join(columns)}) "
+        f"VALUES ({', '.join('?' * (len(columns) + 1))}) ON CONFLICT(session_id) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in columns),
+        (record.session_id, *_fields(record), transcript),
     )
     return record
+
+
+def _update_fields(db: sqlite3.Connection, record: TaskRecord) -> bool:
+    """Rewrite every column of a stored record but its transcript, in the caller's transaction.
+
+    A plain column update: the transcript, by far the largest part, is not read or written.
+    """
+    cur = db.execute(
+        f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _FIELDS)} WHERE session_id = ?",
+        (*_fields(record), record.session_id),
+    )
+    return cur.rowcount > 0
 
 
 @attrs.define(eq=False)
@@ -125,11 +154,9 @@ class TaskStore:
     async def load(self, session_id: str) -> TaskRecord | None:
         """The pending task of `session_id`, or None."""
         row = await self._run(
-            lambda db: db.execute(
-                "SELECT record FROM tasks WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            lambda db: db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
         )
-        return None if row is None else self._decode(session_id, row[0])
+        return None if row is None else self._decode(row)
 
     async def save(self, record: TaskRecord) -> TaskRecord:
         """Write `record` (clamped to the snapshot limits) and return what was written."""
@@ -173,18 +200,29 @@ class TaskStore:
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
             with db:
-                row = db.execute(
-                    "SELECT record FROM tasks WHERE session_id = ?", (session_id,)
-                ).fetchone()
+                row = db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
                 if row is None:
                     return None
-                old = self._decode(session_id, row[0])
+                old = self._decode(row)
                 record = change(old)
                 if record.transcript is old.transcript:
                     _update_fields(db, record)  # the transcript is unchanged: skip re-encoding it
                 else:
                     record = _upsert(db, record)
                 return record, self._history(db, session_id)
+
+        return await self._run(write)
+
+    async def save_fields(self, record: TaskRecord) -> bool:
+        """Write every field of `record` but its transcript; False if it has no row.
+
+        For changes that add no message (a saved question, a status): the
+        transcript, the largest part, is neither encoded nor written.
+        """
+
+        def write(db: sqlite3.Connection) -> bool:
+            with db:
+                return _update_fields(db, record)
 
         return await self._run(write)
 
@@ -196,27 +234,15 @@ class TaskStore:
         cause: Cause | None = None,
         error: str | None = None,
     ) -> bool:
-        """Set a task's status, cause and error in place; False if it has no record.
-
-        Only those fields change, so the transcript is not encoded again.
-        """
+        """Set a task's status, cause and error in place; False if it has no record."""
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
             with db:
                 cur = db.execute(
-                    "UPDATE tasks SET status = ?, updated_at = ?, record = json_set(record, "
-                    "'$.status', ?, '$.cause', ?, '$.error', json(?), '$.updated_at', ?) "
+                    "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ? "
                     "WHERE session_id = ?",
-                    (
-                        status.value,
-                        now,
-                        status.value,
-                        cause.value if cause else None,
-                        _dumps(error),
-                        now,
-                        session_id,
-                    ),
+                    (status.value, cause.value if cause else None, _dumps(error), now, session_id),
                 )
             return cur.rowcount > 0
 
@@ -240,12 +266,11 @@ class TaskStore:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = await self._run(
             lambda db: db.execute(
-                "SELECT session_id, record FROM tasks WHERE session_id LIKE ? ESCAPE '\\' "
-                "ORDER BY updated_at DESC",
+                f"{_SELECT} WHERE session_id LIKE ? ESCAPE '\\' ORDER BY updated_at DESC",
                 (escaped + "%",),
             ).fetchall()
         )
-        return [self._decode(sid, text) for sid, text in rows]
+        return [self._decode(row) for row in rows]
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
@@ -288,9 +313,25 @@ class TaskStore:
             self._closed = True
             await trio.to_thread.run_sync(self._db.close)
 
-    def _decode(self, session_id: str, text: str) -> TaskRecord:
+    def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
+        session_id = row[0]
         try:
-            return record_from_json_obj(json.loads(text))
+            (status, cause, error, question, window, task, runs, created, updated, text) = row[1:-1]
+            saved = json.loads(question)
+            return TaskRecord(
+                session_id=session_id,
+                input=json.loads(text),
+                transcript=converter.structure(json.loads(row[-1]), tuple[Message, ...]),
+                status=TaskStatus(status),
+                cause=Cause(cause) if cause is not None else None,
+                error=json.loads(error),
+                question=converter.structure(saved, SavedQuestion) if saved else None,
+                window_hash=window,
+                task_hash=task,
+                created_at=float(created),
+                updated_at=float(updated),
+                runs=int(runs),
+            )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
                 "; ".join(cattrs.transform_error(exc))
