@@ -30,6 +30,7 @@ from ._context import RequestContext, bind_context
 from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError
 from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
+from ._process import process_token, token_alive, token_pid
 from ._record import TaskRecord, TaskStatus
 from ._store import StoreError, TaskExistsError, TaskStore
 
@@ -123,6 +124,7 @@ class Executor:
     _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
+    _token: str = attrs.field(factory=process_token, init=False)
 
     # -- starting ---------------------------------------------------------
 
@@ -149,6 +151,7 @@ class Executor:
                 (Message.user(text),),
                 window_hash=window_hash,
                 task_hash=running.info.task_hash,
+                runner=self._token,
             )
             try:
                 history = await self.store.create(record)
@@ -179,6 +182,7 @@ class Executor:
 
             def change(record: TaskRecord) -> TaskRecord:
                 # Runs inside the store's transaction: a bad answer raises and writes nothing.
+                self._check_not_running_elsewhere(record)
                 preapproved: set[str] = set()
                 allow: str | None = None
                 if answer is not None:
@@ -191,6 +195,7 @@ class Executor:
                     window_hash=window_hash,
                     task_hash=running.info.task_hash,
                     runs=record.runs + 1,
+                    runner=self._token,
                 )
 
             loaded = await self.store.update(session_id, change)
@@ -215,7 +220,25 @@ class Executor:
         running = self._sessions.get(session_id)
         if running is not None:
             running.scope.cancel(Cause.USER_CANCEL)
+        else:
+            record = await self.store.load(session_id)
+            if record is not None:
+                self._check_not_running_elsewhere(record)
         return await self.store.delete(session_id)
+
+    def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
+        """Refuse a task that another live agentrt process is running right now."""
+        runner = record.runner
+        if (
+            record.status is TaskStatus.RUNNING
+            and runner is not None
+            and runner != self._token
+            and token_alive(runner)
+        ):
+            raise SessionBusyError(
+                f"session {record.session_id} is running in another agentrt process "
+                f"(pid {token_pid(runner)}); pause or stop it there first"
+            )
 
     # -- cancelling -------------------------------------------------------
 

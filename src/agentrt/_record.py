@@ -60,6 +60,8 @@ class TaskRecord:
     updated_at: float = attrs.field(factory=time.time)
     #: How many runs worked on this task (1 for a task never resumed).
     runs: int = 1
+    #: The process running it while RUNNING (see `agentrt._process`), else of its last run.
+    runner: str | None = None
 
     @property
     def crashed(self) -> bool:

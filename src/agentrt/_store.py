@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     input TEXT NOT NULL,
+    runner TEXT,
     transcript TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS history (
@@ -84,6 +85,7 @@ _FIELDS = (
     "created_at",
     "updated_at",
     "input",
+    "runner",
 )
 _SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
 
@@ -102,6 +104,7 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
         record.created_at,
         record.updated_at,
         _dumps(record.input),
+        record.runner,
     )
 
 
@@ -316,7 +319,9 @@ class TaskStore:
     def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
         session_id = row[0]
         try:
-            (status, cause, error, question, window, task, runs, created, updated, text) = row[1:-1]
+            (status, cause, error, question, window, task, runs, created, updated, text, runner) = (
+                row[1:-1]
+            )
             saved = json.loads(question)
             return TaskRecord(
                 session_id=session_id,
@@ -331,6 +336,7 @@ class TaskStore:
                 created_at=float(created),
                 updated_at=float(updated),
                 runs=int(runs),
+                runner=runner,
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
