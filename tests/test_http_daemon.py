@@ -54,6 +54,8 @@ async def test_daemon_with_http_serves_the_api_and_a_sigterm_keeps_http_runs_pen
             assert anonymous.status_code == 401
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(20):
+            while chunk := await process.stderr.receive_some():
+                said += chunk  # all the daemon says while it shuts down, for the messages below
             code = await process.wait()
         assert code == 0, said.decode()
     finally:
@@ -63,4 +65,4 @@ async def test_daemon_with_http_serves_the_api_and_a_sigterm_keeps_http_runs_pen
     db = sqlite3.connect(state / "tasks.db")
     rows = db.execute("SELECT session_id, status FROM tasks").fetchall()
     db.close()
-    assert rows == [("chat-d1", "interrupted")]
+    assert rows == [("chat-d1", "interrupted")], said.decode()

@@ -402,3 +402,28 @@ async def test_answering_one_inline_question_keeps_the_other_saved_with_the_task
     assert ended[0].pending_kept
     again = await runtime.executor.resume("cli-two", answer="yes", owner="o", emit=Recorder())
     assert again.outcome is Outcome.FINISHED
+
+
+async def test_a_shutdown_arriving_while_a_pause_is_being_saved_still_keeps_the_pause(
+    runtime: Runtime,
+) -> None:
+    outer = trio.CancelScope()
+    real = runtime.store
+
+    class ShutdownDuringSave:
+        """The store, except that the process starts shutting down as a pause is saved."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        async def mark(self, *args: object, **kwargs: object) -> bool:
+            outer.cancel()
+            return await real.mark(*args, **kwargs)  # type: ignore[arg-type]
+
+    runtime.executor.store = ShutdownDuringSave()  # type: ignore[assignment]
+    with outer:
+        await run_and_cancel_on(runtime, "cli-late", "sleep 100", Cause.PAUSE)
+    assert outer.cancelled_caught  # the shutdown's Cancelled was not swallowed
+    record = await real.load("cli-late")
+    assert record is not None
+    assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.PAUSE)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -338,42 +339,71 @@ class Executor:
                     # Cancelled from outside the run (the process is shutting down): keep the
                     # task, then let Cancelled propagate.
                     outer = running.scope.cause or cause_of(exc) or Cause.SHUTDOWN
-                    with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
-                        ended = await self._settle_cancel(agent, outer)
-                        await self._emit_final(emit, ended)
+                    await self._conclude(emit, agent, lambda: self._settle_cancel(agent, outer))
                     raise
                 if not isinstance(exc, Exception) and not _has_error(exc):
                     raise  # KeyboardInterrupt, SystemExit: not ours to handle
                 # Every failure keeps the task.
                 error = _describe(exc)
                 stopped = running.scope.cause
-                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
-                    if stopped is not None:
-                        ended = await self._settle_cancel(agent, stopped)
-                    else:
-                        log.warning(
-                            "run %s of %s failed: %s", info.task_hash, info.session_id, error
-                        )
-                        ended = await self._settle_failure(agent, error)
-                    await self._emit_final(emit, ended)
+                if stopped is None:
+                    log.warning("run %s of %s failed: %s", info.task_hash, info.session_id, error)
+                ended = await self._conclude(
+                    emit,
+                    agent,
+                    lambda: (
+                        self._settle_cancel(agent, stopped)
+                        if stopped is not None
+                        else self._settle_failure(agent, error)
+                    ),
+                )
                 if _contains_cancelled(exc) and stopped is None:
                     raise  # an outer cancel is under way too: do not swallow it
                 return ended
             if running.scope.cancelled_caught:
-                ended = await self._settle_cancel(agent, running.scope.cause or Cause.SHUTDOWN)
-            elif question is not None:
-                ended = RunEnded(
+                cause = running.scope.cause or Cause.SHUTDOWN
+                return await self._conclude(emit, agent, lambda: self._settle_cancel(agent, cause))
+            if question is not None:
+                parked = RunEnded(
                     info.task_hash,
                     info.session_id,
                     Outcome.AWAITING_ANSWER,
                     question=question.prompt,
                     pending_kept=True,
                 )
-            else:
+                return await self._conclude(emit, agent, lambda: _ready(parked))
+
+            async def finish() -> RunEnded:
                 await self.store.finish(info.session_id, [*history, *agent.transcript])
-                ended = RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
+                return RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
+
+            return await self._conclude(emit, agent, finish)
+
+    async def _conclude(
+        self, emit: Emit, agent: AgentRun, settle: Callable[[], Awaitable[RunEnded]]
+    ) -> RunEnded:
+        """Persist how a run ended, then emit its final event, both shielded from outside cancels.
+
+        A cancel with a cause is caught by the run's own scope; if the process
+        starts shutting down right then, the settle must still reach the store,
+        or the task would be left marked as running. The wait is bounded: past
+        it the task is left as it stands (kept, since its record exists).
+        """
+        ended = RunEnded(
+            agent.task_hash,
+            agent.record.session_id,
+            Outcome.FAILED,
+            error=f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s",
+            pending_kept=True,
+        )
+        with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS) as timeout:
+            ended = await settle()
             await self._emit_final(emit, ended)
-            return ended
+        if timeout.cancelled_caught:
+            log.error("run %s: %s", agent.task_hash, ended.error)
+        # The outcome is safe: now let a cancel from outside through.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return ended
 
     async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
         record = agent.record
@@ -465,6 +495,12 @@ def _describe(exc: BaseException) -> str:
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
+
+
+async def _ready(ended: RunEnded) -> RunEnded:
+    """An outcome that needs no store write (a parked run saved its question already)."""
+    await trio.lowlevel.checkpoint()
+    return ended
 
 
 def _only_cancelled(exc: BaseException) -> bool:
