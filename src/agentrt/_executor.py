@@ -382,12 +382,14 @@ class Executor:
     async def _conclude(
         self, emit: Emit, agent: AgentRun, settle: Callable[[], Awaitable[RunEnded]]
     ) -> RunEnded:
-        """Persist how a run ended, then emit its final event, both shielded from outside cancels.
+        """Persist how a run ended, shielded from outside cancels; then emit the final event.
 
         A cancel with a cause is caught by the run's own scope; if the process
-        starts shutting down right then, the settle must still reach the store,
-        or the task would be left marked as running. The wait is bounded: past
-        it the task is left as it stands (kept, since its record exists).
+        starts shutting down right then, the save must still reach the store, or
+        the task would be left marked as running. The save is bounded: past the
+        limit the task is left as it stands (kept, since its record exists). The
+        final event is not shielded: a caller that is itself being cancelled (a
+        connection going away) is not waited on to hear it.
         """
         ended = RunEnded(
             agent.task_hash,
@@ -398,9 +400,9 @@ class Executor:
         )
         with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS) as timeout:
             ended = await settle()
-            await self._emit_final(emit, ended)
         if timeout.cancelled_caught:
             log.error("run %s: %s", agent.task_hash, ended.error)
+        await self._emit_final(emit, ended)
         # The outcome is safe: now let a cancel from outside through.
         await trio.lowlevel.checkpoint_if_cancelled()
         return ended

@@ -46,7 +46,7 @@ from ..frames import (
     Welcome,
     frame_for_event,
 )
-from ._lifecycle import IllegalStepError, Lifecycle, Step
+from ._lifecycle import ConnectionState, IllegalStepError, Lifecycle, Step
 
 if TYPE_CHECKING:
     from ._server import Daemon
@@ -142,7 +142,8 @@ class Connection:
                 # The runs were cancelled with DISCONNECT; let them save their tasks.
                 with trio.move_on_after(CLEANUP_TIMEOUT):
                     await self._runs.wait_idle()
-                nursery.cancel_scope.cancel()
+                # A run that outlived the wait is still the window's: it stops as a disconnect.
+                nursery.cancel_scope.cancel(reason=Cause.DISCONNECT.reason)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1.0):
                 await self.stream.aclose()
@@ -339,6 +340,8 @@ class Connection:
         self._nursery.start_soon(self._drive, start, frame)
 
     async def _drive(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
+        if self.lifecycle.state is ConnectionState.CLOSED:
+            return  # the window left before its run could start: nothing to run or keep
         self._runs.enter()
         self.daemon.runs.enter()
         try:
