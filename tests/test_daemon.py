@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from agentrt._cause import Cause
 from agentrt._events import Event, Outcome, RunEnded
@@ -622,6 +623,8 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
             await victim.receive()
         await victim.aclose()
         monkeypatch.undo()
+        # The daemon logs the failure once its side of the connection is closed.
+        await trio.testing.wait_all_tasks_blocked()
         assert "connection" in caplog.text
         assert "disk on fire" in caplog.text
 

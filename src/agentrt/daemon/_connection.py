@@ -10,6 +10,7 @@ pending tasks are kept for a later resume.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -98,6 +99,11 @@ class RunCounter:
 Handler = Callable[[Any], Awaitable[None]]
 
 
+#: How long, and how much, a closing connection reads and discards of what its peer still sends.
+DRAIN_SECONDS = 0.5
+DRAIN_BYTES = 1 << 20
+
+
 @attrs.define(eq=False)
 class Connection:
     """The daemon's side of one client connection. Made and served by `Daemon`."""
@@ -146,7 +152,26 @@ class Connection:
                 nursery.cancel_scope.cancel(reason=Cause.DISCONNECT.reason)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1.0):
-                await self.stream.aclose()
+                await self._close_gracefully()
+
+    async def _close_gracefully(self) -> None:
+        """Close so that the peer reads what it was sent, then an end of stream.
+
+        Closing a Unix socket with unread input resets the connection, and the
+        peer's next read can fail before it sees the frames it was sent (the
+        error that refused its hello, say). So: end our side, discard a bounded
+        amount of what the peer still sends, then close.
+        """
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self.stream.send_eof()
+            with trio.move_on_after(DRAIN_SECONDS):
+                drained = 0
+                while drained < DRAIN_BYTES:
+                    chunk = await self.stream.receive_some(65536)
+                    if not chunk:
+                        break
+                    drained += len(chunk)
+        await self.stream.aclose()
 
     def _release(self) -> None:
         """Everything a closing connection must undo, synchronously, in this order."""
