@@ -10,6 +10,7 @@ EXPECTED = {
     "CONFIRM_CHOICES",
     "DENY",
     "default_state_dir",
+    "may_have_run",
     "AgentConfig",
     "AlreadyAnsweredError",
     "Answer",

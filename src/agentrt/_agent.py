@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from ._clamp import ARGUMENT_LIMIT, clamp, clamp_arguments
 from ._context import RequestContext, bind_context, current_context
 from ._events import (
     Event,
@@ -38,7 +39,14 @@ from ._pending import (
     Request,
     RequestKind,
 )
-from ._record import RESUME_NOTE, SavedQuestion, TaskRecord, TaskStatus
+from ._record import (
+    RESUME_NOTE,
+    SavedQuestion,
+    TaskRecord,
+    TaskStatus,
+    call_was_clamped,
+    unanswered_calls,
+)
 from ._secrets import SecretNameError, SecretStore
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
@@ -49,6 +57,17 @@ Emit = Callable[[Event], Awaitable[None]]
 CHAT_SERVICE_ORIGINS = ("tg-", "dc-")
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
+#: Longest string (UTF-8 bytes) of a tool call's arguments carried by an event.
+EVENT_STRING_LIMIT = ARGUMENT_LIMIT
+#: Longest text piece of one `TextEvent`; a longer model delta is split.
+TEXT_EVENT_LIMIT = 16 * 1024
+#: Longest command or question (UTF-8 bytes) shown in a confirmation or question prompt.
+PROMPT_LIMIT = 2 * 1024
+
+
+def split_text(text: str, limit: int = TEXT_EVENT_LIMIT) -> list[str]:
+    """`text` cut into pieces of at most `limit` characters (none when empty)."""
+    return [text[i : i + limit] for i in range(0, len(text), limit)]
 
 
 @attrs.frozen
@@ -134,32 +153,45 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 
 @attrs.define(eq=False)
 class AgentRun:
-    """One run of a session's task (or of a subagent, when `store` is None)."""
+    """One run of a session's task (or of a subagent, when `store` is None).
+
+    Two transcripts are kept apart on purpose. `live` is this run's working
+    transcript with every value whole: the model reads it and tool calls are
+    taken from it. `snapshot` is the record as saved, with values clamped to the
+    snapshot limits; it is what a later resume starts from, and nothing in a
+    live run reads its calls or arguments.
+    """
 
     model: Model
     registry: Registry
     config: AgentConfig
     emit: Emit
     task_hash: str
-    record: TaskRecord
+    #: The saved record (clamped); starting point of a resume, never the source of a call.
+    snapshot: TaskRecord
     store: TaskStore | None
     history: tuple[Message, ...] = ()
     #: Tools the user allowed for the rest of this session.
     session_allow: set[str] = attrs.field(factory=set)
     #: Call ids confirmed ahead (an answered saved confirmation).
     preapproved: set[str] = attrs.field(factory=set)
+    #: Answers given ahead to a subagent's parked question, by its prompt.
+    prefilled: dict[str, str] = attrs.field(factory=dict)
     resumed: bool = False
     agent: str = ""
-    #: The full transcript of this run; the record holds the clamped, committed one.
-    transcript: list[Message] = attrs.field(factory=list)
+    #: The full transcript of this run (see the class docstring).
+    live: list[Message] = attrs.field(factory=list)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _subagents: int = attrs.field(default=0, init=False)
-    #: Inline questions waiting for an answer, oldest first (see `ask_inline`).
+    #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
     _asking: dict[str, SavedQuestion] = attrs.field(factory=dict, init=False)
+    #: Ids of the calls this run took over from the snapshot (their arguments may be clamped).
+    _restored: set[str] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
-        if not self.transcript:
-            self.transcript = list(self.record.transcript)
+        if not self.live:
+            self.live = list(self.snapshot.transcript)
+        self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
 
     @property
     def context(self) -> RequestContext:
@@ -174,7 +206,7 @@ class AgentRun:
         """
         rounds = 0
         while True:
-            calls = self.record.unanswered_calls()
+            calls = unanswered_calls(self.live)
             if calls:
                 parked = await self._run_round(calls)
                 if parked is not None:
@@ -197,66 +229,117 @@ class AgentRun:
                 return response.text, None
 
     def _model_messages(self) -> list[Message]:
-        messages = [*self.history, *self.transcript]
+        messages = [*self.history, *self.live]
         if self.resumed:
             messages.append(Message.system(RESUME_NOTE))
         return messages
 
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
-            if delta.text:
-                await self.emit(TextEvent(self.task_hash, delta.text, self.agent))
+            # A model may hand over a long text in one piece; events stay small.
+            for piece in split_text(delta.text):
+                await self.emit(TextEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ToolCallDelta):
             await self.emit(
                 ToolCallDeltaEvent(
-                    self.task_hash, delta.index, delta.id, delta.name, delta.arguments, self.agent
+                    self.task_hash,
+                    delta.index,
+                    delta.id,
+                    delta.name,
+                    clamp(delta.arguments, EVENT_STRING_LIMIT),
+                    self.agent,
                 )
             )
 
     async def commit(self, message: Message, **changes: Any) -> None:
-        """Append `message` to the transcript and persist the record (one transaction)."""
+        """Append `message` to the live transcript and persist the snapshot (one transaction)."""
         async with self._commit_lock:
-            self.transcript.append(message)
-            record = self.record.evolve(transcript=(*self.record.transcript, message), **changes)
+            self.live.append(message)
+            record = self.snapshot.evolve(
+                transcript=(*self.snapshot.transcript, message), **changes
+            )
             if self.store is not None:
                 record = await self.store.save(record)
-            self.record = record
+            self.snapshot = record
 
     async def set_record(self, **changes: Any) -> None:
-        """Persist a change to the record that adds no message."""
+        """Persist a change to the snapshot that adds no message."""
         async with self._commit_lock:
-            record = self.record.evolve(**changes)
+            record = self.snapshot.evolve(**changes)
             if self.store is not None and not await self.store.save_fields(record):
                 record = await self.store.save(record)
-            self.record = record
+            self.snapshot = record
+
+    async def begin_effect(self, call: ToolCall) -> None:
+        """Record that `call` is about to take effect, before it does.
+
+        If the run dies before the call's result is committed, the saved task
+        knows the call may already have run, and says so when it is resumed.
+        """
+        attempts = {**self.snapshot.attempts, call.id: self.snapshot.attempts_of(call.id) + 1}
+        await self.set_record(attempts=attempts)
+
+    def attempt(self, call: ToolCall) -> int:
+        """Which attempt at `call` this is: 1 unless an earlier run started it already."""
+        return self.snapshot.attempts_of(call.id) + 1
+
+    def describe(self, call: ToolCall, prompt: str) -> str:
+        """`prompt` with a warning when an earlier attempt at `call` may already have run."""
+        attempt = self.attempt(call)
+        if attempt == 1:
+            return prompt
+        return f"{prompt} [may already have run (attempt {attempt})]"
 
     async def _run_round(self, calls: Sequence[ToolCall]) -> SavedQuestion | None:
         parked: list[SavedQuestion] = []
+        order = {call.id: n for n, call in enumerate(calls)}
         async with trio.open_nursery() as nursery:
             for call in calls:
-                nursery.start_soon(self._run_call, call, parked)
+                nursery.start_soon(self._run_call, call, parked, order)
         if not parked:
             return None
         # The round's other results are committed by now; save the question and stop.
-        order = {call.id: n for n, call in enumerate(calls)}
         question = min(parked, key=lambda q: order[q.call_id])
         await self.set_record(status=TaskStatus.AWAITING_ANSWER, question=question)
         return question
 
-    async def _run_call(self, call: ToolCall, parked: list[SavedQuestion]) -> None:
+    async def _run_call(
+        self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int]
+    ) -> None:
         await self.emit(
-            ToolCallEvent(self.task_hash, call.id, call.name, dict(call.arguments), self.agent)
+            ToolCallEvent(
+                self.task_hash,
+                call.id,
+                call.name,
+                clamp_arguments(call.arguments, EVENT_STRING_LIMIT),
+                self.agent,
+                attempt=self.attempt(call),
+            )
         )
         ok = True
         try:
+            if call.id in self._restored and call_was_clamped(call):
+                raise ToolError(
+                    "not run: an argument of this call was shortened when the task was saved "
+                    "(it holds a '...[N bytes elided]...' marker), so running it now would use "
+                    "the wrong value; issue the call again with its full arguments"
+                )
             result = await self._dispatch(call)
         except QuestionParked as park:
             parked.append(SavedQuestion(call.id, park.prompt, park.kind))
+            # Saved at once: if the run stops before the round ends, the kept task still
+            # shows (and accepts an answer to) the question it waits for.
+            first = min(parked, key=lambda q: order[q.call_id])
+            with trio.CancelScope(shield=True):
+                await self.set_record(question=first)
             return
         except ToolError as exc:
             ok = False
             result = f"error: {exc}"
-        await self.commit(Message.tool_result(call, result))
+        # The call has happened: its result is committed even if a cancel arrives now, so
+        # a resume never runs it again.
+        with trio.CancelScope(shield=True):
+            await self.commit(Message.tool_result(call, result))
         preview = result.encode("utf-8", "replace")[: self.config.preview_bytes].decode(
             "utf-8", "ignore"
         )
@@ -294,8 +377,15 @@ class AgentRun:
         return self.registry.has_listener(ctx.origin, ctx)
 
     async def confirm(self, call: ToolCall, prompt: str) -> bool:
-        """Ask whether `call` may run; True to run it. Parks when nobody can answer."""
-        if call.id in self.preapproved or call.name in self.session_allow:
+        """Ask whether `call` may run; True to run it. Parks when nobody can answer.
+
+        A call that may already have run (an earlier attempt started but never
+        committed) is always asked about, even for a tool allowed for the session.
+        """
+        prompt = self.describe(call, prompt)
+        if call.id in self.preapproved:
+            return True
+        if call.name in self.session_allow and self.attempt(call) == 1:
             return True
         if not self._has_listener():
             if self.agent:
@@ -312,6 +402,7 @@ class AgentRun:
     async def confirm_restricted(self, call: ToolCall, prompt: str) -> bool:
         """Confirm a call that touches a restricted path: needs the system password."""
         ctx = self.context
+        prompt = self.describe(call, prompt)
         if ctx.origin in CHAT_SERVICE_ORIGINS:
             raise ToolError(
                 "refused: a restricted-path confirmation needs the system password, which "
@@ -326,13 +417,15 @@ class AgentRun:
             raise QuestionParked(prompt, RequestKind.PASSWORD)
         verifier = self.config.verifier
         if await verifier.cached():
-            answer = await self.registry.ask(
-                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name)
+            answer = await self.ask_inline(
+                SavedQuestion(call.id, prompt, RequestKind.CONFIRM),
+                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name),
             )
             return answer.value == ALLOW_ONCE
         error: str | None = None
         for attempt in range(1, PASSWORD_TRIES + 1):
-            answer = await self.registry.ask(
+            answer = await self.ask_inline(
+                SavedQuestion(call.id, prompt, RequestKind.PASSWORD),
                 Request(
                     RequestKind.PASSWORD,
                     prompt,
@@ -340,7 +433,7 @@ class AgentRun:
                     masked=True,
                     tool=call.name,
                     error=error,
-                )
+                ),
             )
             if answer.value == DENY:
                 return False
@@ -371,20 +464,25 @@ class AgentRun:
         """Run `task` in an in-process subagent that shares the registry and context."""
         self._subagents += 1
         name = f"{self.agent}/sub{self._subagents}" if self.agent else f"sub{self._subagents}"
-        child_record = TaskRecord(self.record.session_id, task, (Message.user(task),))
+        child_record = TaskRecord(self.snapshot.session_id, task, (Message.user(task),))
         child = AgentRun(
             model=self.model,
             registry=self.registry,
             config=self.config,
             emit=self.emit,
             task_hash=self.task_hash,
-            record=child_record,
+            snapshot=child_record,
             store=None,
             session_allow=self.session_allow,
+            prefilled=self.prefilled,
             agent=name,
         )
         with bind_context(attrs.evolve(self.context, agent_path=name)):
-            text, _ = await child.drive()
+            text, parked = await child.drive()
+        if parked is not None:
+            # Parks the parent on the subagent's question; the answer re-runs the spawn with
+            # the answer given ahead (`prefilled`).
+            raise QuestionParked(parked.prompt, parked.kind)
         return text or ""
 
 
@@ -402,17 +500,20 @@ def _arg(call: ToolCall, name: str, kind: type) -> Any:
 
 async def _ask_user(run: AgentRun, call: ToolCall) -> str:
     question = _arg(call, "question", str)
+    prompt = clamp(question, PROMPT_LIMIT)
+    if prompt in run.prefilled:
+        # A subagent asked this before its parent parked on it; the answer came with the resume.
+        return run.prefilled.pop(prompt)
     ctx = run.context
-    if (ctx.origin == "cli-" and run._has_listener()) or (run.agent and run._has_listener()):
+    if ctx.origin == "cli-" and run._has_listener():
         # From a terminal run the question goes inline and this run continues.
         answer = await run.ask_inline(
-            SavedQuestion(call.id, question, RequestKind.QUESTION), Request.question(question)
+            SavedQuestion(call.id, prompt, RequestKind.QUESTION), Request.question(prompt)
         )
         return answer.value
-    if run.agent:
-        raise ToolError("cannot ask: nobody is connected to answer")
-    # From any other origin: commit the round, snapshot, end; the answer resumes it.
-    raise QuestionParked(question, RequestKind.QUESTION)
+    # From any other origin: commit the round, snapshot, end; the answer resumes it. A
+    # subagent's question parks its parent the same way (see `_spawn`).
+    raise QuestionParked(prompt, RequestKind.QUESTION)
 
 
 async def _store_secret(run: AgentRun, call: ToolCall) -> str:
@@ -428,9 +529,13 @@ async def _store_secret(run: AgentRun, call: ToolCall) -> str:
         )
     if not run._has_listener():
         raise ToolError(f"cannot ask for secret {name!r}: nobody is connected to type it")
-    answer = await run.registry.ask(Request.secret(name))
+    request = Request.secret(name)
+    answer = await run.ask_inline(
+        SavedQuestion(call.id, request.prompt, RequestKind.SECRET), request
+    )
     if answer.value == DENY or answer.secret is None:
         return f"the user declined to store secret {name!r}"
+    await run.begin_effect(call)
     await trio.to_thread.run_sync(run.config.secrets.put, name, answer.secret)
     return f"stored secret {name!r}"
 
@@ -444,6 +549,7 @@ async def _write_file(run: AgentRun, call: ToolCall) -> str:
             call, f"write {len(data)} bytes to {path} (restricted)"
         ):
             return "denied by the user"
+        await run.begin_effect(call)
         result = await run.config.verifier.run(["tee", str(path)], stdin=data)
         if result.returncode != 0:
             raise ToolError(
@@ -452,6 +558,7 @@ async def _write_file(run: AgentRun, call: ToolCall) -> str:
         return f"wrote {len(data)} bytes to {path} (via sudo)"
     if not await run.confirm(call, f"write {len(data)} bytes to {path}"):
         return "denied by the user"
+    await run.begin_effect(call)
 
     def write() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -485,14 +592,17 @@ async def _read_file(run: AgentRun, call: ToolCall) -> str:
 
 async def _shell(run: AgentRun, call: ToolCall) -> str:
     command = _arg(call, "command", str)
+    shown = clamp(command, PROMPT_LIMIT)
     if run.mentions_restricted(command):
-        if not await run.confirm_restricted(call, f"run (restricted): {command}"):
+        if not await run.confirm_restricted(call, f"run (restricted): {shown}"):
             return "denied by the user"
+        await run.begin_effect(call)
         result = await run.config.verifier.run(["sh", "-c", command])
         output, code = result.output, result.returncode
     else:
-        if not await run.confirm(call, f"run: {command}"):
+        if not await run.confirm(call, f"run: {shown}"):
             return "denied by the user"
+        await run.begin_effect(call)
         with trio.move_on_after(run.config.shell_timeout) as timeout:
             proc = await trio.run_process(
                 ["sh", "-c", command],
@@ -503,7 +613,7 @@ async def _shell(run: AgentRun, call: ToolCall) -> str:
                 stdin=b"",
             )
         if timeout.cancelled_caught:
-            raise ToolError(f"the command ran longer than {run.config.shell_timeout:g}s: {command}")
+            raise ToolError(f"the command ran longer than {run.config.shell_timeout:g}s: {shown}")
         output, code = proc.stdout, proc.returncode
     text = output.decode("utf-8", "replace")
     return f"{text}[exit status {code}]"
@@ -527,7 +637,11 @@ async def _big(run: AgentRun, call: ToolCall) -> str:
 
 
 async def _spawn(run: AgentRun, call: ToolCall) -> str:
-    return await run.spawn(_arg(call, "task", str))
+    task = _arg(call, "task", str)
+    # What a subagent does is not committed call by call: a spawn that started and
+    # never returned may have had effects.
+    await run.begin_effect(call)
+    return await run.spawn(task)
 
 
 _TOOLS: dict[str, Callable[[AgentRun, ToolCall], Awaitable[str]]] = {

@@ -43,13 +43,30 @@ class TextEvent:
 
 @attrs.frozen
 class ToolCallEvent:
-    """A tool call is about to run."""
+    """A tool call is about to run.
+
+    `arguments` are for showing: long strings are shortened (the call itself runs
+    with its full values). `attempt` is 1 for a call never started before; more
+    means an earlier run started this call and stopped before its result was
+    committed, so it may already have run.
+    """
 
     task_hash: str
     call_id: str
     name: str
     arguments: dict[str, Any]
     agent: str = ""
+    attempt: int = 1
+
+    @property
+    def may_have_run(self) -> str | None:
+        """The warning to show when an earlier attempt may already have run, else None."""
+        return may_have_run(self.attempt)
+
+
+def may_have_run(attempt: int) -> str | None:
+    """``"may already have run (attempt N)"`` for an attempt after the first, else None."""
+    return f"may already have run (attempt {attempt})" if attempt > 1 else None
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -179,16 +179,15 @@ class Executor:
         check_session_id(session_id)
         running = self._register(session_id, owner, window_hash)
         try:
-            effects: list[tuple[set[str], str | None]] = []
+            effects: list[AnswerEffects] = []
 
             def change(record: TaskRecord) -> TaskRecord:
                 # Runs inside the store's transaction: a bad answer raises and writes nothing.
                 self._check_not_running_elsewhere(record)
-                preapproved: set[str] = set()
-                allow: str | None = None
+                effect = AnswerEffects()
                 if answer is not None:
-                    record, preapproved, allow = apply_answer(record, answer)
-                effects.append((preapproved, allow))
+                    record, effect = apply_answer(record, answer)
+                effects.append(effect)
                 return record.evolve(
                     status=TaskStatus.RUNNING,
                     cause=None,
@@ -203,12 +202,10 @@ class Executor:
             if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
             record, history = loaded
-            preapproved, allow = effects[-1]
-            if allow is not None:
-                self._allow.setdefault(session_id, set()).add(allow)
-            return await self._drive(
-                running, record, history, emit, resumed=True, preapproved=preapproved
-            )
+            effect = effects[-1]
+            if effect.allow is not None:
+                self._allow.setdefault(session_id, set()).add(effect.allow)
+            return await self._drive(running, record, history, emit, resumed=True, answered=effect)
         finally:
             self._unregister(running)
 
@@ -308,20 +305,22 @@ class Executor:
         emit: Emit,
         *,
         resumed: bool,
-        preapproved: set[str] | None = None,
+        answered: AnswerEffects | None = None,
     ) -> RunEnded:
         info = running.info
+        answered = answered or AnswerEffects()
         agent = AgentRun(
             model=self.model,
             registry=self.registry,
             config=self.config,
             emit=emit,
             task_hash=info.task_hash,
-            record=record,
+            snapshot=record,
             store=self.store,
             history=history,
             session_allow=self._allow.setdefault(info.session_id, set()),
-            preapproved=preapproved or set(),
+            preapproved=set(answered.approved),
+            prefilled=dict(answered.prefilled),
             resumed=resumed,
         )
         ctx = RequestContext(info.session_id, info.window_hash, info.task_hash)
@@ -329,10 +328,12 @@ class Executor:
         text: str | None = None
         question = None
         with bind_context(ctx):
+            # create() / update() persisted the record as RUNNING already. The first event
+            # goes out whatever happens next: a cancel that arrived while the record was
+            # being written still finds a run that said it started.
+            await self._emit_first(emit, TaskStarted(info.task_hash, info.session_id, resumed))
             try:
                 with running.scope:
-                    # create() / update() persisted the record as RUNNING already.
-                    await emit(TaskStarted(info.task_hash, info.session_id, resumed))
                     text, question = await agent.drive()
             except BaseException as exc:
                 if _only_cancelled(exc):
@@ -374,7 +375,7 @@ class Executor:
                 return await self._conclude(emit, agent, lambda: _ready(parked))
 
             async def finish() -> RunEnded:
-                await self.store.finish(info.session_id, [*history, *agent.transcript])
+                await self.store.finish(info.session_id, [*history, *agent.live])
                 return RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
 
             return await self._conclude(emit, agent, finish)
@@ -393,7 +394,7 @@ class Executor:
         """
         ended = RunEnded(
             agent.task_hash,
-            agent.record.session_id,
+            agent.snapshot.session_id,
             Outcome.FAILED,
             error=f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s",
             pending_kept=True,
@@ -408,7 +409,7 @@ class Executor:
         return ended
 
     async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
-        record = agent.record
+        record = agent.snapshot
         if cause.deletes_pending:
             await self.store.delete(record.session_id)
             kept = False
@@ -421,7 +422,7 @@ class Executor:
         )
 
     async def _settle_failure(self, agent: AgentRun, error: str) -> RunEnded:
-        record = agent.record
+        record = agent.snapshot
         kept = True
         try:
             await self.store.mark(record.session_id, TaskStatus.FAILED, error=error)
@@ -432,6 +433,14 @@ class Executor:
         return RunEnded(
             agent.task_hash, record.session_id, Outcome.FAILED, error=error, pending_kept=kept
         )
+
+    async def _emit_first(self, emit: Emit, started: TaskStarted) -> None:
+        """Emit `TaskStarted`, shielded (and bounded) so that no cancel can skip it."""
+        with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+            try:
+                await emit(started)
+            except Exception as exc:  # the receiver went away; the run still settles
+                log.info("first event of %s not delivered: %s", started.task_hash, exc)
 
     async def _emit_final(self, emit: Emit, ended: RunEnded) -> None:
         # The task is over before anyone hears so: a client that resumes the session the
@@ -445,8 +454,20 @@ class Executor:
             log.info("final event of %s not delivered: %s", ended.task_hash, exc)
 
 
-def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, set[str], str | None]:
-    """Answer a record's saved question: (new record, call ids approved, tool allowed)."""
+@attrs.frozen
+class AnswerEffects:
+    """What answering a saved question changes in the run that resumes the task."""
+
+    #: Call ids whose confirmation the answer gave (they run without asking again).
+    approved: frozenset[str] = frozenset()
+    #: A tool the answer allowed for the rest of the session.
+    allow: str | None = None
+    #: Answers to a subagent's questions, by prompt (its spawn runs again and finds them).
+    prefilled: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEffects]:
+    """Answer a record's saved question: the new record and what the resumed run must know."""
     question = record.question
     if question is None:
         raise BadAnswerError(
@@ -456,31 +477,29 @@ def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, set[str],
     if call is None:
         raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
     if question.kind is RequestKind.QUESTION:
-        return (
-            record.evolve(
-                transcript=(*record.transcript, Message.tool_result(call, answer)),
-                question=None,
-            ),
-            set(),
-            None,
-        )
+        if call.name == "spawn":
+            # A subagent asked: its spawn runs again and takes the answer when it asks again.
+            return record.evolve(question=None), AnswerEffects(prefilled={question.prompt: answer})
+        result = Message.tool_result(call, answer)
+        return record.evolve(
+            transcript=(*record.transcript, result), question=None
+        ), AnswerEffects()
     if question.kind is RequestKind.CONFIRM:
         if answer == DENY:
+            result = Message.tool_result(call, "denied by the user")
             return (
-                record.evolve(
-                    transcript=(
-                        *record.transcript,
-                        Message.tool_result(call, "denied by the user"),
-                    ),
-                    question=None,
-                ),
-                set(),
-                None,
+                record.evolve(transcript=(*record.transcript, result), question=None),
+                AnswerEffects(),
             )
         if answer in (ALLOW_ONCE, ALLOW_SESSION):
             allow = call.name if answer == ALLOW_SESSION else None
-            return record.evolve(question=None), {call.id}, allow
+            return record.evolve(question=None), AnswerEffects(frozenset({call.id}), allow)
         raise BadAnswerError(f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}")
+    if question.kind is RequestKind.SECRET:
+        raise BadAnswerError(
+            "this question asks for a secret value, which is typed into a masked field; resume "
+            "the task from the terminal or the web page without an answer and type it there"
+        )
     raise BadAnswerError(
         "this question needs the system password; resume the task from the terminal "
         "or the web page without an answer and type it there"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -13,6 +14,7 @@ from ._cause import Cause
 from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
 from ._messages import Message, Role, ToolCall
 from ._pending import RequestKind
+from ._process import token_alive
 
 
 class TaskStatus(enum.Enum):
@@ -39,12 +41,17 @@ class SavedQuestion:
 
 @attrs.frozen
 class TaskRecord:
-    """A session's unfinished task: everything needed to resume it without redoing work.
+    """A session's unfinished task, as saved: everything needed to resume it without redoing work.
 
-    `transcript` holds the committed conversation: an assistant message's tool
-    calls, followed by the results of those calls that have completed. A call
-    with no result in the transcript has not been committed and runs on resume;
-    one with a result never runs again.
+    This is the *snapshot*: `transcript` holds the committed conversation with
+    every value clamped to the snapshot limits (see `clamp_message`). A live run
+    never takes its tool calls from here; it keeps the full values in its own
+    live transcript (`AgentRun.live`). An assistant message's tool calls are
+    followed by the results of those calls that have completed. A call with no
+    result has not been committed and runs on resume; one with a result never
+    runs again. `attempts` counts, per call id, how often a call with side
+    effects was started: a call that started but never committed may already
+    have run, and says so on resume.
     """
 
     session_id: str
@@ -62,35 +69,55 @@ class TaskRecord:
     runs: int = 1
     #: The process running it while RUNNING (see `agentrt._process`), else of its last run.
     runner: str | None = None
+    #: How many times each side-effecting call (by id) was started; see `TaskRecord`.
+    attempts: Mapping[str, int] = attrs.field(factory=dict)
 
     @property
     def crashed(self) -> bool:
-        """True for a record left RUNNING by a process that is no longer running it."""
-        return self.status is TaskStatus.RUNNING
+        """True for a record left RUNNING by a process that is no longer running it.
+
+        A task that a live process (this one or another) is running is not crashed.
+        """
+        if self.status is not TaskStatus.RUNNING:
+            return False
+        return self.runner is None or not token_alive(self.runner)
 
     def unanswered_calls(self) -> list[ToolCall]:
         """The tool calls of the last assistant message that have no committed result."""
-        for index in range(len(self.transcript) - 1, -1, -1):
-            message = self.transcript[index]
-            if message.role is Role.ASSISTANT:
-                done = {m.tool_call_id for m in self.transcript[index + 1 :] if m.role is Role.TOOL}
-                return [call for call in message.tool_calls if call.id not in done]
-        return []
+        return unanswered_calls(self.transcript)
+
+    def attempts_of(self, call_id: str) -> int:
+        """How many times the call `call_id` was started without its result being committed."""
+        return self.attempts.get(call_id, 0)
 
     def has_elisions(self) -> bool:
         """Whether any committed value was clamped (the resume prompt then says so)."""
         for message in self.transcript:
             if was_clamped(message.content):
                 return True
-            for call in message.tool_calls:
-                if any(isinstance(v, str) and was_clamped(v) for v in _strings(call.arguments)):
-                    return True
+            if any(call_was_clamped(call) for call in message.tool_calls):
+                return True
         return False
 
     def evolve(self, **changes: Any) -> TaskRecord:
         """A copy with `changes` applied and `updated_at` set to now."""
         changes.setdefault("updated_at", time.time())
         return attrs.evolve(self, **changes)
+
+
+def unanswered_calls(transcript: Sequence[Message]) -> list[ToolCall]:
+    """The tool calls of the last assistant message of `transcript` that have no result."""
+    for index in range(len(transcript) - 1, -1, -1):
+        message = transcript[index]
+        if message.role is Role.ASSISTANT:
+            done = {m.tool_call_id for m in transcript[index + 1 :] if m.role is Role.TOOL}
+            return [call for call in message.tool_calls if call.id not in done]
+    return []
+
+
+def call_was_clamped(call: ToolCall) -> bool:
+    """Whether an argument of `call` was shortened when a snapshot was saved."""
+    return any(isinstance(v, str) and was_clamped(v) for v in _strings(call.arguments))
 
 
 def _strings(value: Any) -> list[Any]:

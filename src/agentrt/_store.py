@@ -25,7 +25,7 @@ from ._cause import Cause
 from ._messages import Message
 from ._record import SavedQuestion, TaskRecord, TaskStatus, clamp_message, converter
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     updated_at REAL NOT NULL,
     input TEXT NOT NULL,
     runner TEXT,
+    attempts TEXT NOT NULL DEFAULT '{}',
     transcript TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS history (
@@ -86,6 +87,7 @@ _FIELDS = (
     "updated_at",
     "input",
     "runner",
+    "attempts",
 )
 _SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
 
@@ -105,6 +107,7 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
         record.updated_at,
         _dumps(record.input),
         record.runner,
+        _dumps(dict(record.attempts)),
     )
 
 
@@ -319,9 +322,20 @@ class TaskStore:
     def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
         session_id = row[0]
         try:
-            (status, cause, error, question, window, task, runs, created, updated, text, runner) = (
-                row[1:-1]
-            )
+            (
+                status,
+                cause,
+                error,
+                question,
+                window,
+                task,
+                runs,
+                created,
+                updated,
+                text,
+                runner,
+                attempts,
+            ) = row[1:-1]
             saved = json.loads(question)
             return TaskRecord(
                 session_id=session_id,
@@ -337,6 +351,7 @@ class TaskStore:
                 updated_at=float(updated),
                 runs=int(runs),
                 runner=runner,
+                attempts={str(k): int(v) for k, v in json.loads(attempts).items()},
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
@@ -359,6 +374,16 @@ class TaskStore:
                 raise StoreError(f"the task store {self.path} failed: {exc}") from None
 
 
+def _migrate(db: sqlite3.Connection, version: int) -> None:
+    """Bring a store of schema `version` (0: a new file) to `SCHEMA_VERSION`."""
+    if version == 0:
+        db.executescript(_SCHEMA)
+        return
+    if version < 2:
+        # Version 1 had no attempt records: every call counts as never started.
+        db.execute("ALTER TABLE tasks ADD COLUMN attempts TEXT NOT NULL DEFAULT '{}'")
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -377,7 +402,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA busy_timeout=5000")
         if version < SCHEMA_VERSION:
             with db:
-                db.executescript(_SCHEMA)
+                _migrate(db, version)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.isolation_level = "DEFERRED"  # `with db:` opens a transaction per change
         db.execute("SELECT count(*) FROM tasks").fetchone()

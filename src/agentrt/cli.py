@@ -178,7 +178,8 @@ class Printer:
             args = json.dumps(event.arguments, ensure_ascii=False)
             if len(args) > 120:
                 args = args[:117] + "..."
-            self._note(f"{event.agent + ': ' if event.agent else ''}{event.name} {args}")
+            warning = f" ({event.may_have_run})" if event.may_have_run else ""
+            self._note(f"{event.agent + ': ' if event.agent else ''}{event.name} {args}{warning}")
         elif isinstance(event, ToolResultEvent):
             first = event.preview.splitlines()[0] if event.preview else ""
             self._note(f"{event.name} {'->' if event.ok else 'failed:'} {first[:100]}")

@@ -24,6 +24,7 @@ from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 import attrs
 
+from ._clamp import clamp_arguments
 from .frames import (
     ClientFrame,
     DaemonFrame,
@@ -197,9 +198,29 @@ class FrameCodec(Generic[_F]):
         return frame
 
 
-def encode(frame: Frame) -> bytes:
-    """The line that carries `frame`: compact JSON, UTF-8, ending in a newline."""
-    text = json.dumps(to_wire(frame), ensure_ascii=False, separators=(",", ":"))
+#: String limits tried, longest first, when a frame would not fit in its size cap.
+_FIT_STRING_LIMITS: Final = (64 * 1024, 4 * 1024, 256)
+
+
+def encode(frame: Frame, *, limit: int = MAX_FRAME_SIZE) -> bytes:
+    """The line that carries `frame`: compact JSON, UTF-8, ending in a newline.
+
+    A frame whose line would be longer than `limit` (the peer's cap) has its
+    long strings shortened, head and tail kept around a ``...[N bytes elided]...``
+    marker, until it fits: the peer gets a shortened frame rather than one it
+    must refuse.
+    """
+    wire = to_wire(frame)
+    data = _dump(wire)
+    for cap in _FIT_STRING_LIMITS:
+        if len(data) <= limit + 1:
+            break
+        data = _dump(clamp_arguments(wire, cap))
+    return data
+
+
+def _dump(wire: dict[str, Any]) -> bytes:
+    text = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
     # A lone surrogate (a field name quoted in an error, a file name decoded with
     # surrogateescape) has no UTF-8 form; it goes out as "?" instead of failing the frame.
     return text.encode("utf-8", "replace") + b"\n"

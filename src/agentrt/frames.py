@@ -171,6 +171,8 @@ class ToolCallFrame:
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict)
     agent: str = ""
+    #: More than 1: an earlier run started this call and may have run it already.
+    attempt: int = 1
 
 
 @attrs.frozen
@@ -408,7 +410,12 @@ def frame_for_event(event: Event) -> DaemonFrame:
             )
         case ToolCallEvent():
             return ToolCallFrame(
-                event.task_hash, event.call_id, event.name, dict(event.arguments), event.agent
+                event.task_hash,
+                event.call_id,
+                event.name,
+                dict(event.arguments),
+                event.agent,
+                event.attempt,
             )
         case ToolResultEvent():
             return ToolResultFrame(

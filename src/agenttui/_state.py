@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from agentrt import ALLOW_ONCE, DENY, Cause, Outcome, RequestKind
+from agentrt import ALLOW_ONCE, DENY, Cause, Outcome, RequestKind, may_have_run
 from agentrt.frames import (
     Ack,
     AnswerFrame,
@@ -702,7 +702,14 @@ def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
         return []
     _mark_shown(state)
     who = f"[{frame.agent}] " if frame.agent else ""
-    _add(state, EntryKind.TOOL_CALL, f"{who}{frame.name} {_short(frame.arguments)}", frame.task)
+    warning = may_have_run(frame.attempt)
+    note = f" ({warning})" if warning else ""
+    _add(
+        state,
+        EntryKind.TOOL_CALL,
+        f"{who}{frame.name} {_short(frame.arguments)}{note}",
+        frame.task,
+    )
     return []
 
 

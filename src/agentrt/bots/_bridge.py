@@ -231,6 +231,8 @@ class ChatOutput:
         elif isinstance(event, ToolCallEvent):
             if not event.agent:
                 self._after_tool = True
+            if event.may_have_run:
+                self.notice(f"⚠️ {event.name}: {event.may_have_run}")
         elif isinstance(event, ToolResultEvent):
             if not event.ok:
                 # A refused or failed tool is shown as it is: the secret and password
