@@ -29,6 +29,7 @@ from ._events import (
     UsageEvent,
     VerifyEvent,
 )
+from ._guard import Redactor, command_touches, inside
 from ._messages import Message, Model, ModelDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
 from ._pending import (
     ALLOW_ONCE,
@@ -84,6 +85,12 @@ class AgentConfig:
     #: Bytes of a tool result shown in a `ToolResultEvent` preview.
     preview_bytes: int = 200
     shell_timeout: float = 300.0
+    #: The agent's own state (state dir, socket folder): no tool may read or write inside.
+    protected_paths: tuple[Path, ...] = ()
+    #: Hides stored secret values in tool output and model text (default: the secret store's).
+    redactor: Redactor = attrs.field(
+        default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)
+    )
 
 
 class ToolError(Exception):
@@ -224,9 +231,11 @@ class AgentRun:
                         self.task_hash, response.usage.input_tokens, response.usage.output_tokens
                     )
                 )
-            await self.commit(response.as_message())
+            message = response.as_message()
+            text = self.config.redactor.redact(message.content)
+            await self.commit(attrs.evolve(message, content=text))
             if not response.tool_calls:
-                return response.text, None
+                return text, None
 
     def _model_messages(self) -> list[Message]:
         messages = [*self.history, *self.live]
@@ -237,7 +246,7 @@ class AgentRun:
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
             # A model may hand over a long text in one piece; events stay small.
-            for piece in split_text(delta.text):
+            for piece in split_text(self.config.redactor.redact(delta.text)):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ToolCallDelta):
             await self.emit(
@@ -336,6 +345,7 @@ class AgentRun:
         except ToolError as exc:
             ok = False
             result = f"error: {exc}"
+        result = self.config.redactor.redact(result)
         # The call has happened: its result is committed even if a cancel arrives now, so
         # a resume never runs it again.
         with trio.CancelScope(shield=True):
@@ -449,16 +459,30 @@ class AgentRun:
     # -- paths -----------------------------------------------------------
 
     def resolve(self, path: str) -> Path:
-        """A tool's path argument, resolved against the working directory."""
-        return (self.config.workdir / os.path.expanduser(path)).resolve()
+        """A tool's path argument, resolved against the working directory.
+
+        Refuses (`ToolError`) a path inside the agent's own state, however spelled.
+        """
+        resolved = (self.config.workdir / os.path.expanduser(path)).resolve()
+        if inside(resolved, self.config.protected_paths) is not None:
+            raise ToolError(_protected_message(path))
+        return resolved
 
     def is_restricted(self, path: Path) -> bool:
         """Whether `path` lies inside a configured restricted path."""
-        return any(path == r or r in path.parents for r in self.config.restricted_paths)
+        return inside(path, self.config.restricted_paths) is not None
 
     def mentions_restricted(self, command: str) -> bool:
-        """Whether a shell command names a restricted path."""
-        return any(str(r) in command for r in self.config.restricted_paths)
+        """Whether a shell command names a restricted path (see `agentrt._guard`)."""
+        return (
+            command_touches(command, self.config.workdir, self.config.restricted_paths) is not None
+        )
+
+    def check_command(self, command: str) -> None:
+        """Refuse (`ToolError`) a shell command that names the agent's own state."""
+        hit = command_touches(command, self.config.workdir, self.config.protected_paths)
+        if hit is not None:
+            raise ToolError(_protected_message(str(hit)))
 
     async def spawn(self, task: str) -> str:
         """Run `task` in an in-process subagent that shares the registry and context."""
@@ -487,6 +511,13 @@ class AgentRun:
 
 
 # -- the tools ------------------------------------------------------------
+
+
+def _protected_message(path: str) -> str:
+    return (
+        f"refused: {path} is part of agentrt's own state (its task store, secrets, token or "
+        "socket); no tool may read or write there"
+    )
 
 
 def _arg(call: ToolCall, name: str, kind: type) -> Any:
@@ -592,6 +623,7 @@ async def _read_file(run: AgentRun, call: ToolCall) -> str:
 
 async def _shell(run: AgentRun, call: ToolCall) -> str:
     command = _arg(call, "command", str)
+    run.check_command(command)
     shown = clamp(command, PROMPT_LIMIT)
     if run.mentions_restricted(command):
         if not await run.confirm_restricted(call, f"run (restricted): {shown}"):

@@ -375,7 +375,7 @@ class Executor:
                 return await self._conclude(emit, agent, lambda: _ready(parked))
 
             async def finish() -> RunEnded:
-                await self.store.finish(info.session_id, [*history, *agent.live])
+                await self.store.finish(info.session_id, [*history, *agent.live], info.window_hash)
                 return RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
 
             return await self._conclude(emit, agent, finish)

@@ -11,12 +11,17 @@ import attrs
 
 from ._agent import AgentConfig
 from ._executor import Executor
+from ._guard import Redactor
 from ._messages import Model
 from ._pending import Registry
+from ._policy import AccessPolicy
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
+
+#: The HTTP API token's file in the state directory (`agentrt.http` writes it).
+HTTP_TOKEN_FILE = "http-token"
 
 #: Paths that need the system password by default.
 DEFAULT_RESTRICTED = ("/etc", "/usr", "/boot")
@@ -37,6 +42,14 @@ def default_restricted() -> tuple[Path, ...]:
     raw = os.environ.get("AGENTRT_RESTRICTED")
     paths = raw.split(":") if raw is not None else DEFAULT_RESTRICTED
     return tuple(Path(p).resolve() for p in paths if p)
+
+
+def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
+    """The agent's own folders, resolved: no tool may read or write inside them."""
+    from .daemon._paths import default_socket_path  # a leaf module; imported late, when used
+
+    folders = [state_dir, default_socket_path().parent, *extra]
+    return tuple(dict.fromkeys(Path(f).resolve() for f in folders))
 
 
 def make_model(
@@ -69,6 +82,8 @@ class Runtime:
     secrets: SecretStore
     executor: Executor
     model: Model
+    #: Who may act on which session, for every front-end (see `agentrt._policy`).
+    policy: AccessPolicy = attrs.field(factory=AccessPolicy)
 
 
 @asynccontextmanager
@@ -81,10 +96,13 @@ async def open_runtime(
     restricted_paths: Sequence[Path] | None = None,
     verifier: Verifier | None = None,
     base_url: str | None = None,
+    protected_paths: Sequence[Path] = (),
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
-    `model` overrides `model_spec`. The store is closed on exit.
+    `model` overrides `model_spec`. The store is closed on exit. Tools may
+    never read or write the state directory, the default daemon socket's
+    folder, or any of `protected_paths`.
     """
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -100,6 +118,8 @@ async def open_runtime(
             if restricted_paths is not None
             else default_restricted(),
             verifier=verifier or SudoVerifier(),
+            protected_paths=_protected(state_dir, protected_paths),
+            redactor=Redactor(secrets.path, {"http-token": state_dir / HTTP_TOKEN_FILE}),
         )
         registry = Registry()
         executor = Executor(registry=registry, store=store, model=model, config=config)

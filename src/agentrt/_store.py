@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS history (
     session_id TEXT PRIMARY KEY,
     updated_at REAL NOT NULL,
-    transcript TEXT NOT NULL
+    transcript TEXT NOT NULL,
+    window_hash TEXT
 );
 """
 
@@ -295,17 +296,37 @@ class TaskStore:
                 f"the history of session {session_id!r} in {self.path} is unreadable: {exc}"
             ) from None
 
-    async def finish(self, session_id: str, transcript: Sequence[Message]) -> None:
-        """Record a finished run: save the conversation and delete the pending task, atomically."""
+    async def owner(self, session_id: str) -> str | None:
+        """The window that owns `session_id` (its pending task's, else its history's), or None."""
+
+        def read(db: sqlite3.Connection) -> str | None:
+            for table in ("tasks", "history"):
+                row = db.execute(
+                    f"SELECT window_hash FROM {table} WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if row is not None:
+                    return row[0] if isinstance(row[0], str) else None
+            return None
+
+        return await self._run(read)
+
+    async def finish(
+        self, session_id: str, transcript: Sequence[Message], window_hash: str | None = None
+    ) -> None:
+        """Record a finished run: save the conversation and delete the pending task, atomically.
+
+        `window_hash` is the window the session belongs to (None outside a terminal).
+        """
         text = _dumps(converter.unstructure([clamp_message(m) for m in transcript], list[Message]))
 
         def write(db: sqlite3.Connection) -> None:
             with db:
                 db.execute(
-                    "INSERT INTO history(session_id, updated_at, transcript) "
-                    "VALUES (?, strftime('%s','now'), ?) ON CONFLICT(session_id) DO UPDATE SET "
-                    "updated_at = excluded.updated_at, transcript = excluded.transcript",
-                    (session_id, text),
+                    "INSERT INTO history(session_id, updated_at, transcript, window_hash) "
+                    "VALUES (?, strftime('%s','now'), ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+                    "updated_at = excluded.updated_at, transcript = excluded.transcript, "
+                    "window_hash = excluded.window_hash",
+                    (session_id, text, window_hash),
                 )
                 db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
 
@@ -380,8 +401,10 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.executescript(_SCHEMA)
         return
     if version < 2:
-        # Version 1 had no attempt records: every call counts as never started.
+        # Version 1 had no attempt records (every call counts as never started) and did
+        # not record which window a finished session belonged to.
         db.execute("ALTER TABLE tasks ADD COLUMN attempts TEXT NOT NULL DEFAULT '{}'")
+        db.execute("ALTER TABLE history ADD COLUMN window_hash TEXT")
 
 
 def _connect(path: Path) -> sqlite3.Connection:

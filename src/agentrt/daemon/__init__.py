@@ -168,7 +168,9 @@ async def _amain(
     discord: bool = False,
 ) -> int:
     async with (
-        open_runtime(state_dir, model, workdir=workdir) as runtime,
+        open_runtime(
+            state_dir, model, workdir=workdir, protected_paths=[socket_path.parent]
+        ) as runtime,
         trio.open_nursery() as nursery,
     ):
 

@@ -24,6 +24,7 @@ from .._context import RequestContext
 from .._events import Event
 from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
+from .._policy import Actor
 from .._record import TaskRecord
 from .._store import StoreError
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
@@ -346,7 +347,22 @@ class Connection:
                 frame,
             )
             return
-        executor = self.daemon.runtime.executor
+        runtime = self.daemon.runtime
+        if frame.session is not None:
+            try:
+                owner = await runtime.store.owner(session)
+            except StoreError as exc:
+                await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+                return
+            if not runtime.policy.may_start(self._actor(), session, owner):
+                await self.error(
+                    ErrorCode.NOT_FOUND,
+                    f"session {session!r} belongs to another live window; leave session out "
+                    "to start a new one",
+                    frame,
+                )
+                return
+        executor = runtime.executor
 
         async def start() -> None:
             await executor.run(
@@ -425,14 +441,18 @@ class Connection:
         else:
             await self._pending_discard(frame, record.session_id)
 
+    def _actor(self) -> Actor:
+        assert self.window is not None, "only a connection past hello acts on sessions"
+        return Actor.terminal(self.window)
+
     def _may_see(self, record: TaskRecord) -> bool:
-        """This window's tasks, and tasks of windows no live connection holds."""
-        executor = self.daemon.runtime.executor
-        for info in executor.running():
-            if info.session_id == record.session_id and info.owner is not self:
-                return False
-        window = record.window_hash
-        return window == self.window or window is None or not self.daemon.window_is_live(window)
+        """What the access policy lets this window see, and not while another runs it."""
+        runtime = self.daemon.runtime
+        if runtime.executor.is_running(record.session_id) and not any(
+            info.session_id == record.session_id for info in runtime.executor.running(self)
+        ):
+            return False
+        return runtime.policy.may_act(self._actor(), record.session_id, record.window_hash)
 
     async def _pending_list(self, frame: PendingRequest) -> None:
         try:

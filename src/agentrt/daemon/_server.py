@@ -61,7 +61,6 @@ class Daemon:
     #: Runs in flight over every connection.
     runs: RunCounter = attrs.field(factory=RunCounter, init=False)
     stopping: bool = attrs.field(default=False, init=False)
-    _windows: dict[str, Connection] = attrs.field(factory=dict, init=False, repr=False)
     _connections: set[Connection] = attrs.field(factory=set, init=False, repr=False)
     _count: int = attrs.field(default=0, init=False, repr=False)
     _listener: trio.SocketListener | None = attrs.field(default=None, init=False, repr=False)
@@ -72,20 +71,16 @@ class Daemon:
 
     def claim_window(self, conn: Connection, window: str) -> bool:
         """Bind `window` to `conn`; False when another live connection holds it."""
-        holder = self._windows.get(window)
-        if holder is not None and holder is not conn:
-            return False
-        self._windows[window] = conn
-        return True
+        return self.runtime.policy.windows.claim(window, conn)
 
     def release_window(self, conn: Connection) -> None:
         """Forget the window `conn` held."""
-        if conn.window is not None and self._windows.get(conn.window) is conn:
-            del self._windows[conn.window]
+        if conn.window is not None:
+            self.runtime.policy.windows.release(conn.window, conn)
 
     def window_is_live(self, window: str) -> bool:
         """Whether a live connection holds `window`."""
-        return window in self._windows
+        return self.runtime.policy.windows.is_live(window)
 
     @property
     def connections(self) -> int:

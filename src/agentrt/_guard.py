@@ -1,0 +1,146 @@
+"""What tools may touch, and what their output may show.
+
+The agent's own state (the task store, the secrets, the HTTP token, the
+daemon's socket folder) is never readable or writable by a tool, however a
+path is spelled: paths are resolved (``.``, ``..``, ``~``, ``$VARS``, symlinks,
+``/proc/self/root/...``) before they are compared. A shell command cannot be
+resolved the same way, so it is judged by the paths it mentions; that is a
+heuristic with known limits (a path built at run time, ``cd`` into a folder
+then a relative name, a script that reads paths from a file), which is why any
+stored secret value that still appears in a tool's output or the model's text
+is replaced by ``[secret NAME]`` before it reaches the transcript, an event, a
+log or the model.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import attrs
+
+#: Secret values shorter than this are not searched for (too likely to match by chance).
+MIN_REDACTED_LENGTH = 4
+
+#: Characters that separate the paths a shell command may mention.
+_SHELL_SEPARATORS = re.compile(r"[\s=;|&<>()`'\",{}]+")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def resolve_path(raw: str, base: Path) -> Path:
+    """`raw` as a tool means it: variables and ``~`` expanded, relative to `base`, resolved."""
+    expanded = os.path.expanduser(os.path.expandvars(raw))
+    return (base / expanded).resolve()
+
+
+def inside(path: Path, folders: Iterable[Path]) -> Path | None:
+    """The first of `folders` that `path` is, or lies inside; None if none."""
+    for folder in folders:
+        if path == folder or folder in path.parents:
+            return folder
+    return None
+
+
+def mentioned_paths(command: str, base: Path) -> set[Path]:
+    """The paths a shell command names, each resolved as `resolve_path` does.
+
+    Every fragment between shell separators that looks like a path (it holds a
+    ``/``, starts with ``~``, ``.`` or ``$``, or holds a glob character) counts;
+    a fragment with glob characters also counts for every existing path it matches.
+    """
+    found: set[Path] = set()
+    for fragment in _SHELL_SEPARATORS.split(command):
+        if not fragment or not (
+            "/" in fragment or fragment[0] in "~.$" or _GLOB_CHARS.search(fragment)
+        ):
+            continue
+        try:
+            found.add(resolve_path(fragment, base))
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if _GLOB_CHARS.search(fragment):
+            pattern = os.path.expanduser(os.path.expandvars(fragment))
+            for match in glob.glob(pattern if os.path.isabs(pattern) else str(base / pattern)):
+                found.add(Path(match).resolve())
+    return found
+
+
+def command_touches(command: str, base: Path, folders: Iterable[Path]) -> Path | None:
+    """The first of `folders` that `command` mentions, by path or by name; None if none.
+
+    Conservative on purpose: the folder's own text anywhere in the command counts
+    too, resolved or as given.
+    """
+    folders = tuple(folders)
+    for folder in folders:
+        if str(folder) in command:
+            return folder
+    for path in mentioned_paths(command, base):
+        hit = inside(path, folders)
+        if hit is not None:
+            return hit
+    return None
+
+
+@attrs.define(eq=False)
+class Redactor:
+    """Replaces stored secret values (and other named secret files) in text with ``[secret NAME]``.
+
+    It reads the secrets folder again only when the folder or a named file changed,
+    so calling it on every streamed piece of text costs a few `stat` calls.
+    """
+
+    secrets_dir: Path
+    #: Other files whose whole content is a secret (the HTTP token), by the name to show.
+    files: Mapping[str, Path] = attrs.field(factory=dict)
+    _stamp: tuple[int, ...] = attrs.field(default=(), init=False)
+    _values: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+
+    def values(self) -> list[tuple[str, str]]:
+        """``(name, value)`` of every secret to hide, longest value first."""
+        stamp = self._current_stamp()
+        if stamp != self._stamp:
+            self._values = sorted(self._load(), key=lambda nv: -len(nv[1]))
+            self._stamp = stamp
+        return self._values
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret value replaced by ``[secret NAME]``."""
+        if not text:
+            return text
+        for name, value in self.values():
+            if value in text:
+                text = text.replace(value, f"[secret {name}]")
+        return text
+
+    def _current_stamp(self) -> tuple[int, ...]:
+        stamp: list[int] = []
+        for path in (self.secrets_dir, *self.files.values()):
+            try:
+                info = os.stat(path)
+            except OSError:
+                stamp.append(-1)
+                continue
+            stamp.extend((info.st_mtime_ns, info.st_size, info.st_ino))
+        return tuple(stamp)
+
+    def _load(self) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        try:
+            names = [n for n in os.listdir(self.secrets_dir) if not n.startswith(".")]
+        except OSError:
+            names = []
+        sources = [(name, self.secrets_dir / name) for name in names]
+        sources.extend(self.files.items())
+        for name, path in sources:
+            try:
+                value = path.read_text("utf-8", "surrogateescape")
+            except OSError:
+                continue
+            for candidate in {value, value.strip()}:
+                if len(candidate) >= MIN_REDACTED_LENGTH:
+                    found.append((name, candidate))
+        return found

@@ -1,0 +1,131 @@
+"""Who may act on what: the one policy table, and the daemon socket enforcing it."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt import Runtime
+from agentrt._policy import AccessPolicy, Actor
+from agentrt.client import Client
+from agentrt.daemon import Daemon, serve
+from agentrt.frames import (
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    Run,
+)
+
+from .conftest import Recorder
+
+LIMIT = 10
+
+
+def test_the_table() -> None:
+    policy = AccessPolicy()
+    policy.windows.claim("w-live", object())
+    me = Actor.terminal("w-me")
+    http = Actor.http()
+    tg = Actor.chat("tg-42")
+    # A window: its own cli- sessions and those of windows that are gone; nothing else.
+    assert policy.may_act(me, "cli-1", "w-me")
+    assert policy.may_act(me, "cli-1", "w-gone")
+    assert policy.may_act(me, "cli-1", None)
+    assert not policy.may_act(me, "cli-1", "w-live")
+    assert not policy.may_act(me, "chat-1", None)
+    assert not policy.may_act(me, "tg-42", None)
+    # HTTP: chat- sessions, and cli- tasks of closed windows; starts chat- sessions only.
+    assert policy.may_act(http, "chat-1", None)
+    assert policy.may_act(http, "cli-1", "w-gone")
+    assert not policy.may_act(http, "cli-1", "w-live")
+    assert not policy.may_act(http, "tg-42", None)
+    assert not policy.may_act(http, "dc-999", None)
+    assert policy.may_start(http, "chat-1", None)
+    assert not policy.may_start(http, "cli-1", "w-gone")
+    assert not policy.may_start(http, "dc-999", None)
+    # A chat: its own session only.
+    assert policy.may_act(tg, "tg-42", None)
+    assert not policy.may_act(tg, "tg-43", None)
+    assert not policy.may_act(tg, "chat-1", None)
+
+
+@pytest.fixture
+def sock_path() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="agp-"))
+    try:
+        yield folder / "run" / "daemon.sock"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
+    started: Daemon = await nursery.start(serve, sock_path, runtime)
+    return started
+
+
+async def error_of(client: Client) -> ErrorFrame:
+    frame = await client.receive()
+    assert isinstance(frame, ErrorFrame), frame
+    return frame
+
+
+async def test_a_window_cannot_resume_or_discard_a_web_task_and_hears_not_found(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(LIMIT):
+        await runtime.executor.run("chat-web", "ask Name?", owner="web", emit=Recorder())
+        assert await runtime.store.load("chat-web") is not None
+        async with await Client.connect(daemon.socket_path) as client:
+            answers = []
+            for action, session in [
+                (PendingAction.RESUME, "chat-web"),
+                (PendingAction.DISCARD, "chat-web"),
+                (PendingAction.RESUME, "chat-nothing-here"),
+                (PendingAction.DISCARD, "chat-nothing-here"),
+            ]:
+                await client.send(PendingRequest(action, session, answer="Mallory"))
+                error = await error_of(client)
+                answers.append((error.code, error.message.replace(session, "S")))
+    # Forbidden and unknown read the same.
+    assert answers[0] == answers[2]
+    assert answers[1] == answers[3]
+    assert answers[0][0] is ErrorCode.NOT_FOUND
+    record = await runtime.store.load("chat-web")
+    assert record is not None
+    assert record.question is not None  # not answered, not discarded
+
+
+async def test_a_window_cannot_continue_another_live_windows_finished_session(
+    daemon: Daemon,
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with (
+            await Client.connect(daemon.socket_path, window="w-alice") as alice,
+            await Client.connect(daemon.socket_path, window="w-bob") as bob,
+        ):
+            await alice.send(Run("my diary says hello", session="cli-alice"))
+            while not isinstance(await alice.receive(), EndedFrame):
+                pass
+            await bob.send(Run("what did I say before?", session="cli-alice"))
+            error = await error_of(bob)
+            assert error.code is ErrorCode.NOT_FOUND
+            await bob.send(PendingRequest(PendingAction.LIST))
+            listed = await bob.receive()
+            assert isinstance(listed, PendingList)
+            assert listed.tasks == ()
+        # Alice's window is gone: her session is free to continue from another window.
+        async with await Client.connect(daemon.socket_path, window="w-bob") as bob:
+            await bob.send(Run("and now?", session="cli-alice"))
+            frames: list[object] = []
+            while not isinstance(frames[-1] if frames else None, EndedFrame):
+                frames.append(await bob.receive())
+            assert all(not isinstance(f, ErrorFrame) for f in frames)
