@@ -21,12 +21,15 @@ import trio
 from agentrt import ALLOW_ONCE, Runtime, ToolCall, open_runtime
 from agentrt._scripted import ReplayModel, ReplayTurn
 from agentrt.bots import RetryPolicy, TelegramBot, TelegramConfig
+from agentrt.bots.discord import DiscordBot, DiscordConfig
 from agentrt.client import Client
 from agentrt.codec import MAX_FRAME_SIZE, encode
 from agentrt.daemon import serve
 from agentrt.frames import AnswerFrame, AskFrame, DaemonFrame, EndedFrame, Run, ToolCallFrame
 from agentrt.http import load_or_create_token, serve_http
 
+from .fakes.discord_server import TOKEN as DISCORD_TOKEN
+from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import TOKEN, FakeTelegram
 
 SIZE = 2_000_000
@@ -150,4 +153,41 @@ async def test_telegram_chat_gets_short_messages_and_the_file_is_whole(
         await server.wait_for(lambda: any("written" in t for t in server.texts(42)))
         await bot.bridge.wait_idle()
     assert all(len(text) <= 4096 for text in server.texts(42))
+    assert (workdir / "big.txt").read_text() == CONTENT
+
+
+async def test_discord_channel_gets_short_messages_and_the_file_is_whole(
+    big_runtime: Runtime, workdir: Path, nursery: trio.Nursery
+) -> None:
+    server = FakeDiscord(heartbeat_ms=100)
+    await nursery.start(server.run)
+    config = DiscordConfig(
+        DISCORD_TOKEN,
+        frozenset({"1001"}),
+        server.api_url,
+        server.gateway_url,
+        edit_interval=0.01,
+        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        invalid_session_delay=0.01,
+    )
+    bot = DiscordBot(config, big_runtime.executor)
+    await nursery.start(bot.run)
+
+    def confirmation() -> str | None:
+        for message_id, message in server.messages.items():
+            if message["channel_id"] == "5000" and "Allow this?" in message["content"]:
+                return message_id
+        return None
+
+    with trio.fail_after(LIMIT):
+        server.user_says("5000", "1001", "write it")
+        message_id = await server.wait_for(confirmation)
+        assert f"{SIZE} bytes" in server.messages[message_id]["content"]
+        allow = next(
+            b["custom_id"] for b in server.buttons(message_id) if b["label"] == "Allow once"
+        )
+        server.press("1001", message_id, str(allow))
+        await server.wait_for(lambda: any("written" in c for c in server.contents("5000")))
+        await bot.bridge.wait_idle()
+    assert all(len(content) <= 2000 for content in server.contents("5000"))
     assert (workdir / "big.txt").read_text() == CONTENT
