@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import Runtime
+from agentrt import ALLOW_ONCE, Runtime
 from agentrt._policy import AccessPolicy, Actor
 from agentrt.client import Client
 from agentrt.daemon import Daemon, serve
 from agentrt.frames import (
+    AnswerFrame,
+    AskFrame,
+    Cancel,
     EndedFrame,
     ErrorCode,
     ErrorFrame,
@@ -22,6 +25,7 @@ from agentrt.frames import (
     PendingList,
     PendingRequest,
     Run,
+    TaskFrame,
 )
 
 from .conftest import Recorder
@@ -129,3 +133,58 @@ async def test_a_window_cannot_continue_another_live_windows_finished_session(
             while not isinstance(frames[-1] if frames else None, EndedFrame):
                 frames.append(await bob.receive())
             assert all(not isinstance(f, ErrorFrame) for f in frames)
+
+
+async def run_to_end(client: Client, frame: Run) -> list[object]:
+    await client.send(frame)
+    frames: list[object] = []
+    while not isinstance(frames[-1] if frames else None, EndedFrame | ErrorFrame):
+        received = await client.receive()
+        if isinstance(received, AskFrame):
+            await client.send(AnswerFrame(received.id, ALLOW_ONCE))
+        frames.append(received)
+    return frames
+
+
+async def test_each_windows_runs_work_in_its_own_folder_and_a_resume_stays_there(
+    daemon: Daemon, runtime: Runtime, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "project-one", tmp_path / "project-two"
+    one.mkdir()
+    two.mkdir()
+    with trio.fail_after(LIMIT):
+        async with (
+            await Client.connect(daemon.socket_path, window="w-1") as first,
+            await Client.connect(daemon.socket_path, window="w-2") as second,
+        ):
+            await run_to_end(first, Run("write a.txt one", cwd=str(one)))
+            await run_to_end(second, Run("write a.txt two", cwd=str(two)))
+            # A task paused in project one...
+            await first.send(Run("sleep 30; write b.txt later", session="cli-p", cwd=str(one)))
+            task = await first.wait_for(TaskFrame)
+            await first.send(Cancel(task.task, pause=True))
+            ended = await first.wait_for(EndedFrame)
+            assert ended.pending_kept
+        # ...resumed from another window opened elsewhere still works in project one.
+        async with await Client.connect(daemon.socket_path, window="w-3") as third:
+            await third.send(PendingRequest(PendingAction.RESUME, "cli-p"))
+            task = await third.wait_for(TaskFrame)
+            # The sleep runs again; stop waiting for it by pausing and checking the record.
+            await third.send(Cancel(task.task, pause=True))
+            await third.wait_for(EndedFrame)
+    assert (one / "a.txt").read_text() == "one"
+    assert (two / "a.txt").read_text() == "two"
+    record = await runtime.store.load("cli-p")
+    assert record is not None
+    assert record.workdir == str(one)
+
+
+async def test_a_run_with_a_missing_folder_gets_a_clear_error(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with await Client.connect(daemon.socket_path) as client:
+            frames = await run_to_end(client, Run("hello", cwd=str(tmp_path / "nope")))
+    (error,) = frames
+    assert isinstance(error, ErrorFrame)
+    assert "not an existing folder" in error.message

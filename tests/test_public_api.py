@@ -16,6 +16,7 @@ EXPECTED = {
     "Answer",
     "BadAnswerError",
     "BadSessionIdError",
+    "BadWorkdirError",
     "Cause",
     "CauseScope",
     "ClosedListenerError",

@@ -26,6 +26,7 @@ from ._events import VerifyEvent as VerifyEvent
 from ._events import may_have_run as may_have_run
 from ._executor import BadAnswerError as BadAnswerError
 from ._executor import BadSessionIdError as BadSessionIdError
+from ._executor import BadWorkdirError as BadWorkdirError
 from ._executor import Executor as Executor
 from ._executor import ExecutorError as ExecutorError
 from ._executor import NoPendingTaskError as NoPendingTaskError

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -72,6 +73,21 @@ class BadSessionIdError(ExecutorError, ValueError):
 
 class BadAnswerError(ExecutorError, ValueError):
     """An answer that does not fit the saved question."""
+
+
+class BadWorkdirError(ExecutorError, ValueError):
+    """A working directory that cannot be used."""
+
+
+def check_workdir(path: Path | str) -> Path:
+    """`path` resolved, if it is an existing folder; raise `BadWorkdirError` saying why not."""
+    folder = Path(path)
+    if not folder.is_absolute():
+        raise BadWorkdirError(f"the working directory {str(path)!r} must be an absolute path")
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise BadWorkdirError(f"the working directory {str(path)!r} is not an existing folder")
+    return folder
 
 
 def check_session_id(session_id: str) -> str:
@@ -137,13 +153,17 @@ class Executor:
         owner: object,
         emit: Emit,
         window_hash: str | None = None,
+        workdir: Path | None = None,
     ) -> RunEnded:
         """Run `text` as a new task of `session_id`; return the final event.
 
-        Raises `PendingTaskExistsError` if the session has a pending task (resume
-        or discard it first) and `SessionBusyError` if it is running.
+        Tools work in `workdir` (default: the configuration's), and so does any
+        later resume of the task. Raises `PendingTaskExistsError` if the session
+        has a pending task (resume or discard it first), `SessionBusyError` if it
+        is running and `BadWorkdirError` if `workdir` is not a folder.
         """
         check_session_id(session_id)
+        folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:
             record = TaskRecord(
@@ -153,6 +173,7 @@ class Executor:
                 window_hash=window_hash,
                 task_hash=running.info.task_hash,
                 runner=self._token,
+                workdir=str(folder) if folder is not None else None,
             )
             try:
                 history = await self.store.create(record)
@@ -309,10 +330,13 @@ class Executor:
     ) -> RunEnded:
         info = running.info
         answered = answered or AnswerEffects()
+        config = self.config
+        if record.workdir is not None:
+            config = attrs.evolve(config, workdir=Path(record.workdir))
         agent = AgentRun(
             model=self.model,
             registry=self.registry,
-            config=self.config,
+            config=config,
             emit=emit,
             task_hash=info.task_hash,
             snapshot=record,

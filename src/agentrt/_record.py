@@ -71,6 +71,8 @@ class TaskRecord:
     runner: str | None = None
     #: How many times each side-effecting call (by id) was started; see `TaskRecord`.
     attempts: Mapping[str, int] = attrs.field(factory=dict)
+    #: The folder the task's tools work in (None: the runtime's default), kept for a resume.
+    workdir: str | None = None
 
     @property
     def crashed(self) -> bool:

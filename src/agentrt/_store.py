@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     input TEXT NOT NULL,
     runner TEXT,
     attempts TEXT NOT NULL DEFAULT '{}',
+    workdir TEXT,
     transcript TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS history (
@@ -89,6 +90,7 @@ _FIELDS = (
     "input",
     "runner",
     "attempts",
+    "workdir",
 )
 _SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
 
@@ -109,6 +111,7 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
         _dumps(record.input),
         record.runner,
         _dumps(dict(record.attempts)),
+        record.workdir,
     )
 
 
@@ -356,6 +359,7 @@ class TaskStore:
                 text,
                 runner,
                 attempts,
+                workdir,
             ) = row[1:-1]
             saved = json.loads(question)
             return TaskRecord(
@@ -373,6 +377,7 @@ class TaskStore:
                 runs=int(runs),
                 runner=runner,
                 attempts={str(k): int(v) for k, v in json.loads(attempts).items()},
+                workdir=workdir,
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
@@ -405,6 +410,7 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         # not record which window a finished session belonged to.
         db.execute("ALTER TABLE tasks ADD COLUMN attempts TEXT NOT NULL DEFAULT '{}'")
         db.execute("ALTER TABLE history ADD COLUMN window_hash TEXT")
+        db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -73,6 +73,9 @@ class Run:
     TYPE: ClassVar[str] = "run"
     text: str
     session: str | None = None
+    #: The window's working directory (absolute): the run's tools work there, and so does
+    #: a later resume of its task. Without it, the daemon's own folder.
+    cwd: str | None = None
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -364,9 +365,16 @@ class Connection:
                 return
         executor = runtime.executor
 
+        workdir = Path(frame.cwd) if frame.cwd is not None else None
+
         async def start() -> None:
             await executor.run(
-                session, frame.text, owner=self, emit=self._emit, window_hash=self.window
+                session,
+                frame.text,
+                owner=self,
+                emit=self._emit,
+                window_hash=self.window,
+                workdir=workdir,
             )
 
         await self._start_run(start, frame)
