@@ -30,7 +30,16 @@ from ._events import (
     VerifyEvent,
 )
 from ._guard import Redactor, command_touches, inside
-from ._messages import Message, Model, ModelDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
+from ._messages import (
+    Message,
+    Model,
+    ModelDelta,
+    Role,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+)
 from ._pending import (
     ALLOW_ONCE,
     ALLOW_SESSION,
@@ -49,7 +58,7 @@ from ._record import (
     unanswered_calls,
 )
 from ._secrets import SecretNameError, SecretStore
-from ._store import TaskStore
+from ._store import StoreError, TaskStore
 from ._sudo import SudoVerifier, Verifier
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -58,6 +67,9 @@ Emit = Callable[[Event], Awaitable[None]]
 CHAT_SERVICE_ORIGINS = ("tg-", "dc-")
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
+#: How long a write shielded from cancellation may take before it is given up (the store
+#: is stuck): the call then counts as started and not committed.
+SHIELDED_WRITE_SECONDS = 10.0
 #: Longest string (UTF-8 bytes) of a tool call's arguments carried by an event.
 EVENT_STRING_LIMIT = ARGUMENT_LIMIT
 #: Longest text piece of one `TextEvent`; a longer model delta is split.
@@ -211,6 +223,13 @@ class AgentRun:
 
         Returns ``(final text, None)`` when finished, ``(None, question)`` when parked.
         """
+        answered = self._committed_final_answer()
+        if answered is not None:
+            # The run stopped after the model's final answer was saved: it is not asked
+            # again; the saved answer is shown once more and the task finishes.
+            for piece in split_text(answered):
+                await self.emit(TextEvent(self.task_hash, piece, self.agent))
+            return answered, None
         rounds = 0
         while True:
             calls = unanswered_calls(self.live)
@@ -236,6 +255,15 @@ class AgentRun:
             await self.commit(attrs.evolve(message, content=text))
             if not response.tool_calls:
                 return text, None
+
+    def _committed_final_answer(self) -> str | None:
+        """The saved final answer of a resumed task that has one (its last message)."""
+        if not self.resumed or not self.live:
+            return None
+        last = self.live[-1]
+        if last.role is Role.ASSISTANT and not last.tool_calls:
+            return last.content
+        return None
 
     def _model_messages(self) -> list[Message]:
         messages = [*self.history, *self.live]
@@ -339,7 +367,7 @@ class AgentRun:
             # Saved at once: if the run stops before the round ends, the kept task still
             # shows (and accepts an answer to) the question it waits for.
             first = min(parked, key=lambda q: order[q.call_id])
-            with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True), trio.move_on_after(SHIELDED_WRITE_SECONDS):
                 await self.set_record(question=first)
             return
         except ToolError as exc:
@@ -348,8 +376,17 @@ class AgentRun:
         result = self.config.redactor.redact(result)
         # The call has happened: its result is committed even if a cancel arrives now, so
         # a resume never runs it again.
-        with trio.CancelScope(shield=True):
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(SHIELDED_WRITE_SECONDS) as stuck,
+        ):
             await self.commit(Message.tool_result(call, result))
+        if stuck.cancelled_caught:
+            # Never report a result that is not saved: a resume would run the call again.
+            raise StoreError(
+                f"the result of {call.name} could not be saved within "
+                f"{SHIELDED_WRITE_SECONDS:g}s; the task store is stuck"
+            )
         preview = result.encode("utf-8", "replace")[: self.config.preview_bytes].decode(
             "utf-8", "ignore"
         )

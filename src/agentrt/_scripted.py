@@ -175,7 +175,13 @@ class ScriptedModel:
 
     async def _summarise(self, after: Sequence[Message], on_delta: OnDelta) -> ModelResponse:
         lines = []
-        for message in after:
+        # Results in the order the calls were made, not the order they finished in.
+        order = {call.id: n for m in after for n, call in enumerate(m.tool_calls)}
+        results = sorted(
+            (m for m in after if m.role is Role.TOOL),
+            key=lambda m: order.get(m.tool_call_id or "", len(order)),
+        )
+        for message in results:
             if message.role is Role.TOOL:
                 content = message.content
                 if message.name == "ask_user":

@@ -148,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     sub.add_parser("token", help="print the HTTP API token", add_help=False)
+    sub.add_parser(
+        "lab",
+        help="interrupt a run at every point with every cause and show what each costs "
+        "(see `agentrt lab --help`)",
+        add_help=False,
+    )
     return parser
 
 
@@ -463,6 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .http import token_main
 
         return token_main(argv[1:])
+    if argv and argv[0] == "lab":
+        from .lab import main as lab_main
+
+        return lab_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

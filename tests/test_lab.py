@@ -1,0 +1,132 @@
+"""`agentrt lab`: every boundary with every cause, the invariants, and planted bugs it must find."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrt import Cause
+from agentrt._agent import AgentRun
+from agentrt._messages import Message, Role
+from agentrt.lab import CAUSES, Conversation, Lab, LabReport, format_table, real_kills
+
+TOUR = "write a.txt hi; ask Name?; sh echo x >> log; stream 5"
+
+
+@pytest.fixture(scope="module")
+def tour_report() -> LabReport:
+    return Lab(Conversation(TOUR, answers={"Name?": "Ada"})).run()
+
+
+def test_every_boundary_with_every_cause_keeps_every_invariant(tour_report: LabReport) -> None:
+    report = tour_report
+    assert report.violations == []
+    assert len(report.points) == len(report.boundaries) * len(CAUSES)
+    names = [b.name for b in report.boundaries]
+    assert names[0] == "store.create"
+    assert names[1] == "TaskStarted"
+    assert names[-1] == "RunEnded finished"
+    assert "ToolCallEvent shell" in names
+    # A user-cancel never leaves a task; a pause before the end always keeps one.
+    finish = names.index("store.finish")
+    for b in report.boundaries:
+        cancel = report.point(b.index, "user_cancel")
+        pause = report.point(b.index, "pause")
+        assert cancel is not None
+        assert pause is not None
+        assert not cancel.kept
+        if b.index < finish - 1:  # before the final answer is saved
+            assert pause.kept, b
+
+
+def test_costs_are_measured_against_the_baseline(tour_report: LabReport) -> None:
+    names = [b.name for b in tour_report.boundaries]
+    # Pausing while the model streams its first reply makes it say that again.
+    streaming = names.index("TextEvent") + 2
+    point = tour_report.point(streaming, "pause")
+    assert point is not None
+    assert point.cost is not None
+    assert point.cost.chars_regenerated > 0
+    assert point.cost.calls_rerun == 0
+    # Pausing once every tool call is announced makes the unfinished ones run again.
+    announced = names.index("ToolCallEvent shell")
+    later = tour_report.point(announced, "pause")
+    assert later is not None
+    assert later.cost is not None
+    assert later.cost.calls_rerun >= 1
+    table = format_table(tour_report)
+    assert "0 invariant violations" in table
+    assert f"{len(tour_report.points)} points checked" in table
+
+
+def test_a_planted_bug_pause_deletes_the_task_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Cause, "deletes_pending", property(lambda self: self is not Cause.SHUTDOWN))
+    report = Lab(Conversation("sleep 5; stream 3"), causes=("pause", "shutdown")).run()
+    found = {(v.cause, v.rule) for v in report.violations}
+    assert ("pause", "kept") in found
+    assert all(v.cause == "pause" for v in report.violations)
+    first = min(v.boundary for v in report.violations)
+    assert first == 0  # from the very first write on
+    assert "--at 0 --cause pause" in report.violations[0].replay
+
+
+def test_a_planted_bug_a_skipped_commit_is_found_at_the_boundary_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    commit = AgentRun.commit
+
+    async def skip_write_results(self: AgentRun, message: Message, **changes: object) -> None:
+        if message.role is Role.TOOL and message.name == "write_file":
+            self.live.append(message)  # reported to the user, never saved
+            return
+        await commit(self, message, **changes)
+
+    monkeypatch.setattr(AgentRun, "commit", skip_write_results)
+    report = Lab(Conversation("write a.txt hi; stream 2"), causes=("pause",)).run()
+    assert report.violations
+    names = {b.index: b.name for b in report.boundaries}
+    first = min(v.boundary for v in report.violations)
+    assert names[first] == "ToolResultEvent write_file"
+    assert {v.rule for v in report.violations} == {"committed-rerun"}
+
+
+def test_a_real_sigkill_of_a_daemon_keeps_and_resumes_the_task() -> None:
+    kills = real_kills(Conversation("write a.txt hi; sleep 1; stream 3"), 1, seed=3)
+    assert len(kills) == 1
+    assert kills[0].violations == ()
+
+
+def test_the_command_prints_json_and_a_heatmap(tmp_path: Path) -> None:
+    png = tmp_path / "cost.png"
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "agentrt", "lab", "write a.txt hi; stream 2", "--json"),
+            *("--heatmap", str(png), "--cause", "pause", "--cause", "crash"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["causes"] == ["pause", "crash"]
+    assert data["points_checked"] == len(data["boundaries"]) * 2
+    assert data["violations"] == []
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_command_says_what_is_wrong_with_its_input() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrt", "lab", "ask Name?", "--answer", "no-equals-sign"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "PROMPT=ANSWER" in result.stderr
