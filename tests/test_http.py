@@ -460,6 +460,14 @@ _JSON = {"Content-Type": "application/json"}
             "not valid JSON",
         ),
         (
+            lambda c: c.post(
+                "/v1/task/abc/cancel", content=b'{"pause": ' + b"1" * 5000 + b"}", headers=_JSON
+            ),
+            400,
+            "bad_body",
+            "an integer of 5000 digits is longer than the 4300 digits accepted",
+        ),
+        (
             lambda c: c.post("/v1/task/abc/cancel", json={"pause": "yes"}),
             400,
             "bad_body",
