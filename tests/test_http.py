@@ -14,6 +14,7 @@ import attrs
 import httpx
 import pytest
 import trio
+import trio.testing
 from starlette.routing import Route
 
 from agentrt._cause import Cause
@@ -22,6 +23,7 @@ from agentrt._pending import Answer
 from agentrt._runtime import Runtime
 from agentrt.http import (
     AUTH_COOKIE,
+    BODY_SECONDS,
     CSRF_COOKIE,
     MAX_BODY,
     WebFrontEnd,
@@ -508,6 +510,52 @@ async def test_oversized_body_is_refused_declared_or_streamed(server: Server) ->
     streamed = await server.client.post("/v1/session/x/run", content=chunks(), headers=_JSON)
     assert_error(streamed, 413, "body_too_large")
     assert (await server.client.get("/v1/sessions")).status_code == 200
+    assert await server.runtime.store.load("chat-x") is None
+
+
+async def test_a_declared_body_too_large_is_refused_before_the_token_is_checked(
+    server: Server,
+) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        b"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 314572800\r\n\r\n"
+    )
+    reply = await _read_response(stream)
+    assert reply.startswith(b"HTTP/1.1 413 "), reply
+    assert b'"body_too_large"' in reply
+    # A Content-Length of 5,000 digits is refused by h11 before the request reaches us.
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        b"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n"
+    )
+    assert (await _read_response(stream)).startswith(b"HTTP/1.1 400 ")
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+
+
+async def _read_response(stream: trio.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    reply = b""
+    with trio.fail_after(30):
+        while chunk := await stream.receive_some():
+            reply += chunk
+    return reply
+
+
+async def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_connection_closes(
+    server: Server, autojump_clock: trio.testing.MockClock
+) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        f"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {server.token}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n{".encode()
+    )
+    started = trio.current_time()
+    reply = await _read_response(stream)
+    assert reply.startswith(b"HTTP/1.1 408 "), reply
+    assert b'"body_timeout"' in reply and b"send it at once" in reply
+    assert trio.current_time() - started == pytest.approx(BODY_SECONDS, abs=0.5)
     assert await server.runtime.store.load("chat-x") is None
 
 

@@ -16,7 +16,7 @@ import trio
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
@@ -60,6 +60,10 @@ AUTH_COOKIE = "agentrt_auth"
 #: The double-submit CSRF cookie; its value must come back in `CSRF_HEADER`.
 CSRF_COOKIE = "agentrt_csrf"
 CSRF_HEADER = "x-csrf-token"
+#: The largest login form.
+LOGIN_MAX_BODY = 4096
+#: Seconds a request body may take to arrive in full.
+BODY_SECONDS = 10.0
 #: Seconds between keep-alive comments on an idle event stream.
 KEEPALIVE_SECONDS = 15.0
 _COOKIE_PURPOSE = "agentrt web login v1"
@@ -110,6 +114,9 @@ def _endpoint(fn: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
+        except ClientDisconnect:
+            # The client left while sending its body: there is nobody to answer or to blame.
+            return json_error(400, "client_disconnected", "the client closed the connection")
         except Exception as exc:
             for cls, status, code in _ERRORS:
                 if isinstance(exc, cls):
@@ -122,24 +129,32 @@ def _endpoint(fn: Endpoint) -> Endpoint:
     return wrapper
 
 
-async def read_body(request: Request, cls: type[T]) -> T:
-    """The request's JSON body as `cls`: checks content type and size, reads at most `MAX_BODY`."""
-    length = request.headers.get("content-length")
-    if length is not None:
-        try:
-            declared = int(length)
-        except ValueError:
-            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
-        if declared > MAX_BODY:
-            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
+async def _read_limited(request: Request, limit: int) -> bytes:
+    _check_declared_length(request.headers, limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    with trio.move_on_after(BODY_SECONDS) as deadline:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
+    if deadline.cancelled_caught:
+        raise ApiError(
+            408,
+            "body_timeout",
+            f"the body did not arrive within {BODY_SECONDS:g} seconds; send it at once",
+        )
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, cls: type[T]) -> T:
+    """The request's JSON body as `cls`: checks content type and size, reads at most `MAX_BODY`.
+
+    The whole body must arrive within `BODY_SECONDS`: a client that sends it
+    byte by byte gets a 408 instead of holding a connection for ever.
+    """
+    raw = await _read_limited(request, MAX_BODY)
     if raw.strip():
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
@@ -149,6 +164,17 @@ async def read_body(request: Request, cls: type[T]) -> T:
                 "send the body as JSON with 'Content-Type: application/json'",
             )
     return parse_body(raw, cls)
+
+
+def _check_declared_length(headers: Headers, limit: int = MAX_BODY) -> None:
+    length = headers.get("content-length")
+    if length is None:
+        return
+    if not length.isdigit():
+        raise ApiError(400, "bad_request", "Content-Length is not a number")
+    # Compared as text first: a Content-Length of thousands of digits is not worth an int().
+    if len(length.lstrip("0")) > len(str(limit)) or int(length) > limit:
+        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
 
 
 def _session(request: Request) -> str:
@@ -174,7 +200,9 @@ def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
     @_endpoint
     async def login(request: Request) -> Response:
         if request.method == "POST":
-            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            form = parse_qs(
+                (await _read_limited(request, LOGIN_MAX_BODY)).decode("utf-8", "replace")
+            )
             given = (form.get("token") or [""])[0]
         else:
             given = request.query_params.get("token", "")
@@ -331,7 +359,16 @@ class _Guard:
         self._cookie = derive(token, _COOKIE_PURPOSE).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _PUBLIC_PATHS:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            # Before anything else: a body too large is refused without reading a byte of it.
+            _check_declared_length(Headers(scope=scope))
+        except ApiError as exc:
+            await json_error(exc.status, exc.code, exc.message)(scope, receive, send)
+            return
+        if scope["path"] in _PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
         problem = self._check(scope)
