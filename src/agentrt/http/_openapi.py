@@ -51,68 +51,27 @@ def openapi_document() -> dict[str, Any]:
             "title": "agentrt HTTP API",
             "version": "1",
             "description": "Runs, pending tasks and questions of an agentrt process. Every "
-            "route except /login needs the token: 'Authorization: Bearer TOKEN', or the login "
-            "cookie plus the X-CSRF-Token header on POST and DELETE.",
+            "route except the page and its files needs the token in the header "
+            "'Authorization: Bearer TOKEN'; no cookie is read or set. A request whose Host "
+            "header names another host is refused with 421.",
         },
-        "security": [{"bearer": []}, {"cookie": []}],
+        "security": [{"bearer": []}],
         "paths": {
             "/": {
                 "get": {
-                    "summary": "The web chat page",
+                    "summary": "The web chat page (it asks for the token itself)",
+                    "security": [],
                     "responses": {
                         "200": {"description": "the page", "content": {"text/html": {}}},
-                        "401": {"description": "the login form", "content": {"text/html": {}}},
                     },
                 }
             },
             "/static/{name}": {
                 "get": {
-                    "summary": "A file of the web page (script, style sheet)",
+                    "summary": "A file of the web page (script, style sheet); the page's own "
+                    "files need no token",
                     "parameters": [_path_param("name", "the file's name")],
                     "responses": {"200": {"description": "the file"}, "404": _ERROR},
-                }
-            },
-            "/login": {
-                "get": {
-                    "summary": "Log a browser in with ?token=TOKEN (or show the login form)",
-                    "security": [],
-                    "parameters": [
-                        {
-                            "name": "token",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "string"},
-                        }
-                    ],
-                    "responses": {
-                        "303": {"description": "logged in: cookies set, redirect to /"},
-                        "200": {"description": "the login form", "content": {"text/html": {}}},
-                        "401": {"description": "wrong token", "content": {"text/html": {}}},
-                    },
-                },
-                "post": {
-                    "summary": "Log a browser in from the login form (token=TOKEN)",
-                    "security": [],
-                    "requestBody": {
-                        "content": {
-                            "application/x-www-form-urlencoded": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {"token": {"type": "string"}},
-                                }
-                            }
-                        }
-                    },
-                    "responses": {
-                        "303": {"description": "logged in: cookies set, redirect to /"},
-                        "401": {"description": "wrong token", "content": {"text/html": {}}},
-                    },
-                },
-            },
-            "/logout": {
-                "post": {
-                    "summary": "Clear the login cookies",
-                    "responses": {"200": {"description": "logged out"}, "401": _ERROR},
                 }
             },
             "/openapi.json": {
@@ -259,7 +218,6 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
-                "cookie": {"type": "apiKey", "in": "cookie", "name": "agentrt_auth"},
             },
             "responses": {
                 "Error": _json(

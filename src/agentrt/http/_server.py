@@ -26,7 +26,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import wrap_app
 
 from .._runtime import Runtime
-from ._app import build_app
+from ._app import allowed_hosts, build_app
 from ._frontend import WebFrontEnd
 
 log = logging.getLogger("agentrt.http")
@@ -129,7 +129,7 @@ async def serve_http(
             frontend = WebFrontEnd(runtime, nursery, listener)
             nursery.start_soon(frontend.serve_questions)
             # hypercorn types its app more narrowly than Starlette declares itself.
-            asgi: Any = build_app(frontend, token)
+            asgi: Any = build_app(frontend, token, hosts=allowed_hosts(host, bound))
             app = wrap_app(asgi, 0, "asgi")
             server = _Server(app, config, trio.Semaphore(limit))
             for each in listeners:
