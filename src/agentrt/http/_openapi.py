@@ -44,7 +44,10 @@ _STARTED = _json(
 
 def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1 (every route the server has, and only those)."""
-    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR}
+    # Any request may be refused for its Host (421) or a declared body over the cap (413);
+    # a route that reads a body also answers 408 when the body is too slow.
+    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "421": _ERROR}
+    body_errors = {**errors, "408": _ERROR}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -133,7 +136,7 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Resume the pending task, answering its saved question if given",
                     "parameters": [_SESSION],
                     "requestBody": _body("ResumeBody", required=False),
-                    "responses": {"202": _STARTED, "409": _ERROR, "413": _ERROR, **errors},
+                    "responses": {"202": _STARTED, "409": _ERROR, **body_errors},
                 }
             },
             "/v1/session/{session_id}/run": {
@@ -144,9 +147,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "202": _STARTED,
                         "409": _ERROR,
-                        "413": _ERROR,
                         "415": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
@@ -168,7 +170,7 @@ def openapi_document() -> dict[str, Any]:
                             "the run is stopping",
                         ),
                         "403": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
@@ -198,7 +200,7 @@ def openapi_document() -> dict[str, Any]:
                         "200": {"description": "answered"},
                         "409": _ERROR,
                         "410": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
