@@ -27,6 +27,7 @@ from agentrt.frames import (
     PendingAction,
     PendingRequest,
     Run,
+    UsageFrame,
 )
 
 Item = ClientFrame | ProtocolError | str
@@ -177,6 +178,34 @@ def test_deeply_nested_json_is_malformed_not_a_crash() -> None:
     out = decode_in_chunks(b"[" * 100000 + b"]" * 100000 + b"\n", [], max_frame_size=300000)
     assert isinstance(out[0], ProtocolError)
     assert out[0].code is ErrorCode.MALFORMED
+
+
+def test_an_integer_of_5000_digits_is_malformed_and_the_next_frame_still_decodes() -> None:
+    huge = b"1" * 5000
+    line = b'{"type":"cancel","task":"t","pause":' + huge + b"}\n"
+    out = decode_in_chunks(line + encode(Cancel("t")), [])
+    assert out[0] == ProtocolError(
+        ErrorCode.MALFORMED,
+        "malformed JSON: an integer of 5000 digits is longer than the 4300 digits accepted; "
+        "send long numbers as strings",
+    )
+    assert out[1:] == [Cancel("t"), "EOF"]
+    # The client's side reads the daemon's frames with the same care.
+    client = FrameCodec.for_client()
+    client.feed(b'{"type":"usage","task":"t","input_tokens":-' + huge + b',"output_tokens":0}\n')
+    refused = client.next_frame()
+    assert isinstance(refused, ProtocolError)
+    assert refused.code is ErrorCode.MALFORMED
+
+
+def test_an_integer_of_4300_digits_is_still_read() -> None:
+    codec = FrameCodec.for_client()
+    codec.feed(
+        b'{"type":"usage","task":"t","input_tokens":' + b"9" * 4300 + b',"output_tokens":0}\n'
+    )
+    frame = codec.next_frame()
+    assert isinstance(frame, UsageFrame)
+    assert frame.input_tokens == 10**4300 - 1
 
 
 def test_protocol_error_becomes_error_frame() -> None:

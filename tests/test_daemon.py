@@ -507,6 +507,30 @@ async def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon: Da
             assert (await other.wait_for(EndedFrame)).outcome is Outcome.FINISHED
 
 
+async def test_an_integer_of_5000_digits_gets_an_error_frame_and_the_run_goes_on(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("ask Deploy where?"))
+            task = await client.wait_for(TaskFrame)
+            ask = await client.wait_for(AskFrame)
+            await client.send_raw(b'{"type":"cancel","task":"' + task.task.encode() + b'",')
+            await client.send_raw(b'"pause":' + b"7" * 5000 + b"}\n")
+            refused = await client.receive()
+            assert refused == ErrorFrame(
+                ErrorCode.MALFORMED,
+                "malformed JSON: an integer of 5000 digits is longer than the 4300 digits "
+                "accepted; send long numbers as strings",
+            )
+            # The connection, its run and its question are still there.
+            await client.send(AnswerFrame(ask.id, "staging"))
+            ended = await client.wait_for(EndedFrame)
+            assert ended.outcome is Outcome.FINISHED
+            assert ended.text is not None and "staging" in ended.text
+        assert await runtime.store.load(task.session) is None
+
+
 async def test_a_peer_that_vanishes_mid_run_does_not_hurt_the_daemon(
     daemon: Daemon, runtime: Runtime
 ) -> None:

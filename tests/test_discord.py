@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,23 @@ async def test_reconnect_opcode_makes_the_bot_resume(
     assert len(server.ops(6)) == 1
     assert len(server.ops(2)) == 1
     assert server.connections == 2
+
+
+async def test_a_payload_with_an_integer_of_5000_digits_makes_the_bot_resume(
+    runtime: Runtime,
+    server: FakeDiscord,
+    bot: DiscordBot,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentrt.bots")
+    with trio.fail_after(LIMIT):
+        await server.send_raw('{"op": 0, "t": "MESSAGE_CREATE", "s": ' + "9" * 5000 + ', "d": {}}')
+        await server.wait_for(lambda: len(server.ops(6)) == 1)
+        server.user_says(CHANNEL, OWNER, "after the bad payload")
+        await server.wait_for(lambda: last(server) == "after the bad payload")
+    assert server.connections == 2
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("agentrt.bots")]
+    assert any("an integer of 5000 digits" in m for m in said), said
 
 
 async def test_invalid_session_makes_the_bot_identify_afresh(

@@ -14,6 +14,7 @@ import attrs
 import httpx
 import pytest
 import trio
+import trio.testing
 from starlette.routing import Route
 
 from agentrt._cause import Cause
@@ -21,10 +22,10 @@ from agentrt._events import Event
 from agentrt._pending import Answer
 from agentrt._runtime import Runtime
 from agentrt.http import (
-    AUTH_COOKIE,
-    CSRF_COOKIE,
+    BODY_SECONDS,
     MAX_BODY,
     WebFrontEnd,
+    allowed_hosts,
     build_app,
     load_or_create_token,
     openapi_document,
@@ -136,7 +137,7 @@ def test_token_file_loosened_by_someone_is_made_private_again(tmp_path: Path) ->
 
 async def test_requests_without_the_right_token_are_refused(server: Server) -> None:
     async with httpx.AsyncClient(base_url=server.base) as anonymous:
-        for path in ("/v1/sessions", "/openapi.json", "/v1/events", "/static/app.js"):
+        for path in ("/v1/sessions", "/openapi.json", "/v1/events", "/static/nothing.js"):
             response = await anonymous.get(path)
             assert_error(response, 401, "missing_token")
             assert response.headers["www-authenticate"] == "Bearer"
@@ -144,44 +145,101 @@ async def test_requests_without_the_right_token_are_refused(server: Server) -> N
         assert_error(wrong, 401, "bad_token")
         basic = await anonymous.get("/v1/sessions", headers={"Authorization": "Basic eDp5"})
         assert_error(basic, 401, "bad_token")
-        page = await anonymous.get("/")
-        assert page.status_code == 401
-        assert "agentrt token" in page.text  # the login form says where the token comes from
+        in_the_query = await anonymous.get("/v1/sessions", params={"token": server.token})
+        assert_error(in_the_query, 401, "missing_token")
     assert (await server.client.get("/v1/sessions")).status_code == 200
 
 
-async def test_browser_login_sets_strict_httponly_cookie_and_post_needs_csrf_header(
+async def test_only_the_page_and_its_files_are_served_without_the_token(server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.base) as anonymous:
+        page = await anonymous.get("/")
+        assert page.status_code == 200
+        assert 'id="login-form"' in page.text  # the page logs in by itself
+        assert server.token not in page.text
+        for asset in ("app.js", "app.css"):
+            assert (await anonymous.get(f"/static/{asset}")).status_code == 200
+        for path in ("/login", "/logout"):  # there is no cookie login any more
+            assert_error(await anonymous.get(path), 401, "missing_token")
+            assert_error(await anonymous.post(path), 401, "missing_token")
+
+
+async def test_no_response_sets_a_cookie_and_a_cookie_is_no_credential(server: Server) -> None:
+    async with httpx.AsyncClient(base_url=server.base) as browser:
+        responses = [
+            await browser.get("/"),
+            await browser.get("/static/app.js"),
+            await browser.get("/login", params={"token": server.token}),
+            await browser.post("/login", data={"token": server.token}),
+            await server.client.get("/v1/sessions"),
+            await server.client.post("/v1/session/c0/run", json={"text": "hi"}),
+        ]
+        assert all("set-cookie" not in r.headers for r in responses)
+        assert not browser.cookies
+        # What the old login cookie and its CSRF twin would carry, replayed: refused.
+        replayed = await browser.post(
+            "/v1/session/c1/run",
+            json={"text": "sh id"},
+            headers={"Cookie": "agentrt_auth=x; agentrt_csrf=c", "X-CSRF-Token": "c"},
+        )
+        assert_error(replayed, 401, "missing_token")
+    assert await server.runtime.store.load("chat-c1") is None
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example:{port}",
+        "evil.example",
+        "127.0.0.1:1",
+        "localhost",
+        "",
+        "127.0.0.1.nip.io:{port}",
+    ],
+)
+async def test_a_request_naming_another_host_is_refused(server: Server, host: str) -> None:
+    # A DNS-rebinding page reaches the server under the attacker's name.
+    for path in ("/", "/v1/sessions"):
+        response = await server.client.get(path, headers={"Host": host.format(port=server.port)})
+        message = assert_error(response, 421, "bad_host")
+        assert f"http://127.0.0.1:{server.port}/" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}"])
+async def test_the_loopback_names_with_the_port_are_answered(server: Server, host: str) -> None:
+    response = await server.client.get(
+        "/v1/sessions", headers={"Host": host.format(port=server.port)}
+    )
+    assert response.status_code == 200
+
+
+def test_allowed_hosts_are_the_bound_address_and_the_loopback_names() -> None:
+    assert allowed_hosts("127.0.0.1", 8765) == {
+        "127.0.0.1:8765",
+        "localhost:8765",
+        "[::1]:8765",
+    }
+    assert "[::1]:8765" in allowed_hosts("::1", 8765)
+    assert "localhost" in allowed_hosts("127.0.0.1", 80)
+
+
+async def test_every_response_forbids_framing_and_limits_the_page_to_its_own_files(
     server: Server,
 ) -> None:
-    async with httpx.AsyncClient(base_url=server.base) as browser:
-        wrong = await browser.get("/login", params={"token": "not-it"})
-        assert wrong.status_code == 401
-        assert AUTH_COOKIE not in browser.cookies
-        login = await browser.get("/login", params={"token": server.token})
-        assert login.status_code == 303
-        assert login.headers["location"] == "/"
-        set_cookies = login.headers.get_list("set-cookie")
-        auth = next(c for c in set_cookies if c.startswith(AUTH_COOKIE + "="))
-        assert "HttpOnly" in auth
-        assert "SameSite=strict" in auth
-        assert server.token not in auth  # the cookie holds a derived value, not the token
-        page = await browser.get("/")
-        assert page.status_code == 200
-        assert 'id="composer"' in page.text
-        forged = await browser.post("/v1/session/c1/run", json={"text": "hi"})
-        assert_error(forged, 403, "csrf")
-        csrf = browser.cookies[CSRF_COOKIE]
-        allowed = await browser.post(
-            "/v1/session/c1/run", json={"text": "hi"}, headers={"X-CSRF-Token": csrf}
-        )
-        assert allowed.status_code == 202, allowed.text
-
-
-async def test_login_form_post_logs_in(server: Server) -> None:
-    async with httpx.AsyncClient(base_url=server.base) as browser:
-        response = await browser.post("/login", data={"token": server.token})
-        assert response.status_code == 303
-        assert (await browser.get("/v1/sessions")).status_code == 200
+    async with httpx.AsyncClient(base_url=server.base) as anonymous:
+        for response in (
+            await anonymous.get("/"),
+            await anonymous.get("/static/app.js"),
+            await anonymous.get("/v1/sessions"),
+            await anonymous.get("/v1/sessions", headers={"Host": "evil.example"}),
+            await server.client.get("/v1/sessions"),
+            await server.client.get("/nothing"),
+        ):
+            csp = response.headers["content-security-policy"]
+            assert "frame-ancestors 'none'" in csp
+            assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp
+            assert response.headers["x-frame-options"] == "DENY"
+            assert response.headers["x-content-type-options"] == "nosniff"
+            assert response.headers["referrer-policy"] == "no-referrer"
 
 
 # -- runs ----------------------------------------------------------------
@@ -460,6 +518,14 @@ _JSON = {"Content-Type": "application/json"}
             "not valid JSON",
         ),
         (
+            lambda c: c.post(
+                "/v1/task/abc/cancel", content=b'{"pause": ' + b"1" * 5000 + b"}", headers=_JSON
+            ),
+            400,
+            "bad_body",
+            "an integer of 5000 digits is longer than the 4300 digits accepted",
+        ),
+        (
             lambda c: c.post("/v1/task/abc/cancel", json={"pause": "yes"}),
             400,
             "bad_body",
@@ -503,6 +569,55 @@ async def test_oversized_body_is_refused_declared_or_streamed(server: Server) ->
     assert await server.runtime.store.load("chat-x") is None
 
 
+async def test_a_declared_body_too_large_is_refused_before_the_token_is_checked(
+    server: Server,
+) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        f"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+        + b"Content-Length: 314572800\r\n\r\n"
+    )
+    reply = await _read_response(stream)
+    assert reply.startswith(b"HTTP/1.1 413 "), reply
+    assert b'"body_too_large"' in reply
+    # A Content-Length of 5,000 digits is refused by h11 before the request reaches us.
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        f"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()
+        + b"Content-Length: "
+        + b"9" * 5000
+        + b"\r\n\r\n"
+    )
+    assert (await _read_response(stream)).startswith(b"HTTP/1.1 400 ")
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+
+
+async def _read_response(stream: trio.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    reply = b""
+    with trio.fail_after(30):
+        while chunk := await stream.receive_some():
+            reply += chunk
+    return reply
+
+
+async def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_connection_closes(
+    server: Server, autojump_clock: trio.testing.MockClock
+) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    await stream.send_all(
+        f"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Authorization: Bearer {server.token}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n{".encode()
+    )
+    started = trio.current_time()
+    reply = await _read_response(stream)
+    assert reply.startswith(b"HTTP/1.1 408 "), reply
+    assert b'"body_timeout"' in reply and b"send it at once" in reply
+    assert trio.current_time() - started == pytest.approx(BODY_SECONDS, abs=0.5)
+    assert await server.runtime.store.load("chat-x") is None
+
+
 async def test_shutting_the_server_down_keeps_the_running_task(runtime: Runtime) -> None:
     token = load_or_create_token(runtime.state_dir)
     async with trio.open_nursery() as nursery:
@@ -531,7 +646,8 @@ async def test_openapi_documents_exactly_the_routes_the_server_has(server: Serve
     routes: set[tuple[str, str]] = set()
     with server.runtime.registry.listen("chat-none-", name="probe") as listener:
         async with trio.open_nursery() as nursery:
-            guard: Any = build_app(WebFrontEnd(server.runtime, nursery, listener), server.token)
+            frontend = WebFrontEnd(server.runtime, nursery, listener)
+            guard: Any = build_app(frontend, server.token, hosts=())
     for route in guard.app.routes:
         assert isinstance(route, Route)
         routes |= {(route.path, m) for m in route.methods or () if m != "HEAD"}

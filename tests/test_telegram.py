@@ -265,6 +265,26 @@ async def test_server_errors_on_get_updates_are_retried(
     assert [c.status for c in server.calls_of("getUpdates")][:4] == [502, 502, 502, 200]
 
 
+async def test_a_reply_with_an_integer_of_5000_digits_is_retried_and_the_bot_goes_on(
+    runtime: Runtime,
+    server: FakeTelegram,
+    nursery: trio.Nursery,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    huge = b'{"ok": true, "result": [{"update_id": ' + b"9" * 5000 + b"}]}"
+    server.fail_next("getUpdates", 200, huge)
+    bot = make_bot(runtime, server)
+    await nursery.start(bot.run)
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "still here")
+        await server.wait_for(lambda: last_text(server) == "still here")
+    assert [c.status for c in server.calls_of("getUpdates")][:2] == [200, 200]
+    warned = [r for r in caplog.records if "getUpdates" in r.getMessage()]
+    assert warned, "the unreadable reply was not logged"
+    assert "an integer of 5000 digits" in warned[0].getMessage()
+    assert all(r.exc_info is None for r in warned), "a traceback for an expected failure"
+
+
 async def test_streamed_text_is_sent_once_then_edited_as_it_grows(
     runtime: Runtime, server: FakeTelegram, nursery: trio.Nursery
 ) -> None:

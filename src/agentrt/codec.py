@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 import attrs
 
 from ._clamp import clamp_arguments
+from ._json import JsonNumberError, loads
 from .frames import (
     ClientFrame,
     DaemonFrame,
@@ -181,14 +182,15 @@ class FrameCodec(Generic[_F]):
 
     def _decode(self, line: bytes) -> _F | ProtocolError:
         try:
-            # Decoded strictly: json.loads(bytes) would let an encoded surrogate through.
-            data = json.loads(line.decode("utf-8"))
+            data = loads(line)
         except UnicodeDecodeError:
             return ProtocolError(ErrorCode.MALFORMED, "frame is not valid UTF-8")
         except json.JSONDecodeError as exc:
             return ProtocolError(
                 ErrorCode.MALFORMED, f"malformed JSON: {exc.msg} at column {exc.colno}"
             )
+        except JsonNumberError as exc:
+            return ProtocolError(ErrorCode.MALFORMED, f"malformed JSON: {exc}")
         except RecursionError:
             return ProtocolError(ErrorCode.MALFORMED, "malformed JSON: nested too deeply")
         try:

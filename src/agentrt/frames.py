@@ -332,7 +332,7 @@ class Ack:
 class ErrorCode(enum.Enum):
     """Why the daemon (or a client's codec) refused something."""
 
-    #: The line is not JSON, not a JSON object, or not UTF-8.
+    #: The line is not JSON, not a JSON object, not UTF-8, or has an integer over 4300 digits.
     MALFORMED = "malformed"
     #: The line is longer than the frame size cap; it was skipped.
     TOO_LARGE = "too_large"

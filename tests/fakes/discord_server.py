@@ -171,6 +171,11 @@ class FakeDiscord:
         if ws is not None:
             await ws.send_message(json.dumps({"op": 7, "d": None}))
 
+    async def send_raw(self, text: str) -> None:
+        """Send `text` as it is on the live gateway connection (a broken payload, say)."""
+        assert self._ws is not None, "the bot is not connected"
+        await self._ws.send_message(text)
+
     def fail_next(
         self, kind: str, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> None:

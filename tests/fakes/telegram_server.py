@@ -52,7 +52,7 @@ class FakeTelegram:
     updates: list[dict[str, Any]] = attrs.field(factory=list)
     #: The ``offset`` of every ``getUpdates`` as it arrived: the bot handled all before it.
     polls: list[int] = attrs.field(factory=list)
-    _failures: dict[str, list[tuple[int, dict[str, Any]]]] = attrs.field(factory=dict)
+    _failures: dict[str, list[tuple[int, dict[str, Any] | bytes]]] = attrs.field(factory=dict)
     _update_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000))
     _message_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _callback_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -121,8 +121,8 @@ class FakeTelegram:
         self.updates.append(update)
         self._notify()
 
-    def fail_next(self, method: str, status: int, body: dict[str, Any]) -> None:
-        """Make the next call of `method` answer `status` with `body` instead."""
+    def fail_next(self, method: str, status: int, body: dict[str, Any] | bytes) -> None:
+        """Make the next call of `method` answer `status` with `body` (JSON, or raw bytes)."""
         self._failures.setdefault(method, []).append((status, body))
 
     # -- reading what the bot did ---------------------------------------------
@@ -165,6 +165,10 @@ class FakeTelegram:
         queued = self._failures.get(method)
         if queued:
             status, body = queued.pop(0)
+            if isinstance(body, bytes):
+                self.calls.append(Call(method, payload, time.monotonic(), status))
+                self._notify()
+                return Response(body, status_code=status, media_type="application/json")
             return self._record(method, payload, status, body)
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:

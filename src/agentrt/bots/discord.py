@@ -43,6 +43,7 @@ from trio_websocket import (
 )
 
 from .._executor import Executor
+from .._json import JsonNumberError, loads
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, parse_allow
 from ._http import RetryPolicy, header_retry_after, send_with_retries
 
@@ -173,8 +174,10 @@ class DiscordRest:
                 raise DiscordError(what, response.status_code, "no details")
             return None
         try:
-            data = response.json()
-        except ValueError:
+            data = loads(response.content)
+        except JsonNumberError as exc:
+            raise DiscordError(what, response.status_code, f"reply cannot be read: {exc}") from None
+        except (ValueError, RecursionError):
             raise DiscordError(what, response.status_code, "reply is not JSON") from None
         if response.status_code >= 400:
             message = data.get("message", "no details") if isinstance(data, dict) else data
@@ -477,8 +480,10 @@ def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 async def _receive(ws: WebSocketConnection) -> dict[str, Any]:
     message = await ws.get_message()
     try:
-        payload = json.loads(message)
-    except ValueError:
+        payload = loads(message)
+    except JsonNumberError as exc:
+        raise _Reconnect(f"the gateway sent a payload we cannot read: {exc}") from None
+    except (ValueError, RecursionError):
         raise _Reconnect("the gateway sent something that is not JSON") from None
     if not isinstance(payload, dict):
         raise _Reconnect("the gateway sent a payload that is not an object")

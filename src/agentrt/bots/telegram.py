@@ -24,6 +24,7 @@ import httpx
 import trio
 
 from .._executor import Executor
+from .._json import JsonNumberError, loads
 from ._bridge import (
     Button,
     ChatBridge,
@@ -134,8 +135,12 @@ class TelegramApi:
             policy=policy or self.config.retry,
         )
         try:
-            data = response.json()
-        except ValueError:
+            data = loads(response.content)
+        except JsonNumberError as exc:
+            raise DeliveryError(
+                f"Telegram {method}: HTTP {response.status_code} with a body we cannot read: {exc}"
+            ) from None
+        except (ValueError, RecursionError):
             raise DeliveryError(
                 f"Telegram {method}: HTTP {response.status_code} with a body that is not JSON"
             ) from None
@@ -253,6 +258,12 @@ class TelegramBot:
                 # 409: a webhook is set or another process polls with this token.
                 failures += 1
                 log.error("Telegram getUpdates failed: %s", exc)
+                await trio.sleep(policy.delay(failures))
+                continue
+            except DeliveryError as exc:
+                # A reply we cannot read: ask again, as after a server error, and stay up.
+                failures += 1
+                log.warning("%s; asking again", exc)
                 await trio.sleep(policy.delay(failures))
                 continue
             failures = 0

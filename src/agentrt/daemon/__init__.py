@@ -12,7 +12,6 @@ described in ``docs/protocol.md``. In code::
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -28,6 +27,8 @@ from ._lifecycle import ConnectionState as ConnectionState
 from ._lifecycle import IllegalStepError as IllegalStepError
 from ._lifecycle import Lifecycle as Lifecycle
 from ._lifecycle import Step as Step
+from ._logging import SecretFilter as SecretFilter
+from ._logging import configure_logging
 from ._paths import DaemonAlreadyRunningError as DaemonAlreadyRunningError
 from ._paths import PeerCredentials as PeerCredentials
 from ._paths import SocketPathError as SocketPathError
@@ -133,12 +134,9 @@ def _host_port(text: str) -> tuple[str, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the daemon in the foreground; return the process exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="agentrt daemon: %(message)s",
-    )
     socket_path: Path = args.socket or default_socket_path()
     state_dir: Path = args.state_dir or default_state_dir()
+    configure_logging(state_dir, verbose=args.verbose)
     try:
         status = trio.run(
             _amain,

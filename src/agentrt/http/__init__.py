@@ -1,24 +1,28 @@
 """The HTTP API and the web chat page (origin ``chat-``), served on Trio by hypercorn."""
 
-from ._app import AUTH_COOKIE as AUTH_COOKIE
-from ._app import CSRF_COOKIE as CSRF_COOKIE
-from ._app import CSRF_HEADER as CSRF_HEADER
+from ._app import BODY_SECONDS as BODY_SECONDS
 from ._app import MAX_BODY as MAX_BODY
+from ._app import SECURITY_HEADERS as SECURITY_HEADERS
+from ._app import allowed_hosts as allowed_hosts
 from ._app import build_app as build_app
 from ._frontend import WebFrontEnd as WebFrontEnd
 from ._frontend import session_id_from_path as session_id_from_path
 from ._openapi import openapi_document as openapi_document
+from ._server import MAX_CONNECTIONS as MAX_CONNECTIONS
+from ._server import connection_limit as connection_limit
 from ._server import serve_http as serve_http
 from ._token import load_or_create_token as load_or_create_token
 from ._token import token_main as token_main
 
 __all__ = [
-    "AUTH_COOKIE",
-    "CSRF_COOKIE",
-    "CSRF_HEADER",
+    "BODY_SECONDS",
     "MAX_BODY",
+    "MAX_CONNECTIONS",
+    "SECURITY_HEADERS",
     "WebFrontEnd",
+    "allowed_hosts",
     "build_app",
+    "connection_limit",
     "load_or_create_token",
     "openapi_document",
     "serve_http",

@@ -1,31 +1,29 @@
-"""The Starlette application: routes, bearer/cookie authentication, CSRF, JSON errors."""
+"""The Starlette application: routes, bearer authentication, Host and framing checks, JSON errors."""
 
 from __future__ import annotations
 
 import functools
 import hmac
+import ipaddress
 import json
 import logging
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from importlib import resources
 from typing import Any, TypeVar
-from urllib.parse import parse_qs
 
 import trio
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
-    RedirectResponse,
     Response,
     StreamingResponse,
 )
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._executor import (
     BadAnswerError,
@@ -40,7 +38,6 @@ from .._pending import AlreadyAnsweredError, EntryGoneError
 from .._store import StoreError
 from ._frontend import FrontEndError, WebFrontEnd, session_id_from_path
 from ._openapi import openapi_document
-from ._token import derive
 from ._wire import (
     AnswerBody,
     BadBodyError,
@@ -55,16 +52,23 @@ log = logging.getLogger("agentrt.http")
 
 #: The largest request body accepted, in bytes.
 MAX_BODY = 1024 * 1024
-#: The cookie a logged-in browser carries (a value derived from the token, HttpOnly).
-AUTH_COOKIE = "agentrt_auth"
-#: The double-submit CSRF cookie; its value must come back in `CSRF_HEADER`.
-CSRF_COOKIE = "agentrt_csrf"
-CSRF_HEADER = "x-csrf-token"
+#: Seconds a request body may take to arrive in full.
+BODY_SECONDS = 10.0
 #: Seconds between keep-alive comments on an idle event stream.
 KEEPALIVE_SECONDS = 15.0
-_COOKIE_PURPOSE = "agentrt web login v1"
-_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_PUBLIC_PATHS = frozenset({"/login"})
+#: Sent with every response: no page may frame ours (clickjacking), the page loads
+#: only its own files, and no response is sniffed into another type or leaks a referrer.
+SECURITY_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
 
 T = TypeVar("T")
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -110,6 +114,9 @@ def _endpoint(fn: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
+        except ClientDisconnect:
+            # The client left while sending its body: there is nobody to answer or to blame.
+            return json_error(400, "client_disconnected", "the client closed the connection")
         except Exception as exc:
             for cls, status, code in _ERRORS:
                 if isinstance(exc, cls):
@@ -122,24 +129,32 @@ def _endpoint(fn: Endpoint) -> Endpoint:
     return wrapper
 
 
-async def read_body(request: Request, cls: type[T]) -> T:
-    """The request's JSON body as `cls`: checks content type and size, reads at most `MAX_BODY`."""
-    length = request.headers.get("content-length")
-    if length is not None:
-        try:
-            declared = int(length)
-        except ValueError:
-            raise ApiError(400, "bad_request", "Content-Length is not a number") from None
-        if declared > MAX_BODY:
-            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
+async def _read_limited(request: Request, limit: int) -> bytes:
+    _check_declared_length(request.headers, limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiError(413, "body_too_large", f"the body is larger than {MAX_BODY} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    with trio.move_on_after(BODY_SECONDS) as deadline:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
+    if deadline.cancelled_caught:
+        raise ApiError(
+            408,
+            "body_timeout",
+            f"the body did not arrive within {BODY_SECONDS:g} seconds; send it at once",
+        )
+    return b"".join(chunks)
+
+
+async def read_body(request: Request, cls: type[T]) -> T:
+    """The request's JSON body as `cls`: checks content type and size, reads at most `MAX_BODY`.
+
+    The whole body must arrive within `BODY_SECONDS`: a client that sends it
+    byte by byte gets a 408 instead of holding a connection for ever.
+    """
+    raw = await _read_limited(request, MAX_BODY)
     if raw.strip():
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
@@ -151,12 +166,27 @@ async def read_body(request: Request, cls: type[T]) -> T:
     return parse_body(raw, cls)
 
 
+def _check_declared_length(headers: Headers, limit: int = MAX_BODY) -> None:
+    length = headers.get("content-length")
+    if length is None:
+        return
+    if not length.isdigit():
+        raise ApiError(400, "bad_request", "Content-Length is not a number")
+    # Compared as text first: a Content-Length of thousands of digits is not worth an int().
+    if len(length.lstrip("0")) > len(str(limit)) or int(length) > limit:
+        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+
+
 def _session(request: Request) -> str:
     return session_id_from_path(request.path_params["session_id"])
 
 
-def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
-    """The ASGI application of the HTTP API and the web page, guarded by `token`."""
+def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> ASGIApp:
+    """The ASGI application of the HTTP API and the web page, guarded by `token`.
+
+    `hosts` are the values of the ``Host`` header it answers to (see
+    `allowed_hosts`); a request naming any other host is refused.
+    """
     web = _WebAssets.load()
 
     @_endpoint
@@ -170,32 +200,6 @@ def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
         if found is None or name == "index.html":
             raise ApiError(404, "not_found", f"no asset {name!r}")
         return Response(found[0], media_type=found[1], headers={"Cache-Control": "no-cache"})
-
-    @_endpoint
-    async def login(request: Request) -> Response:
-        if request.method == "POST":
-            form = parse_qs((await request.body()).decode("utf-8", "replace"))
-            given = (form.get("token") or [""])[0]
-        else:
-            given = request.query_params.get("token", "")
-        if not given:
-            return HTMLResponse(_login_page(None))
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            return HTMLResponse(_login_page("That token is not this server's."), status_code=401)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(
-            AUTH_COOKIE, derive(token, _COOKIE_PURPOSE), httponly=True, samesite="strict"
-        )
-        # Readable by the page's script, which echoes it in the CSRF header.
-        response.set_cookie(CSRF_COOKIE, secrets.token_urlsafe(24), samesite="strict")
-        return response
-
-    @_endpoint
-    async def logout(request: Request) -> Response:
-        response = JSONResponse({"logged_out": True})
-        response.delete_cookie(AUTH_COOKIE, samesite="strict")
-        response.delete_cookie(CSRF_COOKIE, samesite="strict")
-        return response
 
     @_endpoint
     async def openapi(request: Request) -> Response:
@@ -270,8 +274,6 @@ def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
     routes = [
         Route("/", index, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        Route("/login", login, methods=["GET", "POST"]),
-        Route("/logout", logout, methods=["POST"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/sessions", sessions, methods=["GET"]),
         Route("/v1/session/{session_id}/task", get_task, methods=["GET"]),
@@ -294,7 +296,10 @@ def build_app(frontend: WebFrontEnd, token: str) -> ASGIApp:
         return json_error(exc.status_code, code, message, **(exc.headers or {}))
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-    return _Guard(app, token)
+    # The page and its own files carry no secret, and a browser cannot send a header
+    # when it navigates or loads a script: they are the only routes without the token.
+    public = {"/"} | {f"/static/{name}" for name in web.files if name != "index.html"}
+    return _Guard(app, token, hosts=frozenset(hosts), public=frozenset(public))
 
 
 async def _event_stream(frontend: WebFrontEnd) -> AsyncIterator[str]:
@@ -317,95 +322,113 @@ def _sse(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
-class _Guard:
-    """Lets a request through only with the token: as a bearer header or as the login cookie.
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The ``Host`` values a server bound to `host`:`port` answers to.
 
-    A cookie-authenticated state-changing request must also echo the CSRF
-    cookie in the `X-CSRF-Token` header, which a page from another site cannot
-    read, so it cannot forge the request.
+    The bound address and the loopback names (``localhost``, ``127.0.0.1``,
+    ``[::1]``), each with the port; without it when the port is 80. A DNS
+    rebinding page reaches the server under its own name (``evil.example:PORT``),
+    which is none of these, so it is refused. A server bound to every address
+    (``0.0.0.0``, ``::``) also answers to any IP address, never to a name.
+    """
+    bound = f"[{host}]" if ":" in host else host
+    names = {bound.lower(), "localhost", "127.0.0.1", "[::1]"}
+    hosts = {f"{name}:{port}" for name in names}
+    if port == 80:
+        hosts |= names
+    if host in ("0.0.0.0", "::"):
+        hosts.add(_ANY_IP)
+    return frozenset(hosts)
+
+
+# A marker in the allowed hosts: any IP address literal (with the port) is fine.
+_ANY_IP = "*ip*"
+
+
+def _host_is_ip(host: str) -> bool:
+    name = host.rpartition(":")[0] if not host.endswith("]") else host
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class _Guard:
+    """Checks every request before the application sees it.
+
+    In order: the ``Host`` header names this server (against DNS rebinding,
+    421 otherwise); a declared body is not too large (413, before a byte is
+    read); the ``Authorization: Bearer`` header carries the token, except on
+    the page and its files. No cookie is ever read or set: a browser would
+    send one to any other server on the same host, whatever its port. Every
+    response gets `SECURITY_HEADERS`.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, *, hosts: frozenset[str], public: frozenset[str]
+    ) -> None:
         self.app = app
         self._token = token.encode()
-        self._cookie = derive(token, _COOKIE_PURPOSE).encode()
+        self._hosts = hosts
+        self._public = public
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _PUBLIC_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
         problem = self._check(scope)
         if problem is None:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_secured)
             return
         status, code, message = problem
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-        response: Response
-        if status == 401 and scope["path"] == "/" and scope["method"] == "GET":
-            response = HTMLResponse(_login_page(None), status_code=401, headers=headers)
-        else:
-            response = json_error(status, code, message, **headers)
-        await response(scope, receive, send)
+        await json_error(status, code, message, **headers)(scope, receive, send_secured)
 
     def _check(self, scope: Scope) -> tuple[int, str, str] | None:
         headers = Headers(scope=scope)
-        authorization = headers.get("authorization")
-        if authorization is not None:
-            scheme, _, value = authorization.partition(" ")
-            if scheme.lower() != "bearer" or not value.strip():
-                return (
-                    401,
-                    "bad_token",
-                    "use 'Authorization: Bearer TOKEN' (agentrt token prints it)",
-                )
-            if not hmac.compare_digest(value.strip().encode(), self._token):
-                return 401, "bad_token", "the bearer token is wrong (agentrt token prints it)"
+        host = headers.get("host", "").lower()
+        if host not in self._hosts and not (_ANY_IP in self._hosts and _host_is_ip(host)):
+            shown = sorted(h for h in self._hosts if h != _ANY_IP)
+            return (
+                421,
+                "bad_host",
+                f"this server does not answer to the host {host[:100]!r}; "
+                f"use http://{shown[0]}/ (it answers to {', '.join(shown)})",
+            )
+        try:
+            # Before anything else: a body too large is refused without reading a byte of it.
+            _check_declared_length(headers)
+        except ApiError as exc:
+            return exc.status, exc.code, exc.message
+        if scope["path"] in self._public:
             return None
-        cookies = _cookies(headers)
-        cookie = cookies.get(AUTH_COOKIE)
-        if cookie is None or not hmac.compare_digest(cookie.encode(), self._cookie):
+        authorization = headers.get("authorization")
+        if authorization is None:
             return (
                 401,
                 "missing_token",
-                "this needs 'Authorization: Bearer TOKEN' (agentrt token prints it), "
-                "or log in at /login",
+                "this needs 'Authorization: Bearer TOKEN' ('agentrt token' prints it); "
+                "in a browser, open the page at / and log in there",
             )
-        if scope["method"] not in _SAFE_METHODS:
-            expected = cookies.get(CSRF_COOKIE, "")
-            given = headers.get(CSRF_HEADER, "")
-            if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-                return (
-                    403,
-                    "csrf",
-                    f"a request authenticated by cookie must carry the {CSRF_COOKIE} cookie's "
-                    f"value in the X-CSRF-Token header",
-                )
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            return (
+                401,
+                "bad_token",
+                "use 'Authorization: Bearer TOKEN' ('agentrt token' prints it)",
+            )
+        if not hmac.compare_digest(value.strip().encode(), self._token):
+            return 401, "bad_token", "the bearer token is wrong ('agentrt token' prints it)"
         return None
-
-
-def _cookies(headers: Headers) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for header in headers.getlist("cookie"):
-        for part in header.split(";"):
-            name, sep, value = part.strip().partition("=")
-            if sep and name not in out:
-                out[name] = value
-    return out
-
-
-def _login_page(error: str | None) -> str:
-    note = f'<p class="error" role="alert">{error}</p>' if error else ""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>agentrt: log in</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{{font:16px system-ui,sans-serif;max-width:32em;margin:4em auto;padding:0 1em}}
-input{{width:100%;padding:.5em;font:inherit}}button{{margin-top:1em;padding:.5em 1em;font:inherit}}
-.error{{color:#b00020}}</style></head>
-<body><h1>agentrt</h1>{note}
-<form method="post" action="/login">
-<label for="token">Token (run <code>agentrt token</code> to print it)</label>
-<input id="token" name="token" type="password" autocomplete="off" autofocus>
-<button type="submit">Log in</button></form></body></html>"""
 
 
 class _WebAssets:

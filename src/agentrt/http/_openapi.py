@@ -44,75 +44,37 @@ _STARTED = _json(
 
 def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1 (every route the server has, and only those)."""
-    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR}
+    # Any request may be refused for its Host (421) or a declared body over the cap (413);
+    # a route that reads a body also answers 408 when the body is too slow.
+    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "421": _ERROR}
+    body_errors = {**errors, "408": _ERROR}
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "agentrt HTTP API",
             "version": "1",
             "description": "Runs, pending tasks and questions of an agentrt process. Every "
-            "route except /login needs the token: 'Authorization: Bearer TOKEN', or the login "
-            "cookie plus the X-CSRF-Token header on POST and DELETE.",
+            "route except the page and its files needs the token in the header "
+            "'Authorization: Bearer TOKEN'; no cookie is read or set. A request whose Host "
+            "header names another host is refused with 421.",
         },
-        "security": [{"bearer": []}, {"cookie": []}],
+        "security": [{"bearer": []}],
         "paths": {
             "/": {
                 "get": {
-                    "summary": "The web chat page",
+                    "summary": "The web chat page (it asks for the token itself)",
+                    "security": [],
                     "responses": {
                         "200": {"description": "the page", "content": {"text/html": {}}},
-                        "401": {"description": "the login form", "content": {"text/html": {}}},
                     },
                 }
             },
             "/static/{name}": {
                 "get": {
-                    "summary": "A file of the web page (script, style sheet)",
+                    "summary": "A file of the web page (script, style sheet); the page's own "
+                    "files need no token",
                     "parameters": [_path_param("name", "the file's name")],
                     "responses": {"200": {"description": "the file"}, "404": _ERROR},
-                }
-            },
-            "/login": {
-                "get": {
-                    "summary": "Log a browser in with ?token=TOKEN (or show the login form)",
-                    "security": [],
-                    "parameters": [
-                        {
-                            "name": "token",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "string"},
-                        }
-                    ],
-                    "responses": {
-                        "303": {"description": "logged in: cookies set, redirect to /"},
-                        "200": {"description": "the login form", "content": {"text/html": {}}},
-                        "401": {"description": "wrong token", "content": {"text/html": {}}},
-                    },
-                },
-                "post": {
-                    "summary": "Log a browser in from the login form (token=TOKEN)",
-                    "security": [],
-                    "requestBody": {
-                        "content": {
-                            "application/x-www-form-urlencoded": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {"token": {"type": "string"}},
-                                }
-                            }
-                        }
-                    },
-                    "responses": {
-                        "303": {"description": "logged in: cookies set, redirect to /"},
-                        "401": {"description": "wrong token", "content": {"text/html": {}}},
-                    },
-                },
-            },
-            "/logout": {
-                "post": {
-                    "summary": "Clear the login cookies",
-                    "responses": {"200": {"description": "logged out"}, "401": _ERROR},
                 }
             },
             "/openapi.json": {
@@ -174,7 +136,7 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Resume the pending task, answering its saved question if given",
                     "parameters": [_SESSION],
                     "requestBody": _body("ResumeBody", required=False),
-                    "responses": {"202": _STARTED, "409": _ERROR, "413": _ERROR, **errors},
+                    "responses": {"202": _STARTED, "409": _ERROR, **body_errors},
                 }
             },
             "/v1/session/{session_id}/run": {
@@ -185,9 +147,8 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "202": _STARTED,
                         "409": _ERROR,
-                        "413": _ERROR,
                         "415": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
@@ -209,7 +170,7 @@ def openapi_document() -> dict[str, Any]:
                             "the run is stopping",
                         ),
                         "403": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
@@ -239,7 +200,7 @@ def openapi_document() -> dict[str, Any]:
                         "200": {"description": "answered"},
                         "409": _ERROR,
                         "410": _ERROR,
-                        **errors,
+                        **body_errors,
                     },
                 }
             },
@@ -259,7 +220,6 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
-                "cookie": {"type": "apiKey", "in": "cookie", "name": "agentrt_auth"},
             },
             "responses": {
                 "Error": _json(

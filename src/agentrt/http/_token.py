@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
 import os
 import secrets
 import sys
@@ -67,11 +65,6 @@ def _read(path: Path) -> str | None:
     if path.stat().st_mode & 0o077:
         path.chmod(0o600)  # someone loosened it; the token is a password
     return token
-
-
-def derive(token: str, purpose: str) -> str:
-    """A value bound to `token` for one purpose (the login cookie), never the token itself."""
-    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def token_main(argv: list[str]) -> int:

@@ -19,6 +19,7 @@ from .._events import (
     UsageEvent,
     VerifyEvent,
 )
+from .._json import JsonNumberError, loads
 from .._messages import Role
 from .._pending import Entry
 from .._record import TaskRecord
@@ -97,9 +98,9 @@ def parse_body(raw: bytes, cls: type[T]) -> T:
         data: Any = {}
     else:
         try:
-            # Decoded strictly: json.loads(bytes) would let an encoded surrogate through,
-            # and an error quoting it could not be sent.
-            data = json.loads(raw.decode("utf-8"))
+            data = loads(raw)
+        except JsonNumberError as exc:
+            raise BadBodyError(f"the body cannot be read: {exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BadBodyError(f"the body is not valid JSON: {_json_problem(exc)}") from None
         except RecursionError:

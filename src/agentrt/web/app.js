@@ -1,4 +1,12 @@
 // The web chat of agentrt: talks to the HTTP API of the server that served it.
+//
+// The page carries no ambient credential. The token is typed into the page once
+// and kept in sessionStorage, which belongs to this origin alone (scheme, host
+// and port: another server on this machine cannot read it) and ends with the
+// tab. Every request sends it in the Authorization header itself, with
+// credentials "omit", so the browser never attaches a cookie or a login of its
+// own; the event stream is read with fetch() for the same reason (EventSource
+// cannot send a header).
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -12,12 +20,16 @@ const state = {
   sessions: [],
 };
 
-function cookie(name) {
-  for (const part of document.cookie.split(";")) {
-    const [key, ...rest] = part.trim().split("=");
-    if (key === name) return rest.join("=");
-  }
-  return "";
+const TOKEN_KEY = "agentrt.token";
+let token = sessionStorage.getItem(TOKEN_KEY) || "";
+
+function request(path, init = {}) {
+  return fetch(path, {
+    ...init,
+    headers: { ...(init.headers || {}), Authorization: `Bearer ${token}` },
+    credentials: "omit",
+    cache: "no-store",
+  });
 }
 
 class ApiError extends Error {
@@ -29,17 +41,16 @@ class ApiError extends Error {
 }
 
 async function api(method, path, body) {
-  const headers = { "X-CSRF-Token": cookie("agentrt_csrf") };
-  const init = { method, headers, credentials: "same-origin" };
+  const init = { method, headers: {} };
   if (body !== undefined) {
-    headers["Content-Type"] = "application/json";
+    init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  const response = await request(path, init);
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = data.error || { code: "http", message: response.statusText };
-    if (response.status === 401) location.href = "/login";
+    if (response.status === 401) logOut("The server no longer accepts the token: log in again.");
     throw new ApiError(response.status, error.code, error.message);
   }
   return data;
@@ -168,21 +179,60 @@ const handlers = {
   },
 };
 
-function connect() {
-  const source = new EventSource("/v1/events");
-  source.onopen = () => {
-    $("#conn").textContent = "live";
-    $("#conn").classList.add("live");
-  };
-  source.onerror = () => {
-    $("#conn").textContent = "reconnecting";
-    $("#conn").classList.remove("live");
-  };
-  source.onmessage = (message) => {
-    const ev = JSON.parse(message.data);
-    const handler = handlers[ev.type];
-    if (handler) handler(ev);
-  };
+// The live stream: server-sent events read with fetch(), reconnecting after a second.
+let stream = null; // the AbortController of the running stream
+
+function setLive(live) {
+  $("#conn").textContent = live ? "live" : "reconnecting";
+  $("#conn").classList.toggle("live", live);
+}
+
+async function readEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = block.split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).replace(/^ /, ""))
+        .join("\n");
+      if (!data) continue; // a keep-alive comment or a retry hint
+      const ev = JSON.parse(data);
+      const handler = handlers[ev.type];
+      if (handler) handler(ev);
+    }
+  }
+}
+
+async function connect() {
+  if (stream) stream.abort();
+  const controller = new AbortController();
+  stream = controller;
+  while (!controller.signal.aborted) {
+    try {
+      const response = await request("/v1/events", {
+        headers: { Accept: "text/event-stream" },
+        signal: controller.signal,
+      });
+      if (response.status === 401) {
+        logOut("The server no longer accepts the token: log in again.");
+        return;
+      }
+      if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      setLive(true);
+      await readEvents(response.body);
+    } catch (error) {
+      if (controller.signal.aborted) return;
+    }
+    setLive(false);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }
 
 // -- questions ----------------------------------------------------------------
@@ -423,7 +473,62 @@ async function stop(choice) {
   }
 }
 
+// -- logging in and out ------------------------------------------------------------
+
+function showLogin(message) {
+  document.body.dataset.auth = "out";
+  $("#login").hidden = false;
+  $("#login-error").textContent = message || "";
+  $("#login-error").hidden = !message;
+  $("#token").focus();
+}
+
+function logOut(message) {
+  token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (stream) stream.abort();
+  stream = null;
+  showLogin(message);
+}
+
+async function logIn(candidate) {
+  const tried = candidate.trim();
+  if (!tried) return;
+  token = tried;
+  let response;
+  try {
+    response = await request("/v1/sessions");
+  } catch (error) {
+    token = "";
+    showLogin(`The server cannot be reached: ${error.message}`);
+    return;
+  }
+  if (!response.ok) {
+    token = "";
+    showLogin(response.status === 401
+      ? "That token is not this server's. Run 'agentrt token' to print it."
+      : `The server answered ${response.status}.`);
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("#token").value = "";
+  start();
+}
+
+function start() {
+  document.body.dataset.auth = "in";
+  $("#login").hidden = true;
+  const fromHash = decodeURIComponent(location.hash.slice(1));
+  showSession(fromHash || null);
+  connect();
+}
+
 function init() {
+  $("#login-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    logIn($("#token").value);
+  });
+  $("#log-out").addEventListener("click", () => logOut(""));
   $("#composer").addEventListener("submit", (e) => {
     e.preventDefault();
     send($("#input").value);
@@ -444,9 +549,8 @@ function init() {
   });
   $("#paused-resume").addEventListener("click", () => resume(state.current));
   $("#paused-discard").addEventListener("click", () => discard(state.current));
-  const fromHash = decodeURIComponent(location.hash.slice(1));
-  showSession(fromHash || null);
-  connect();
+  if (token) start();
+  else showLogin("");
 }
 
 init();
