@@ -5,8 +5,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
@@ -27,6 +29,7 @@ from agentrt.frames import (
     Run,
     TaskFrame,
 )
+from agentrt.http import load_or_create_token, serve_http
 
 from .conftest import Recorder
 
@@ -188,3 +191,41 @@ async def test_a_run_with_a_missing_folder_gets_a_clear_error(
     (error,) = frames
     assert isinstance(error, ErrorFrame)
     assert "not an existing folder" in error.message
+
+
+async def test_http_sees_a_windows_task_only_once_the_window_is_gone_and_never_a_chats(
+    daemon: Daemon, runtime: Runtime, nursery: trio.Nursery
+) -> None:
+    token = load_or_create_token(runtime.state_dir)
+    port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
+    headers = {"Authorization": f"Bearer {token}"}
+    with trio.fail_after(LIMIT):
+        await runtime.executor.run("tg-42", "ask Colour?", owner="tg", emit=Recorder())
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers) as http:
+
+            async def answers(session: str) -> list[tuple[int, str]]:
+                got = [
+                    await http.get(f"/v1/session/{session}/task"),
+                    await http.post(f"/v1/session/{session}/task/resume", json={"answer": "x"}),
+                    await http.delete(f"/v1/session/{session}/task"),
+                ]
+                return [(r.status_code, r.json()["error"]["code"]) for r in got]
+
+            unknown = await answers("cli-nobody")
+            assert await answers("tg-42") == unknown
+            async with await Client.connect(daemon.socket_path, window="w-live") as window:
+                await window.send(Run("sleep 30", session="cli-live"))
+                task = await window.wait_for(TaskFrame)
+                await window.send(Cancel(task.task, pause=True))
+                await window.wait_for(EndedFrame)
+                # Paused, but its window is still open: not HTTP's.
+                assert await answers("cli-live") == unknown
+                listed = (await http.get("/v1/sessions")).json()["sessions"]
+                assert [s["session_id"] for s in listed] == []
+            # The window closed: the owner may see it over HTTP now.
+            shown = await http.get("/v1/session/cli-live/task")
+            assert shown.status_code == 200, shown.text
+            listed = (await http.get("/v1/sessions")).json()["sessions"]
+            assert [s["session_id"] for s in listed] == ["cli-live"]
+    assert unknown == [(404, "no_pending_task")] * 3
+    assert await runtime.store.load("tg-42") is not None

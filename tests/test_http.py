@@ -259,10 +259,20 @@ async def test_run_over_http_streams_text_and_finishes_as_a_chat_session(
     assert_error(await server.client.get("/v1/session/hello/task"), 404, "no_pending_task")
 
 
-async def test_session_id_with_an_origin_keeps_it(server: Server, events: Events) -> None:
-    started = await start(server, "tg-42", "hi")
-    assert started["session_id"] == "tg-42"
+async def test_session_id_with_the_chat_origin_keeps_it(server: Server, events: Events) -> None:
+    started = await start(server, "chat-42", "hi")
+    assert started["session_id"] == "chat-42"
     await events.expect("run_ended", task_hash=started["task_hash"])
+
+
+@pytest.mark.parametrize("session", ["tg-42", "dc-999", "cli-abc"])
+async def test_runs_in_sessions_of_other_front_ends_are_refused(
+    server: Server, session: str
+) -> None:
+    response = await server.client.post(f"/v1/session/{session}/run", json={"text": "sh id"})
+    message = assert_error(response, 400, "bad_session_id")
+    assert "'chat-' sessions only" in message
+    assert not server.runtime.executor.running()
 
 
 async def test_confirmation_then_saved_question_then_answer_resumes_as_new_turn(
@@ -372,13 +382,16 @@ async def test_cancel_reaches_only_tasks_started_over_http(server: Server) -> No
             await started.wait()
         (info,) = runtime.executor.running()
         foreign = await server.client.post(f"/v1/task/{info.task_hash}/cancel", json={})
-        assert_error(foreign, 403, "not_owner")
+        # A task of another front-end is answered exactly like one that does not exist.
+        message = assert_error(foreign, 404, "unknown_task")
+        assert message == f"no running task {info.task_hash!r}: unknown or already finished"
         refused = await server.client.delete("/v1/session/cli-w1/task")
-        assert_error(refused, 403, "not_owner")
+        assert_error(refused, 409, "session_busy")
         assert runtime.executor.is_running("cli-w1")
         runtime.executor.cancel(info.task_hash, Cause.PAUSE)
     unknown = await server.client.post("/v1/task/0123456789ab/cancel", json={"pause": True})
-    assert "unknown or already finished" in assert_error(unknown, 404, "unknown_task")
+    message = assert_error(unknown, 404, "unknown_task")
+    assert message == "no running task '0123456789ab': unknown or already finished"
 
 
 async def test_running_or_pending_session_refuses_a_new_run(server: Server, events: Events) -> None:

@@ -340,3 +340,41 @@ def test_crashed_means_the_runner_is_gone_not_merely_running() -> None:
     assert not TaskRecord("cli-i", "x", (), status=TaskStatus.INTERRUPTED).crashed
     assert TaskRecord("cli-n", "x", (), status=TaskStatus.RUNNING).crashed
     assert os.getpid() != child.pid
+
+
+async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
+    runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[Entry] = []
+    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    begin_effect = AgentRun.begin_effect
+    save_fields = TaskStore.save_fields
+    entered: list[str] = []
+    all_entered = trio.Event()
+    begun: list[str] = []
+
+    async def begin_then_pause_after_all(run: AgentRun, call: ToolCall) -> None:
+        entered.append(call.id)
+        if len(entered) == 3:
+            all_entered.set()
+        await begin_effect(run, call)
+        begun.append(call.id)
+        if len(begun) == 3:
+            runtime.executor.cancel(run.task_hash, Cause.PAUSE)
+
+    async def slow_save_fields(store: TaskStore, record: TaskRecord) -> bool:
+        # The first attempt's write is still on its way when the other calls start.
+        if record.attempts and not all_entered.is_set():
+            await all_entered.wait()
+        return await save_fields(store, record)
+
+    monkeypatch.setattr(AgentRun, "begin_effect", begin_then_pause_after_all)
+    monkeypatch.setattr(TaskStore, "save_fields", slow_save_fields)
+    with trio.fail_after(LIMIT):
+        await runtime.executor.run(
+            "cli-three", "sh sleep 5; sh sleep 6; sh sleep 7", owner="t", emit=Recorder()
+        )
+    record = await runtime.store.load("cli-three")
+    assert record is not None
+    assert len(record.unanswered_calls()) == 3
+    assert record.attempts == {c.id: 1 for c in record.unanswered_calls()}

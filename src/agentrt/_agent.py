@@ -301,8 +301,12 @@ class AgentRun:
 
     async def set_record(self, **changes: Any) -> None:
         """Persist a change to the snapshot that adds no message."""
+        await self._change(lambda record: record.evolve(**changes))
+
+    async def _change(self, change: Callable[[TaskRecord], TaskRecord]) -> None:
+        """Persist `change` applied to the snapshot as it is once the commit lock is held."""
         async with self._commit_lock:
-            record = self.snapshot.evolve(**changes)
+            record = change(self.snapshot)
             if self.store is not None and not await self.store.save_fields(record):
                 record = await self.store.save(record)
             self.snapshot = record
@@ -312,9 +316,15 @@ class AgentRun:
 
         If the run dies before the call's result is committed, the saved task
         knows the call may already have run, and says so when it is resumed.
+        The count is taken under the commit lock, so calls of one round that
+        start together never overwrite each other's.
         """
-        attempts = {**self.snapshot.attempts, call.id: self.snapshot.attempts_of(call.id) + 1}
-        await self.set_record(attempts=attempts)
+
+        def started(record: TaskRecord) -> TaskRecord:
+            count = record.attempts_of(call.id) + 1
+            return record.evolve(attempts={**record.attempts, call.id: count})
+
+        await self._change(started)
 
     def attempt(self, call: ToolCall) -> int:
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""

@@ -48,7 +48,11 @@ def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
     """The agent's own folders, resolved: no tool may read or write inside them."""
     from .daemon._paths import default_socket_path  # a leaf module; imported late, when used
 
-    folders = [state_dir, default_socket_path().parent, *extra]
+    socket = default_socket_path()
+    # The default socket lives in a folder of its own; a socket placed by hand (AGENTRT_SOCKET)
+    # may sit among the user's files, so only the socket itself is off-limits then.
+    dedicated = "AGENTRT_SOCKET" not in os.environ
+    folders = [state_dir, socket.parent if dedicated else socket, *extra]
     return tuple(dict.fromkeys(Path(f).resolve() for f in folders))
 
 

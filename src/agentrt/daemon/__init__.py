@@ -167,7 +167,10 @@ async def _amain(
 ) -> int:
     async with (
         open_runtime(
-            state_dir, model, workdir=workdir, protected_paths=[socket_path.parent]
+            state_dir,
+            model,
+            workdir=workdir,
+            protected_paths=[socket_path, socket_path.with_name(socket_path.name + ".lock")],
         ) as runtime,
         trio.open_nursery() as nursery,
     ):

@@ -19,7 +19,14 @@ import trio
 from .._cause import Cause
 from .._context import origin_of
 from .._events import Event, RunEnded, TaskStarted
-from .._executor import NotOwnerError, TaskInfo, check_session_id
+from .._executor import (
+    NoPendingTaskError,
+    NotOwnerError,
+    SessionBusyError,
+    TaskInfo,
+    UnknownTaskError,
+    check_session_id,
+)
 from .._pending import (
     DENY,
     Answer,
@@ -28,6 +35,7 @@ from .._pending import (
     Listener,
     RequestKind,
 )
+from .._policy import Actor
 from .._runtime import Runtime
 from ._wire import event_to_json, question_to_json, task_to_json
 
@@ -49,6 +57,10 @@ class FrontEndError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+#: Who HTTP requests act as, for the access policy.
+HTTP_ACTOR = Actor.http()
 
 
 def session_id_from_path(raw: str) -> str:
@@ -85,6 +97,13 @@ class WebFrontEnd:
         the hash works at once. Errors before that (a pending task exists, the
         session is running) are raised here.
         """
+        if not self.runtime.policy.may_start(HTTP_ACTOR, session_id, None):
+            raise FrontEndError(
+                400,
+                "bad_session_id",
+                f"the HTTP API starts runs in {DEFAULT_ORIGIN!r} sessions only, not "
+                f"{session_id!r}; name the session without a prefix or with {DEFAULT_ORIGIN!r}",
+            )
         executor = self.runtime.executor
 
         async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
@@ -94,6 +113,8 @@ class WebFrontEnd:
 
     async def resume(self, session_id: str, answer: str | None) -> str:
         """Resume the pending task of `session_id` (answering its saved question); return its hash."""
+        if not await self._may_act(session_id):
+            raise NoPendingTaskError(f"session {session_id} has no pending task")
         executor = self.runtime.executor
 
         async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
@@ -130,18 +151,26 @@ class WebFrontEnd:
     def cancel(self, task_hash: str, *, pause: bool) -> TaskInfo:
         """Stop a task started over HTTP: pause keeps its pending task, otherwise it is dropped."""
         cause = Cause.PAUSE if pause else Cause.USER_CANCEL
-        return self.runtime.executor.cancel(task_hash, cause, owner=self.owner)
+        try:
+            return self.runtime.executor.cancel(task_hash, cause, owner=self.owner)
+        except NotOwnerError:
+            # Answered as an unknown hash, so no one can probe for other front-ends' tasks.
+            raise UnknownTaskError(
+                f"no running task {task_hash!r}: unknown or already finished"
+            ) from None
 
     async def discard(self, session_id: str) -> bool:
         """Drop a session's pending task (a user-cancel); True if there was one.
 
         A run of the session started elsewhere (a terminal window, a bot) is
-        not the web's to stop: `FrontEndError` says so.
+        not the web's to stop: `SessionBusyError` says so.
         """
+        if not await self._may_act(session_id):
+            return False
         executor = self.runtime.executor
         for info in executor.running():
             if info.session_id == session_id and info.owner is not self.owner:
-                raise NotOwnerError(
+                raise SessionBusyError(
                     f"session {session_id} is running in another front-end; stop it there"
                 )
         running = executor.is_running(session_id)
@@ -153,7 +182,7 @@ class WebFrontEnd:
     async def task(self, session_id: str) -> dict[str, Any] | None:
         """The pending task of `session_id` as JSON, or None."""
         record = await self.runtime.store.load(session_id)
-        if record is None:
+        if record is None or not self._policy_allows(record.session_id, record.window_hash):
             return None
         obj = task_to_json(record, running=self.runtime.executor.is_running(session_id))
         obj["waiting_on"] = self._waiting_on(session_id, obj)
@@ -166,13 +195,15 @@ class WebFrontEnd:
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
         for record in await self.runtime.store.list():
+            if not self._policy_allows(record.session_id, record.window_hash):
+                continue
             seen.add(record.session_id)
             info = running.get(record.session_id)
             obj = task_to_json(record, running=info is not None)
             del obj["transcript"]
             out.append(self._session_json(record.session_id, info, obj))
         for session_id, info in running.items():
-            if session_id not in seen:
+            if session_id not in seen and self._policy_allows(session_id, info.window_hash):
                 out.append(
                     self._session_json(
                         session_id,
@@ -181,6 +212,13 @@ class WebFrontEnd:
                     )
                 )
         return out
+
+    def _policy_allows(self, session_id: str, owner: str | None) -> bool:
+        return self.runtime.policy.may_act(HTTP_ACTOR, session_id, owner)
+
+    async def _may_act(self, session_id: str) -> bool:
+        """Whether the access policy lets HTTP act on `session_id` (see `agentrt._policy`)."""
+        return self._policy_allows(session_id, await self.runtime.store.owner(session_id))
 
     def _session_json(
         self, session_id: str, info: TaskInfo | None, obj: dict[str, Any]
