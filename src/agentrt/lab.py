@@ -292,6 +292,15 @@ class _Trace:
     def reported(self) -> set[str]:
         return {e.call_id for e in self.events if isinstance(e, ToolResultEvent)}
 
+    def began(self) -> set[str]:
+        """Calls whose effect began: their attempt was written to the store."""
+        ids: set[str] = set()
+        for _kind, _name, key, _n in self.boundaries:
+            for part in key.split("; "):
+                if part.startswith("attempts "):
+                    ids.update(part.removeprefix("attempts ").split(","))
+        return ids
+
 
 @attrs.define(eq=False)
 class _CountingModel:
@@ -698,8 +707,10 @@ def _check_first_event(trace: _Trace, fail: Callable[[str, str], None]) -> None:
 
 def _cost(base: _Trace, first: _Trace, second: _Trace | None) -> Cost:
     runs = [first] if second is None else [first, second]
-    called = [c.call_id for run in runs for c in run.calls()]
-    rerun = sum(n - 1 for n in Counter(called).values() if n > 1)
+    # A call "ran" in the interrupted run if it reported a result or began its effect; it
+    # "ran again" if the resume called it once more.
+    worked = first.reported() | first.began()
+    rerun = len(worked & {c.call_id for c in second.calls()}) if second is not None else 0
     chars = sum(run.generated for run in runs) - base.generated
     asked = sum(len(run.asked) for run in runs) - len(base.asked)
     seconds = sum(run.duration for run in runs) - base.duration
