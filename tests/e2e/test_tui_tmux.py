@@ -192,7 +192,9 @@ class Terminal:
 def world() -> Iterator[World]:
     # A short folder: Unix socket paths are limited to about 100 bytes.
     root = Path(tempfile.mkdtemp(prefix="tui-e2e-", dir="/tmp"))
-    w = World(root, root / "d.sock", root / "state", root / "tmux.sock")
+    # The socket's folder is the agent's own state, which no tool may touch: it is kept apart
+    # from the folder the runs work in.
+    w = World(root, root / "sock" / "d.sock", root / "state", root / "tmux.sock")
     try:
         yield w
     finally:
