@@ -245,9 +245,15 @@ def test_ctrl_r_searches_earlier_messages(pipe: PipeInput) -> None:
         history.append_string(text)
 
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
-        pipe.send_text(CTRL_R)
-        await until(app, lambda: app.application.layout.is_searching, "the search opened")
         layout = app.application.layout
+        pipe.send_text(CTRL_R + "hel")
+        await until(app, lambda: layout.is_searching, "the search opened")
+        pipe.send_text(CTRL_C)
+        await until(app, lambda: not layout.is_searching, "Ctrl+C left the search")
+        assert app.buffer.text == ""
+        assert not app.state.quit_armed  # it did not reach the window's own Ctrl+C
+        pipe.send_text(CTRL_R)
+        await until(app, lambda: layout.is_searching, "the search opened again")
         pipe.send_text("deplo")
         await until(
             app,
