@@ -476,6 +476,7 @@ class LineCache:
     """Screen lines of each entry, made again only when its text or the width changed."""
 
     _cache: dict[int, tuple[int, int, list[Line]]] = attrs.field(factory=dict, init=False)
+    _oldest: int = attrs.field(default=0, init=False)
 
     def lines(self, entry: TranscriptEntry, width: int) -> list[Line]:
         """`entry_lines` of `entry`, cached by its serial."""
@@ -489,5 +490,8 @@ class LineCache:
 
     def forget_before(self, serial: int) -> None:
         """Drop the lines of entries older than `serial` (they left the transcript)."""
+        if serial <= self._oldest:
+            return
+        self._oldest = serial
         for old in [s for s in self._cache if s < serial]:
             del self._cache[old]

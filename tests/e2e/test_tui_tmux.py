@@ -96,8 +96,10 @@ class World:
         )
         return result.stdout
 
-    def open_window(self, *, wait: bool = True, env: dict[str, str] | None = None) -> Terminal:
-        """Start ``agenttui`` in a new 120x40 tmux session; `wait` for it to be connected."""
+    def open_window(
+        self, *args: str, wait: bool = True, env: dict[str, str] | None = None
+    ) -> Terminal:
+        """Start ``agenttui`` (with `args`) in a new 120x40 tmux session; `wait` until connected."""
         self.windows += 1
         name = f"w{self.windows}"
         command = " ".join(
@@ -105,6 +107,7 @@ class World:
                 f"exec {sys.executable} -m agenttui",
                 f"--socket {self.socket}",
                 f"--state-dir {self.state}",
+                *args,
             ]
         )
         extra = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
@@ -582,6 +585,18 @@ def test_the_first_screen_is_drawn_while_the_daemon_starts(world: World) -> None
     assert re.search(r"^>", screen, re.MULTILINE)
     screen = term.wait_for(r"idle", "the window to connect once the daemon answers")
     world.adopt(screen)
+
+
+def test_a_daemon_that_cannot_start_ends_the_window_with_the_reason(world: World) -> None:
+    term = world.open_window("--model nosuch:model", wait=False)
+    wait_until(term.dead, "agenttui to give up")
+    status = world.tmux("display-message", "-p", "-t", term.name, "#{pane_dead_status}")
+    assert status.strip() == "1"
+    # What the program printed once it left the full screen, scrolled-off lines included.
+    shown = world.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", term.name)
+    screen = " ".join(shown.split())
+    assert "agenttui: the daemon exited with status 1 before answering on" in screen
+    assert "unknown model 'nosuch:model'" in screen
 
 
 MARKDOWN = """\
