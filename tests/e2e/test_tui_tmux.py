@@ -15,7 +15,9 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -59,8 +61,6 @@ class World:
     tmux_socket: Path
     daemon: subprocess.Popen[bytes] | None = None
     windows: int = 0
-    #: Daemons a window started: stopped when the world closes.
-    adopted: list[int] = attrs.field(factory=list)
 
     def start_daemon(self, env: dict[str, str] | None = None) -> None:
         """Start a daemon on the world's socket and wait until it answers."""
@@ -131,13 +131,18 @@ class World:
             terminal.wait_for("idle", "the window to connect")
         return terminal
 
-    def adopt(self, screen: str) -> int:
-        """The pid of the daemon a window says it started; it is stopped with the world."""
-        match = re.search(r"Started a daemon \(pid (\d+)\)", screen)
-        assert match is not None, f"no 'Started a daemon' on the screen:\n{screen}"
-        pid = int(match.group(1))
-        self.adopted.append(pid)
-        return pid
+    def answering_pid(self) -> int | None:
+        """The pid of the daemon answering on the world's socket (read with SO_PEERCRED)."""
+        if not is_answering(self.socket):
+            return None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket))
+            except OSError:
+                return None
+            raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, _uid, _gid = struct.unpack("3i", raw)
+        return int(pid)
 
     def pending(self) -> list[dict[str, Any]]:
         """The daemon's pending tasks, read from its state folder."""
@@ -169,10 +174,11 @@ class World:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait()
-        for pid in self.adopted:
+        # A daemon a window started (passing or failing test alike) is stopped too.
+        pid = self.answering_pid()
+        if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        if self.adopted:
             wait_until(lambda: not is_answering(self.socket), "the started daemon to stop")
 
 
@@ -389,7 +395,7 @@ def test_starts_a_daemon_when_none_answers(world: World) -> None:
     assert match is not None
     pid = int(match.group(1))
     try:
-        assert is_answering(world.socket)
+        assert world.answering_pid() == pid
         assert (world.state / "daemon.log").exists()
         term.type("stream 3")
         term.keys("Enter")
@@ -563,7 +569,7 @@ def test_a_lost_daemon_is_said_and_the_window_reconnects_losing_nothing(daemon: 
         "the window to reconnect, starting a daemon",
     )
     keep_screen("reconnect.txt", screen)
-    daemon.adopt(screen)
+    assert re.search(r"Started a daemon \(pid \d+\)", screen)
     assert re.search(r"idle", screen)
     assert term.input_line() == "> typed while it ran"
     term.keys("Enter")
@@ -583,8 +589,8 @@ def test_the_first_screen_is_drawn_while_the_daemon_starts(world: World) -> None
     screen = term.wait_for(r"starting the daemon…", "the first screen", timeout=2.5)
     assert not is_answering(world.socket)
     assert re.search(r"^>", screen, re.MULTILINE)
-    screen = term.wait_for(r"idle", "the window to connect once the daemon answers")
-    world.adopt(screen)
+    term.wait_for(r"Started a daemon \(pid \d+\)", "the window to say it started the daemon")
+    term.wait_for(r"idle", "the window to connect once the daemon answers")
 
 
 def test_a_daemon_that_cannot_start_ends_the_window_with_the_reason(world: World) -> None:
