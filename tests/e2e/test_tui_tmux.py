@@ -142,7 +142,8 @@ class World:
                 return None
             raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, _uid, _gid = struct.unpack("3i", raw)
-        return int(pid)
+        # 0 would be a peer in another pid namespace; signalling it would hit our own group.
+        return int(pid) if pid > 0 else None
 
     def pending(self) -> list[dict[str, Any]]:
         """The daemon's pending tasks, read from its state folder."""
