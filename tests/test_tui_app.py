@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import stat
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from prompt_toolkit.application import create_app_session
+from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
@@ -24,6 +27,7 @@ from agentrt.frames import (
     TextFrame,
 )
 from agenttui._app import TuiApp
+from agenttui._history import FileHistory, history_path
 from agenttui._state import TuiState
 
 ESC = "\x1b"
@@ -62,14 +66,18 @@ async def until(app: TuiApp, condition: Callable[[], bool], what: str) -> None:
 
 
 def drive(
-    pipe: PipeInput, scenario: Callable[[TuiApp, list[ClientFrame]], Awaitable[None]]
+    pipe: PipeInput,
+    scenario: Callable[[TuiApp, list[ClientFrame]], Awaitable[None]],
+    history: History | None = None,
 ) -> None:
     """Run the application with `scenario` feeding it keys and frames; it must quit by itself."""
 
     async def main() -> None:
         sent: list[ClientFrame] = []
         with create_app_session(input=pipe, output=DummyOutput()):
-            app = TuiApp(TuiState(connected=True), sent.append)
+            app = TuiApp(
+                TuiState(connected=True), sent.append, history=history or InMemoryHistory()
+            )
             started = asyncio.Event()
             running = asyncio.ensure_future(app.application.run_async(pre_run=started.set))
             async with asyncio.timeout(REACT_TIMEOUT):
@@ -163,6 +171,252 @@ def test_confirmation_and_masked_secret_from_the_keyboard(pipe: PipeInput) -> No
         assert app.buffer.text == "draft"
         pipe.send_text(ESC)
         await until(app, lambda: app.buffer.text == "", "Esc cleared the draft")
-        pipe.send_text("/quit" + ESC + ENTER)
+        pipe.send_text("/quit")
+        await until(app, lambda: state.picker_open, "the picker opened")
+        # Esc and Enter arriving together are Alt+Enter: a person presses them apart.
+        pipe.send_text(ESC)
+        await until(app, lambda: not state.picker_open, "Esc closed the picker")
+        pipe.send_text(ENTER)
 
     drive(pipe, scenario)
+
+
+CTRL_D = "\x04"
+CTRL_J = "\n"
+CTRL_R = "\x12"
+CTRL_UNDERSCORE = "\x1f"
+UP = "\x1b[A"
+RIGHT = "\x1b[C"
+PAGE_UP = "\x1b[5~"
+PAGE_DOWN = "\x1b[6~"
+ALT_ENTER = ESC + ENTER
+
+
+def wheel(up: bool, x: int = 5, y: int = 5) -> str:
+    """A mouse wheel step in the SGR encoding terminals use."""
+    return f"\x1b[<{64 if up else 65};{x};{y}M"
+
+
+def finish(app: TuiApp, task: str, session: str = "cli-1") -> None:
+    app.receive(TaskFrame(task, session))
+    app.receive(EndedFrame(task, session, Outcome.FINISHED))
+
+
+def test_up_recalls_sent_messages_and_they_survive_a_restart(
+    pipe: PipeInput, tmp_path: Path
+) -> None:
+    path = history_path(tmp_path / "state")
+
+    async def first(app: TuiApp, sent: list[ClientFrame]) -> None:
+        pipe.send_text("first message" + ENTER)
+        await until(app, lambda: len(sent) == 1, "the first run was sent")
+        finish(app, "t1")
+        pipe.send_text("second message" + ENTER)
+        await until(app, lambda: len(sent) == 2, "the second run was sent")
+        finish(app, "t2")
+        pipe.send_text(UP)
+        await until(app, lambda: app.buffer.text == "second message", "Up recalled the last")
+        pipe.send_text(UP)
+        await until(app, lambda: app.buffer.text == "first message", "Up recalled the first")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, first, FileHistory(path))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+    async def again(app: TuiApp, sent: list[ClientFrame]) -> None:
+        pipe.send_text(UP)
+        await until(app, lambda: app.buffer.text == "second message", "Up after a restart")
+        pipe.send_text(UP)
+        await until(app, lambda: app.buffer.text == "first message", "and further back")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
+        pipe.send_text(CTRL_D)
+
+    with create_pipe_input() as second_pipe:
+        pipe = second_pipe
+        drive(second_pipe, again, FileHistory(path))
+
+
+def test_ctrl_r_searches_earlier_messages(pipe: PipeInput) -> None:
+    history = InMemoryHistory()
+    for text in ("deploy to staging", "hello there", "write notes.txt hi"):
+        history.append_string(text)
+
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        layout = app.application.layout
+        pipe.send_text(CTRL_R + "hel")
+        await until(app, lambda: layout.is_searching, "the search opened")
+        pipe.send_text(CTRL_C)
+        await until(app, lambda: not layout.is_searching, "Ctrl+C left the search")
+        assert app.buffer.text == ""
+        assert not app.state.quit_armed  # it did not reach the window's own Ctrl+C
+        pipe.send_text(CTRL_R)
+        await until(app, lambda: layout.is_searching, "the search opened again")
+        pipe.send_text("deplo")
+        await until(
+            app,
+            lambda: layout.current_buffer is not None and layout.current_buffer.text == "deplo",
+            "typed into the search",
+        )
+        pipe.send_text(ENTER)
+        await until(app, lambda: not layout.is_searching, "Enter took the match")
+        assert app.buffer.text == "deploy to staging"
+        assert sent == []
+        pipe.send_text(ENTER)
+        await until(app, lambda: sent == [Run("deploy to staging", None)], "and sent it")
+        finish(app, "t1")
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario, history)
+
+
+def test_alt_enter_and_ctrl_j_start_new_lines(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        pipe.send_text("one" + ALT_ENTER + "two" + CTRL_J + "three")
+        await until(app, lambda: app.buffer.text == "one\ntwo\nthree", "three lines typed")
+        assert sent == []
+        pipe.send_text(ENTER)
+        await until(app, lambda: sent == [Run("one\ntwo\nthree", None)], "sent as one message")
+        finish(app, "t1")
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario)
+
+
+def test_escape_clears_and_ctrl_underscore_or_escape_brings_it_back(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        pipe.send_text("a long draft")
+        await until(app, lambda: app.buffer.text == "a long draft", "typed")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
+        pipe.send_text(CTRL_UNDERSCORE)
+        await until(app, lambda: app.buffer.text == "a long draft", "Ctrl+_ brought it back")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "", "Esc cleared it again")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "a long draft", "a second Esc restored it")
+        pipe.send_text(ESC)
+        await until(app, lambda: app.buffer.text == "", "cleared")
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario)
+
+
+def test_right_moves_between_confirmation_choices(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        app.receive(AskFrame("a1", "t1", "cli-1", RequestKind.CONFIRM, "write f?", CONFIRM_CHOICES))
+        pipe.send_text(RIGHT + RIGHT)
+        await until(app, lambda: app.state.choice_index == 2, "Right moved twice")
+        pipe.send_text("\x1b[D")  # Left
+        await until(app, lambda: app.state.choice_index == 1, "Left moved back")
+        pipe.send_text(ENTER)
+        await until(app, lambda: bool(sent), "answered")
+        assert sent == [AnswerFrame("a1", "allow_session")]
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario)
+
+
+def test_page_keys_and_the_mouse_wheel_scroll_the_transcript(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        state = app.state
+        pipe.send_text("go" + ENTER)
+        await until(app, lambda: bool(sent), "the run was sent")
+        app.receive(TaskFrame("t1", "cli-1"))
+        app.receive(TextFrame("t1", "\n".join(f"line {n}" for n in range(100))))
+        pipe.send_text(PAGE_UP)
+        await until(app, lambda: state.scroll is not None, "PageUp read back")
+        before = state.scroll
+        assert before is not None
+        # New output does not move the view.
+        app.receive(TextFrame("t1", "\nmore output"))
+        assert state.scroll == before
+        assert any("more below" in text for text in screen_text(app))
+        pipe.send_text(wheel(up=True))
+        await until(
+            app,
+            lambda: state.scroll is not None and state.scroll.line == before.line - 3,
+            "the wheel scrolled back three lines",
+        )
+        pipe.send_text(wheel(up=False))
+        await until(app, lambda: state.scroll == before, "and forward again")
+        pipe.send_text(PAGE_DOWN + PAGE_DOWN)
+        await until(app, lambda: state.scroll is None, "PageDown back to the end follows again")
+        assert not any("more below" in text for text in screen_text(app))
+        app.receive(EndedFrame("t1", "cli-1", Outcome.FINISHED))
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario)
+
+
+def screen_text(app: TuiApp) -> list[str]:
+    """The transcript's visible lines, as text."""
+    return ["".join(t for _, t in line) for line in app.transcript.rows()]
+
+
+def test_quit_during_a_run_asks_and_pause_and_quit_waits_for_the_end(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        state = app.state
+        pipe.send_text("go" + ENTER)
+        await until(app, lambda: bool(sent), "the run was sent")
+        app.receive(TaskFrame("t1", "cli-1"))
+        app.receive(TextFrame("t1", "working"))
+        pipe.send_text("/quit")
+        await until(app, lambda: state.picker_open, "the picker")
+        pipe.send_text(ENTER)
+        await until(app, lambda: state.quit_popup_open, "the quit popup")
+        pipe.send_text("c")
+        await until(app, lambda: not state.quit_popup_open, "Cancel closed it")
+        pipe.send_text("/quit")
+        await until(app, lambda: state.picker_open, "the picker again")
+        pipe.send_text(ENTER)
+        await until(app, lambda: state.quit_popup_open, "the quit popup again")
+        pipe.send_text("p")
+        await until(app, lambda: sent[-1] == Cancel("t1", pause=True), "Pause and quit pauses")
+        assert app.application.is_running
+        app.receive(
+            EndedFrame("t1", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
+        )
+
+    drive(pipe, scenario)
+
+
+class FrozenClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock never moves: no timer ever fires."""
+
+    def time(self) -> float:
+        return 1000.0
+
+
+def test_escape_acts_without_waiting_for_a_timer(pipe: PipeInput) -> None:
+    """A lone Esc is handled within a few turns of the loop: no pause decides it is alone."""
+
+    async def turns(condition: Callable[[], bool], limit: int = 500) -> bool:
+        for _ in range(limit):
+            if condition():
+                return True
+            await asyncio.sleep(0)
+        return condition()
+
+    async def main() -> None:
+        sent: list[ClientFrame] = []
+        with create_app_session(input=pipe, output=DummyOutput()):
+            app = TuiApp(TuiState(connected=True), sent.append)
+            running = asyncio.ensure_future(app.application.run_async())
+            try:
+                pipe.send_text("go" + ENTER)
+                assert await turns(lambda: bool(sent)), "Enter was not handled"
+                pipe.send_text(ESC)
+                handled = await turns(lambda: app.state.run is not None and app.state.run.stopping)
+                assert handled, "Esc waited for a timer before acting"
+            finally:
+                app.application.exit()
+                await running
+
+    loop = FrozenClockLoop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

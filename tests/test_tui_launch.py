@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import agentrt
 from agenttui._launch import DaemonStartError, daemon_command, ensure_daemon, is_answering
 
 
@@ -52,3 +55,16 @@ def test_the_command_passes_only_what_was_given() -> None:
     assert command[1:] == ["-m", "agentrt.daemon", "--socket", "/s.sock"]
     command = daemon_command(Path("/s.sock"), Path("/st"), "scripted")
     assert command[-4:] == ["--state-dir", "/st", "--model", "scripted"]
+
+
+def test_version_is_printed_without_starting_anything(short_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agenttui", "--version", "--socket", str(short_dir / "d.sock")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"agenttui {agentrt.__version__}"
+    assert not (short_dir / "d.sock").exists()

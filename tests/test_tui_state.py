@@ -25,10 +25,15 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
     ToolCallFrame,
+    UsageFrame,
     VerifyFrame,
+    Welcome,
 )
 from agenttui._state import (
+    COMMANDS,
     POPUP_CHOICES,
+    QUIT_CHOICES,
+    EndedPopup,
     EntryKind,
     EscapeStep,
     Notice,
@@ -38,8 +43,12 @@ from agenttui._state import (
     RunPhase,
     Send,
     SetInput,
+    TranscriptEntry,
     TuiState,
     choose_popup,
+    connect_failed,
+    connected,
+    disconnected,
     escape_step,
     input_changed,
     on_ask,
@@ -50,15 +59,25 @@ from agenttui._state import (
     on_task,
     on_text,
     on_tool_call,
+    on_usage,
     on_verify,
+    pending_line,
     press_ctrl_c,
     press_ctrl_d,
     press_down,
     press_enter,
     press_escape,
     press_hotkey,
+    press_left,
+    press_right,
     press_tab,
     press_up,
+    restore_input,
+    run_command,
+    scroll_by,
+    scroll_pages,
+    scroll_top,
+    starting_daemon,
     status_text,
 )
 
@@ -139,13 +158,17 @@ def test_streamed_text_grows_one_entry() -> None:
     assert state.run.shown
 
 
-def test_subagent_text_gets_its_own_labelled_block() -> None:
+def test_subagent_text_gets_its_own_block() -> None:
     state = started()
     on_text(state, TextFrame("t1", "main "))
     on_text(state, TextFrame("t1", "sub text", agent="sub1"))
     on_text(state, TextFrame("t1", "more", agent="sub1"))
     on_text(state, TextFrame("t1", "main again"))
-    assert [e.text for e in state.transcript[-3:]] == ["main ", "[sub1] sub textmore", "main again"]
+    assert [(e.agent, e.text) for e in state.transcript[-3:]] == [
+        ("", "main "),
+        ("sub1", "sub textmore"),
+        ("", "main again"),
+    ]
 
 
 # -- the Esc cascade -------------------------------------------------------------------------
@@ -196,7 +219,7 @@ def test_escape_with_no_run_clears_the_input() -> None:
     state = TuiState(connected=True)
     typed(state, "draft text")
     assert press_escape(state) == [SetInput("")]
-    assert press_escape(state) == []
+    assert state.input == ""
 
 
 def test_picker_reopens_when_the_text_changes() -> None:
@@ -526,3 +549,352 @@ def test_status_line_shows_task_state_elapsed() -> None:
     assert "2.5s" in text
     ended(state, Outcome.FINISHED, task="abcdef0123456789")
     assert "idle" in status_text(state, now=3.0)
+
+
+# -- the link to the daemon --------------------------------------------------------------
+
+
+def test_enter_while_disconnected_keeps_the_message_in_the_input() -> None:
+    state = TuiState(connected=False, link_error="the daemon closed the connection")
+    typed(state, "important words")
+    assert press_enter(state, now=0.0) == []
+    assert state.input == "important words"
+    assert state.run is None
+    assert state.notice is not None
+    assert "your message stays here" in state.notice.text
+
+
+def test_a_message_the_daemon_may_not_have_received_comes_back_to_the_input() -> None:
+    state = TuiState(connected=True)
+    typed(state, "lost message")
+    press_enter(state, now=0.0)
+    typed(state, "and more")
+    actions = disconnected(state, "the daemon closed the connection")
+    assert actions == [SetInput("lost message\nand more")]
+    assert state.run is None
+    assert state.notice is not None
+    assert "back in the input box" in state.notice.text
+
+
+def test_a_lost_run_is_kept_for_pending_and_its_session_is_not_continued() -> None:
+    state = started(session="cli-lost")
+    on_text(state, TextFrame("t1", "partial"))
+    typed(state, "draft")
+    assert disconnected(state, "the daemon closed the connection") == []
+    assert state.input == "draft"
+    assert state.run is None
+    assert state.session is None
+    assert state.notice is not None
+    assert "/pending" in state.notice.text
+    assert "Interrupted" in state.transcript[-1].text
+
+
+def test_a_lost_question_gives_back_the_draft_and_the_typed_answer_but_never_a_secret() -> None:
+    state = started()
+    typed(state, "my draft")
+    on_ask(state, asking("q1", RequestKind.QUESTION, "Name?", "t1"))
+    typed(state, "Ada")
+    assert disconnected(state, "gone") == [SetInput("my draft\nAda")]
+    assert state.ask is None
+    state = started()
+    typed(state, "my draft")
+    on_ask(state, asking("s1", RequestKind.SECRET, "TOKEN", "t1", masked=True))
+    typed(state, "hunter2")
+    assert disconnected(state, "gone") == [SetInput("my draft")]
+
+
+def test_ctrl_c_after_the_daemon_is_lost_is_not_stuck_on_a_run() -> None:
+    state = started()
+    disconnected(state, "gone")
+    typed(state, "next")
+    press_enter(state, now=1.0)  # refused while disconnected: no run is started
+    assert state.run is None
+    assert press_ctrl_c(state) == []
+    assert state.notice is not None
+    assert "Ctrl+C again" in state.notice.text
+
+
+def test_reconnecting_counts_the_kept_tasks_without_opening_the_list() -> None:
+    state = TuiState()
+    assert connected(state, Welcome(1, "0.1.0", "w1")) == []  # the first connection asks nothing
+    disconnected(state, "gone", retry_at=3.0)
+    assert "reconnecting in 2s" in status_text(state, now=1.0)
+    actions = connected(state, Welcome(1, "0.1.0", "w1"))
+    assert actions == [Send(PendingRequest(PendingAction.LIST))]
+    on_pending(state, listed(task_record("cli-a")))
+    assert not is_("pending_open", state)
+    assert state.notice is not None
+    assert "1 interrupted task is kept: type /pending" in state.notice.text
+    # The next /pending opens the list as usual.
+    on_pending(state, listed(task_record("cli-a")))
+    assert is_("pending_open", state)
+
+
+def test_status_line_while_the_daemon_starts_and_when_it_cannot_be_reached() -> None:
+    state = TuiState()
+    assert "connecting" in status_text(state, now=0.0)
+    starting_daemon(state, "/tmp/d.sock")
+    assert "starting the daemon" in status_text(state, now=0.0)
+    assert state.notice is not None
+    assert "Starting the daemon on /tmp/d.sock" in state.notice.text
+    connect_failed(state, "the hello was refused", retry_at=5.0)
+    assert "no daemon: reconnecting in 5s" in status_text(state, now=0.0)
+    assert state.notice is not None
+    assert "Cannot reach the daemon: the hello was refused" in state.notice.text
+
+
+def test_status_line_labels_the_token_counts() -> None:
+    state = started()
+    on_usage(state, UsageFrame("t1", 3, 0))
+    assert "tokens in 3 / out 0" in status_text(state, now=1.0)
+
+
+# -- scrolling the transcript ------------------------------------------------------------
+
+
+def lines_of(entry: TranscriptEntry) -> int:
+    """A stand-in layout: one screen line per line of text."""
+    return entry.text.count("\n") + 1
+
+
+def filled(entries: int) -> TuiState:
+    state = started()
+    for n in range(entries):
+        on_tool_call(state, ToolCallFrame("t1", f"c{n}", f"tool{n}", {}))
+    return state
+
+
+def top_line(state: TuiState, height: int) -> str | None:
+    top = scroll_top(state, lines_of, height)
+    return None if top is None else state.transcript[top[0]].text
+
+
+def test_page_up_reads_back_and_new_output_does_not_move_the_view() -> None:
+    state = filled(30)  # 31 entries of one line: "> hello", then tool0..tool29
+    scroll_pages(state, -1, lines_of, height=10)
+    # The last screenful started at tool20; a page back is 8 lines (two stay for context).
+    assert top_line(state, 10) == "tool12 "
+    for n in range(5):
+        on_text(state, TextFrame("t1", f"new {n}\n"))
+    assert top_line(state, 10) == "tool12 "
+    scroll_by(state, -100, lines_of, height=10)
+    assert top_line(state, 10) == "hello"
+    assert state.transcript[0].kind is EntryKind.USER
+
+
+def test_page_down_back_to_the_end_follows_the_output_again() -> None:
+    state = filled(30)
+    scroll_pages(state, -2, lines_of, height=10)
+    assert is_("scroll", state)
+    scroll_pages(state, 1, lines_of, height=10)
+    assert is_("scroll", state)
+    scroll_pages(state, 1, lines_of, height=10)
+    assert not is_("scroll", state)
+    assert top_line(state, 10) is None
+
+
+def test_nothing_to_scroll_when_everything_fits() -> None:
+    state = filled(3)
+    scroll_pages(state, -1, lines_of, height=10)
+    assert state.scroll is None
+
+
+def test_sending_a_message_returns_to_the_end() -> None:
+    state = filled(30)
+    ended(state, Outcome.FINISHED)
+    scroll_pages(state, -1, lines_of, height=10)
+    assert state.scroll is not None
+    typed(state, "again")
+    press_enter(state, now=1.0)
+    assert state.scroll is None
+
+
+def test_help_is_read_from_its_first_line_and_names_every_command() -> None:
+    state = filled(30)
+    ended(state, Outcome.FINISHED)
+    typed(state, "/help")
+    state.picker_dismissed = "/help"
+    press_enter(state, now=1.0)
+    help_entry = state.transcript[-1]
+    assert help_entry.kind is EntryKind.HELP
+    assert top_line(state, 10) == help_entry.text
+    for name, _about in COMMANDS:
+        assert name in help_entry.text
+    for key in ("Alt+Enter", "Ctrl+R", "PageUp", "Left / Right", "Ctrl+_", "Ctrl+D", "Tab"):
+        assert key in help_entry.text
+    # A help shorter than the view is simply shown at the end.
+    state = TuiState(connected=True)
+    typed(state, "/help")
+    state.picker_dismissed = "/help"
+    press_enter(state, now=1.0)
+    assert top_line(state, 100) is None
+
+
+# -- editing -----------------------------------------------------------------------------
+
+
+def test_a_second_escape_brings_back_what_the_first_cleared() -> None:
+    state = TuiState(connected=True)
+    typed(state, "long draft")
+    assert press_escape(state) == [SetInput("")]
+    assert "Esc brings back" in status_text(state, now=0.0)
+    assert escape_step(state) is EscapeStep.RESTORE_INPUT
+    assert press_escape(state) == [SetInput("long draft")]
+    assert state.input == "long draft"
+
+
+def test_ctrl_underscore_brings_back_what_escape_cleared_until_something_is_typed() -> None:
+    state = TuiState(connected=True)
+    typed(state, "long draft")
+    press_escape(state)
+    assert restore_input(state) == [SetInput("long draft")]
+    press_escape(state)
+    typed(state, "x")
+    assert restore_input(state) == []
+    assert not is_("can_restore_input", state)
+
+
+def test_a_cleared_masked_field_is_not_kept() -> None:
+    state = TuiState(connected=True)
+    on_ask(state, asking("s1", RequestKind.SECRET, "TOKEN", "t1", masked=True))
+    typed(state, "hunter2")
+    assert escape_step(state) is EscapeStep.CLEAR_INPUT
+    assert press_escape(state) == [SetInput("")]
+    assert state.cleared_input is None
+
+
+def test_left_and_right_move_between_confirmation_choices() -> None:
+    state = started()
+    on_ask(state, confirm_ask())
+    assert press_right(state)
+    assert state.choice_index == 1
+    assert press_right(state)
+    assert press_left(state)
+    assert press_enter(state, now=1.0)[0] == Send(AnswerFrame("a1", "allow_session"))
+    assert not press_left(state)  # no choices: the cursor moves instead
+
+
+# -- small things ------------------------------------------------------------------------
+
+
+def test_pending_list_lines_show_age_and_why_each_task_stopped() -> None:
+    paused = PendingTask("cli-a", "interrupted", "stream 300", 1000.0, cause=Cause.PAUSE)
+    crashed = PendingTask("cli-b", "running", "sleep 30", 1000.0)
+    closed = PendingTask("cli-c", "interrupted", "x", 1000.0, cause=Cause.DISCONNECT)
+    asked = PendingTask("cli-d", "awaiting_answer", "ask Colour?", 1000.0, question="Colour?")
+    assert pending_line(paused, 1012.0) == "cli-a  paused, 12 s ago: stream 300"
+    assert pending_line(crashed, 1000.0 + 180) == "cli-b  daemon died, 3 min ago: sleep 30"
+    assert pending_line(closed, 1000.0 + 7200) == "cli-c  window closed, 2 h ago: x"
+    assert pending_line(asked, 1000.0 + 86400 * 3) == (
+        "cli-d  waiting for an answer, 3 days ago: asks: Colour?"
+    )
+
+
+def test_pending_during_a_run_does_not_list_the_run_itself() -> None:
+    state = started(session="cli-running")
+    running = PendingTask("cli-running", "running", "hello", 0.0, task="t1")
+    on_pending(state, listed(running, task_record("cli-old")))
+    assert state.pending == [task_record("cli-old")]
+    on_pending(state, listed(running))
+    assert not is_("pending_open", state)
+    assert state.notice is not None
+    assert "No paused tasks" in state.notice.text
+
+
+def test_quit_during_a_run_asks_first() -> None:
+    state = started()
+    typed(state, "/quit")
+    state.picker_dismissed = "/quit"
+    assert Quit() not in press_enter(state, now=1.0)
+    assert is_("quit_popup_open", state)
+    assert is_("input_locked", state)
+    assert QUIT_CHOICES[state.quit_popup or 0] == "Pause and quit"
+    assert press_escape(state) == []
+    assert not is_("quit_popup_open", state)
+    assert state.run is not None
+
+
+def test_pause_and_quit_pauses_then_quits_when_the_run_has_ended() -> None:
+    state = started()
+    run_command(state, "/quit")
+    assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=True))]
+    assert state.notice is not None
+    assert "then quitting" in state.notice.text
+    actions = on_ended(
+        state, EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
+    )
+    assert actions == [Quit()]
+
+
+def test_stop_and_quit_and_cancel_in_the_quit_popup() -> None:
+    state = started()
+    run_command(state, "/quit")
+    assert press_right(state)
+    assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=False))]
+    assert on_ended(
+        state, EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.USER_CANCEL)
+    ) == [Quit()]
+    state = started()
+    run_command(state, "/quit")
+    assert press_hotkey(state, "c") == []
+    assert state.run is not None
+    assert not state.quit_after_run
+
+
+def test_quit_when_the_daemon_is_lost_while_stopping() -> None:
+    state = started()
+    run_command(state, "/quit")
+    press_hotkey(state, "p")
+    assert Quit() in disconnected(state, "gone")
+
+
+def test_a_popup_open_when_its_run_ends_says_the_run_ended() -> None:
+    state = started()
+    on_text(state, TextFrame("t1", "x"))
+    press_escape(state)
+    assert is_("popup_open", state)
+    ended(state, Outcome.FINISHED)
+    assert not is_("popup_open", state)
+    assert state.ended_popup == EndedPopup("The run ended before you chose: Done")
+    assert is_("input_locked", state)
+    assert press_enter(state, now=2.0) == []
+    assert not is_("ended_popup_open", state)
+    # The quit popup says so too, and Enter then quits.
+    state = started()
+    run_command(state, "/quit")
+    ended(state, Outcome.FINISHED)
+    assert state.ended_popup == EndedPopup("The run ended before you chose: Done", quitting=True)
+    assert press_enter(state, now=2.0) == [Quit()]
+
+
+# -- cascade edge cases ------------------------------------------------------------------
+
+
+def test_escape_right_after_a_resume_always_asks() -> None:
+    state = TuiState(connected=True)
+    on_pending(state, listed(task_record("cli-a")))
+    press_enter(state, now=0.0)
+    assert state.run is not None
+    assert state.run.resumed
+    # Before its first frame, even before its task hash: a resumed task has work to lose.
+    assert escape_step(state) is EscapeStep.OPEN_POPUP
+    assert press_escape(state) == []
+    assert is_("popup_open", state)
+    on_task(state, TaskFrame("t3", "cli-a", resumed=True))
+    assert escape_step(state) is EscapeStep.OPEN_POPUP
+
+
+def test_slash_reopens_the_picker_after_escape_closed_it() -> None:
+    state = TuiState(connected=True)
+    typed(state, "/")
+    press_escape(state)
+    assert not is_("picker_open", state)
+    typed(state, "")
+    typed(state, "/")
+    assert is_("picker_open", state)
+    # And after Esc closed it and another Esc cleared the input.
+    press_escape(state)
+    press_escape(state)
+    assert state.input == ""
+    typed(state, "/")
+    assert is_("picker_open", state)

@@ -7,10 +7,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentrt import __version__, default_state_dir
 from agentrt.client import default_socket_path, new_window_hash
 
 from ._bridge import run_window
-from ._launch import DaemonStartError, ensure_daemon
+from ._history import FileHistory, history_path
+from ._launch import DaemonStartError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog="Inside the window, /help lists the keys and commands.",
     )
+    parser.add_argument("--version", action="version", version=f"agenttui {__version__}")
     parser.add_argument(
         "--socket",
         metavar="PATH",
@@ -37,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         type=Path,
         default=None,
-        help="the state folder of a daemon this starts (env AGENTRT_STATE_DIR; default "
-        "$XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt); its log is daemon.log there",
+        help="the state folder (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
+        "else ~/.local/state/agentrt): the input history is kept there (tui_history), and a "
+        "daemon this starts uses it (its log is daemon.log there)",
     )
     parser.add_argument(
         "--model",
@@ -54,19 +58,19 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run the client; return the process exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     socket_path: Path = args.socket or default_socket_path()
+    state_dir: Path = args.state_dir or default_state_dir()
     try:
-        started = ensure_daemon(socket_path, state_dir=args.state_dir, model=args.model)
+        # The window is drawn at once; the daemon is found, or started, behind it.
+        run_window(
+            socket_path,
+            new_window_hash(),
+            state_dir=args.state_dir,
+            model=args.model,
+            history=FileHistory(history_path(state_dir)),
+        )
     except DaemonStartError as exc:
         print(f"agenttui: {exc}", file=sys.stderr)
         return 1
-    notice = None
-    if started is None and args.model is not None:
-        notice = f"A daemon was already running on {socket_path}; --model {args.model} is ignored"
-    elif started is not None:
-        notice = (
-            f"Started a daemon (pid {started.process.pid}) on {socket_path} (log: {started.log})"
-        )
-    run_window(socket_path, new_window_hash(), notice=notice)
     return 0
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import attrs
 from prompt_toolkit.application import Application
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.key_binding.defaults import load_key_bindings
 from prompt_toolkit.layout import (
@@ -23,39 +25,58 @@ from prompt_toolkit.layout import (
     Layout,
     Window,
 )
-from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
-from prompt_toolkit.layout.processors import (
-    BeforeInput,
-    ConditionalProcessor,
-    PasswordProcessor,
-)
+from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl, UIContent, UIControl
+from prompt_toolkit.layout.processors import ConditionalProcessor, PasswordProcessor
+from prompt_toolkit.mouse_events import MouseEvent, MouseEventType
 from prompt_toolkit.styles import Style
-from prompt_toolkit.widgets import Frame
+from prompt_toolkit.widgets import Frame, SearchToolbar
 
 from agentrt.frames import ClientFrame, DaemonFrame
 
 from . import _state as st
 from ._keys import load_tui_bindings
+from ._render import Line, LineCache, wrap_text
 from ._state import (
     CHOICE_LABELS,
     POPUP_CHOICES,
+    QUIT_CHOICES,
+    WHEEL_LINES,
     Action,
-    EntryKind,
     NoticeLevel,
     Quit,
     RememberInput,
     Send,
     SetInput,
+    TranscriptEntry,
     TuiState,
 )
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding.key_bindings import NotImplementedOrNone
+    from prompt_toolkit.layout.controls import GetLinePrefixCallable
 
 STYLE = Style.from_dict(
     {
         "user": "bold ansicyan",
+        "agent": "ansimagenta",
         "tool": "ansiyellow",
         "tool-result": "ansibrightblack",
         "info": "ansigreen",
         "error": "ansired",
+        "help": "",
+        "md.h1": "bold underline",
+        "md.heading": "bold",
+        "md.strong": "bold",
+        "md.em": "italic",
+        "md.strike": "strike",
+        "md.code": "ansicyan",
+        "md.code-block": "",
+        "md.link": "underline",
+        "md.url": "ansibrightblack",
+        "md.quote": "ansibrightblack",
+        "md.rule": "ansibrightblack",
+        "md.bullet": "bold",
+        "more": "reverse",
         "notice": "bg:ansiblack",
         "notice.error": "bg:ansiblack ansired",
         "notice.info": "bg:ansiblack ansiwhite",
@@ -71,49 +92,52 @@ STYLE = Style.from_dict(
     }
 )
 
-_PREFIX: dict[EntryKind, tuple[str, str]] = {
-    EntryKind.USER: ("class:user", "> "),
-    EntryKind.ASSISTANT: ("", ""),
-    EntryKind.TOOL_CALL: ("class:tool", "* "),
-    EntryKind.TOOL_RESULT: ("class:tool-result", "  = "),
-    EntryKind.INFO: ("class:info", "-- "),
-    EntryKind.ERROR: ("class:error", "!! "),
-}
+#: The last line of the transcript while reading back.
+MORE_BELOW = " ↓ more below: PageDown or the mouse wheel "
 
 
 @attrs.define(eq=False)
 class TuiApp:
     """The application shell: owns the widgets, carries out actions, receives frames.
 
-    `send` hands a frame to the connection (it must not block); the clock is
-    injectable for tests.
+    `send` hands a frame to the connection (it must not block); `history` keeps
+    the sent messages (in memory unless given a file-backed one); the clocks are
+    injectable for tests: `clock` for timings, `wall_clock` for the age of tasks.
     """
 
     state: TuiState
     send: Callable[[ClientFrame], None]
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    history: History = attrs.field(factory=InMemoryHistory)
     buffer: Buffer = attrs.field(init=False)
+    transcript: TranscriptControl = attrs.field(init=False)
     application: Application[None] = attrs.field(init=False)
+    _history_warned: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         state = self.state
         self.buffer = Buffer(
-            history=InMemoryHistory(),
-            multiline=False,
+            history=self.history,
+            multiline=True,
             read_only=Condition(lambda: state.input_locked),
             on_text_changed=lambda buf: self.apply(st.input_changed(state, buf.text)),
         )
+        self.transcript = TranscriptControl(state)
         self.application = Application(
-            layout=Layout(_build_layout(state, self.buffer, self.clock), focused_element=None),
+            layout=Layout(_build_layout(self), focused_element=None),
             key_bindings=merge_key_bindings([load_key_bindings(), load_tui_bindings(state, self)]),
             style=STYLE,
             full_screen=True,
-            mouse_support=False,
+            # For the mouse wheel; most terminals still select text with Shift held.
+            mouse_support=True,
         )
         self.application.layout.focus(self.buffer)
-        # A lone Esc is told from the start of a key sequence by this pause.
-        self.application.ttimeoutlen = 0.05
-        self.application.timeoutlen = 0.3
+        # Keys are read as the terminal sends them: a lone Esc arrives alone and acts at
+        # once, while Alt+Enter (Esc and Enter in one read) is one key. No pause is spent
+        # waiting for a longer key sequence that a person could not type anyway.
+        self.application.ttimeoutlen = 0
+        self.application.timeoutlen = 0
 
     def now(self) -> float:
         """The current time, as transitions record it."""
@@ -129,20 +153,48 @@ class TuiApp:
                     Document(action.text, len(action.text)), bypass_readonly=True
                 )
             elif isinstance(action, RememberInput):
-                self.buffer.history.append_string(action.text)
+                self._remember(action.text)
             elif isinstance(action, Quit):
                 future = self.application.future
                 if future is not None and not future.done():
                     self.application.exit()
         self.application.invalidate()
 
+    def _remember(self, text: str) -> None:
+        strings = self.history.get_strings()
+        if not strings or strings[-1] != text:
+            self.history.append_string(text)
+        # The input box reads the history again, the new message included, for Up.
+        self.buffer.reset()
+        error = getattr(self.history, "error", None)
+        if error and not self._history_warned:
+            self._history_warned = True
+            self.notify(f"The input history is not saved: {error}", error=True)
+
+    def scroll(self, *, lines: int = 0, pages: int = 0) -> None:
+        """Scroll the transcript (negative: back)."""
+        self.transcript.scroll(lines=lines, pages=pages)
+        self.application.invalidate()
+
     def receive(self, frame: DaemonFrame) -> None:
         """A frame from the daemon."""
         self.apply(st.on_frame(self.state, frame))
 
-    def disconnected(self, reason: str) -> None:
-        """The connection ended."""
-        self.apply(st.disconnected(self.state, reason))
+    def disconnected(self, reason: str, retry_at: float | None = None) -> None:
+        """The connection ended; the next attempt is due at `retry_at` (on `clock`)."""
+        self.apply(st.disconnected(self.state, reason, retry_at))
+
+    def connect_failed(self, reason: str, retry_at: float) -> None:
+        """A connection attempt failed; the next is due at `retry_at` (on `clock`)."""
+        self.apply(st.connect_failed(self.state, reason, retry_at))
+
+    def starting_daemon(self, where: str) -> None:
+        """No daemon answered: one is being started."""
+        self.apply(st.starting_daemon(self.state, where))
+
+    def daemon_started(self, text: str) -> None:
+        """A daemon was started for this window; `text` says which and where its log is."""
+        self.apply(st.daemon_started(self.state, text))
 
     def notify(self, text: str, *, error: bool = False) -> None:
         """Show a notice that does not come from a frame or key."""
@@ -150,18 +202,107 @@ class TuiApp:
         self.state.notice = st.Notice(text, level)
         self.application.invalidate()
 
+    def fail(self, error: BaseException) -> None:
+        """End the window with `error` (raised from `Application.run`)."""
+        future = self.application.future
+        if future is not None and not future.done():
+            self.application.exit(exception=error)
+
+
+class TranscriptControl(UIControl):
+    """The transcript: entries laid out as lines, the newest in view unless reading back."""
+
+    def __init__(self, state: TuiState) -> None:
+        self.state = state
+        self.cache = LineCache()
+        self.width = 80
+        self.height = 24
+
+    def count(self, entry: TranscriptEntry) -> int:
+        """Screen lines of `entry` at the current width."""
+        return len(self.cache.lines(entry, self.width))
+
+    def create_content(self, width: int, height: int) -> UIContent:
+        """The visible lines; remembers the size for scrolling."""
+        self.width, self.height = max(width, 1), max(height, 1)
+        rows = cast(list[StyleAndTextTuples], self.rows())
+        return UIContent(get_line=rows.__getitem__, line_count=len(rows), show_cursor=False)
+
+    def rows(self) -> list[Line]:
+        """The lines on screen: the last screenful, or the screenful read back to."""
+        entries = self.state.transcript
+        if not entries:
+            return []
+        self.cache.forget_before(entries[0].serial)
+        height = self.height
+        top = st.scroll_top(self.state, self.count, height)
+        rows: list[Line] = []
+        if top is None:
+            index = len(entries) - 1
+            while index >= 0 and len(rows) < height:
+                rows[:0] = self.cache.lines(entries[index], self.width)
+                index -= 1
+            return rows[-height:]
+        index, line = top
+        while index < len(entries) and len(rows) < height - 1:
+            rows += self.cache.lines(entries[index], self.width)[line:]
+            index += 1
+            line = 0
+        rows = rows[: height - 1]
+        marker = MORE_BELOW[: self.width].ljust(self.width)
+        rows.append([("class:more", marker)])
+        return rows
+
+    def scroll(self, *, lines: int = 0, pages: int = 0) -> None:
+        """Scroll by lines or pages (negative: back)."""
+        if pages:
+            st.scroll_pages(self.state, pages, self.count, self.height)
+        if lines:
+            st.scroll_by(self.state, lines, self.count, self.height)
+
+    def mouse_handler(self, mouse_event: MouseEvent) -> NotImplementedOrNone:
+        """The mouse wheel scrolls the transcript."""
+        if mouse_event.event_type is MouseEventType.SCROLL_UP:
+            self.scroll(lines=-WHEEL_LINES)
+        elif mouse_event.event_type is MouseEventType.SCROLL_DOWN:
+            self.scroll(lines=WHEEL_LINES)
+        else:
+            return NotImplemented
+        get_app().invalidate()
+        return None
+
+    def is_focusable(self) -> bool:
+        """The keys stay with the input box."""
+        return False
+
 
 # -- widgets -------------------------------------------------------------------------------
 
 
-def _transcript(state: TuiState) -> StyleAndTextTuples:
-    fragments: StyleAndTextTuples = []
-    for entry in state.transcript:
-        style, prefix = _PREFIX[entry.kind]
-        fragments.append((style, prefix + entry.text + "\n"))
-    # Keeps the newest line in view: the window scrolls to its cursor.
-    fragments.append(("[SetCursorPosition]", ""))
-    return fragments
+class WrappedText(UIControl):
+    """Formatted text wrapped between words at the width it is given (notices, questions)."""
+
+    def __init__(self, get: Callable[[], StyleAndTextTuples]) -> None:
+        self.get = get
+
+    def _lines(self, width: int) -> list[StyleAndTextTuples]:
+        fragments = [(fragment[0], fragment[1]) for fragment in self.get()]
+        return cast(list[StyleAndTextTuples], wrap_text(fragments, max(width, 1)))
+
+    def preferred_height(
+        self,
+        width: int,
+        max_available_height: int,
+        wrap_lines: bool,
+        get_line_prefix: GetLinePrefixCallable | None,
+    ) -> int | None:
+        """As many lines as the wrapped text takes."""
+        return len(self._lines(width))
+
+    def create_content(self, width: int, height: int | None) -> UIContent:
+        """The wrapped lines."""
+        lines = self._lines(width)
+        return UIContent(get_line=lines.__getitem__, line_count=len(lines), show_cursor=False)
 
 
 def _notice(state: TuiState) -> StyleAndTextTuples:
@@ -187,7 +328,8 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
             label = CHOICE_LABELS.get(choice, choice)
             fragments.append((style, _mark(f"{index + 1}. {label}", selected)))
             fragments.append(("", "  "))
-        fragments.append(("", "\n(Up/Down or 1-3, Enter)"))
+        digits = f"1-{len(ask.choices)}" if len(ask.choices) > 1 else "1"
+        fragments.append(("", f"\n(Left/Right or {digits}, Enter)"))
     elif ask.kind.value == "password":
         fragments.append(("", "Type the password and Enter; Enter on an empty field denies"))
     elif st.is_masked(ask):
@@ -211,21 +353,44 @@ def _picker(state: TuiState) -> StyleAndTextTuples:
     return fragments
 
 
-def _popup(state: TuiState) -> StyleAndTextTuples:
-    fragments: StyleAndTextTuples = [
-        ("", "Stop this run?\n\n"),
-        ("", "Yes: stop and discard the task\nPause: stop and keep it for /pending\n"),
-        ("", "No: keep running\n\n"),
-    ]
-    for index, choice in enumerate(POPUP_CHOICES):
-        selected = index == state.popup
+def _choices(choices: tuple[str, ...], highlighted: int | None) -> StyleAndTextTuples:
+    fragments: StyleAndTextTuples = []
+    for index, choice in enumerate(choices):
+        selected = index == highlighted
         style = "class:choice.selected" if selected else "class:choice"
         fragments.append((style, _mark(choice, selected)))
         fragments.append(("", "  "))
     return fragments
 
 
-def _pending(state: TuiState) -> StyleAndTextTuples:
+def _popup(state: TuiState) -> StyleAndTextTuples:
+    return [
+        ("", "Stop this run?\n\n"),
+        ("", "Yes: stop and discard the task\nPause: stop and keep it for /pending\n"),
+        ("", "No: keep running\n\n"),
+        *_choices(POPUP_CHOICES, state.popup),
+    ]
+
+
+def _quit_popup(state: TuiState) -> StyleAndTextTuples:
+    return [
+        ("", "A run is in progress. Quit anyway?\n\n"),
+        ("", "Pause and quit: keep its task for /pending\n"),
+        ("", "Stop and quit: discard its task\nCancel: stay here\n\n"),
+        *_choices(QUIT_CHOICES, state.quit_popup),
+    ]
+
+
+def _ended_popup(state: TuiState) -> StyleAndTextTuples:
+    ended = state.ended_popup
+    if ended is None:
+        return []
+    if ended.quitting:
+        return [("", ended.text + "\n\n"), ("class:choice.selected", "[Quit]"), ("", "  Esc stays")]
+    return [("", ended.text + "\n\n"), ("class:choice.selected", "[OK]")]
+
+
+def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
     tasks = state.pending or []
     fragments: StyleAndTextTuples = [
         ("", "Paused tasks (Enter resumes, d discards, Esc closes)\n\n")
@@ -233,10 +398,8 @@ def _pending(state: TuiState) -> StyleAndTextTuples:
     for index, task in enumerate(tasks):
         selected = index == state.pending_index
         style = "class:choice.selected" if selected else "class:choice"
-        what = f"asks: {task.question}" if task.question else task.input
-        cause = f" ({task.cause.value})" if task.cause is not None else ""
         pointer = ">" if selected else " "
-        fragments.append((style, f"{pointer} {task.session} {task.status}{cause}: {what[:60]} \n"))
+        fragments.append((style, f"{pointer} {st.pending_line(task, wall_now)} \n"))
     return fragments
 
 
@@ -244,17 +407,37 @@ def _status(state: TuiState, clock: Callable[[], float]) -> StyleAndTextTuples:
     return [("class:status", " " + st.status_text(state, clock()) + "  |  Esc stop  /help ")]
 
 
-def _build_layout(state: TuiState, buffer: Buffer, clock: Callable[[], float]) -> FloatContainer:
+def _float(
+    body: Callable[[], StyleAndTextTuples], title: str, shown: Callable[[], bool], width: int
+) -> Float:
+    return Float(
+        ConditionalContainer(
+            Frame(
+                Window(FormattedTextControl(body, focusable=False), width=width, wrap_lines=True),
+                title=title,
+                style="class:popup",
+            ),
+            filter=Condition(shown),
+        )
+    )
+
+
+def _build_layout(app: TuiApp) -> FloatContainer:
+    state, buffer = app.state, app.buffer
+
     def text(get: Callable[[], StyleAndTextTuples]) -> FormattedTextControl:
         return FormattedTextControl(get, focusable=False)
 
-    transcript = Window(text(lambda: _transcript(state)), wrap_lines=True, always_hide_cursor=True)
+    # It takes every line the other parts leave: its preferred height is "all of them".
+    transcript = Window(
+        app.transcript, always_hide_cursor=True, height=Dimension(min=1, preferred=10**6)
+    )
     notice = ConditionalContainer(
-        Window(text(lambda: _notice(state)), wrap_lines=True, height=Dimension(max=12)),
+        Window(WrappedText(lambda: _notice(state)), height=Dimension(max=12)),
         filter=Condition(lambda: state.notice is not None),
     )
     ask = ConditionalContainer(
-        Window(text(lambda: _ask(state)), wrap_lines=True, height=Dimension(max=8)),
+        Window(WrappedText(lambda: _ask(state)), height=Dimension(max=8)),
         filter=Condition(lambda: state.ask is not None),
     )
     picker = ConditionalContainer(
@@ -262,42 +445,50 @@ def _build_layout(state: TuiState, buffer: Buffer, clock: Callable[[], float]) -
         filter=Condition(lambda: state.picker_open),
     )
 
-    def prompt() -> StyleAndTextTuples:
+    def prompt(line: int, wrapped: int) -> StyleAndTextTuples:
+        if line or wrapped:
+            return [("class:prompt", "  ")]
         if state.ask is not None:
             return [("class:prompt", "answer> " if not state.masked else "hidden> ")]
         return [("class:prompt", "> ")]
 
+    search = SearchToolbar(
+        forward_search_prompt="search history: ",
+        backward_search_prompt="search history (Ctrl+R: older, Enter: take it): ",
+        ignore_case=True,
+    )
     input_box = Window(
         BufferControl(
             buffer,
             input_processors=[
                 ConditionalProcessor(PasswordProcessor(), Condition(lambda: state.masked)),
-                BeforeInput(prompt),
             ],
+            search_buffer_control=search.control,
+            # While Ctrl+R searches, the input box shows the message found so far.
+            preview_search=True,
         ),
-        height=Dimension(min=1, max=5),
+        height=Dimension(min=1, max=8),
         wrap_lines=True,
+        get_line_prefix=prompt,
     )
-    status = Window(text(lambda: _status(state, clock)), height=1, style="class:status")
-    body = HSplit([transcript, notice, ask, picker, input_box, status])
-    popup = Float(
-        ConditionalContainer(
-            Frame(
-                Window(text(lambda: _popup(state)), width=44),
-                title="Stop the run",
-                style="class:popup",
-            ),
-            filter=Condition(lambda: state.popup_open),
-        )
-    )
-    pending = Float(
-        ConditionalContainer(
-            Frame(
-                Window(text(lambda: _pending(state)), width=Dimension(min=40, max=100)),
-                title="/pending",
-                style="class:popup",
-            ),
-            filter=Condition(lambda: state.pending_open),
-        )
-    )
-    return FloatContainer(body, floats=[popup, pending])
+    status = Window(text(lambda: _status(state, app.clock)), height=1, style="class:status")
+    body = HSplit([transcript, notice, ask, picker, input_box, search, status])
+    floats = [
+        _float(lambda: _popup(state), "Stop the run", lambda: state.popup_open, 44),
+        _float(lambda: _quit_popup(state), "Quit", lambda: state.quit_popup_open, 56),
+        _float(lambda: _ended_popup(state), "The run ended", lambda: state.ended_popup_open, 50),
+        Float(
+            ConditionalContainer(
+                Frame(
+                    Window(
+                        text(lambda: _pending(state, app.wall_clock())),
+                        width=Dimension(min=40, max=110),
+                    ),
+                    title="/pending",
+                    style="class:popup",
+                ),
+                filter=Condition(lambda: state.pending_open),
+            )
+        ),
+    ]
+    return FloatContainer(body, floats=floats)

@@ -6,6 +6,11 @@ asyncio loop's thread, between asyncio callbacks, so both sides share one
 thread and the window's state needs no locks. Key handlers (asyncio side)
 hand frames to Trio through the Trio token; the reader task (Trio side)
 calls the application directly and asks it to redraw.
+
+The window is drawn at once; the connection comes after. When no daemon
+answers, one is started. When the connection is lost, the window says so and
+connects again, with a growing pause between attempts, starting a daemon
+again if none answers.
 """
 
 from __future__ import annotations
@@ -13,29 +18,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import outcome
 import trio
+from prompt_toolkit.history import History
 
-from agentrt.client import BrokenDaemonConnectionError, Client, ClientError
+from agentrt.client import (
+    BrokenDaemonConnectionError,
+    Client,
+    ClientError,
+    DaemonNotRunningError,
+)
 from agentrt.frames import ClientFrame
 
 from ._app import TuiApp
+from ._launch import DaemonStartError, start_daemon
 from ._state import TuiState
 
-#: How often the status line's spinner and elapsed time move while a run is going.
+#: How often the status line's spinner and times move while something is going on.
 TICK = 0.1
+#: The pauses between connection attempts: quick at first, then every few seconds.
+BACKOFF: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def backoff() -> Iterator[float]:
+    """The pauses before each next connection attempt, the last one repeated forever."""
+    yield from BACKOFF
+    while True:
+        yield BACKOFF[-1]
 
 
 @attrs.define(eq=False)
 class Bridge:
-    """The Trio side of one window: its connection to the daemon and the outbox feeding it."""
+    """The Trio side of one window: its connection to the daemon and the outbox feeding it.
+
+    `state_dir` and `model` are used only for a daemon this window has to start.
+    """
 
     socket_path: Path
     window: str
+    state_dir: Path | None = None
+    model: str | None = None
     app: TuiApp | None = None
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _outbox: trio.MemorySendChannel[ClientFrame] | None = attrs.field(default=None, init=False)
@@ -59,7 +86,7 @@ class Bridge:
             self._token.run_sync_soon(self._scope.cancel)
 
     async def run(self) -> None:
-        """The Trio side: connect, then read frames and write the outbox until stopped."""
+        """The Trio side: connect (starting a daemon if needed), serve, reconnect; until stopped."""
         app = self.app
         assert app is not None, "set Bridge.app before running it"
         send, receive = trio.open_memory_channel[ClientFrame](math.inf)
@@ -72,20 +99,65 @@ class Bridge:
                 send.send_nowait(frame)
             self._early.clear()
             self._token = trio.lowlevel.current_trio_token()
-            try:
-                client = await Client.connect(self.socket_path, window=self.window)
-            except ClientError as exc:
-                app.disconnected(str(exc))
-                await trio.sleep_forever()
-            async with client, trio.open_nursery() as nursery:
-                assert client.welcome is not None
-                app.receive(client.welcome)
-                nursery.start_soon(_write, client, receive, app)
+            async with trio.open_nursery() as nursery:
                 nursery.start_soon(_tick, app)
-                reason = await _read(client, app)
-                app.disconnected(reason)
-                nursery.cancel_scope.cancel()
-            await trio.sleep_forever()
+                await self._connect_and_serve(app, receive)
+                await trio.sleep_forever()
+
+    async def _connect_and_serve(
+        self, app: TuiApp, outbox: trio.MemoryReceiveChannel[ClientFrame]
+    ) -> None:
+        pauses = backoff()
+        first = True
+        while True:
+            try:
+                client = await self._connect(app, first=first)
+            except DaemonStartError as exc:
+                if first:
+                    # The window cannot work at all: say why, as before it was drawn.
+                    app.fail(exc)
+                    return
+                error = str(exc)
+            except ClientError as exc:
+                error = str(exc)
+            else:
+                first = False
+                pauses = backoff()
+                # Frames queued for the connection that was lost belong to runs now gone.
+                _drain(outbox)
+                async with client:
+                    assert client.welcome is not None
+                    app.receive(client.welcome)
+                    reason = await _serve(client, outbox, app)
+                pause = next(pauses)
+                app.disconnected(reason, app.now() + pause)
+                await trio.sleep(pause)
+                continue
+            pause = next(pauses)
+            app.connect_failed(error, app.now() + pause)
+            await trio.sleep(pause)
+
+    async def _connect(self, app: TuiApp, *, first: bool) -> Client:
+        """A connection to the daemon, started first when none answers."""
+        try:
+            client = await Client.connect(self.socket_path, window=self.window)
+        except DaemonNotRunningError:
+            pass
+        else:
+            if first and self.model is not None:
+                app.notify(
+                    f"A daemon was already running on {self.socket_path}; "
+                    f"--model {self.model} is ignored"
+                )
+            return client
+        app.starting_daemon(str(self.socket_path))
+        started = await start_daemon(self.socket_path, state_dir=self.state_dir, model=self.model)
+        client = await Client.connect(self.socket_path, window=self.window)
+        app.daemon_started(
+            f"Started a daemon (pid {started.process.pid}) on {self.socket_path} "
+            f"(log: {started.log})"
+        )
+        return client
 
 
 def _put(outbox: trio.MemorySendChannel[ClientFrame], frame: ClientFrame) -> None:
@@ -93,53 +165,84 @@ def _put(outbox: trio.MemorySendChannel[ClientFrame], frame: ClientFrame) -> Non
         outbox.send_nowait(frame)
 
 
-async def _read(client: Client, app: TuiApp) -> str:
-    while True:
-        try:
-            frame = await client.receive()
-        except BrokenDaemonConnectionError as exc:
-            return str(exc)
-        app.receive(frame)
+def _drain(outbox: trio.MemoryReceiveChannel[ClientFrame]) -> None:
+    with contextlib.suppress(trio.WouldBlock):
+        while True:
+            outbox.receive_nowait()
 
 
-async def _write(
-    client: Client, frames: trio.MemoryReceiveChannel[ClientFrame], app: TuiApp
-) -> None:
-    async for frame in frames:
-        try:
-            await client.send(frame)
-        except ClientError as exc:
-            app.disconnected(str(exc))
-            return
+async def _serve(
+    client: Client, outbox: trio.MemoryReceiveChannel[ClientFrame], app: TuiApp
+) -> str:
+    """Read frames into the window and write its outbox until the connection ends; why it did."""
+    reason = "the connection closed"
+
+    async def read(scope: trio.CancelScope) -> None:
+        nonlocal reason
+        while True:
+            try:
+                frame = await client.receive()
+            except BrokenDaemonConnectionError as exc:
+                reason = str(exc)
+                scope.cancel()
+                return
+            app.receive(frame)
+
+    async def write(scope: trio.CancelScope) -> None:
+        nonlocal reason
+        async for frame in outbox:
+            try:
+                await client.send(frame)
+            except ClientError as exc:
+                reason = str(exc)
+                scope.cancel()
+                return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read, nursery.cancel_scope)
+        nursery.start_soon(write, nursery.cancel_scope)
+    return reason
 
 
 async def _tick(app: TuiApp) -> None:
     while True:
         await trio.sleep(TICK)
-        if app.state.run is not None:
+        state = app.state
+        if state.run is not None or not state.connected:
             app.application.invalidate()
 
 
-def run_window(socket_path: Path, window: str, *, notice: str | None = None) -> None:
-    """Show the window until the user quits; the connection runs on Trio in guest mode."""
-    asyncio.run(_host(socket_path, window, notice))
+def run_window(
+    socket_path: Path,
+    window: str,
+    *,
+    state_dir: Path | None = None,
+    model: str | None = None,
+    history: History | None = None,
+) -> None:
+    """Show the window until the user quits; the connection runs on Trio in guest mode.
+
+    Raises `DaemonStartError` when no daemon answered and none could be started.
+    """
+    asyncio.run(_host(Bridge(socket_path, window, state_dir, model), history))
 
 
-async def _host(socket_path: Path, window: str, notice: str | None) -> None:
+async def _host(bridge: Bridge, history: History | None) -> None:
     loop = asyncio.get_running_loop()
-    bridge = Bridge(socket_path, window)
-    app = TuiApp(TuiState(window=window), bridge.send)
+    state = TuiState(window=bridge.window)
+    app = (
+        TuiApp(state, bridge.send, history=history)
+        if history is not None
+        else TuiApp(state, bridge.send)
+    )
     bridge.app = app
-    if notice:
-        app.notify(notice)
     trio_done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     def done(result: outcome.Outcome[None]) -> None:
         if not trio_done.done():
             trio_done.set_result(result)
-        future = app.application.future
-        if isinstance(result, outcome.Error) and future is not None and not future.done():
-            app.application.exit(exception=result.error)
+        if isinstance(result, outcome.Error):
+            app.fail(result.error)
 
     def run_soon(fn: Any) -> None:
         loop.call_soon_threadsafe(fn)

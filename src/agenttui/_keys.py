@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from prompt_toolkit.filters import Condition
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.filters import Condition, is_searching
+from prompt_toolkit.key_binding import ConditionalKeyBindings, KeyBindings, KeyPressEvent
 
 from . import _state as st
 from ._state import Action, TuiState
 
 
 class Dispatcher(Protocol):
-    """What the bindings need from the shell: carry out actions, read the clock."""
+    """What the bindings need from the shell: carry out actions, read the clock, scroll."""
 
     def apply(self, actions: list[Action]) -> None:
         """Carry out the actions a transition returned."""
@@ -21,17 +21,28 @@ class Dispatcher(Protocol):
     def now(self) -> float:
         """The current time, for transitions that record it."""
 
+    def scroll(self, *, lines: int = 0, pages: int = 0) -> None:
+        """Scroll the transcript (negative: back)."""
 
-def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> KeyBindings:
-    """The bindings of the window. Every filter reads `state`; every handler calls a transition."""
+
+def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKeyBindings:
+    """The bindings of the window. Every filter reads `state`; every handler calls a transition.
+
+    While Ctrl+R searches the history, the search has the keys (Enter takes the
+    match, Esc or Ctrl+C leaves the search), so these bindings step aside.
+    """
     kb = KeyBindings()
 
     popup = Condition(lambda: state.popup_open)
+    quit_popup = Condition(lambda: state.quit_popup_open)
     pending = Condition(lambda: state.pending_open)
     picker = Condition(lambda: state.picker_open)
     choosing = Condition(lambda: state.choosing)
-    in_list = popup | pending | picker | choosing
+    in_list = popup | quit_popup | pending | picker | choosing
+    sideways = popup | quit_popup | choosing
     empty_input = Condition(lambda: not state.input)
+    editable = Condition(lambda: not state.input_locked and not state.masked)
+    restorable = Condition(lambda: state.can_restore_input)
 
     def run(transition: Callable[[TuiState], list[Action]]) -> Callable[[KeyPressEvent], None]:
         def handler(event: KeyPressEvent) -> None:
@@ -39,25 +50,46 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> KeyBindings:
 
         return handler
 
-    # Eager: a lone Esc must act as soon as it is read, not wait for a longer key sequence.
-    kb.add("escape", eager=True)(run(st.press_escape))
+    # Not eager: Esc followed by Enter in the same read is Alt+Enter. A lone Esc still acts
+    # at once, because the application waits no time for a longer sequence.
+    kb.add("escape")(run(st.press_escape))
     kb.add("c-c")(run(st.press_ctrl_c))
     kb.add("c-d", filter=empty_input)(run(st.press_ctrl_d))
     kb.add("tab", filter=picker)(run(st.press_tab))
+    kb.add("c-_", filter=restorable)(run(st.restore_input))
 
     @kb.add("enter")
     def _enter(event: KeyPressEvent) -> None:
         dispatcher.apply(st.press_enter(state, dispatcher.now()))
 
+    @kb.add("escape", "enter", filter=editable)
+    @kb.add("c-j", filter=editable)
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
     @kb.add("up", filter=in_list)
-    @kb.add("left", filter=popup)
     def _up(event: KeyPressEvent) -> None:
         st.press_up(state)
 
     @kb.add("down", filter=in_list)
-    @kb.add("right", filter=popup)
     def _down(event: KeyPressEvent) -> None:
         st.press_down(state)
+
+    @kb.add("left", filter=sideways)
+    def _left(event: KeyPressEvent) -> None:
+        st.press_left(state)
+
+    @kb.add("right", filter=sideways)
+    def _right(event: KeyPressEvent) -> None:
+        st.press_right(state)
+
+    @kb.add("pageup")
+    def _page_up(event: KeyPressEvent) -> None:
+        dispatcher.scroll(pages=-1)
+
+    @kb.add("pagedown")
+    def _page_down(event: KeyPressEvent) -> None:
+        dispatcher.scroll(pages=1)
 
     def hotkey(key: str) -> Callable[[KeyPressEvent], None]:
         def handler(event: KeyPressEvent) -> None:
@@ -67,8 +99,10 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> KeyBindings:
 
     for key in ("y", "p", "n", "Y", "P", "N"):
         kb.add(key, filter=popup)(hotkey(key))
+    for key in ("p", "s", "c", "P", "S", "C"):
+        kb.add(key, filter=quit_popup)(hotkey(key))
     for key in ("d", "delete"):
         kb.add(key, filter=pending)(hotkey("d"))
     for digit in "123456789":
         kb.add(digit, filter=choosing)(hotkey(digit))
-    return kb
+    return ConditionalKeyBindings(kb, ~is_searching)

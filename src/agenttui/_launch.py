@@ -10,16 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+import trio
 
 from agentrt import default_state_dir
 from agentrt.daemon._paths import is_socket_answering
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0
-#: The daemon's log, in its state folder.
 #: True when something accepts connections on a Unix socket (the daemon's own probe).
 is_answering = is_socket_answering
-
+#: The daemon's log, in its state folder.
 LOG_NAME = "daemon.log"
 
 
@@ -45,6 +45,51 @@ def daemon_command(socket_path: Path, state_dir: Path | None, model: str | None)
     return command
 
 
+def spawn_daemon(socket_path: Path, state_dir: Path | None, model: str | None) -> Started:
+    """Start a daemon for `socket_path` in the background; it may not answer yet.
+
+    It runs detached (its own session, no terminal) and logs to ``daemon.log``
+    in its state folder.
+    """
+    folder = state_dir if state_dir is not None else default_state_dir()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log = open(folder / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child, closed below
+    except OSError as exc:
+        raise DaemonStartError(f"cannot write the daemon's log in {folder}: {exc}") from None
+    with log:
+        process = subprocess.Popen(
+            daemon_command(socket_path, state_dir, model),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return Started(process, folder / LOG_NAME)
+
+
+def _not_started(
+    started: Started, socket_path: Path, timeout: float, deadline: float
+) -> DaemonStartError | None:
+    """Why a daemon that does not answer yet never will, or None while it still may."""
+    status = started.process.poll()
+    if status is not None:
+        return DaemonStartError(
+            f"the daemon exited with status {status} before answering on {socket_path}; "
+            f"see {started.log}{_tail(started.log)}"
+        )
+    if time.monotonic() > deadline:
+        # A daemon that may yet bind the socket later would surprise the next window.
+        started.process.terminate()
+        started.process.wait()
+        return DaemonStartError(
+            f"the daemon did not answer on {socket_path} within {timeout:g} s; "
+            f"see {started.log}{_tail(started.log)}"
+        )
+    return None
+
+
 def ensure_daemon(
     socket_path: Path,
     *,
@@ -63,41 +108,37 @@ def ensure_daemon(
     """
     if is_answering(socket_path):
         return None
-    folder = state_dir if state_dir is not None else default_state_dir()
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        log = open(folder / LOG_NAME, "ab")  # noqa: SIM115 - handed to the child, closed below
-    except OSError as exc:
-        raise DaemonStartError(f"cannot write the daemon's log in {folder}: {exc}") from None
-    with log:
-        process = subprocess.Popen(
-            daemon_command(socket_path, state_dir, model),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
-    logfile = folder / LOG_NAME
+    started = spawn_daemon(socket_path, state_dir, model)
     deadline = time.monotonic() + timeout
     # Waiting on another process to bind a socket: there is nothing to wait on but the socket.
     while not is_answering(socket_path):
-        status = process.poll()
-        if status is not None:
-            raise DaemonStartError(
-                f"the daemon exited with status {status} before answering on {socket_path}; "
-                f"see {logfile}{_tail(logfile)}"
-            )
-        if time.monotonic() > deadline:
-            # A daemon that may yet bind the socket later would surprise the next window.
-            process.terminate()
-            process.wait()
-            raise DaemonStartError(
-                f"the daemon did not answer on {socket_path} within {timeout:g} s; "
-                f"see {logfile}{_tail(logfile)}"
-            )
+        error = _not_started(started, socket_path, timeout, deadline)
+        if error is not None:
+            raise error
         sleep(0.05)
-    return Started(process, logfile)
+    return started
+
+
+async def start_daemon(
+    socket_path: Path,
+    *,
+    state_dir: Path | None = None,
+    model: str | None = None,
+    give_up_after: float = START_TIMEOUT,
+) -> Started:
+    """Start a daemon and wait, without blocking Trio, until it answers on `socket_path`.
+
+    Raises `DaemonStartError` like `ensure_daemon`; a daemon that has not answered
+    after `give_up_after` seconds is stopped.
+    """
+    started = spawn_daemon(socket_path, state_dir, model)
+    deadline = time.monotonic() + give_up_after
+    while not is_answering(socket_path):
+        error = _not_started(started, socket_path, give_up_after, deadline)
+        if error is not None:
+            raise error
+        await trio.sleep(0.05)
+    return started
 
 
 def _tail(path: Path, lines: int = 5) -> str:

@@ -1,9 +1,10 @@
 """The terminal client's state and the transitions that change it.
 
-Everything the window knows lives in one `TuiState`: the run in progress, the
-transcript, the notice box, the `/` picker, the cancel popup, the question being
-answered, the `/pending` list. Key presses and daemon frames are handled by the
-transition functions of this module. They do no I/O and read no clock of their
+Everything the window knows lives in one `TuiState`: the link to the daemon,
+the run in progress, the transcript and how far it is scrolled back, the notice
+box, the `/` picker, the popups, the question being answered, the `/pending`
+list. Key presses and daemon frames are handled by the transition functions of
+this module. They do no I/O and read no clock of their
 own (the time is passed in): each one updates the state and returns the
 `Action` values the shell must carry out (send a frame, set the input text,
 quit). Widgets only render the state, so the whole behaviour, the Esc cascade
@@ -12,6 +13,7 @@ included, is tested here by feeding keys and frames, without a terminal.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Callable
 from typing import Any
@@ -46,16 +48,21 @@ from agentrt.frames import (
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (
-    ("/pending", "list this window's paused tasks: resume or discard one"),
+    ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
     ("/new", "start a new session"),
     ("/help", "keys and commands"),
-    ("/quit", "quit (the daemon keeps running)"),
+    ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
 
 #: The choices of the cancel popup, in display order.
 POPUP_CHOICES: tuple[str, ...] = ("Yes", "Pause", "No")
 #: The choice the popup opens on: stopping without losing anything.
 POPUP_DEFAULT = 1
+
+#: The choices of the popup `/quit` opens during a run, in display order.
+QUIT_CHOICES: tuple[str, ...] = ("Pause and quit", "Stop and quit", "Cancel")
+#: The choice it opens on: quitting without losing anything.
+QUIT_DEFAULT = 0
 
 #: How the confirmation choices of the daemon are shown.
 CHOICE_LABELS: dict[str, str] = {
@@ -67,20 +74,38 @@ CHOICE_LABELS: dict[str, str] = {
 #: The most transcript entries kept; older ones scroll away for good.
 TRANSCRIPT_LIMIT = 2000
 
-HELP_TEXT = """Keys
-  Enter        send the message (or answer the question)
-  Up / Down    input history; move in a list or the / picker
-  Tab          complete a / command
-  Esc          close the / picker, then the notice, then stop the run
-               (at once if nothing was shown yet, else ask: Yes / Pause / No),
-               then clear the input
-  Ctrl+C       stop the run and discard its task; with no run, press twice to quit
-  Ctrl+D       quit (on an empty input)
+#: Lines one step of the mouse wheel scrolls the transcript.
+WHEEL_LINES = 3
+
+HELP_TEXT = """\
+Keys
+  Enter              send the message; answer the question; pick in a list or popup
+  Alt+Enter, Ctrl+J  start a new line in the message
+  Up / Down          earlier messages (kept across restarts); move in a list or picker
+  Ctrl+R             search earlier messages: type, Ctrl+R again for older, Enter takes it
+  Left / Right       move between the choices of a confirmation or a popup
+  Tab                complete the highlighted / command
+  PageUp / PageDown  scroll the transcript back and forth (so does the mouse wheel);
+                     new output does not move it, and back at the end it follows again
+  Esc                close the / picker, then the notice, then stop the run (at once if
+                     nothing of it was shown yet, else ask: Yes / Pause / No), then
+                     clear the input; Esc once more brings the cleared text back
+  Ctrl+_             bring back the text Esc cleared (otherwise: undo)
+  Ctrl+C             stop the run and discard its task; with no run, twice quits
+  Ctrl+D             quit (on an empty input)
+  1 2 3              pick a confirmation choice
+  y / p / n          Yes / Pause / No in the stop popup
+  p / s / c          Pause and quit / Stop and quit / Cancel in the quit popup
+  d, Delete          discard the highlighted task in the /pending list
 Commands
-  /pending     list paused tasks: Enter resumes, d discards
-  /new         start a new session
-  /help        this text
-  /quit        quit (the daemon keeps running)"""
+  /pending           this window's paused and interrupted tasks, with their age and
+                     why they stopped: Enter resumes one here, d discards it
+  /new               start a new session with the next message
+  /help              this text
+  /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
+The daemon keeps running after you quit. If it goes away, the window says so in
+the status line and reconnects, starting a daemon if none answers; nothing typed
+is lost, and an interrupted run's task waits in /pending."""
 
 
 class NoticeLevel(enum.Enum):
@@ -110,6 +135,8 @@ class EntryKind(enum.Enum):
     TOOL_RESULT = "tool_result"
     INFO = "info"
     ERROR = "error"
+    #: The `/help` text.
+    HELP = "help"
 
 
 # -- values ------------------------------------------------------------------------------
@@ -177,6 +204,8 @@ class TranscriptEntry:
     task: str | None = None
     #: The subagent that wrote it ("" for the main agent).
     agent: str = ""
+    #: Its number in the window, counting from 0: never reused, so it names the entry.
+    serial: int = 0
 
     @property
     def text(self) -> str:
@@ -199,11 +228,30 @@ class RunState:
     #: The `pause` flag of the cancel that was sent, if any.
     sent_cancel: bool | None = None
     resumed: bool = False
+    #: The message that started the run (None for a resume).
+    text: str | None = None
 
     @property
     def stopping(self) -> bool:
         """True once a cancel was sent or is held for the task hash."""
         return self.sent_cancel is not None or self.held_cancel is not None
+
+
+@attrs.frozen
+class Anchor:
+    """A line of the transcript: line `line` of the entry numbered `serial`."""
+
+    serial: int
+    line: int
+
+
+@attrs.frozen
+class EndedPopup:
+    """What a popup turns into when its run ends before a choice was made."""
+
+    text: str
+    #: True when it was the quit popup: Enter then quits.
+    quitting: bool = False
 
 
 @attrs.define
@@ -214,18 +262,36 @@ class TuiState:
     connected: bool = False
     #: Why the connection is down, once it went down (None while connecting).
     link_error: str | None = None
+    #: True once the daemon answered a hello: losing it later means reconnecting.
+    was_connected: bool = False
+    #: True while a daemon is being started for this window.
+    starting_daemon: bool = False
+    #: When the next connection attempt is due (the clock of `now`), while waiting for it.
+    retry_at: float | None = None
     #: The session the next message continues; None starts a new one.
     session: str | None = None
     run: RunState | None = None
     transcript: list[TranscriptEntry] = attrs.field(factory=list)
+    #: The serial the next transcript entry gets.
+    next_serial: int = 0
+    #: The first line shown while reading back; None follows the end of the transcript.
+    scroll: Anchor | None = None
     notice: Notice | None = None
     #: The text of the input box, mirrored here by `input_changed`.
     input: str = ""
+    #: What the last Esc cleared from the input box, until something else is typed.
+    cleared_input: str | None = None
     #: The input text the `/` picker was closed for (it reopens when the text changes).
     picker_dismissed: str | None = None
     picker_index: int = 0
     #: The cancel popup's highlighted choice, or None when it is closed.
     popup: int | None = None
+    #: The quit popup's highlighted choice, or None when it is closed.
+    quit_popup: int | None = None
+    #: A popup whose run ended before a choice was made, saying so.
+    ended_popup: EndedPopup | None = None
+    #: True once the user chose to quit when the run ends.
+    quit_after_run: bool = False
     #: Questions waiting, the one on screen first.
     asks: list[AskFrame] = attrs.field(factory=list)
     choice_index: int = 0
@@ -234,6 +300,9 @@ class TuiState:
     #: The `/pending` list when open.
     pending: list[PendingTask] | None = None
     pending_index: int = 0
+    #: True while a `pending list` asked for after reconnecting is on its way: it is
+    #: summed up in the notice box instead of opening the list.
+    quiet_pending: bool = False
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0
@@ -258,7 +327,7 @@ class TuiState:
         return (
             self.ask is None
             and self.pending is None
-            and self.popup is None
+            and not self.any_popup_open
             and self.picker_dismissed != self.input
             and bool(self.picker_items)
         )
@@ -267,6 +336,21 @@ class TuiState:
     def popup_open(self) -> bool:
         """True when the cancel popup is showing."""
         return self.popup is not None
+
+    @property
+    def quit_popup_open(self) -> bool:
+        """True when the popup of `/quit` during a run is showing."""
+        return self.quit_popup is not None
+
+    @property
+    def ended_popup_open(self) -> bool:
+        """True when a popup is showing that its run ended."""
+        return self.ended_popup is not None
+
+    @property
+    def any_popup_open(self) -> bool:
+        """True when any popup is showing."""
+        return self.popup_open or self.quit_popup_open or self.ended_popup_open
 
     @property
     def pending_open(self) -> bool:
@@ -278,7 +362,10 @@ class TuiState:
         """True when a confirmation's choices take the keys (no popup or list above them)."""
         ask = self.ask
         return (
-            ask is not None and has_choices(ask) and not self.popup_open and not self.pending_open
+            ask is not None
+            and has_choices(ask)
+            and not self.any_popup_open
+            and not self.pending_open
         )
 
     @property
@@ -290,7 +377,17 @@ class TuiState:
     @property
     def input_locked(self) -> bool:
         """True when typing must not change the input box (a list or choices have the keys)."""
-        return self.popup_open or self.pending_open or self.choosing
+        return self.any_popup_open or self.pending_open or self.choosing
+
+    @property
+    def can_restore_input(self) -> bool:
+        """True when Esc or Ctrl+_ would bring back the text the last Esc cleared."""
+        return (
+            self.cleared_input is not None
+            and not self.input
+            and self.ask is None
+            and not self.input_locked
+        )
 
     @property
     def running(self) -> bool:
@@ -310,7 +407,8 @@ def _error(state: TuiState, text: str) -> None:
 
 
 def _add(state: TuiState, kind: EntryKind, text: str, task: str | None = None) -> None:
-    state.transcript.append(TranscriptEntry(kind, [text], task))
+    state.transcript.append(TranscriptEntry(kind, [text], task, serial=state.next_serial))
+    state.next_serial += 1
     if len(state.transcript) > TRANSCRIPT_LIMIT:
         del state.transcript[: len(state.transcript) - TRANSCRIPT_LIMIT]
 
@@ -353,6 +451,7 @@ def _request_cancel(state: TuiState, *, pause: bool) -> list[Action]:
     """Stop the run: at once when its task hash is known, else once it arrives."""
     run = state.run
     state.popup = None
+    state.quit_popup = None
     if run is None or run.stopping:
         return []
     what = "Pausing" if pause else "Stopping"
@@ -377,6 +476,7 @@ class EscapeStep(enum.Enum):
     CANCEL_RUN = "cancel_run"
     OPEN_POPUP = "open_popup"
     CLEAR_INPUT = "clear_input"
+    RESTORE_INPUT = "restore_input"
 
 
 def escape_step(state: TuiState) -> EscapeStep:
@@ -387,12 +487,21 @@ def escape_step(state: TuiState) -> EscapeStep:
         return EscapeStep.CLOSE_NOTICE
     run = state.run
     if run is not None and not run.stopping:
-        return EscapeStep.OPEN_POPUP if run.shown else EscapeStep.CANCEL_RUN
+        # A resumed task has work to lose even before it shows anything: always ask.
+        return EscapeStep.OPEN_POPUP if run.shown or run.resumed else EscapeStep.CANCEL_RUN
+    if state.can_restore_input:
+        return EscapeStep.RESTORE_INPUT
     return EscapeStep.CLEAR_INPUT
 
 
 def press_escape(state: TuiState) -> list[Action]:
-    """Esc: close the popup or the `/pending` list if open, else take one step of the cascade."""
+    """Esc: close a popup or the `/pending` list if open, else take one step of the cascade."""
+    if state.ended_popup is not None:
+        state.ended_popup = None
+        return []
+    if state.quit_popup is not None:
+        state.quit_popup = None
+        return []
     if state.popup_open:
         state.popup = None
         return []
@@ -413,10 +522,23 @@ def press_escape(state: TuiState) -> list[Action]:
     if step is EscapeStep.OPEN_POPUP:
         state.popup = POPUP_DEFAULT
         return []
+    if step is EscapeStep.RESTORE_INPUT:
+        return restore_input(state)
     if state.input:
+        # A masked field's value is not kept: it would come back unmasked.
+        state.cleared_input = None if state.masked else state.input
         state.input = ""
         return [SetInput("")]
     return []
+
+
+def restore_input(state: TuiState) -> list[Action]:
+    """Esc again or Ctrl+_: bring back the text the last Esc cleared."""
+    if not state.can_restore_input or state.cleared_input is None:
+        return []
+    text, state.cleared_input = state.cleared_input, None
+    state.input = text
+    return [SetInput(text)]
 
 
 def choose_popup(state: TuiState, choice: str) -> list[Action]:
@@ -429,10 +551,33 @@ def choose_popup(state: TuiState, choice: str) -> list[Action]:
     return _request_cancel(state, pause=choice == "Pause")
 
 
+def choose_quit(state: TuiState, choice: str) -> list[Action]:
+    """A choice of the quit popup: stop the run (pausing or discarding it), then quit."""
+    if choice not in QUIT_CHOICES:
+        raise ValueError(f"unknown quit choice {choice!r}; expected one of {QUIT_CHOICES}")
+    state.quit_popup = None
+    if choice == "Cancel":
+        return []
+    run = state.run
+    if run is None:
+        return [Quit()]
+    # Quitting at once would only disconnect; the window stays until the run has ended.
+    state.quit_after_run = True
+    if run.stopping:
+        return []
+    pause = choice == "Pause and quit"
+    actions = _request_cancel(state, pause=pause)
+    _info(state, f"{'Pausing' if pause else 'Stopping'} the run, then quitting...")
+    return actions
+
+
 def press_ctrl_c(state: TuiState) -> list[Action]:
     """Ctrl+C: user-cancel the run; with no run, arm (then confirm) quitting."""
+    state.ended_popup = None
     if state.run is not None:
         if state.run.stopping:
+            state.popup = None
+            state.quit_popup = None
             _info(state, "Already stopping; Ctrl+D quits")
             return []
         state.pending = None
@@ -441,6 +586,7 @@ def press_ctrl_c(state: TuiState) -> list[Action]:
         return [Quit()]
     state.quit_armed = True
     state.popup = None
+    state.quit_popup = None
     state.pending = None
     _info(state, "Press Ctrl+C again to quit (or Ctrl+D, or /quit)")
     return []
@@ -467,10 +613,32 @@ def press_down(state: TuiState) -> bool:
     return _move_selection(state, +1)
 
 
-def _move_selection(state: TuiState, delta: int) -> bool:
+def press_left(state: TuiState) -> bool:
+    """Left among choices laid out left to right (a popup, a confirmation): move."""
+    return _move_sideways(state, -1)
+
+
+def press_right(state: TuiState) -> bool:
+    """Right among choices laid out left to right: move; False means the cursor moves."""
+    return _move_sideways(state, +1)
+
+
+def _move_sideways(state: TuiState, delta: int) -> bool:
     if state.popup is not None:
         state.popup = _move(state.popup, delta, len(POPUP_CHOICES))
-    elif state.pending is not None:
+    elif state.quit_popup is not None:
+        state.quit_popup = _move(state.quit_popup, delta, len(QUIT_CHOICES))
+    elif state.choosing and state.ask is not None:
+        state.choice_index = _move(state.choice_index, delta, len(state.ask.choices))
+    else:
+        return False
+    return True
+
+
+def _move_selection(state: TuiState, delta: int) -> bool:
+    if state.popup is not None or state.quit_popup is not None:
+        return _move_sideways(state, delta)
+    if state.pending is not None:
         state.pending_index = _move(state.pending_index, delta, len(state.pending))
     elif state.picker_open:
         state.picker_index = _move(state.picker_index, delta, len(state.picker_items))
@@ -498,6 +666,11 @@ def _picked(state: TuiState) -> str:
 
 def press_hotkey(state: TuiState, key: str) -> list[Action]:
     """A key that acts in a popup, list or choice (``y``/``p``/``n``, ``d``, ``1``...)."""
+    if state.quit_popup is not None:
+        for choice in QUIT_CHOICES:
+            if choice[0].lower() == key.lower():
+                return choose_quit(state, choice)
+        return []
     if state.popup is not None:
         for choice in POPUP_CHOICES:
             if choice[0].lower() == key.lower():
@@ -521,11 +694,22 @@ def input_changed(state: TuiState, text: str) -> list[Action]:
     if text != state.input:
         state.input = text
         state.picker_index = 0
+        # Any change of the text makes a closed picker eligible again: typing `/` anew
+        # after Esc closed it must reopen it.
+        state.picker_dismissed = None
+        if text:
+            state.cleared_input = None
     return []
 
 
 def press_enter(state: TuiState, now: float) -> list[Action]:
     """Enter: choose in a popup or list, answer the question, run a command or send a message."""
+    if state.ended_popup is not None:
+        quitting = state.ended_popup.quitting
+        state.ended_popup = None
+        return [Quit()] if quitting else []
+    if state.quit_popup is not None:
+        return choose_quit(state, QUIT_CHOICES[state.quit_popup])
     if state.popup is not None:
         return choose_popup(state, POPUP_CHOICES[state.popup])
     if state.pending is not None:
@@ -546,14 +730,19 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
     if text.startswith("/"):
         state.input = ""
         return [SetInput(""), *run_command(state, text)]
+    if not state.connected:
+        # The message stays in the input box: nothing typed is lost while the link is down.
+        _error(state, "Not connected to the daemon: your message stays here until it is")
+        return []
     if state.run is not None:
         _info(state, "A run is in progress: wait for it, or press Esc to stop it")
         return []
     state.input = ""
     state.quit_armed = False
     state.notice = None
+    state.scroll = None
     _add(state, EntryKind.USER, text)
-    state.run = RunState(started_at=now, session=state.session)
+    state.run = RunState(started_at=now, session=state.session, text=text)
     return [SetInput(""), RememberInput(text), Send(Run(text, state.session))]
 
 
@@ -584,15 +773,23 @@ def run_command(state: TuiState, text: str) -> list[Action]:
     """A `/` command typed or picked."""
     name = text.split()[0]
     if name == "/quit":
-        return [Quit()]
+        if state.run is None:
+            return [Quit()]
+        state.quit_popup = QUIT_DEFAULT
+        return []
     if name == "/help":
-        _info(state, HELP_TEXT)
+        _add(state, EntryKind.HELP, HELP_TEXT)
+        # Read from its first line; the view follows the end again once that is in sight.
+        state.scroll = Anchor(state.transcript[-1].serial, 0)
         return []
     if name == "/new":
         state.session = None
         _info(state, "New session: the next message starts it")
         return []
     if name == "/pending":
+        if not state.connected:
+            _error(state, "Not connected to the daemon: /pending works once it is")
+            return []
         state.notice = None
         return [Send(PendingRequest(PendingAction.LIST))]
     _error(state, f"Unknown command {name}; type / to see the commands")
@@ -609,6 +806,7 @@ def resume_pending(state: TuiState, index: int, now: float) -> list[Action]:
         return []
     state.session = task.session
     state.notice = None
+    state.scroll = None
     state.run = RunState(started_at=now, session=task.session, resumed=True)
     _add(state, EntryKind.INFO, f"Resuming {task.session}: {task.input}")
     return [Send(PendingRequest(PendingAction.RESUME, task.session))]
@@ -625,26 +823,193 @@ def discard_pending(state: TuiState, index: int) -> list[Action]:
     return [Send(PendingRequest(PendingAction.DISCARD, task.session))]
 
 
+# -- scrolling the transcript ------------------------------------------------------------
+
+#: How many screen lines an entry takes at the current width (the view knows; state asks).
+LineCount = Callable[[TranscriptEntry], int]
+
+
+def _position(state: TuiState, anchor: Anchor, count: LineCount) -> tuple[int, int]:
+    """The (entry index, line) of `anchor`; the first line kept when its entry is gone."""
+    entries = state.transcript
+    index = bisect.bisect_left(entries, anchor.serial, key=lambda entry: entry.serial)
+    if index >= len(entries):
+        return len(entries) - 1, max(0, count(entries[-1]) - 1)
+    if entries[index].serial != anchor.serial:
+        return index, 0
+    return index, max(0, min(anchor.line, count(entries[index]) - 1))
+
+
+def _up(state: TuiState, count: LineCount, index: int, line: int, n: int) -> tuple[int, int]:
+    """`n` lines above (index, line), stopping at the first line."""
+    while n > line:
+        if index == 0:
+            return 0, 0
+        n -= line + 1
+        index -= 1
+        line = max(0, count(state.transcript[index]) - 1)
+    return index, line - n
+
+
+def _down(state: TuiState, count: LineCount, index: int, line: int, n: int) -> tuple[int, int]:
+    """`n` lines below (index, line), stopping at the last line."""
+    entries = state.transcript
+    while True:
+        left = max(0, count(entries[index]) - 1) - line
+        if n <= left:
+            return index, line + n
+        if index == len(entries) - 1:
+            return index, line + left
+        n -= left + 1
+        index += 1
+        line = 0
+
+
+def _lines_from(state: TuiState, count: LineCount, index: int, line: int, limit: int) -> int:
+    """How many lines there are from (index, line) to the end, counting up to `limit`."""
+    entries = state.transcript
+    total = count(entries[index]) - line
+    index += 1
+    while total < limit and index < len(entries):
+        total += count(entries[index])
+        index += 1
+    return total
+
+
+def scroll_top(state: TuiState, count: LineCount, height: int) -> tuple[int, int] | None:
+    """The (entry index, line) the view starts at while reading back, or None when it
+    follows the end: everything from the anchor on fits in `height` lines (the anchor is
+    then dropped, so new output is followed again)."""
+    if state.scroll is None or not state.transcript:
+        state.scroll = None
+        return None
+    index, line = _position(state, state.scroll, count)
+    if _lines_from(state, count, index, line, height + 1) <= height:
+        state.scroll = None
+        return None
+    return index, line
+
+
+def scroll_by(state: TuiState, lines: int, count: LineCount, height: int) -> None:
+    """Scroll the transcript `lines` lines down (up when negative) in a view `height` high."""
+    entries = state.transcript
+    if not entries or lines == 0:
+        return
+    top = scroll_top(state, count, height)
+    if top is None:
+        if lines > 0:
+            return
+        last = len(entries) - 1
+        top = _up(state, count, last, max(0, count(entries[last]) - 1), height - 1)
+    index, line = top
+    if lines < 0:
+        index, line = _up(state, count, index, line, -lines)
+    else:
+        index, line = _down(state, count, index, line, lines)
+    state.scroll = Anchor(entries[index].serial, line)
+    scroll_top(state, count, height)
+
+
+def scroll_pages(state: TuiState, pages: int, count: LineCount, height: int) -> None:
+    """PageUp (negative) / PageDown: a screenful less two lines, so some context stays."""
+    scroll_by(state, pages * max(1, height - 2), count, height)
+
+
 # -- the connection and frames from the daemon ----------------------------------------------
 
 
 def connected(state: TuiState, welcome: Welcome) -> list[Action]:
-    """The daemon answered `hello`."""
+    """The daemon answered `hello`; after a lost connection, ask what was left pending."""
+    again = state.was_connected
     state.connected = True
+    state.was_connected = True
+    state.link_error = None
+    state.starting_daemon = False
+    state.retry_at = None
     state.window = welcome.window
+    if not again:
+        return []
+    _info(state, "Reconnected to the daemon")
+    state.quiet_pending = True
+    return [Send(PendingRequest(PendingAction.LIST))]
+
+
+def starting_daemon(state: TuiState, where: str) -> list[Action]:
+    """No daemon answered: one is being started for this window."""
+    state.starting_daemon = True
+    state.retry_at = None
+    starting = f"Starting the daemon on {where}..."
+    notice = state.notice
+    if state.was_connected and notice is not None and notice.text.startswith("Lost the daemon"):
+        # What was lost, and what is kept, stays on screen while the daemon starts.
+        state.notice = Notice(f"{notice.text} {starting}", notice.level)
+    else:
+        _info(state, starting)
     return []
 
 
-def disconnected(state: TuiState, reason: str) -> list[Action]:
-    """The connection to the daemon is gone: the run (if any) is over for this window."""
+def daemon_started(state: TuiState, text: str) -> list[Action]:
+    """A daemon was started for this window: said in the notice box and kept in the transcript."""
+    state.starting_daemon = False
+    _add(state, EntryKind.INFO, text)
+    _info(state, text)
+    return []
+
+
+def connect_failed(state: TuiState, reason: str, retry_at: float) -> list[Action]:
+    """A connection attempt failed; the next one is due at `retry_at`."""
+    state.connected = False
+    state.starting_daemon = False
+    state.link_error = reason
+    state.retry_at = retry_at
+    what = "Still cannot reach the daemon" if state.was_connected else "Cannot reach the daemon"
+    _error(state, f"{what}: {reason}")
+    return []
+
+
+def disconnected(state: TuiState, reason: str, retry_at: float | None = None) -> list[Action]:
+    """The connection to the daemon is gone: the run (if any) is over for this window.
+
+    Nothing typed is lost: a message the daemon may not have received, the draft a
+    question had put aside, and a typed (unmasked) answer all come back to the input box.
+    """
     state.connected = False
     state.link_error = reason
-    state.run = None
+    state.retry_at = retry_at
+    run, state.run = state.run, None
     state.popup = None
-    state.asks.clear()
-    state.draft = None
-    _error(state, f"Disconnected from the daemon: {reason}")
-    return []
+    state.quit_popup = None
+    state.ended_popup = None
+    state.pending = None
+    state.quiet_pending = False
+    pieces: list[str] = []
+    unsent = run.text if run is not None and run.task is None else None
+    if unsent:
+        pieces.append(unsent)
+    if state.asks:
+        pieces += [state.draft or "", "" if state.masked else state.input]
+        state.asks.clear()
+        state.draft = None
+    else:
+        pieces.append(state.input)
+    text = "\n".join(piece for piece in pieces if piece)
+    actions: list[Action] = []
+    if text != state.input:
+        state.input = text
+        actions.append(SetInput(text))
+    words = [f"Lost the daemon: {reason}. Reconnecting..."]
+    if run is not None and run.task is not None:
+        # The daemon keeps an interrupted task; its session must be resumed, not continued.
+        state.session = None
+        _add(state, EntryKind.ERROR, "Interrupted: lost the daemon; the task is kept", run.task)
+        words.append("The run's task is kept: /pending resumes it once reconnected.")
+    elif unsent:
+        words.append("Your message may not have reached it: it is back in the input box.")
+    _error(state, " ".join(words))
+    if state.quit_after_run:
+        state.quit_after_run = False
+        actions.append(Quit())
+    return actions
 
 
 def _ours(state: TuiState, task: str | None) -> bool:
@@ -684,9 +1049,9 @@ def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
     ):
         last.parts.append(frame.text)
         return []
-    # A subagent's text gets its own block, labelled, so it never runs into the main reply.
-    label = f"[{frame.agent}] " if frame.agent else ""
-    _add(state, EntryKind.ASSISTANT, label + frame.text, frame.task)
+    # A subagent's text gets its own block, labelled when shown, so it never runs into
+    # the main reply.
+    _add(state, EntryKind.ASSISTANT, frame.text, frame.task)
     state.transcript[-1].agent = frame.agent
     return []
 
@@ -773,13 +1138,19 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     if run is None or (run.task is not None and frame.task != run.task):
         return []
     state.run = None
+    quitting = state.quit_popup is not None
+    interrupted_choice = state.popup is not None or quitting
     state.popup = None
+    state.quit_popup = None
     actions: list[Action] = []
     for index in reversed(range(len(state.asks))):
         if state.asks[index].task in (None, frame.task):
             actions += _pop_ask(state, index)
     line, level = _ended_line(frame)
     _add(state, EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task)
+    if interrupted_choice:
+        # The popup does not just vanish under the user's hand: it says why.
+        state.ended_popup = EndedPopup(f"The run ended before you chose: {line}", quitting)
     if frame.pending_kept:
         # The task stays resumable; the next message must not continue its session.
         state.session = None
@@ -792,6 +1163,9 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
         state.notice = Notice(line, level)
     elif run.stopping:
         state.notice = None
+    if state.quit_after_run:
+        state.quit_after_run = False
+        actions.append(Quit())
     return actions
 
 
@@ -810,13 +1184,29 @@ def _ended_line(frame: EndedFrame) -> tuple[str, NoticeLevel]:
     return f"Failed: {frame.error or 'unknown error'}", NoticeLevel.ERROR
 
 
+def _is_current_run(state: TuiState, task: PendingTask) -> bool:
+    run = state.run
+    if run is None:
+        return False
+    return (run.session is not None and task.session == run.session) or (
+        run.task is not None and task.task == run.task
+    )
+
+
 def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
-    """The `/pending` list arrived."""
-    if not frame.tasks:
+    """The `/pending` list arrived (the run in progress is not one of its tasks)."""
+    tasks = [task for task in frame.tasks if not _is_current_run(state, task)]
+    if state.quiet_pending:
+        state.quiet_pending = False
+        if tasks:
+            some = "1 interrupted task is" if len(tasks) == 1 else f"{len(tasks)} tasks are"
+            _info(state, f"Reconnected to the daemon. {some} kept: type /pending to resume")
+        return []
+    if not tasks:
         state.pending = None
         _info(state, "No paused tasks in this window")
         return []
-    state.pending = list(frame.tasks)
+    state.pending = tasks
     state.pending_index = 0
     return []
 
@@ -863,12 +1253,23 @@ def on_frame(state: TuiState, frame: DaemonFrame) -> list[Action]:
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
+def _link_text(state: TuiState, now: float) -> str:
+    if state.starting_daemon:
+        return "starting the daemon…"
+    if state.link_error is None:
+        return "connecting…"
+    lost = "lost the daemon" if state.was_connected else "no daemon"
+    if state.retry_at is not None and state.retry_at > now:
+        return f"{lost}: reconnecting in {state.retry_at - now:.0f}s"
+    return f"{lost}: reconnecting…"
+
+
 def status_text(state: TuiState, now: float) -> str:
-    """The status line: task hash, state, elapsed time and a spinner while running."""
+    """The status line: the link, the run's state, task hash and elapsed time, the tokens."""
     parts: list[str] = []
     run = state.run
     if not state.connected:
-        parts.append("connecting..." if state.link_error is None else "disconnected")
+        parts.append(_link_text(state, now))
     elif run is None:
         parts.append("idle")
         if state.session:
@@ -883,5 +1284,52 @@ def status_text(state: TuiState, now: float) -> str:
         parts.append(f"task {run.task[:12]}" if run.task else "task ...")
         parts.append(f"{elapsed:.1f}s")
     if state.input_tokens or state.output_tokens:
-        parts.append(f"tokens {state.input_tokens}/{state.output_tokens}")
+        parts.append(f"tokens in {state.input_tokens} / out {state.output_tokens}")
+    if state.can_restore_input:
+        parts.append("Esc brings back the cleared text")
     return "  |  ".join(parts)
+
+
+def age_text(seconds: float) -> str:
+    """How long ago, in words a person reads at a glance: ``"12 s ago"``, ``"3 h ago"``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{int(seconds)} s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    return f"{days} day{'s' if days != 1 else ''} ago"
+
+
+_CAUSE_WORDS: dict[Cause, str] = {
+    Cause.PAUSE: "paused",
+    Cause.DISCONNECT: "window closed",
+    Cause.SHUTDOWN: "daemon stopped",
+    Cause.USER_CANCEL: "cancelled",
+}
+
+
+def pending_reason(task: PendingTask) -> str:
+    """Why a listed task stopped, in words."""
+    if task.status == "awaiting_answer":
+        return "waiting for an answer"
+    if task.status == "failed":
+        return "failed"
+    if task.cause is not None:
+        return _CAUSE_WORDS.get(task.cause, task.cause.value)
+    if task.status == "running":
+        # Listed as running although nothing runs it: the process running it died.
+        return "daemon died"
+    return task.status
+
+
+def pending_line(task: PendingTask, wall_now: float) -> str:
+    """One task of the `/pending` list: session, why it stopped and when, and what it is."""
+    what = f"asks: {task.question}" if task.question else task.input
+    what = " ".join(what.split())
+    if len(what) > 60:
+        what = what[:59] + "…"
+    when = age_text(wall_now - task.updated_at)
+    return f"{task.session}  {pending_reason(task)}, {when}: {what}"

@@ -9,11 +9,15 @@ event to wait on. What the daemon kept is checked independently with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -92,8 +96,10 @@ class World:
         )
         return result.stdout
 
-    def open_window(self) -> Terminal:
-        """Start ``agenttui`` in a new 120x40 tmux session."""
+    def open_window(
+        self, *args: str, wait: bool = True, env: dict[str, str] | None = None
+    ) -> Terminal:
+        """Start ``agenttui`` (with `args`) in a new 120x40 tmux session; `wait` until connected."""
         self.windows += 1
         name = f"w{self.windows}"
         command = " ".join(
@@ -101,15 +107,43 @@ class World:
                 f"exec {sys.executable} -m agenttui",
                 f"--socket {self.socket}",
                 f"--state-dir {self.state}",
+                *args,
             ]
         )
+        extra = [arg for key, value in (env or {}).items() for arg in ("-e", f"{key}={value}")]
         self.tmux(
-            "new-session", "-d", "-x", "120", "-y", "40", "-s", name, "-c", str(self.root), command
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            name,
+            "-c",
+            str(self.root),
+            *extra,
+            command,
         )
         self.tmux("set-option", "-t", name, "remain-on-exit", "on")
         terminal = Terminal(self, name)
-        terminal.wait_for("idle", "the window to connect")
+        if wait:
+            terminal.wait_for("idle", "the window to connect")
         return terminal
+
+    def answering_pid(self) -> int | None:
+        """The pid of the daemon answering on the world's socket (read with SO_PEERCRED)."""
+        if not is_answering(self.socket):
+            return None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket))
+            except OSError:
+                return None
+            raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, _uid, _gid = struct.unpack("3i", raw)
+        # 0 would be a peer in another pid namespace; signalling it would hit our own group.
+        return int(pid) if pid > 0 else None
 
     def pending(self) -> list[dict[str, Any]]:
         """The daemon's pending tasks, read from its state folder."""
@@ -141,6 +175,12 @@ class World:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait()
+        # A daemon a window started (passing or failing test alike) is stopped too.
+        pid = self.answering_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: not is_answering(self.socket), "the started daemon to stop")
 
 
 @attrs.define
@@ -181,6 +221,20 @@ class Terminal:
         """The pid of the program in the pane (``agenttui`` itself: it was exec'd)."""
         return int(self.world.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}"))
 
+    def lines(self) -> list[str]:
+        """The visible screen, line by line."""
+        return self.screen().split("\n")
+
+    def input_line(self) -> str:
+        """The input box's first line (right above the status line when it is one line)."""
+        lines = self.screen().rstrip("\n").split("\n")
+        return lines[-2]
+
+    def paste(self, text: str) -> None:
+        """Paste `text` as a terminal does (bracketed), newlines and all."""
+        self.world.tmux("set-buffer", "-b", "paste", text)
+        self.world.tmux("paste-buffer", "-p", "-d", "-b", "paste", "-t", self.name)
+
     def dead(self) -> bool:
         """True once the program in the pane exited."""
         return (
@@ -192,7 +246,9 @@ class Terminal:
 def world() -> Iterator[World]:
     # A short folder: Unix socket paths are limited to about 100 bytes.
     root = Path(tempfile.mkdtemp(prefix="tui-e2e-", dir="/tmp"))
-    w = World(root, root / "d.sock", root / "state", root / "tmux.sock")
+    # The socket's folder is the agent's own state, which no tool may touch: it is kept apart
+    # from the folder the runs work in.
+    w = World(root, root / "sock" / "d.sock", root / "state", root / "tmux.sock")
     try:
         yield w
     finally:
@@ -235,7 +291,7 @@ def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: Worl
     term.type("/pending")
     term.keys("Enter")
     screen = term.wait_for(r"Paused tasks", "the /pending list")
-    assert re.search(r"> cli-\w+ interrupted \(pause\): stream 300", screen)
+    assert re.search(r"> cli-\w+  paused, \d+ s ago: stream 300", screen)
     term.keys("Enter")
     term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
     # The resumed run streams back into this window.
@@ -328,7 +384,7 @@ def test_killing_the_window_keeps_the_pending_task(daemon: World) -> None:
     again = daemon.open_window()
     again.type("/pending")
     again.keys("Enter")
-    again.wait_for(r"cli-\w+ interrupted \(disconnect\): stream 303", "the kept task in /pending")
+    again.wait_for(r"cli-\w+  window closed, \d+ s ago: stream 303", "the kept task in /pending")
     again.keys("Escape")
 
 
@@ -340,7 +396,7 @@ def test_starts_a_daemon_when_none_answers(world: World) -> None:
     assert match is not None
     pid = int(match.group(1))
     try:
-        assert is_answering(world.socket)
+        assert world.answering_pid() == pid
         assert (world.state / "daemon.log").exists()
         term.type("stream 3")
         term.keys("Enter")
@@ -394,3 +450,259 @@ def test_password_field_shows_wrong_tries_then_accepts(world: World) -> None:
     term.wait_for(r"-- Done", "the write to finish")
     assert target.read_text() == "secret-setting"
     assert "open sesame" not in term.screen()
+
+
+# -- everyday use ------------------------------------------------------------------------
+
+#: Where the screens of the Markdown, scrollback and reconnect tests are saved, when set.
+SCREENS = os.environ.get("AGENTTUI_SCREENS")
+
+
+def keep_screen(name: str, screen: str) -> None:
+    """Save a screen for people to look at (``AGENTTUI_SCREENS=/some/folder``)."""
+    if SCREENS:
+        Path(SCREENS).mkdir(parents=True, exist_ok=True)
+        (Path(SCREENS) / name).write_text(screen)
+
+
+def test_up_recalls_messages_across_restarts_and_ctrl_r_searches_them(daemon: World) -> None:
+    term = daemon.open_window()
+    for runs, message in enumerate(("deploy to staging", "hello history"), start=1):
+        term.type(message)
+        term.keys("Enter")
+
+        def finished(n: int = runs) -> bool:
+            return term.screen().count("-- Done") == n
+
+        wait_until(finished, f"run {runs} to finish")
+    term.keys("Up")
+    wait_until(lambda: term.input_line() == "> hello history", "Up to recall the last message")
+    term.keys("Up")
+    wait_until(lambda: term.input_line() == "> deploy to staging", "Up to go further back")
+    history = daemon.state / "tui_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    term.keys("C-d")  # the input is not empty: Ctrl+D does nothing
+    term.keys("Escape")
+    wait_until(lambda: term.input_line() == ">", "Esc to clear the input")
+    term.keys("C-d")
+    wait_until(term.dead, "agenttui to quit")
+
+    again = daemon.open_window()
+    again.keys("Up")
+    wait_until(lambda: again.input_line() == "> hello history", "the history after a restart")
+    again.keys("Escape")
+    wait_until(lambda: again.input_line() == ">", "Esc to clear the input")
+    again.keys("C-r")
+    again.wait_for(r"search history", "the history search")
+    again.type("deplo")
+    again.wait_for(r"deploy to staging", "the match")
+    again.keys("Enter")
+    wait_until(lambda: again.input_line() == "> deploy to staging", "Enter to take the match")
+    again.keys("Enter")
+    again.wait_for(r"(?s)> deploy to staging.*-- Done", "the recalled message to run")
+
+
+def test_page_up_and_the_wheel_read_back_while_new_output_arrives(daemon: World) -> None:
+    term = daemon.open_window()
+    term.paste("\n".join(f"row {n:02}" for n in range(1, 61)))
+    term.keys("Enter")
+    term.wait_for(r"-- Done", "the long echo to finish")
+    term.type("stream 30")
+    term.keys("Enter")
+    term.wait_for(r"word2 ", "the stream to start")
+    term.keys("PPage")
+    screen = term.wait_for(r"more below", "the marker that there is more below")
+    top = screen.split("\n")[0]
+    first = re.search(r"\brow (\d\d)$", top)
+    assert first is not None, screen
+    # The stream goes on below; the view stays where the reader is.
+    term.wait_for(r"idle", "the stream to finish", timeout=DEADLINE)
+    screen = term.screen()
+    assert screen.split("\n")[0] == top
+    assert "more below" in screen
+    assert "word30" not in screen
+    keep_screen("scrollback.txt", screen)
+    # One step of the wheel up moves three lines back (the SGR mouse report of a terminal).
+    term.type("\x1b[<64;10;5M")
+    row = int(first.group(1))
+    wait_until(lambda: term.lines()[0].endswith(f"row {row - 3:02}"), "the wheel to scroll back")
+    for _ in range(10):
+        term.keys("NPage")
+    screen = term.wait_for(r"word30", "PageDown back to the end")
+    assert "more below" not in screen
+    assert "-- Done" in screen
+
+
+def slow_daemon(world: World, seconds: float = 3.0) -> dict[str, str]:
+    """The environment of a window whose daemons start `seconds` late, as on a slow machine."""
+    folder = world.root / "slow"
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        f"import sys, time\nif 'agentrt.daemon' in sys.orig_argv:\n    time.sleep({seconds})\n"
+    )
+    return {"PYTHONPATH": str(folder)}
+
+
+def test_a_lost_daemon_is_said_and_the_window_reconnects_losing_nothing(daemon: World) -> None:
+    # The daemon the window starts again is slow to start: the screen meanwhile can be read.
+    term = daemon.open_window(env=slow_daemon(daemon))
+    term.type("stream 300")
+    term.keys("Enter")
+    term.wait_for(r"word3 ", "the run to show output")
+    term.type("typed while it ran")
+    wait_until(lambda: term.input_line() == "> typed while it ran", "the typed text")
+    assert daemon.daemon is not None
+    daemon.daemon.kill()
+    daemon.daemon.wait()
+    screen = term.wait_for(
+        r"(?s)Interrupted: lost the daemon; the task is kept.*starting the daemon…",
+        "the window to say the daemon was lost, in the transcript and the status line",
+    )
+    keep_screen("reconnect-lost.txt", screen)
+    words = " ".join(screen.split())
+    assert (
+        "Lost the daemon: the daemon closed the connection. Reconnecting... The run's task is "
+        "kept: /pending resumes it once reconnected. Starting the daemon on"
+    ) in words
+    assert term.input_line() == "> typed while it ran"
+    screen = term.wait_for(
+        r"Reconnected to the daemon\. 1 interrupted task is kept: type /pending",
+        "the window to reconnect, starting a daemon",
+    )
+    keep_screen("reconnect.txt", screen)
+    assert re.search(r"Started a daemon \(pid \d+\)", screen)
+    assert re.search(r"idle", screen)
+    assert term.input_line() == "> typed while it ran"
+    term.keys("Enter")
+    term.wait_for(r"(?s)> typed while it ran.*-- Done", "the kept message to run")
+    term.type("/pending")
+    term.keys("Enter")
+    term.wait_for(r"> cli-\w+  daemon died, \d+ s ago: stream 300", "the lost run in /pending")
+    term.keys("Enter")
+    term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
+    term.wait_for(r"running\s+\|\s+task \w+", "the resumed run")
+    term.keys("C-c")
+    term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
+
+
+def test_the_first_screen_is_drawn_while_the_daemon_starts(world: World) -> None:
+    term = world.open_window(wait=False, env=slow_daemon(world))
+    screen = term.wait_for(r"starting the daemon…", "the first screen", timeout=2.5)
+    assert not is_answering(world.socket)
+    assert re.search(r"^>", screen, re.MULTILINE)
+    term.wait_for(r"Started a daemon \(pid \d+\)", "the window to say it started the daemon")
+    term.wait_for(r"idle", "the window to connect once the daemon answers")
+
+
+def test_a_daemon_that_cannot_start_ends_the_window_with_the_reason(world: World) -> None:
+    term = world.open_window("--model nosuch:model", wait=False)
+    wait_until(term.dead, "agenttui to give up")
+    status = world.tmux("display-message", "-p", "-t", term.name, "#{pane_dead_status}")
+    assert status.strip() == "1"
+    # What the program printed once it left the full screen, scrolled-off lines included.
+    shown = world.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", term.name)
+    screen = " ".join(shown.split())
+    assert "agenttui: the daemon exited with status 1 before answering on" in screen
+    assert "unknown model 'nosuch:model'" in screen
+
+
+MARKDOWN = """\
+# Deploy steps
+
+Run it **now**, with `make deploy`.
+
+- first step
+- second step
+
+```python
+def greet(name):
+    return "hi " + name
+```
+
+""" + " ".join(f"alpha{n:02}" for n in range(1, 41))
+
+
+def test_alt_enter_multi_line_message_and_a_markdown_reply(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("line one")
+    term.keys("M-Enter")
+    term.type("line two")
+    term.keys("C-j")
+    term.type("line three")
+    wait_until(lambda: "line three" in term.screen(), "three lines typed")
+    assert "-- Done" not in term.screen()
+    term.keys("Enter")
+    term.wait_for(r"> line one\n  line two\n  line three", "the multi-line message")
+    term.wait_for(r"-- Done", "its echo")
+    term.paste(MARKDOWN)
+    term.keys("Enter")
+    screen = term.wait_for(r"(?s)alpha40.*-- Done", "the Markdown reply")
+    keep_screen("markdown.txt", screen)
+    reply = screen.split("\n")
+    done = max(i for i, line in enumerate(reply) if line.startswith("-- Done"))
+    start = max(i for i, line in enumerate(reply[:done]) if line == "Deploy steps")
+    shown = reply[start:done]
+    assert "Run it now, with make deploy." in shown
+    assert "• first step" in shown
+    assert "  def greet(name):" in shown
+    assert not any("```" in line for line in shown)
+    # Long lines break between words.
+    words = [line for line in shown if line.startswith("alpha")]
+    assert len(words) > 1
+    assert all(re.fullmatch(r"(alpha\d\d ?)+", line.rstrip()) for line in words)
+    # The code is coloured: Pygments styles "def" as a keyword, in bold green.
+    coloured = term.world.tmux("capture-pane", "-p", "-e", "-t", term.name)
+    assert re.search(r"\n {2}\x1b\[1m\x1b\[38;5;28mdef\x1b", coloured), coloured
+
+
+def test_quit_during_a_run_asks_and_pause_and_quit_keeps_the_task(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("stream 304")
+    term.keys("Enter")
+    term.wait_for(r"word2 ", "output")
+    term.type("/quit")
+    term.keys("Enter")
+    screen = term.wait_for(r"Quit anyway\?", "the quit popup")
+    assert "[Pause and quit]" in screen
+    assert "Stop and quit" in screen
+    assert "Cancel" in screen
+    term.keys("p")
+    wait_until(term.dead, "agenttui to quit once the run is paused")
+    wait_until(
+        lambda: [t["cause"] for t in daemon.pending_for("stream 304")] == ["pause"],
+        "the task to be kept with cause 'pause'",
+    )
+
+
+def test_escape_right_after_a_resume_asks_and_slash_reopens_the_picker(daemon: World) -> None:
+    term = daemon.open_window()
+    term.type("/")
+    term.wait_for(r"/pending\s+list this window", "the picker")
+    term.keys("Escape")
+    wait_until(lambda: "list this window" not in term.screen(), "Esc to close the picker")
+    term.keys("BSpace")
+    term.type("/")
+    term.wait_for(r"/pending\s+list this window", "typing / to reopen the picker")
+    term.keys("Escape")
+    wait_until(lambda: "list this window" not in term.screen(), "Esc to close the picker")
+    term.keys("Escape")
+    wait_until(lambda: term.input_line() == ">", "Esc to clear the input")
+    term.type("stream 305")
+    term.keys("Enter")
+    term.wait_for(r"word2 ", "output")
+    term.keys("Escape")
+    term.wait_for(r"Stop this run\?", "the popup")
+    term.keys("p")
+    term.wait_for(r"-- Paused", "the pause")
+    term.type("/pending")
+    term.keys("Enter")
+    term.wait_for(r"Paused tasks", "the /pending list")
+    # Enter and Esc in one burst: the Esc comes before anything of the resumed run is shown.
+    term.keys("Enter", "Escape")
+    screen = term.wait_for(r"Stop this run\?", "the popup for the resumed task")
+    assert "Stopped; the task was discarded" not in screen
+    assert len(daemon.pending_for("stream 305")) == 1
+    term.keys("n")
+    term.wait_for(r"running\s+\|\s+task \w+", "the resumed run to keep going")
+    term.keys("C-c")
+    term.wait_for(r"Stopped; the task was discarded", "the user-cancel")

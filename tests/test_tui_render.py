@@ -1,0 +1,121 @@
+"""Laying out the transcript: Markdown replies, word wrapping, code colouring."""
+
+from __future__ import annotations
+
+from agenttui._render import Line, LineCache, entry_lines, render_markdown, width_of, wrap
+from agenttui._state import HELP_TEXT, EntryKind, TranscriptEntry
+
+REPLY = """\
+# Deploying
+
+Run it **now**, *carefully*, with `make deploy`.
+
+- first step
+- second step
+  1. nested
+
+```python
+def greet(name):
+    return f"hi {name}"
+```
+
+| name | value |
+|------|-------|
+| a    | 1     |
+"""
+
+
+def text(line: Line) -> str:
+    return "".join(t for _, t in line)
+
+
+def styles_of(lines: list[Line], needle: str) -> set[str]:
+    """The styles of the fragments whose text contains `needle`."""
+    return {style for line in lines for style, t in line if needle in t}
+
+
+def test_markdown_headings_emphasis_lists_and_tables() -> None:
+    lines = render_markdown(REPLY, 60)
+    shown = [text(line) for line in lines]
+    assert shown[0] == "Deploying"  # no "#" left
+    assert "class:md.h1" in styles_of(lines, "Deploying")
+    assert "Run it now, carefully, with make deploy." in shown
+    assert "class:md.strong" in styles_of(lines, "now")
+    assert "class:md.em" in styles_of(lines, "carefully")
+    assert "class:md.code" in styles_of(lines, "deploy")
+    assert "• first step" in shown
+    assert "• second step" in shown
+    assert "  1. nested" in shown
+    assert "name │ value" in shown
+    assert "a    │ 1" in shown
+
+
+def test_code_blocks_are_coloured_by_pygments_and_keep_their_indentation() -> None:
+    lines = render_markdown(REPLY, 60)
+    shown = [text(line) for line in lines]
+    assert "  def greet(name):" in shown
+    assert '      return f"hi {name}"' in shown
+    assert "```" not in "\n".join(shown)
+    keyword = styles_of(lines, "def")
+    assert any(style.startswith("class:pygments.keyword") for style in keyword)
+    # An unknown language is shown plainly, not dropped.
+    plain = render_markdown("```nosuchlanguage\nx = 1\n```", 40)
+    assert [text(line) for line in plain] == ["  x = 1"]
+
+
+def test_a_single_line_break_in_a_reply_is_kept() -> None:
+    lines = render_markdown("Done.\nwrite_file: wrote 5 bytes", 60)
+    assert [text(line) for line in lines] == ["Done.", "write_file: wrote 5 bytes"]
+
+
+def test_lines_break_between_words() -> None:
+    lines = wrap([("", "the quick brown fox jumps over the lazy dog")], 16, [("", "> ")])
+    assert [text(line) for line in lines] == [
+        "> the quick",
+        "  brown fox",
+        "  jumps over the",
+        "  lazy dog",
+    ]
+    assert all(width_of(text(line)) <= 16 for line in lines)
+
+
+def test_a_word_longer_than_a_line_is_cut_and_wide_characters_count_twice() -> None:
+    lines = wrap([("", "abcdefghijklmnopqrstuvwxyz end")], 10)
+    assert [text(line) for line in lines] == ["abcdefghij", "klmnopqrst", "uvwxyz end"]
+    wide = wrap([("", "日本語のテキスト です")], 8)
+    assert all(width_of(text(line)) <= 8 for line in wide)
+    assert "".join(text(line) for line in wide).replace(" ", "") == "日本語のテキストです"
+
+
+def test_styles_survive_wrapping() -> None:
+    lines = render_markdown("plain words then **bold words that wrap** and more", 20)
+    assert "class:md.strong" in styles_of(lines, "wrap")
+    assert all(width_of(text(line)) <= 20 for line in lines)
+
+
+def test_entries_keep_their_prefixes_and_the_subagent_label() -> None:
+    user = TranscriptEntry(EntryKind.USER, ["first line\nsecond line"], serial=4)
+    assert [text(line) for line in entry_lines(user, 40)] == ["", "> first line", "  second line"]
+    sub = TranscriptEntry(EntryKind.ASSISTANT, ["# Title"], agent="sub1")
+    assert [text(line) for line in entry_lines(sub, 40)] == ["[sub1] Title"]
+    tool = TranscriptEntry(EntryKind.TOOL_CALL, ["write_file path='a' " + "x" * 40])
+    lines = [text(line) for line in entry_lines(tool, 30)]
+    assert lines[0].startswith("* write_file")
+    assert all(line.startswith("  ") for line in lines[1:])
+
+
+def test_help_wraps_under_its_description_column() -> None:
+    lines = [text(line) for line in entry_lines(TranscriptEntry(EntryKind.HELP, [HELP_TEXT]), 60)]
+    enter = lines.index(next(line for line in lines if line.startswith("  Enter ")))
+    assert lines[enter + 1].startswith(" " * 21)
+    assert all(width_of(line) <= 60 for line in lines)
+
+
+def test_the_cache_lays_out_an_entry_again_when_it_grows_or_the_width_changes() -> None:
+    cache = LineCache()
+    entry = TranscriptEntry(EntryKind.ASSISTANT, ["one"], serial=1)
+    first = cache.lines(entry, 40)
+    assert cache.lines(entry, 40) is first
+    entry.parts.append(" two")
+    assert [text(line) for line in cache.lines(entry, 40)] == ["one two"]
+    assert cache.lines(entry, 3) is not first
