@@ -77,6 +77,7 @@ from agenttui._state import (
     scroll_by,
     scroll_pages,
     scroll_top,
+    short_path,
     starting_daemon,
     status_text,
 )
@@ -898,3 +899,15 @@ def test_slash_reopens_the_picker_after_escape_closed_it() -> None:
     assert state.input == ""
     typed(state, "/")
     assert is_("picker_open", state)
+
+
+def test_a_run_carries_the_windows_folder_and_the_status_line_shows_it() -> None:
+    state = TuiState(connected=True, cwd="/home/ada/project")
+    input_changed(state, "write a.txt hi")
+    actions = press_enter(state, 0.0)
+    (send,) = [a for a in actions if isinstance(a, Send)]
+    assert isinstance(send.frame, Run)
+    assert send.frame.cwd == "/home/ada/project"
+    assert "in /home/ada/project" in status_text(state, 0.0)
+    assert short_path("/home/ada/project", home="/home/ada") == "~/project"
+    assert short_path("/srv/x", home="/home/ada") == "/srv/x"

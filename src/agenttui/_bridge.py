@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,7 @@ def run_window(
 
 async def _host(bridge: Bridge, history: History | None) -> None:
     loop = asyncio.get_running_loop()
-    state = TuiState(window=bridge.window)
+    state = TuiState(window=bridge.window, cwd=os.getcwd())
     app = (
         TuiApp(state, bridge.send, history=history)
         if history is not None

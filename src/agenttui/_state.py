@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -259,6 +260,8 @@ class TuiState:
     """Everything the window knows. Transition functions change it; widgets render it."""
 
     window: str = ""
+    #: The folder the window was opened in: its runs' tools work there.
+    cwd: str = ""
     connected: bool = False
     #: Why the connection is down, once it went down (None while connecting).
     link_error: str | None = None
@@ -743,7 +746,7 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
     state.scroll = None
     _add(state, EntryKind.USER, text)
     state.run = RunState(started_at=now, session=state.session, text=text)
-    return [SetInput(""), RememberInput(text), Send(Run(text, state.session))]
+    return [SetInput(""), RememberInput(text), Send(Run(text, state.session, state.cwd or None))]
 
 
 def _enter_answer(state: TuiState, ask: AskFrame) -> list[Action]:
@@ -1283,11 +1286,21 @@ def status_text(state: TuiState, now: float) -> str:
         parts.append(f"{spin} {label}")
         parts.append(f"task {run.task[:12]}" if run.task else "task ...")
         parts.append(f"{elapsed:.1f}s")
+    if state.cwd:
+        parts.append(f"in {short_path(state.cwd)}")
     if state.input_tokens or state.output_tokens:
         parts.append(f"tokens in {state.input_tokens} / out {state.output_tokens}")
     if state.can_restore_input:
         parts.append("Esc brings back the cleared text")
     return "  |  ".join(parts)
+
+
+def short_path(path: str, home: str | None = None) -> str:
+    """`path` with the home folder written ``~``."""
+    home = os.path.expanduser("~") if home is None else home
+    if home and home != "/" and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home) :]
+    return path
 
 
 def age_text(seconds: float) -> str:

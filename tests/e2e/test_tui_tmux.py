@@ -97,7 +97,11 @@ class World:
         return result.stdout
 
     def open_window(
-        self, *args: str, wait: bool = True, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> Terminal:
         """Start ``agenttui`` (with `args`) in a new 120x40 tmux session; `wait` until connected."""
         self.windows += 1
@@ -121,7 +125,7 @@ class World:
             "-s",
             name,
             "-c",
-            str(self.root),
+            str(cwd or self.root),
             *extra,
             command,
         )
@@ -349,6 +353,20 @@ def test_confirmation_and_question_answered_from_the_window(daemon: World) -> No
     term.type("blue")
     term.keys("Enter")
     term.wait_for(r"You answered: blue", "the answer to reach the run")
+
+
+def test_tools_work_in_the_windows_folder_not_the_daemons(daemon: World) -> None:
+    project = daemon.root / "project"
+    project.mkdir()
+    term = daemon.open_window(cwd=project)
+    assert f"in {project}" in term.screen()  # the status line shows where tools work
+    term.type("write hello.txt hi there")
+    term.keys("Enter")
+    term.wait_for(r"Allow once", "the confirmation")
+    term.keys("1")
+    term.wait_for(r"-- Done", "the write to finish")
+    assert (project / "hello.txt").read_text() == "hi there"
+    assert not (daemon.root / "hello.txt").exists()
 
 
 def test_a_second_window_never_sees_the_first_ones_questions(daemon: World) -> None:
