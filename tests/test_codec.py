@@ -78,7 +78,7 @@ def test_encode_is_one_line() -> None:
     line = encode(Run("a\nb"))
     assert line.endswith(b"\n")
     assert line.count(b"\n") == 1
-    assert json.loads(line) == {"type": "run", "text": "a\nb", "session": None}
+    assert json.loads(line) == {"type": "run", "text": "a\nb", "session": None, "cwd": None}
 
 
 def test_whole_stream_decodes() -> None:
