@@ -235,3 +235,29 @@ async def test_text_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path
     await store.finish("chat-s", [Message.user(odd)])
     assert await store.load_history("chat-s") == (Message.user(odd),)
     await store.aclose()
+
+
+# -- read-check-write under the write lock ---------------------------------------
+
+
+async def test_update_holds_the_write_lock_while_its_change_runs(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    await store.save(TaskRecord("cli-l", "x", (Message.user("x"),), status=TaskStatus.FAILED))
+    other_writer: list[str] = []
+
+    def change(record: TaskRecord) -> TaskRecord:
+        # Another process trying to write while the change is decided must wait for it.
+        other = sqlite3.connect(tmp_path / "tasks.db", timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other_writer.append("got the lock")
+            other.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            other_writer.append(str(exc))
+        finally:
+            other.close()
+        return record.evolve(status=TaskStatus.RUNNING)
+
+    assert await store.update("cli-l", change) is not None
+    assert other_writer == ["database is locked"]
+    await store.aclose()

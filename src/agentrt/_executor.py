@@ -233,29 +233,35 @@ class Executor:
     async def discard(self, session_id: str) -> bool:
         """Throw a session's pending task away (a user-cancel); True if there was one.
 
-        A running task of the session is cancelled with `Cause.USER_CANCEL`.
+        A running task of the session is cancelled with `Cause.USER_CANCEL`. A
+        task another live agentrt process is running is refused
+        (`SessionBusyError`), checked in the same store transaction as the
+        delete. A record too damaged to read can still be discarded.
         """
         check_session_id(session_id)
         running = self._sessions.get(session_id)
         if running is not None:
             running.scope.cancel(Cause.USER_CANCEL)
-        else:
-            record = await self.store.load(session_id)
-            if record is not None:
-                self._check_not_running_elsewhere(record)
-        return await self.store.delete(session_id)
+            return await self.store.delete(session_id)
+
+        def check(status: str, runner: str | None) -> None:
+            self._check_runner(session_id, status, runner)
+
+        return await self.store.delete(session_id, check)
 
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""
-        runner = record.runner
+        self._check_runner(record.session_id, record.status.value, record.runner)
+
+    def _check_runner(self, session_id: str, status: str, runner: str | None) -> None:
         if (
-            record.status is TaskStatus.RUNNING
+            status == TaskStatus.RUNNING.value
             and runner is not None
             and runner != self._token
             and token_alive(runner)
         ):
             raise SessionBusyError(
-                f"session {record.session_id} is running in another agentrt process "
+                f"session {session_id} is running in another agentrt process "
                 f"(pid {token_pid(runner)}); pause or stop it there first"
             )
 

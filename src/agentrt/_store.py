@@ -1,19 +1,22 @@
 """The task store: each session's pending task, persisted in an embedded SQLite file.
 
 Every change is one transaction, so a process killed at any moment leaves
-either the old record or the new one. A record's fields are columns and its
-transcript one JSON column, so the bookkeeping of a pause or a resume is a
-plain column update that leaves the transcript alone. SQLite runs off the Trio thread (one
-connection, one worker thread at a time, under a lock); the file uses WAL so
-the CLI can read it while a daemon writes.
+either the old record or the new one. A change that reads before it writes
+(create, resume, discard) takes SQLite's write lock first (`BEGIN IMMEDIATE`),
+so what it read cannot change under it, even from another process. A record's
+fields are columns and its transcript one JSON column, so the bookkeeping of a
+pause or a resume is a plain column update that leaves the transcript alone.
+SQLite runs off the Trio thread (one connection, one worker thread at a time,
+under a lock); the file uses WAL so a reader never waits for a writer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,6 +65,24 @@ class StoreError(Exception):
 
 class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
+
+
+@contextlib.contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction holding SQLite's write lock from its first statement.
+
+    `BEGIN IMMEDIATE` takes the lock before anything is read, so a
+    read-check-write cannot interleave with another writer (another process
+    on the same file included): the second one waits (``busy_timeout``) and
+    then reads what the first one wrote.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _dumps(value: Any) -> str:
@@ -172,7 +193,7 @@ class TaskStore:
         """Write `record` (clamped to the snapshot limits) and return what was written."""
 
         def write(db: sqlite3.Connection) -> TaskRecord:
-            with db:
+            with _write_transaction(db):
                 return _upsert(db, record)
 
         return await self._run(write)
@@ -184,7 +205,7 @@ class TaskStore:
         """
 
         def write(db: sqlite3.Connection) -> tuple[Message, ...]:
-            with db:
+            with _write_transaction(db):
                 exists = db.execute(
                     "SELECT 1 FROM tasks WHERE session_id = ?", (record.session_id,)
                 ).fetchone()
@@ -203,13 +224,15 @@ class TaskStore:
     ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
         """Load a task, apply `change`, save the result, and return it with the history.
 
-        One transaction: if `change` raises, nothing is written and the error
-        propagates. `change` runs in a worker thread and must not touch Trio.
-        Returns None when the session has no pending task.
+        One transaction holding the write lock from the start, so `change` sees
+        the latest record and no other process can write in between: if
+        `change` raises, nothing is written and the error propagates. `change`
+        runs in a worker thread and must not touch Trio. Returns None when the
+        session has no pending task.
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
-            with db:
+            with _write_transaction(db):
                 row = db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
                 if row is None:
                     return None
@@ -231,7 +254,7 @@ class TaskStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
                 return _update_fields(db, record)
 
         return await self._run(write)
@@ -248,7 +271,7 @@ class TaskStore:
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
                 cur = db.execute(
                     "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ? "
                     "WHERE session_id = ?",
@@ -258,11 +281,26 @@ class TaskStore:
 
         return await self._run(write)
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the pending task of `session_id`; True if there was one."""
+    async def delete(
+        self, session_id: str, check: Callable[[str, str | None], None] | None = None
+    ) -> bool:
+        """Delete the pending task of `session_id`; True if there was one.
+
+        `check`, when given, is called with the stored status and runner
+        inside the same write transaction, before the delete; if it raises,
+        nothing is deleted. It sees only those two columns, so a record whose
+        other fields cannot be read can still be checked and deleted.
+        """
 
         def delete(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
+                if check is not None:
+                    row = db.execute(
+                        "SELECT status, runner FROM tasks WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    if row is None:
+                        return False
+                    check(str(row[0]), row[1] if isinstance(row[1], str) else None)
                 cur = db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
             return cur.rowcount > 0
 
@@ -323,7 +361,7 @@ class TaskStore:
         text = _dumps(converter.unstructure([clamp_message(m) for m in transcript], list[Message]))
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
+            with _write_transaction(db):
                 db.execute(
                     "INSERT INTO history(session_id, updated_at, transcript, window_hash) "
                     "VALUES (?, strftime('%s','now'), ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
@@ -403,7 +441,10 @@ class TaskStore:
 def _migrate(db: sqlite3.Connection, version: int) -> None:
     """Bring a store of schema `version` (0: a new file) to `SCHEMA_VERSION`."""
     if version == 0:
-        db.executescript(_SCHEMA)
+        # Statement by statement: executescript would commit the caller's transaction.
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
         return
     if version < 2:
         # Version 1 had no attempt records (every call counts as never started) and did
@@ -430,10 +471,9 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=5000")
         if version < SCHEMA_VERSION:
-            with db:
+            with _write_transaction(db):
                 _migrate(db, version)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        db.isolation_level = "DEFERRED"  # `with db:` opens a transaction per change
         db.execute("SELECT count(*) FROM tasks").fetchone()
     except sqlite3.DatabaseError as exc:
         db.close()
