@@ -48,6 +48,7 @@ EXPECTED = {
     "ScriptedModel",
     "SecretStore",
     "SessionBusyError",
+    "StateDirError",
     "StoreError",
     "SudoVerifier",
     "TaskInfo",

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -21,12 +22,15 @@ from agentrt import (
     NoPendingTaskError,
     Outcome,
     Runtime,
+    ScriptedModel,
     StoreError,
     TaskRecord,
     TaskStatus,
     TaskStore,
     ToolResultEvent,
+    open_runtime,
 )
+from agentrt._statedir import StateDirError, prepare_state_dir
 from agentrt._store import SCHEMA_VERSION
 
 from .conftest import Recorder
@@ -261,3 +265,47 @@ async def test_update_holds_the_write_lock_while_its_change_runs(tmp_path: Path)
     assert await store.update("cli-l", change) is not None
     assert other_writer == ["database is locked"]
     await store.aclose()
+
+
+async def test_store_commits_reach_the_disk_before_they_return(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    level = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
+    assert level == 2  # FULL: the WAL is fsynced at every commit, so a power cut keeps it
+    await store.aclose()
+
+
+# -- files: private from birth ---------------------------------------------------
+
+
+async def test_the_store_and_its_wal_files_are_private_from_birth(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        store = await TaskStore.open(tmp_path / "state" / "tasks.db")
+        await store.save(TaskRecord("cli-m", "x", (Message.user("x"),)))
+        modes = {
+            name: stat.S_IMODE(os.stat(tmp_path / "state" / name).st_mode)
+            for name in ("tasks.db", "tasks.db-wal", "tasks.db-shm")
+        }
+        await store.aclose()
+    finally:
+        os.umask(old)
+    assert modes == {"tasks.db": 0o600, "tasks.db-wal": 0o600, "tasks.db-shm": 0o600}
+
+
+async def test_a_state_dir_others_can_enter_is_tightened(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    async with open_runtime(state, model=ScriptedModel(word_delay=0, stream_delay=0)):
+        pass
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+
+
+def test_a_state_dir_of_another_user_is_refused_and_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    other = os.getuid() + 1
+    with pytest.raises(StateDirError, match=r"belongs to uid .* pass --state-dir"):
+        prepare_state_dir(state, uid=other)
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o755

@@ -17,6 +17,7 @@ from ._pending import Registry
 from ._policy import AccessPolicy
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
+from ._statedir import prepare_state_dir
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
 
@@ -102,10 +103,11 @@ async def open_runtime(
 
     `model` overrides `model_spec`. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
-    folder, or any of `protected_paths`.
+    folder, or any of `protected_paths`. A state dir that others may enter is
+    tightened to 0700; one of another user is refused (`StateDirError`).
     """
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     if model is None:
         model = make_model(model_spec, base_url=base_url, secrets=secrets)

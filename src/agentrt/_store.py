@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -454,8 +455,36 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
 
 
+#: The files SQLite keeps beside the store in WAL mode (and a rollback journal, if one is left).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _make_private(path: Path) -> None:
+    """Create the store file mode 0600 (or tighten it) before SQLite opens it.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the mode of the store
+    file, so they are 0600 from birth too; side files left by a crash are
+    tightened here as well.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in _SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path.with_name(path.name + suffix), 0o600, follow_symlinks=False)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        _make_private(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the task store {path}: {exc.strerror or exc}; check that it is a "
+            "file of yours, or use another --state-dir"
+        ) from None
     try:
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     except sqlite3.Error as exc:
@@ -468,7 +497,9 @@ def _connect(path: Path) -> sqlite3.Connection:
                 f"understands ({SCHEMA_VERSION}); upgrade agentrt or use another --state-dir"
             )
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a commit is on disk (the WAL fsynced) before it returns, so what the
+        # store says it kept survives a power cut too, not only a killed process.
+        db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         if version < SCHEMA_VERSION:
             with _write_transaction(db):
@@ -484,5 +515,4 @@ def _connect(path: Path) -> sqlite3.Connection:
     except StoreError:
         db.close()
         raise
-    path.chmod(0o600)
     return db
