@@ -167,3 +167,25 @@ async def test_ctrl_c_is_a_user_cancel_and_deletes_the_task(state: Path, tmp_pat
     assert code == 130
     assert events[-1]["cause"] == "user_cancel"
     assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"
+
+
+def test_a_lost_store_stops_the_command_and_says_what_to_do(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run(["run", "--session", "chat-1", "ask Name?"], state, tmp_path).returncode == 3
+    (state / "tasks.db").write_bytes(b"")
+    listed = run(["pending", "list"], state, tmp_path)
+    assert listed.returncode == 1
+    assert listed.stdout == ""
+    assert "pending tasks and history are lost" in listed.stderr
+    assert f"delete {state / 'tasks.db.created'}" in listed.stderr
+    assert (state / "tasks.db").read_bytes() == b""
+    started = subprocess.run(
+        [*AGENTRT, "daemon", "--socket", str(tmp_path / "d.sock"), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        env=env_for(state),
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode == 1
+    assert "pending tasks and history are lost" in started.stderr

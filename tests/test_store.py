@@ -31,7 +31,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._statedir import StateDirError, prepare_state_dir
-from agentrt._store import SCHEMA_VERSION
+from agentrt._store import SCHEMA_VERSION, marker_path
 
 from .conftest import Recorder
 
@@ -309,3 +309,53 @@ def test_a_state_dir_of_another_user_is_refused_and_left_alone(tmp_path: Path) -
     with pytest.raises(StateDirError, match=r"belongs to uid .* pass --state-dir"):
         prepare_state_dir(state, uid=other)
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o755
+
+
+# -- a lost store is reported, never silently replaced ----------------------------
+
+
+async def _store_with_a_task(path: Path) -> None:
+    store = await TaskStore.open(path)
+    await store.save(TaskRecord("chat-keep", "x", (Message.user("x"),)))
+    await store.aclose()
+
+
+async def test_a_store_truncated_to_nothing_is_reported_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.write_bytes(b"")
+    with pytest.raises(
+        StoreError, match=r"is empty, but .*tasks.db.created says .* lost .* delete .*created"
+    ):
+        await TaskStore.open(path)
+    assert path.read_bytes() == b""  # nothing written over it
+
+
+async def test_a_deleted_store_is_reported_and_not_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.unlink()
+    with pytest.raises(StoreError, match=r"is missing, but .* Restore tasks\.db from a backup"):
+        await TaskStore.open(path)
+    assert not path.exists()
+
+
+async def test_deleting_the_marker_starts_over_with_an_empty_store(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.write_bytes(b"")
+    marker_path(path).unlink()
+    store = await TaskStore.open(path)
+    assert await store.list() == []
+    await store.aclose()
+    assert marker_path(path).exists()
+
+
+async def test_a_store_made_before_markers_existed_gets_one(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    marker_path(path).unlink()
+    store = await TaskStore.open(path)
+    assert await store.load("chat-keep") is not None
+    await store.aclose()
+    assert marker_path(path).exists()

@@ -28,6 +28,7 @@ import trio
 from ._cause import Cause
 from ._messages import Message
 from ._record import SavedQuestion, TaskRecord, TaskStatus, clamp_message, converter
+from ._statedir import fsync_dir
 
 SCHEMA_VERSION = 2
 
@@ -459,6 +460,23 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
+def marker_path(path: Path) -> Path:
+    """The file written beside the store when the store is first created.
+
+    While it exists, a store file that is missing or empty means the store was
+    lost (truncated or deleted), not that this is a first start.
+    """
+    return path.with_name(path.name + ".created")
+
+
+def _store_lost(path: Path, marker: Path, what: str) -> StoreError:
+    return StoreError(
+        f"the task store {path} {what}, but {marker} says a store was created here before: "
+        "its pending tasks and history are lost (the file was truncated or deleted). Restore "
+        f"{path.name} from a backup; or, to start over with an empty store, delete {marker}"
+    )
+
+
 def _make_private(path: Path) -> None:
     """Create the store file mode 0600 (or tighten it) before SQLite opens it.
 
@@ -476,8 +494,34 @@ def _make_private(path: Path) -> None:
             os.chmod(path.with_name(path.name + suffix), 0o600, follow_symlinks=False)
 
 
+def _write_marker(marker: Path) -> None:
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.write(
+            fd,
+            (
+                f"agentrt created its task store here at {time.strftime('%Y-%m-%d %H:%M:%S')}.\n"
+                "While this file exists, a missing or empty task store is reported as lost\n"
+                "instead of being silently replaced by an empty one.\n"
+            ).encode("ascii"),
+        )
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(marker.parent)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = marker_path(path)
+    # Looked at before the store: a process that creates the store writes the marker
+    # only after its schema is committed, so seeing the marker means the schema exists.
+    used_before = marker.exists()
+    if used_before and not path.exists():
+        raise _store_lost(path, marker, "is missing")
     try:
         _make_private(path)
     except OSError as exc:
@@ -496,6 +540,8 @@ def _connect(path: Path) -> sqlite3.Connection:
                 f"the task store {path} has schema version {version}, newer than this agentrt "
                 f"understands ({SCHEMA_VERSION}); upgrade agentrt or use another --state-dir"
             )
+        if version == 0 and used_before:
+            raise _store_lost(path, marker, "is empty")
         db.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk (the WAL fsynced) before it returns, so what the
         # store says it kept survives a power cut too, not only a killed process.
@@ -515,4 +561,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except StoreError:
         db.close()
         raise
+    try:
+        _write_marker(marker)
+    except OSError as exc:
+        db.close()
+        raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
     return db
