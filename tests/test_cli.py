@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from .conftest import insert_unreadable_record
+
 AGENTRT = [sys.executable, "-m", "agentrt"]
 
 
@@ -167,6 +169,33 @@ async def test_ctrl_c_is_a_user_cancel_and_deletes_the_task(state: Path, tmp_pat
     assert code == 130
     assert events[-1]["cause"] == "user_cancel"
     assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"
+
+
+def test_an_unreadable_task_is_listed_and_can_be_discarded(state: Path, tmp_path: Path) -> None:
+    assert run(["run", "--session", "chat-ok", "ask Name?"], state, tmp_path).returncode == 3
+    insert_unreadable_record(state / "tasks.db", "chat-bad")
+
+    listed = run(["pending", "list"], state, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2
+    [bad] = [line for line in lines if line.startswith("chat-bad")]
+    assert "unreadable" in bad
+    assert "discard it with: agentrt pending discard chat-bad" in bad
+    as_json = run(["pending", "list", "--json"], state, tmp_path)
+    statuses = {t["session"]: t["status"] for t in map(json.loads, as_json.stdout.splitlines())}
+    assert statuses == {"chat-ok": "awaiting_answer", "chat-bad": "unreadable"}
+
+    shown = run(["pending", "show", "chat-bad"], state, tmp_path)
+    assert shown.returncode == 1
+    assert "is unreadable" in shown.stderr
+    assert "discard it with: agentrt pending discard chat-bad" in shown.stderr
+
+    discarded = run(["pending", "discard", "chat-bad"], state, tmp_path)
+    assert discarded.returncode == 0, discarded.stderr
+    assert discarded.stdout == "discarded the pending task of chat-bad\n"
+    left = run(["pending", "list", "--json"], state, tmp_path).stdout.splitlines()
+    assert [json.loads(line)["session"] for line in left] == ["chat-ok"]
 
 
 def test_a_lost_store_stops_the_command_and_says_what_to_do(tmp_path: Path) -> None:

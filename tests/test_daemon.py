@@ -53,6 +53,8 @@ from agentrt.frames import (
     VerifyFrame,
 )
 
+from .conftest import insert_unreadable_record
+
 TIMEOUT = 10
 
 
@@ -617,7 +619,7 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
         ask = await bystander.wait_for(AskFrame)
 
         victim = await connect(daemon, "victim")
-        monkeypatch.setattr(TaskStore, "list", broken_list)
+        monkeypatch.setattr(TaskStore, "list_stored", broken_list)
         await victim.send(PendingRequest(PendingAction.LIST))
         with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
             await victim.receive()
@@ -635,3 +637,23 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
         async with await connect(daemon) as fresh:
             assert await round_trip(fresh) == PendingList(())
         await bystander.aclose()
+
+
+# -- an unreadable record ------------------------------------------------------
+
+
+async def test_an_unreadable_task_is_listed_and_a_window_can_discard_it(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    insert_unreadable_record(runtime.store.path, "cli-bad")
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            listed = await round_trip(client)
+            assert isinstance(listed, PendingList)
+            [task] = listed.tasks
+            assert (task.session, task.status) == ("cli-bad", "unreadable")
+            assert task.error is not None
+            assert "agentrt pending discard cli-bad" in task.error
+            await client.send(PendingRequest(PendingAction.DISCARD, session="cli-bad"))
+            assert await client.receive() == Ack("pending", "discarded", session="cli-bad")
+            assert await round_trip(client) == PendingList(())

@@ -84,6 +84,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     AskFrame("q1", "t-1", "cli-1", RequestKind.CONFIRM, "Allow?", ("allow", "deny")),
     AskWithdrawn("q1", "the run was cancelled"),
     PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
+    PendingList((PendingTask("chat-9", "unreadable", "", 0.0, error="bad JSON; discard it"),)),
     Ack("cancel", "paused", task="t-1"),
     ErrorFrame(ErrorCode.NOT_FOUND, "no such task", ref="cancel"),
 ]

@@ -56,6 +56,7 @@ EXPECTED = {
     "TaskStarted",
     "TaskStatus",
     "TaskStore",
+    "UnreadableTask",
     "TextDelta",
     "TextEvent",
     "ToolCall",

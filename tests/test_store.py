@@ -28,12 +28,13 @@ from agentrt import (
     TaskStatus,
     TaskStore,
     ToolResultEvent,
+    UnreadableTask,
     open_runtime,
 )
 from agentrt._statedir import StateDirError, prepare_state_dir
 from agentrt._store import SCHEMA_VERSION, marker_path
 
-from .conftest import Recorder
+from .conftest import Recorder, insert_unreadable_record
 
 
 async def test_a_record_round_trips_and_is_deleted(tmp_path: Path) -> None:
@@ -359,3 +360,22 @@ async def test_a_store_made_before_markers_existed_gets_one(tmp_path: Path) -> N
     assert await store.load("chat-keep") is not None
     await store.aclose()
     assert marker_path(path).exists()
+
+
+# -- one unreadable record -------------------------------------------------------
+
+
+async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
+    runtime: Runtime,
+) -> None:
+    await runtime.executor.run("chat-fine", "ask first?", owner="o", emit=Recorder())
+    insert_unreadable_record(runtime.store.path, "chat-bad")
+    listed = await runtime.store.list_stored()
+    assert {t.session_id: t.status for t in listed} == {
+        "chat-fine": TaskStatus.AWAITING_ANSWER,
+        "chat-bad": "unreadable",
+    }
+    [bad] = [t for t in listed if isinstance(t, UnreadableTask)]
+    assert "agentrt pending discard chat-bad" in bad.error
+    assert await runtime.executor.discard("chat-bad")
+    assert [t.session_id for t in await runtime.store.list_stored()] == ["chat-fine"]

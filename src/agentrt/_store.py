@@ -69,6 +69,26 @@ class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
 
 
+@attrs.frozen
+class UnreadableTask:
+    """A stored pending task that cannot be decoded (bad JSON, a damaged field).
+
+    Listings show it with status ``unreadable`` so that the other tasks stay
+    usable, and it can be discarded like any task. `error` says what is wrong
+    and how to discard it. The plain columns are kept when they can be read.
+    """
+
+    session_id: str
+    error: str
+    updated_at: float | None = None
+    window_hash: str | None = None
+    status: str = "unreadable"
+
+
+#: What one stored pending task reads back as.
+StoredTask = TaskRecord | UnreadableTask
+
+
 @contextlib.contextmanager
 def _write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One transaction holding SQLite's write lock from its first statement.
@@ -308,19 +328,36 @@ class TaskStore:
 
         return await self._run(delete)
 
-    async def list(self, prefix: str = "") -> list[TaskRecord]:
-        """Pending tasks whose session id starts with `prefix`, most recently updated first.
+    async def lookup(self, session_id: str) -> StoredTask | None:
+        """Like `load`, but a record that cannot be read is returned as an `UnreadableTask`."""
+        row = await self._run(
+            lambda db: db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return None if row is None else self._decode_or_unreadable(row)
 
-        A record that cannot be read raises `StoreError` naming its session.
+    async def list_stored(self, prefix: str = "") -> list[StoredTask]:
+        """Like `list`, but a record that cannot be read is listed as an `UnreadableTask`.
+
+        One damaged record never hides the others, and it can still be discarded.
         """
+        return [self._decode_or_unreadable(row) for row in await self._rows(prefix)]
+
+    async def _rows(self, prefix: str) -> list[tuple[Any, ...]]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = await self._run(
+        return await self._run(
             lambda db: db.execute(
                 f"{_SELECT} WHERE session_id LIKE ? ESCAPE '\\' ORDER BY updated_at DESC",
                 (escaped + "%",),
             ).fetchall()
         )
-        return [self._decode(row) for row in rows]
+
+    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        """Pending tasks whose session id starts with `prefix`, most recently updated first.
+
+        A record that cannot be read raises `StoreError` naming its session;
+        listings shown to a person use `list_stored`, which lists it instead.
+        """
+        return [self._decode(row) for row in await self._rows(prefix)]
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
@@ -382,6 +419,21 @@ class TaskStore:
         async with self._lock:
             self._closed = True
             await trio.to_thread.run_sync(self._db.close)
+
+    def _decode_or_unreadable(self, row: tuple[Any, ...]) -> StoredTask:
+        try:
+            return self._decode(row)
+        except StoreError as exc:
+            updated, window = (
+                row[1 + _FIELDS.index("updated_at")],
+                row[1 + _FIELDS.index("window_hash")],
+            )
+            return UnreadableTask(
+                session_id=str(row[0]),
+                error=str(exc),
+                updated_at=float(updated) if isinstance(updated, int | float) else None,
+                window_hash=window if isinstance(window, str) else None,
+            )
 
     def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
         session_id = row[0]

@@ -39,10 +39,9 @@ from ._events import (
 )
 from ._executor import ExecutorError, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
-from ._record import TaskRecord
 from ._record import converter as record_converter
 from ._runtime import Runtime, default_state_dir, open_runtime
-from ._store import StoreError
+from ._store import StoredTask, StoreError, UnreadableTask
 from .frames import frame_for_event, to_wire
 
 EXIT_FINISHED = 0
@@ -381,7 +380,7 @@ async def _cmd_pending(args: argparse.Namespace) -> int:
     printer = Printer(args.json)
     async with _open(args) as rt:
         if args.action == "list":
-            records = await rt.store.list(args.prefix)
+            records = await rt.store.list_stored(args.prefix)
             if args.json:
                 for record in records:
                     printer._line(json.dumps(summarize(record), ensure_ascii=False))
@@ -415,8 +414,22 @@ async def _cmd_pending(args: argparse.Namespace) -> int:
         )
 
 
-def summarize(record: TaskRecord) -> dict[str, Any]:
+def summarize(record: StoredTask) -> dict[str, Any]:
     """A pending task as a small JSON object (no transcript)."""
+    if isinstance(record, UnreadableTask):
+        return {
+            "session": record.session_id,
+            "status": record.status,
+            "cause": None,
+            "error": record.error,
+            "question": None,
+            "question_kind": None,
+            "input": "",
+            "messages": 0,
+            "runs": 0,
+            "task": None,
+            "updated_at": record.updated_at or 0.0,
+        }
     return {
         "session": record.session_id,
         "status": "crashed" if record.crashed else record.status.value,
@@ -432,7 +445,12 @@ def summarize(record: TaskRecord) -> dict[str, Any]:
     }
 
 
-def _summary_line(record: TaskRecord) -> str:
+def _summary_line(record: StoredTask) -> str:
+    if isinstance(record, UnreadableTask):
+        age = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.updated_at or 0.0))
+        # Not shortened: the way out must stay readable.
+        what = f"cannot be read; discard it with: agentrt pending discard {record.session_id}"
+        return f"{record.session_id:<20} {record.status:<28} {age}  {what}"
     status = "crashed" if record.crashed else record.status.value
     if record.cause:
         status += f" ({record.cause.value})"

@@ -295,7 +295,11 @@ class AskWithdrawn:
 
 @attrs.frozen
 class PendingTask:
-    """One pending task as listed in a `PendingList` (not a frame of its own)."""
+    """One pending task as listed in a `PendingList` (not a frame of its own).
+
+    `status` is ``unreadable`` for a stored task that cannot be decoded; its
+    `error` says what is wrong, and it can still be discarded.
+    """
 
     session: str
     status: str
@@ -304,6 +308,8 @@ class PendingTask:
     cause: Cause | None = None
     question: str | None = None
     task: str | None = None
+    #: The last failure (or what makes the record unreadable).
+    error: str | None = None
 
 
 @attrs.frozen

@@ -26,8 +26,7 @@ from .._events import Event
 from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
-from .._record import TaskRecord
-from .._store import StoreError
+from .._store import StoredTask, StoreError, UnreadableTask
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     PROTOCOL_VERSION,
@@ -69,6 +68,29 @@ _MAX_WINDOW: Final = 128
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + secrets.token_hex(6)
+
+
+def pending_task(stored: StoredTask) -> PendingTask:
+    """How a stored pending task is listed."""
+    if isinstance(stored, UnreadableTask):
+        return PendingTask(
+            session=stored.session_id,
+            status=stored.status,
+            input="",
+            updated_at=stored.updated_at or 0.0,
+            error=stored.error,
+        )
+    question = stored.question
+    return PendingTask(
+        session=stored.session_id,
+        status=stored.status.value,
+        input=stored.input,
+        updated_at=stored.updated_at,
+        cause=stored.cause,
+        question=question.prompt if question is not None else None,
+        task=stored.task_hash,
+        error=stored.error,
+    )
 
 
 @attrs.define(eq=False)
@@ -433,7 +455,7 @@ class Connection:
             )
             return
         try:
-            record = await self.daemon.runtime.store.load(frame.session)
+            record = await self.daemon.runtime.store.lookup(frame.session)
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
             return
@@ -453,7 +475,7 @@ class Connection:
         assert self.window is not None, "only a connection past hello acts on sessions"
         return Actor.terminal(self.window)
 
-    def _may_see(self, record: TaskRecord) -> bool:
+    def _may_see(self, record: StoredTask) -> bool:
         """What the access policy lets this window see, and not while another runs it."""
         runtime = self.daemon.runtime
         if runtime.executor.is_running(record.session_id) and not any(
@@ -464,23 +486,11 @@ class Connection:
 
     async def _pending_list(self, frame: PendingRequest) -> None:
         try:
-            records = await self.daemon.runtime.store.list(prefix=ORIGIN)
+            records = await self.daemon.runtime.store.list_stored(prefix=ORIGIN)
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
             return
-        tasks = tuple(
-            PendingTask(
-                session=r.session_id,
-                status=r.status.value,
-                input=r.input,
-                updated_at=r.updated_at,
-                cause=r.cause,
-                question=r.question.prompt if r.question is not None else None,
-                task=r.task_hash,
-            )
-            for r in records
-            if self._may_see(r)
-        )
+        tasks = tuple(pending_task(r) for r in records if self._may_see(r))
         await self.send(PendingList(tasks))
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
