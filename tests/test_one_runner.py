@@ -1,15 +1,22 @@
 """One runner per task, with real processes on one state dir.
 
-Two `agentrt pending answer` of one task started together must run its tool once.
+Two `agentrt pending answer` of one task started together, and two daemons on
+one state dir.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 from agentrt import Outcome, ScriptedModel, open_runtime
@@ -74,3 +81,79 @@ async def test_two_answers_started_together_run_the_tool_once(tmp_path: Path) ->
         assert runs == ["ran"], f"trial {trial}: the tool ran {len(runs)} times; exits {codes}"
         # The loser is told the task is running elsewhere, or (if it came late) that it is gone.
         assert sorted(codes) == [0, 1], f"trial {trial}: exits {codes}"
+
+
+# -- daemons ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def sockets() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ag1-"))  # short: a socket path has a length limit
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def daemon_command(socket_path: Path, state: Path, workdir: Path) -> list[str]:
+    return [
+        *AGENTRT,
+        "daemon",
+        "--socket",
+        str(socket_path),
+        "--state-dir",
+        str(state),
+        "--workdir",
+        str(workdir),
+    ]
+
+
+@asynccontextmanager
+async def daemon_process(
+    socket_path: Path, state: Path, workdir: Path
+) -> AsyncIterator[trio.Process]:
+    await trio.Path(workdir).mkdir(exist_ok=True)
+    process = await trio.lowlevel.open_process(
+        daemon_command(socket_path, state, workdir),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_for(state),
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        with trio.fail_after(30):
+            while b"listening on" not in seen:
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, f"the daemon exited: {seen!r}"
+                seen += chunk
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        with trio.CancelScope(shield=True), trio.move_on_after(20) as late:
+            await process.wait()
+        if late.cancelled_caught:
+            process.kill()
+            await process.wait()
+
+
+async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "one.sock", state, tmp_path / "work") as first:
+        with trio.fail_after(60):
+            second = await trio.run_process(
+                daemon_command(sockets / "two.sock", state, tmp_path / "work"),
+                check=False,
+                capture_stderr=True,
+                env=env_for(state),
+            )
+        assert second.returncode == 1
+        assert second.stderr.decode() == (
+            f"agentrt daemon: another daemon (pid {first.pid}, socket {sockets / 'one.sock'}) "
+            f"already uses the state dir {state}; stop it first, or pass another --state-dir\n"
+        )
+        assert not (sockets / "two.sock").exists()
+        assert first.returncode is None
