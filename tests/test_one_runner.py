@@ -1,7 +1,7 @@
 """One runner per task, with real processes on one state dir.
 
-Two `agentrt pending answer` of one task started together, and two daemons on
-one state dir.
+Two `agentrt pending answer` of one task started together, two daemons on one
+state dir, and the `agentrt` command next to a running daemon.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,7 @@ import pytest
 import trio
 
 from agentrt import Outcome, ScriptedModel, open_runtime
+from agentrt._process import process_token
 
 from .conftest import Recorder
 
@@ -157,3 +159,93 @@ async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
         )
         assert not (sockets / "two.sock").exists()
         assert first.returncode is None
+
+
+async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+        env = env_for(state)
+        # A model this command could not even start on its own: only the daemon's is used.
+        env["AGENTRT_MODEL"] = "no-such-model"
+        with trio.fail_after(60):
+            parked = await trio.run_process(
+                [*AGENTRT, "run", "--session", "chat-1", "ask Name?"],
+                check=False,
+                capture_stderr=True,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert parked.returncode == 3, parked.stderr
+        assert b"agentrt pending answer chat-1" in parked.stderr
+        db = sqlite3.connect(state / "tasks.db")
+        try:
+            [(runner,)] = db.execute("SELECT runner FROM tasks WHERE session_id = 'chat-1'")
+        finally:
+            db.close()
+        assert runner == process_token(daemon.pid)
+        with trio.fail_after(60):
+            answered = await trio.run_process(
+                [*AGENTRT, "pending", "answer", "chat-1", "Ada"],
+                check=False,
+                capture_stdout=True,
+                capture_stderr=True,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert answered.returncode == 0, answered.stderr
+        assert b"You answered: Ada" in answered.stdout
+
+
+async def test_two_answers_through_a_daemon_run_the_tool_once(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    trials = 5
+    for trial in range(trials):
+        (tmp_path / f"work{trial}").mkdir()
+        await park_a_shell_call(state, tmp_path / f"work{trial}", f"chat-race{trial}")
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "daemon-work"):
+        for trial in range(trials):
+            work = tmp_path / f"work{trial}"
+            codes = await answer_twice_at_once(state, work, f"chat-race{trial}")
+            runs = runs_of(work)
+            assert runs == ["ran"], f"trial {trial}: the tool ran {len(runs)} times; exits {codes}"
+            assert sorted(codes) == [0, 1], f"trial {trial}: exits {codes}"
+
+
+async def test_a_command_whose_daemon_dies_mid_run_says_the_task_is_kept(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+        command = await trio.lowlevel.open_process(
+            [*AGENTRT, "run", "--json", "--session", "cli-gone", "sleep 60"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env_for(state),
+            cwd=tmp_path,
+        )
+        assert command.stdout is not None
+        assert command.stderr is not None
+        seen = b""
+        with trio.fail_after(30):
+            while b'"tool_call"' not in seen:
+                chunk = await command.stdout.receive_some()
+                assert chunk, f"the command exited early: {seen!r}"
+                seen += chunk
+            daemon.kill()
+            errors = b""
+            while chunk := await command.stderr.receive_some():
+                errors += chunk
+            assert await command.wait() == 1
+    assert errors.decode() == (
+        "agentrt: the daemon closed the connection before the run ended (did it crash?); "
+        "the task is kept: agentrt pending resume cli-gone\n"
+    )
+    listed = await trio.run_process(
+        [*AGENTRT, "pending", "list", "--json"], capture_stdout=True, env=env_for(state)
+    )
+    assert b'"session": "cli-gone", "status": "crashed"' in listed.stdout

@@ -191,13 +191,17 @@ class Executor:
         emit: Emit,
         answer: str | None = None,
         window_hash: str | None = None,
+        workdir: Path | None = None,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.
 
         Committed tool calls are not run again. The task is re-bound to
-        `window_hash`, so its questions reach the window that resumed it.
+        `window_hash`, so its questions reach the window that resumed it. It
+        works in the folder it recorded; a task that recorded none is given
+        `workdir` (when set), and keeps it from then on.
         """
         check_session_id(session_id)
+        folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:
             effects: list[AnswerEffects] = []
@@ -217,6 +221,9 @@ class Executor:
                     task_hash=running.info.task_hash,
                     runs=record.runs + 1,
                     runner=self._token,
+                    workdir=record.workdir
+                    if record.workdir is not None or folder is None
+                    else str(folder),
                 )
 
             loaded = await self.store.update(session_id, change)

@@ -60,6 +60,7 @@ def make_model(
 
     Raises ValueError with the accepted forms for anything else.
     """
+    check_model_spec(spec)
     if spec == "scripted":
         return ScriptedModel()
     if spec.startswith("replay:"):
@@ -68,6 +69,13 @@ def make_model(
         from .providers import make_model as make_provider_model
 
         return make_provider_model(spec, base_url=base_url, secrets=secrets)
+    raise AssertionError(spec)  # pragma: no cover  (check_model_spec let it through)
+
+
+def check_model_spec(spec: str) -> str:
+    """Return `spec` if it has one of the model forms; raise ValueError naming them if not."""
+    if spec == "scripted" or spec.startswith(("replay:", "openai:", "anthropic:")):
+        return spec
     raise ValueError(
         f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
     )
