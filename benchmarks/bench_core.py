@@ -325,8 +325,8 @@ async def bench_cancel_final(state_dir: Path, rounds: int = 150) -> Result:
         tuple(problems[:3]),
         (
             f"median of {rounds} cancels, each of a run parked in its sleep tool",
-            f"the final event waits for 1 store write; one bare thread hop costs "
-            f"{_format_time(hop)} here",
+            f"the final event waits for 1 store write, fsynced (see durable_commit); one "
+            f"bare thread hop costs {_format_time(hop)} here",
         ),
     )
 
