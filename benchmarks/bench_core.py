@@ -18,7 +18,14 @@ benchmark             subject vs baseline                             target
                       of a record of the same size
 ``claim_10k``         `Listener.claim_nowait` among 10,000 waiting    <= 2x
                       entries vs among 100
+``durable_commit``    one task-store write with ``synchronous=FULL``  <= 2 ms
+                      (what the store uses: fsynced before it         (absolute)
+                      returns) vs the same write with ``NORMAL``
 ====================  ==============================================  ==========
+
+The ratio of ``durable_commit`` is the price of surviving a power cut, not
+only a killed process: every pause, resume and committed tool result pays it
+once per store write.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ import trio.testing
 from agentrt._cause import Cause
 from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
+from agentrt._messages import Message
 from agentrt._pending import Answer, Listener, Registry, Request
+from agentrt._record import TaskRecord, TaskStatus
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
 from agentrt._store import TaskStore
@@ -316,8 +325,8 @@ async def bench_cancel_final(state_dir: Path, rounds: int = 150) -> Result:
         tuple(problems[:3]),
         (
             f"median of {rounds} cancels, each of a run parked in its sleep tool",
-            f"the final event waits for 1 store write; one bare thread hop costs "
-            f"{_format_time(hop)} here",
+            f"the final event waits for 1 store write, fsynced (see durable_commit); one "
+            f"bare thread hop costs {_format_time(hop)} here",
         ),
     )
 
@@ -452,10 +461,10 @@ def _count_store_calls() -> tuple[collections.Counter[str], Callable[[], None]]:
 
 
 def _connect_like_store(path: Path) -> sqlite3.Connection:
-    """A SQLite file set up as the task store sets up its own (WAL, synchronous=NORMAL)."""
+    """A SQLite file set up as the task store sets up its own (WAL, synchronous=FULL)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA synchronous=FULL")
     db.execute("CREATE TABLE IF NOT EXISTS tasks (session_id TEXT PRIMARY KEY, record TEXT)")
     db.isolation_level = "DEFERRED"
     return db
@@ -563,6 +572,61 @@ class _ClaimPopulation:
         return None
 
 
+# -- 5. the cost of a durable commit -----------------------------------------------
+
+
+async def bench_durable_commit(state_dir: Path, rounds: int = 100, batch: int = 5) -> Result:
+    """One store write (a status change) as the store makes it, fsynced, vs unfsynced.
+
+    Two stores in the same folder, so on the same disk: the store as it is
+    (``synchronous=FULL``: the WAL is fsynced at every commit) and one switched
+    to ``NORMAL`` (a commit reaches the OS but not the disk). Both go through
+    the same thread hop and transaction, so the ratio is the fsync alone.
+    """
+    durable = await TaskStore.open(state_dir / "full.db")
+    quick = await TaskStore.open(state_dir / "normal.db")
+    problems: list[str] = []
+    try:
+        await quick._run(lambda db: db.execute("PRAGMA synchronous=NORMAL"))
+        levels = [
+            await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
+            for store in (durable, quick)
+        ]
+        if levels != [2, 1]:
+            problems.append(f"synchronous levels are {levels}, not FULL (2) and NORMAL (1)")
+        record = TaskRecord("chat-durable", "x", (Message.user("x"),))
+        for store in (durable, quick):
+            await store.save(record)
+
+        def writes(store: TaskStore) -> Batch:
+            async def timed() -> float:
+                start = time.perf_counter()
+                for n in range(batch):
+                    status = TaskStatus.INTERRUPTED if n % 2 else TaskStatus.FAILED
+                    await store.mark("chat-durable", status)
+                return (time.perf_counter() - start) / batch
+
+            return timed
+
+        subject_median, baseline_median = await interleave(writes(durable), writes(quick), rounds)
+    finally:
+        await durable.aclose()
+        await quick.aclose()
+    return Result(
+        "durable_commit",
+        subject_median,
+        baseline_median,
+        "absolute",
+        2e-3,
+        rounds,
+        tuple(problems),
+        (
+            f"one status write, median of {rounds} batches of {batch}; the ratio is what "
+            "fsyncing every commit costs on this disk",
+        ),
+    )
+
+
 # -- running them all ------------------------------------------------------------
 
 
@@ -570,11 +634,13 @@ async def run_all(state_root: Path) -> list[Result]:
     """Every core benchmark at its full size, in one Trio run."""
     (state_root / "cancel").mkdir()
     (state_root / "resume").mkdir()
+    (state_root / "durable").mkdir()
     return [
         await bench_ask_answer(),
         await bench_cancel_final(state_root / "cancel"),
         await bench_pause_resume(state_root / "resume"),
         await bench_claim_scaling(),
+        await bench_durable_commit(state_root / "durable"),
     ]
 
 

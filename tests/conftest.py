@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -93,3 +95,17 @@ async def runtime(tmp_path: Path, workdir: Path, verifier: FakeVerifier) -> Asyn
         verifier=verifier,
     ) as rt:
         yield rt
+
+
+def insert_unreadable_record(db_path: Path, session_id: str) -> None:
+    """Write a pending task whose transcript is not a list of messages, as a damaged file would."""
+    db = sqlite3.connect(db_path)
+    try:
+        db.execute(
+            "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, transcript) "
+            "VALUES (?, 'interrupted', 1, 0, 0, '\"x\"', ?)",
+            (session_id, json.dumps({"not": "a list of messages"})),
+        )
+        db.commit()
+    finally:
+        db.close()

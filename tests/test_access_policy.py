@@ -62,6 +62,11 @@ def test_the_table() -> None:
     assert policy.may_act(tg, "tg-42", None)
     assert not policy.may_act(tg, "tg-43", None)
     assert not policy.may_act(tg, "chat-1", None)
+    # The owner's agentrt command: everything, as in the store it could open itself.
+    owner = Actor.owner()
+    for session, window in (("cli-1", "w-live"), ("chat-1", None), ("tg-42", None), ("x", None)):
+        assert policy.may_act(owner, session, window)
+        assert policy.may_start(owner, session, window)
 
 
 @pytest.fixture

@@ -61,6 +61,14 @@ async def test_claim_benchmark_keeps_its_populations_constant() -> None:
     assert result.target == 2.0
 
 
+async def test_durable_commit_benchmark_compares_full_with_normal(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        result = await bench_core.bench_durable_commit(tmp_path, rounds=2, batch=2)
+    _assert_measured(result, "durable_commit")
+    assert result.target_kind == "absolute"
+    assert result.target == 2e-3
+
+
 def _result(
     subject: float, baseline: float, kind: str = "ratio", target: float = 2.0
 ) -> bench_core.Result:

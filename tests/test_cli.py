@@ -1,16 +1,29 @@
-"""The headless `agentrt` command, run as a real process."""
+"""The headless `agentrt` command, run as a real process.
+
+Every test runs twice: with no daemon (the command works on the store itself)
+and with a daemon holding the state dir (the command goes through it). The
+output and the exit status must be the same.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+
+from .conftest import insert_unreadable_record
 
 AGENTRT = [sys.executable, "-m", "agentrt"]
 
@@ -19,7 +32,52 @@ def env_for(state: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["AGENTRT_STATE_DIR"] = str(state)
     env.pop("AGENTRT_MODEL", None)
+    env.pop("AGENTRT_SOCKET", None)
     return env
+
+
+@contextlib.contextmanager
+def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A daemon process holding `state`, with its own socket and its own working folder."""
+    workdir.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="agc-"))  # short: a socket path has a length limit
+    process = subprocess.Popen(
+        [
+            *AGENTRT,
+            "daemon",
+            "--socket",
+            str(folder / "d.sock"),
+            "--state-dir",
+            str(state),
+            "--workdir",
+            str(workdir),
+        ],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_for(state),
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + 30
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stderr, selectors.EVENT_READ)
+            while b"listening on" not in seen:
+                left = deadline - time.monotonic()
+                assert left > 0, f"the daemon did not start: {seen!r}"
+                if selector.select(left):
+                    chunk = os.read(process.stderr.fileno(), 4096)
+                    assert chunk, f"the daemon exited: {seen!r}"
+                    seen += chunk
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(
@@ -37,9 +95,15 @@ def run(
     )
 
 
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state"
+@pytest.fixture(params=["no daemon", "daemon"])
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "state"
+    if request.param == "daemon":
+        # The daemon works elsewhere: the command's own folder must still be where tools work.
+        with running_daemon(path, tmp_path / "daemon-work"):
+            yield path
+    else:
+        yield path
 
 
 def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> None:
@@ -167,3 +231,64 @@ async def test_ctrl_c_is_a_user_cancel_and_deletes_the_task(state: Path, tmp_pat
     assert code == 130
     assert events[-1]["cause"] == "user_cancel"
     assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"
+
+
+def test_stdin_closing_while_a_question_waits_keeps_the_task_as_a_disconnect(
+    state: Path, tmp_path: Path
+) -> None:
+    done = run(["run", "--session", "cli-eof", "write a.txt hey"], state, tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "stopped (disconnect); the task is kept: agentrt pending resume cli-eof" in done.stderr
+    assert not (tmp_path / "a.txt").exists()
+    resumed = run(["pending", "resume", "cli-eof"], state, tmp_path, stdin="y\n")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (tmp_path / "a.txt").read_text() == "hey"
+
+
+def test_an_unreadable_task_is_listed_and_can_be_discarded(state: Path, tmp_path: Path) -> None:
+    assert run(["run", "--session", "chat-ok", "ask Name?"], state, tmp_path).returncode == 3
+    insert_unreadable_record(state / "tasks.db", "chat-bad")
+
+    listed = run(["pending", "list"], state, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 2
+    [bad] = [line for line in lines if line.startswith("chat-bad")]
+    assert "unreadable" in bad
+    assert "discard it with: agentrt pending discard chat-bad" in bad
+    as_json = run(["pending", "list", "--json"], state, tmp_path)
+    statuses = {t["session"]: t["status"] for t in map(json.loads, as_json.stdout.splitlines())}
+    assert statuses == {"chat-ok": "awaiting_answer", "chat-bad": "unreadable"}
+
+    shown = run(["pending", "show", "chat-bad"], state, tmp_path)
+    assert shown.returncode == 1
+    assert "is unreadable" in shown.stderr
+    assert "discard it with: agentrt pending discard chat-bad" in shown.stderr
+
+    discarded = run(["pending", "discard", "chat-bad"], state, tmp_path)
+    assert discarded.returncode == 0, discarded.stderr
+    assert discarded.stdout == "discarded the pending task of chat-bad\n"
+    left = run(["pending", "list", "--json"], state, tmp_path).stdout.splitlines()
+    assert [json.loads(line)["session"] for line in left] == ["chat-ok"]
+
+
+def test_a_lost_store_stops_the_command_and_says_what_to_do(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run(["run", "--session", "chat-1", "ask Name?"], state, tmp_path).returncode == 3
+    (state / "tasks.db").write_bytes(b"")
+    listed = run(["pending", "list"], state, tmp_path)
+    assert listed.returncode == 1
+    assert listed.stdout == ""
+    assert "pending tasks and history are lost" in listed.stderr
+    assert f"delete {state / 'tasks.db.created'}" in listed.stderr
+    assert (state / "tasks.db").read_bytes() == b""
+    started = subprocess.run(
+        [*AGENTRT, "daemon", "--socket", str(tmp_path / "d.sock"), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        env=env_for(state),
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode == 1
+    assert "pending tasks and history are lost" in started.stderr

@@ -45,13 +45,17 @@ from agentrt.frames import (
     ErrorFrame,
     Hello,
     PendingAction,
+    PendingDetail,
     PendingList,
     PendingRequest,
     Run,
+    Scope,
     TaskFrame,
     TextFrame,
     VerifyFrame,
 )
+
+from .conftest import Recorder, insert_unreadable_record
 
 TIMEOUT = 10
 
@@ -641,7 +645,7 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
         ask = await bystander.wait_for(AskFrame)
 
         victim = await connect(daemon, "victim")
-        monkeypatch.setattr(TaskStore, "list", broken_list)
+        monkeypatch.setattr(TaskStore, "list_stored", broken_list)
         await victim.send(PendingRequest(PendingAction.LIST))
         with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
             await victim.receive()
@@ -659,3 +663,122 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
         async with await connect(daemon) as fresh:
             assert await round_trip(fresh) == PendingList(())
         await bystander.aclose()
+
+
+# -- an unreadable record ------------------------------------------------------
+
+
+async def test_an_unreadable_task_is_listed_and_a_window_can_discard_it(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    insert_unreadable_record(runtime.store.path, "cli-bad")
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            listed = await round_trip(client)
+            assert isinstance(listed, PendingList)
+            [task] = listed.tasks
+            assert (task.session, task.status) == ("cli-bad", "unreadable")
+            assert task.error is not None
+            assert "agentrt pending discard cli-bad" in task.error
+            await client.send(PendingRequest(PendingAction.DISCARD, session="cli-bad"))
+            assert await client.receive() == Ack("pending", "discarded", session="cli-bad")
+            assert await round_trip(client) == PendingList(())
+
+
+# -- the `agentrt` command's scope ------------------------------------------------
+
+
+async def command(daemon: Daemon) -> Client:
+    return await Client.connect(daemon.socket_path, scope=Scope.ALL)
+
+
+async def test_the_command_scope_sees_every_origin_and_a_window_only_its_own(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    parked = await runtime.executor.run("chat-1", "ask Name?", owner="web", emit=Recorder())
+    assert parked.outcome is Outcome.AWAITING_ANSWER
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as window, await command(daemon) as cli:
+            assert await round_trip(window) == PendingList(())
+            await window.send(PendingRequest(PendingAction.SHOW, session="chat-1"))
+            hidden = await window.receive()
+            assert isinstance(hidden, ErrorFrame)
+            assert hidden.code is ErrorCode.NOT_FOUND
+
+            listed = await round_trip(cli)
+            assert isinstance(listed, PendingList)
+            assert [(t.session, t.question, t.messages) for t in listed.tasks] == [
+                ("chat-1", "Name?", 2)
+            ]
+            await cli.send(PendingRequest(PendingAction.LIST, prefix="cli-"))
+            assert await cli.receive() == PendingList(())
+            await cli.send(PendingRequest(PendingAction.SHOW, session="chat-1"))
+            shown = await cli.receive()
+            assert isinstance(shown, PendingDetail)
+            assert shown.task == listed.tasks[0]
+            assert [m["role"] for m in shown.transcript] == ["user", "assistant"]
+            await cli.send(PendingRequest(PendingAction.SHOW, session="chat-none"))
+            assert await cli.receive() == ErrorFrame(
+                ErrorCode.NOT_FOUND, "session chat-none has no pending task", "pending"
+            )
+
+
+async def test_a_command_run_gets_its_confirmation_even_with_a_catch_all_listener_open(
+    daemon: Daemon, runtime: Runtime, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with runtime.registry.listen("chat-", name="web") as web, trio.fail_after(TIMEOUT):
+        async with await command(daemon) as cli:
+            await cli.send(Run("write a.txt hi", session="chat-w", cwd=str(elsewhere)))
+            ask = await cli.wait_for(AskFrame)
+            assert (ask.session, ask.kind) == ("chat-w", RequestKind.CONFIRM)
+            assert web.claim_nowait() is None  # the web page is not asked the command's question
+            await cli.send(AnswerFrame(ask.id, "allow"))
+            ended = await cli.wait_for(EndedFrame)
+    assert ended.outcome is Outcome.FINISHED
+    assert (elsewhere / "a.txt").read_text() == "hi"
+
+
+async def test_a_command_cannot_discard_a_task_another_client_runs(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as window, await command(daemon) as cli:
+            await window.send(Run("sleep 30", session="cli-busy"))
+            task = await window.wait_for(TaskFrame)
+            await cli.send(PendingRequest(PendingAction.DISCARD, session="cli-busy"))
+            refused = await cli.receive()
+            assert isinstance(refused, ErrorFrame)
+            assert refused.message == (
+                f"session cli-busy is running in the daemon (pid {os.getpid()}); pause or stop "
+                "it there first"
+            )
+            assert daemon.runtime.executor.is_running("cli-busy")
+            await window.send(Cancel(task.task))
+            await window.wait_for(EndedFrame)
+
+
+async def test_a_run_in_a_folder_that_is_not_one_is_refused(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await command(daemon) as cli:
+            await cli.send(Run("hi", cwd="relative/path"))
+            refused = await cli.receive()
+            assert isinstance(refused, ErrorFrame)
+            assert refused.code is ErrorCode.INVALID
+            assert (
+                refused.message == "the working directory 'relative/path' must be an absolute path"
+            )
+
+
+async def test_a_half_closed_connection_stops_its_run_and_still_gets_the_end(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30", session="cli-hup"))
+            await client.wait_for(TaskFrame)
+            await client.send_eof()
+            ended = await client.wait_for(EndedFrame)
+    assert (ended.cause, ended.pending_kept) == (Cause.DISCONNECT, True)
+    record = await runtime.store.load("cli-hup")
+    assert record is not None
+    assert record.status is TaskStatus.INTERRUPTED

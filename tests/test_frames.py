@@ -41,10 +41,12 @@ from agentrt.frames import (
     FrameError,
     Hello,
     PendingAction,
+    PendingDetail,
     PendingList,
     PendingRequest,
     PendingTask,
     Run,
+    Scope,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -60,8 +62,10 @@ from agentrt.frames import (
 
 CLIENT_SAMPLES: list[ClientFrame] = [
     Hello(1, "w-1"),
+    Hello(1, "w-2", Scope.ALL),
     Run("hello there"),
     Run("again", session="cli-abc"),
+    Run("here", session="chat-1", cwd="/home/ada/project"),
     AnswerFrame("q1", "allow"),
     AnswerFrame("q2", "", secret="hunter2"),
     Cancel("t-1"),
@@ -69,6 +73,9 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     PendingRequest(PendingAction.LIST),
     PendingRequest(PendingAction.RESUME, session="cli-1", answer="blue"),
     PendingRequest(PendingAction.DISCARD, session="cli-1"),
+    PendingRequest(PendingAction.LIST, prefix="chat-"),
+    PendingRequest(PendingAction.SHOW, session="chat-1"),
+    PendingRequest(PendingAction.RESUME, session="chat-1", cwd="/home/ada"),
 ]
 
 DAEMON_SAMPLES: list[DaemonFrame] = [
@@ -84,6 +91,11 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     AskFrame("q1", "t-1", "cli-1", RequestKind.CONFIRM, "Allow?", ("allow", "deny")),
     AskWithdrawn("q1", "the run was cancelled"),
     PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
+    PendingList((PendingTask("chat-9", "unreadable", "", 0.0, error="bad JSON; discard it"),)),
+    PendingDetail(
+        PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),
+        ({"role": "user", "content": "ask x"},),
+    ),
     Ack("cancel", "paused", task="t-1"),
     ErrorFrame(ErrorCode.NOT_FOUND, "no such task", ref="cancel"),
 ]
@@ -155,7 +167,7 @@ def test_unknown_field_is_refused() -> None:
 
 def test_bad_enum_lists_the_choices() -> None:
     err = _error({"type": "pending", "action": "frob"})
-    assert "expected one of 'list', 'resume', 'discard' @ $.action" in str(err)
+    assert "expected one of 'list', 'resume', 'discard', 'show' @ $.action" in str(err)
     err = _error({"type": "ended", "task": "t", "session": "s", "outcome": "x"}, DaemonFrame)
     assert "@ $.outcome" in str(err)
 

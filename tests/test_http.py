@@ -33,6 +33,8 @@ from agentrt.http import (
     token_main,
 )
 
+from .conftest import Recorder, insert_unreadable_record
+
 Json = dict[str, Any]
 
 
@@ -675,3 +677,19 @@ async def test_page_and_its_assets_are_served(server: Server) -> None:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith(kind)
         assert f"/static/{asset}" in page.text
+
+
+async def test_an_unreadable_task_is_listed_and_can_be_deleted(server: Server) -> None:
+    runtime = server.runtime
+    await runtime.executor.run("chat-fine", "ask Name?", owner="o", emit=Recorder())
+    insert_unreadable_record(runtime.store.path, "chat-bad")
+    listed = await server.client.get("/v1/sessions")
+    assert listed.status_code == 200, listed.text
+    by_id = {s["session_id"]: s for s in listed.json()["sessions"]}
+    assert by_id["chat-fine"]["status"] == "awaiting_answer"
+    assert by_id["chat-bad"]["status"] == "unreadable"
+    assert "agentrt pending discard chat-bad" in by_id["chat-bad"]["error"]
+    deleted = await server.client.delete("/v1/session/chat-bad/task")
+    assert deleted.json() == {"session_id": "chat-bad", "discarded": True}
+    left = (await server.client.get("/v1/sessions")).json()["sessions"]
+    assert [s["session_id"] for s in left] == ["chat-fine"]

@@ -62,6 +62,15 @@ class ModelListener:
             return False
         return self.window is None or ctx.window_hash == self.window
 
+    def targeted(self, ctx: RequestContext, listeners: list[ModelListener]) -> bool:
+        """Whether an entry is this listener's to claim: it accepts it, and no open
+        listener that matches on windows accepts it unless this one does."""
+        if not self.accepts(ctx):
+            return False
+        if self.window is not None:
+            return True
+        return not any(m.open and m.window is not None and m.accepts(ctx) for m in listeners)
+
 
 @attrs.define(eq=False)
 class ModelEntry:
@@ -141,7 +150,7 @@ class RegistryMachine(RuleBasedStateMachine):
                 item
                 for item in self.entries
                 if item.state is EntryState.WAITING
-                and model.accepts(item.entry.context)
+                and model.targeted(item.entry.context, self.listeners)
                 and (mode is Accept.ANY or item.urgent)
             ),
             None,
@@ -205,7 +214,7 @@ class RegistryMachine(RuleBasedStateMachine):
             assert stats.candidates == sum(
                 1
                 for i in self.entries
-                if i.state is EntryState.WAITING and model.accepts(i.entry.context)
+                if i.state is EntryState.WAITING and model.targeted(i.entry.context, self.listeners)
             )
             assert stats.claimed == sum(
                 1 for i in self.entries if i.state is EntryState.CLAIMED and i.claimed_by is model
@@ -344,3 +353,27 @@ async def test_closing_a_listener_fails_the_questions_it_claimed() -> None:
         assert entry is not None
         assert entry.state is EntryState.FAILED
     assert registry.statistics().claimed == 0
+
+
+def test_a_question_goes_to_its_window_ahead_of_a_catch_all_listener() -> None:
+    registry = Registry()
+    web = registry.listen("chat-", name="web")
+    window = registry.listen("", lambda ctx: ctx.window_hash == "w1", name="command")
+    entry = registry.post(Request.question("Name?"), RequestContext("chat-1", window_hash="w1"))
+    assert web.claim_nowait() is None
+    assert window.claim_nowait() is entry
+    # A question of a run no window started still goes to the catch-all listener.
+    other = registry.post(Request.question("Age?"), RequestContext("chat-2"))
+    assert window.claim_nowait() is None
+    assert web.claim_nowait() is other
+
+
+def test_when_its_window_goes_the_catch_all_listener_may_take_the_question() -> None:
+    registry = Registry()
+    web = registry.listen("chat-", name="web")
+    window = registry.listen("", lambda ctx: ctx.window_hash == "w1", name="command")
+    older = registry.post(Request.question("first"), RequestContext("chat-0"))
+    entry = registry.post(Request.question("Name?"), RequestContext("chat-1", window_hash="w1"))
+    newer = registry.post(Request.question("last"), RequestContext("chat-2"))
+    window.close()
+    assert [web.claim_nowait(), web.claim_nowait(), web.claim_nowait()] == [older, entry, newer]

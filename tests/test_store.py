@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -21,15 +22,19 @@ from agentrt import (
     NoPendingTaskError,
     Outcome,
     Runtime,
+    ScriptedModel,
     StoreError,
     TaskRecord,
     TaskStatus,
     TaskStore,
     ToolResultEvent,
+    UnreadableTask,
+    open_runtime,
 )
-from agentrt._store import SCHEMA_VERSION
+from agentrt._statedir import StateDirError, prepare_state_dir
+from agentrt._store import SCHEMA_VERSION, marker_path
 
-from .conftest import Recorder
+from .conftest import Recorder, insert_unreadable_record
 
 
 async def test_a_record_round_trips_and_is_deleted(tmp_path: Path) -> None:
@@ -235,3 +240,142 @@ async def test_text_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path
     await store.finish("chat-s", [Message.user(odd)])
     assert await store.load_history("chat-s") == (Message.user(odd),)
     await store.aclose()
+
+
+# -- read-check-write under the write lock ---------------------------------------
+
+
+async def test_update_holds_the_write_lock_while_its_change_runs(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    await store.save(TaskRecord("cli-l", "x", (Message.user("x"),), status=TaskStatus.FAILED))
+    other_writer: list[str] = []
+
+    def change(record: TaskRecord) -> TaskRecord:
+        # Another process trying to write while the change is decided must wait for it.
+        other = sqlite3.connect(tmp_path / "tasks.db", timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other_writer.append("got the lock")
+            other.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            other_writer.append(str(exc))
+        finally:
+            other.close()
+        return record.evolve(status=TaskStatus.RUNNING)
+
+    assert await store.update("cli-l", change) is not None
+    assert other_writer == ["database is locked"]
+    await store.aclose()
+
+
+async def test_store_commits_reach_the_disk_before_they_return(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    level = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
+    assert level == 2  # FULL: the WAL is fsynced at every commit, so a power cut keeps it
+    await store.aclose()
+
+
+# -- files: private from birth ---------------------------------------------------
+
+
+async def test_the_store_and_its_wal_files_are_private_from_birth(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        store = await TaskStore.open(tmp_path / "state" / "tasks.db")
+        await store.save(TaskRecord("cli-m", "x", (Message.user("x"),)))
+        modes = {
+            name: stat.S_IMODE(os.stat(tmp_path / "state" / name).st_mode)
+            for name in ("tasks.db", "tasks.db-wal", "tasks.db-shm")
+        }
+        await store.aclose()
+    finally:
+        os.umask(old)
+    assert modes == {"tasks.db": 0o600, "tasks.db-wal": 0o600, "tasks.db-shm": 0o600}
+
+
+async def test_a_state_dir_others_can_enter_is_tightened(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    async with open_runtime(state, model=ScriptedModel(word_delay=0, stream_delay=0)):
+        pass
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+
+
+def test_a_state_dir_of_another_user_is_refused_and_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    other = os.getuid() + 1
+    with pytest.raises(StateDirError, match=r"belongs to uid .* pass --state-dir"):
+        prepare_state_dir(state, uid=other)
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o755
+
+
+# -- a lost store is reported, never silently replaced ----------------------------
+
+
+async def _store_with_a_task(path: Path) -> None:
+    store = await TaskStore.open(path)
+    await store.save(TaskRecord("chat-keep", "x", (Message.user("x"),)))
+    await store.aclose()
+
+
+async def test_a_store_truncated_to_nothing_is_reported_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.write_bytes(b"")
+    with pytest.raises(
+        StoreError, match=r"is empty, but .*tasks.db.created says .* lost .* delete .*created"
+    ):
+        await TaskStore.open(path)
+    assert path.read_bytes() == b""  # nothing written over it
+
+
+async def test_a_deleted_store_is_reported_and_not_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.unlink()
+    with pytest.raises(StoreError, match=r"is missing, but .* Restore tasks\.db from a backup"):
+        await TaskStore.open(path)
+    assert not path.exists()
+
+
+async def test_deleting_the_marker_starts_over_with_an_empty_store(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    path.write_bytes(b"")
+    marker_path(path).unlink()
+    store = await TaskStore.open(path)
+    assert await store.list() == []
+    await store.aclose()
+    assert marker_path(path).exists()
+
+
+async def test_a_store_made_before_markers_existed_gets_one(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    await _store_with_a_task(path)
+    marker_path(path).unlink()
+    store = await TaskStore.open(path)
+    assert await store.load("chat-keep") is not None
+    await store.aclose()
+    assert marker_path(path).exists()
+
+
+# -- one unreadable record -------------------------------------------------------
+
+
+async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
+    runtime: Runtime,
+) -> None:
+    await runtime.executor.run("chat-fine", "ask first?", owner="o", emit=Recorder())
+    insert_unreadable_record(runtime.store.path, "chat-bad")
+    listed = await runtime.store.list_stored()
+    assert {t.session_id: t.status for t in listed} == {
+        "chat-fine": TaskStatus.AWAITING_ANSWER,
+        "chat-bad": "unreadable",
+    }
+    [bad] = [t for t in listed if isinstance(t, UnreadableTask)]
+    assert "agentrt pending discard chat-bad" in bad.error
+    assert await runtime.executor.discard("chat-bad")
+    assert [t.session_id for t in await runtime.store.list_stored()] == ["chat-fine"]

@@ -69,8 +69,10 @@ from ._runtime import open_runtime as open_runtime
 from ._scripted import ReplayModel as ReplayModel
 from ._scripted import ScriptedModel as ScriptedModel
 from ._secrets import SecretStore as SecretStore
+from ._statedir import StateDirError as StateDirError
 from ._store import StoreError as StoreError
 from ._store import TaskStore as TaskStore
+from ._store import UnreadableTask as UnreadableTask
 from ._sudo import SudoVerifier as SudoVerifier
 from ._sudo import Verifier as Verifier
 

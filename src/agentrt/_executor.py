@@ -191,13 +191,17 @@ class Executor:
         emit: Emit,
         answer: str | None = None,
         window_hash: str | None = None,
+        workdir: Path | None = None,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.
 
         Committed tool calls are not run again. The task is re-bound to
-        `window_hash`, so its questions reach the window that resumed it.
+        `window_hash`, so its questions reach the window that resumed it. It
+        works in the folder it recorded; a task that recorded none is given
+        `workdir` (when set), and keeps it from then on.
         """
         check_session_id(session_id)
+        folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:
             effects: list[AnswerEffects] = []
@@ -217,6 +221,9 @@ class Executor:
                     task_hash=running.info.task_hash,
                     runs=record.runs + 1,
                     runner=self._token,
+                    workdir=record.workdir
+                    if record.workdir is not None or folder is None
+                    else str(folder),
                 )
 
             loaded = await self.store.update(session_id, change)
@@ -233,29 +240,35 @@ class Executor:
     async def discard(self, session_id: str) -> bool:
         """Throw a session's pending task away (a user-cancel); True if there was one.
 
-        A running task of the session is cancelled with `Cause.USER_CANCEL`.
+        A running task of the session is cancelled with `Cause.USER_CANCEL`. A
+        task another live agentrt process is running is refused
+        (`SessionBusyError`), checked in the same store transaction as the
+        delete. A record too damaged to read can still be discarded.
         """
         check_session_id(session_id)
         running = self._sessions.get(session_id)
         if running is not None:
             running.scope.cancel(Cause.USER_CANCEL)
-        else:
-            record = await self.store.load(session_id)
-            if record is not None:
-                self._check_not_running_elsewhere(record)
-        return await self.store.delete(session_id)
+            return await self.store.delete(session_id)
+
+        def check(status: str, runner: str | None) -> None:
+            self._check_runner(session_id, status, runner)
+
+        return await self.store.delete(session_id, check)
 
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""
-        runner = record.runner
+        self._check_runner(record.session_id, record.status.value, record.runner)
+
+    def _check_runner(self, session_id: str, status: str, runner: str | None) -> None:
         if (
-            record.status is TaskStatus.RUNNING
+            status == TaskStatus.RUNNING.value
             and runner is not None
             and runner != self._token
             and token_alive(runner)
         ):
             raise SessionBusyError(
-                f"session {record.session_id} is running in another agentrt process "
+                f"session {session_id} is running in another agentrt process "
                 f"(pid {token_pid(runner)}); pause or stop it there first"
             )
 

@@ -5,7 +5,10 @@ This is the spec's `pending.go`. A producer (a tool-call confirmation, the
 one-slot reply. Each front-end opens a `Listener` for its prefix (``"chat-"``,
 ``"tg-"``, ``"dc-"``; ``""`` matches everything), optionally narrowed by a match
 function over the request's context (each daemon connection accepts only the
-windows it started), and claims the oldest matching entry.
+windows it started), and claims the oldest matching entry. A request that a
+listener accepts through its match function goes to such listeners only: a
+run's questions return to the window that started it even when a catch-all
+listener of the same prefix is open.
 
 There is no global "someone is answering" flag: every listener has its own
 queue of candidate entries, filled when an entry is asked (one match test per
@@ -367,11 +370,9 @@ class Registry:
         seq = next(self._seq)
         entry = Entry(f"q{seq}", request, ctx, self, seq)
         self._waiting[seq] = entry
-        for listener in self._listeners:
-            if listener.accepts(ctx):
-                listener._candidates[seq] = entry
-                entry._offered.append(listener)
-                listener._lot.unpark()
+        for listener in self._targets(ctx):
+            self._add_candidate(listener, entry)
+            listener._lot.unpark()
         return entry
 
     def withdraw(self, entry: Entry) -> None:
@@ -396,11 +397,35 @@ class Registry:
         claimed = [e for listener in self._listeners for e in listener._claimed.values()]
         return sorted([*self._waiting.values(), *claimed], key=lambda e: e._seq)
 
+    def _targets(self, ctx: RequestContext) -> list[Listener]:
+        """The listeners a request is offered to.
+
+        Those that accept it; but when some of them accept it through a match
+        function (the connection of the window that started the run), only
+        those: a run's questions go back to its window even when a catch-all
+        listener of the same prefix is open.
+        """
+        accepting = [listener for listener in self._listeners if listener.accepts(ctx)]
+        return [lsn for lsn in accepting if lsn.match is not None] or accepting
+
+    def _add_candidate(self, listener: Listener, entry: Entry) -> None:
+        candidates = listener._candidates
+        late = bool(candidates) and next(reversed(candidates)) > entry._seq
+        candidates[entry._seq] = entry
+        if late:  # keep them oldest first: claims take the oldest
+            listener._candidates = OrderedDict(sorted(candidates.items()))
+        entry._offered.append(listener)
+
     def _offer_existing(self, listener: Listener) -> None:
-        for seq, entry in self._waiting.items():
-            if seq not in listener._candidates and listener.accepts(entry.context):
-                listener._candidates[seq] = entry
-                entry._offered.append(listener)
+        for entry in self._waiting.values():
+            if not listener.accepts(entry.context):
+                continue
+            narrowed = any(o.match is not None for o in entry._offered)
+            if listener.match is None and narrowed:
+                continue  # it waits for the window that started its run
+            if listener.match is not None and not narrowed:
+                self._unoffer(entry)  # from now on it is this window's alone
+            self._add_candidate(listener, entry)
         if listener._candidates:
             listener._lot.unpark_all()
 
@@ -437,3 +462,8 @@ class Registry:
         self._listeners.remove(listener)
         for entry in listener._candidates.values():
             entry._offered.remove(listener)
+            if listener.match is not None and not entry._offered:
+                # Its window is gone: the catch-all listeners of its prefix may take it.
+                for other in self._targets(entry.context):
+                    self._add_candidate(other, entry)
+                    other._lot.unpark()

@@ -9,6 +9,9 @@ the HTTP API          ``chat-`` sessions; besides, it may list, resume and disca
                       (never start) ``cli-`` tasks of windows that are gone
 a chat (Telegram,     its own session only (``tg-<chat>``, ``dc-<channel>``)
 Discord)
+the owner's           every session of every origin, as in the store (the
+``agentrt`` command   command reaches the daemon over its socket, which only the
+                      owner's uid may use; that user can open the store anyway)
 ====================  ============================================================
 
 A session a front-end may not act on is answered exactly like a session that
@@ -30,6 +33,7 @@ class Front(enum.Enum):
     TERMINAL = "terminal"
     HTTP = "http"
     CHAT = "chat"
+    OWNER = "owner"
 
 
 @attrs.frozen
@@ -56,6 +60,11 @@ class Actor:
     def chat(cls, session: str) -> Actor:
         """A Telegram or Discord chat, bound to its session."""
         return cls(Front.CHAT, session=session)
+
+    @classmethod
+    def owner(cls) -> Actor:
+        """The owner's `agentrt` command (a daemon connection with scope ``all``)."""
+        return cls(Front.OWNER)
 
 
 @attrs.define(eq=False)
@@ -94,6 +103,8 @@ class AccessPolicy:
     def may_act(self, actor: Actor, session_id: str, owner: str | None) -> bool:
         """Whether `actor` may list, resume, answer or discard the task of `session_id`."""
         origin = origin_of(session_id)
+        if actor.front is Front.OWNER:
+            return True
         if actor.front is Front.CHAT:
             return session_id == actor.session
         if actor.front is Front.TERMINAL:

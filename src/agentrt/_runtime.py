@@ -17,6 +17,7 @@ from ._pending import Registry
 from ._policy import AccessPolicy
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
+from ._statedir import prepare_state_dir
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
 
@@ -63,6 +64,7 @@ def make_model(
 
     Raises ValueError with the accepted forms for anything else.
     """
+    check_model_spec(spec)
     if spec == "scripted":
         return ScriptedModel()
     if spec.startswith("replay:"):
@@ -71,6 +73,13 @@ def make_model(
         from .providers import make_model as make_provider_model
 
         return make_provider_model(spec, base_url=base_url, secrets=secrets)
+    raise AssertionError(spec)  # pragma: no cover  (check_model_spec let it through)
+
+
+def check_model_spec(spec: str) -> str:
+    """Return `spec` if it has one of the model forms; raise ValueError naming them if not."""
+    if spec == "scripted" or spec.startswith(("replay:", "openai:", "anthropic:")):
+        return spec
     raise ValueError(
         f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
     )
@@ -106,10 +115,11 @@ async def open_runtime(
 
     `model` overrides `model_spec`. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
-    folder, or any of `protected_paths`.
+    folder, or any of `protected_paths`. A state dir that others may enter is
+    tightened to 0700; one of another user is refused (`StateDirError`).
     """
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     if model is None:
         model = make_model(model_spec, base_url=base_url, secrets=secrets)

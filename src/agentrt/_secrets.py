@@ -8,6 +8,8 @@ from pathlib import Path
 
 import attrs
 
+from ._statedir import fsync_dir
+
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -45,6 +47,7 @@ class SecretStore:
         finally:
             os.close(fd)
         os.replace(tmp, self.path / name)
+        fsync_dir(self.path)  # the rename itself must survive a power cut
 
     def get(self, name: str) -> str | None:
         """The value stored under `name`, or None."""
@@ -61,4 +64,5 @@ class SecretStore:
             (self.path / name).unlink()
         except FileNotFoundError:
             return False
+        fsync_dir(self.path)
         return True

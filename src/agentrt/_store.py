@@ -1,19 +1,23 @@
 """The task store: each session's pending task, persisted in an embedded SQLite file.
 
 Every change is one transaction, so a process killed at any moment leaves
-either the old record or the new one. A record's fields are columns and its
-transcript one JSON column, so the bookkeeping of a pause or a resume is a
-plain column update that leaves the transcript alone. SQLite runs off the Trio thread (one
-connection, one worker thread at a time, under a lock); the file uses WAL so
-the CLI can read it while a daemon writes.
+either the old record or the new one. A change that reads before it writes
+(create, resume, discard) takes SQLite's write lock first (`BEGIN IMMEDIATE`),
+so what it read cannot change under it, even from another process. A record's
+fields are columns and its transcript one JSON column, so the bookkeeping of a
+pause or a resume is a plain column update that leaves the transcript alone.
+SQLite runs off the Trio thread (one connection, one worker thread at a time,
+under a lock); the file uses WAL so a reader never waits for a writer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +28,7 @@ import trio
 from ._cause import Cause
 from ._messages import Message
 from ._record import SavedQuestion, TaskRecord, TaskStatus, clamp_message, converter
+from ._statedir import fsync_dir
 
 SCHEMA_VERSION = 2
 
@@ -62,6 +67,44 @@ class StoreError(Exception):
 
 class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
+
+
+@attrs.frozen
+class UnreadableTask:
+    """A stored pending task that cannot be decoded (bad JSON, a damaged field).
+
+    Listings show it with status ``unreadable`` so that the other tasks stay
+    usable, and it can be discarded like any task. `error` says what is wrong
+    and how to discard it. The plain columns are kept when they can be read.
+    """
+
+    session_id: str
+    error: str
+    updated_at: float | None = None
+    window_hash: str | None = None
+    status: str = "unreadable"
+
+
+#: What one stored pending task reads back as.
+StoredTask = TaskRecord | UnreadableTask
+
+
+@contextlib.contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction holding SQLite's write lock from its first statement.
+
+    `BEGIN IMMEDIATE` takes the lock before anything is read, so a
+    read-check-write cannot interleave with another writer (another process
+    on the same file included): the second one waits (``busy_timeout``) and
+    then reads what the first one wrote.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _dumps(value: Any) -> str:
@@ -172,7 +215,7 @@ class TaskStore:
         """Write `record` (clamped to the snapshot limits) and return what was written."""
 
         def write(db: sqlite3.Connection) -> TaskRecord:
-            with db:
+            with _write_transaction(db):
                 return _upsert(db, record)
 
         return await self._run(write)
@@ -184,7 +227,7 @@ class TaskStore:
         """
 
         def write(db: sqlite3.Connection) -> tuple[Message, ...]:
-            with db:
+            with _write_transaction(db):
                 exists = db.execute(
                     "SELECT 1 FROM tasks WHERE session_id = ?", (record.session_id,)
                 ).fetchone()
@@ -203,13 +246,15 @@ class TaskStore:
     ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
         """Load a task, apply `change`, save the result, and return it with the history.
 
-        One transaction: if `change` raises, nothing is written and the error
-        propagates. `change` runs in a worker thread and must not touch Trio.
-        Returns None when the session has no pending task.
+        One transaction holding the write lock from the start, so `change` sees
+        the latest record and no other process can write in between: if
+        `change` raises, nothing is written and the error propagates. `change`
+        runs in a worker thread and must not touch Trio. Returns None when the
+        session has no pending task.
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
-            with db:
+            with _write_transaction(db):
                 row = db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
                 if row is None:
                     return None
@@ -231,7 +276,7 @@ class TaskStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
                 return _update_fields(db, record)
 
         return await self._run(write)
@@ -248,7 +293,7 @@ class TaskStore:
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
                 cur = db.execute(
                     "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ? "
                     "WHERE session_id = ?",
@@ -258,29 +303,61 @@ class TaskStore:
 
         return await self._run(write)
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the pending task of `session_id`; True if there was one."""
+    async def delete(
+        self, session_id: str, check: Callable[[str, str | None], None] | None = None
+    ) -> bool:
+        """Delete the pending task of `session_id`; True if there was one.
+
+        `check`, when given, is called with the stored status and runner
+        inside the same write transaction, before the delete; if it raises,
+        nothing is deleted. It sees only those two columns, so a record whose
+        other fields cannot be read can still be checked and deleted.
+        """
 
         def delete(db: sqlite3.Connection) -> bool:
-            with db:
+            with _write_transaction(db):
+                if check is not None:
+                    row = db.execute(
+                        "SELECT status, runner FROM tasks WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    if row is None:
+                        return False
+                    check(str(row[0]), row[1] if isinstance(row[1], str) else None)
                 cur = db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
             return cur.rowcount > 0
 
         return await self._run(delete)
 
-    async def list(self, prefix: str = "") -> list[TaskRecord]:
-        """Pending tasks whose session id starts with `prefix`, most recently updated first.
+    async def lookup(self, session_id: str) -> StoredTask | None:
+        """Like `load`, but a record that cannot be read is returned as an `UnreadableTask`."""
+        row = await self._run(
+            lambda db: db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
+        )
+        return None if row is None else self._decode_or_unreadable(row)
 
-        A record that cannot be read raises `StoreError` naming its session.
+    async def list_stored(self, prefix: str = "") -> list[StoredTask]:
+        """Like `list`, but a record that cannot be read is listed as an `UnreadableTask`.
+
+        One damaged record never hides the others, and it can still be discarded.
         """
+        return [self._decode_or_unreadable(row) for row in await self._rows(prefix)]
+
+    async def _rows(self, prefix: str) -> list[tuple[Any, ...]]:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = await self._run(
+        return await self._run(
             lambda db: db.execute(
                 f"{_SELECT} WHERE session_id LIKE ? ESCAPE '\\' ORDER BY updated_at DESC",
                 (escaped + "%",),
             ).fetchall()
         )
-        return [self._decode(row) for row in rows]
+
+    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        """Pending tasks whose session id starts with `prefix`, most recently updated first.
+
+        A record that cannot be read raises `StoreError` naming its session;
+        listings shown to a person use `list_stored`, which lists it instead.
+        """
+        return [self._decode(row) for row in await self._rows(prefix)]
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
@@ -323,7 +400,7 @@ class TaskStore:
         text = _dumps(converter.unstructure([clamp_message(m) for m in transcript], list[Message]))
 
         def write(db: sqlite3.Connection) -> None:
-            with db:
+            with _write_transaction(db):
                 db.execute(
                     "INSERT INTO history(session_id, updated_at, transcript, window_hash) "
                     "VALUES (?, strftime('%s','now'), ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
@@ -342,6 +419,21 @@ class TaskStore:
         async with self._lock:
             self._closed = True
             await trio.to_thread.run_sync(self._db.close)
+
+    def _decode_or_unreadable(self, row: tuple[Any, ...]) -> StoredTask:
+        try:
+            return self._decode(row)
+        except StoreError as exc:
+            updated, window = (
+                row[1 + _FIELDS.index("updated_at")],
+                row[1 + _FIELDS.index("window_hash")],
+            )
+            return UnreadableTask(
+                session_id=str(row[0]),
+                error=str(exc),
+                updated_at=float(updated) if isinstance(updated, int | float) else None,
+                window_hash=window if isinstance(window, str) else None,
+            )
 
     def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
         session_id = row[0]
@@ -403,7 +495,10 @@ class TaskStore:
 def _migrate(db: sqlite3.Connection, version: int) -> None:
     """Bring a store of schema `version` (0: a new file) to `SCHEMA_VERSION`."""
     if version == 0:
-        db.executescript(_SCHEMA)
+        # Statement by statement: executescript would commit the caller's transaction.
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
         return
     if version < 2:
         # Version 1 had no attempt records (every call counts as never started) and did
@@ -413,8 +508,79 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
 
 
+#: The files SQLite keeps beside the store in WAL mode (and a rollback journal, if one is left).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def marker_path(path: Path) -> Path:
+    """The file written beside the store when the store is first created.
+
+    While it exists, a store file that is missing or empty means the store was
+    lost (truncated or deleted), not that this is a first start.
+    """
+    return path.with_name(path.name + ".created")
+
+
+def _store_lost(path: Path, marker: Path, what: str) -> StoreError:
+    return StoreError(
+        f"the task store {path} {what}, but {marker} says a store was created here before: "
+        "its pending tasks and history are lost (the file was truncated or deleted). Restore "
+        f"{path.name} from a backup; or, to start over with an empty store, delete {marker}"
+    )
+
+
+def _make_private(path: Path) -> None:
+    """Create the store file mode 0600 (or tighten it) before SQLite opens it.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the mode of the store
+    file, so they are 0600 from birth too; side files left by a crash are
+    tightened here as well.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in _SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path.with_name(path.name + suffix), 0o600, follow_symlinks=False)
+
+
+def _write_marker(marker: Path) -> None:
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.write(
+            fd,
+            (
+                f"agentrt created its task store here at {time.strftime('%Y-%m-%d %H:%M:%S')}.\n"
+                "While this file exists, a missing or empty task store is reported as lost\n"
+                "instead of being silently replaced by an empty one.\n"
+            ).encode("ascii"),
+        )
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(marker.parent)
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = marker_path(path)
+    # Looked at before the store: a process that creates the store writes the marker
+    # only after its schema is committed, so seeing the marker means the schema exists.
+    used_before = marker.exists()
+    if used_before and not path.exists():
+        raise _store_lost(path, marker, "is missing")
+    try:
+        _make_private(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the task store {path}: {exc.strerror or exc}; check that it is a "
+            "file of yours, or use another --state-dir"
+        ) from None
     try:
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     except sqlite3.Error as exc:
@@ -426,14 +592,17 @@ def _connect(path: Path) -> sqlite3.Connection:
                 f"the task store {path} has schema version {version}, newer than this agentrt "
                 f"understands ({SCHEMA_VERSION}); upgrade agentrt or use another --state-dir"
             )
+        if version == 0 and used_before:
+            raise _store_lost(path, marker, "is empty")
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a commit is on disk (the WAL fsynced) before it returns, so what the
+        # store says it kept survives a power cut too, not only a killed process.
+        db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         if version < SCHEMA_VERSION:
-            with db:
+            with _write_transaction(db):
                 _migrate(db, version)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        db.isolation_level = "DEFERRED"  # `with db:` opens a transaction per change
         db.execute("SELECT count(*) FROM tasks").fetchone()
     except sqlite3.DatabaseError as exc:
         db.close()
@@ -444,5 +613,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     except StoreError:
         db.close()
         raise
-    path.chmod(0o600)
+    try:
+        _write_marker(marker)
+    except OSError as exc:
+        db.close()
+        raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
     return db

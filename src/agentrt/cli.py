@@ -1,5 +1,10 @@
 """The `agentrt` command: headless runs, pending tasks, and the daemon.
 
+When a daemon holds the state dir, `agentrt run` and `agentrt pending ...` send
+their requests to it over its socket (the daemon is then the only process that
+opens the store); otherwise they work on the store in this process. Both ways
+print the same and exit with the same status.
+
 Exit status of `agentrt run`, `pending answer` and `pending resume`:
 0 finished, 1 failed (pending task kept), 2 usage error, 3 stopped with the
 pending task kept (paused, disconnected, awaiting an answer), 130 cancelled
@@ -12,12 +17,13 @@ import argparse
 import contextlib
 import getpass
 import json
+import math
 import os
 import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,23 +33,42 @@ import trio
 from . import __version__
 from ._agent import Emit
 from ._cause import Cause
-from ._events import (
-    Event,
-    Outcome,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    VerifyEvent,
-)
+from ._events import Event, Outcome, RunEnded, TaskStarted, may_have_run
 from ._executor import ExecutorError, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
-from ._record import TaskRecord
-from ._record import converter as record_converter
-from ._runtime import Runtime, default_state_dir, open_runtime
-from ._store import StoreError
-from .frames import frame_for_event, to_wire
+from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
+from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
+from ._store import StoreError, UnreadableTask
+from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
+from .daemon._connection import pending_detail, pending_task
+from .frames import (
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    DaemonFrame,
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    PendingAction,
+    PendingDetail,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    Run,
+    Scope,
+    TaskFrame,
+    TextFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    VerifyFrame,
+    frame_for_event,
+    to_wire,
+)
+
+#: The status `agentrt pending list` shows for a stored task that cannot be read.
+UNREADABLE = "unreadable"
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -57,7 +82,7 @@ def event_to_json(event: Event) -> dict[str, Any]:
     return to_wire(frame_for_event(event))
 
 
-def exit_status(ended: RunEnded) -> int:
+def exit_status(ended: EndedFrame) -> int:
     """The process exit status that tells how a run ended."""
     if ended.outcome is Outcome.FINISHED:
         return EXIT_FINISHED
@@ -78,8 +103,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        default=os.environ.get("AGENTRT_MODEL", "scripted"),
-        help="scripted (default), replay:PATH, openai:NAME or anthropic:NAME",
+        default=None,
+        help="scripted (default, or $AGENTRT_MODEL), replay:PATH, openai:NAME or "
+        "anthropic:NAME; when a daemon holds the state dir, its model is used",
     )
     parser.add_argument(
         "--base-url", default=None, help="API base URL for openai:/anthropic: models"
@@ -108,10 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run one task in this process, answering questions on stdin",
-        description="Run TEXT as a task. Confirmations and questions are printed and answered "
+        help="run one task, answering questions on stdin",
+        description="Run TEXT as a task: in the daemon that holds the state dir, if one does, "
+        "else in this process. Confirmations and questions are printed and answered "
         "on stdin, one line each. Ctrl+C cancels (the pending task is deleted); SIGTERM pauses "
-        "and SIGHUP disconnects (the pending task is kept for `agentrt pending resume`). "
+        "and SIGHUP (or stdin closing while a question waits) disconnects (the pending task is "
+        "kept for `agentrt pending resume`). "
         "A --session starting with chat-, tg- or dc- takes that origin: its ask_user saves the "
         "question and ends the run, and `agentrt pending answer` resumes it.",
     )
@@ -162,37 +190,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 @attrs.define
 class Printer:
-    """Shows events to a person (or as JSON lines) and reads answers from stdin."""
+    """Shows a run's frames to a person (or as JSON lines) and reads answers from stdin.
+
+    The same frames come from a run in this process (its events, as frames)
+    and from a run in the daemon, so both print alike.
+    """
 
     json_mode: bool
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
     err: TextIO = attrs.field(factory=lambda: sys.stderr)
     _at_line_start: bool = True
 
-    async def emit(self, event: Event) -> None:
+    def show(self, frame: DaemonFrame) -> None:
+        """Print one frame of a run."""
         if self.json_mode:
-            self._line(json.dumps(event_to_json(event), ensure_ascii=False))
+            self.line(json.dumps(to_wire(frame), ensure_ascii=False))
             return
-        if isinstance(event, TextEvent):
-            self.out.write(event.text)
+        if isinstance(frame, TextFrame):
+            self.out.write(frame.text)
             self.out.flush()
-            self._at_line_start = event.text.endswith("\n")
-        elif isinstance(event, TaskStarted):
-            verb = "resumed" if event.resumed else "started"
-            self._note(f"task {event.task_hash} {verb} in session {event.session_id}")
-        elif isinstance(event, ToolCallEvent):
-            args = json.dumps(event.arguments, ensure_ascii=False)
+            self._at_line_start = frame.text.endswith("\n")
+        elif isinstance(frame, TaskFrame):
+            verb = "resumed" if frame.resumed else "started"
+            self._note(f"task {frame.task} {verb} in session {frame.session}")
+        elif isinstance(frame, ToolCallFrame):
+            args = json.dumps(frame.arguments, ensure_ascii=False)
             if len(args) > 120:
                 args = args[:117] + "..."
-            warning = f" ({event.may_have_run})" if event.may_have_run else ""
-            self._note(f"{event.agent + ': ' if event.agent else ''}{event.name} {args}{warning}")
-        elif isinstance(event, ToolResultEvent):
-            first = event.preview.splitlines()[0] if event.preview else ""
-            self._note(f"{event.name} {'->' if event.ok else 'failed:'} {first[:100]}")
-        elif isinstance(event, VerifyEvent):
-            self._note(event.message)
-        elif isinstance(event, RunEnded):
-            self._note(describe_end(event))
+            warning = may_have_run(frame.attempt)
+            note = f"{frame.agent + ': ' if frame.agent else ''}{frame.name} {args}"
+            self._note(note + (f" ({warning})" if warning else ""))
+        elif isinstance(frame, ToolResultFrame):
+            first = frame.preview.splitlines()[0] if frame.preview else ""
+            self._note(f"{frame.name} {'->' if frame.ok else 'failed:'} {first[:100]}")
+        elif isinstance(frame, VerifyFrame):
+            self._note(frame.message)
+        elif isinstance(frame, EndedFrame):
+            self._note(describe_end(frame))
 
     def _note(self, text: str) -> None:
         if not self._at_line_start:
@@ -202,47 +236,49 @@ class Printer:
         self.err.write(f"· {text}\n")
         self.err.flush()
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
+        """Print one line on stdout."""
         self.out.write(text + "\n")
         self.out.flush()
 
-    async def answer(self, entry: Entry) -> Answer:
-        """Ask a person (or a JSON client) on stdin; return the answer."""
-        request = entry.request
+    async def answer(self, ask: AskFrame) -> Answer:
+        """Ask a person (or a JSON client) on stdin; return the answer.
+
+        Raises `EOFError` when stdin is closed.
+        """
         if self.json_mode:
-            self._line(
+            self.line(
                 json.dumps(
                     {
                         "type": "ask",
-                        "id": entry.id,
-                        "kind": request.kind.value,
-                        "prompt": request.prompt,
-                        "choices": list(request.choices),
-                        "masked": request.masked,
-                        "error": request.error,
+                        "id": ask.id,
+                        "kind": ask.kind.value,
+                        "prompt": ask.prompt,
+                        "choices": list(ask.choices),
+                        "masked": ask.masked,
+                        "error": ask.error,
                     },
                     ensure_ascii=False,
                 )
             )
         else:
-            self._note(_ask_text(entry))
-        masked = request.masked and sys.stdin.isatty()
+            self._note(_ask_text(ask))
+        masked = ask.masked and sys.stdin.isatty()
         line = await trio.to_thread.run_sync(_read_answer, masked, abandon_on_cancel=True)
         if line is None:
             raise EOFError("stdin closed before the question was answered")
-        return parse_answer(request.kind, request.choices, line)
+        return parse_answer(ask.kind, ask.choices, line)
 
 
-def _ask_text(entry: Entry) -> str:
-    request = entry.request
-    lines = [f"? {request.prompt}"]
-    if request.error:
-        lines.append(f"  ({request.error})")
-    if request.kind is RequestKind.CONFIRM:
+def _ask_text(ask: AskFrame) -> str:
+    lines = [f"? {ask.prompt}"]
+    if ask.error:
+        lines.append(f"  ({ask.error})")
+    if ask.kind is RequestKind.CONFIRM:
         lines.append("  answer y (allow once), a (allow for this session) or n (deny)")
-    elif request.kind is RequestKind.PASSWORD:
+    elif ask.kind is RequestKind.PASSWORD:
         lines.append("  type the system password, or an empty line to deny")
-    elif request.kind is RequestKind.SECRET:
+    elif ask.kind is RequestKind.SECRET:
         lines.append("  type the secret value (empty line to decline)")
     return "\n".join(lines)
 
@@ -288,9 +324,9 @@ def _read_answer(masked: bool) -> str | None:
     return line if line else None
 
 
-def describe_end(ended: RunEnded) -> str:
+def describe_end(ended: EndedFrame) -> str:
     """One line saying how a run ended and what happened to its pending task."""
-    sid = ended.session_id
+    sid = ended.session
     if ended.outcome is Outcome.FINISHED:
         return "finished"
     if ended.outcome is Outcome.AWAITING_ANSWER:
@@ -308,16 +344,105 @@ def describe_end(ended: RunEnded) -> str:
     return f"cancelled ({cause}); the pending task was deleted"
 
 
-# -- commands ---------------------------------------------------------------
+def summarize(task: PendingTask) -> dict[str, Any]:
+    """A pending task as a small JSON object (no transcript)."""
+    return {
+        "session": task.session,
+        "status": "crashed" if task.crashed else task.status,
+        "cause": task.cause.value if task.cause else None,
+        "error": task.error,
+        "question": task.question,
+        "question_kind": task.question_kind.value if task.question_kind else None,
+        "input": task.input,
+        "messages": task.messages,
+        "runs": task.runs,
+        "task": task.task,
+        "updated_at": task.updated_at,
+    }
 
 
-async def _drive(
-    rt: Runtime,
-    printer: Printer,
-    start: Callable[[Emit], Any],
-    session_id: str,
-) -> int:
-    """Run one task with signal handling and a stdin listener; return the exit status."""
+def _summary_line(task: PendingTask) -> str:
+    status = "crashed" if task.crashed else task.status
+    if task.cause:
+        status += f" ({task.cause.value})"
+    age = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(task.updated_at))
+    if task.status == UNREADABLE:
+        # Not shortened: the way out must stay readable.
+        what = f"cannot be read; discard it with: agentrt pending discard {task.session}"
+    else:
+        what = f"asks: {task.question}" if task.question is not None else task.input
+        if len(what) > 60:
+            what = what[:57] + "..."
+    return f"{task.session:<20} {status:<28} {age}  {what}"
+
+
+def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
+    if printer.json_mode:
+        for task in tasks:
+            printer.line(json.dumps(summarize(task), ensure_ascii=False))
+    elif not tasks:
+        printer.line("no pending tasks")
+    else:
+        for task in tasks:
+            printer.line(_summary_line(task))
+    return EXIT_FINISHED
+
+
+def _print_detail(printer: Printer, detail: PendingDetail) -> int:
+    obj = summarize(detail.task)
+    obj["transcript"] = list(detail.transcript)
+    printer.line(json.dumps(obj, ensure_ascii=False, indent=None if printer.json_mode else 2))
+    return EXIT_FINISHED
+
+
+def _no_pending_task(session: str) -> int:
+    print(f"agentrt: session {session} has no pending task", file=sys.stderr)
+    return EXIT_FAILED
+
+
+# -- where the work happens -----------------------------------------------
+
+
+Reply = Callable[[Answer | None], Awaitable[None]]
+
+
+class _Answers:
+    """Questions of one run, answered on stdin one at a time, oldest first."""
+
+    def __init__(self, printer: Printer) -> None:
+        self.printer = printer
+        self._send, self._receive = trio.open_memory_channel[tuple[AskFrame, Reply]](math.inf)
+
+    def put(self, ask: AskFrame, reply: Reply) -> None:
+        """Queue a question; `reply(answer)` delivers the answer, `reply(None)` on stdin EOF."""
+        self._send.send_nowait((ask, reply))
+
+    async def serve(self, withdrawn: Callable[[str], bool]) -> None:
+        async for ask, reply in self._receive:
+            if withdrawn(ask.id):
+                continue
+            try:
+                answer = await self.printer.answer(ask)
+            except EOFError:
+                await reply(None)
+                continue
+            if not withdrawn(ask.id):
+                await reply(answer)
+
+
+async def _signals(cancel: Callable[[Cause], Awaitable[None]]) -> None:
+    causes = {
+        signal.SIGINT: Cause.USER_CANCEL,
+        signal.SIGTERM: Cause.PAUSE,
+        signal.SIGHUP: Cause.DISCONNECT,
+    }
+    with trio.open_signal_receiver(*causes) as received:
+        async for signum in received:
+            await cancel(causes[signal.Signals(signum)])
+
+
+async def _drive_here(rt: Runtime, printer: Printer, start: Callable[[Emit], Any]) -> int:
+    """Run one task in this process, with signal handling and stdin answers."""
     task_hash: list[str] = []
     early: list[Cause] = []
 
@@ -326,9 +451,9 @@ async def _drive(
             task_hash.append(event.task_hash)
             if early:
                 rt.executor.cancel(event.task_hash, early[0])
-        await printer.emit(event)
+        printer.show(frame_for_event(event))
 
-    def cancel(cause: Cause) -> None:
+    async def cancel(cause: Cause) -> None:
         if not task_hash:
             early.append(cause)
             return
@@ -336,35 +461,169 @@ async def _drive(
         with contextlib.suppress(UnknownTaskError):
             rt.executor.cancel(task_hash[0], cause)
 
-    async def answer_questions() -> None:
+    answers = _Answers(printer)
+    entries: dict[str, Entry] = {}
+
+    async def claim_questions() -> None:
         # Only this process's run posts here, so the listener takes every prefix.
         with rt.registry.listen("", name="stdin") as listener:
             while True:
                 entry = await listener.claim()
-                try:
-                    reply = await printer.answer(entry)
-                except EOFError as exc:
-                    entry.fail(exc)
-                    continue
-                if not entry.done:
-                    entry.answer(reply)
+                entries[entry.id] = entry
 
-    async def signals() -> None:
-        causes = {
-            signal.SIGINT: Cause.USER_CANCEL,
-            signal.SIGTERM: Cause.PAUSE,
-            signal.SIGHUP: Cause.DISCONNECT,
-        }
-        with trio.open_signal_receiver(*causes) as received:
-            async for signum in received:
-                cancel(causes[signal.Signals(signum)])
+                async def reply(answer: Answer | None, entry: Entry = entry) -> None:
+                    if answer is None:
+                        # Nobody is left to answer: as if the terminal hung up.
+                        await cancel(Cause.DISCONNECT)
+                    elif not entry.done:
+                        entry.answer(answer)
+
+                answers.put(AskFrame.from_entry(entry), reply)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(signals)
-        nursery.start_soon(answer_questions)
+        nursery.start_soon(_signals, cancel)
+        nursery.start_soon(claim_questions)
+        nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
         ended: RunEnded = await start(emit)
         nursery.cancel_scope.cancel()
-    return exit_status(ended)
+    final = frame_for_event(ended)
+    assert isinstance(final, EndedFrame)
+    return exit_status(final)
+
+
+async def _drive_daemon(
+    client: Client, printer: Printer, request: Run | PendingRequest, session: str
+) -> int:
+    """Send `request` (a run or a resume of `session`) to the daemon; follow the run."""
+    task: list[str] = []
+    held: list[Cause] = []
+    withdrawn: set[str] = set()
+    hung_up = False
+
+    async def cancel(cause: Cause) -> None:
+        nonlocal hung_up
+        if not task:
+            held.append(cause)  # sent once the run's task frame names it
+            return
+        if cause is Cause.DISCONNECT:
+            # Like a closed window: the daemon stops the run, keeps its task and
+            # still sends its `ended` frame.
+            if not hung_up:
+                hung_up = True
+                with contextlib.suppress(ClientError):
+                    await client.send_eof()
+            return
+        with contextlib.suppress(ClientError):
+            await client.send(Cancel(task[0], pause=cause is Cause.PAUSE))
+
+    answers = _Answers(printer)
+
+    def reply_for(ask: AskFrame) -> Reply:
+        async def reply(answer: Answer | None) -> None:
+            if answer is None:
+                await cancel(Cause.DISCONNECT)
+            elif not hung_up:
+                with contextlib.suppress(ClientError):
+                    await client.send(AnswerFrame(ask.id, answer.value, secret=answer.secret))
+
+        return reply
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_signals, cancel)
+        nursery.start_soon(answers.serve, lambda i: i in withdrawn)
+        await client.send(request)
+        while True:
+            try:
+                frame = await client.receive()
+            except BrokenDaemonConnectionError:
+                print(
+                    "agentrt: the daemon closed the connection before the run ended (did it "
+                    f"crash?); the task is kept: agentrt pending resume {session}",
+                    file=sys.stderr,
+                )
+                nursery.cancel_scope.cancel()
+                return EXIT_FAILED
+            if isinstance(frame, AskFrame):
+                answers.put(frame, reply_for(frame))
+            elif isinstance(frame, AskWithdrawn):
+                withdrawn.add(frame.id)
+            elif isinstance(frame, ErrorFrame):
+                if frame.ref in ("cancel", "answer"):
+                    continue  # the run ended first, or the question went away: nothing lost
+                nursery.cancel_scope.cancel()
+                return _error_status(frame)
+            elif isinstance(frame, Ack):
+                continue
+            else:
+                printer.show(frame)
+                if isinstance(frame, TaskFrame) and not task:
+                    task.append(frame.task)
+                    for cause in held:
+                        await cancel(cause)
+                elif isinstance(frame, EndedFrame):
+                    nursery.cancel_scope.cancel()
+                    return exit_status(frame)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _error_status(frame: ErrorFrame) -> int:
+    print(f"agentrt: {frame.message}", file=sys.stderr)
+    return EXIT_USAGE if frame.code is ErrorCode.INVALID else EXIT_FAILED
+
+
+#: How long a command waits for a daemon that holds the state dir but is still
+#: starting (or stopping) before it says so.
+DAEMON_WAIT = 15.0
+
+
+async def _connect_daemon(args: argparse.Namespace) -> Client | None:
+    """A connection to the daemon holding the state dir, or None when no daemon holds it.
+
+    With no daemon the command works on the store itself. One that is starting
+    up is waited for; one that is stopping is waited out.
+    """
+    state_dir: Path = args.state_dir or default_state_dir()
+    with trio.move_on_after(DAEMON_WAIT):
+        while True:
+            info = read_daemon_info(state_dir)
+            if info is None or not info.alive():
+                if not lock_is_held(state_dir):
+                    return None  # no daemon: work here
+            elif info.ready:
+                _check_same_model(args, info, state_dir)
+                try:
+                    return await Client.connect(info.socket, scope=Scope.ALL)
+                except DaemonNotRunningError:
+                    pass  # stopping, or its socket is not bound yet
+            await trio.sleep(0.05)
+    raise DaemonUnreachableError(
+        f"a daemon holds the state dir {state_dir} but does not answer on its socket"
+        + (f" {info.socket} (pid {info.pid})" if info is not None else "")
+        + "; wait until it has started (or stopped) and try again, or stop it"
+    )
+
+
+class DaemonUnreachableError(Exception):
+    """A daemon holds the state dir but cannot be reached."""
+
+
+def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Path) -> None:
+    if args.model is not None:
+        check_model_spec(args.model)
+    if (args.model is not None and args.model != info.model) or args.base_url is not None:
+        asked = args.model if args.model is not None else f"--base-url {args.base_url}"
+        raise ValueError(
+            f"a daemon (pid {info.pid}, socket {info.socket}) holds the state dir {state_dir} "
+            f"and runs tasks with its own model ({info.model}), not {asked}; leave out "
+            "--model and --base-url to use it, or stop that daemon first"
+        )
+
+
+def _workdir(args: argparse.Namespace) -> str:
+    return os.fspath((args.workdir or Path.cwd()).resolve())
+
+
+# -- commands ---------------------------------------------------------------
 
 
 def _new_session() -> str:
@@ -374,85 +633,88 @@ def _new_session() -> str:
 async def _cmd_run(args: argparse.Namespace) -> int:
     session = args.session or _new_session()
     printer = Printer(args.json)
+    client = await _connect_daemon(args)
+    if client is not None:
+        async with client:
+            request = Run(args.text, session, cwd=_workdir(args))
+            return await _drive_daemon(client, printer, request, session)
     async with _open(args) as rt:
-        return await _drive(
+        return await _drive_here(
             rt,
             printer,
-            lambda emit: rt.executor.run(session, args.text, owner="cli", emit=emit),
-            session,
+            # The folder is recorded with the task, as the daemon records it: a resume
+            # works there too, wherever it is started from.
+            lambda emit: rt.executor.run(
+                session, args.text, owner="cli", emit=emit, workdir=Path(_workdir(args))
+            ),
         )
 
 
 async def _cmd_pending(args: argparse.Namespace) -> int:
     printer = Printer(args.json)
+    client = await _connect_daemon(args)
+    if client is not None:
+        async with client:
+            return await _pending_via_daemon(args, printer, client)
     async with _open(args) as rt:
         if args.action == "list":
-            records = await rt.store.list(args.prefix)
-            if args.json:
-                for record in records:
-                    printer._line(json.dumps(summarize(record), ensure_ascii=False))
-            elif not records:
-                print("no pending tasks")
-            else:
-                for record in records:
-                    print(_summary_line(record))
-            return 0
+            return _print_list(
+                printer, [pending_task(t) for t in await rt.store.list_stored(args.prefix)]
+            )
         if args.action == "show":
-            record = await rt.store.load(args.session)
-            if record is None:
-                print(f"agentrt: session {args.session} has no pending task", file=sys.stderr)
-                return EXIT_FAILED
-            detail = summarize(record)
-            detail["transcript"] = [record_converter.unstructure(m) for m in record.transcript]
-            print(json.dumps(detail, ensure_ascii=False, indent=None if args.json else 2))
-            return 0
+            stored = await rt.store.lookup(args.session)
+            if stored is None:
+                return _no_pending_task(args.session)
+            if isinstance(stored, UnreadableTask):
+                raise StoreError(stored.error)
+            return _print_detail(printer, pending_detail(stored))
         if args.action == "discard":
             if not await rt.executor.discard(args.session):
-                print(f"agentrt: session {args.session} has no pending task", file=sys.stderr)
-                return EXIT_FAILED
-            print(f"discarded the pending task of {args.session}")
-            return 0
+                return _no_pending_task(args.session)
+            printer.line(f"discarded the pending task of {args.session}")
+            return EXIT_FINISHED
         answer = args.answer if args.action == "answer" else None
-        return await _drive(
+        return await _drive_here(
             rt,
             printer,
-            lambda emit: rt.executor.resume(args.session, owner="cli", emit=emit, answer=answer),
-            args.session,
+            lambda emit: rt.executor.resume(
+                args.session, owner="cli", emit=emit, answer=answer, workdir=Path(_workdir(args))
+            ),
         )
 
 
-def summarize(record: TaskRecord) -> dict[str, Any]:
-    """A pending task as a small JSON object (no transcript)."""
-    return {
-        "session": record.session_id,
-        "status": "crashed" if record.crashed else record.status.value,
-        "cause": record.cause.value if record.cause else None,
-        "error": record.error,
-        "question": record.question.prompt if record.question else None,
-        "question_kind": record.question.kind.value if record.question else None,
-        "input": record.input,
-        "messages": len(record.transcript),
-        "runs": record.runs,
-        "task": record.task_hash,
-        "updated_at": record.updated_at,
-    }
-
-
-def _summary_line(record: TaskRecord) -> str:
-    status = "crashed" if record.crashed else record.status.value
-    if record.cause:
-        status += f" ({record.cause.value})"
-    age = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.updated_at))
-    what = f"asks: {record.question.prompt}" if record.question else record.input
-    if len(what) > 60:
-        what = what[:57] + "..."
-    return f"{record.session_id:<20} {status:<28} {age}  {what}"
+async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client: Client) -> int:
+    if args.action in ("resume", "answer"):
+        answer = args.answer if args.action == "answer" else None
+        request = PendingRequest(
+            PendingAction.RESUME, args.session, answer=answer, cwd=_workdir(args)
+        )
+        return await _drive_daemon(client, printer, request, args.session)
+    action = PendingAction(args.action)
+    await client.send(
+        PendingRequest(
+            action,
+            session=None if action is PendingAction.LIST else args.session,
+            prefix=args.prefix if action is PendingAction.LIST else "",
+        )
+    )
+    while True:
+        frame = await client.receive()
+        if isinstance(frame, ErrorFrame):
+            return _error_status(frame)
+        if isinstance(frame, PendingList) and action is PendingAction.LIST:
+            return _print_list(printer, frame.tasks)
+        if isinstance(frame, PendingDetail) and action is PendingAction.SHOW:
+            return _print_detail(printer, frame)
+        if isinstance(frame, Ack) and action is PendingAction.DISCARD:
+            printer.line(f"discarded the pending task of {args.session}")
+            return EXIT_FINISHED
 
 
 def _open(args: argparse.Namespace) -> Any:
     return open_runtime(
         args.state_dir or default_state_dir(),
-        args.model,
+        args.model or os.environ.get("AGENTRT_MODEL", "scripted"),
         workdir=args.workdir,
         base_url=args.base_url,
     )
@@ -497,7 +759,10 @@ def _user_error(exc: BaseException) -> Exception | None:
             if found is not None:
                 return found
         return None
-    if isinstance(exc, (ExecutorError, StoreError, ValueError)):
+    if isinstance(
+        exc,
+        (ExecutorError, StoreError, StateDirError, DaemonUnreachableError, ClientError, ValueError),
+    ):
         return exc
     return None
 

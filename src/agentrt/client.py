@@ -21,7 +21,15 @@ import trio
 
 from .codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from .daemon._paths import default_socket_path as default_socket_path
-from .frames import PROTOCOL_VERSION, ClientFrame, DaemonFrame, ErrorFrame, Hello, Welcome
+from .frames import (
+    PROTOCOL_VERSION,
+    ClientFrame,
+    DaemonFrame,
+    ErrorFrame,
+    Hello,
+    Scope,
+    Welcome,
+)
 
 _F = TypeVar("_F", bound=DaemonFrame)
 
@@ -65,12 +73,17 @@ class Client:
 
     @classmethod
     async def connect(
-        cls, socket_path: Path | str | None = None, *, window: str | None = None
+        cls,
+        socket_path: Path | str | None = None,
+        *,
+        window: str | None = None,
+        scope: Scope = Scope.WINDOW,
     ) -> Client:
         """Connect to the daemon at `socket_path` (default: `default_socket_path`) and say hello.
 
-        Raises `DaemonNotRunningError` when nothing answers and `HandshakeError`
-        when the daemon refuses the hello.
+        `scope` is what the connection speaks for: a terminal window, or (``Scope.ALL``)
+        the owner's `agentrt` command. Raises `DaemonNotRunningError` when nothing
+        answers and `HandshakeError` when the daemon refuses the hello.
         """
         path = Path(socket_path) if socket_path is not None else default_socket_path()
         try:
@@ -81,7 +94,7 @@ class Client:
             ) from None
         client = cls(stream, window or new_window_hash())
         try:
-            await client.send(Hello(PROTOCOL_VERSION, client.window))
+            await client.send(Hello(PROTOCOL_VERSION, client.window, scope))
             reply = await client.receive()
             if isinstance(reply, ErrorFrame):
                 raise HandshakeError(reply.message)
@@ -110,6 +123,20 @@ class Client:
         async with self._send_lock:
             try:
                 await self._stream.send_all(data)
+            except trio.BrokenResourceError as exc:
+                raise BrokenDaemonConnectionError(f"the daemon went away: {exc}") from None
+
+    async def send_eof(self) -> None:
+        """Say that nothing more will be sent, and keep receiving.
+
+        The daemon treats it as the window going away (its runs stop with cause
+        ``disconnect``, their tasks kept) and still sends each run's ``ended``
+        frame before it closes the connection.
+        """
+        self._check_open()
+        async with self._send_lock:
+            try:
+                await self._stream.send_eof()
             except trio.BrokenResourceError as exc:
                 raise BrokenDaemonConnectionError(f"the daemon went away: {exc}") from None
 

@@ -48,18 +48,29 @@ PROTOCOL_VERSION: Final = 1
 # -- client -> daemon --------------------------------------------------------
 
 
+class Scope(enum.Enum):
+    """What a connection speaks for (`Hello.scope`)."""
+
+    #: A terminal window: its own ``cli-`` sessions, and those of windows that are gone.
+    WINDOW = "window"
+    #: The owner's `agentrt` command: every session of every origin, as in the store.
+    ALL = "all"
+
+
 @attrs.frozen
 class Hello:
     """First frame of a client: the protocol version and the window it speaks for.
 
     `window` is a hash the client makes up once per window (terminal); runs
     started over this connection are bound to it, and their questions come
-    back only to it.
+    back only to it. `scope` ``all`` is for the `agentrt` command: it may run,
+    list, show, resume and discard sessions of every origin.
     """
 
     TYPE: ClassVar[str] = "hello"
     version: int
     window: str
+    scope: Scope = Scope.WINDOW
 
 
 @attrs.frozen
@@ -114,21 +125,27 @@ class PendingAction(enum.Enum):
     RESUME = "resume"
     #: Throw one session's pending task away (a user-cancel).
     DISCARD = "discard"
+    #: One session's pending task in full, transcript included.
+    SHOW = "show"
 
 
 @attrs.frozen
 class PendingRequest:
-    """List, resume or discard pending tasks.
+    """List, show, resume or discard pending tasks.
 
-    `session` names the task for ``resume`` and ``discard``. On ``resume``,
-    `answer` answers the saved question; without it the question is asked
-    again inline.
+    `session` names the task for ``show``, ``resume`` and ``discard``. On
+    ``resume``, `answer` answers the saved question; without it the question
+    is asked again inline. The resumed task works in the folder it recorded;
+    one that recorded none is given `cwd` (absolute), else the daemon's own
+    folder. ``list`` shows only sessions starting with `prefix`.
     """
 
     TYPE: ClassVar[str] = "pending"
     action: PendingAction
     session: str | None = None
     answer: str | None = None
+    prefix: str = ""
+    cwd: str | None = None
 
 
 # -- daemon -> client --------------------------------------------------------
@@ -295,7 +312,11 @@ class AskWithdrawn:
 
 @attrs.frozen
 class PendingTask:
-    """One pending task as listed in a `PendingList` (not a frame of its own)."""
+    """One pending task as listed in a `PendingList` (not a frame of its own).
+
+    `status` is ``unreadable`` for a stored task that cannot be decoded; its
+    `error` says what is wrong, and it can still be discarded.
+    """
 
     session: str
     status: str
@@ -304,6 +325,15 @@ class PendingTask:
     cause: Cause | None = None
     question: str | None = None
     task: str | None = None
+    #: The last failure (or what makes the record unreadable).
+    error: str | None = None
+    question_kind: RequestKind | None = None
+    #: Messages in the task's transcript.
+    messages: int = 0
+    #: How many runs worked on it.
+    runs: int = 0
+    #: True when it is marked running but no run is working on it (its process died).
+    crashed: bool = False
 
 
 @attrs.frozen
@@ -312,6 +342,15 @@ class PendingList:
 
     TYPE: ClassVar[str] = "pending"
     tasks: tuple[PendingTask, ...] = ()
+
+
+@attrs.frozen
+class PendingDetail:
+    """The reply to ``pending show``: one pending task and its saved transcript."""
+
+    TYPE: ClassVar[str] = "pending_task"
+    task: PendingTask
+    transcript: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen
@@ -380,6 +419,7 @@ DaemonFrame = (
     | AskFrame
     | AskWithdrawn
     | PendingList
+    | PendingDetail
     | Ack
     | ErrorFrame
 )

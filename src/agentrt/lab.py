@@ -214,8 +214,8 @@ class _LabStore(TaskStore):
         self._wrote("mark", status.value)
         return done
 
-    async def delete(self, session_id: str) -> bool:
-        done = await super().delete(session_id)
+    async def delete(self, session_id: str, check: Any = None) -> bool:
+        done = await super().delete(session_id, check)
         self._wrote("delete")
         return done
 

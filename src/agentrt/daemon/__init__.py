@@ -21,6 +21,7 @@ from pathlib import Path
 import trio
 
 from .._runtime import Runtime, default_state_dir, open_runtime
+from .._statedir import DaemonLock, StateDirError, prepare_state_dir
 from .._store import StoreError
 from ._connection import Connection as Connection
 from ._lifecycle import ConnectionState as ConnectionState
@@ -137,7 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     socket_path: Path = args.socket or default_socket_path()
     state_dir: Path = args.state_dir or default_state_dir()
     configure_logging(state_dir, verbose=args.verbose)
+    # One daemon per state dir, whatever its socket: taken before the store is opened,
+    # held until the process ends (the kernel drops it if the daemon dies).
+    lock = DaemonLock(state_dir)
     try:
+        prepare_state_dir(state_dir)
+        lock.acquire(socket_path, args.model)
         status = trio.run(
             _amain,
             socket_path,
@@ -147,12 +153,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.http,
             args.telegram,
             args.discord,
+            lock,
         )
-    except (DaemonAlreadyRunningError, SocketPathError, StoreError, ValueError) as exc:
+    except (
+        DaemonAlreadyRunningError,
+        SocketPathError,
+        StateDirError,
+        StoreError,
+        ValueError,
+    ) as exc:
         print(f"agentrt daemon: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        lock.release()
     return status
 
 
@@ -164,6 +179,7 @@ async def _amain(
     http: tuple[str, int] | None = None,
     telegram: bool = False,
     discord: bool = False,
+    lock: DaemonLock | None = None,
 ) -> int:
     async with (
         open_runtime(
@@ -180,6 +196,8 @@ async def _amain(
             nursery.cancel_scope.cancel()  # the daemon stopped: the HTTP server goes with it
 
         await nursery.start(daemon_then_stop)
+        if lock is not None:
+            lock.mark_ready()  # from now on `agentrt` commands come here
         print(f"agentrt daemon: listening on {socket_path}", file=sys.stderr, flush=True)
         if http is not None:
             from ..http import load_or_create_token, serve_http

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,7 +28,8 @@ from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
 from .._record import TaskRecord
-from .._store import StoreError
+from .._record import converter as record_converter
+from .._store import StoredTask, StoreError, UnreadableTask
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     PROTOCOL_VERSION,
@@ -42,10 +44,12 @@ from ..frames import (
     ErrorFrame,
     Hello,
     PendingAction,
+    PendingDetail,
     PendingList,
     PendingRequest,
     PendingTask,
     Run,
+    Scope,
     Welcome,
     frame_for_event,
 )
@@ -69,6 +73,41 @@ _MAX_WINDOW: Final = 128
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + secrets.token_hex(6)
+
+
+def pending_task(stored: StoredTask) -> PendingTask:
+    """How a stored pending task is listed (by the daemon, and by `agentrt pending`)."""
+    if isinstance(stored, UnreadableTask):
+        return PendingTask(
+            session=stored.session_id,
+            status=stored.status,
+            input="",
+            updated_at=stored.updated_at or 0.0,
+            error=stored.error,
+        )
+    question = stored.question
+    return PendingTask(
+        session=stored.session_id,
+        status=stored.status.value,
+        input=stored.input,
+        updated_at=stored.updated_at,
+        cause=stored.cause,
+        question=question.prompt if question is not None else None,
+        task=stored.task_hash,
+        error=stored.error,
+        question_kind=question.kind if question is not None else None,
+        messages=len(stored.transcript),
+        runs=stored.runs,
+        crashed=stored.crashed,
+    )
+
+
+def pending_detail(record: TaskRecord) -> PendingDetail:
+    """A pending task in full, as ``pending show`` gives it."""
+    return PendingDetail(
+        pending_task(record),
+        tuple(record_converter.unstructure(m) for m in record.transcript),
+    )
 
 
 @attrs.define(eq=False)
@@ -114,6 +153,8 @@ class Connection:
     stream: trio.SocketStream = attrs.field(repr=False)
     number: int
     window: str | None = attrs.field(default=None, init=False)
+    #: What the connection speaks for, from its hello.
+    scope: Scope = attrs.field(default=Scope.WINDOW, init=False)
     lifecycle: Lifecycle = attrs.field(factory=Lifecycle, init=False)
     _codec: FrameCodec[ClientFrame] = attrs.field(factory=FrameCodec.for_daemon, init=False)
     _write_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False, repr=False)
@@ -282,9 +323,13 @@ class Connection:
             self._close_soon()
             return
         self.window = window
+        self.scope = frame.scope
         self.lifecycle.step(Step.HELLO)
+        # The `agentrt` command runs sessions of any origin; each run's questions still
+        # come back only to the connection that started it (the match on its window).
+        prefix = "" if self.scope is Scope.ALL else ORIGIN
         self._listener = self.daemon.runtime.registry.listen(
-            ORIGIN, self._accepts, name=f"daemon connection {self.number}"
+            prefix, self._accepts, name=f"daemon connection {self.number}"
         )
         assert self._nursery is not None
         self._nursery.start_soon(self._forward_questions, self._listener)
@@ -340,7 +385,7 @@ class Connection:
 
     async def _on_run(self, frame: Run) -> None:
         session = frame.session if frame.session is not None else new_session_id()
-        if not session.startswith(ORIGIN):
+        if self.scope is Scope.WINDOW and not session.startswith(ORIGIN):
             await self.error(
                 ErrorCode.INVALID,
                 f"session {session!r} is not a terminal session; runs over the daemon socket "
@@ -396,7 +441,9 @@ class Connection:
         try:
             await start()
         except ExecutorError as exc:
-            await self.error(ErrorCode.FAILED, str(exc), frame)
+            # A bad session id or an answer that does not fit is the request's fault.
+            code = ErrorCode.INVALID if isinstance(exc, ValueError) else ErrorCode.FAILED
+            await self.error(code, str(exc), frame)
         except StoreError as exc:
             log.error("connection %d: task store failed: %s", self.number, exc)
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
@@ -433,54 +480,69 @@ class Connection:
             )
             return
         try:
-            record = await self.daemon.runtime.store.load(frame.session)
+            stored = await self.daemon.runtime.store.lookup(frame.session)
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
             return
-        if record is None or not self._may_see(record):
-            await self.error(
-                ErrorCode.NOT_FOUND,
-                f"no pending task of session {frame.session!r} is visible to this window",
-                frame,
-            )
+        if stored is None or not self._may_see(stored):
+            await self._no_pending_task(frame, frame.session)
             return
-        if frame.action is PendingAction.RESUME:
-            await self._pending_resume(frame, record.session_id)
+        if frame.action is PendingAction.SHOW:
+            if isinstance(stored, UnreadableTask):
+                await self.error(ErrorCode.FAILED, stored.error, frame)
+            else:
+                await self.send(pending_detail(stored))
+        elif frame.action is PendingAction.RESUME:
+            await self._pending_resume(frame, stored.session_id)
         else:
-            await self._pending_discard(frame, record.session_id)
+            await self._pending_discard(frame, stored.session_id)
+
+    async def _no_pending_task(self, frame: PendingRequest, session: str) -> None:
+        # A window gets one answer for an unknown and a hidden session alike.
+        message = (
+            f"session {session} has no pending task"
+            if self.scope is Scope.ALL
+            else f"no pending task of session {session!r} is visible to this window"
+        )
+        await self.error(ErrorCode.NOT_FOUND, message, frame)
 
     def _actor(self) -> Actor:
+        if self.scope is Scope.ALL:
+            return Actor.owner()
         assert self.window is not None, "only a connection past hello acts on sessions"
         return Actor.terminal(self.window)
 
-    def _may_see(self, record: TaskRecord) -> bool:
-        """What the access policy lets this window see, and not while another runs it."""
+    def _may_see(self, record: StoredTask) -> bool:
+        """What the access policy lets this connection see.
+
+        A window does not see a task another client is running; the `agentrt`
+        command (scope ``all``) sees it, as in the store.
+        """
         runtime = self.daemon.runtime
-        if runtime.executor.is_running(record.session_id) and not any(
-            info.session_id == record.session_id for info in runtime.executor.running(self)
+        if (
+            self.scope is Scope.WINDOW
+            and runtime.executor.is_running(record.session_id)
+            and not any(
+                info.session_id == record.session_id for info in runtime.executor.running(self)
+            )
         ):
             return False
         return runtime.policy.may_act(self._actor(), record.session_id, record.window_hash)
 
     async def _pending_list(self, frame: PendingRequest) -> None:
+        if self.scope is Scope.ALL:
+            prefix = frame.prefix
+        elif frame.prefix.startswith(ORIGIN) or ORIGIN.startswith(frame.prefix):
+            prefix = max(frame.prefix, ORIGIN, key=len)  # the narrower of the two
+        else:
+            await self.send(PendingList(()))  # a window lists cli- tasks only
+            return
         try:
-            records = await self.daemon.runtime.store.list(prefix=ORIGIN)
+            records = await self.daemon.runtime.store.list_stored(prefix=prefix)
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
             return
-        tasks = tuple(
-            PendingTask(
-                session=r.session_id,
-                status=r.status.value,
-                input=r.input,
-                updated_at=r.updated_at,
-                cause=r.cause,
-                question=r.question.prompt if r.question is not None else None,
-                task=r.task_hash,
-            )
-            for r in records
-            if self._may_see(r)
-        )
+        tasks = tuple(pending_task(r) for r in records if self._may_see(r))
         await self.send(PendingList(tasks))
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
@@ -493,21 +555,29 @@ class Connection:
                 emit=self._emit,
                 answer=frame.answer,
                 window_hash=self.window,
+                workdir=Path(frame.cwd) if frame.cwd is not None else None,
             )
 
         await self._start_run(start, frame)
 
     async def _pending_discard(self, frame: PendingRequest, session: str) -> None:
+        executor = self.daemon.runtime.executor
+        if self.scope is Scope.ALL and executor.is_running(session):
+            # Another client's run: the command stops only what it started, as it
+            # would refuse a task another agentrt process runs.
+            await self.error(
+                ErrorCode.FAILED,
+                f"session {session} is running in the daemon (pid {os.getpid()}); pause or "
+                "stop it there first",
+                frame,
+            )
+            return
         try:
-            existed = await self.daemon.runtime.executor.discard(session)
+            existed = await executor.discard(session)
         except (ExecutorError, StoreError) as exc:
             await self.error(ErrorCode.FAILED, str(exc), frame)
             return
         if not existed:
-            await self.error(
-                ErrorCode.NOT_FOUND,
-                f"no pending task of session {session!r} is visible to this window",
-                frame,
-            )
+            await self._no_pending_task(frame, session)
             return
         await self.send(Ack(frame.TYPE, "discarded", session=session))

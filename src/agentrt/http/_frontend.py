@@ -37,7 +37,8 @@ from .._pending import (
 )
 from .._policy import Actor
 from .._runtime import Runtime
-from ._wire import event_to_json, question_to_json, task_to_json
+from .._store import UnreadableTask
+from ._wire import event_to_json, question_to_json, task_to_json, unreadable_to_json
 
 log = logging.getLogger("agentrt.http")
 
@@ -194,13 +195,17 @@ class WebFrontEnd:
         running = {info.session_id: info for info in executor.running()}
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        for record in await self.runtime.store.list():
+        for record in await self.runtime.store.list_stored():
             if not self._policy_allows(record.session_id, record.window_hash):
                 continue
             seen.add(record.session_id)
             info = running.get(record.session_id)
-            obj = task_to_json(record, running=info is not None)
-            del obj["transcript"]
+            if isinstance(record, UnreadableTask):
+                # Listed, so that it can be seen and discarded; the rest stay usable.
+                obj = unreadable_to_json(record, running=info is not None)
+            else:
+                obj = task_to_json(record, running=info is not None)
+                del obj["transcript"]
             out.append(self._session_json(record.session_id, info, obj))
         for session_id, info in running.items():
             if session_id not in seen and self._policy_allows(session_id, info.window_hash):

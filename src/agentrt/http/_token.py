@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .._runtime import default_state_dir
+from .._statedir import StateDirError, fsync_dir, prepare_state_dir
 
 #: The token's file name inside the state dir.
 TOKEN_FILE = "http-token"
@@ -22,8 +23,7 @@ def load_or_create_token(state_dir: Path | str) -> str:
     under a temporary name and linked into place, so the loser reads the
     winner's token. A file with a token too short to be one is replaced.
     """
-    state_dir = Path(state_dir)
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state_dir = prepare_state_dir(Path(state_dir))
     path = state_dir / TOKEN_FILE
     existing = _read(path)
     if existing is not None:
@@ -47,10 +47,11 @@ def load_or_create_token(state_dir: Path | str) -> str:
             if raced is not None:
                 return raced
             os.replace(tmp, path)
-            return token
         return token
     finally:
         tmp.unlink(missing_ok=True)
+        # The new name (and the temporary one's removal) must survive a power cut.
+        fsync_dir(state_dir)
 
 
 def _read(path: Path) -> str | None:
@@ -83,6 +84,9 @@ def token_main(argv: list[str]) -> int:
     state_dir: Path = args.state_dir if args.state_dir is not None else default_state_dir()
     try:
         token = load_or_create_token(state_dir)
+    except StateDirError as exc:
+        print(f"agentrt token: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"agentrt token: cannot use {state_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 1

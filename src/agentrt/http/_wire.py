@@ -23,6 +23,7 @@ from .._json import JsonNumberError, loads
 from .._messages import Role
 from .._pending import Entry
 from .._record import TaskRecord
+from .._store import UnreadableTask
 
 #: Longest string of a tool call's arguments shown in an event (a file's content can be large).
 EVENT_ARGUMENT_CHARS = 1000
@@ -192,6 +193,26 @@ def task_to_json(record: TaskRecord, *, running: bool) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "transcript": summarise(record),
+    }
+
+
+def unreadable_to_json(record: UnreadableTask, *, running: bool) -> dict[str, Any]:
+    """A stored task that cannot be decoded: the fields of `task_to_json`, mostly null.
+
+    `error` says what is wrong and how to discard it (``DELETE .../task``).
+    """
+    return {
+        "session_id": record.session_id,
+        "status": record.status,
+        "running": running,
+        "cause": None,
+        "error": record.error,
+        "input": None,
+        "question": None,
+        "task_hash": None,
+        "runs": None,
+        "created_at": None,
+        "updated_at": record.updated_at,
     }
 
 

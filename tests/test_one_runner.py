@@ -1,0 +1,251 @@
+"""One runner per task, with real processes on one state dir.
+
+Two `agentrt pending answer` of one task started together, two daemons on one
+state dir, and the `agentrt` command next to a running daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt import Outcome, ScriptedModel, open_runtime
+from agentrt._process import process_token
+
+from .conftest import Recorder
+
+AGENTRT = [sys.executable, "-m", "agentrt"]
+#: How many times the two commands race; one double run in any trial fails the test.
+TRIALS = 20
+
+
+async def park_a_shell_call(state: Path, workdir: Path, session: str) -> None:
+    """Leave `session` waiting on the confirmation of a shell call that appends to runs.txt."""
+    async with open_runtime(
+        state, model=ScriptedModel(word_delay=0, stream_delay=0), workdir=workdir
+    ) as rt:
+        # No listener answers chat- questions here, so the confirmation is saved.
+        ended = await rt.executor.run(
+            session, "sh echo ran >> runs.txt", owner="test", emit=Recorder()
+        )
+    assert ended.outcome is Outcome.AWAITING_ANSWER, ended
+
+
+def env_for(state: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["AGENTRT_STATE_DIR"] = str(state)
+    env.pop("AGENTRT_MODEL", None)
+    env.pop("AGENTRT_SOCKET", None)
+    return env
+
+
+async def answer_twice_at_once(state: Path, work: Path, session: str) -> list[int]:
+    """Start two `agentrt pending answer SESSION allow` together; their exit statuses."""
+    with trio.fail_after(60):
+        procs = [
+            await trio.lowlevel.open_process(
+                [*AGENTRT, "pending", "answer", session, "allow"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env_for(state),
+                cwd=work,
+            )
+            for _ in range(2)
+        ]
+        return [await p.wait() for p in procs]
+
+
+def runs_of(work: Path) -> list[str]:
+    path = work / "runs.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_two_answers_started_together_run_the_tool_once(tmp_path: Path) -> None:
+    for trial in range(TRIALS):
+        state = tmp_path / f"state{trial}"
+        work = tmp_path / f"work{trial}"
+        work.mkdir()
+        await park_a_shell_call(state, work, "chat-race")
+        codes = await answer_twice_at_once(state, work, "chat-race")
+        runs = runs_of(work)
+        assert runs == ["ran"], f"trial {trial}: the tool ran {len(runs)} times; exits {codes}"
+        # The loser is told the task is running elsewhere, or (if it came late) that it is gone.
+        assert sorted(codes) == [0, 1], f"trial {trial}: exits {codes}"
+
+
+# -- daemons ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def sockets() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ag1-"))  # short: a socket path has a length limit
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def daemon_command(socket_path: Path, state: Path, workdir: Path) -> list[str]:
+    return [
+        *AGENTRT,
+        "daemon",
+        "--socket",
+        str(socket_path),
+        "--state-dir",
+        str(state),
+        "--workdir",
+        str(workdir),
+    ]
+
+
+@asynccontextmanager
+async def daemon_process(
+    socket_path: Path, state: Path, workdir: Path
+) -> AsyncIterator[trio.Process]:
+    await trio.Path(workdir).mkdir(exist_ok=True)
+    process = await trio.lowlevel.open_process(
+        daemon_command(socket_path, state, workdir),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_for(state),
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        with trio.fail_after(30):
+            while b"listening on" not in seen:
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, f"the daemon exited: {seen!r}"
+                seen += chunk
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        with trio.CancelScope(shield=True), trio.move_on_after(20) as late:
+            await process.wait()
+        if late.cancelled_caught:
+            process.kill()
+            await process.wait()
+
+
+async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "one.sock", state, tmp_path / "work") as first:
+        with trio.fail_after(60):
+            second = await trio.run_process(
+                daemon_command(sockets / "two.sock", state, tmp_path / "work"),
+                check=False,
+                capture_stderr=True,
+                env=env_for(state),
+            )
+        assert second.returncode == 1
+        assert second.stderr.decode() == (
+            f"agentrt daemon: another daemon (pid {first.pid}, socket {sockets / 'one.sock'}) "
+            f"already uses the state dir {state}; stop it first, or pass another --state-dir\n"
+        )
+        assert not (sockets / "two.sock").exists()
+        assert first.returncode is None
+
+
+async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+        env = env_for(state)
+        # A model this command could not even start on its own: only the daemon's is used.
+        env["AGENTRT_MODEL"] = "no-such-model"
+        with trio.fail_after(60):
+            parked = await trio.run_process(
+                [*AGENTRT, "run", "--session", "chat-1", "ask Name?"],
+                check=False,
+                capture_stderr=True,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert parked.returncode == 3, parked.stderr
+        assert b"agentrt pending answer chat-1" in parked.stderr
+        db = sqlite3.connect(state / "tasks.db")
+        try:
+            [(runner,)] = db.execute("SELECT runner FROM tasks WHERE session_id = 'chat-1'")
+        finally:
+            db.close()
+        assert runner == process_token(daemon.pid)
+        with trio.fail_after(60):
+            answered = await trio.run_process(
+                [*AGENTRT, "pending", "answer", "chat-1", "Ada"],
+                check=False,
+                capture_stdout=True,
+                capture_stderr=True,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert answered.returncode == 0, answered.stderr
+        assert b"You answered: Ada" in answered.stdout
+
+
+async def test_two_answers_through_a_daemon_run_the_tool_once(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    trials = 5
+    for trial in range(trials):
+        (tmp_path / f"work{trial}").mkdir()
+        await park_a_shell_call(state, tmp_path / f"work{trial}", f"chat-race{trial}")
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "daemon-work"):
+        for trial in range(trials):
+            work = tmp_path / f"work{trial}"
+            codes = await answer_twice_at_once(state, work, f"chat-race{trial}")
+            runs = runs_of(work)
+            assert runs == ["ran"], f"trial {trial}: the tool ran {len(runs)} times; exits {codes}"
+            assert sorted(codes) == [0, 1], f"trial {trial}: exits {codes}"
+
+
+async def test_a_command_whose_daemon_dies_mid_run_says_the_task_is_kept(
+    tmp_path: Path, sockets: Path
+) -> None:
+    state = tmp_path / "state"
+    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+        command = await trio.lowlevel.open_process(
+            [*AGENTRT, "run", "--json", "--session", "cli-gone", "sleep 60"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env_for(state),
+            cwd=tmp_path,
+        )
+        assert command.stdout is not None
+        assert command.stderr is not None
+        seen = b""
+        with trio.fail_after(30):
+            while b'"tool_call"' not in seen:
+                chunk = await command.stdout.receive_some()
+                assert chunk, f"the command exited early: {seen!r}"
+                seen += chunk
+            daemon.kill()
+            errors = b""
+            while chunk := await command.stderr.receive_some():
+                errors += chunk
+            assert await command.wait() == 1
+    assert errors.decode() == (
+        "agentrt: the daemon closed the connection before the run ended (did it crash?); "
+        "the task is kept: agentrt pending resume cli-gone\n"
+    )
+    listed = await trio.run_process(
+        [*AGENTRT, "pending", "list", "--json"], capture_stdout=True, env=env_for(state)
+    )
+    assert b'"session": "cli-gone", "status": "crashed"' in listed.stdout
