@@ -30,8 +30,10 @@ from agentrt import (
     TaskStarted,
     TaskStatus,
     TaskStore,
+    TextEvent,
     ToolCallEvent,
     ToolResultEvent,
+    describe_resume,
 )
 from agentrt import _agent as agent_module
 from agentrt._agent import AgentRun
@@ -378,3 +380,64 @@ async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
     assert record is not None
     assert len(record.unanswered_calls()) == 3
     assert record.attempts == {c.id: 1 for c in record.unanswered_calls()}
+
+
+async def test_a_resume_says_what_the_stop_cost(
+    runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[Entry] = []
+    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    begin_effect = AgentRun.begin_effect
+
+    async def pause_when_the_shell_begins(run: AgentRun, call: ToolCall) -> None:
+        await begin_effect(run, call)
+        if call.name == "shell":
+            runtime.executor.cancel(run.task_hash, Cause.PAUSE)
+
+    monkeypatch.setattr(AgentRun, "begin_effect", pause_when_the_shell_begins)
+    with trio.fail_after(LIMIT):
+        await runtime.executor.run(
+            "cli-cost", "write a.txt hi; read a.txt; sh sleep 30", owner="t", emit=Recorder()
+        )
+    monkeypatch.setattr(AgentRun, "begin_effect", begin_effect)
+
+    resumed = Recorder()
+
+    def pause_at_once(event: Any) -> None:
+        if isinstance(event, TaskStarted):
+            runtime.executor.cancel(event.task_hash, Cause.PAUSE)
+
+    resumed.hooks.append(pause_at_once)
+    with trio.fail_after(LIMIT):
+        await runtime.executor.resume("cli-cost", owner="t", emit=resumed)
+    (started,) = resumed.of(TaskStarted)
+    assert started.resumed
+    # The write and the read were committed; the shell had begun and runs again.
+    assert (started.kept_calls, started.rerun_calls) == (2, 1)
+
+
+async def test_words_of_an_unsaved_reply_are_counted_for_the_resume(runtime: Runtime) -> None:
+    recorder = Recorder()
+    words: list[str] = []
+
+    def pause_after_three_words(event: Any) -> None:
+        if isinstance(event, TextEvent):
+            words.append(event.text)
+            if len(words) == 3:
+                runtime.executor.cancel(event.task_hash, Cause.PAUSE)
+
+    recorder.hooks.append(pause_after_three_words)
+    with trio.fail_after(LIMIT):
+        await runtime.executor.run("cli-words", "stream 50", owner="t", emit=recorder)
+    record = await runtime.store.load("cli-words")
+    assert record is not None
+    assert record.lost_words == 3
+    again = Recorder()
+    with trio.fail_after(LIMIT):
+        ended = await runtime.executor.resume("cli-words", owner="t", emit=again)
+    assert ended.outcome is Outcome.FINISHED
+    (started,) = again.of(TaskStarted)
+    assert (
+        describe_resume(started.kept_calls, started.rerun_calls, started.regenerated_words)
+        == "resumed: 0 calls kept, 0 run again, 3 words regenerated"
+    )

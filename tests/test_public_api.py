@@ -11,6 +11,7 @@ EXPECTED = {
     "DENY",
     "default_state_dir",
     "may_have_run",
+    "describe_resume",
     "AgentConfig",
     "AlreadyAnsweredError",
     "Answer",

@@ -41,6 +41,7 @@ from agenttui._state import (
     Quit,
     RememberInput,
     RunPhase,
+    RunState,
     Send,
     SetInput,
     TranscriptEntry,
@@ -911,3 +912,18 @@ def test_a_run_carries_the_windows_folder_and_the_status_line_shows_it() -> None
     assert "in /home/ada/project" in status_text(state, 0.0)
     assert short_path("/home/ada/project", home="/home/ada") == "~/project"
     assert short_path("/srv/x", home="/home/ada") == "/srv/x"
+
+
+def test_a_resumed_run_says_what_the_pause_cost() -> None:
+    state = TuiState(connected=True)
+    state.run = RunState(started_at=0.0, session="cli-1", text="stream 40")
+    on_task(state, TaskFrame("t1", "cli-1", True, 3, 1, 40))
+    assert state.transcript[-1].kind is EntryKind.INFO
+    assert state.transcript[-1].text == "resumed: 3 calls kept, 1 run again, 40 words regenerated"
+
+
+def test_a_new_run_has_no_cost_line() -> None:
+    state = TuiState(connected=True)
+    state.run = RunState(started_at=0.0, session=None, text="hi")
+    on_task(state, TaskFrame("t1", "cli-1"))
+    assert all("resumed:" not in e.text for e in state.transcript)

@@ -23,6 +23,7 @@ from ._events import ToolCallEvent as ToolCallEvent
 from ._events import ToolResultEvent as ToolResultEvent
 from ._events import UsageEvent as UsageEvent
 from ._events import VerifyEvent as VerifyEvent
+from ._events import describe_resume as describe_resume
 from ._events import may_have_run as may_have_run
 from ._executor import BadAnswerError as BadAnswerError
 from ._executor import BadSessionIdError as BadSessionIdError

@@ -200,6 +200,8 @@ class AgentRun:
     agent: str = ""
     #: The full transcript of this run (see the class docstring).
     live: list[Message] = attrs.field(factory=list)
+    #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
+    uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _subagents: int = attrs.field(default=0, init=False)
     #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
@@ -273,6 +275,7 @@ class AgentRun:
 
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
+            self.uncommitted_words += len(delta.text.split())
             # A model may hand over a long text in one piece; events stay small.
             for piece in split_text(self.config.redactor.redact(delta.text)):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
@@ -292,6 +295,8 @@ class AgentRun:
         """Append `message` to the live transcript and persist the snapshot (one transaction)."""
         async with self._commit_lock:
             self.live.append(message)
+            if message.role is Role.ASSISTANT:
+                self.uncommitted_words = 0
             record = self.snapshot.evolve(
                 transcript=(*self.snapshot.transcript, message), **changes
             )

@@ -30,6 +30,12 @@ class TaskStarted:
     task_hash: str
     session_id: str
     resumed: bool = False
+    #: On a resume, what the stop cost: calls whose committed results are kept,
+    kept_calls: int = 0
+    #: calls that had started and may run again,
+    rerun_calls: int = 0
+    #: and words of an unsaved reply the model will say again.
+    regenerated_words: int = 0
 
 
 @attrs.frozen
@@ -62,6 +68,18 @@ class ToolCallEvent:
     def may_have_run(self) -> str | None:
         """The warning to show when an earlier attempt may already have run, else None."""
         return may_have_run(self.attempt)
+
+
+def describe_resume(kept_calls: int, rerun_calls: int, regenerated_words: int) -> str:
+    """What a pause cost, in one line: ``resumed: 3 calls kept, 1 run again, 40 words regenerated``."""
+
+    def count(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
+    return (
+        f"resumed: {count(kept_calls, 'call', 'calls')} kept, {rerun_calls} run again, "
+        f"{count(regenerated_words, 'word', 'words')} regenerated"
+    )
 
 
 def may_have_run(attempt: int) -> str | None:

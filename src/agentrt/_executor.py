@@ -30,7 +30,7 @@ from ._agent import AgentConfig, AgentRun, Emit
 from ._cause import Cause, CauseScope, cause_of
 from ._context import RequestContext, bind_context
 from ._events import Outcome, RunEnded, TaskStarted
-from ._messages import Message, Model, ModelError
+from ._messages import Message, Model, ModelError, Role
 from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
 from ._process import process_token, token_alive, token_pid
 from ._record import TaskRecord, TaskStatus
@@ -368,7 +368,7 @@ class Executor:
             # create() / update() persisted the record as RUNNING already. The first event
             # goes out whatever happens next: a cancel that arrived while the record was
             # being written still finds a run that said it started.
-            await self._emit_first(emit, TaskStarted(info.task_hash, info.session_id, resumed))
+            await self._emit_first(emit, _task_started(info, record, resumed))
             try:
                 with running.scope:
                     text, question = await agent.drive()
@@ -453,7 +453,12 @@ class Executor:
         else:
             # Every commit saved the record already; only its status and cause change.
             # (False when a discard removed the task meanwhile.)
-            kept = await self.store.mark(record.session_id, TaskStatus.INTERRUPTED, cause=cause)
+            kept = await self.store.mark(
+                record.session_id,
+                TaskStatus.INTERRUPTED,
+                cause=cause,
+                lost_words=agent.uncommitted_words,
+            )
         return RunEnded(
             agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
         )
@@ -462,7 +467,12 @@ class Executor:
         record = agent.snapshot
         kept = True
         try:
-            await self.store.mark(record.session_id, TaskStatus.FAILED, error=error)
+            await self.store.mark(
+                record.session_id,
+                TaskStatus.FAILED,
+                error=error,
+                lost_words=agent.uncommitted_words,
+            )
         except StoreError as exc:
             log.error("could not keep the pending task of %s: %s", record.session_id, exc)
             kept = False
@@ -541,6 +551,15 @@ def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEff
         "this question needs the system password; resume the task from the terminal "
         "or the web page without an answer and type it there"
     )
+
+
+def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStarted:
+    """The first event; on a resume it says what the stop cost."""
+    if not resumed:
+        return TaskStarted(info.task_hash, info.session_id)
+    kept = sum(1 for m in record.transcript if m.role is Role.TOOL)
+    rerun = sum(1 for c in record.unanswered_calls() if record.attempts_of(c.id) > 0)
+    return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
 
 
 def _describe(exc: BaseException) -> str:

@@ -73,6 +73,9 @@ class TaskRecord:
     attempts: Mapping[str, int] = attrs.field(factory=dict)
     #: The folder the task's tools work in (None: the runtime's default), kept for a resume.
     workdir: str | None = None
+    #: Words of a reply the model was streaming when the run stopped, never saved: a resume
+    #: makes the model say them again.
+    lost_words: int = 0
 
     @property
     def crashed(self) -> bool:

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     runner TEXT,
     attempts TEXT NOT NULL DEFAULT '{}',
     workdir TEXT,
+    lost_words INTEGER NOT NULL DEFAULT 0,
     transcript TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS history (
@@ -134,6 +135,7 @@ _FIELDS = (
     "runner",
     "attempts",
     "workdir",
+    "lost_words",
 )
 _SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
 
@@ -155,6 +157,7 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
         record.runner,
         _dumps(dict(record.attempts)),
         record.workdir,
+        record.lost_words,
     )
 
 
@@ -288,16 +291,24 @@ class TaskStore:
         *,
         cause: Cause | None = None,
         error: str | None = None,
+        lost_words: int = 0,
     ) -> bool:
-        """Set a task's status, cause and error in place; False if it has no record."""
+        """Set a task's status, cause, error and lost words in place; False if it has no record."""
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
                 cur = db.execute(
-                    "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ? "
-                    "WHERE session_id = ?",
-                    (status.value, cause.value if cause else None, _dumps(error), now, session_id),
+                    "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ?, "
+                    "lost_words = ? WHERE session_id = ?",
+                    (
+                        status.value,
+                        cause.value if cause else None,
+                        _dumps(error),
+                        now,
+                        lost_words,
+                        session_id,
+                    ),
                 )
             return cur.rowcount > 0
 
@@ -452,6 +463,7 @@ class TaskStore:
                 runner,
                 attempts,
                 workdir,
+                lost_words,
             ) = row[1:-1]
             saved = json.loads(question)
             return TaskRecord(
@@ -470,6 +482,7 @@ class TaskStore:
                 runner=runner,
                 attempts={str(k): int(v) for k, v in json.loads(attempts).items()},
                 workdir=workdir,
+                lost_words=int(lost_words),
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             detail = (
@@ -506,6 +519,7 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.execute("ALTER TABLE tasks ADD COLUMN attempts TEXT NOT NULL DEFAULT '{}'")
         db.execute("ALTER TABLE history ADD COLUMN window_hash TEXT")
         db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
+        db.execute("ALTER TABLE tasks ADD COLUMN lost_words INTEGER NOT NULL DEFAULT 0")
 
 
 #: The files SQLite keeps beside the store in WAL mode (and a rollback journal, if one is left).

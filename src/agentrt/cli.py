@@ -33,7 +33,7 @@ import trio
 from . import __version__
 from ._agent import Emit
 from ._cause import Cause
-from ._events import Event, Outcome, RunEnded, TaskStarted, may_have_run
+from ._events import Event, Outcome, RunEnded, TaskStarted, describe_resume, may_have_run
 from ._executor import ExecutorError, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
@@ -213,6 +213,10 @@ class Printer:
         elif isinstance(frame, TaskFrame):
             verb = "resumed" if frame.resumed else "started"
             self._note(f"task {frame.task} {verb} in session {frame.session}")
+            if frame.resumed:
+                self._note(
+                    describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words)
+                )
         elif isinstance(frame, ToolCallFrame):
             args = json.dumps(frame.arguments, ensure_ascii=False)
             if len(args) > 120:

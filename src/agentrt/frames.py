@@ -169,6 +169,12 @@ class TaskFrame:
     task: str
     session: str
     resumed: bool = False
+    #: On a resume: calls whose committed results are kept (they never run again),
+    kept_calls: int = 0
+    #: calls that started before and may run again,
+    rerun_calls: int = 0
+    #: words of a reply that was never saved, which the model will say again.
+    regenerated_words: int = 0
 
 
 @attrs.frozen
@@ -439,7 +445,14 @@ def frame_for_event(event: Event) -> DaemonFrame:
     """The frame that carries a runtime event to the client."""
     match event:
         case TaskStarted():
-            return TaskFrame(event.task_hash, event.session_id, event.resumed)
+            return TaskFrame(
+                event.task_hash,
+                event.session_id,
+                event.resumed,
+                event.kept_calls,
+                event.rerun_calls,
+                event.regenerated_words,
+            )
         case TextEvent():
             return TextFrame(event.task_hash, event.text, event.agent)
         case ToolCallDeltaEvent():

@@ -21,7 +21,15 @@ from typing import Any
 
 import attrs
 
-from agentrt import ALLOW_ONCE, DENY, Cause, Outcome, RequestKind, may_have_run
+from agentrt import (
+    ALLOW_ONCE,
+    DENY,
+    Cause,
+    Outcome,
+    RequestKind,
+    describe_resume,
+    may_have_run,
+)
 from agentrt.frames import (
     Ack,
     AnswerFrame,
@@ -1028,6 +1036,13 @@ def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
     run.task = frame.task
     run.session = frame.session
     state.session = frame.session
+    if frame.resumed:
+        _add(
+            state,
+            EntryKind.INFO,
+            describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words),
+            frame.task,
+        )
     if run.held_cancel is not None:
         pause = run.held_cancel
         run.held_cancel = None

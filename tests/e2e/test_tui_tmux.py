@@ -298,6 +298,10 @@ def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: Worl
     assert re.search(r"> cli-\w+  paused, \d+ s ago: stream 300", screen)
     term.keys("Enter")
     term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
+    # One line says what the pause cost: the words of the unsaved reply come again.
+    term.wait_for(
+        r"resumed: 0 calls kept, 0 run again, [1-9]\d* words regenerated", "the cost line"
+    )
     # The resumed run streams back into this window.
     term.wait_for(r"(?s)Resuming.*word2 ", "resumed output", timeout=DEADLINE)
     term.wait_for(r"running\s+\|\s+task \w+", "the status line of the resumed run")
