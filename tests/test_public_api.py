@@ -82,7 +82,7 @@ EXPECTED = {
 
 def test_public_names_are_exactly_the_documented_surface() -> None:
     public = {name for name in vars(agentrt) if not name.startswith("_")}
-    modules = {"cli", "codec", "frames", "client", "daemon", "http", "bots", "providers"}
+    modules = {"cli", "codec", "frames", "client", "daemon", "http", "bots", "providers", "lab"}
     assert public - modules == EXPECTED
 
 
