@@ -14,20 +14,25 @@ import pytest
 import trio
 
 try:
-    from benchmarks import bench_core
-    from benchmarks.__main__ import _run_optional
+    import benchmarks  # noqa: F401
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks import bench_core
-    from benchmarks.__main__ import _run_optional
+
+from benchmarks import bench_core
+from benchmarks.__main__ import ORDER, _run_optional, ordered
+from benchmarks._harness import Result
 
 
-def _assert_measured(result: bench_core.Result, name: str) -> None:
+def _assert_measured(result: Result, name: str, target: float | None = None) -> None:
     assert result.name == name
+    assert result.failure is None
     assert result.subject > 0
     assert result.baseline > 0
     assert result.ratio == pytest.approx(result.subject / result.baseline)
     assert result.problems == ()
+    if target is not None:
+        assert result.target_kind == "ratio"
+        assert result.target == target
 
 
 async def test_ask_answer_benchmark_reports_a_ratio_and_leaves_no_entry() -> None:
@@ -48,9 +53,7 @@ async def test_cancel_benchmark_pauses_runs_and_keeps_their_tasks(tmp_path: Path
 async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -> None:
     with trio.fail_after(20):
         result = await bench_core.bench_pause_resume(tmp_path, rounds=2)
-    _assert_measured(result, "pause_resume")
-    assert result.target_kind == "absolute"
-    assert result.target == 1e-3
+    _assert_measured(result, "pause_resume", 6.0)
     assert "re-executed committed tool calls: 0 over 3 resumes" in result.notes
 
 
@@ -131,3 +134,16 @@ def test_a_crashing_optional_benchmark_is_reported(
     out = capsys.readouterr()
     assert "broken_bench_for_test failed to run" in out.out
     assert "RuntimeError: boom" in out.err
+
+
+def test_a_failed_subject_prints_its_reason_and_misses() -> None:
+    result = Result.failed("big_list", "frame longer than 1048576 bytes", 2e-3, 12.0, 3)
+    assert not result.passed
+    row = bench_core.format_table([result]).splitlines()[2]
+    assert "fails: frame longer than 1048576 bytes" in row
+    assert row.split()[-1] == "MISS"
+
+
+def test_rows_follow_the_order_of_the_figures() -> None:
+    rows = [_result(1.0, 1.0)] + [bench_core.Result(n, 1.0, 1.0, "ratio", 2, 1) for n in ORDER]
+    assert [r.name for r in ordered(rows)] == [*ORDER, "demo"]
