@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core).
+``--only GROUP`` runs one group (core, scale).
 """
 
 from __future__ import annotations
@@ -21,18 +21,24 @@ from pathlib import Path
 
 import trio
 
-from . import bench_core
+from . import bench_core, bench_scale
 from ._harness import Result, format_table
 
 #: The groups, each run in its own temporary folder under one root.
 GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "core": lambda root: trio.run(bench_core.run_all, root),
+    "scale": lambda root: trio.run(bench_scale.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
 ORDER = (
     "cancel_final",
     "pause_resume",
+    "commit_1000",
+    "history_3000",
+    "post_1000",
+    "listen_10k",
+    "has_listener_1000",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

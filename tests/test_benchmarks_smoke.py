@@ -18,7 +18,7 @@ try:
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_core
+from benchmarks import bench_core, bench_scale
 from benchmarks.__main__ import ORDER, _run_optional, ordered
 from benchmarks._harness import Result
 
@@ -147,3 +147,29 @@ def test_a_failed_subject_prints_its_reason_and_misses() -> None:
 def test_rows_follow_the_order_of_the_figures() -> None:
     rows = [_result(1.0, 1.0)] + [bench_core.Result(n, 1.0, 1.0, "ratio", 2, 1) for n in ORDER]
     assert [r.name for r in ordered(rows)] == [*ORDER, "demo"]
+
+
+# -- growth with the work ------------------------------------------------------------
+
+
+async def test_commit_benchmark_saves_both_sizes_and_cleans_up(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        result = await bench_scale.bench_commit_size(tmp_path, rounds=2, large=20, small=2)
+    _assert_measured(result, "commit_20", 1.5)
+    assert any(note.startswith("AgentRun.commit itself") for note in result.notes)
+
+
+async def test_history_benchmark_runs_in_a_session_with_history(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        result = await bench_scale.bench_history_size(tmp_path, rounds=2, history=30)
+    _assert_measured(result, "history_30", 1.5)
+
+
+async def test_registry_benchmarks_leave_their_registries_as_they_found_them() -> None:
+    with trio.fail_after(30):
+        post = await bench_scale.bench_post_fanout(rounds=2, batch=3, large=10, small=1)
+        listen = await bench_scale.bench_listen_scaling(rounds=2, batch=2, large=60, small=6)
+        has = await bench_scale.bench_has_listener(rounds=2, batch=4, large=10, small=1)
+    _assert_measured(post, "post_10", 2.0)
+    _assert_measured(listen, "listen_60", 2.0)
+    _assert_measured(has, "has_listener_10", 2.0)
