@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale).
+``--only GROUP`` runs one group (core, scale, processes).
 """
 
 from __future__ import annotations
@@ -17,28 +17,36 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import trio
 
-from . import bench_core, bench_scale
+from . import bench_core, bench_processes, bench_scale
 from ._harness import Result, format_table
 
 #: The groups, each run in its own temporary folder under one root.
 GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "core": lambda root: trio.run(bench_core.run_all, root),
     "scale": lambda root: trio.run(bench_scale.run_all, root),
+    "processes": lambda root: trio.run(
+        partial(bench_processes.run_all, root, stores=root.parent / "stores")
+    ),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
 ORDER = (
     "cancel_final",
     "pause_resume",
+    "cancel_2p",
+    "ask_2p",
     "commit_1000",
     "history_3000",
     "post_1000",
     "listen_10k",
     "has_listener_1000",
+    "pending_list_10k",
+    "answer_idle_1000",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

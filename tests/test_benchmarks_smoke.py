@@ -8,6 +8,7 @@ never the timings themselves.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ try:
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_core, bench_scale
+from benchmarks import bench_core, bench_processes, bench_scale
 from benchmarks.__main__ import ORDER, _run_optional, ordered
 from benchmarks._harness import Result
 
@@ -173,3 +174,17 @@ async def test_registry_benchmarks_leave_their_registries_as_they_found_them() -
     _assert_measured(post, "post_10", 2.0)
     _assert_measured(listen, "listen_60", 2.0)
     _assert_measured(has, "has_listener_10", 2.0)
+
+
+# -- other processes -----------------------------------------------------------------
+
+
+async def test_two_process_benchmarks_run_against_real_daemons() -> None:
+    # A short folder: Unix socket paths must stay under 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="agentrt-bench-") as tmp, trio.fail_after(120):
+        results = await bench_processes.run_all(Path(tmp), idle=5, tasks=(30, 3), rounds=2)
+    names = [r.name for r in results]
+    assert names == ["cancel_2p", "ask_2p", "answer_idle_5", "pending_list_30"]
+    targets = {"cancel_2p": 2.0, "ask_2p": 1.5, "answer_idle_5": 1.3, "pending_list_30": 12.0}
+    for result in results:
+        _assert_measured(result, result.name, targets[result.name])
