@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes).
+``--only GROUP`` runs one group (core, scale, processes, commands).
 """
 
 from __future__ import annotations
@@ -22,8 +22,12 @@ from pathlib import Path
 
 import trio
 
-from . import bench_core, bench_processes, bench_scale
+from . import bench_commands, bench_core, bench_processes, bench_scale
 from ._harness import Result, format_table
+from ._processes import ensure_store
+
+#: Pending tasks in the large stores (the daemon's and the command's listing).
+LARGE_STORE = 10_000
 
 #: The groups, each run in its own temporary folder under one root.
 GROUPS: dict[str, Callable[[Path], list[Result]]] = {
@@ -31,6 +35,9 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "scale": lambda root: trio.run(bench_scale.run_all, root),
     "processes": lambda root: trio.run(
         partial(bench_processes.run_all, root, stores=root.parent / "stores")
+    ),
+    "commands": lambda root: bench_commands.run_all(
+        root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
 }
 
@@ -46,6 +53,9 @@ ORDER = (
     "listen_10k",
     "has_listener_1000",
     "pending_list_10k",
+    "cli_pending_10k",
+    "run_hello",
+    "tui_first_screen",
     "answer_idle_1000",
 )
 

@@ -1,14 +1,22 @@
-"""Other processes the benchmarks drive: daemons and the raw echo server."""
+"""Other processes the benchmarks drive: daemons, the raw echo server, commands in a terminal."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import attrs
@@ -192,3 +200,139 @@ class LineClient:
     async def aclose(self) -> None:
         """Close the connection."""
         await self.stream.aclose()
+
+
+# -- commands, timed from the outside -----------------------------------------------
+
+
+def timed_run(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    """Run `command` to its end; return (wall seconds, its standard output).
+
+    Raises `RuntimeError` with its standard error when it fails.
+    """
+    start = time.perf_counter()
+    done = subprocess.run(
+        command,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=STEP_TIMEOUT,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} exited with {done.returncode}: "
+            f"{done.stderr.decode(errors='replace')[-1000:]}"
+        )
+    return elapsed, done.stdout.decode(errors="replace")
+
+
+_ESCAPE = re.compile(
+    rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78])"
+)
+#: A terminal's answer to "where is the cursor?" (a full-screen app may ask before drawing).
+_CURSOR_QUERY = b"\x1b[6n"
+
+
+def screen_text(output: bytes) -> str:
+    """What a terminal shows of `output`, roughly: its text with escape sequences removed."""
+    return _ESCAPE.sub(b"", output).decode("utf-8", errors="replace")
+
+
+def time_to_screen(
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    marker: re.Pattern[str] | None,
+    *,
+    later: re.Pattern[str] | None = None,
+    later_timeout: float = 5.0,
+    size: tuple[int, int] = (40, 120),
+) -> tuple[float, float | None]:
+    """Seconds from starting `command` in a fresh terminal (a pty) until `marker` shows.
+
+    With `marker` None, the seconds until the command exits (a baseline run
+    the same way). Once `marker` shows, waits up to `later_timeout` more for
+    `later` and returns its time too (None if it never showed). The terminal
+    answers cursor-position queries as a real one would. The command is
+    terminated at the end.
+    """
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    env = {**env, "TERM": "xterm-256color", "COLUMNS": str(size[1]), "LINES": str(size[0])}
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        close_fds=True,
+    )
+    os.close(slave)
+    output = bytearray()
+    first: float | None = None
+    try:
+        deadline = start + STEP_TIMEOUT
+        while True:
+            now = time.perf_counter()
+            if first is not None and (later is None or now > first + start + later_timeout):
+                return first, None
+            if now > deadline:
+                raise RuntimeError(
+                    f"{' '.join(command)}: nothing matching {marker and marker.pattern!r} after "
+                    f"{STEP_TIMEOUT:g} s; the screen showed: {screen_text(bytes(output))[-500:]!r}"
+                )
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError as exc:  # EIO: the command exited and closed the terminal
+                if exc.errno != errno.EIO:
+                    raise
+                chunk = b""
+            if not chunk:
+                code = process.wait(timeout=STEP_TIMEOUT)
+                if marker is None and code == 0:
+                    return time.perf_counter() - start, None
+                if first is not None:
+                    return first, None
+                raise RuntimeError(
+                    f"{' '.join(command)} exited with {code}: {screen_text(bytes(output))[-500:]!r}"
+                )
+            output += chunk
+            if _CURSOR_QUERY in chunk:
+                os.write(master, b"\x1b[1;1R")
+            shown = screen_text(bytes(output))
+            if first is None and marker is not None and marker.search(shown):
+                first = time.perf_counter() - start
+            if first is not None and later is not None and later.search(shown):
+                return first, time.perf_counter() - start
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        os.close(master)
+
+
+def socket_answers(path: Path) -> bool:
+    """Whether something accepts connections on the Unix socket `path`."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(os.fspath(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True

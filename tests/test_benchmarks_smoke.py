@@ -19,9 +19,10 @@ try:
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_core, bench_processes, bench_scale
+from benchmarks import bench_commands, bench_core, bench_processes, bench_scale
 from benchmarks.__main__ import ORDER, _run_optional, ordered
 from benchmarks._harness import Result
+from benchmarks._processes import ensure_store, screen_text
 
 
 def _assert_measured(result: Result, name: str, target: float | None = None) -> None:
@@ -150,6 +151,11 @@ def test_rows_follow_the_order_of_the_figures() -> None:
     assert [r.name for r in ordered(rows)] == [*ORDER, "demo"]
 
 
+def test_screen_text_drops_escape_sequences() -> None:
+    drawn = b"\x1b[?1049h\x1b[1;1H\x1b[0;7m idle  |  Esc stop\x1b[0m\x1b[6n"
+    assert screen_text(drawn) == " idle  |  Esc stop"
+
+
 # -- growth with the work ------------------------------------------------------------
 
 
@@ -188,3 +194,16 @@ async def test_two_process_benchmarks_run_against_real_daemons() -> None:
     targets = {"cancel_2p": 2.0, "ask_2p": 1.5, "answer_idle_5": 1.3, "pending_list_30": 12.0}
     for result in results:
         _assert_measured(result, result.name, targets[result.name])
+
+
+async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
+    store = await ensure_store(tmp_path / "store", 5)
+    with trio.fail_after(180):
+        results = await trio.to_thread.run_sync(
+            lambda: bench_commands.run_all(tmp_path, store, large=5, rounds=1)
+        )
+    targets = {"cli_pending_5": 1.2, "run_hello": 1.5, "tui_first_screen": 1.3}
+    assert [r.name for r in results] == list(targets)
+    for result in results:
+        _assert_measured(result, result.name, targets[result.name])
+    assert "(connected)" in results[-1].notes[0]
