@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import sqlite3
 import statistics
 import time
@@ -39,7 +40,9 @@ import trio.testing
 from agentrt._cause import Cause
 from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
+from agentrt._messages import Message
 from agentrt._pending import Answer, Listener, Registry, Request
+from agentrt._record import converter
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
 from agentrt._store import TaskStore
@@ -326,58 +329,37 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
     runtime, close = await open_bench_runtime(state_dir)
     session = "chat-pause-resume"
     store_calls, restore = _count_store_calls()
-    record_size = 0
-    base_db = _connect_like_store(state_dir / "baseline.db")
+    base_db = connect_like_store(state_dir / "baseline.db")
     try:
         async with trio.open_nursery() as nursery:
             loop = await PauseResumeLoop.start(runtime, nursery, session)
+            # One cycle first: by then the round's `big` result is committed, so the record
+            # measured is the one every later pause keeps.
+            await loop.cycle()
+            record_size = await stored_record_size(runtime.store, session)
+            payload = "x" * record_size
             if store_calls is not None:
-                store_calls.clear()  # count the cycles only, not the first run
-
-            async def subject() -> float:
-                nonlocal record_size
-                elapsed = await loop.cycle()
-                if not record_size:
-                    record_size = _stored_record_size(state_dir / "tasks.db", session)
-                return elapsed
-
-            payload = "x" * max(record_size, 1)
-
-            def sqlite_round_trip() -> float:
-                start = time.perf_counter()
-                with base_db:
-                    base_db.execute(
-                        "INSERT INTO tasks(session_id, record) VALUES (?, ?) "
-                        "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record",
-                        (session, payload),
-                    )
-                row = base_db.execute(
-                    "SELECT record FROM tasks WHERE session_id = ?", (session,)
-                ).fetchone()
-                elapsed = time.perf_counter() - start
-                assert row[0] == payload
-                return elapsed
+                store_calls.clear()  # count the measured cycles only
+            first_counted = loop.cycles
 
             async def baseline() -> float:
-                nonlocal payload
-                if len(payload) != record_size and record_size:
-                    payload = "x" * record_size
                 await trio.lowlevel.checkpoint()
-                return sqlite_round_trip()
+                return sqlite_round_trip(base_db, session, payload)
 
-            subject_median, baseline_median = await interleave(subject, baseline, rounds)
+            subject_median, baseline_median = await interleave(loop.cycle, baseline, rounds)
+            # Taken before the cancel below, whose shutdown saves the task once more.
+            calls = None if store_calls is None else dict(store_calls)
+            cycles = loop.cycles - first_counted
             nursery.cancel_scope.cancel()
         hop = await thread_hop_median()
     finally:
         restore()
         base_db.close()
         await close()
-    if store_calls is None:
+    if calls is None:
         counted = "not counted (the store has no TaskStore._run to count through)"
     else:
-        counted = ", ".join(
-            f"{name} {count / loop.cycles:.2f}" for name, count in store_calls.items()
-        )
+        counted = ", ".join(f"{name} {count / cycles:.2f}" for name, count in calls.items())
     return Result(
         "pause_resume",
         subject_median,
@@ -418,9 +400,9 @@ def _count_store_calls() -> tuple[collections.Counter[str] | None, Callable[[], 
     return counts, restore
 
 
-def _connect_like_store(path: Path) -> sqlite3.Connection:
+def connect_like_store(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
     """A SQLite file set up as the task store sets up its own (WAL, synchronous=NORMAL)."""
-    db = sqlite3.connect(path, isolation_level=None)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=check_same_thread)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("CREATE TABLE IF NOT EXISTS tasks (session_id TEXT PRIMARY KEY, record TEXT)")
@@ -428,18 +410,35 @@ def _connect_like_store(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _stored_record_size(path: Path, session: str) -> int:
-    """The size in bytes of a session's stored record, read with a second connection."""
-    db = sqlite3.connect(path)
-    try:
-        row = db.execute(
-            "SELECT length(CAST(transcript AS BLOB)) + length(CAST(input AS BLOB)) "
-            "FROM tasks WHERE session_id = ?",
-            (session,),
-        ).fetchone()
-    finally:
-        db.close()
-    return int(row[0]) if row else 0
+def sqlite_round_trip(db: sqlite3.Connection, key: str, payload: str) -> float:
+    """One upsert of `payload` under `key` and one select of it, in the caller's thread; seconds.
+
+    The least a store can do to persist a record and read it back: the
+    baseline of the pause -> persisted -> resume cycle.
+    """
+    start = time.perf_counter()
+    with db:
+        db.execute(
+            "INSERT INTO tasks(session_id, record) VALUES (?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record",
+            (key, payload),
+        )
+    row = db.execute("SELECT record FROM tasks WHERE session_id = ?", (key,)).fetchone()
+    elapsed = time.perf_counter() - start
+    assert row[0] == payload
+    return elapsed
+
+
+async def stored_record_size(store: TaskStore, session: str) -> int:
+    """The size in bytes of a session's saved record: its transcript and input as JSON.
+
+    Read through the public store API, so it holds whatever the store's schema.
+    """
+    record = await store.load(session)
+    if record is None:
+        return 0
+    transcript = converter.unstructure(record.transcript, tuple[Message, ...])
+    return len(json.dumps(transcript).encode()) + len(json.dumps(record.input).encode())
 
 
 # -- 4. claim cost with many waiting entries -----------------------------------

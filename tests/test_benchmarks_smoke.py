@@ -56,7 +56,7 @@ async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -
     with trio.fail_after(20):
         result = await bench_core.bench_pause_resume(tmp_path, rounds=2)
     _assert_measured(result, "pause_resume", 6.0)
-    assert "re-executed committed tool calls: 0 over 3 resumes" in result.notes
+    assert "re-executed committed tool calls: 0 over 4 resumes" in result.notes
 
 
 async def test_claim_benchmark_keeps_its_populations_constant() -> None:
