@@ -7,6 +7,7 @@ never the timings themselves.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,7 @@ from benchmarks import bench_commands, bench_core, bench_processes, bench_scale
 from benchmarks.__main__ import ORDER, _run_optional, ordered
 from benchmarks._harness import Result
 from benchmarks._processes import ensure_store, screen_text
+from benchmarks.peers import __main__ as peers
 
 
 def _assert_measured(result: Result, name: str, target: float | None = None) -> None:
@@ -207,3 +209,51 @@ async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
     for result in results:
         _assert_measured(result, result.name, targets[result.name])
     assert "(connected)" in results[-1].notes[0]
+
+
+# -- the peers comparison ------------------------------------------------------------
+
+
+async def test_peers_rotation_gives_every_system_each_place_in_turn() -> None:
+    order: list[str] = []
+
+    def system(key: str) -> peers.Batch:
+        async def batch(size: int) -> list[float]:
+            await trio.lowlevel.checkpoint()
+            order.extend([key] * size)
+            return [float(len(order))] * size
+
+        return batch
+
+    times = await peers.rotate({k: system(k) for k in "abc"}, rounds=3, size=2)
+    assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6, "c": 6}
+    rounds = ["".join(order[n : n + 6 : 2]) for n in range(6, len(order), 6)]
+    assert rounds == ["abc", "acb", "cab"]
+
+
+def test_peers_table_says_how_each_system_compares_with_agentrt() -> None:
+    table = peers.format_systems(
+        [
+            peers.System("agentrt", "agentrt cycle", 1e-3, 10),
+            peers.System("sqlite", "bare SQLite", 1e-4, 10),
+            peers.System("langgraph", "LangGraph cycle", 8e-3, 10),
+        ],
+        "agentrt",
+    ).splitlines()
+    assert table[2].endswith("1.00x")
+    assert table[3].endswith("10.00x faster")
+    assert table[4].endswith("8.00x slower")
+
+
+def test_peers_comparison_says_how_to_install_the_peers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert peers.main([]) == 2
+    assert "make bench-peers" in capsys.readouterr().err
+
+
+def test_peers_comparison_runs_with_the_peers_installed() -> None:
+    pytest.importorskip("langgraph")
+    pytest.importorskip("agents")
+    assert peers.main(["--rounds", "1", "--size", "2"]) == 0
