@@ -86,7 +86,7 @@ def bench_cli_pending_list(
     )
 
 
-def bench_run_hello(root: Path, rounds: int = 8) -> Result:
+def bench_run_hello(root: Path, rounds: int = 10) -> Result:
     """``agentrt run hello`` (the scripted model) vs importing what it is built on."""
     env = isolated_env(root)
     state = root / "run-state"
@@ -121,7 +121,7 @@ def bench_run_hello(root: Path, rounds: int = 8) -> Result:
     )
 
 
-def bench_tui_first_screen(root: Path, rounds: int = 6) -> Result:
+def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
     """``agenttui`` with a daemon running, until its first screen shows, vs the imports."""
     env = isolated_env(root)
     socket_path = root / "tui.sock"
