@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The peers `make bench-peers` compares agentrt with, in a virtualenv of their own.
+PEERS       ?= .venv-peers
+PEERS_STAMP := $(PEERS)/.installed
 
-.PHONY: run test lint typecheck unit bench stress clean system-deps
+.PHONY: run test lint typecheck unit bench bench-peers stress clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +43,23 @@ test: $(STAMP) system-deps lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+## bench-peers: agentrt's pause -> resume cycle beside LangGraph's and the OpenAI Agents SDK's,
+## in one run; they are installed into $(PEERS) (never into the project's dependencies)
+$(PEERS)/bin/python:
+	$(PYTHON) -m venv $(PEERS)
+
+$(PEERS_STAMP): pyproject.toml benchmarks/peers/constraints.txt | $(PEERS)/bin/python
+	$(PEERS)/bin/pip install -q --upgrade pip
+	$(PEERS)/bin/pip install -q -c benchmarks/peers/constraints.txt -e . \
+		langgraph langgraph-checkpoint-sqlite openai-agents
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS)/bin/python -m benchmarks.peers
+
 ## stress: crash, disconnect, fuzz, isolation, secrets and load suites; prints a table, fails on any loss
 stress: $(STAMP)
 	$(BIN)/python -m stress
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache

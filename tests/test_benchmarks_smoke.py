@@ -7,27 +7,36 @@ never the timings themselves.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import trio
 
 try:
-    from benchmarks import bench_core
-    from benchmarks.__main__ import _run_optional
+    import benchmarks  # noqa: F401
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks import bench_core
-    from benchmarks.__main__ import _run_optional
+
+from benchmarks import bench_commands, bench_core, bench_processes, bench_scale
+from benchmarks.__main__ import ORDER, _run_optional, ordered
+from benchmarks._harness import Result
+from benchmarks._processes import ensure_store, screen_text
+from benchmarks.peers import __main__ as peers
 
 
-def _assert_measured(result: bench_core.Result, name: str) -> None:
+def _assert_measured(result: Result, name: str, target: float | None = None) -> None:
     assert result.name == name
+    assert result.failure is None
     assert result.subject > 0
     assert result.baseline > 0
     assert result.ratio == pytest.approx(result.subject / result.baseline)
     assert result.problems == ()
+    if target is not None:
+        assert result.target_kind == "ratio"
+        assert result.target == target
 
 
 async def test_ask_answer_benchmark_reports_a_ratio_and_leaves_no_entry() -> None:
@@ -48,10 +57,8 @@ async def test_cancel_benchmark_pauses_runs_and_keeps_their_tasks(tmp_path: Path
 async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -> None:
     with trio.fail_after(20):
         result = await bench_core.bench_pause_resume(tmp_path, rounds=2)
-    _assert_measured(result, "pause_resume")
-    assert result.target_kind == "absolute"
-    assert result.target == 1e-3
-    assert "re-executed committed tool calls: 0 over 3 resumes" in result.notes
+    _assert_measured(result, "pause_resume", 6.0)
+    assert "re-executed committed tool calls: 0 over 4 resumes" in result.notes
 
 
 async def test_claim_benchmark_keeps_its_populations_constant() -> None:
@@ -139,3 +146,116 @@ def test_a_crashing_optional_benchmark_is_reported(
     out = capsys.readouterr()
     assert "broken_bench_for_test failed to run" in out.out
     assert "RuntimeError: boom" in out.err
+
+
+def test_a_failed_subject_prints_its_reason_and_misses() -> None:
+    result = Result.failed("big_list", "frame longer than 1048576 bytes", 2e-3, 12.0, 3)
+    assert not result.passed
+    row = bench_core.format_table([result]).splitlines()[2]
+    assert "fails: frame longer than 1048576 bytes" in row
+    assert row.split()[-1] == "MISS"
+
+
+def test_rows_follow_the_order_of_the_figures() -> None:
+    rows = [_result(1.0, 1.0)] + [bench_core.Result(n, 1.0, 1.0, "ratio", 2, 1) for n in ORDER]
+    assert [r.name for r in ordered(rows)] == [*ORDER, "demo"]
+
+
+def test_screen_text_drops_escape_sequences() -> None:
+    drawn = b"\x1b[?1049h\x1b[1;1H\x1b[0;7m idle  |  Esc stop\x1b[0m\x1b[6n"
+    assert screen_text(drawn) == " idle  |  Esc stop"
+
+
+# -- growth with the work ------------------------------------------------------------
+
+
+async def test_commit_benchmark_saves_both_sizes_and_cleans_up(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        result = await bench_scale.bench_commit_size(tmp_path, rounds=2, large=20, small=2)
+    _assert_measured(result, "commit_20", 1.5)
+    assert any(note.startswith("AgentRun.commit itself") for note in result.notes)
+
+
+async def test_history_benchmark_runs_in_a_session_with_history(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        result = await bench_scale.bench_history_size(tmp_path, rounds=2, history=30)
+    _assert_measured(result, "history_30", 1.5)
+
+
+async def test_registry_benchmarks_leave_their_registries_as_they_found_them() -> None:
+    with trio.fail_after(30):
+        post = await bench_scale.bench_post_fanout(rounds=2, batch=3, large=10, small=1)
+        listen = await bench_scale.bench_listen_scaling(rounds=2, batch=2, large=60, small=6)
+        has = await bench_scale.bench_has_listener(rounds=2, batch=4, large=10, small=1)
+    _assert_measured(post, "post_10", 2.0)
+    _assert_measured(listen, "listen_60", 2.0)
+    _assert_measured(has, "has_listener_10", 2.0)
+
+
+# -- other processes -----------------------------------------------------------------
+
+
+async def test_two_process_benchmarks_run_against_real_daemons() -> None:
+    # A short folder: Unix socket paths must stay under 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="agentrt-bench-") as tmp, trio.fail_after(120):
+        results = await bench_processes.run_all(Path(tmp), idle=5, tasks=(30, 3), rounds=2)
+    names = [r.name for r in results]
+    assert names == ["cancel_2p", "ask_2p", "answer_idle_5", "pending_list_30"]
+    targets = {"cancel_2p": 2.0, "ask_2p": 1.5, "answer_idle_5": 1.3, "pending_list_30": 12.0}
+    for result in results:
+        _assert_measured(result, result.name, targets[result.name])
+
+
+async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
+    store = await ensure_store(tmp_path / "store", 5)
+    with trio.fail_after(180):
+        results = await trio.to_thread.run_sync(
+            lambda: bench_commands.run_all(tmp_path, store, large=5, rounds=1)
+        )
+    targets = {"cli_pending_5": 1.2, "run_hello": 1.5, "tui_first_screen": 1.3}
+    assert [r.name for r in results] == list(targets)
+    for result in results:
+        _assert_measured(result, result.name, targets[result.name])
+    assert "(connected)" in results[-1].notes[0]
+
+
+# -- the peers comparison ------------------------------------------------------------
+
+
+async def test_peers_rotation_gives_every_system_each_place_in_turn() -> None:
+    order: list[str] = []
+
+    def system(key: str) -> peers.Batch:
+        async def batch(size: int) -> list[float]:
+            await trio.lowlevel.checkpoint()
+            order.extend([key] * size)
+            return [float(len(order))] * size
+
+        return batch
+
+    times = await peers.rotate({k: system(k) for k in "abc"}, rounds=3, size=2)
+    assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6, "c": 6}
+    rounds = ["".join(order[n : n + 6 : 2]) for n in range(6, len(order), 6)]
+    assert rounds == ["abc", "acb", "cab"]
+
+
+def test_peers_table_says_how_each_system_compares_with_agentrt() -> None:
+    table = peers.format_systems(
+        [
+            peers.System("agentrt", "agentrt cycle", 1e-3, 10),
+            peers.System("sqlite", "bare SQLite", 1e-4, 10),
+            peers.System("langgraph", "LangGraph cycle", 8e-3, 10),
+        ],
+        "agentrt",
+    ).splitlines()
+    assert table[2].endswith("1.00x")
+    assert table[3].endswith("10.00x faster")
+    assert table[4].endswith("8.00x slower")
+
+
+def test_peers_comparison_says_how_to_install_the_peers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert peers.main([]) == 2
+    assert "make bench-peers" in capsys.readouterr().err

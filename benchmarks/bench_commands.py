@@ -1,0 +1,213 @@
+"""Commands a person types, timed from the outside as wall time of a fresh process.
+
+Each subject is a real command of the project's virtualenv; each baseline a
+process of the same interpreter that does the least the command must do
+(import what it is built on, or list an empty store). They alternate in ABBA
+order and the medians are compared.
+
+=======================  ==============================================  =======
+benchmark                subject vs baseline                             target
+=======================  ==============================================  =======
+``cli_pending_10k``      ``agentrt pending list`` with 10,000 pending    <= 1.2x
+                         tasks vs with an empty store
+``run_hello``            ``agentrt run hello`` vs ``python -c "import    <= 1.5x
+                         trio, attrs, cattrs"``
+``tui_first_screen``     ``agenttui`` (a daemon running) in a fresh      <= 1.3x
+                         terminal until its first screen is drawn, vs
+                         ``python -c "import trio, prompt_toolkit,
+                         attrs, cattrs"`` in the same kind of terminal
+=======================  ==============================================  =======
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from ._harness import Result, format_time, interleave_sync
+from ._processes import (
+    STEP_TIMEOUT,
+    ensure_store,
+    isolated_env,
+    script,
+    socket_answers,
+    time_to_screen,
+    timed_run,
+)
+
+#: What marks the TUI's first drawn screen: its status line's key hints. Set
+#: AGENTRT_BENCH_TUI_SCREEN to another regular expression if the status line changes.
+TUI_SCREEN = os.environ.get("AGENTRT_BENCH_TUI_SCREEN", r"Esc stop|/help")
+#: What marks the window as connected to the daemon: the status line's idle state.
+TUI_CONNECTED = os.environ.get("AGENTRT_BENCH_TUI_CONNECTED", "idle")
+
+
+def bench_cli_pending_list(
+    root: Path, large_store: Path, rounds: int = 6, large: int = 10_000
+) -> Result:
+    """``agentrt pending list`` on a store of `large` pending tasks vs on an empty store."""
+    env = isolated_env(root)
+    empty = root / "empty-store"
+    trio.run(ensure_store, empty, 0)
+    lines: dict[Path, set[int]] = {large_store: set(), empty: set()}
+
+    def listing(state: Path) -> float:
+        elapsed, out = timed_run(
+            [os.fspath(script("agentrt")), "pending", "list", "--state-dir", os.fspath(state)],
+            env,
+            root,
+        )
+        lines[state].add(len(out.splitlines()))
+        return elapsed
+
+    subject, baseline = interleave_sync(
+        lambda: listing(large_store), lambda: listing(empty), rounds
+    )
+    problems = []
+    if lines[large_store] != {large}:
+        problems.append(f"listed {sorted(lines[large_store])} lines for {large} tasks")
+    return Result(
+        f"cli_pending_{large // 1000}k" if large >= 1000 else f"cli_pending_{large}",
+        subject,
+        baseline,
+        "ratio",
+        1.2,
+        rounds,
+        tuple(problems),
+        (f"wall time of the command, its output read through a pipe; {large} vs 0 tasks",),
+    )
+
+
+def bench_run_hello(root: Path, rounds: int = 10) -> Result:
+    """``agentrt run hello`` (the scripted model) vs importing what it is built on."""
+    env = isolated_env(root)
+    state = root / "run-state"
+    problems: list[str] = []
+
+    def run() -> float:
+        elapsed, out = timed_run(
+            [os.fspath(script("agentrt")), "run", "hello", "--state-dir", os.fspath(state)],
+            env,
+            root,
+        )
+        if "hello" not in out:
+            problems.append(f"agentrt run hello printed {out[-200:]!r}")
+        return elapsed
+
+    def imports() -> float:
+        return timed_run([sys.executable, "-c", "import trio, attrs, cattrs"], env, root)[0]
+
+    subject, baseline = interleave_sync(run, imports, rounds)
+    return Result(
+        "run_hello",
+        subject,
+        baseline,
+        "ratio",
+        1.5,
+        rounds,
+        tuple(problems[:3]),
+        (
+            "wall time of each process; the scripted model streams the one word with its "
+            "usual 20 ms pause, which is part of the command's time",
+        ),
+    )
+
+
+def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
+    """``agenttui`` with a daemon running, until its first screen shows, vs the imports."""
+    env = isolated_env(root)
+    socket_path = root / "tui.sock"
+    state = root / "tui-state"
+    with open(root / "tui-daemon.log", "ab") as log:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrt.daemon",
+                "--socket",
+                os.fspath(socket_path),
+                "--state-dir",
+                os.fspath(state),
+                "--workdir",
+                os.fspath(root),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not socket_answers(socket_path):
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the daemon did not start; see {root / 'tui-daemon.log'}")
+            time.sleep(0.05)
+        screen, connected = re.compile(TUI_SCREEN), re.compile(TUI_CONNECTED)
+        command = [
+            os.fspath(script("agenttui")),
+            "--socket",
+            os.fspath(socket_path),
+            "--state-dir",
+            os.fspath(state),
+        ]
+        imports = [sys.executable, "-c", "import trio, prompt_toolkit, attrs, cattrs"]
+        until_connected: list[float] = []
+
+        def window() -> float:
+            first, later = time_to_screen(command, env, root, screen, later=connected)
+            if later is not None:
+                until_connected.append(later)
+            return first
+
+        subject, baseline = interleave_sync(
+            window, lambda: time_to_screen(imports, env, root, None)[0], rounds
+        )
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=STEP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+    shown = (
+        f'{format_time(statistics.median(until_connected))} until it shows "{TUI_CONNECTED}" '
+        "(connected)"
+        if until_connected
+        else f'"{TUI_CONNECTED}" (connected) never showed'
+    )
+    return Result(
+        "tui_first_screen",
+        subject,
+        baseline,
+        "ratio",
+        1.3,
+        rounds,
+        notes=(
+            f'from start in a fresh 120x40 pty until the screen shows "{TUI_SCREEN}"; '
+            f"median {shown}; the baseline runs in the same kind of pty",
+        ),
+    )
+
+
+def run_all(
+    root: Path, large_store: Path, large: int = 10_000, rounds: int | None = None
+) -> list[Result]:
+    """Every command benchmark; `large_store` is a state folder holding `large` tasks.
+
+    `rounds`, when given, replaces every benchmark's own number of rounds.
+    """
+    counts = {} if rounds is None else {"rounds": rounds}
+    return [
+        bench_cli_pending_list(root, large_store, large=large, **counts),
+        bench_run_hello(root, **counts),
+        bench_tui_first_screen(root, **counts),
+    ]
