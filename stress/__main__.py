@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = trio.run(runs[name])
         except Exception as exc:  # a suite that could not finish is a failure, not a crash
             result = SuiteResult(name, "done", "failures")
-            result.fail(f"the suite itself failed: {type(exc).__name__}: {exc}")
+            result.crashed(exc, f"replay: python -m stress --only {name} --seed {seed}")
         if name == "fuzz" and result.done < args.min_inputs:
             result.fail(f"only {result.done} inputs fuzzed, fewer than {args.min_inputs}")
         results.append(result)
@@ -85,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{result.suite}: {note}")
         for failure in result.failures:
             print(f"FAIL {result.suite}: {failure}")
+        for text in result.tracebacks:
+            print(f"{result.suite}: what broke the suite:\n{text}")
     failed = [r.suite for r in results if not r.ok]
     if failed:
         print(f"stress: FAILED: {', '.join(failed)} (seed {seed})")
