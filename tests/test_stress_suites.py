@@ -7,11 +7,14 @@ sessions; these samples check the same properties on a seed fixed here.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 import trio
 from stress._common import SuiteResult
 from stress.canary import run_canary
-from stress.crash import _committed_markers, run_crash
+from stress.crash import _committed_markers, integrity_check, run_crash
 from stress.disconnect import run_disconnect
 from stress.fuzz import run_fuzz
 from stress.isolation import run_isolation
@@ -28,10 +31,26 @@ def passed(result: SuiteResult) -> bool:
 
 
 async def test_killing_the_daemon_loses_no_pending_task_and_redoes_no_committed_call() -> None:
-    with trio.fail_after(60):
-        result = await run_crash(3, SEED, max_open=2)
+    with trio.fail_after(90):
+        result = await run_crash(6, SEED, max_open=2)
     assert passed(result), result.failures
-    assert result.done == 3
+    assert result.done == 6
+    assert result.detail.startswith("calls re-run: 0 committed, ")
+    assert "6 integrity checks" in result.notes[1]
+
+
+def test_an_integrity_check_finds_a_damaged_store(tmp_path: Path) -> None:
+    db = tmp_path / "tasks.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (a TEXT)")
+        conn.execute("CREATE INDEX t_a ON t (a)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(str(n) * 50,) for n in range(2000)])
+    assert integrity_check(db) == "ok"
+    data = bytearray(db.read_bytes())
+    page = 4096
+    data[5 * page + 100 : 5 * page + 600] = b"\xff" * 500  # scribble over a b-tree page
+    db.write_bytes(bytes(data))
+    assert integrity_check(db) != "ok"
 
 
 def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcript() -> None:
