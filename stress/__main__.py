@@ -17,13 +17,14 @@ import trio
 
 from ._common import SuiteResult, format_table
 from .canary import run_canary
+from .concurrency import run_concurrency
 from .crash import run_crash
 from .disconnect import run_disconnect
 from .fuzz import run_fuzz
 from .isolation import run_isolation
 from .load import run_load
 
-SUITES = ("crash", "disconnect", "fuzz", "isolation", "secrets", "load")
+SUITES = ("crash", "concurrency", "disconnect", "fuzz", "isolation", "secrets", "load")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="replay this seed")
     parser.add_argument("--only", choices=SUITES, action="append", help="run only these suites")
     parser.add_argument("--kills", type=int, default=110, help="daemon SIGKILLs (crash)")
+    parser.add_argument(
+        "--races", type=int, default=100, help="two resumes, and two daemons, of one task"
+    )
     parser.add_argument("--connections", type=int, default=1000, help="vanishing connections")
     parser.add_argument(
         "--fuzz", type=int, default=30_000, help="hypothesis examples (each holds 1 to 8 inputs)"
@@ -54,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"stress: seed {seed} (replay with: python -m stress --seed {seed})", flush=True)
     runs: dict[str, Callable[[], Awaitable[SuiteResult]]] = {
         "crash": lambda: run_crash(args.kills, seed),
+        "concurrency": lambda: run_concurrency(args.races, seed),
         "disconnect": lambda: run_disconnect(args.connections, seed),
         "fuzz": lambda: run_fuzz(args.fuzz, seed),
         "isolation": lambda: run_isolation(seed),

@@ -14,6 +14,7 @@ import pytest
 import trio
 from stress._common import SuiteResult
 from stress.canary import run_canary
+from stress.concurrency import _judge, _Outcomes, run_concurrency
 from stress.crash import _committed_markers, integrity_check, run_crash
 from stress.disconnect import run_disconnect
 from stress.fuzz import run_fuzz
@@ -60,6 +61,48 @@ def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcr
     assert _committed_markers(planned, ("m0x0", "m0x1")) == set()
     done = (*planned, Message.tool_result(call, "[exit status 0]"))
     assert _committed_markers(done, ("m0x0", "m0x1")) == {"m0x0"}
+
+
+def test_a_race_where_the_task_ran_twice_is_a_double_run_and_a_failure() -> None:
+    result = SuiteResult("concurrency", "races run", "double runs")
+    outcomes = _Outcomes()
+    _judge("race 1", [True, False], ["ran (exit 0)", "refused: busy"], 1, result, outcomes, "")
+    _judge("race 2", [True, True], ["ran (exit 0)", "ran (exit 0)"], 2, result, outcomes, "")
+    _judge("race 3", [False, True], ["ran (finished)", "ran (finished)"], 2, result, outcomes, "")
+    _judge(
+        "race 4",
+        [False, False],
+        ["refused: a", "crashed (exit 1): Traceback"],
+        0,
+        result,
+        outcomes,
+        "",
+    )
+    _judge("race 5", [False, False], ["refused: a", "refused: b"], 0, result, outcomes, "")
+    assert outcomes.counts == {"once": 1, "double run": 2, "unclear": 1, "neither ran": 1}
+    assert result.bad == 3
+    assert "race 2: the task ran 2 times" in result.failures[0]
+
+
+async def test_two_runners_of_one_task_are_raced_and_each_race_is_judged() -> None:
+    with trio.fail_after(120):
+        result = await run_concurrency(2, SEED)
+    assert result.done == 4
+    doubles = int(result.detail.removeprefix("double runs: "))
+    # Every failure is a double run (none unclear), and every double run is a failure.
+    assert result.bad == doubles
+    assert all("ran 2 times" in f for f in result.failures)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="two runners may both take one task while the store reads before it takes its "
+    "write lock and two daemons may share a state directory",
+)
+async def test_two_resumes_or_two_daemons_never_run_one_task_twice() -> None:
+    with trio.fail_after(120):
+        result = await run_concurrency(3, SEED + 1)
+    assert passed(result), result.failures
 
 
 async def test_vanishing_connections_leave_no_entry_no_task_and_keep_pending_tasks() -> None:
