@@ -31,7 +31,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import httpx
@@ -55,6 +55,8 @@ from ._common import DaemonProcess, SuiteResult, http_base, short_tempdir
 
 #: How the socket and HTTP properties split the inputs (the codec takes the rest).
 SHARE = {"socket": 0.45, "fresh": 0.03, "http": 0.08, "raw_http": 0.01}
+#: The examples of the big-number properties, on top (as a share of the total).
+BIG_SHARE = {"codec": 0.03, "socket": 0.02, "http": 0.01}
 
 _SAMPLES: tuple[dict[str, Any], ...] = (
     {"type": "hello", "version": PROTOCOL_VERSION, "window": "w1"},
@@ -90,6 +92,8 @@ _big_number = st.builds(
     st.sampled_from(["", "", ".5", "e3"]),
 )
 _BIG = "BIG-NUMBER-HERE"
+#: Whether a strategy puts such a number in ("always": every example has one).
+Big = Literal["never", "always"]
 _DIGITS = "7" * 5_000
 _odd_text = st.sampled_from(
     ["\ud800", "a\udfffb", "\x00", "\u202e", "\ufeff", "💥" * 40, "x" * 5000, "", " ", "\n"]
@@ -97,16 +101,19 @@ _odd_text = st.sampled_from(
 
 
 @st.composite
-def mutated_frame(draw: st.DrawFn, big: bool = True) -> bytes:
+def mutated_frame(draw: st.DrawFn, big: Big = "never") -> bytes:
     """A real client frame with one thing wrong, as one line (no newline).
 
-    With `big`, the wrong thing may be a number of thousands of digits.
+    `big` says whether the wrong thing is a number of thousands of digits.
     """
     data = dict(draw(st.sampled_from(_SAMPLES)))
-    how = draw(
-        st.sampled_from(
-            ["drop", "retype", "extra", "type", "odd_text", "nest", "not_object", "none"]
-            + (["big"] if big else [])
+    how = (
+        "big"
+        if big == "always"
+        else draw(
+            st.sampled_from(
+                ["drop", "retype", "extra", "type", "odd_text", "nest", "not_object", "none"]
+            )
         )
     )
     keys = [k for k in data if k != "type"]
@@ -160,8 +167,10 @@ def deep_line(draw: st.DrawFn) -> bytes:
     return opener * depth + (b"1" + closer * depth if closed else b"")
 
 
-def line_strategy(big: bool = True) -> st.SearchStrategy[bytes]:
+def line_strategy(big: Big = "never") -> st.SearchStrategy[bytes]:
     """One line of bad (or odd) client input, without its newline."""
+    if big == "always":
+        return mutated_frame(big)
     return st.one_of(
         mutated_frame(big),
         mutated_frame(big),
@@ -211,7 +220,7 @@ def _items_expected(data: bytes, limit: int) -> int:
     return count + (1 if last else 0)
 
 
-def fuzz_codec(examples: int, seed: int, big: bool = True) -> int:
+def fuzz_codec(examples: int, seed: int, big: Big = "never") -> int:
     """Run the codec property on `examples` inputs; return how many ran (raises on failure)."""
     count = 0
 
@@ -353,7 +362,7 @@ class _Canary:
                 return
 
 
-def fuzz_socket(path: Path, examples: int, seed: int, canary: _Canary, big: bool = True) -> int:
+def fuzz_socket(path: Path, examples: int, seed: int, canary: _Canary, big: Big = "never") -> int:
     """Bad lines on one ready connection: one error frame each, in order."""
     count = 0
     windows = 0
@@ -402,14 +411,14 @@ def fuzz_socket(path: Path, examples: int, seed: int, canary: _Canary, big: bool
     return count
 
 
-def fuzz_fresh(path: Path, examples: int, seed: int, big: bool = True) -> int:
+def fuzz_fresh(path: Path, examples: int, seed: int) -> int:
     """Garbage before hello, and lines cut off by the end of the stream."""
     count = 0
 
     @_settings(examples, seed)
     @hypothesis.given(
-        before=st.lists(line_strategy(big), max_size=3),
-        tail=line_strategy(big),
+        before=st.lists(line_strategy(), max_size=3),
+        tail=line_strategy(),
         hello=st.booleans(),
     )
     def check(before: list[bytes], tail: bytes, hello: bool) -> None:
@@ -483,14 +492,16 @@ _segment = st.one_of(
 
 
 @st.composite
-def http_body(draw: st.DrawFn, big: bool = True) -> tuple[bytes, str | None]:
-    kind = draw(st.sampled_from(["json", "json", "frame", "raw", "deep", "empty", "big"]))
+def http_body(draw: st.DrawFn, big: Big = "never") -> tuple[bytes, str | None]:
+    kinds = ["json", "json", "frame", "raw", "deep", "empty", "big"]
+    kind = "json" if big == "always" else draw(st.sampled_from(kinds))
     ctype = draw(st.sampled_from(["application/json", "application/json", "text/plain", None]))
     if kind == "json":
         body = draw(
             st.dictionaries(
                 st.sampled_from(["text", "answer", "pause", "value", "secret", "x"]),
-                _json | _odd_text | (st.just(_BIG) if big else _json),
+                st.just(_BIG) if big == "always" else _json | _odd_text,
+                min_size=1 if big == "always" else 0,
                 max_size=3,
             )
         )
@@ -514,7 +525,7 @@ def fuzz_http(
     seed: int,
     canary: Callable[[], None],
     closed_connections: list[str],
-    big: bool = True,
+    big: Big = "never",
 ) -> int:
     """Every route with odd paths, headers and bodies: 4xx in the JSON error shape, never 5xx.
 
@@ -669,11 +680,13 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
     `big_numbers` False leaves numbers of thousands of digits out (for a sample
     that checks the rest while they are known to fail).
     """
-    big = big_numbers
     result = SuiteResult("fuzz", "inputs fuzzed", "crashes or unclear errors", seed=seed)
     started = time.monotonic()
     quotas = {name: max(5, int(total * share)) for name, share in SHARE.items()}
     quotas["codec"] = max(5, total - sum(quotas.values()))
+    # Big numbers have properties of their own, so that a failure there (a property stops
+    # at its first) leaves the rest of the fuzzing whole.
+    big_quotas = {name: max(5, int(total * share)) for name, share in BIG_SHARE.items()}
     replay = f"(replay: python -m stress --only fuzz --seed {seed} --fuzz {total})"
 
     def attempt(name: str, fn: Callable[[], int]) -> None:
@@ -682,7 +695,9 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
         except Exception as exc:  # a falsified property
             result.fail(f"{name}: {_describe(exc)} {replay}")
 
-    attempt("codec", lambda: fuzz_codec(quotas["codec"], seed, big))
+    attempt("codec", lambda: fuzz_codec(quotas["codec"], seed))
+    if big_numbers:
+        attempt("codec, big numbers", lambda: fuzz_codec(big_quotas["codec"], seed, "always"))
     with short_tempdir("stf-") as root:
         (root / "work").mkdir()
         daemon = DaemonProcess(
@@ -710,18 +725,38 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
 
             def blocking() -> None:
                 path = daemon.socket_path
-                attempt("socket", lambda: fuzz_socket(path, quotas["socket"], seed, canary, big))
-                attempt("fresh", lambda: fuzz_fresh(path, quotas["fresh"], seed, big))
+                attempt("socket", lambda: fuzz_socket(path, quotas["socket"], seed, canary))
+                attempt("fresh", lambda: fuzz_fresh(path, quotas["fresh"], seed))
                 attempt(
                     "http",
                     lambda: fuzz_http(
-                        base, token, quotas["http"], seed, http_canary, closed_connections, big
+                        base, token, quotas["http"], seed, http_canary, closed_connections
                     ),
                 )
-                if big:
-                    attempt("big numbers (socket)", lambda: _big_numbers_socket(path, canary))
+                if big_numbers:
                     attempt(
-                        "big numbers (http)", lambda: _big_numbers_http(base, token, http_canary)
+                        "socket, big numbers",
+                        lambda: fuzz_socket(path, big_quotas["socket"], seed, canary, "always"),
+                    )
+                    attempt(
+                        "http, big numbers",
+                        lambda: fuzz_http(
+                            base,
+                            token,
+                            big_quotas["http"],
+                            seed,
+                            http_canary,
+                            closed_connections,
+                            "always",
+                        ),
+                    )
+                    attempt(
+                        "big numbers in every field (socket)",
+                        lambda: _big_numbers_socket(path, canary),
+                    )
+                    attempt(
+                        "big numbers in every field (http)",
+                        lambda: _big_numbers_http(base, token, http_canary),
                     )
                 attempt(
                     "raw_http", lambda: fuzz_raw_http(host, int(port), quotas["raw_http"], seed)
