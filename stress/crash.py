@@ -49,7 +49,12 @@ import trio
 
 from agentrt._messages import Message, Role
 from agentrt._store import StoreError, TaskStore
-from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
+from agentrt.client import (
+    BrokenDaemonConnectionError,
+    Client,
+    ClientError,
+    ClosedClientError,
+)
 from agentrt.frames import (
     AnswerFrame,
     AskFrame,
@@ -268,7 +273,19 @@ class _Harness:
                 else:
                     await self.daemon.kill_alone()
 
-        client = await Client.connect(self.daemon.socket_path)
+        try:
+            client = await Client.connect(self.daemon.socket_path)
+        except (ClientError, OSError) as exc:
+            if kind == "save" and await self.daemon.wait_exit(STEP_TIMEOUT):
+                note_kill("inside a store save (connecting)")
+                return True
+            self.fail(
+                f"{state.session}: the daemon did not take a connection ({exc}); its log ends: "
+                f"{self.daemon.log_text()[-1500:]}"
+            )
+            if self.daemon.alive:
+                await self.daemon.kill()
+            return False
         try:
             async with trio.open_nursery() as nursery:
 
@@ -515,6 +532,9 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
                     if result.done and result.done % 25 == 0 and killed:
                         await harness.drain()
                 await harness.drain()
+            except Exception as exc:
+                result.crashed(exc, f"replay: python -m stress --only crash --seed {seed}")
+                result.tracebacks.append(f"the daemon's log ends:\n{daemon.log_text()[-3000:]}")
             finally:
                 with trio.CancelScope(shield=True):
                     await daemon.terminate()
