@@ -231,7 +231,7 @@ async def _race_daemons(
             root / "s" / f"d{index}{side}.sock",
             root / "state",
             root / "work",
-            root / f"daemon-{side}.log",
+            root / f"daemon-{index}{side}.log",
             env=env,
         )
         for side in "ab"
@@ -243,8 +243,11 @@ async def _race_daemons(
         async def start(daemon: DaemonProcess) -> None:
             try:
                 await daemon.start(nursery)
-            except Exception as exc:  # it exited instead of listening: a refusal to check
-                refusals.append(describe_failure(exc))
+            except RuntimeError:  # it exited instead of listening: what it said last
+                lines = daemon.log_text().strip().splitlines()
+                refusals.append(lines[-1] if lines else "exited without a word")
+            except Exception as exc:
+                refusals.append(f"Traceback: {describe_failure(exc)}")
             else:
                 up.append(daemon)
 
@@ -257,10 +260,10 @@ async def _race_daemons(
                 outcomes.add("unclear")
                 result.fail(f"two daemons, {session}: neither started: {refusals} {replay}")
                 return
-            for refusal in refusals:
+            for daemon, refusal in zip([d for d in daemons if d not in up], refusals, strict=True):
                 # One clear line, no traceback: a second daemon refusing the state directory.
-                if "Traceback" in refusal:
-                    ends.append((False, f"daemon crashed: {refusal[-600:]}"))
+                if "Traceback" in refusal or "Traceback" in daemon.log_text():
+                    ends.append((False, f"daemon crashed: {daemon.log_text()[-600:]}"))
                 else:
                     ends.append((False, "refused: second daemon: " + refusal))
 
