@@ -94,11 +94,6 @@ async def test_two_runners_of_one_task_are_raced_and_each_race_is_judged() -> No
     assert all("ran 2 times" in f for f in result.failures)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="two runners may both take one task while the store reads before it takes its "
-    "write lock and two daemons may share a state directory",
-)
 async def test_two_resumes_or_two_daemons_never_run_one_task_twice() -> None:
     with trio.fail_after(120):
         result = await run_concurrency(3, SEED + 1)
