@@ -193,18 +193,25 @@ class DaemonProcess:
 
         async def pump() -> None:
             assert process.stderr is not None
-            with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - small appends
-                while True:
-                    chunk = await process.stderr.receive_some(65536)
-                    if not chunk:
-                        seen.set()
-                        return
-                    log.write(chunk)
-                    log.flush()
-                    if not seen.is_set():
-                        text.extend(chunk)
-                        if ready in text and text.endswith(b"\n"):
+            try:
+                with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - small appends
+                    while True:
+                        chunk = await process.stderr.receive_some(65536)
+                        if not chunk:
                             seen.set()
+                            return
+                        log.write(chunk)
+                        log.flush()
+                        if not seen.is_set():
+                            text.extend(chunk)
+                            if ready in text and text.endswith(b"\n"):
+                                seen.set()
+            except trio.Cancelled:
+                # The suite is going away (it failed) with the daemon still running: a
+                # daemon in a session of its own would outlive it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                raise
 
         nursery.start_soon(pump)
         with trio.fail_after(STEP_TIMEOUT):
