@@ -17,13 +17,14 @@ import trio
 
 from ._common import SuiteResult, format_table
 from .canary import run_canary
+from .concurrency import run_concurrency
 from .crash import run_crash
 from .disconnect import run_disconnect
 from .fuzz import run_fuzz
 from .isolation import run_isolation
 from .load import run_load
 
-SUITES = ("crash", "disconnect", "fuzz", "isolation", "secrets", "load")
+SUITES = ("crash", "concurrency", "disconnect", "fuzz", "isolation", "secrets", "load")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="replay this seed")
     parser.add_argument("--only", choices=SUITES, action="append", help="run only these suites")
     parser.add_argument("--kills", type=int, default=110, help="daemon SIGKILLs (crash)")
+    parser.add_argument(
+        "--races", type=int, default=100, help="two resumes, and two daemons, of one task"
+    )
     parser.add_argument("--connections", type=int, default=1000, help="vanishing connections")
     parser.add_argument(
         "--fuzz", type=int, default=30_000, help="hypothesis examples (each holds 1 to 8 inputs)"
@@ -54,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"stress: seed {seed} (replay with: python -m stress --seed {seed})", flush=True)
     runs: dict[str, Callable[[], Awaitable[SuiteResult]]] = {
         "crash": lambda: run_crash(args.kills, seed),
+        "concurrency": lambda: run_concurrency(args.races, seed),
         "disconnect": lambda: run_disconnect(args.connections, seed),
         "fuzz": lambda: run_fuzz(args.fuzz, seed),
         "isolation": lambda: run_isolation(seed),
@@ -68,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = trio.run(runs[name])
         except Exception as exc:  # a suite that could not finish is a failure, not a crash
             result = SuiteResult(name, "done", "failures")
-            result.fail(f"the suite itself failed: {type(exc).__name__}: {exc}")
+            result.crashed(exc, f"replay: python -m stress --only {name} --seed {seed}")
         if name == "fuzz" and result.done < args.min_inputs:
             result.fail(f"only {result.done} inputs fuzzed, fewer than {args.min_inputs}")
         results.append(result)
@@ -85,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{result.suite}: {note}")
         for failure in result.failures:
             print(f"FAIL {result.suite}: {failure}")
+        for text in result.tracebacks:
+            print(f"{result.suite}: what broke the suite:\n{text}")
     failed = [r.suite for r in results if not r.ok]
     if failed:
         print(f"stress: FAILED: {', '.join(failed)} (seed {seed})")

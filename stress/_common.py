@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -27,6 +28,8 @@ from agentrt.frames import DaemonFrame, EndedFrame
 
 #: Bound on any single wait of a suite; a stuck wait is a failure, not a hang.
 STEP_TIMEOUT = 30.0
+#: The folder holding the ``stress`` package.
+_PROJECT_ROOT = os.fspath(Path(__file__).resolve().parent.parent)
 
 
 @attrs.define
@@ -45,6 +48,10 @@ class SuiteResult:
     failures: list[str] = attrs.field(factory=list)
     #: What else is worth printing under the table (what the suite covered).
     notes: list[str] = attrs.field(factory=list)
+    #: Shown after the failure count in the table (a split of what was counted).
+    detail: str = ""
+    #: Tracebacks of what broke the suite itself, printed in full after the table.
+    tracebacks: list[str] = attrs.field(factory=list)
 
     def fail(self, message: str) -> None:
         """Count one failure and keep its description."""
@@ -56,6 +63,50 @@ class SuiteResult:
     def ok(self) -> bool:
         """True when nothing was lost, leaked, crashed or found."""
         return self.bad == 0
+
+    def crashed(self, exc: BaseException, replay: str) -> None:
+        """Count a failure of the suite itself, naming its real cause (not its group)."""
+        self.fail(f"the suite itself failed: {describe_failure(exc)} ({replay})")
+        self.tracebacks.append(format_failure(exc))
+
+
+def failure_leaves(exc: BaseException) -> list[BaseException]:
+    """What really went wrong inside `exc`: the exceptions in its (nested) groups.
+
+    Cancellations are left out when anything else is there: they are what a
+    failure does to its siblings, not a cause.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [leaf for sub in exc.exceptions for leaf in failure_leaves(sub)]
+        real = [leaf for leaf in leaves if not isinstance(leaf, trio.Cancelled)]
+        return real or leaves
+    return [exc]
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line per real cause: ``TooSlowError (after Cancelled: ...) at load.py:155``."""
+    parts = []
+    for leaf in failure_leaves(exc):
+        text = " ".join(str(leaf).split())[:500]
+        frames = traceback.extract_tb(leaf.__traceback__)
+        ours = [f for f in frames if _is_ours(f.filename)] or frames
+        at = f" at {Path(ours[-1].filename).name}:{ours[-1].lineno}" if ours else ""
+        parts.append(f"{type(leaf).__name__}{': ' + text if text else ''}{at}")
+    return " + ".join(parts)
+
+
+def _is_ours(filename: str) -> bool:
+    """A frame of this project (not of a library or the standard library)."""
+    return "site-packages" not in filename and not filename.startswith(sys.base_prefix)
+
+
+def format_failure(exc: BaseException) -> str:
+    """The full traceback of each real cause of `exc`, one after the other."""
+    leaves = failure_leaves(exc)
+    return "\n".join(
+        f"-- cause {n} of {len(leaves)}:\n" + "".join(traceback.format_exception(leaf)).rstrip()
+        for n, leaf in enumerate(leaves, 1)
+    )
 
 
 @contextmanager
@@ -77,9 +128,10 @@ def python() -> str:
 class DaemonProcess:
     """``python -m agentrt.daemon`` as a child process in its own process group.
 
-    `kill` sends SIGKILL to the whole group, so a shell command a tool was
-    running dies with the daemon, as it would when a machine loses power.
-    Everything the daemon writes to stderr is appended to `log_path`.
+    `kill` sends SIGKILL to that group. The shell commands of its tools run in
+    groups of their own, which die with the daemon by themselves (see
+    `agentrt._toolproc`). Everything the daemon writes to stderr is appended
+    to `log_path`.
     """
 
     socket_path: Path
@@ -88,6 +140,8 @@ class DaemonProcess:
     log_path: Path
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] | None = None
+    #: The module run with ``python -m`` (the crash suite's faulty daemon wraps the real one).
+    module: str = "agentrt.daemon"
     process: trio.Process | None = attrs.field(default=None, init=False)
     starts: int = attrs.field(default=0, init=False)
 
@@ -96,7 +150,7 @@ class DaemonProcess:
         return [
             python(),
             "-m",
-            "agentrt.daemon",
+            self.module,
             "--socket",
             os.fspath(self.socket_path),
             "--state-dir",
@@ -106,14 +160,24 @@ class DaemonProcess:
             *self.extra_args,
         ]
 
-    async def start(self, nursery: trio.Nursery, *, ready: bytes = b"listening on") -> str:
+    async def start(
+        self,
+        nursery: trio.Nursery,
+        *,
+        ready: bytes = b"listening on",
+        extra_env: dict[str, str] | None = None,
+    ) -> str:
         """Start the daemon; return its stderr up to the line that says it is `ready`.
 
         The daemon prints ``listening on PATH`` once its socket accepts
         connections (``HTTP API ... on URL`` once the HTTP server does).
+        `extra_env` is added to the environment of this start only.
         """
         assert not self.alive, "the daemon is already running"
         env = dict(os.environ if self.env is None else self.env)
+        env.update(extra_env or {})
+        # The stress package itself must be importable for a wrapping module.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
         process = await trio.lowlevel.open_process(
             self.command(),
             stdin=subprocess.DEVNULL,
@@ -129,18 +193,25 @@ class DaemonProcess:
 
         async def pump() -> None:
             assert process.stderr is not None
-            with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - small appends
-                while True:
-                    chunk = await process.stderr.receive_some(65536)
-                    if not chunk:
-                        seen.set()
-                        return
-                    log.write(chunk)
-                    log.flush()
-                    if not seen.is_set():
-                        text.extend(chunk)
-                        if ready in text and text.endswith(b"\n"):
+            try:
+                with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - small appends
+                    while True:
+                        chunk = await process.stderr.receive_some(65536)
+                        if not chunk:
                             seen.set()
+                            return
+                        log.write(chunk)
+                        log.flush()
+                        if not seen.is_set():
+                            text.extend(chunk)
+                            if ready in text and text.endswith(b"\n"):
+                                seen.set()
+            except trio.Cancelled:
+                # The suite is going away (it failed) with the daemon still running: a
+                # daemon in a session of its own would outlive it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                raise
 
         nursery.start_soon(pump)
         with trio.fail_after(STEP_TIMEOUT):
@@ -159,6 +230,21 @@ class DaemonProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         with trio.fail_after(STEP_TIMEOUT):
             await self.process.wait()
+
+    async def kill_alone(self) -> None:
+        """SIGKILL the daemon process only (not its group) and reap it."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        with trio.fail_after(STEP_TIMEOUT):
+            await self.process.wait()
+
+    async def wait_exit(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the daemon to exit by itself; True if it did."""
+        assert self.process is not None
+        with trio.move_on_after(seconds):
+            await self.process.wait()
+        return not self.alive
 
     async def terminate(self) -> None:
         """SIGTERM the daemon and wait for it to exit (a graceful stop)."""
@@ -182,6 +268,19 @@ class DaemonProcess:
             return self.log_path.read_text("utf-8", "replace")
         except FileNotFoundError:
             return ""
+
+
+async def poll_until(ready: Callable[[], bool], seconds: float, every: float = 0.05) -> bool:
+    """Check `ready` every `every` seconds until it holds (True) or `seconds` pass (False).
+
+    For the state of real processes and files, which offer no event to wait on.
+    """
+    with trio.move_on_after(seconds):
+        while True:
+            if ready():
+                return True
+            await trio.sleep(every)
+    return ready()
 
 
 async def collect_until(
@@ -212,7 +311,12 @@ def http_base(said: str) -> str:
 def format_table(results: Sequence[SuiteResult]) -> str:
     """The table `python -m stress` prints."""
     rows = [
-        (r.suite, f"{r.done} {r.done_label}", f"{r.bad} {r.bad_label}", f"{r.seconds:.0f}s")
+        (
+            r.suite,
+            f"{r.done} {r.done_label}",
+            f"{r.bad} {r.bad_label}" + (f"; {r.detail}" if r.detail else ""),
+            f"{r.seconds:.0f}s",
+        )
         for r in results
     ]
     header = ("suite", "done", "failures", "time")

@@ -1,19 +1,34 @@
 """Crash safety: SIGKILL the real daemon at random points and check nothing is lost or redone.
 
 A seeded schedule starts runs (and resumes of runs killed earlier) from a real
-client, answers their confirmations and questions, and kills the daemon's
-process group either a random time after the run starts or right after a
-random frame arrives (a `task`, a streamed `text`, a `tool_call` whose shell
-command is running, an `ask` waiting for its answer). Every kill is followed
-by a restart and an audit:
+client, answers their confirmations and questions, and kills the daemon in one
+of three ways:
 
+* **all**: the daemon and every tool process at once, as a power loss would,
+  a random time after the run starts or right after a random frame arrives (a
+  `task`, a streamed `text`, a `tool_call` whose shell command is running, an
+  `ask` waiting for its answer);
+* **daemon**: the daemon process alone, at the same kind of moment. Its tools'
+  shell commands are orphaned: they must die with it, by themselves, before
+  the daemon is restarted;
+* **save**: the daemon kills itself inside a write to its task store, right
+  after the Nth write statement ran (inside the open transaction) or a random
+  few milliseconds after it began (in the statement, in the commit, just
+  after), see `stress._faulty_daemon`.
+
+Every kill is followed by a restart and an audit:
+
+* ``PRAGMA integrity_check`` of the task store says ``ok``;
 * every session whose run the client saw start, and which did not finish,
   still has its pending task, the store loads it, and the restarted daemon
   lists it;
-* every shell call appends its marker to a counter file; a call whose result
-  is committed never runs again, so when the session finishes each marker was
-  written exactly once more than the count seen at the last kill that found
-  the call uncommitted.
+* every shell call appends its marker to a counter file. At each kill the
+  audit notes how many times each call not yet committed has run. When the
+  session finishes, a call has run once for its committed result plus the
+  runs a kill left uncommitted (reported: after a crash, a call that ran but
+  whose result was not saved runs again); any run beyond those is a committed
+  call run again (or an orphan that finished after its daemon died), and a
+  failure.
 
 Every unfinished session is resumed to completion at the end (and now and
 then in between, so resumes get killed too).
@@ -21,7 +36,11 @@ then in between, so resumes get killed too).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -30,7 +49,12 @@ import trio
 
 from agentrt._messages import Message, Role
 from agentrt._store import StoreError, TaskStore
-from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
+from agentrt.client import (
+    BrokenDaemonConnectionError,
+    Client,
+    ClientError,
+    ClosedClientError,
+)
 from agentrt.frames import (
     AnswerFrame,
     AskFrame,
@@ -44,9 +68,16 @@ from agentrt.frames import (
     TaskFrame,
 )
 
-from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, short_tempdir
+from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, poll_until, short_tempdir
 
 _COUNTER = "counter"
+#: How the daemon is killed, and how often.
+_KILL_KINDS = ("all", "daemon", "save")
+_KILL_WEIGHTS = (0.45, 0.3, 0.25)
+#: How long the processes of a daemon killed alone may take to go away.
+_ORPHAN_SECONDS = 10.0
+#: A shell call that runs later than this after its daemon died was an orphan at work.
+_ORPHAN_GRACE = 0.25
 #: What a kill interrupted, named by the last frame the client saw before it.
 _STAGES = {
     "TaskFrame": "run or resume starting",
@@ -81,10 +112,12 @@ def _script(rng: random.Random, index: int) -> tuple[str, tuple[str, ...]]:
     for j in range(rng.randint(1, 3)):
         marker = f"m{index}x{j}"
         markers.append(marker)
+        # Each run of a call appends its marker and the time it ran.
+        echo = f"echo {marker} $(date +%s.%N) >> {_COUNTER}"
         if rng.random() < 0.3:
-            parts.append(f"sh sleep 0.{rng.randint(1, 3)} && echo {marker} >> {_COUNTER}")
+            parts.append(f"sh sleep 0.{rng.randint(3, 9)} && {echo}")
         else:
-            parts.append(f"sh echo {marker} >> {_COUNTER}")
+            parts.append(f"sh {echo}")
     if rng.random() < 0.3:
         parts.append(f"big {rng.choice([1000, 100_000])}")
     if rng.random() < 0.3:
@@ -107,15 +140,61 @@ def _committed_markers(transcript: tuple[Message, ...], markers: tuple[str, ...]
     return out
 
 
-def _counts(workdir: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _runs(workdir: Path) -> list[tuple[str, float]]:
+    """Every run of a shell call so far: (marker, when it ran)."""
     try:
         text = (workdir / _COUNTER).read_text()
     except FileNotFoundError:
-        return counts
-    for line in text.split():
-        counts[line] = counts.get(line, 0) + 1
+        return []
+    runs = []
+    for line in text.splitlines():
+        marker, _, when = line.partition(" ")
+        try:
+            runs.append((marker, float(when)))
+        except ValueError:
+            runs.append((marker, 0.0))
+    return runs
+
+
+def _counts(workdir: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for marker, _ in _runs(workdir):
+        counts[marker] = counts.get(marker, 0) + 1
     return counts
+
+
+def tool_processes(workdir: Path) -> list[int]:
+    """Running processes (not zombies) whose working directory is `workdir`: the tools'."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/cwd") != os.fspath(workdir):
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def integrity_check(db_path: Path) -> str:
+    """``PRAGMA integrity_check`` of the store, read-only: ``"ok"`` or what is wrong."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        db.close()
+    return "; ".join(str(row[0]) for row in rows)
 
 
 @attrs.define(eq=False)
@@ -130,7 +209,19 @@ class _Harness:
     run_seconds: float = 1.5
     #: Kills by what the client had last seen.
     stages: dict[str, int] = attrs.field(factory=dict)
+    #: Kills by how the daemon was killed.
+    kinds: dict[str, int] = attrs.field(factory=dict)
     resume_kills: int = 0
+    #: How the next kill happens; "save" means the running daemon is armed to kill itself.
+    next_kind: str = "all"
+    integrity_checks: int = 0
+    orphan_checks: int = 0
+    #: When the last kill happened (wall clock, to compare with the counter's times).
+    killed_at: float = 0.0
+    #: Runs of a call that a kill left uncommitted (so it ran again) and runs beyond the
+    #: committed one (a committed call run again, or an orphan finishing late): must be 0.
+    uncommitted_reruns: int = 0
+    committed_reruns: int = 0
 
     @property
     def workdir(self) -> Path:
@@ -140,7 +231,13 @@ class _Harness:
         self.result.fail(f"{message} (replay: python -m stress --only crash --seed {self.seed})")
 
     async def one_run(self, state: _Session, *, kill: bool) -> bool:
-        """Start or resume `state`'s run; kill the daemon at a random point. True if killed."""
+        """Start or resume `state`'s run; with `kill`, the daemon dies in it. True if killed.
+
+        How it dies is `next_kind`: killed from here at a random moment ("all",
+        "daemon"), or by itself inside a store write ("save"; a run that ends
+        first leaves the daemon armed for the next one).
+        """
+        kind = self.next_kind if kill else None
         killed = False
         mode = self.rng.choice(("time", "frame"))
         delay = self.rng.uniform(0, self.run_seconds * 1.2)
@@ -150,21 +247,45 @@ class _Harness:
         started_at = time.monotonic()
         resuming = state.has_record
 
-        async def do_kill() -> None:
+        def note_kill(stage: str) -> None:
             nonlocal killed
+            killed = True
+            self.killed_at = time.time()
+            assert kind is not None
+            self.stages[stage] = self.stages.get(stage, 0) + 1
+            self.kinds[kind] = self.kinds.get(kind, 0) + 1
+            self.resume_kills += resuming
+
+        def last_stage() -> str:
+            last = frames[-1] if frames else None
+            if isinstance(last, AskFrame):
+                return f"{last.kind.value} waiting"
+            return _STAGES.get(type(last).__name__, type(last).__name__) if last else "starting"
+
+        async def do_kill() -> None:
             if killed or ended:
                 return
-            killed = True
-            last = frames[-1] if frames else None
-            stage = _STAGES.get(type(last).__name__, type(last).__name__) if last else "starting"
-            if isinstance(last, AskFrame):
-                stage = f"{last.kind.value} waiting"
-            self.stages[stage] = self.stages.get(stage, 0) + 1
-            self.resume_kills += resuming
+            note_kill(last_stage())
             with trio.CancelScope(shield=True):  # the daemon must be dead before we go on
-                await self.daemon.kill()
+                if kind == "all":
+                    await self.daemon.kill()
+                    _kill_pids(tool_processes(self.workdir))  # power loss: tools die too
+                else:
+                    await self.daemon.kill_alone()
 
-        client = await Client.connect(self.daemon.socket_path)
+        try:
+            client = await Client.connect(self.daemon.socket_path)
+        except (ClientError, OSError) as exc:
+            if kind == "save" and await self.daemon.wait_exit(STEP_TIMEOUT):
+                note_kill("inside a store save (connecting)")
+                return True
+            self.fail(
+                f"{state.session}: the daemon did not take a connection ({exc}); its log ends: "
+                f"{self.daemon.log_text()[-1500:]}"
+            )
+            if self.daemon.alive:
+                await self.daemon.kill()
+            return False
         try:
             async with trio.open_nursery() as nursery:
 
@@ -175,7 +296,8 @@ class _Harness:
                             frames.append(frame)
                             if isinstance(frame, TaskFrame):
                                 state.started = True
-                            if kill and mode == "frame" and len(frames) == kill_at_frame:
+                            at_frame = kind in ("all", "daemon") and mode == "frame"
+                            if at_frame and len(frames) == kill_at_frame:
                                 await do_kill()
                                 return
                             if isinstance(frame, AskFrame):
@@ -193,7 +315,7 @@ class _Harness:
                     await do_kill()
 
                 nursery.start_soon(drive)
-                if kill and mode == "time":
+                if kind in ("all", "daemon") and mode == "time":
                     nursery.start_soon(timer)
                 if state.has_record:
                     await client.send(PendingRequest(PendingAction.RESUME, session=state.session))
@@ -201,9 +323,64 @@ class _Harness:
                     await client.send(Run(state.script, session=state.session))
         finally:
             await client.aclose()
+        if not killed and not ended:
+            # The connection broke with nobody killing the daemon from here.
+            if not await self.daemon.wait_exit(STEP_TIMEOUT):
+                self.fail(f"{state.session}: the daemon closed the connection mid-run")
+            elif kind == "save":
+                note_kill(f"inside a store save ({last_stage()})")
+            else:
+                self.fail(
+                    f"{state.session}: the daemon died by itself: {self.daemon.log_text()[-1500:]}"
+                )
         if ended and not killed:
             self.note_end(state, ended[0], time.monotonic() - started_at)
         return killed
+
+    async def after_kill(self) -> None:
+        """Check no tool outlived the daemon, restart it (armed for the next kill), audit."""
+        self.orphan_checks += 1
+        await poll_until(lambda: not tool_processes(self.workdir), _ORPHAN_SECONDS)
+        left = tool_processes(self.workdir)
+        if left:
+            self.fail(
+                f"{len(left)} tool processes still ran {_ORPHAN_SECONDS:g}s after their "
+                f"daemon died: {left}"
+            )
+            _kill_pids(left)
+        late = [
+            f"{marker} {when - self.killed_at:+.2f}s"
+            for marker, when in _runs(self.workdir)
+            if when > self.killed_at + _ORPHAN_GRACE
+        ]
+        if late:
+            self.fail(
+                f"{len(late)} shell calls ran after their daemon died (orphans at work): "
+                f"{', '.join(late[:5])}"
+            )
+        await self.start()
+        self.integrity_checks += 1
+        verdict = await trio.to_thread.run_sync(integrity_check, self.daemon.state_dir / "tasks.db")
+        if verdict != "ok":
+            self.fail(f"the task store is damaged after a kill: {verdict}")
+        await self.audit(after_kill=True)
+        await self.check_listed()
+
+    async def start(self, *, armed: bool = True) -> None:
+        """(Re)start the daemon and choose how the next kill happens."""
+        self.next_kind = self.rng.choices(_KILL_KINDS, _KILL_WEIGHTS)[0] if armed else "all"
+        env = {}
+        if self.next_kind == "save":
+            at = self.rng.randint(1, 8)
+            moment = self.rng.choice(("in_transaction", "timer"))
+            env["STRESS_KILL_AT_WRITE"] = f"{at}:{moment}"
+        await self.daemon.start(self.nursery, extra_env=env)
+
+    async def disarm(self) -> None:
+        """Restart a daemon armed to kill itself in a save as a plain one (to drain)."""
+        if self.next_kind == "save":
+            await self.daemon.terminate()
+            await self.start(armed=False)
 
     def answer(self, ask: AskFrame) -> str:
         if ask.choices:
@@ -247,15 +424,25 @@ class _Harness:
                         self.fail(f"{state.session}: finished, yet its pending task is still there")
                     committed = _committed_markers(history, state.markers)
                     for marker in state.markers:
-                        want = state.uncommitted_count.get(marker, 0) + 1
+                        left_uncommitted = state.uncommitted_count.get(marker, 0)
                         got = counts.get(marker, 0)
                         if marker not in committed:
                             self.fail(f"{state.session}: call {marker} finished uncommitted")
-                        elif got != want:
+                        elif got < left_uncommitted + 1:
                             self.fail(
-                                f"{state.session}: call {marker} ran {got} times, expected "
-                                f"{want} ({state.kills} kills)"
+                                f"{state.session}: call {marker} has a committed result but "
+                                f"ran {got} times, {left_uncommitted} of them before a kill"
                             )
+                        else:
+                            self.uncommitted_reruns += left_uncommitted
+                            beyond = got - left_uncommitted - 1
+                            if beyond:
+                                self.committed_reruns += beyond
+                                self.fail(
+                                    f"{state.session}: call {marker} ran {got} times: once "
+                                    f"committed, {left_uncommitted} left uncommitted by a kill, "
+                                    f"and {beyond} more ({state.kills} kills)"
+                                )
                     continue
                 state.has_record = record is not None
                 if record is None:
@@ -286,6 +473,7 @@ class _Harness:
 
     async def drain(self) -> None:
         """Resume every unfinished session to completion, without kills."""
+        await self.disarm()
         for state in self.sessions:
             if state.finished:
                 continue
@@ -298,7 +486,9 @@ class _Harness:
 
 async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
     """Kill the daemon `kills` times under a schedule drawn from `seed`."""
-    result = SuiteResult("crash", "kills survived", "pending tasks lost or calls redone", seed=seed)
+    result = SuiteResult(
+        "crash", "kills survived", "pending tasks lost or committed calls re-run", seed=seed
+    )
     started = time.monotonic()
     rng = random.Random(seed)
     with short_tempdir("stc-") as root:
@@ -310,40 +500,59 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
             root / "state",
             workdir,
             root / "daemon.log",
-            env={**__import__("os").environ, "AGENTRT_RESTRICTED": str(restricted)},
+            env={**os.environ, "AGENTRT_RESTRICTED": str(restricted)},
+            module="stress._faulty_daemon",
         )
         async with trio.open_nursery() as nursery:
             harness = _Harness(rng, seed, daemon, result, nursery)
-            await daemon.start(nursery)
-            index = 0
-            attempts = 0
-            while result.done < kills and attempts < kills * 4:
-                attempts += 1
-                open_sessions = [s for s in harness.sessions if not s.finished]
-                if open_sessions and (len(open_sessions) >= max_open or rng.random() < 0.5):
-                    state = rng.choice(open_sessions)
-                else:
-                    script, markers = _script(rng, index)
-                    state = _Session(f"cli-crash{seed % 10000}-{index}", script, markers)
-                    index += 1
-                    harness.sessions.append(state)
-                with trio.fail_after(STEP_TIMEOUT * 2):
-                    killed = await harness.one_run(state, kill=True)
-                if killed:
-                    state.kills += 1
-                    await daemon.start(nursery)
-                    result.done += 1
-                    await harness.audit(after_kill=True)
-                    await harness.check_listed()
-                else:
-                    await harness.audit(after_kill=False)
-                if result.done and result.done % 25 == 0 and killed:
-                    await harness.drain()
-            await harness.drain()
-            await daemon.terminate()
+            try:
+                await harness.start()
+                index = 0
+                attempts = 0
+                while result.done < kills and attempts < kills * 4:
+                    attempts += 1
+                    open_sessions = [s for s in harness.sessions if not s.finished]
+                    if open_sessions and (len(open_sessions) >= max_open or rng.random() < 0.5):
+                        state = rng.choice(open_sessions)
+                    else:
+                        script, markers = _script(rng, index)
+                        state = _Session(f"cli-crash{seed % 10000}-{index}", script, markers)
+                        index += 1
+                        harness.sessions.append(state)
+                    with trio.fail_after(STEP_TIMEOUT * 2):
+                        killed = await harness.one_run(state, kill=True)
+                    if killed:
+                        state.kills += 1
+                        result.done += 1
+                        await harness.after_kill()
+                    else:
+                        if not daemon.alive:
+                            await harness.start()
+                        await harness.audit(after_kill=False)
+                    if result.done and result.done % 25 == 0 and killed:
+                        await harness.drain()
+                await harness.drain()
+            except Exception as exc:
+                result.crashed(exc, f"replay: python -m stress --only crash --seed {seed}")
+                result.tracebacks.append(f"the daemon's log ends:\n{daemon.log_text()[-3000:]}")
+            finally:
+                with trio.CancelScope(shield=True):
+                    await daemon.terminate()
+                    _kill_pids(tool_processes(workdir))
+            result.detail = (
+                f"calls re-run: {harness.committed_reruns} committed, "
+                f"{harness.uncommitted_reruns} uncommitted"
+            )
             result.notes.append(
                 f"{len(harness.sessions)} sessions, {harness.resume_kills} kills during a resume; "
-                f"kills by stage {dict(sorted(harness.stages.items()))}"
+                f"kills by kind {dict(sorted(harness.kinds.items()))}; "
+                f"by stage {dict(sorted(harness.stages.items()))}"
+            )
+            result.notes.append(
+                f"{harness.integrity_checks} integrity checks of the store after a restart, "
+                f"{harness.orphan_checks} checks that no tool outlived its daemon; calls re-run "
+                f"after a kill left them uncommitted: {harness.uncommitted_reruns}, committed "
+                f"calls re-run: {harness.committed_reruns}"
             )
     result.seconds = time.monotonic() - started
     return result

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 from stress._common import TrackedDaemon, inprocess_daemon
+from stress.fuzz import _big_numbers_socket, _Canary
 
 from agentrt._runtime import Runtime
 from agentrt.client import Client
@@ -98,3 +99,17 @@ async def test_an_encoded_surrogate_is_not_utf8_and_gets_an_error_frame(
             assert isinstance(frame, ErrorFrame)
             assert frame.code is ErrorCode.MALFORMED
             assert frame.message == "frame is not valid UTF-8"
+
+
+async def test_integers_of_5000_digits_get_error_frames_and_no_other_connection_notices(
+    served: tuple[Runtime, TrackedDaemon],
+) -> None:
+    _, daemon = served
+    with trio.fail_after(TIMEOUT):
+        canary = await trio.to_thread.run_sync(_Canary.open, daemon.socket_path)
+        try:
+            sent = await trio.to_thread.run_sync(_big_numbers_socket, daemon.socket_path, canary)
+            await trio.to_thread.run_sync(canary.finish)
+        finally:
+            canary.conn.close()
+    assert sent > 20

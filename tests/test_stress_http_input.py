@@ -59,3 +59,20 @@ async def test_a_deep_or_surrogate_body_gets_a_400_in_the_error_shape(
             assert error["message"].startswith(("the body is not valid JSON", "the body does not"))
             again = await client.get("/v1/sessions", headers={"authorization": f"Bearer {TOKEN}"})
             assert again.status_code == 200
+
+
+@pytest.mark.parametrize("field", ["text", "answer", "pause"])
+async def test_an_integer_of_5000_digits_gets_a_400_in_the_error_shape(
+    base: str, field: str
+) -> None:
+    with trio.fail_after(20):
+        async with httpx.AsyncClient(base_url=base) as client:
+            response = await client.post(
+                "/v1/session/s1/run",
+                content=f'{{"{field}": {"7" * 5000}}}',
+                headers={"authorization": f"Bearer {TOKEN}", "content-type": "application/json"},
+            )
+            assert response.status_code == 400, response.text
+            assert response.json()["error"]["code"] == "bad_body"
+            again = await client.get("/v1/sessions", headers={"authorization": f"Bearer {TOKEN}"})
+            assert again.status_code == 200

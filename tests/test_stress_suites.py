@@ -7,11 +7,15 @@ sessions; these samples check the same properties on a seed fixed here.
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import pytest
 import trio
 from stress._common import SuiteResult
 from stress.canary import run_canary
-from stress.crash import _committed_markers, run_crash
+from stress.concurrency import _judge, _Outcomes, run_concurrency
+from stress.crash import _committed_markers, integrity_check, run_crash
 from stress.disconnect import run_disconnect
 from stress.fuzz import run_fuzz
 from stress.isolation import run_isolation
@@ -28,10 +32,26 @@ def passed(result: SuiteResult) -> bool:
 
 
 async def test_killing_the_daemon_loses_no_pending_task_and_redoes_no_committed_call() -> None:
-    with trio.fail_after(60):
-        result = await run_crash(3, SEED, max_open=2)
+    with trio.fail_after(90):
+        result = await run_crash(6, SEED, max_open=2)
     assert passed(result), result.failures
-    assert result.done == 3
+    assert result.done == 6
+    assert result.detail.startswith("calls re-run: 0 committed, ")
+    assert "6 integrity checks" in result.notes[1]
+
+
+def test_an_integrity_check_finds_a_damaged_store(tmp_path: Path) -> None:
+    db = tmp_path / "tasks.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (a TEXT)")
+        conn.execute("CREATE INDEX t_a ON t (a)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(str(n) * 50,) for n in range(2000)])
+    assert integrity_check(db) == "ok"
+    data = bytearray(db.read_bytes())
+    page = 4096
+    data[5 * page + 100 : 5 * page + 600] = b"\xff" * 500  # scribble over a b-tree page
+    db.write_bytes(bytes(data))
+    assert integrity_check(db) != "ok"
 
 
 def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcript() -> None:
@@ -41,6 +61,43 @@ def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcr
     assert _committed_markers(planned, ("m0x0", "m0x1")) == set()
     done = (*planned, Message.tool_result(call, "[exit status 0]"))
     assert _committed_markers(done, ("m0x0", "m0x1")) == {"m0x0"}
+
+
+def test_a_race_where_the_task_ran_twice_is_a_double_run_and_a_failure() -> None:
+    result = SuiteResult("concurrency", "races run", "double runs")
+    outcomes = _Outcomes()
+    _judge("race 1", [True, False], ["ran (exit 0)", "refused: busy"], 1, result, outcomes, "")
+    _judge("race 2", [True, True], ["ran (exit 0)", "ran (exit 0)"], 2, result, outcomes, "")
+    _judge("race 3", [False, True], ["ran (finished)", "ran (finished)"], 2, result, outcomes, "")
+    _judge(
+        "race 4",
+        [False, False],
+        ["refused: a", "crashed (exit 1): Traceback"],
+        0,
+        result,
+        outcomes,
+        "",
+    )
+    _judge("race 5", [False, False], ["refused: a", "refused: b"], 0, result, outcomes, "")
+    assert outcomes.counts == {"once": 1, "double run": 2, "unclear": 1, "neither ran": 1}
+    assert result.bad == 3
+    assert "race 2: the task ran 2 times" in result.failures[0]
+
+
+async def test_two_runners_of_one_task_are_raced_and_each_race_is_judged() -> None:
+    with trio.fail_after(120):
+        result = await run_concurrency(2, SEED)
+    assert result.done == 4
+    doubles = int(result.detail.removeprefix("double runs: "))
+    # Every failure is a double run (none unclear), and every double run is a failure.
+    assert result.bad == doubles
+    assert all("ran 2 times" in f for f in result.failures)
+
+
+async def test_two_resumes_or_two_daemons_never_run_one_task_twice() -> None:
+    with trio.fail_after(120):
+        result = await run_concurrency(3, SEED + 1)
+    assert passed(result), result.failures
 
 
 async def test_vanishing_connections_leave_no_entry_no_task_and_keep_pending_tasks() -> None:

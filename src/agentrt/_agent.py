@@ -10,7 +10,6 @@ as it exists, so a committed call never runs twice.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,7 @@ from ._record import (
 from ._secrets import SecretNameError, SecretStore
 from ._store import StoreError, TaskStore
 from ._sudo import SudoVerifier, Verifier
+from ._toolproc import ToolLedger, run_tool
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -103,6 +103,8 @@ class AgentConfig:
     redactor: Redactor = attrs.field(
         default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)
     )
+    #: Where running tool process groups are recorded, so a restart can reap orphans.
+    tool_ledger: ToolLedger | None = None
 
 
 class ToolError(Exception):
@@ -688,17 +690,12 @@ async def _shell(run: AgentRun, call: ToolCall) -> str:
             return "denied by the user"
         await run.begin_effect(call)
         with trio.move_on_after(run.config.shell_timeout) as timeout:
-            proc = await trio.run_process(
-                ["sh", "-c", command],
-                cwd=run.config.workdir,
-                check=False,
-                capture_stdout=True,
-                stderr=subprocess.STDOUT,
-                stdin=b"",
+            proc = await run_tool(
+                ["sh", "-c", command], cwd=run.config.workdir, ledger=run.config.tool_ledger
             )
         if timeout.cancelled_caught:
             raise ToolError(f"the command ran longer than {run.config.shell_timeout:g}s: {shown}")
-        output, code = proc.stdout, proc.returncode
+        output, code = proc.output, proc.returncode
     text = output.decode("utf-8", "replace")
     return f"{text}[exit status {code}]"
 

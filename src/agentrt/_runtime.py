@@ -20,6 +20,7 @@ from ._secrets import SecretStore
 from ._statedir import prepare_state_dir
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
+from ._toolproc import ToolLedger
 
 #: The HTTP API token's file in the state directory (`agentrt.http` writes it).
 HTTP_TOKEN_FILE = "http-token"
@@ -116,13 +117,18 @@ async def open_runtime(
     `model` overrides `model_spec`. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
     folder, or any of `protected_paths`. A state dir that others may enter is
-    tightened to 0700; one of another user is refused (`StateDirError`).
+    tightened to 0700; one of another user is refused (`StateDirError`). Tool
+    process groups that a runner which has died left running are killed first.
     """
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     if model is None:
         model = make_model(model_spec, base_url=base_url, secrets=secrets)
+    # Tool processes a dead runner left behind must not go on to finish a call the resume
+    # will run again.
+    ledger = ToolLedger(state_dir / "tools")
+    ledger.reap()
     store = await TaskStore.open(state_dir / "tasks.db")
     try:
         config = AgentConfig(
@@ -131,9 +137,10 @@ async def open_runtime(
             restricted_paths=tuple(restricted_paths)
             if restricted_paths is not None
             else default_restricted(),
-            verifier=verifier or SudoVerifier(),
+            verifier=verifier or SudoVerifier(ledger=ledger),
             protected_paths=_protected(state_dir, protected_paths),
             redactor=Redactor(secrets.path, {"http-token": state_dir / HTTP_TOKEN_FILE}),
+            tool_ledger=ledger,
         )
         registry = Registry()
         executor = Executor(registry=registry, store=store, model=model, config=config)

@@ -13,6 +13,8 @@ from typing import Protocol
 import attrs
 import trio
 
+from ._toolproc import ToolLedger, run_tool
+
 
 @attrs.frozen
 class PrivilegedResult:
@@ -43,6 +45,8 @@ class SudoVerifier:
     """The real thing: `sudo -n -v`, `sudo -S -v` (password on stdin), `sudo -n CMD`."""
 
     sudo: str = "sudo"
+    #: Where the commands' process groups are recorded while they run (see `run_tool`).
+    ledger: ToolLedger | None = None
 
     async def cached(self) -> bool:
         """`sudo -n -v` succeeds: credentials are cached (or no password is needed)."""
@@ -72,15 +76,16 @@ class SudoVerifier:
         return result.returncode == 0
 
     async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
-        """`sudo -n ARGV...`, merging standard error into the output."""
+        """`sudo -n ARGV...`, merging standard error into the output.
+
+        The command runs in its own process group, stopped with the call (see
+        `run_tool`). sudo passes SIGTERM on to the command; a command running
+        as another user outlives the group's SIGKILL unless the runner is root.
+        """
         try:
-            result = await trio.run_process(
-                [self.sudo, "-n", "--", *argv],
-                stdin=stdin if stdin is not None else b"",
-                check=False,
-                capture_stdout=True,
-                stderr=subprocess.STDOUT,
+            result = await run_tool(
+                [self.sudo, "-n", "--", *argv], stdin=stdin or b"", ledger=self.ledger
             )
         except OSError as exc:
             return PrivilegedResult(127, f"cannot run sudo: {exc}".encode())
-        return PrivilegedResult(result.returncode, result.stdout)
+        return PrivilegedResult(result.returncode, result.output)
