@@ -32,7 +32,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._statedir import StateDirError, prepare_state_dir
-from agentrt._store import SCHEMA_VERSION, marker_path
+from agentrt._store import SCHEMA_VERSION, TaskExistsError, marker_path
 
 from .conftest import Recorder, insert_unreadable_record
 
@@ -379,3 +379,32 @@ async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
     assert "agentrt pending discard chat-bad" in bad.error
     assert await runtime.executor.discard("chat-bad")
     assert [t.session_id for t in await runtime.store.list_stored()] == ["chat-fine"]
+
+
+async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothing(
+    tmp_path: Path,
+) -> None:
+    store = await TaskStore.open(tmp_path / "batched.db")
+    refused: list[str] = []
+    try:
+
+        async def create(session: str) -> None:
+            try:
+                await store.create(TaskRecord(session, "hi", (Message.user("hi"),)))
+            except TaskExistsError:
+                refused.append(session)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for n in range(100):
+                    nursery.start_soon(create, f"cli-{n}")
+                nursery.start_soon(create, "cli-7")  # the same session twice, in one batch
+        stats = store.statistics()
+        assert refused == ["cli-7"]
+        assert len(await store.list()) == 100
+        # 101 calls, far fewer thread hops and commits.
+        assert stats.calls == 101
+        assert stats.batches < 20
+        assert stats.waiting == 0
+    finally:
+        await store.aclose()

@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 import cattrs
@@ -99,6 +99,18 @@ def _write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     on the same file included): the second one waits (``busy_timeout``) and
     then reads what the first one wrote.
     """
+    if db.in_transaction:
+        # Inside a batch (see `TaskStore._run`): the batch holds the write lock already, and
+        # this call's changes stand or fall on their own in a savepoint.
+        db.execute("SAVEPOINT call")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK TO call")
+            db.execute("RELEASE call")
+            raise
+        db.execute("RELEASE call")
+        return
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
@@ -193,8 +205,15 @@ class TaskStore:
 
     path: Path
     _db: sqlite3.Connection = attrs.field(repr=False)
-    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False, repr=False)
     _closed: bool = attrs.field(default=False, init=False)
+    #: Calls waiting for the next batch, oldest first.
+    _queue: list[_Call[Any]] = attrs.field(factory=list, init=False, repr=False)
+    #: True while a batch is in the worker thread.
+    _busy: bool = attrs.field(default=False, init=False, repr=False)
+    #: Set when a batch ends; replaced for the next one.
+    _batch_done: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _batches: int = attrs.field(default=0, init=False, repr=False)
+    _calls: int = attrs.field(default=0, init=False, repr=False)
 
     @classmethod
     async def open(cls, path: Path | str) -> TaskStore:
@@ -424,12 +443,17 @@ class TaskStore:
         await self._run(write)
 
     async def aclose(self) -> None:
-        """Close the file. Later calls raise `StoreError`."""
+        """Close the file once the calls already queued are done. Later calls raise `StoreError`."""
         if self._closed:
             return
-        async with self._lock:
-            self._closed = True
-            await trio.to_thread.run_sync(self._db.close)
+        self._closed = True
+        while self._busy or self._queue:
+            await self._batch_done.wait()
+        await trio.to_thread.run_sync(self._db.close)
+
+    def statistics(self) -> StoreStatistics:
+        """How many calls and batches the store has run (a batch is one thread hop, one commit)."""
+        return StoreStatistics(self._calls, self._batches, len(self._queue))
 
     def _decode_or_unreadable(self, row: tuple[Any, ...]) -> StoredTask:
         try:
@@ -496,13 +520,110 @@ class TaskStore:
             ) from None
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        async with self._lock:
-            if self._closed:
-                raise StoreError(f"the task store {self.path} is closed")
-            try:
-                return await trio.to_thread.run_sync(fn, self._db)
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"the task store {self.path} failed: {exc}") from None
+        """Run `fn` in the worker thread, batched with the calls queued meanwhile.
+
+        The calls that arrive while a batch runs go together in the next one: one
+        thread hop and one transaction (so one sync to disk) for the whole batch,
+        each call in a savepoint of its own, so a call that fails changes nothing
+        and the others still commit. Whoever finds no batch running takes the
+        queue to the thread; the others wait for their call's result.
+        """
+        if self._closed:
+            raise StoreError(f"the task store {self.path} is closed")
+        call: _Call[T] = _Call(fn)
+        self._queue.append(call)
+        try:
+            while not call.done:
+                if self._busy:
+                    await self._batch_done.wait()
+                    continue
+                await self._run_batch()
+        except BaseException:
+            if call in self._queue:
+                self._queue.remove(call)  # cancelled before it ran: it never will
+            raise
+        return call.result()
+
+    async def _run_batch(self) -> None:
+        batch, self._queue = self._queue[:_BATCH_LIMIT], self._queue[_BATCH_LIMIT:]
+        self._busy = True
+        try:
+            await trio.to_thread.run_sync(_run_calls, self._db, batch, self.path)
+        finally:
+            self._busy = False
+            self._batches += 1
+            self._calls += len(batch)
+            done, self._batch_done = self._batch_done, trio.Event()
+            done.set()
+
+
+#: The most calls one batch takes, so that a long queue is served in turns.
+_BATCH_LIMIT = 64
+
+
+@attrs.frozen
+class StoreStatistics:
+    """Calls and batches run so far, and calls waiting now."""
+
+    calls: int
+    batches: int
+    waiting: int
+
+
+@attrs.define(eq=False)
+class _Call(Generic[T]):
+    """One store call waiting for, or done by, a batch."""
+
+    fn: Callable[[sqlite3.Connection], T]
+    done: bool = False
+    _value: T | None = None
+    _error: BaseException | None = None
+
+    def finish(self, value: T | None = None, error: BaseException | None = None) -> None:
+        self._value, self._error, self.done = value, error, True
+
+    def result(self) -> T:
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _run_calls(db: sqlite3.Connection, batch: list[_Call[Any]], path: Path) -> None:
+    """Run a batch of calls in one transaction, each in its own savepoint (worker thread)."""
+
+    def failed(exc: sqlite3.DatabaseError) -> StoreError:
+        return StoreError(f"the task store {path} failed: {exc}")
+
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.DatabaseError as exc:
+        for call in batch:
+            call.finish(error=failed(exc))
+        return
+    ran: list[tuple[_Call[Any], Any]] = []
+    for call in batch:
+        db.execute("SAVEPOINT batch_call")
+        try:
+            value = call.fn(db)
+        except sqlite3.DatabaseError as exc:
+            db.execute("ROLLBACK TO batch_call")
+            call.finish(error=failed(exc))
+        except Exception as exc:  # the call's own error (a bad answer, a task that exists)
+            db.execute("ROLLBACK TO batch_call")
+            call.finish(error=exc)
+        else:
+            ran.append((call, value))
+        db.execute("RELEASE batch_call")
+    try:
+        db.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        for call, _ in ran:
+            call.finish(error=failed(exc))
+        return
+    for call, value in ran:
+        call.finish(value)
 
 
 def _migrate(db: sqlite3.Connection, version: int) -> None:
