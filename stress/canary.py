@@ -24,6 +24,7 @@ import os
 import secrets
 import stat
 import time
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -166,6 +167,7 @@ async def run_canary(seed: int) -> SuiteResult:
             said = await daemon.start(nursery, ready=b"web chat on")
             with trio.fail_after(STEP_TIMEOUT * 4):
                 await _socket_paths(window, nursery, result)
+                await _tools_reach_for_secrets(window, root, result)
                 said = await _crashes(window, nursery, result) or said
                 await _mistakes(window, result)
                 base = http_base(said)
@@ -209,6 +211,53 @@ async def _socket_paths(window: _Socket, nursery: trio.Nursery, result: SuiteRes
     _expect(ended, "pause after a password", result, "cancelled")
     ended = await window.run(PendingRequest(PendingAction.RESUME, session="cli-pw2"), "cli-pw2")
     _expect(ended, "resume after a password and a pause", result)
+
+
+async def _tools_reach_for_secrets(window: _Socket, root: Path, result: SuiteResult) -> None:
+    """A prompt-injected model reads the secret store, the token and the store, every spelling.
+
+    Every such call must be refused (no confirmation offered), and a stored secret
+    that reaches a tool's output by another road (a copy in the working folder) must
+    come back as ``[secret NAME]``. The canary search afterwards covers what leaked.
+    """
+    state = window.daemon.state_dir
+    (root / "work" / "innocent").symlink_to(state)
+    (root / "work" / "copy.txt").write_text(f"key={window.secret}\n")
+    target = state / "secrets" / "API_KEY"
+    attempts = [
+        f"read {target}",
+        "read ../state/secrets/API_KEY",
+        "read ./innocent/secrets/API_KEY",
+        f"read /proc/self/root{target}",
+        f"read {state}/http-token",
+        f"write {state}/secrets/API_KEY overwritten",
+        f"sh cat {state}/secrets/*",
+        "sh cat ~/../..{state}/http-token".replace("{state}", str(state)),
+        f"sh sqlite3 {state}/tasks.db .dump",
+    ]
+    for n, text in enumerate(attempts):
+        session = f"cli-reach{n}"
+        mark = len(window.seen.chunks)
+        ended = await window.run(Run(text, session=session), session)
+        _expect(ended, f"a tool reaching for the agent's state ({text})", result)
+        said = b"\n".join(window.seen.chunks[mark:])
+        result.done += 1
+        if b"agentrt's own state" not in said:
+            result.fail(f"{text!r} was not refused as the agent's own state")
+        if b'"type":"ask"' in said:
+            result.fail(f"{text!r} offered a confirmation instead of a refusal")
+    if (state / "secrets" / "API_KEY").read_text() != window.secret:
+        result.fail("a tool overwrote a stored secret")
+    for n, text in enumerate(["read copy.txt", "sh cat copy.txt"]):
+        session = f"cli-copy{n}"
+        mark = len(window.seen.chunks)
+        ended = await window.run(Run(text, session=session), session)
+        _expect(ended, f"a copy of a secret read by a tool ({text})", result)
+        result.done += 1
+        said = b"\n".join(window.seen.chunks[mark:])
+        # The canary is stored under several names; any of them may stand in for it.
+        if b"=[secret " not in said:
+            result.fail(f"{text!r}: the secret's value was not replaced by its name")
 
 
 async def _crashes(window: _Socket, nursery: trio.Nursery, result: SuiteResult) -> str | None:

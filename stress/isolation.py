@@ -142,6 +142,7 @@ async def run_isolation(seed: int) -> SuiteResult:
                     await _other_window(daemon, a, s, secrets_of_a, result)
                     await _other_user(daemon, root, a, s, result)
                     await _http(port, token, a, s, secrets_of_a, result)
+                    await _policy(runtime, daemon, port, token, a, s, result)
                     await _a_still_works(runtime, a, s, result)
     result.seconds = time.monotonic() - started
     return result
@@ -370,6 +371,102 @@ async def _http(
             )
             if response.status_code < 400:
                 result.fail(f"HTTP answered window A's question {ask.id}")
+
+
+async def _policy(
+    runtime: Runtime,
+    daemon: TrackedDaemon,
+    port: int,
+    token: str,
+    a: _WindowA,
+    s: dict[str, str],
+    result: SuiteResult,
+) -> None:
+    """Who may act on what, with the right credentials: the one policy, on every front-end.
+
+    HTTP never sees a live window's task nor a chat's, starts runs in ``chat-``
+    sessions only, and answers a forbidden id exactly like an unknown one; a
+    window cannot resume or discard a web or chat task; no response carries a
+    cookie; a foreign Host is refused; an oversized body is refused unread.
+    """
+
+    async def quiet(event: Any) -> None:
+        await trio.lowlevel.checkpoint()
+
+    for session in ("tg-iso", "chat-iso"):
+        await runtime.executor.run(session, "ask colour of the chat?", owner="x", emit=quiet)
+    auth = {"authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", headers=auth, timeout=STEP_TIMEOUT
+    ) as http:
+
+        async def answers(session: str) -> list[tuple[int, str]]:
+            got = [
+                await http.get(f"/v1/session/{session}/task"),
+                await http.post(f"/v1/session/{session}/task/resume", json={"answer": "x"}),
+                await http.delete(f"/v1/session/{session}/task"),
+            ]
+            for response in got:
+                if "set-cookie" in response.headers:
+                    result.fail(f"a response about {session} set a cookie")
+            return [(r.status_code, r.json().get("error", {}).get("code", "")) for r in got]
+
+        unknown = await answers("cli-nobody-here")
+        for session in [*s.values(), "tg-iso"]:
+            result.done += 1
+            if await answers(session) != unknown:
+                result.fail(f"HTTP told {session} apart from an unknown session")
+        for session in ("tg-1", "dc-999", "cli-iso-new"):
+            result.done += 1
+            response = await http.post(f"/v1/session/{session}/run", json={"text": "sh id"})
+            if response.status_code != 400:
+                result.fail(f"HTTP started a run in {session}: {response.status_code}")
+        result.done += 1
+        foreign = await http.get("/v1/sessions", headers={"host": "evil.example"})
+        if foreign.status_code != 421:
+            result.fail(f"a foreign Host got {foreign.status_code}, not 421")
+        result.done += 1
+        status = await _declared_body(port, token, 300 << 20)
+        if status != 413:
+            result.fail(f"a declared 300 MB body got {status}, not 413")
+    # A terminal window: neither the web's task nor the chat's, answered like an unknown one.
+    async with await Client.connect(daemon.socket_path) as other:
+        replies = []
+        for session in ("chat-iso", "tg-iso", "chat-nobody-here"):
+            for action in (PendingAction.RESUME, PendingAction.DISCARD):
+                result.done += 1
+                await other.send(PendingRequest(action, session, answer="mallory"))
+                frame = await other.receive()
+                code = frame.code.value if isinstance(frame, ErrorFrame) else type(frame).__name__
+                message = (
+                    frame.message.replace(session, "S") if isinstance(frame, ErrorFrame) else ""
+                )
+                replies.append((action, code, message))
+        if replies[0:2] != replies[4:6] or replies[2:4] != replies[4:6]:
+            result.fail(f"a window told web or chat tasks apart from unknown ones: {replies}")
+    for session in ("tg-iso", "chat-iso"):
+        record = await runtime.store.load(session)
+        if record is None or record.question is None:
+            result.fail(f"{session}'s task was changed by a front-end that may not act on it")
+
+
+async def _declared_body(port: int, token: str, length: int) -> int:
+    """The status answered to a request that declares a `length`-byte body and sends 2 bytes."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        head = (
+            f"POST /v1/session/x/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n{{}}"
+        )
+        await stream.send_all(head.encode())
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = await stream.receive_some(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else 0
 
 
 async def _a_still_works(
