@@ -25,6 +25,7 @@ import httpx
 import trio
 
 from .._messages import ModelDelta, ModelError, ModelResponse, OnDelta
+from .._retry import MODEL_RETRY, RetryPolicy
 
 # --------------------------------------------------------------------------- errors
 
@@ -250,32 +251,17 @@ def error_for_status(
 # --------------------------------------------------------------------------- retries
 
 
-@attrs.frozen
-class RetryPolicy:
-    """How often and how patiently to resend a request that failed before streaming.
-
-    Waits double from `base_delay` up to `max_delay`; a server's ``retry-after``
-    is honoured instead, unless it is longer than `max_retry_after`, in which
-    case the error is raised at once (better to tell the user than to hang).
-    No jitter: this is one user's client, not a fleet that could stampede.
-    """
-
-    max_attempts: int = 3
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-    max_retry_after: float = 60.0
-
-    def delay(self, attempt: int, error: ProviderError) -> float | None:
-        """Seconds to wait before attempt `attempt + 1`, or None to give up."""
-        if not error.retryable or attempt + 1 >= self.max_attempts:
-            return None
-        asked = getattr(error, "retry_after", None)
-        if asked is not None:
-            return asked if asked <= self.max_retry_after else None
-        return float(min(self.max_delay, self.base_delay * 2**attempt))
+def retry_delay(policy: RetryPolicy, attempt: int, error: ProviderError) -> float | None:
+    """Seconds to wait before attempt `attempt + 1` (0-based), or None to give up."""
+    if not error.retryable or policy.exhausted(attempt + 1):
+        return None
+    asked = getattr(error, "retry_after", None)
+    if asked is not None:
+        return asked if policy.obeys(asked) else None
+    return policy.backoff(attempt + 1)
 
 
-DEFAULT_RETRY = RetryPolicy()
+DEFAULT_RETRY = MODEL_RETRY
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
@@ -302,7 +288,7 @@ async def with_retries(
         try:
             return await attempt(tracking)
         except ProviderError as error:
-            wait = None if delivered else policy.delay(n, error)
+            wait = None if delivered else retry_delay(policy, n, error)
             if wait is None:
                 if n > 0:
                     error.args = (f"{error.args[0]} [gave up after {n + 1} attempts]",)

@@ -37,6 +37,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -50,7 +51,6 @@ from ._http import (
     ModelStreamError,
     ProviderError,
     Redactor,
-    RetryPolicy,
     SSEEvent,
     StreamRequest,
     parse_arguments,

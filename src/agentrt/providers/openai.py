@@ -30,6 +30,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
@@ -39,7 +40,6 @@ from ._http import (
     ModelStreamCutError,
     ModelStreamError,
     Redactor,
-    RetryPolicy,
     SSEEvent,
     StreamRequest,
     parse_arguments,
