@@ -55,6 +55,7 @@ from .._pending import (
     ALLOW_SESSION,
     DENY,
     AlreadyAnsweredError,
+    Answer,
     Entry,
     EntryGoneError,
     EntryState,
@@ -467,7 +468,7 @@ class ChatBridge:
         if prompt.kind is _PromptKind.ENTRY:
             assert prompt.entry is not None
             request = prompt.entry.request
-            if request.kind is not RequestKind.CONFIRM or choice not in request.choices:
+            if request.kind is not RequestKind.CONFIRM:
                 return ButtonReply(False, ALREADY_ANSWERED)
             return self._answer_entry(prompt, choice)
         prompt.used = True
@@ -479,7 +480,10 @@ class ChatBridge:
     def _answer_entry(self, prompt: _Prompt, value: str) -> ButtonReply:
         assert prompt.entry is not None
         try:
-            prompt.entry.answer(value)
+            prompt.entry.answer(prompt.entry.check(Answer(value)))
+        except BadAnswerError:
+            # Only a forged or stale press offers a choice the question does not take.
+            return ButtonReply(False, ALREADY_ANSWERED)
         except AlreadyAnsweredError:
             return ButtonReply(False, ALREADY_ANSWERED)
         except EntryGoneError:
