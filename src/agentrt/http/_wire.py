@@ -34,8 +34,25 @@ SUMMARY_CHARS = 200
 T = TypeVar("T")
 
 
-class BadBodyError(ValueError):
+class ApiError(Exception):
+    """A request the HTTP API refuses: answered with `status` and ``{"error": {"code", "message"}}``.
+
+    The runtime's own refusals (`agentrt.ExecutorError`) carry their status and
+    code themselves; this is for what only the HTTP edge can refuse.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class BadBodyError(ApiError, ValueError):
     """A request body that does not fit its route; the message says where and why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, "bad_body", message)
 
 
 @attrs.frozen
