@@ -36,6 +36,7 @@ from ._cause import Cause
 from ._events import Event, Outcome, RunEnded, TaskStarted, describe_resume, may_have_run
 from ._executor import ExecutorError, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
+from ._present import describe_end as _describe_end
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
@@ -329,23 +330,13 @@ def _read_answer(masked: bool) -> str | None:
 
 
 def describe_end(ended: EndedFrame) -> str:
-    """One line saying how a run ended and what happened to its pending task."""
-    sid = ended.session
-    if ended.outcome is Outcome.FINISHED:
-        return "finished"
+    """One line saying how a run ended, what became of its task, and how to go on here."""
+    status = _describe_end(ended).status
     if ended.outcome is Outcome.AWAITING_ANSWER:
-        return (
-            f"waiting for an answer to: {ended.question}\n"
-            f"  answer with: agentrt pending answer {sid} 'TEXT'"
-        )
-    if ended.outcome is Outcome.FAILED:
-        return (
-            f"failed: {ended.error}\n  the task is kept; retry with: agentrt pending resume {sid}"
-        )
-    cause = ended.cause.value if ended.cause else "unknown"
+        return f"{status}\n  answer with: agentrt pending answer {ended.session} 'TEXT'"
     if ended.pending_kept:
-        return f"stopped ({cause}); the task is kept: agentrt pending resume {sid}"
-    return f"cancelled ({cause}); the pending task was deleted"
+        return f"{status}: agentrt pending resume {ended.session}"
+    return status
 
 
 def summarize(task: PendingTask) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from .._events import (
 from .._json import JsonNumberError, loads
 from .._messages import Role
 from .._pending import Entry
+from .._present import describe_end
 from .._record import TaskRecord
 from .._store import UnreadableTask
 
@@ -156,12 +157,18 @@ _EVENT_TYPES: dict[type, str] = {
 
 
 def event_to_json(session_id: str, event: Event) -> dict[str, Any]:
-    """A run event as sent on `/v1/events`: its fields plus ``type`` and ``session_id``."""
+    """A run event as sent on `/v1/events`: its fields plus ``type`` and ``session_id``.
+
+    ``run_ended`` also carries ``summary``, how the run ended in words (`describe_end`).
+    """
     obj: dict[str, Any] = converter.unstructure(event)
     if isinstance(event, ToolCallEvent):
         obj["arguments"] = {k: _shorten(v) for k, v in event.arguments.items()}
     obj["type"] = _EVENT_TYPES[type(event)]
     obj["session_id"] = session_id
+    if isinstance(event, RunEnded):
+        # The words every front-end uses for this end, so the page need not make its own.
+        obj["summary"] = describe_end(event).status
     return obj
 
 
