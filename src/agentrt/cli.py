@@ -33,11 +33,25 @@ import trio
 from . import __version__
 from ._agent import Emit
 from ._cause import Cause
-from ._events import Event, Outcome, RunEnded, TaskStarted, describe_resume, may_have_run
+from ._events import (
+    Event,
+    Outcome,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+    describe_resume,
+    may_have_run,
+)
 from ._executor import ExecutorError, UnknownTaskError
-from ._pending import DENY, Answer, Entry, RequestKind
+from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
+from ._shapes import event_to_json, question_json
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
@@ -61,11 +75,12 @@ from .frames import (
     Scope,
     TaskFrame,
     TextFrame,
+    ToolCallDeltaFrame,
     ToolCallFrame,
     ToolResultFrame,
+    UsageFrame,
     VerifyFrame,
     frame_for_event,
-    to_wire,
 )
 
 #: The status `agentrt pending list` shows for a stored task that cannot be read.
@@ -78,9 +93,29 @@ EXIT_KEPT = 3
 EXIT_USER_CANCEL = 130
 
 
-def event_to_json(event: Event) -> dict[str, Any]:
-    """An event as the JSON object of its daemon frame (see docs/protocol.md)."""
-    return to_wire(frame_for_event(event))
+#: The daemon's run frames and the events they carry: the same fields, but the frames
+#: say `task` and `session` for `task_hash` and `session_id` (docs/protocol.md).
+_EVENT_OF_FRAME: dict[type, type] = {
+    TaskFrame: TaskStarted,
+    TextFrame: TextEvent,
+    ToolCallDeltaFrame: ToolCallDeltaEvent,
+    ToolCallFrame: ToolCallEvent,
+    ToolResultFrame: ToolResultEvent,
+    UsageFrame: UsageEvent,
+    VerifyFrame: VerifyEvent,
+    EndedFrame: RunEnded,
+}
+_FIELD_OF_FRAME = {"task": "task_hash", "session": "session_id"}
+
+
+def event_of_frame(frame: DaemonFrame) -> Event | None:
+    """The run event a run frame carries (None for any other frame)."""
+    cls = _EVENT_OF_FRAME.get(type(frame))
+    if cls is None:
+        return None
+    fields = attrs.asdict(frame, recurse=False)
+    event: Event = cls(**{_FIELD_OF_FRAME.get(k, k): v for k, v in fields.items()})
+    return event
 
 
 def exit_status(ended: EndedFrame) -> int:
@@ -201,11 +236,22 @@ class Printer:
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
     err: TextIO = attrs.field(factory=lambda: sys.stderr)
     _at_line_start: bool = True
+    #: The run's session, once its first frame named it.
+    _session: str = ""
 
     def show(self, frame: DaemonFrame) -> None:
-        """Print one frame of a run."""
+        """Print one frame of a run.
+
+        As JSON, a frame is printed as the event it carries, in the shape the
+        HTTP API sends it (`agentrt._shapes`).
+        """
+        if isinstance(frame, TaskFrame | EndedFrame):
+            self._session = frame.session
         if self.json_mode:
-            self.line(json.dumps(to_wire(frame), ensure_ascii=False))
+            event = event_of_frame(frame)
+            if event is not None:
+                obj = event_to_json(self._session, event)
+                self.line(json.dumps(obj, ensure_ascii=False))
             return
         if isinstance(frame, TextFrame):
             self.out.write(frame.text)
@@ -252,20 +298,12 @@ class Printer:
         Raises `EOFError` when stdin is closed.
         """
         if self.json_mode:
-            self.line(
-                json.dumps(
-                    {
-                        "type": "ask",
-                        "id": ask.id,
-                        "kind": ask.kind.value,
-                        "prompt": ask.prompt,
-                        "choices": list(ask.choices),
-                        "masked": ask.masked,
-                        "error": ask.error,
-                    },
-                    ensure_ascii=False,
-                )
+            # As the HTTP API shows a question; the ask frame does not say which agent asks.
+            request = Request(
+                ask.kind, ask.prompt, ask.choices, ask.masked, tool=ask.tool, error=ask.error
             )
+            obj = question_json(ask.id, ask.session, ask.task, None, request)
+            self.line(json.dumps({"type": "question", **obj}, ensure_ascii=False))
         else:
             self._note(_ask_text(ask))
         masked = ask.masked and sys.stdin.isatty()

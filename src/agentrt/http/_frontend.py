@@ -35,8 +35,9 @@ from .._pending import (
 )
 from .._policy import Actor
 from .._runtime import Runtime
+from .._shapes import event_to_json, question_to_json, task_to_json, unreadable_to_json
 from .._store import UnreadableTask
-from ._wire import ApiError, event_to_json, question_to_json, task_to_json, unreadable_to_json
+from ._wire import ApiError
 
 log = logging.getLogger("agentrt.http")
 
