@@ -42,7 +42,7 @@ class BadBodyError(ApiError, ValueError):
 class RunBody:
     """`POST /v1/session/{id}/run`."""
 
-    text: str
+    text: str = attrs.field(metadata={"schema": {"minLength": 1}})
 
 
 @attrs.frozen
