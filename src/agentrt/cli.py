@@ -48,6 +48,7 @@ from ._events import (
     may_have_run,
 )
 from ._executor import ExecutorError, UnknownTaskError
+from ._options import BASE_URL, MODEL, STATE_DIR, WORKDIR, shared_options
 from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
@@ -129,30 +130,22 @@ def exit_status(ended: EndedFrame) -> int:
     return EXIT_KEPT
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=None,
-        help="where pending tasks and secrets live (default: $AGENTRT_STATE_DIR, "
-        "else $XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt)",
+def _common() -> argparse.ArgumentParser:
+    """The options every command here takes: the shared ones, and ``--json``."""
+    parser = shared_options(
+        STATE_DIR,
+        MODEL,
+        BASE_URL,
+        WORKDIR,
+        notes={MODEL: "when a daemon holds the state dir, its model is used"},
     )
     parser.add_argument(
-        "--model",
-        default=None,
-        help="scripted (default, or $AGENTRT_MODEL), replay:PATH, openai:NAME or "
-        "anthropic:NAME; when a daemon holds the state dir, its model is used",
+        "--json",
+        action="store_true",
+        help="print one JSON object a line (a run's events and questions as the HTTP API "
+        "sends them)",
     )
-    parser.add_argument(
-        "--base-url", default=None, help="API base URL for openai:/anthropic: models"
-    )
-    parser.add_argument(
-        "--workdir",
-        type=Path,
-        default=None,
-        help="directory the tools work in (default: the current directory)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object a line")
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,8 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    common = _common()
     run = sub.add_parser(
         "run",
+        parents=[common],
         help="run one task, answering questions on stdin",
         description="Run TEXT as a task: in the daemon that holds the state dir, if one does, "
         "else in this process. Confirmations and questions are printed and answered "
@@ -185,26 +180,24 @@ def build_parser() -> argparse.ArgumentParser:
         "'write a.txt hi; ask Your name?'",
     )
     run.add_argument("--session", default=None, help="session id (default: a new cli- session)")
-    _add_common(run)
 
     pending = sub.add_parser("pending", help="list, show, answer, resume or discard pending tasks")
     psub = pending.add_subparsers(dest="action", metavar="ACTION", required=True)
-    plist = psub.add_parser("list", help="pending tasks, newest first")
+    plist = psub.add_parser("list", help="pending tasks, newest first", parents=[common])
     plist.add_argument("--prefix", default="", help="only sessions starting with this")
-    _add_common(plist)
-    pshow = psub.add_parser("show", help="one pending task in full")
+    pshow = psub.add_parser("show", help="one pending task in full", parents=[common])
     pshow.add_argument("session")
-    _add_common(pshow)
-    panswer = psub.add_parser("answer", help="answer a task's saved question and resume it")
+    panswer = psub.add_parser(
+        "answer", help="answer a task's saved question and resume it", parents=[common]
+    )
     panswer.add_argument("session")
     panswer.add_argument("answer")
-    _add_common(panswer)
-    presume = psub.add_parser("resume", help="resume a task where it stopped")
+    presume = psub.add_parser("resume", help="resume a task where it stopped", parents=[common])
     presume.add_argument("session")
-    _add_common(presume)
-    pdiscard = psub.add_parser("discard", help="throw a task away (a user-cancel)")
+    pdiscard = psub.add_parser(
+        "discard", help="throw a task away (a user-cancel)", parents=[common]
+    )
     pdiscard.add_argument("session")
-    _add_common(pdiscard)
 
     sub.add_parser(
         "daemon",
