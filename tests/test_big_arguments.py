@@ -131,7 +131,7 @@ async def test_telegram_chat_gets_short_messages_and_the_file_is_whole(
         server.base_url,
         poll_timeout=5,
         edit_interval=0.01,
-        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        retry=RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05),
     )
     bot = TelegramBot(config, big_runtime.executor)
     await nursery.start(bot.run)
@@ -167,7 +167,7 @@ async def test_discord_channel_gets_short_messages_and_the_file_is_whole(
         server.api_url,
         server.gateway_url,
         edit_interval=0.01,
-        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        retry=RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05),
         invalid_session_delay=0.01,
     )
     bot = DiscordBot(config, big_runtime.executor)

@@ -130,10 +130,28 @@ def test_a_denied_confirmation_goes_back_to_the_model(state: Path, tmp_path: Pat
 def test_json_mode_prints_one_event_per_line(state: Path, tmp_path: Path) -> None:
     done = run(["run", "--json", "stream 3"], state, tmp_path)
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    assert events[0]["type"] == "task"
-    assert events[-1]["type"] == "ended"
+    assert events[0]["type"] == "task_started"
+    assert events[-1]["type"] == "run_ended"
     assert events[-1]["outcome"] == "finished"
-    assert {e["task"] for e in events} == {events[0]["task"]}
+    assert {e["task_hash"] for e in events} == {events[0]["task_hash"]}
+
+
+def test_json_mode_prints_events_and_questions_as_the_http_api_does(
+    state: Path, tmp_path: Path
+) -> None:
+    done = run(["run", "--json", "--session", "cli-j", "write a.txt hey"], state, tmp_path, "y\n")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    types = [e["type"] for e in lines]
+    assert types[0] == "task_started" and types[-1] == "run_ended"
+    assert {e["session_id"] for e in lines} == {"cli-j"}
+    [question] = [e for e in lines if e["type"] == "question"]
+    assert set(question) == {
+        *("type", "id", "session_id", "task_hash", "agent", "kind", "prompt", "choices"),
+        *("masked", "tool", "error"),
+    }
+    assert (question["kind"], question["tool"]) == ("confirm", "write_file")
+    assert lines[-1]["summary"] == "finished"
 
 
 def test_a_chat_session_parks_its_question_and_pending_answer_resumes(

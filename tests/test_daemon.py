@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from agentrt._cause import Cause
+from agentrt._errors import ExecutorError
 from agentrt._events import Event, Outcome, RunEnded
 from agentrt._pending import EntryState, RequestKind
 from agentrt._record import TaskStatus
@@ -334,6 +335,32 @@ async def test_withdrawn_question_is_announced(daemon: Daemon) -> None:
     withdrawn = [f for f in frames if isinstance(f, AskWithdrawn)]
     assert [w.id for w in withdrawn] == [ask.id]
     assert Ack("cancel", "pausing; the pending task is kept", task=task.task) in frames
+
+
+async def test_a_refusal_has_the_code_its_http_status_stands_for(daemon: Daemon) -> None:
+    # HTTP answers these 409 and 404; the daemon says "state" and "not_found", never "failed".
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            paused = await client.wait_for(TaskFrame)
+            await client.send(Cancel(paused.task, pause=True))
+            await client.wait_for(EndedFrame)
+            await client.send(Run("again", paused.session))
+            exists = await client.wait_for(ErrorFrame)
+            assert (exists.code, exists.ref) == (ErrorCode.STATE, "run")
+            assert "pending task" in exists.message
+            await client.send(PendingRequest(PendingAction.RESUME, "cli-none"))
+            missing = await client.wait_for(ErrorFrame)
+            assert missing.code is ErrorCode.NOT_FOUND
+
+
+def test_every_refusal_names_a_frame_code_and_an_http_status() -> None:
+    refusals: list[type[ExecutorError]] = [ExecutorError, *ExecutorError.__subclasses__()]
+    assert len(refusals) == 9
+    for refusal in refusals:
+        assert ErrorCode(refusal.frame_code) is not ErrorCode.FAILED or refusal is ExecutorError
+        assert 400 <= refusal.http_status < 600
+        assert refusal.code
 
 
 async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtime: Runtime) -> None:

@@ -35,7 +35,7 @@ def make_bot(runtime: Runtime, server: FakeDiscord, gateway: bool = True) -> Dis
         server.api_url,
         server.gateway_url if gateway else None,
         edit_interval=0.01,
-        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        retry=RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05),
         invalid_session_delay=0.01,
     )
     return DiscordBot(config, runtime.executor)

@@ -19,7 +19,8 @@ from starlette.routing import Route
 
 from agentrt._cause import Cause
 from agentrt._events import Event
-from agentrt._pending import Answer
+from agentrt._pending import Answer, RequestKind
+from agentrt._record import TaskStatus
 from agentrt._runtime import Runtime
 from agentrt.http import (
     BODY_SECONDS,
@@ -32,6 +33,7 @@ from agentrt.http import (
     serve_http,
     token_main,
 )
+from agentrt.http._wire import AnswerBody, CancelBody, ResumeBody, RunBody
 
 from .conftest import Recorder, insert_unreadable_record
 
@@ -667,6 +669,16 @@ async def test_openapi_documents_exactly_the_routes_the_server_has(server: Serve
         assert isinstance(route, Route)
         routes |= {(route.path, m) for m in route.methods or () if m != "HEAD"}
     assert routes == documented
+
+
+def test_openapi_bodies_and_enums_come_from_the_classes() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    for cls in (RunBody, ResumeBody, CancelBody, AnswerBody):
+        assert set(schemas[cls.__name__]["properties"]) == {f.name for f in attrs.fields(cls)}
+        assert schemas[cls.__name__]["additionalProperties"] is False
+    assert schemas["RunBody"]["required"] == ["text"]
+    assert schemas["Task"]["properties"]["status"]["enum"] == [s.value for s in TaskStatus]
+    assert schemas["Question"]["properties"]["kind"]["enum"] == [k.value for k in RequestKind]
 
 
 async def test_page_and_its_assets_are_served(server: Server) -> None:

@@ -39,7 +39,7 @@ def make_bot(runtime: Runtime, server: FakeTelegram, edit_interval: float = 0.01
         server.base_url,
         poll_timeout=5,
         edit_interval=edit_interval,
-        retry=RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05),
+        retry=RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.05),
     )
     return TelegramBot(config, runtime.executor)
 

@@ -55,6 +55,21 @@ def test_the_command_passes_only_what_was_given() -> None:
     assert command[1:] == ["-m", "agentrt.daemon", "--socket", "/s.sock"]
     command = daemon_command(Path("/s.sock"), Path("/st"), "scripted")
     assert command[-4:] == ["--state-dir", "/st", "--model", "scripted"]
+    command = daemon_command(Path("/s.sock"), None, "openai:m", "http://localhost:11434/v1")
+    assert command[-4:] == ["--model", "openai:m", "--base-url", "http://localhost:11434/v1"]
+
+
+def test_the_shared_options_read_alike_in_every_command() -> None:
+    from agentrt.cli import build_parser
+    from agentrt.daemon import _parser as daemon_parser
+    from agenttui.__main__ import _parser as tui_parser
+
+    run = build_parser().parse_args(["run", "hi", "--model", "openai:m", "--base-url", "u"])
+    daemon = daemon_parser().parse_args(["--model", "openai:m", "--base-url", "u", "--socket", "s"])
+    tui = tui_parser().parse_args(["--model", "openai:m", "--base-url", "u", "--socket", "s"])
+    for args in (run, daemon, tui):
+        assert (args.model, args.base_url, args.state_dir) == ("openai:m", "u", None)
+    assert daemon.socket == tui.socket == Path("s")
 
 
 def test_version_is_printed_without_starting_anything(short_dir: Path) -> None:

@@ -60,6 +60,8 @@ from ._pending import Registry as Registry
 from ._pending import RegistryStatistics as RegistryStatistics
 from ._pending import Request as Request
 from ._pending import RequestKind as RequestKind
+from ._present import EndWords as EndWords
+from ._present import describe_end as describe_end
 from ._record import SavedQuestion as SavedQuestion
 from ._record import TaskRecord as TaskRecord
 from ._record import TaskStatus as TaskStatus

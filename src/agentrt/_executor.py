@@ -29,6 +29,15 @@ import trio
 from ._agent import AgentConfig, AgentRun, Emit
 from ._cause import Cause, CauseScope, cause_of
 from ._context import RequestContext, bind_context
+from ._errors import BadAnswerError as BadAnswerError
+from ._errors import BadSessionIdError as BadSessionIdError
+from ._errors import BadWorkdirError as BadWorkdirError
+from ._errors import ExecutorError as ExecutorError
+from ._errors import NoPendingTaskError as NoPendingTaskError
+from ._errors import NotOwnerError as NotOwnerError
+from ._errors import PendingTaskExistsError as PendingTaskExistsError
+from ._errors import SessionBusyError as SessionBusyError
+from ._errors import UnknownTaskError as UnknownTaskError
 from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
 from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
@@ -41,42 +50,6 @@ log = logging.getLogger("agentrt.executor")
 #: How long the bookkeeping after a cancelled run may take before it is abandoned.
 _CLEANUP_SECONDS = 10.0
 _MAX_SESSION_ID = 128
-
-
-class ExecutorError(Exception):
-    """Base class of the executor's errors."""
-
-
-class UnknownTaskError(ExecutorError):
-    """No running task has this hash (it never existed or has finished)."""
-
-
-class NotOwnerError(ExecutorError):
-    """The task belongs to another owner (connection, window, chat)."""
-
-
-class SessionBusyError(ExecutorError):
-    """A run of this session is already going on."""
-
-
-class NoPendingTaskError(ExecutorError):
-    """The session has no pending task to resume."""
-
-
-class PendingTaskExistsError(ExecutorError):
-    """A new run was asked for in a session that still has a pending task."""
-
-
-class BadSessionIdError(ExecutorError, ValueError):
-    """A session id that cannot be used."""
-
-
-class BadAnswerError(ExecutorError, ValueError):
-    """An answer that does not fit the saved question."""
-
-
-class BadWorkdirError(ExecutorError, ValueError):
-    """A working directory that cannot be used."""
 
 
 def check_workdir(path: Path | str) -> Path:

@@ -29,6 +29,7 @@ import attrs
 import trio
 
 from ._context import RequestContext, current_context
+from ._errors import BadAnswerError
 
 Match = Callable[[RequestContext], bool]
 
@@ -66,6 +67,27 @@ class Request:
     tool: str | None = None
     #: The previous attempt's failure, shown with a retried request ("wrong password").
     error: str | None = None
+
+    def check(self, answer: Answer, *, name: str = "this question") -> Answer:
+        """`answer` if it fits this request; else `BadAnswerError` saying what fits.
+
+        The one rule set of every front-end (the daemon, HTTP, the bots): a value
+        among the `choices` when there are any; a secret or a password in
+        `Answer.secret` unless the value declines (``deny``); and no masked value
+        carried along where none was asked for. `name` says which question it is.
+        """
+        if self.choices and answer.value not in self.choices:
+            raise BadAnswerError(f"{name} takes one of: {', '.join(self.choices)}")
+        masked = self.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
+        if masked and answer.value != DENY and answer.secret is None:
+            if self.kind is RequestKind.PASSWORD:
+                raise BadAnswerError(f"{name} needs the system password in 'secret'")
+            raise BadAnswerError(
+                f"{name} asks for a secret: send it in 'secret', or value {DENY!r} to decline"
+            )
+        if not masked and answer.secret is not None:
+            return Answer(answer.value)
+        return answer
 
     @classmethod
     def confirm(cls, tool: str, prompt: str) -> Request:
@@ -151,6 +173,10 @@ class Entry:
     def done(self) -> bool:
         """True once the entry was answered, failed or withdrawn."""
         return self._done.is_set()
+
+    def check(self, answer: Answer) -> Answer:
+        """`answer` if it fits this question (see `Request.check`); else `BadAnswerError`."""
+        return self.request.check(answer, name=f"question {self.id!r}")
 
     def answer(self, answer: Answer | str) -> None:
         """Deliver the reply to the waiting producer.

@@ -33,10 +33,26 @@ import trio
 from . import __version__
 from ._agent import Emit
 from ._cause import Cause
-from ._events import Event, Outcome, RunEnded, TaskStarted, describe_resume, may_have_run
+from ._events import (
+    Event,
+    Outcome,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+    describe_resume,
+    may_have_run,
+)
 from ._executor import ExecutorError, UnknownTaskError
-from ._pending import DENY, Answer, Entry, RequestKind
+from ._options import BASE_URL, MODEL, STATE_DIR, WORKDIR, shared_options
+from ._pending import DENY, Answer, Entry, Request, RequestKind
+from ._present import describe_end as _describe_end
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
+from ._shapes import event_to_json, question_json
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
@@ -60,11 +76,12 @@ from .frames import (
     Scope,
     TaskFrame,
     TextFrame,
+    ToolCallDeltaFrame,
     ToolCallFrame,
     ToolResultFrame,
+    UsageFrame,
     VerifyFrame,
     frame_for_event,
-    to_wire,
 )
 
 #: The status `agentrt pending list` shows for a stored task that cannot be read.
@@ -77,9 +94,29 @@ EXIT_KEPT = 3
 EXIT_USER_CANCEL = 130
 
 
-def event_to_json(event: Event) -> dict[str, Any]:
-    """An event as the JSON object of its daemon frame (see docs/protocol.md)."""
-    return to_wire(frame_for_event(event))
+#: The daemon's run frames and the events they carry: the same fields, but the frames
+#: say `task` and `session` for `task_hash` and `session_id` (docs/protocol.md).
+_EVENT_OF_FRAME: dict[type, type] = {
+    TaskFrame: TaskStarted,
+    TextFrame: TextEvent,
+    ToolCallDeltaFrame: ToolCallDeltaEvent,
+    ToolCallFrame: ToolCallEvent,
+    ToolResultFrame: ToolResultEvent,
+    UsageFrame: UsageEvent,
+    VerifyFrame: VerifyEvent,
+    EndedFrame: RunEnded,
+}
+_FIELD_OF_FRAME = {"task": "task_hash", "session": "session_id"}
+
+
+def event_of_frame(frame: DaemonFrame) -> Event | None:
+    """The run event a run frame carries (None for any other frame)."""
+    cls = _EVENT_OF_FRAME.get(type(frame))
+    if cls is None:
+        return None
+    fields = attrs.asdict(frame, recurse=False)
+    event: Event = cls(**{_FIELD_OF_FRAME.get(k, k): v for k, v in fields.items()})
+    return event
 
 
 def exit_status(ended: EndedFrame) -> int:
@@ -93,30 +130,22 @@ def exit_status(ended: EndedFrame) -> int:
     return EXIT_KEPT
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=None,
-        help="where pending tasks and secrets live (default: $AGENTRT_STATE_DIR, "
-        "else $XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt)",
+def _common() -> argparse.ArgumentParser:
+    """The options every command here takes: the shared ones, and ``--json``."""
+    parser = shared_options(
+        STATE_DIR,
+        MODEL,
+        BASE_URL,
+        WORKDIR,
+        notes={MODEL: "when a daemon holds the state dir, its model is used"},
     )
     parser.add_argument(
-        "--model",
-        default=None,
-        help="scripted (default, or $AGENTRT_MODEL), replay:PATH, openai:NAME or "
-        "anthropic:NAME; when a daemon holds the state dir, its model is used",
+        "--json",
+        action="store_true",
+        help="print one JSON object a line (a run's events and questions as the HTTP API "
+        "sends them)",
     )
-    parser.add_argument(
-        "--base-url", default=None, help="API base URL for openai:/anthropic: models"
-    )
-    parser.add_argument(
-        "--workdir",
-        type=Path,
-        default=None,
-        help="directory the tools work in (default: the current directory)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object a line")
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,8 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    common = _common()
     run = sub.add_parser(
         "run",
+        parents=[common],
         help="run one task, answering questions on stdin",
         description="Run TEXT as a task: in the daemon that holds the state dir, if one does, "
         "else in this process. Confirmations and questions are printed and answered "
@@ -149,26 +180,24 @@ def build_parser() -> argparse.ArgumentParser:
         "'write a.txt hi; ask Your name?'",
     )
     run.add_argument("--session", default=None, help="session id (default: a new cli- session)")
-    _add_common(run)
 
     pending = sub.add_parser("pending", help="list, show, answer, resume or discard pending tasks")
     psub = pending.add_subparsers(dest="action", metavar="ACTION", required=True)
-    plist = psub.add_parser("list", help="pending tasks, newest first")
+    plist = psub.add_parser("list", help="pending tasks, newest first", parents=[common])
     plist.add_argument("--prefix", default="", help="only sessions starting with this")
-    _add_common(plist)
-    pshow = psub.add_parser("show", help="one pending task in full")
+    pshow = psub.add_parser("show", help="one pending task in full", parents=[common])
     pshow.add_argument("session")
-    _add_common(pshow)
-    panswer = psub.add_parser("answer", help="answer a task's saved question and resume it")
+    panswer = psub.add_parser(
+        "answer", help="answer a task's saved question and resume it", parents=[common]
+    )
     panswer.add_argument("session")
     panswer.add_argument("answer")
-    _add_common(panswer)
-    presume = psub.add_parser("resume", help="resume a task where it stopped")
+    presume = psub.add_parser("resume", help="resume a task where it stopped", parents=[common])
     presume.add_argument("session")
-    _add_common(presume)
-    pdiscard = psub.add_parser("discard", help="throw a task away (a user-cancel)")
+    pdiscard = psub.add_parser(
+        "discard", help="throw a task away (a user-cancel)", parents=[common]
+    )
     pdiscard.add_argument("session")
-    _add_common(pdiscard)
 
     sub.add_parser(
         "daemon",
@@ -200,11 +229,22 @@ class Printer:
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
     err: TextIO = attrs.field(factory=lambda: sys.stderr)
     _at_line_start: bool = True
+    #: The run's session, once its first frame named it.
+    _session: str = ""
 
     def show(self, frame: DaemonFrame) -> None:
-        """Print one frame of a run."""
+        """Print one frame of a run.
+
+        As JSON, a frame is printed as the event it carries, in the shape the
+        HTTP API sends it (`agentrt._shapes`).
+        """
+        if isinstance(frame, TaskFrame | EndedFrame):
+            self._session = frame.session
         if self.json_mode:
-            self.line(json.dumps(to_wire(frame), ensure_ascii=False))
+            event = event_of_frame(frame)
+            if event is not None:
+                obj = event_to_json(self._session, event)
+                self.line(json.dumps(obj, ensure_ascii=False))
             return
         if isinstance(frame, TextFrame):
             self.out.write(frame.text)
@@ -251,20 +291,12 @@ class Printer:
         Raises `EOFError` when stdin is closed.
         """
         if self.json_mode:
-            self.line(
-                json.dumps(
-                    {
-                        "type": "ask",
-                        "id": ask.id,
-                        "kind": ask.kind.value,
-                        "prompt": ask.prompt,
-                        "choices": list(ask.choices),
-                        "masked": ask.masked,
-                        "error": ask.error,
-                    },
-                    ensure_ascii=False,
-                )
+            # As the HTTP API shows a question; the ask frame does not say which agent asks.
+            request = Request(
+                ask.kind, ask.prompt, ask.choices, ask.masked, tool=ask.tool, error=ask.error
             )
+            obj = question_json(ask.id, ask.session, ask.task, None, request)
+            self.line(json.dumps({"type": "question", **obj}, ensure_ascii=False))
         else:
             self._note(_ask_text(ask))
         masked = ask.masked and sys.stdin.isatty()
@@ -329,23 +361,13 @@ def _read_answer(masked: bool) -> str | None:
 
 
 def describe_end(ended: EndedFrame) -> str:
-    """One line saying how a run ended and what happened to its pending task."""
-    sid = ended.session
-    if ended.outcome is Outcome.FINISHED:
-        return "finished"
+    """One line saying how a run ended, what became of its task, and how to go on here."""
+    status = _describe_end(ended).status
     if ended.outcome is Outcome.AWAITING_ANSWER:
-        return (
-            f"waiting for an answer to: {ended.question}\n"
-            f"  answer with: agentrt pending answer {sid} 'TEXT'"
-        )
-    if ended.outcome is Outcome.FAILED:
-        return (
-            f"failed: {ended.error}\n  the task is kept; retry with: agentrt pending resume {sid}"
-        )
-    cause = ended.cause.value if ended.cause else "unknown"
+        return f"{status}\n  answer with: agentrt pending answer {ended.session} 'TEXT'"
     if ended.pending_kept:
-        return f"stopped ({cause}); the task is kept: agentrt pending resume {sid}"
-    return f"cancelled ({cause}); the pending task was deleted"
+        return f"{status}: agentrt pending resume {ended.session}"
+    return status
 
 
 def summarize(task: PendingTask) -> dict[str, Any]:

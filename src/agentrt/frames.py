@@ -387,7 +387,8 @@ class ErrorCode(enum.Enum):
     INVALID = "invalid"
     #: The stream ended in the middle of a line.
     TRUNCATED = "truncated"
-    #: The frame is valid but not allowed now (e.g. ``run`` before ``hello``).
+    #: The frame is valid but not allowed now (``run`` before ``hello``; a session that
+    #: is running or still has a pending task): HTTP's 409.
     STATE = "state"
     #: The peer speaks another protocol version; the connection is closed.
     VERSION = "version"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__, default_state_dir
+from agentrt._options import BASE_URL, MODEL, SOCKET, STATE_DIR, shared_options
 from agentrt.client import default_socket_path, new_window_hash
 
 from ._bridge import run_window
@@ -25,32 +26,21 @@ def _parser() -> argparse.ArgumentParser:
             "one is started in the background."
         ),
         epilog="Inside the window, /help lists the keys and commands.",
+        parents=[
+            shared_options(
+                SOCKET,
+                STATE_DIR,
+                MODEL,
+                BASE_URL,
+                notes={
+                    STATE_DIR: "a daemon this starts uses it too, and logs to daemon.log there",
+                    MODEL: "for a daemon this starts; a daemon already running keeps its own",
+                    BASE_URL: "for a daemon this starts",
+                },
+            )
+        ],
     )
     parser.add_argument("--version", action="version", version=f"agenttui {__version__}")
-    parser.add_argument(
-        "--socket",
-        metavar="PATH",
-        type=Path,
-        default=None,
-        help="the daemon's Unix socket (env AGENTRT_SOCKET; default "
-        "$XDG_RUNTIME_DIR/agentrt/daemon.sock, else /tmp/agentrt-UID/daemon.sock)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        type=Path,
-        default=None,
-        help="the state folder (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
-        "else ~/.local/state/agentrt): the input history is kept there (tui_history), and a "
-        "daemon this starts uses it (its log is daemon.log there)",
-    )
-    parser.add_argument(
-        "--model",
-        metavar="SPEC",
-        default=None,
-        help="the model of a daemon this starts: 'scripted' (default), 'replay:PATH', "
-        "'openai:NAME' or 'anthropic:NAME'; a daemon already running keeps its own",
-    )
     return parser
 
 
@@ -66,6 +56,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             new_window_hash(),
             state_dir=args.state_dir,
             model=args.model,
+            base_url=args.base_url,
             history=FileHistory(history_path(state_dir)),
         )
     except DaemonStartError as exc:

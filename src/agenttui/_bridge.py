@@ -57,7 +57,7 @@ def backoff() -> Iterator[float]:
 class Bridge:
     """The Trio side of one window: its connection to the daemon and the outbox feeding it.
 
-    `state_dir` and `model` are used only for a daemon this window has to start.
+    `state_dir`, `model` and `base_url` are used only for a daemon this window has to start.
     """
 
     socket_path: Path
@@ -65,6 +65,7 @@ class Bridge:
     state_dir: Path | None = None
     model: str | None = None
     app: TuiApp | None = None
+    base_url: str | None = None
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _outbox: trio.MemorySendChannel[ClientFrame] | None = attrs.field(default=None, init=False)
     #: Frames sent before the Trio side was up; flushed once it is.
@@ -145,14 +146,21 @@ class Bridge:
         except DaemonNotRunningError:
             pass
         else:
-            if first and self.model is not None:
+            asked = [
+                f"{flag} {value}"
+                for flag, value in (("--model", self.model), ("--base-url", self.base_url))
+                if value is not None
+            ]
+            if first and asked:
                 app.notify(
                     f"A daemon was already running on {self.socket_path}; "
-                    f"--model {self.model} is ignored"
+                    f"{' and '.join(asked)} {'is' if len(asked) == 1 else 'are'} ignored"
                 )
             return client
         app.starting_daemon(str(self.socket_path))
-        started = await start_daemon(self.socket_path, state_dir=self.state_dir, model=self.model)
+        started = await start_daemon(
+            self.socket_path, state_dir=self.state_dir, model=self.model, base_url=self.base_url
+        )
         client = await Client.connect(self.socket_path, window=self.window)
         app.daemon_started(
             f"Started a daemon (pid {started.process.pid}) on {self.socket_path} "
@@ -219,13 +227,14 @@ def run_window(
     *,
     state_dir: Path | None = None,
     model: str | None = None,
+    base_url: str | None = None,
     history: History | None = None,
 ) -> None:
     """Show the window until the user quits; the connection runs on Trio in guest mode.
 
     Raises `DaemonStartError` when no daemon answered and none could be started.
     """
-    asyncio.run(_host(Bridge(socket_path, window, state_dir, model), history))
+    asyncio.run(_host(Bridge(socket_path, window, state_dir, model, base_url=base_url), history))
 
 
 async def _host(bridge: Bridge, history: History | None) -> None:

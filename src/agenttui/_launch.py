@@ -35,17 +35,23 @@ class Started:
     log: Path
 
 
-def daemon_command(socket_path: Path, state_dir: Path | None, model: str | None) -> list[str]:
+def daemon_command(
+    socket_path: Path, state_dir: Path | None, model: str | None, base_url: str | None = None
+) -> list[str]:
     """The command line of a background daemon for `socket_path`."""
     command = [sys.executable, "-m", "agentrt.daemon", "--socket", os.fspath(socket_path)]
     if state_dir is not None:
         command += ["--state-dir", os.fspath(state_dir)]
     if model is not None:
         command += ["--model", model]
+    if base_url is not None:
+        command += ["--base-url", base_url]
     return command
 
 
-def spawn_daemon(socket_path: Path, state_dir: Path | None, model: str | None) -> Started:
+def spawn_daemon(
+    socket_path: Path, state_dir: Path | None, model: str | None, base_url: str | None = None
+) -> Started:
     """Start a daemon for `socket_path` in the background; it may not answer yet.
 
     It runs detached (its own session, no terminal) and logs to ``daemon.log``
@@ -59,7 +65,7 @@ def spawn_daemon(socket_path: Path, state_dir: Path | None, model: str | None) -
         raise DaemonStartError(f"cannot write the daemon's log in {folder}: {exc}") from None
     with log:
         process = subprocess.Popen(
-            daemon_command(socket_path, state_dir, model),
+            daemon_command(socket_path, state_dir, model, base_url),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -124,6 +130,7 @@ async def start_daemon(
     *,
     state_dir: Path | None = None,
     model: str | None = None,
+    base_url: str | None = None,
     give_up_after: float = START_TIMEOUT,
 ) -> Started:
     """Start a daemon and wait, without blocking Trio, until it answers on `socket_path`.
@@ -131,7 +138,7 @@ async def start_daemon(
     Raises `DaemonStartError` like `ensure_daemon`; a daemon that has not answered
     after `give_up_after` seconds is stopped.
     """
-    started = spawn_daemon(socket_path, state_dir, model)
+    started = spawn_daemon(socket_path, state_dir, model, base_url)
     deadline = time.monotonic() + give_up_after
     while not is_answering(socket_path):
         error = _not_started(started, socket_path, give_up_after, deadline)

@@ -27,6 +27,7 @@ from agentrt import (
     Cause,
     Outcome,
     RequestKind,
+    describe_end,
     describe_resume,
     may_have_run,
 )
@@ -1188,18 +1189,8 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
 
 
 def _ended_line(frame: EndedFrame) -> tuple[str, NoticeLevel]:
-    if frame.outcome is Outcome.FINISHED:
-        return "Done", NoticeLevel.INFO
-    if frame.outcome is Outcome.CANCELLED:
-        if frame.cause is Cause.USER_CANCEL:
-            return "Stopped; the task was discarded", NoticeLevel.INFO
-        if frame.cause is Cause.PAUSE:
-            return "Paused", NoticeLevel.INFO
-        cause = frame.cause.value if frame.cause is not None else "cancelled"
-        return f"Stopped ({cause})", NoticeLevel.INFO
-    if frame.outcome is Outcome.AWAITING_ANSWER:
-        return f"Waiting for an answer: {frame.question or '?'}", NoticeLevel.INFO
-    return f"Failed: {frame.error or 'unknown error'}", NoticeLevel.ERROR
+    level = NoticeLevel.ERROR if frame.outcome is Outcome.FAILED else NoticeLevel.INFO
+    return describe_end(frame).title, level
 
 
 def _is_current_run(state: TuiState, task: PendingTask) -> bool:

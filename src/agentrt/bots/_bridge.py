@@ -55,11 +55,13 @@ from .._pending import (
     ALLOW_SESSION,
     DENY,
     AlreadyAnsweredError,
+    Answer,
     Entry,
     EntryGoneError,
     EntryState,
     RequestKind,
 )
+from .._present import describe_end
 
 log = logging.getLogger("agentrt.bots")
 
@@ -243,21 +245,20 @@ class ChatOutput:
             self._end(event)
 
     def _end(self, ended: RunEnded) -> None:
+        said = describe_end(ended).chat
         if ended.outcome is Outcome.FINISHED:
             if not any(s.text.strip() for s in self._segments):
-                self.add_text(ended.text or "Done.")
+                self.add_text(ended.text or said)
         elif ended.outcome is Outcome.AWAITING_ANSWER:
-            self.notice(f"❓ {ended.question}\n(Your next message answers this question.)")
-        elif ended.outcome is Outcome.CANCELLED:
-            if ended.cause is Cause.USER_CANCEL:
-                self.notice("⏹ Stopped. The task was thrown away.")
-            elif ended.cause is Cause.PAUSE:
-                self.notice("⏸ Paused. /pending resumes the task, /stop throws it away.")
-            else:
-                cause = ended.cause.value if ended.cause is not None else "stopped"
-                self.notice(f"⏸ Interrupted ({cause}). /pending resumes the task.")
+            self.notice(f"{said}\n(Your next message answers this question.)")
+        elif ended.outcome is Outcome.FAILED:
+            self.notice(f"{said}\n/pending tries again.")
+        elif not ended.pending_kept:
+            self.notice(said)
+        elif ended.cause is Cause.PAUSE:
+            self.notice(f"{said} /pending resumes the task, /stop throws it away.")
         else:
-            self.notice(f"❌ The task failed: {ended.error}\n/pending tries again.")
+            self.notice(f"{said} /pending resumes the task.")
 
     def close(self) -> None:
         """No more output will come: `pump` sends what is left, then returns."""
@@ -467,7 +468,7 @@ class ChatBridge:
         if prompt.kind is _PromptKind.ENTRY:
             assert prompt.entry is not None
             request = prompt.entry.request
-            if request.kind is not RequestKind.CONFIRM or choice not in request.choices:
+            if request.kind is not RequestKind.CONFIRM:
                 return ButtonReply(False, ALREADY_ANSWERED)
             return self._answer_entry(prompt, choice)
         prompt.used = True
@@ -479,7 +480,10 @@ class ChatBridge:
     def _answer_entry(self, prompt: _Prompt, value: str) -> ButtonReply:
         assert prompt.entry is not None
         try:
-            prompt.entry.answer(value)
+            prompt.entry.answer(prompt.entry.check(Answer(value)))
+        except BadAnswerError:
+            # Only a forged or stale press offers a choice the question does not take.
+            return ButtonReply(False, ALREADY_ANSWERED)
         except AlreadyAnsweredError:
             return ButtonReply(False, ALREADY_ANSWERED)
         except EntryGoneError:

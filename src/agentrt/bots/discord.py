@@ -44,8 +44,9 @@ from trio_websocket import (
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
+from .._retry import CHAT_RETRY, RetryPolicy
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, parse_allow
-from ._http import RetryPolicy, header_retry_after, send_with_retries
+from ._http import header_retry_after, send_with_retries
 
 log = logging.getLogger("agentrt.bots.discord")
 
@@ -113,7 +114,7 @@ class DiscordConfig:
     gateway_url: str | None = None
     intents: int = DEFAULT_INTENTS
     edit_interval: float = 1.0
-    retry: RetryPolicy = attrs.Factory(RetryPolicy)
+    retry: RetryPolicy = CHAT_RETRY
     #: Longest random wait before identifying again after INVALID_SESSION (Discord asks 1-5s).
     invalid_session_delay: float = 5.0
 
@@ -312,7 +313,7 @@ class DiscordBot:
             except (HandshakeError, OSError, trio.BrokenResourceError) as exc:
                 log.info("Discord gateway unreachable (%s); retrying", type(exc).__name__)
             failures += 1
-            await trio.sleep(self.config.retry.delay(failures) if failures > 1 else 0)
+            await trio.sleep(self.config.retry.backoff(failures) if failures > 1 else 0)
 
     async def _session(
         self,

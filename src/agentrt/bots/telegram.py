@@ -25,6 +25,7 @@ import trio
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
+from .._retry import CHAT_RETRY, RetryPolicy
 from ._bridge import (
     Button,
     ChatBridge,
@@ -32,7 +33,7 @@ from ._bridge import (
     DeliveryError,
     parse_allow,
 )
-from ._http import RetryPolicy, header_retry_after, send_with_retries
+from ._http import header_retry_after, send_with_retries
 
 log = logging.getLogger("agentrt.bots.telegram")
 
@@ -67,7 +68,7 @@ class TelegramConfig:
     poll_timeout: int = 30
     #: Seconds between two edits of a streamed message.
     edit_interval: float = 1.0
-    retry: RetryPolicy = attrs.Factory(RetryPolicy)
+    retry: RetryPolicy = CHAT_RETRY
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TelegramConfig:
@@ -223,7 +224,7 @@ class TelegramBot:
         async with httpx.AsyncClient(timeout=timeout) as client:
             api = TelegramApi(client, self.config)
             self._api = api
-            forever = attrs.evolve(self.config.retry, attempts=None)
+            forever = attrs.evolve(self.config.retry, max_attempts=None)
             try:
                 me = await api.call("getMe", policy=forever)
             except TelegramError as exc:
@@ -258,13 +259,13 @@ class TelegramBot:
                 # 409: a webhook is set or another process polls with this token.
                 failures += 1
                 log.error("Telegram getUpdates failed: %s", exc)
-                await trio.sleep(policy.delay(failures))
+                await trio.sleep(policy.backoff(failures))
                 continue
             except DeliveryError as exc:
                 # A reply we cannot read: ask again, as after a server error, and stay up.
                 failures += 1
                 log.warning("%s; asking again", exc)
-                await trio.sleep(policy.delay(failures))
+                await trio.sleep(policy.backoff(failures))
                 continue
             failures = 0
             for update in updates if isinstance(updates, list) else []:

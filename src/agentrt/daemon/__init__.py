@@ -20,6 +20,7 @@ from pathlib import Path
 
 import trio
 
+from .._options import BASE_URL, MODEL, SOCKET, STATE_DIR, WORKDIR, shared_options
 from .._runtime import Runtime, default_state_dir, open_runtime
 from .._statedir import DaemonLock, StateDirError, prepare_state_dir
 from .._store import StoreError
@@ -59,6 +60,7 @@ async def serve(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt daemon",
+        parents=[shared_options(SOCKET, STATE_DIR, MODEL, BASE_URL, WORKDIR)],
         description=(
             "Run agents for terminal windows (agenttui) over a Unix socket. "
             "Questions and confirmations of a run go back to the window that started it; "
@@ -69,36 +71,6 @@ def _parser() -> argparse.ArgumentParser:
             "SIGTERM or Ctrl+C stops the daemon gracefully: runs end with cause 'shutdown' "
             "and their pending tasks are kept."
         ),
-    )
-    parser.add_argument(
-        "--socket",
-        metavar="PATH",
-        type=Path,
-        default=None,
-        help="the Unix socket to listen on (env AGENTRT_SOCKET; default "
-        "$XDG_RUNTIME_DIR/agentrt/daemon.sock, else /tmp/agentrt-UID/daemon.sock)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        type=Path,
-        default=None,
-        help="where pending tasks and secrets are kept (env AGENTRT_STATE_DIR; default "
-        "$XDG_STATE_HOME/agentrt, else ~/.local/state/agentrt)",
-    )
-    parser.add_argument(
-        "--model",
-        metavar="SPEC",
-        default=os.environ.get("AGENTRT_MODEL", "scripted"),
-        help="the model: 'scripted' (default, offline), 'replay:PATH', 'openai:NAME' "
-        "or 'anthropic:NAME' (env AGENTRT_MODEL)",
-    )
-    parser.add_argument(
-        "--workdir",
-        metavar="DIR",
-        type=Path,
-        default=None,
-        help="the folder tools work in (default: the current folder)",
     )
     parser.add_argument(
         "--http",
@@ -135,6 +107,7 @@ def _host_port(text: str) -> tuple[str, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the daemon in the foreground; return the process exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    model: str = args.model or os.environ.get("AGENTRT_MODEL", "scripted")
     socket_path: Path = args.socket or default_socket_path()
     state_dir: Path = args.state_dir or default_state_dir()
     configure_logging(state_dir, verbose=args.verbose)
@@ -143,17 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     lock = DaemonLock(state_dir)
     try:
         prepare_state_dir(state_dir)
-        lock.acquire(socket_path, args.model)
+        lock.acquire(socket_path, model)
         status = trio.run(
             _amain,
             socket_path,
             state_dir,
-            args.model,
+            model,
             args.workdir,
             args.http,
             args.telegram,
             args.discord,
             lock,
+            args.base_url,
         )
     except (
         DaemonAlreadyRunningError,
@@ -180,12 +154,14 @@ async def _amain(
     telegram: bool = False,
     discord: bool = False,
     lock: DaemonLock | None = None,
+    base_url: str | None = None,
 ) -> int:
     async with (
         open_runtime(
             state_dir,
             model,
             workdir=workdir,
+            base_url=base_url,
             protected_paths=[socket_path, socket_path.with_name(socket_path.name + ".lock")],
         ) as runtime,
         trio.open_nursery() as nursery,

@@ -24,7 +24,13 @@ import trio
 from .._cause import Cause
 from .._context import RequestContext
 from .._events import Event
-from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
+from .._executor import (
+    BadAnswerError,
+    ExecutorError,
+    NotOwnerError,
+    SessionBusyError,
+    UnknownTaskError,
+)
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
 from .._record import TaskRecord
@@ -368,16 +374,10 @@ class Connection:
                 frame,
             )
             return
-        choices = entry.request.choices
-        if choices and frame.value not in choices:
-            await self.error(
-                ErrorCode.INVALID,
-                f"question {frame.ask!r} takes one of: {', '.join(choices)}",
-                frame,
-            )
-            return
         try:
-            entry.answer(Answer(frame.value, secret=frame.secret))
+            entry.answer(entry.check(Answer(frame.value, secret=frame.secret)))
+        except BadAnswerError as exc:
+            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
         except RegistryError as exc:
             await self.error(ErrorCode.NOT_FOUND, str(exc), frame)
 
@@ -441,9 +441,8 @@ class Connection:
         try:
             await start()
         except ExecutorError as exc:
-            # A bad session id or an answer that does not fit is the request's fault.
-            code = ErrorCode.INVALID if isinstance(exc, ValueError) else ErrorCode.FAILED
-            await self.error(code, str(exc), frame)
+            # Each refusal names its own code, the one HTTP's status stands for too.
+            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
         except StoreError as exc:
             log.error("connection %d: task store failed: %s", self.number, exc)
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
@@ -566,7 +565,7 @@ class Connection:
             # Another client's run: the command stops only what it started, as it
             # would refuse a task another agentrt process runs.
             await self.error(
-                ErrorCode.FAILED,
+                ErrorCode(SessionBusyError.frame_code),
                 f"session {session} is running in the daemon (pid {os.getpid()}); pause or "
                 "stop it there first",
                 frame,
@@ -574,7 +573,10 @@ class Connection:
             return
         try:
             existed = await executor.discard(session)
-        except (ExecutorError, StoreError) as exc:
+        except ExecutorError as exc:
+            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
+            return
+        except StoreError as exc:
             await self.error(ErrorCode.FAILED, str(exc), frame)
             return
         if not existed:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from importlib import resources
+import os
+from collections.abc import AsyncIterator, Callable, Collection
+from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
@@ -17,30 +18,24 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
+    FileResponse,
     HTMLResponse,
     JSONResponse,
     Response,
     StreamingResponse,
 )
 from starlette.routing import Route
+from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._executor import (
-    BadAnswerError,
-    BadSessionIdError,
-    NoPendingTaskError,
-    NotOwnerError,
-    PendingTaskExistsError,
-    SessionBusyError,
-    UnknownTaskError,
-)
+from .._errors import ExecutorError, NoPendingTaskError
 from .._pending import AlreadyAnsweredError, EntryGoneError
 from .._store import StoreError
-from ._frontend import FrontEndError, WebFrontEnd, session_id_from_path
+from ._frontend import WebFrontEnd, session_id_from_path
 from ._openapi import openapi_document
 from ._wire import (
     AnswerBody,
-    BadBodyError,
+    ApiError,
     CancelBody,
     ResumeBody,
     RunBody,
@@ -71,17 +66,7 @@ SECURITY_HEADERS: dict[str, str] = {
 }
 
 T = TypeVar("T")
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class ApiError(Exception):
-    """Answered with `status` and ``{"error": {"code", "message"}}``."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+Handler = Callable[[Request, Exception], Any]
 
 
 def json_error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -89,44 +74,60 @@ def json_error(status: int, code: str, message: str, **headers: str) -> JSONResp
     return JSONResponse(error_body(code, message), status_code=status, headers=headers or None)
 
 
-# Which failure of the runtime becomes which answer: (status, code).
-_ERRORS: tuple[tuple[type[Exception], int, str], ...] = (
-    (ApiError, 0, ""),
-    (FrontEndError, 0, ""),
-    (BadBodyError, 400, "bad_body"),
-    (BadSessionIdError, 400, "bad_session_id"),
-    (BadAnswerError, 400, "bad_answer"),
-    (NoPendingTaskError, 404, "no_pending_task"),
-    (UnknownTaskError, 404, "unknown_task"),
-    (NotOwnerError, 403, "not_owner"),
-    (PendingTaskExistsError, 409, "pending_task_exists"),
-    (SessionBusyError, 409, "session_busy"),
-    (AlreadyAnsweredError, 409, "already_answered"),
-    (EntryGoneError, 410, "question_gone"),
-    (StoreError, 500, "store_error"),
-)
+def _answer_with(status: int, code: str) -> Handler:
+    async def handler(request: Request, exc: Exception) -> Response:
+        return json_error(status, code, str(exc))
+
+    return handler
 
 
-def _endpoint(fn: Endpoint) -> Endpoint:
-    """Turn the runtime's errors into JSON errors; one request's failure never stops the server."""
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return json_error(exc.status, exc.code, exc.message)
 
-    @functools.wraps(fn)
-    async def wrapper(request: Request) -> Response:
-        try:
-            return await fn(request)
-        except ClientDisconnect:
-            # The client left while sending its body: there is nobody to answer or to blame.
-            return json_error(400, "client_disconnected", "the client closed the connection")
-        except Exception as exc:
-            for cls, status, code in _ERRORS:
-                if isinstance(exc, cls):
-                    if isinstance(exc, ApiError | FrontEndError):
-                        return json_error(exc.status, exc.code, exc.message)
-                    return json_error(status, code, str(exc))
-            log.exception("%s %s failed", request.method, request.url.path)
-            return json_error(500, "internal", f"the server failed: {type(exc).__name__}")
 
-    return wrapper
+async def _executor_error(request: Request, exc: Exception) -> Response:
+    # Each of the runtime's refusals carries its own status and code (agentrt._errors).
+    assert isinstance(exc, ExecutorError)
+    return json_error(exc.http_status, exc.code, str(exc))
+
+
+async def _client_disconnected(request: Request, exc: Exception) -> Response:
+    # The client left while sending its body: there is nobody to answer or to blame.
+    return json_error(400, "client_disconnected", "the client closed the connection")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    message = {
+        404: f"no file {path.removeprefix('/static/')!r} among the page's files"
+        if path.startswith("/static/")
+        else f"no route {path}; the routes are listed at /openapi.json",
+        405: f"{request.method} is not allowed on {path}",
+    }.get(exc.status_code, str(exc.detail))
+    return json_error(exc.status_code, code, message, **(exc.headers or {}))
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    # Starlette raises the error on after this answer, and hypercorn logs it with its
+    # traceback; one request's failure never stops the server.
+    log.error("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
+    return json_error(500, "internal", f"the server failed: {type(exc).__name__}")
+
+
+#: Which failure becomes which answer; Starlette picks the handler by the error's class.
+EXCEPTION_HANDLERS: dict[Any, Handler] = {
+    ApiError: _api_error,
+    ExecutorError: _executor_error,
+    AlreadyAnsweredError: _answer_with(409, "already_answered"),
+    EntryGoneError: _answer_with(410, "question_gone"),
+    StoreError: _answer_with(500, "store_error"),
+    ClientDisconnect: _client_disconnected,
+    HTTPException: _http_error,
+    Exception: _internal,
+}
 
 
 async def _read_limited(request: Request, limit: int) -> bytes:
@@ -187,51 +188,37 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
     `hosts` are the values of the ``Host`` header it answers to (see
     `allowed_hosts`); a request naming any other host is refused.
     """
-    web = _WebAssets.load()
+    files = _PageFiles(packages=[("agentrt", "web")])
+    page = files.page()
 
-    @_endpoint
     async def index(request: Request) -> Response:
-        return HTMLResponse(web.files["index.html"][0], headers={"Cache-Control": "no-store"})
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
-    @_endpoint
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        found = web.files.get(name)
-        if found is None or name == "index.html":
-            raise ApiError(404, "not_found", f"no asset {name!r}")
-        return Response(found[0], media_type=found[1], headers={"Cache-Control": "no-cache"})
-
-    @_endpoint
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
-    @_endpoint
     async def sessions(request: Request) -> Response:
         return JSONResponse({"sessions": await frontend.sessions()})
 
-    @_endpoint
     async def get_task(request: Request) -> Response:
         session_id = _session(request)
         task = await frontend.task(session_id)
         if task is None:
-            raise ApiError(404, "no_pending_task", f"session {session_id} has no pending task")
+            raise NoPendingTaskError(f"session {session_id} has no pending task")
         return JSONResponse({"task": task})
 
-    @_endpoint
     async def discard_task(request: Request) -> Response:
         session_id = _session(request)
         if not await frontend.discard(session_id):
-            raise ApiError(404, "no_pending_task", f"session {session_id} has no pending task")
+            raise NoPendingTaskError(f"session {session_id} has no pending task")
         return JSONResponse({"session_id": session_id, "discarded": True})
 
-    @_endpoint
     async def resume_task(request: Request) -> Response:
         session_id = _session(request)
         body = await read_body(request, ResumeBody)
         task_hash = await frontend.resume(session_id, body.answer)
         return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
 
-    @_endpoint
     async def run(request: Request) -> Response:
         session_id = _session(request)
         body = await read_body(request, RunBody)
@@ -240,7 +227,6 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         task_hash = await frontend.start_run(session_id, body.text)
         return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
 
-    @_endpoint
     async def cancel(request: Request) -> Response:
         body = await read_body(request, CancelBody)
         info = frontend.cancel(request.path_params["task_hash"], pause=body.pause)
@@ -252,18 +238,15 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
             }
         )
 
-    @_endpoint
     async def questions(request: Request) -> Response:
         return JSONResponse({"questions": frontend.questions()})
 
-    @_endpoint
     async def answer(request: Request) -> Response:
         body = await read_body(request, AnswerBody)
         question_id = request.path_params["question_id"]
         frontend.answer(question_id, body.value, body.secret)
         return JSONResponse({"id": question_id, "answered": True})
 
-    @_endpoint
     async def events(request: Request) -> Response:
         return StreamingResponse(
             _event_stream(frontend),
@@ -273,7 +256,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
 
     routes = [
         Route("/", index, methods=["GET"]),
-        Route("/static/{name}", static, methods=["GET"]),
+        Route("/static/{name}", files, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/sessions", sessions, methods=["GET"]),
         Route("/v1/session/{session_id}/task", get_task, methods=["GET"]),
@@ -285,20 +268,10 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         Route("/v1/questions/{question_id}/answer", answer, methods=["POST"]),
         Route("/v1/events", events, methods=["GET"]),
     ]
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        message = {
-            404: f"no route {request.url.path}; the routes are listed at /openapi.json",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }.get(exc.status_code, str(exc.detail))
-        return json_error(exc.status_code, code, message, **(exc.headers or {}))
-
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
     # The page and its own files carry no secret, and a browser cannot send a header
     # when it navigates or loads a script: they are the only routes without the token.
-    public = {"/"} | {f"/static/{name}" for name in web.files if name != "index.html"}
+    public = {"/"} | {f"/static/{name}" for name in files.names()}
     return _Guard(app, token, hosts=frozenset(hosts), public=frozenset(public))
 
 
@@ -431,26 +404,59 @@ class _Guard:
         return None
 
 
-class _WebAssets:
-    """The page's files, read once from the package (no build step)."""
+class _PageFiles(StaticFiles):
+    """The page's script and style sheet at ``/static/{name}``, served by Starlette.
+
+    Starlette finds the file (never outside the package's ``web`` folder),
+    reads it in a worker thread and answers conditional requests; here the
+    name comes from the route, the page itself is not among the files, and
+    the types are pinned rather than left to the host's MIME table.
+    """
 
     _TYPES = {
-        ".html": "text/html; charset=utf-8",
         ".js": "text/javascript; charset=utf-8",
         ".css": "text/css; charset=utf-8",
         ".svg": "image/svg+xml",
     }
 
-    def __init__(self, files: dict[str, tuple[bytes, str]]) -> None:
-        self.files = files
+    def names(self) -> list[str]:
+        """The files served (the page excluded)."""
+        return [
+            name
+            for folder in self.all_directories
+            for name in sorted(os.listdir(folder))
+            if os.path.splitext(name)[1] in self._TYPES
+        ]
 
-    @classmethod
-    def load(cls) -> _WebAssets:
-        files: dict[str, tuple[bytes, str]] = {}
-        for item in resources.files("agentrt").joinpath("web").iterdir():
-            suffix = "." + item.name.rpartition(".")[2]
-            if item.is_file() and suffix in cls._TYPES:
-                files[item.name] = (item.read_bytes(), cls._TYPES[suffix])
-        if "index.html" not in files:
-            raise RuntimeError("the web page is missing from the agentrt package (web/index.html)")
-        return cls(files)
+    def page(self) -> bytes:
+        """``index.html``, read once: it is answered at ``/``, not here."""
+        for folder in self.all_directories:
+            with contextlib.suppress(FileNotFoundError):
+                return Path(folder, "index.html").read_bytes()
+        raise RuntimeError("the web page is missing from the agentrt package (web/index.html)")
+
+    def get_path(self, scope: Scope) -> str:
+        """The file the route's ``{name}`` names; one of another type is not found."""
+        name: str = scope["path_params"]["name"]
+        if os.path.splitext(name)[1] not in self._TYPES:
+            raise HTTPException(404)
+        return name
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        """The file, revalidated by the browser on each load (the daemon may be upgraded)."""
+        response = FileResponse(
+            full_path,
+            status_code=status_code,
+            stat_result=stat_result,
+            media_type=self._TYPES[os.path.splitext(full_path)[1]],
+            headers={"Cache-Control": "no-cache"},
+        )
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            return NotModifiedResponse(response.headers)
+        return response

@@ -28,17 +28,16 @@ from .._executor import (
     check_session_id,
 )
 from .._pending import (
-    DENY,
     Answer,
     Entry,
     EntryState,
     Listener,
-    RequestKind,
 )
 from .._policy import Actor
 from .._runtime import Runtime
+from .._shapes import event_to_json, question_to_json, task_to_json, unreadable_to_json
 from .._store import UnreadableTask
-from ._wire import event_to_json, question_to_json, task_to_json, unreadable_to_json
+from ._wire import ApiError
 
 log = logging.getLogger("agentrt.http")
 
@@ -48,16 +47,6 @@ SUBSCRIBER_BUFFER = 1024
 DEFAULT_ORIGIN = "chat-"
 #: The name the web listener shows in "waiting on".
 LISTENER_NAME = "web"
-
-
-class FrontEndError(Exception):
-    """A request the front-end refuses; `code` and `status` go into the JSON error."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 #: Who HTTP requests act as, for the access policy.
@@ -99,7 +88,7 @@ class WebFrontEnd:
         session is running) are raised here.
         """
         if not self.runtime.policy.may_start(HTTP_ACTOR, session_id, None):
-            raise FrontEndError(
+            raise ApiError(
                 400,
                 "bad_session_id",
                 f"the HTTP API starts runs in {DEFAULT_ORIGIN!r} sessions only, not "
@@ -269,38 +258,21 @@ class WebFrontEnd:
         return [question_to_json(e) for e in self._questions.values() if not e.done]
 
     def answer(self, question_id: str, value: str, secret: str | None) -> None:
-        """Answer a claimed question. Raises `FrontEndError` for an unknown id or a bad answer.
+        """Answer a claimed question.
+
+        Raises `ApiError` for an unknown id, and `BadAnswerError` for an answer
+        that does not fit (`Request.check`: the rules of every front-end).
 
         The registry raises `EntryGoneError` when the question's run stopped meanwhile.
         """
         entry = self._questions.get(question_id)
         if entry is None:
-            raise FrontEndError(
+            raise ApiError(
                 404,
                 "unknown_question",
                 f"no open question {question_id!r}; list them at /v1/questions",
             )
-        request = entry.request
-        if request.choices and value not in request.choices:
-            raise FrontEndError(
-                400,
-                "bad_answer",
-                f"question {question_id} takes one of: {', '.join(request.choices)}",
-            )
-        if request.kind is RequestKind.SECRET and value != DENY and not secret:
-            raise FrontEndError(
-                400,
-                "bad_answer",
-                f"question {question_id} asks for a secret: send it in 'secret', "
-                f"or value {DENY!r} to decline",
-            )
-        if request.kind is RequestKind.PASSWORD and value != DENY and not secret:
-            raise FrontEndError(
-                400, "bad_answer", f"question {question_id} needs the system password in 'secret'"
-            )
-        if request.kind in (RequestKind.CONFIRM, RequestKind.QUESTION):
-            secret = None  # nothing masked was asked for; never carry one along
-        entry.answer(Answer(value, secret=secret))
+        entry.answer(entry.check(Answer(value, secret=secret)))
 
     async def serve_questions(self) -> None:
         """Claim every `chat-` question as it is asked and show it to the subscribers."""

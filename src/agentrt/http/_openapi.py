@@ -1,10 +1,78 @@
-"""The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`."""
+"""The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
+
+The request bodies' schemas are made from the attrs classes the server
+structures them into, and every enumeration from the enum it stands for, so
+the document cannot drift from what the server accepts and sends. The
+routes are listed here once, with their words; a test keeps them equal to
+the server's.
+"""
 
 from __future__ import annotations
 
+import enum
+import types
+import typing
 from typing import Any
 
+import attrs
+
+from .._cause import Cause
+from .._events import Outcome
+from .._pending import EntryState, RequestKind
+from .._record import TaskStatus
+from .._shapes import EVENT_TYPES
+from .._store import UnreadableTask
+from ._wire import AnswerBody, CancelBody, ResumeBody, RunBody
+
+_PRIMITIVES: dict[Any, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of a field's type: a primitive, an enum, or either of them or null."""
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [member.value for member in hint]}
+    if hint in _PRIMITIVES:
+        return {"type": _PRIMITIVES[hint]}
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) and len(args) == 2 and type(None) in args:
+        (inner,) = (a for a in args if a is not type(None))
+        schema = type_schema(inner)
+        if "type" in schema:
+            return {"type": [schema["type"], "null"]}
+        return {"enum": [*schema["enum"], None]}
+    raise TypeError(f"no JSON Schema for {hint!r}; add it to type_schema")
+
+
+def body_schema(cls: type) -> dict[str, Any]:
+    """The JSON Schema of a request body: the attrs class `cls`, no other keys allowed.
+
+    A field's ``metadata["schema"]`` adds to its schema (``minLength``, say).
+    """
+    hints = typing.get_type_hints(cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        schema = type_schema(hints[field.name])
+        if field.default is attrs.NOTHING:
+            required.append(field.name)
+        elif field.default is not None:
+            schema["default"] = field.default
+        properties[field.name] = schema | dict(field.metadata.get("schema", {}))
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        out["required"] = required
+    return out | {"additionalProperties": False}
+
+
+#: The status a stored task that cannot be read is listed with.
+_UNREADABLE = str(attrs.fields(UnreadableTask).status.default)
 _ERROR = {"$ref": "#/components/responses/Error"}
+_STRING = {"type": "string"}
+_NULLABLE = {"type": ["string", "null"]}
+
+
+def _object(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -25,29 +93,231 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": description,
-        "schema": {"type": "string"},
+        "schema": _STRING,
     }
+
+
+def _list_of(name: str, key: str, description: str) -> dict[str, Any]:
+    return _json(_object(**{key: {"type": "array", "items": _ref(name)}}), description)
 
 
 _SESSION = _path_param(
     "session_id", "the session id; an id without a known origin prefix means chat-ID"
 )
 _STARTED = _json(
-    {
-        "type": "object",
-        "properties": {"session_id": {"type": "string"}, "task_hash": {"type": "string"}},
-        "required": ["session_id", "task_hash"],
-    },
+    _object(session_id=_STRING, task_hash=_STRING) | {"required": ["session_id", "task_hash"]},
     "the run started; cancel it with the task hash",
 )
+# Any request may be refused for its Host (421) or a declared body over the cap (413);
+# a route that reads a body also answers 408 when the body is too slow.
+_ERRORS = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "421": _ERROR}
+_BODY_ERRORS = {**_ERRORS, "408": _ERROR}
+
+
+def _schemas() -> dict[str, Any]:
+    waiting = _object(
+        question_id=_NULLABLE, kind=type_schema(RequestKind), prompt=_STRING, who=_NULLABLE
+    )
+    question = _object(call_id=_STRING, prompt=_STRING, kind=type_schema(RequestKind)) | {
+        "type": ["object", "null"]
+    }
+    task = _object(
+        session_id=_STRING,
+        status=type_schema(TaskStatus),
+        running={"type": "boolean"},
+        cause=type_schema(Cause | None),
+        error=_NULLABLE,
+        input=_STRING,
+        question=question,
+        task_hash=_NULLABLE,
+        runs={"type": "integer"},
+        created_at={"type": "number"},
+        updated_at={"type": "number"},
+        transcript=_object(
+            messages={"type": "integer"},
+            tool_calls={"type": "integer"},
+            tool_results={"type": "integer"},
+            unanswered_calls={"type": "array", "items": _STRING},
+            elided={"type": "boolean"},
+            items={"type": "array"},
+        ),
+        waiting_on={"type": "array", "items": _ref("Waiting")},
+    )
+    session = _object(
+        session_id=_STRING,
+        origin=_NULLABLE,
+        status={"enum": [*type_schema(TaskStatus)["enum"], _UNREADABLE]},
+        running={"type": "boolean"},
+        running_task=_NULLABLE,
+        stoppable={"type": "boolean"},
+        cause=type_schema(Cause | None),
+        question=question,
+        waiting_on={"type": "array", "items": _ref("Waiting")},
+    )
+    open_question = _object(
+        id=_STRING,
+        session_id=_STRING,
+        task_hash=_NULLABLE,
+        agent=_NULLABLE,
+        kind=type_schema(RequestKind),
+        prompt=_STRING,
+        choices={"type": "array", "items": _STRING},
+        masked={"type": "boolean"},
+        tool=_NULLABLE,
+        error=_NULLABLE,
+    )
+    kinds = ["ready", *EVENT_TYPES.values(), "question", "question_closed"]
+    event = _object(
+        type={"enum": kinds},
+        outcome=type_schema(Outcome),
+        cause=type_schema(Cause | None),
+        state={"enum": [s.value for s in EntryState if s is not EntryState.WAITING]},
+    ) | {
+        "required": ["type"],
+        "description": "a run event (the fields of its type), a question, or a question's end",
+    }
+    bodies = {
+        cls.__name__: body_schema(cls) for cls in (RunBody, ResumeBody, CancelBody, AnswerBody)
+    }
+    return bodies | {
+        "Waiting": waiting,
+        "Session": session,
+        "Task": task,
+        "Question": open_question,
+        "Event": event,
+    }
+
+
+def _paths() -> dict[str, Any]:
+    return {
+        "/": {
+            "get": {
+                "summary": "The web chat page (it asks for the token itself)",
+                "security": [],
+                "responses": {"200": {"description": "the page", "content": {"text/html": {}}}},
+            }
+        },
+        "/static/{name}": {
+            "get": {
+                "summary": "A file of the web page (script, style sheet); the page's own "
+                "files need no token",
+                "parameters": [_path_param("name", "the file's name")],
+                "responses": {"200": {"description": "the file"}, "404": _ERROR},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "responses": {"200": {"description": "the OpenAPI document"}},
+            }
+        },
+        "/v1/sessions": {
+            "get": {
+                "summary": "Sessions with a pending task, and running ones",
+                "responses": {
+                    "200": _list_of("Session", "sessions", "most recently active first"),
+                    "401": _ERROR,
+                },
+            }
+        },
+        "/v1/session/{session_id}/task": {
+            "get": {
+                "summary": "The session's pending task",
+                "parameters": [_SESSION],
+                "responses": {
+                    "200": _json(_object(task=_ref("Task")), "the pending task"),
+                    **_ERRORS,
+                },
+            },
+            "delete": {
+                "summary": "Discard the pending task (a user-cancel; stops a run started here)",
+                "parameters": [_SESSION],
+                "responses": {
+                    "200": _json(
+                        _object(session_id=_STRING, discarded={"type": "boolean"}), "discarded"
+                    ),
+                    "403": _ERROR,
+                    **_ERRORS,
+                },
+            },
+        },
+        "/v1/session/{session_id}/task/resume": {
+            "post": {
+                "summary": "Resume the pending task, answering its saved question if given",
+                "parameters": [_SESSION],
+                "requestBody": _body("ResumeBody", required=False),
+                "responses": {"202": _STARTED, "409": _ERROR, **_BODY_ERRORS},
+            }
+        },
+        "/v1/session/{session_id}/run": {
+            "post": {
+                "summary": "Start a run in the session",
+                "parameters": [_SESSION],
+                "requestBody": _body("RunBody"),
+                "responses": {"202": _STARTED, "409": _ERROR, "415": _ERROR, **_BODY_ERRORS},
+            }
+        },
+        "/v1/task/{task_hash}/cancel": {
+            "post": {
+                "summary": "Stop a task started over HTTP: pause keeps it pending",
+                "parameters": [_path_param("task_hash", "the task hash of the run")],
+                "requestBody": _body("CancelBody", required=False),
+                "responses": {
+                    "200": _json(
+                        _object(
+                            task_hash=_STRING,
+                            session_id=_STRING,
+                            cause={"enum": [Cause.PAUSE.value, Cause.USER_CANCEL.value]},
+                        ),
+                        "the run is stopping",
+                    ),
+                    "403": _ERROR,
+                    **_BODY_ERRORS,
+                },
+            }
+        },
+        "/v1/questions": {
+            "get": {
+                "summary": "Open questions of chat- sessions (confirmations, questions, secrets)",
+                "responses": {
+                    "200": _list_of("Question", "questions", "oldest first"),
+                    "401": _ERROR,
+                },
+            }
+        },
+        "/v1/questions/{question_id}/answer": {
+            "post": {
+                "summary": "Answer an open question",
+                "parameters": [_path_param("question_id", "the question's id")],
+                "requestBody": _body("AnswerBody"),
+                "responses": {
+                    "200": {"description": "answered"},
+                    "409": _ERROR,
+                    "410": _ERROR,
+                    **_BODY_ERRORS,
+                },
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "summary": "Server-sent events: run events and questions, one JSON object each",
+                "responses": {
+                    "200": {
+                        "description": "an endless event stream",
+                        "content": {"text/event-stream": {"schema": _ref("Event")}},
+                    },
+                    "401": _ERROR,
+                },
+            }
+        },
+    }
 
 
 def openapi_document() -> dict[str, Any]:
     """The API described as OpenAPI 3.1 (every route the server has, and only those)."""
-    # Any request may be refused for its Host (421) or a declared body over the cap (413);
-    # a route that reads a body also answers 408 when the body is too slow.
-    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "421": _ERROR}
-    body_errors = {**errors, "408": _ERROR}
+    error = _object(
+        error=_object(code=_STRING, message=_STRING) | {"required": ["code", "message"]}
+    )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -59,290 +329,10 @@ def openapi_document() -> dict[str, Any]:
             "header names another host is refused with 421.",
         },
         "security": [{"bearer": []}],
-        "paths": {
-            "/": {
-                "get": {
-                    "summary": "The web chat page (it asks for the token itself)",
-                    "security": [],
-                    "responses": {
-                        "200": {"description": "the page", "content": {"text/html": {}}},
-                    },
-                }
-            },
-            "/static/{name}": {
-                "get": {
-                    "summary": "A file of the web page (script, style sheet); the page's own "
-                    "files need no token",
-                    "parameters": [_path_param("name", "the file's name")],
-                    "responses": {"200": {"description": "the file"}, "404": _ERROR},
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document",
-                    "responses": {"200": {"description": "the OpenAPI document"}},
-                }
-            },
-            "/v1/sessions": {
-                "get": {
-                    "summary": "Sessions with a pending task, and running ones",
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "sessions": {"type": "array", "items": _ref("Session")}
-                                },
-                            },
-                            "most recently active first",
-                        ),
-                        "401": _ERROR,
-                    },
-                }
-            },
-            "/v1/session/{session_id}/task": {
-                "get": {
-                    "summary": "The session's pending task",
-                    "parameters": [_SESSION],
-                    "responses": {
-                        "200": _json(
-                            {"type": "object", "properties": {"task": _ref("Task")}},
-                            "the pending task",
-                        ),
-                        **errors,
-                    },
-                },
-                "delete": {
-                    "summary": "Discard the pending task (a user-cancel; stops a run started here)",
-                    "parameters": [_SESSION],
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "session_id": {"type": "string"},
-                                    "discarded": {"type": "boolean"},
-                                },
-                            },
-                            "discarded",
-                        ),
-                        "403": _ERROR,
-                        **errors,
-                    },
-                },
-            },
-            "/v1/session/{session_id}/task/resume": {
-                "post": {
-                    "summary": "Resume the pending task, answering its saved question if given",
-                    "parameters": [_SESSION],
-                    "requestBody": _body("ResumeBody", required=False),
-                    "responses": {"202": _STARTED, "409": _ERROR, **body_errors},
-                }
-            },
-            "/v1/session/{session_id}/run": {
-                "post": {
-                    "summary": "Start a run in the session",
-                    "parameters": [_SESSION],
-                    "requestBody": _body("RunBody"),
-                    "responses": {
-                        "202": _STARTED,
-                        "409": _ERROR,
-                        "415": _ERROR,
-                        **body_errors,
-                    },
-                }
-            },
-            "/v1/task/{task_hash}/cancel": {
-                "post": {
-                    "summary": "Stop a task started over HTTP: pause keeps it pending",
-                    "parameters": [_path_param("task_hash", "the task hash of the run")],
-                    "requestBody": _body("CancelBody", required=False),
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "task_hash": {"type": "string"},
-                                    "session_id": {"type": "string"},
-                                    "cause": {"enum": ["pause", "user_cancel"]},
-                                },
-                            },
-                            "the run is stopping",
-                        ),
-                        "403": _ERROR,
-                        **body_errors,
-                    },
-                }
-            },
-            "/v1/questions": {
-                "get": {
-                    "summary": "Open questions of chat- sessions (confirmations, questions, secrets)",
-                    "responses": {
-                        "200": _json(
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "questions": {"type": "array", "items": _ref("Question")}
-                                },
-                            },
-                            "oldest first",
-                        ),
-                        "401": _ERROR,
-                    },
-                }
-            },
-            "/v1/questions/{question_id}/answer": {
-                "post": {
-                    "summary": "Answer an open question",
-                    "parameters": [_path_param("question_id", "the question's id")],
-                    "requestBody": _body("AnswerBody"),
-                    "responses": {
-                        "200": {"description": "answered"},
-                        "409": _ERROR,
-                        "410": _ERROR,
-                        **body_errors,
-                    },
-                }
-            },
-            "/v1/events": {
-                "get": {
-                    "summary": "Server-sent events: run events and questions, one JSON object each",
-                    "responses": {
-                        "200": {
-                            "description": "an endless event stream",
-                            "content": {"text/event-stream": {"schema": _ref("Event")}},
-                        },
-                        "401": _ERROR,
-                    },
-                }
-            },
-        },
+        "paths": _paths(),
         "components": {
-            "securitySchemes": {
-                "bearer": {"type": "http", "scheme": "bearer"},
-            },
-            "responses": {
-                "Error": _json(
-                    {
-                        "type": "object",
-                        "properties": {
-                            "error": {
-                                "type": "object",
-                                "properties": {
-                                    "code": {"type": "string"},
-                                    "message": {"type": "string"},
-                                },
-                                "required": ["code", "message"],
-                            }
-                        },
-                        "required": ["error"],
-                    },
-                    "what went wrong",
-                )
-            },
-            "schemas": {
-                "RunBody": {
-                    "type": "object",
-                    "properties": {"text": {"type": "string", "minLength": 1}},
-                    "required": ["text"],
-                    "additionalProperties": False,
-                },
-                "ResumeBody": {
-                    "type": "object",
-                    "properties": {"answer": {"type": ["string", "null"]}},
-                    "additionalProperties": False,
-                },
-                "CancelBody": {
-                    "type": "object",
-                    "properties": {"pause": {"type": "boolean", "default": False}},
-                    "additionalProperties": False,
-                },
-                "AnswerBody": {
-                    "type": "object",
-                    "properties": {
-                        "value": {"type": "string"},
-                        "secret": {"type": ["string", "null"]},
-                    },
-                    "required": ["value"],
-                    "additionalProperties": False,
-                },
-                "Waiting": {
-                    "type": "object",
-                    "properties": {
-                        "question_id": {"type": ["string", "null"]},
-                        "kind": {"type": "string"},
-                        "prompt": {"type": "string"},
-                        "who": {"type": ["string", "null"]},
-                    },
-                },
-                "Session": {
-                    "type": "object",
-                    "properties": {
-                        "session_id": {"type": "string"},
-                        "origin": {"type": ["string", "null"]},
-                        "status": {"enum": ["running", "interrupted", "awaiting_answer", "failed"]},
-                        "running": {"type": "boolean"},
-                        "running_task": {"type": ["string", "null"]},
-                        "stoppable": {"type": "boolean"},
-                        "cause": {"type": ["string", "null"]},
-                        "question": {"type": ["object", "null"]},
-                        "waiting_on": {"type": "array", "items": _ref("Waiting")},
-                    },
-                },
-                "Task": {
-                    "type": "object",
-                    "properties": {
-                        "session_id": {"type": "string"},
-                        "status": {"enum": ["running", "interrupted", "awaiting_answer", "failed"]},
-                        "running": {"type": "boolean"},
-                        "cause": {"type": ["string", "null"]},
-                        "error": {"type": ["string", "null"]},
-                        "input": {"type": "string"},
-                        "question": {
-                            "type": ["object", "null"],
-                            "properties": {
-                                "call_id": {"type": "string"},
-                                "prompt": {"type": "string"},
-                                "kind": {"enum": ["confirm", "question", "secret", "password"]},
-                            },
-                        },
-                        "task_hash": {"type": ["string", "null"]},
-                        "runs": {"type": "integer"},
-                        "transcript": {
-                            "type": "object",
-                            "properties": {
-                                "messages": {"type": "integer"},
-                                "tool_calls": {"type": "integer"},
-                                "tool_results": {"type": "integer"},
-                                "unanswered_calls": {"type": "array"},
-                                "elided": {"type": "boolean"},
-                                "items": {"type": "array"},
-                            },
-                        },
-                        "waiting_on": {"type": "array", "items": _ref("Waiting")},
-                    },
-                },
-                "Question": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "session_id": {"type": "string"},
-                        "task_hash": {"type": ["string", "null"]},
-                        "kind": {"enum": ["confirm", "question", "secret", "password"]},
-                        "prompt": {"type": "string"},
-                        "choices": {"type": "array", "items": {"type": "string"}},
-                        "masked": {"type": "boolean"},
-                        "tool": {"type": ["string", "null"]},
-                        "error": {"type": ["string", "null"]},
-                    },
-                },
-                "Event": {
-                    "type": "object",
-                    "description": "type is one of ready, task_started, text, tool_call, "
-                    "tool_result, verify, usage, run_ended, question, question_closed",
-                    "properties": {"type": {"type": "string"}},
-                    "required": ["type"],
-                },
-            },
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": {"Error": _json(error | {"required": ["error"]}, "what went wrong")},
+            "schemas": _schemas(),
         },
     }

@@ -8,6 +8,7 @@ import secrets
 import sys
 from pathlib import Path
 
+from .._options import STATE_DIR, shared_options
 from .._runtime import default_state_dir
 from .._statedir import StateDirError, fsync_dir, prepare_state_dir
 
@@ -73,12 +74,7 @@ def token_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="agentrt token",
         description="Print the bearer token of the HTTP API and web chat (made on first use).",
-    )
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=None,
-        help="the state directory (default: $AGENTRT_STATE_DIR or ~/.local/state/agentrt)",
+        parents=[shared_options(STATE_DIR)],
     )
     args = parser.parse_args(argv)
     state_dir: Path = args.state_dir if args.state_dir is not None else default_state_dir()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from .._messages import Model
+from .._retry import RetryPolicy as RetryPolicy
 from .._secrets import SecretStore
 from ._http import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ._http import ModelAuthError as ModelAuthError
@@ -24,7 +25,6 @@ from ._http import ModelStreamCutError as ModelStreamCutError
 from ._http import ModelStreamError as ModelStreamError
 from ._http import ModelTimeoutError as ModelTimeoutError
 from ._http import ProviderError as ProviderError
-from ._http import RetryPolicy as RetryPolicy
 from .anthropic import ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET
 from .anthropic import AnthropicModel as AnthropicModel
 from .openai import OPENAI_KEY_ENV, OPENAI_KEY_SECRET

@@ -25,6 +25,7 @@ import httpx
 import trio
 
 from .._messages import ModelDelta, ModelError, ModelResponse, OnDelta
+from .._retry import MODEL_RETRY, RetryPolicy
 
 # --------------------------------------------------------------------------- errors
 
@@ -141,21 +142,39 @@ class Redactor:
 
 
 @attrs.frozen
-class ErrorContext:
-    """What an error message names: the provider, the model, the URL, where the key comes from."""
+class Api:
+    """What sets one model API apart, as far as talking to it goes: its name and its key."""
 
     #: How users know the API: ``"OpenAI-compatible API"``, ``"Anthropic API"``.
     provider: str
-    model: str
-    url: str
+    #: The hosted service's base URL, which never works without a key,
+    hosted_url: str
+    #: and its name in the message saying so (``"OpenAI API"``).
+    hosted_name: str
     #: The environment variable and stored-secret name a key is read from.
     key_env: str
     key_secret: str
+
+
+@attrs.frozen
+class ErrorContext:
+    """What an error message names: the API, the model, the URL, whether a key was sent."""
+
+    api: Api
+    model: str
+    url: str
     has_key: bool
+
+    @property
+    def provider(self) -> str:
+        """The API's name as users know it."""
+        return self.api.provider
 
     def key_hint(self) -> str:
         """Where to put the key, in words."""
-        return f"set {self.key_env} or store the key as the agentrt secret {self.key_secret!r}"
+        return (
+            f"set {self.api.key_env} or store the key as the agentrt secret {self.api.key_secret!r}"
+        )
 
 
 #: Connect quickly or fail; but wait long between chunks, because a local server
@@ -225,7 +244,7 @@ def error_for_status(
     head = f"HTTP {status} from {where}: {said}" if said else f"HTTP {status} from {where}"
     if status in (401, 403):
         if ctx.has_key:
-            advice = f"the API key was rejected; check the key in {ctx.key_env} or the stored secret {ctx.key_secret!r}"
+            advice = f"the API key was rejected; check the key in {ctx.api.key_env} or the stored secret {ctx.api.key_secret!r}"
         else:
             advice = f"no API key was sent; {ctx.key_hint()}"
         return ModelAuthError(f"{head} ({advice})", status=status)
@@ -250,32 +269,17 @@ def error_for_status(
 # --------------------------------------------------------------------------- retries
 
 
-@attrs.frozen
-class RetryPolicy:
-    """How often and how patiently to resend a request that failed before streaming.
-
-    Waits double from `base_delay` up to `max_delay`; a server's ``retry-after``
-    is honoured instead, unless it is longer than `max_retry_after`, in which
-    case the error is raised at once (better to tell the user than to hang).
-    No jitter: this is one user's client, not a fleet that could stampede.
-    """
-
-    max_attempts: int = 3
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-    max_retry_after: float = 60.0
-
-    def delay(self, attempt: int, error: ProviderError) -> float | None:
-        """Seconds to wait before attempt `attempt + 1`, or None to give up."""
-        if not error.retryable or attempt + 1 >= self.max_attempts:
-            return None
-        asked = getattr(error, "retry_after", None)
-        if asked is not None:
-            return asked if asked <= self.max_retry_after else None
-        return float(min(self.max_delay, self.base_delay * 2**attempt))
+def retry_delay(policy: RetryPolicy, attempt: int, error: ProviderError) -> float | None:
+    """Seconds to wait before attempt `attempt + 1` (0-based), or None to give up."""
+    if not error.retryable or policy.exhausted(attempt + 1):
+        return None
+    asked = getattr(error, "retry_after", None)
+    if asked is not None:
+        return asked if policy.obeys(asked) else None
+    return policy.backoff(attempt + 1)
 
 
-DEFAULT_RETRY = RetryPolicy()
+DEFAULT_RETRY = MODEL_RETRY
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
@@ -302,7 +306,7 @@ async def with_retries(
         try:
             return await attempt(tracking)
         except ProviderError as error:
-            wait = None if delivered else policy.delay(n, error)
+            wait = None if delivered else retry_delay(policy, n, error)
             if wait is None:
                 if n > 0:
                     error.args = (f"{error.args[0]} [gave up after {n + 1} attempts]",)
@@ -440,6 +444,41 @@ class StreamRequest:
     timeout: httpx.Timeout
     context: ErrorContext
     redactor: Redactor
+
+
+async def stream_completion(
+    api: Api,
+    *,
+    model: str,
+    base_url: str,
+    url: str,
+    api_key: str | None,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    reader: Callable[[ErrorContext, Redactor], StreamReader],
+    retry: RetryPolicy,
+    http_timeout: httpx.Timeout,
+    on_delta: OnDelta,
+) -> ModelResponse:
+    """One model response, streamed: what every provider's `complete` does.
+
+    Fails at once (`ModelAuthError`) when the hosted API is asked without a key.
+    Each attempt is a fresh POST of `body` to `url` read by a fresh `reader`;
+    failures are retried per `retry`, but only while no delta reached `on_delta`.
+    The key travels only in `headers`, and error text is scrubbed of it.
+    """
+    ctx = ErrorContext(api, model, url, has_key=bool(api_key))
+    if not api_key and base_url.rstrip("/") == api.hosted_url:
+        raise ModelAuthError(f"no API key for the {api.hosted_name}: {ctx.key_hint()}")
+    redactor = Redactor(api_key)
+    request = StreamRequest(
+        url=url, headers=headers, body=body, timeout=http_timeout, context=ctx, redactor=redactor
+    )
+
+    async def attempt(deliver: OnDelta) -> ModelResponse:
+        return await stream_once(request, reader(ctx, redactor), deliver)
+
+    return await with_retries(retry, attempt, on_delta)
 
 
 async def stream_once(

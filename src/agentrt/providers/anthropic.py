@@ -37,9 +37,11 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
+    Api,
     ErrorContext,
     ModelAuthError,
     ModelNotFoundError,
@@ -50,14 +52,11 @@ from ._http import (
     ModelStreamError,
     ProviderError,
     Redactor,
-    RetryPolicy,
     SSEEvent,
-    StreamRequest,
     parse_arguments,
     parse_json_event,
     server_message,
-    stream_once,
-    with_retries,
+    stream_completion,
 )
 
 #: The hosted Anthropic API.
@@ -66,6 +65,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_KEY_SECRET = "anthropic_api_key"
 _PROVIDER = "Anthropic API"
+_API = Api(
+    _PROVIDER, DEFAULT_ANTHROPIC_URL, "Anthropic API", ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET
+)
 
 
 @attrs.define(eq=False)
@@ -104,16 +106,6 @@ class AnthropicModel:
         on_delta: OnDelta,
     ) -> ModelResponse:
         """Stream one response, delivering text and tool-call deltas as they arrive."""
-        ctx = ErrorContext(
-            provider=_PROVIDER,
-            model=self.model,
-            url=self.url,
-            key_env=ANTHROPIC_KEY_ENV,
-            key_secret=ANTHROPIC_KEY_SECRET,
-            has_key=bool(self._api_key),
-        )
-        if not self._api_key and self.base_url.rstrip("/") == DEFAULT_ANTHROPIC_URL:
-            raise ModelAuthError(f"no API key for the Anthropic API: {ctx.key_hint()}")
         headers = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
@@ -128,20 +120,19 @@ class AnthropicModel:
             body["system"] = system
         if tools:
             body["tools"] = [anthropic_tool(t) for t in tools]
-        redactor = Redactor(self._api_key)
-        request = StreamRequest(
+        return await stream_completion(
+            _API,
+            model=self.model,
+            base_url=self.base_url,
             url=self.url,
+            api_key=self._api_key,
             headers=headers,
             body=body,
-            timeout=self.timeout,
-            context=ctx,
-            redactor=redactor,
+            reader=lambda ctx, redactor: _Reader(redactor, ctx),
+            retry=self.retry,
+            http_timeout=self.timeout,
+            on_delta=on_delta,
         )
-
-        async def attempt(deliver: OnDelta) -> ModelResponse:
-            return await stream_once(request, _Reader(redactor, ctx), deliver)
-
-        return await with_retries(self.retry, attempt, on_delta)
 
 
 def anthropic_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -292,7 +283,7 @@ class _Reader:
         hint = {
             ModelServerError: "the server failed; try again later",
             ModelRateLimitError: "rate limited; wait and try again",
-            ModelAuthError: f"check the key in {self.ctx.key_env}",
+            ModelAuthError: f"check the key in {self.ctx.api.key_env}",
             ModelNotFoundError: f"check the model name {self.ctx.model!r}",
         }.get(cls, "the request was refused")
         return cls(f"{_PROVIDER} reported {kind or 'an error'}: {said} ({hint})")

@@ -30,23 +30,20 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
-    ErrorContext,
-    ModelAuthError,
+    Api,
     ModelServerError,
     ModelStreamCutError,
     ModelStreamError,
     Redactor,
-    RetryPolicy,
     SSEEvent,
-    StreamRequest,
     parse_arguments,
     parse_json_event,
     server_message,
-    stream_once,
-    with_retries,
+    stream_completion,
 )
 
 #: The hosted OpenAI API; point `base_url` elsewhere for a local server.
@@ -54,6 +51,7 @@ DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_KEY_SECRET = "openai_api_key"
 _PROVIDER = "OpenAI-compatible API"
+_API = Api(_PROVIDER, DEFAULT_OPENAI_URL, "OpenAI API", OPENAI_KEY_ENV, OPENAI_KEY_SECRET)
 
 
 @attrs.define(eq=False)
@@ -90,16 +88,6 @@ class OpenAIModel:
         on_delta: OnDelta,
     ) -> ModelResponse:
         """Stream one response, delivering text and tool-call deltas as they arrive."""
-        ctx = ErrorContext(
-            provider=_PROVIDER,
-            model=self.model,
-            url=self.url,
-            key_env=OPENAI_KEY_ENV,
-            key_secret=OPENAI_KEY_SECRET,
-            has_key=bool(self._api_key),
-        )
-        if not self._api_key and self.base_url.rstrip("/") == DEFAULT_OPENAI_URL:
-            raise ModelAuthError(f"no API key for the OpenAI API: {ctx.key_hint()}")
         headers = {"accept": "text/event-stream"}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
@@ -112,20 +100,19 @@ class OpenAIModel:
             body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = [openai_tool(t) for t in tools]
-        redactor = Redactor(self._api_key)
-        request = StreamRequest(
+        return await stream_completion(
+            _API,
+            model=self.model,
+            base_url=self.base_url,
             url=self.url,
+            api_key=self._api_key,
             headers=headers,
             body=body,
-            timeout=self.timeout,
-            context=ctx,
-            redactor=redactor,
+            reader=lambda ctx, redactor: _Reader(redactor),
+            retry=self.retry,
+            http_timeout=self.timeout,
+            on_delta=on_delta,
         )
-
-        async def attempt(deliver: OnDelta) -> ModelResponse:
-            return await stream_once(request, _Reader(redactor), deliver)
-
-        return await with_retries(self.retry, attempt, on_delta)
 
 
 def openai_tool(tool: ToolSpec) -> dict[str, Any]:

@@ -154,15 +154,10 @@ const handlers = {
   run_ended(ev) {
     state.bubbles.delete(ev.task_hash);
     if (state.runs.get(ev.session_id) === ev.task_hash) state.runs.delete(ev.session_id);
-    const text = {
-      finished: "finished",
-      awaiting_answer: `waiting for your answer: ${ev.question}`,
-      cancelled: ev.pending_kept
-        ? `stopped (${ev.cause}); the task is kept: resume it when you like`
-        : `stopped (${ev.cause}); the task was dropped`,
-      failed: `failed: ${ev.error}${ev.pending_kept ? " (the task is kept)" : ""}`,
-    }[ev.outcome];
-    add(ev.session_id, "status", text);
+    // The server words the end (the same words as the terminal and the bots);
+    // the page adds only how to go on here.
+    const resumable = ev.pending_kept && ev.outcome !== "awaiting_answer";
+    add(ev.session_id, "status", ev.summary + (resumable ? ": resume it when you like" : ""));
     if (ev.session_id === state.current) renderRunState();
     refreshSessions();
     if (ev.session_id === state.current) refreshTask();

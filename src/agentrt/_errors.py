@@ -1,0 +1,72 @@
+"""What a request to the runtime can be refused for, and how each front-end says so.
+
+Each error carries its own wire names, so every front-end answers a refusal
+alike: `code` is the error's code in the HTTP API's ``{"error": {"code"}}``,
+`http_status` its HTTP status, and `frame_code` the code of the daemon's
+``error`` frame (a value of `agentrt.frames.ErrorCode`). The daemon keeps to its
+protocol's fewer, coarser codes: another owner's task is ``not_found`` there,
+so a window cannot probe for other windows' tasks.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ExecutorError(Exception):
+    """Base class of the executor's errors."""
+
+    #: The error's ``code`` in an HTTP API error.
+    code: ClassVar[str] = "failed"
+    #: The HTTP status it is answered with.
+    http_status: ClassVar[int] = 500
+    #: The ``code`` of the daemon's ``error`` frame.
+    frame_code: ClassVar[str] = "failed"
+
+
+class UnknownTaskError(ExecutorError):
+    """No running task has this hash (it never existed or has finished)."""
+
+    code, http_status, frame_code = "unknown_task", 404, "not_found"
+
+
+class NotOwnerError(ExecutorError):
+    """The task belongs to another owner (connection, window, chat)."""
+
+    code, http_status, frame_code = "not_owner", 403, "not_found"
+
+
+class SessionBusyError(ExecutorError):
+    """A run of this session is already going on."""
+
+    code, http_status, frame_code = "session_busy", 409, "state"
+
+
+class NoPendingTaskError(ExecutorError):
+    """The session has no pending task to resume."""
+
+    code, http_status, frame_code = "no_pending_task", 404, "not_found"
+
+
+class PendingTaskExistsError(ExecutorError):
+    """A new run was asked for in a session that still has a pending task."""
+
+    code, http_status, frame_code = "pending_task_exists", 409, "state"
+
+
+class BadSessionIdError(ExecutorError, ValueError):
+    """A session id that cannot be used."""
+
+    code, http_status, frame_code = "bad_session_id", 400, "invalid"
+
+
+class BadAnswerError(ExecutorError, ValueError):
+    """An answer that does not fit its question (live or saved)."""
+
+    code, http_status, frame_code = "bad_answer", 400, "invalid"
+
+
+class BadWorkdirError(ExecutorError, ValueError):
+    """A working directory that cannot be used."""
+
+    code, http_status, frame_code = "bad_workdir", 400, "invalid"

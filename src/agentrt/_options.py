@@ -1,0 +1,71 @@
+"""The command-line options `agentrt`, `agentrt daemon` and `agenttui` share, defined once.
+
+Each command builds its parser with ``parents=[shared_options(...)]``, naming
+the options it takes. Every option defaults to None, so a command can tell an
+option given from one left out (and fall back on the environment, or on the
+daemon that holds the state dir).
+
+argparse rather than click: the commands are argparse parsers already, with
+their exit status 2 for a usage error and their help texts pinned by tests,
+and ``agentrt`` hands ``daemon``, ``token`` and ``lab`` on to their own
+parsers. An argparse parent parser shares the definitions without a new
+dependency or a second way of writing a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Final
+
+STATE_DIR: Final = "--state-dir"
+MODEL: Final = "--model"
+BASE_URL: Final = "--base-url"
+SOCKET: Final = "--socket"
+WORKDIR: Final = "--workdir"
+
+_OPTIONS: dict[str, dict[str, Any]] = {
+    STATE_DIR: {
+        "metavar": "DIR",
+        "type": Path,
+        "help": "the state folder: pending tasks, secrets, the HTTP token, the terminal's "
+        "input history (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
+        "else ~/.local/state/agentrt)",
+    },
+    MODEL: {
+        "metavar": "SPEC",
+        "help": "the model: 'scripted' (default, offline), 'replay:PATH', 'openai:NAME' "
+        "or 'anthropic:NAME' (env AGENTRT_MODEL)",
+    },
+    BASE_URL: {
+        "metavar": "URL",
+        "help": "the API base URL of an openai: or anthropic: model, e.g. "
+        "http://localhost:11434/v1 for Ollama",
+    },
+    SOCKET: {
+        "metavar": "PATH",
+        "type": Path,
+        "help": "the daemon's Unix socket (env AGENTRT_SOCKET; default "
+        "$XDG_RUNTIME_DIR/agentrt/daemon.sock, else /tmp/agentrt-UID/daemon.sock)",
+    },
+    WORKDIR: {
+        "metavar": "DIR",
+        "type": Path,
+        "help": "the folder the tools work in (default: the current folder)",
+    },
+}
+
+
+def shared_options(*flags: str, notes: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """A parent parser holding the shared options `flags` (`STATE_DIR`, `MODEL`, ...).
+
+    `notes` adds a command's own words to an option's help, by flag.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    for flag in flags:
+        spec = dict(_OPTIONS[flag])
+        note = (notes or {}).get(flag)
+        if note:
+            spec["help"] = f"{spec['help']}; {note}"
+        parser.add_argument(flag, default=None, **spec)
+    return parser

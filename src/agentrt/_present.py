@@ -1,0 +1,82 @@
+"""How the end of a run reads to a person: one table for every front-end.
+
+The terminal client, the `agentrt` command, the bots and the web page all say
+how a run ended from the same (outcome, cause) table here. Each front-end adds
+only what is its own: how to go on there (``/pending``, ``agentrt pending
+resume ID``, a button).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from ._cause import Cause
+from ._events import Outcome
+
+
+class Ending(Protocol):
+    """What a run's last event or frame says: `RunEnded` and the ``ended`` frame alike."""
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended."""
+        ...
+
+    @property
+    def cause(self) -> Cause | None:
+        """Why it was stopped, for a cancelled run."""
+        ...
+
+    @property
+    def pending_kept(self) -> bool:
+        """Whether the session's pending task is still there to resume."""
+        ...
+
+    @property
+    def question(self) -> str | None:
+        """The saved question of a parked run."""
+        ...
+
+    @property
+    def error(self) -> str | None:
+        """What made a failed run fail."""
+        ...
+
+
+@attrs.frozen
+class EndWords:
+    """How a run ended, in the words of each kind of front-end.
+
+    `title` heads a notice in a terminal window ("Paused", "Done"); `status` is
+    a line of a log or a transcript, and says what became of the pending task
+    ("stopped (pause); the task is kept", "finished"); `chat` is a message in a
+    chat service ("⏸ Paused."). A front-end adds how to go on there.
+    """
+
+    title: str
+    status: str
+    chat: str
+
+
+def describe_end(ended: Ending) -> EndWords:
+    """The words for how `ended` (a `RunEnded` or an ``ended`` frame) ended."""
+    kept = "the task is kept" if ended.pending_kept else "the task was discarded"
+    if ended.outcome is Outcome.FINISHED:
+        return EndWords("Done", "finished", "Done.")
+    if ended.outcome is Outcome.AWAITING_ANSWER:
+        q = ended.question or "?"
+        return EndWords(f"Waiting for an answer: {q}", f"waiting for your answer: {q}", f"❓ {q}")
+    if ended.outcome is Outcome.FAILED:
+        e = ended.error or "unknown error"
+        return EndWords(f"Failed: {e}", f"failed: {e}; {kept}", f"❌ The task failed: {e}")
+    cause = ended.cause.value if ended.cause is not None else "cancelled"
+    status = f"stopped ({cause}); {kept}"
+    if ended.cause is Cause.USER_CANCEL:
+        return EndWords(
+            "Stopped; the task was discarded", status, "⏹ Stopped. The task was thrown away."
+        )
+    if ended.cause is Cause.PAUSE:
+        return EndWords("Paused", status, "⏸ Paused.")
+    return EndWords(f"Stopped ({cause})", status, f"⏸ Interrupted ({cause}).")

@@ -1,0 +1,179 @@
+"""The JSON shape of an event, a question and a task, wherever one is shown as JSON.
+
+The HTTP API (`/v1/events`, `/v1/questions`, `/v1/session/{id}/task`) and
+``agentrt run --json`` print these same objects, in the runtime's own words
+(``task_hash``, ``session_id``, ``task_started``, ``run_ended``, ``question``).
+The daemon's frames keep their shorter names; docs/protocol.md maps one onto
+the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cattrs
+
+from ._events import (
+    Event,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from ._messages import Role
+from ._pending import Entry, Request
+from ._present import describe_end
+from ._record import TaskRecord
+from ._store import UnreadableTask
+
+#: Longest string of a tool call's arguments shown in an event (a file's content can be large).
+EVENT_ARGUMENT_CHARS = 1000
+#: How much of each transcript message a task summary shows.
+SUMMARY_CHARS = 200
+
+_converter = cattrs.Converter()
+
+#: The ``type`` of each event.
+EVENT_TYPES: dict[type, str] = {
+    TaskStarted: "task_started",
+    TextEvent: "text",
+    ToolCallDeltaEvent: "tool_call_delta",
+    ToolCallEvent: "tool_call",
+    ToolResultEvent: "tool_result",
+    VerifyEvent: "verify",
+    UsageEvent: "usage",
+    RunEnded: "run_ended",
+}
+
+
+def event_to_json(session_id: str, event: Event) -> dict[str, Any]:
+    """A run event as `/v1/events` and ``agentrt run --json`` show it.
+
+    Its fields plus ``type`` and ``session_id``; a tool call's long argument
+    strings are shortened.
+
+    ``run_ended`` also carries ``summary``, how the run ended in words (`describe_end`).
+    """
+    obj: dict[str, Any] = _converter.unstructure(event)
+    if isinstance(event, ToolCallEvent):
+        obj["arguments"] = {k: _shorten(v) for k, v in event.arguments.items()}
+    obj["type"] = EVENT_TYPES[type(event)]
+    obj["session_id"] = session_id
+    if isinstance(event, RunEnded):
+        # The words every front-end uses for this end, so the page need not make its own.
+        obj["summary"] = describe_end(event).status
+    return obj
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > EVENT_ARGUMENT_CHARS:
+        return value[:EVENT_ARGUMENT_CHARS] + f"... ({len(value)} characters)"
+    return value
+
+
+def question_json(
+    question_id: str,
+    session_id: str,
+    task_hash: str | None,
+    agent: str | None,
+    request: Request,
+) -> dict[str, Any]:
+    """A question for a person (no answer, no secret): `/v1/questions`, and ``agentrt --json``.
+
+    `agent` names the subagent that asks (``""`` for the main agent), None when
+    it is not known (a question that came over the daemon socket).
+    """
+    return {
+        "id": question_id,
+        "session_id": session_id,
+        "task_hash": task_hash,
+        "agent": agent,
+        "kind": request.kind.value,
+        "prompt": request.prompt,
+        "choices": list(request.choices),
+        "masked": request.masked,
+        "tool": request.tool,
+        "error": request.error,
+    }
+
+
+def question_to_json(entry: Entry) -> dict[str, Any]:
+    """A claimed question in the shape of `question_json`."""
+    ctx = entry.context
+    return question_json(entry.id, ctx.session_id, ctx.task_hash, ctx.agent_path, entry.request)
+
+
+def task_to_json(record: TaskRecord, *, running: bool) -> dict[str, Any]:
+    """A pending task: its state, saved question, and a summary of its clamped transcript."""
+    question = record.question
+    return {
+        "session_id": record.session_id,
+        "status": record.status.value,
+        "running": running,
+        "cause": record.cause.value if record.cause else None,
+        "error": record.error,
+        "input": record.input,
+        "question": None
+        if question is None
+        else {
+            "call_id": question.call_id,
+            "prompt": question.prompt,
+            "kind": question.kind.value,
+        },
+        "task_hash": record.task_hash,
+        "runs": record.runs,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "transcript": summarise(record),
+    }
+
+
+def unreadable_to_json(record: UnreadableTask, *, running: bool) -> dict[str, Any]:
+    """A stored task that cannot be decoded: the fields of `task_to_json`, mostly null.
+
+    `error` says what is wrong and how to discard it (``DELETE .../task``).
+    """
+    return {
+        "session_id": record.session_id,
+        "status": record.status,
+        "running": running,
+        "cause": None,
+        "error": record.error,
+        "input": None,
+        "question": None,
+        "task_hash": None,
+        "runs": None,
+        "created_at": None,
+        "updated_at": record.updated_at,
+    }
+
+
+def summarise(record: TaskRecord) -> dict[str, Any]:
+    """Counts and a short line per message of a record's (already clamped) transcript."""
+    items: list[dict[str, Any]] = []
+    calls = results = 0
+    for message in record.transcript:
+        item: dict[str, Any] = {"role": message.role.value, "text": _preview(message.content)}
+        if message.tool_calls:
+            calls += len(message.tool_calls)
+            item["tool_calls"] = [call.name for call in message.tool_calls]
+        if message.role is Role.TOOL:
+            results += 1
+            item["tool"] = message.name
+        items.append(item)
+    return {
+        "messages": len(record.transcript),
+        "tool_calls": calls,
+        "tool_results": results,
+        "unanswered_calls": [call.name for call in record.unanswered_calls()],
+        "elided": record.has_elisions(),
+        "items": items,
+    }
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "..."
