@@ -551,7 +551,9 @@ async def bench_durable_commit(state_dir: Path, rounds: int = 100, batch: int = 
     quick = await TaskStore.open(state_dir / "normal.db")
     problems: list[str] = []
     try:
-        await quick._run(lambda db: db.execute("PRAGMA synchronous=NORMAL"))
+        # Store calls run inside a batch's transaction, where the level cannot change: set it
+        # on the connection itself, before any call.
+        quick._db.execute("PRAGMA synchronous=NORMAL")
         levels = [
             await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
             for store in (durable, quick)
