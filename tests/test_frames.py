@@ -24,6 +24,7 @@ from agentrt._events import (
 )
 from agentrt._pending import Registry, Request, RequestKind
 from agentrt.codec import encode
+from agentrt.daemon._wire import ask_frame, frame_for_event
 from agentrt.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
@@ -55,7 +56,6 @@ from agentrt.frames import (
     UsageFrame,
     VerifyFrame,
     Welcome,
-    frame_for_event,
     from_wire,
     to_wire,
 )
@@ -238,7 +238,7 @@ def test_every_event_has_a_frame() -> None:
     assert frames[-1] == EndedFrame("t", "cli-1", Outcome.FINISHED, text="done")
 
 
-async def test_ask_frame_from_entry() -> None:
+async def test_ask_frame_of_an_entry() -> None:
     registry = Registry()
     ctx = RequestContext("cli-1", window_hash="w", task_hash="t-9")
     request = Request(
@@ -250,7 +250,7 @@ async def test_ask_frame_from_entry() -> None:
         error="wrong",
     )
     entry = registry.post(request, ctx)
-    assert AskFrame.from_entry(entry) == AskFrame(
+    assert ask_frame(entry) == AskFrame(
         entry.id,
         "t-9",
         "cli-1",
@@ -261,7 +261,7 @@ async def test_ask_frame_from_entry() -> None:
         "write",
         "wrong",
     )
-    assert to_wire(AskFrame.from_entry(entry))["kind"] == "password"
+    assert to_wire(ask_frame(entry))["kind"] == "password"
 
 
 PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"

@@ -40,7 +40,7 @@ from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
-from .daemon._connection import pending_detail, pending_task
+from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
 from .frames import (
     Ack,
     AnswerFrame,
@@ -63,7 +63,6 @@ from .frames import (
     ToolCallFrame,
     ToolResultFrame,
     VerifyFrame,
-    frame_for_event,
     to_wire,
 )
 
@@ -482,7 +481,7 @@ async def _drive_here(rt: Runtime, printer: Printer, start: Callable[[Emit], Any
                     elif not entry.done:
                         entry.answer(answer)
 
-                answers.put(AskFrame.from_entry(entry), reply)
+                answers.put(ask_frame(entry), reply)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_signals, cancel)
@@ -490,9 +489,7 @@ async def _drive_here(rt: Runtime, printer: Printer, start: Callable[[Emit], Any
         nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
         ended: RunEnded = await start(emit)
         nursery.cancel_scope.cancel()
-    final = frame_for_event(ended)
-    assert isinstance(final, EndedFrame)
-    return exit_status(final)
+    return exit_status(ended_frame(ended))
 
 
 async def _drive_daemon(

@@ -27,15 +27,12 @@ from .._events import Event
 from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
-from .._record import TaskRecord
-from .._record import converter as record_converter
 from .._store import StoredTask, StoreError, UnreadableTask
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,
-    AskFrame,
     AskWithdrawn,
     Cancel,
     ClientFrame,
@@ -44,16 +41,14 @@ from ..frames import (
     ErrorFrame,
     Hello,
     PendingAction,
-    PendingDetail,
     PendingList,
     PendingRequest,
-    PendingTask,
     Run,
     Scope,
     Welcome,
-    frame_for_event,
 )
 from ._lifecycle import ConnectionState, IllegalStepError, Lifecycle, Step
+from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
 
 if TYPE_CHECKING:
     from ._server import Daemon
@@ -73,41 +68,6 @@ _MAX_WINDOW: Final = 128
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + secrets.token_hex(6)
-
-
-def pending_task(stored: StoredTask) -> PendingTask:
-    """How a stored pending task is listed (by the daemon, and by `agentrt pending`)."""
-    if isinstance(stored, UnreadableTask):
-        return PendingTask(
-            session=stored.session_id,
-            status=stored.status,
-            input="",
-            updated_at=stored.updated_at or 0.0,
-            error=stored.error,
-        )
-    question = stored.question
-    return PendingTask(
-        session=stored.session_id,
-        status=stored.status.value,
-        input=stored.input,
-        updated_at=stored.updated_at,
-        cause=stored.cause,
-        question=question.prompt if question is not None else None,
-        task=stored.task_hash,
-        error=stored.error,
-        question_kind=question.kind if question is not None else None,
-        messages=len(stored.transcript),
-        runs=stored.runs,
-        crashed=stored.crashed,
-    )
-
-
-def pending_detail(record: TaskRecord) -> PendingDetail:
-    """A pending task in full, as ``pending show`` gives it."""
-    return PendingDetail(
-        pending_task(record),
-        tuple(record_converter.unstructure(m) for m in record.transcript),
-    )
 
 
 @attrs.define(eq=False)
@@ -348,7 +308,7 @@ class Connection:
             except ClosedListenerError:
                 return
             self._asks[entry.id] = entry
-            await self.send(AskFrame.from_entry(entry))
+            await self.send(ask_frame(entry))
             self._nursery.start_soon(self._watch_question, entry)
 
     async def _watch_question(self, entry: Entry) -> None:
