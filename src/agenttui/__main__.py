@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentrt import __version__, default_state_dir
-from agentrt.client import default_socket_path, new_window_hash
+from agentrt import __version__
+from agentrt.client import default_socket_path, default_state_dir, new_window_hash
 
 from ._bridge import run_window
 from ._history import FileHistory, history_path
