@@ -16,7 +16,7 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import trio
@@ -27,6 +27,7 @@ from .._events import Event
 from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
+from .._runtime import Runtime
 from .._store import StoredTask, StoreError, UnreadableTask
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
@@ -49,9 +50,6 @@ from ..frames import (
 )
 from ._lifecycle import ConnectionState, IllegalStepError, Lifecycle, Step
 from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
-
-if TYPE_CHECKING:
-    from ._server import Daemon
 
 log = logging.getLogger("agentrt.daemon")
 
@@ -97,6 +95,38 @@ class RunCounter:
         await self._idle.wait()
 
 
+class Host(Protocol):
+    """What a connection needs of the server that accepted it (`agentrt.daemon.Daemon`)."""
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime the connection's runs use."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The daemon's version, sent in the welcome."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """True once the daemon shuts down: no new runs."""
+        ...
+
+    @property
+    def runs(self) -> RunCounter:
+        """Runs in flight over every connection (a shutdown waits for them)."""
+        ...
+
+    def claim_window(self, conn: Connection, window: str) -> bool:
+        """Bind `window` to `conn`; False when another live connection holds it."""
+        ...
+
+    def release_window(self, conn: Connection) -> None:
+        """Forget the window `conn` held."""
+        ...
+
+
 Handler = Callable[[Any], Awaitable[None]]
 
 
@@ -109,7 +139,7 @@ DRAIN_BYTES = 1 << 20
 class Connection:
     """The daemon's side of one client connection. Made and served by `Daemon`."""
 
-    daemon: Daemon = attrs.field(repr=False)
+    daemon: Host = attrs.field(repr=False)
     stream: trio.SocketStream = attrs.field(repr=False)
     number: int
     window: str | None = attrs.field(default=None, init=False)
