@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -363,6 +364,21 @@ async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtim
             await client.send(Cancel(cancelled.task))
             late = await client.wait_for(ErrorFrame)
             assert late.code is ErrorCode.NOT_FOUND
+
+
+async def test_an_older_clients_pause_flag_still_pauses(daemon: Daemon, runtime: Runtime) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            task = await client.wait_for(TaskFrame)
+            line = {"type": "cancel", "task": task.task, "pause": True}
+            await client.send_raw(json.dumps(line).encode() + b"\n")
+            assert await client.wait_for(Ack) == Ack(
+                "cancel", "pausing; the pending task is kept", task=task.task
+            )
+            ended = await client.wait_for(EndedFrame)
+    assert (ended.cause, ended.pending_kept) == (Cause.PAUSE, True)
+    assert await runtime.store.load(task.session) is not None
 
 
 async def test_saved_question_is_asked_inline_on_resume(daemon: Daemon, runtime: Runtime) -> None:

@@ -210,6 +210,36 @@ def test_non_object_is_malformed() -> None:
     assert "got an array" in str(err)
 
 
+def test_a_cancel_sends_its_cause_and_still_reads_the_older_pause_flag() -> None:
+    assert to_wire(Cancel("t", cause=Cause.PAUSE)) == {
+        "type": "cancel",
+        "task": "t",
+        "cause": "pause",
+    }
+    assert to_wire(Cancel("t")) == {"type": "cancel", "task": "t", "cause": "user_cancel"}
+    older = from_wire({"type": "cancel", "task": "t", "pause": True}, ClientFrame)
+    assert older == Cancel("t", cause=Cause.PAUSE) == Cancel("t", pause=True)
+    assert older.cause is Cause.PAUSE
+    assert from_wire({"type": "cancel", "task": "t", "pause": False}, ClientFrame).cause is (
+        Cause.USER_CANCEL
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"cause": "disconnect"}, "a cancel's cause is 'user_cancel' or 'pause', not 'disconnect'"),
+        ({"cause": "user_cancel", "pause": True}, "'pause' is true but 'cause' is not 'pause'"),
+    ],
+)
+def test_a_cancel_names_only_a_clients_cause_and_never_two(
+    data: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(FrameError, match=re.escape(problem)) as caught:
+        from_wire({"type": "cancel", "task": "t", **data}, ClientFrame)
+    assert caught.value.code is ErrorCode.INVALID
+
+
 def test_secret_is_not_in_repr() -> None:
     assert "hunter2" not in repr(AnswerFrame("q", "", secret="hunter2"))
 

@@ -515,7 +515,7 @@ async def _drive_daemon(
                     await client.send_eof()
             return
         with contextlib.suppress(ClientError):
-            await client.send(Cancel(task[0], pause=cause is Cause.PAUSE))
+            await client.send(Cancel(task[0], cause=cause))
 
     answers = _Answers(printer)
 

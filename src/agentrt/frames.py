@@ -91,17 +91,40 @@ class AnswerFrame:
     secret: str | None = attrs.field(default=None, repr=False)
 
 
+#: The causes a client may give a `Cancel` (closing the connection is the disconnect).
+CANCEL_CAUSES: Final = (Cause.USER_CANCEL, Cause.PAUSE)
+
+
+def _pause_if_asked(self: Cancel) -> Cause:
+    return Cause.PAUSE if self.pause else Cause.USER_CANCEL
+
+
+def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -> None:
+    if cause not in CANCEL_CAUSES:
+        raise ValueError(
+            f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}; "
+            "close the connection to disconnect"
+        )
+    if self.pause and cause is not Cause.PAUSE:
+        raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
+
+
 @attrs.frozen
 class Cancel:
-    """Stop the run `task` this connection started.
+    """Stop the run `task` this connection started, for `cause`.
 
-    With `pause` the pending task is kept for a later resume; without it the
-    run is a user-cancel and its pending task is deleted.
+    ``user_cancel`` (the default) deletes the run's pending task; ``pause``
+    keeps it for a later resume. `pause` is the older spelling of ``cause:
+    "pause"``: still read from clients that send it, never sent, and not part
+    of a frame's equality.
     """
 
     TYPE: ClassVar[str] = "cancel"
     task: str
-    pause: bool = False
+    pause: bool = attrs.field(default=False, eq=False)
+    cause: Cause = attrs.field(
+        default=attrs.Factory(_pause_if_asked, takes_self=True), validator=_check_cancel_cause
+    )
 
 
 class PendingAction(enum.Enum):
@@ -510,6 +533,9 @@ def converter() -> cattrs.Converter:
         return hook
 
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
+
+    # `pause` is only read (from older clients); `cause` says it.
+    conv.register_unstructure_hook(Cancel, lambda c: {"task": c.task, "cause": c.cause.value})
 
     tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
     configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")

@@ -442,9 +442,8 @@ class Connection:
             self.daemon.runs.exit()
 
     async def _on_cancel(self, frame: Cancel) -> None:
-        cause = Cause.PAUSE if frame.pause else Cause.USER_CANCEL
         try:
-            self.daemon.runtime.executor.cancel(frame.task, cause, owner=self)
+            self.daemon.runtime.executor.cancel(frame.task, frame.cause, owner=self)
         except (UnknownTaskError, NotOwnerError):
             # One message for both, so a window cannot probe for other windows' tasks.
             await self.error(
@@ -453,7 +452,9 @@ class Connection:
                 frame,
             )
             return
-        detail = "pausing; the pending task is kept" if frame.pause else "cancelling"
+        detail = (
+            "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
+        )
         await self.send(Ack(frame.TYPE, detail, task=frame.task))
 
     # -- pending tasks ------------------------------------------------------
