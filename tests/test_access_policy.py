@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from agentrt import ALLOW_ONCE, Runtime
-from agentrt._policy import AccessPolicy, Actor
+from agentrt._policy import AccessPolicy, Actor, origin_rules
 from agentrt.client import Client
 from agentrt.daemon import Daemon, serve
 from agentrt.frames import (
@@ -34,6 +34,22 @@ from agentrt.http import load_or_create_token, serve_http
 from .conftest import Recorder
 
 LIMIT = 10
+
+
+@pytest.mark.parametrize(
+    ("session", "inline", "secrets"),
+    [
+        ("cli-1", True, True),
+        ("chat-1", False, True),
+        ("tg-42", False, False),
+        ("dc-999", False, False),
+        ("x", False, True),
+    ],
+)
+def test_the_origin_table(session: str, inline: bool, secrets: bool) -> None:
+    # Only a terminal asks ask_user inline; no chat service ever carries a secret or password.
+    rules = origin_rules(session)
+    assert (rules.asks_inline, rules.takes_secrets) == (inline, secrets)
 
 
 def test_the_table() -> None:

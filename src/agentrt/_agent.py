@@ -49,6 +49,7 @@ from ._pending import (
     Request,
     RequestKind,
 )
+from ._policy import origin_rules
 from ._record import (
     RESUME_NOTE,
     SavedQuestion,
@@ -63,8 +64,6 @@ from ._sudo import SudoVerifier, Verifier
 
 Emit = Callable[[Event], Awaitable[None]]
 
-#: Origins whose messages pass through a third-party chat service.
-CHAT_SERVICE_ORIGINS = ("tg-", "dc-")
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
 #: How long a write shielded from cancellation may take before it is given up (the store
@@ -465,7 +464,7 @@ class AgentRun:
         """Confirm a call that touches a restricted path: needs the system password."""
         ctx = self.context
         prompt = self.describe(call, prompt)
-        if ctx.origin in CHAT_SERVICE_ORIGINS:
+        if not origin_rules(ctx.origin).takes_secrets:
             raise ToolError(
                 "refused: a restricted-path confirmation needs the system password, which "
                 "never travels through a chat service; answer it in the terminal (agenttui) "
@@ -588,7 +587,7 @@ async def _ask_user(run: AgentRun, call: ToolCall) -> str:
         # A subagent asked this before its parent parked on it; the answer came with the resume.
         return run.prefilled.pop(prompt)
     ctx = run.context
-    if ctx.origin == "cli-" and run._has_listener():
+    if origin_rules(ctx.origin).asks_inline and run._has_listener():
         # From a terminal run the question goes inline and this run continues.
         answer = await run.ask_inline(
             SavedQuestion(call.id, prompt, RequestKind.QUESTION), Request.question(prompt)
@@ -605,7 +604,7 @@ async def _store_secret(run: AgentRun, call: ToolCall) -> str:
         run.config.secrets.get(name)  # validates the name before anyone is asked
     except SecretNameError as exc:
         raise ToolError(str(exc)) from None
-    if run.context.origin in CHAT_SERVICE_ORIGINS:
+    if not origin_rules(run.context.origin).takes_secrets:
         raise ToolError(
             f"refused: secret {name!r} must not travel through a chat service; store it from "
             "the terminal (agenttui) or the web page"

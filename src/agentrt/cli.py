@@ -39,6 +39,7 @@ from ._pending import DENY, Answer, Entry, RequestKind
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
+from ._vocab import TERMINAL
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
 from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
 from .frames import (
@@ -628,7 +629,7 @@ def _workdir(args: argparse.Namespace) -> str:
 
 
 def _new_session() -> str:
-    return f"cli-{secrets.token_hex(4)}"
+    return f"{TERMINAL}{secrets.token_hex(4)}"
 
 
 async def _cmd_run(args: argparse.Namespace) -> int:

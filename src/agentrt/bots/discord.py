@@ -44,6 +44,7 @@ from trio_websocket import (
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
+from .._vocab import DISCORD
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, parse_allow
 from ._http import RetryPolicy, header_retry_after, send_with_retries
 
@@ -249,7 +250,7 @@ class DiscordBot:
         self.bridge = ChatBridge(
             self.executor,
             _LazyTransport(self),
-            "dc-",
+            DISCORD,
             self.config.allow,
             "Discord",
             "AGENTRT_DISCORD_ALLOW",

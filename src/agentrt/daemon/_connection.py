@@ -29,6 +29,7 @@ from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener,
 from .._policy import Actor
 from .._runtime import Runtime
 from .._store import StoredTask, StoreError, UnreadableTask
+from .._vocab import TERMINAL
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     PROTOCOL_VERSION,
@@ -53,8 +54,8 @@ from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
 
 log = logging.getLogger("agentrt.daemon")
 
-#: The origin of every session a daemon connection runs.
-ORIGIN: Final = "cli-"
+#: The origin of every session a window runs.
+ORIGIN: Final = TERMINAL
 #: A write that takes longer than this means the client stopped reading; it is dropped.
 SEND_TIMEOUT: Final = 30.0
 #: How long a closing connection waits for its cancelled runs to save their tasks.

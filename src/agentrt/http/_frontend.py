@@ -38,6 +38,7 @@ from .._pending import (
 from .._policy import Actor
 from .._runtime import Runtime
 from .._store import UnreadableTask
+from .._vocab import WEB
 from ._wire import event_to_json, question_to_json, task_to_json, unreadable_to_json
 
 log = logging.getLogger("agentrt.http")
@@ -45,7 +46,7 @@ log = logging.getLogger("agentrt.http")
 #: Events a subscriber may fall behind by before it is dropped (its page reconnects).
 SUBSCRIBER_BUFFER = 1024
 #: The origin of sessions created over HTTP whose id names no origin.
-DEFAULT_ORIGIN = "chat-"
+DEFAULT_ORIGIN = WEB
 #: The name the web listener shows in "waiting on".
 LISTENER_NAME = "web"
 
