@@ -23,18 +23,18 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import trio
 
 from . import __version__
-from ._agent import Emit
 from ._cause import Cause
-from ._events import Event, Outcome, RunEnded, TaskStarted, describe_resume, may_have_run
-from ._executor import ExecutorError, UnknownTaskError
+from ._events import Event, Outcome, RunEnded, describe_resume, may_have_run
+from ._executor import ExecutorError, TaskInfo, UnknownTaskError
 from ._pending import DENY, Answer, Entry, RequestKind
 from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
@@ -434,63 +434,79 @@ class _Answers:
                 await reply(answer)
 
 
+#: What a signal to the command does to its run.
+SIGNAL_CAUSES: Final = {
+    signal.SIGINT: Cause.USER_CANCEL,
+    signal.SIGTERM: Cause.PAUSE,
+    signal.SIGHUP: Cause.DISCONNECT,
+}
+
+
+async def _follow_signals(
+    received: AsyncIterator[int], cancel: Callable[[Cause], Awaitable[None]]
+) -> None:
+    async for signum in received:
+        await cancel(SIGNAL_CAUSES[signal.Signals(signum)])
+
+
 async def _signals(cancel: Callable[[Cause], Awaitable[None]]) -> None:
-    causes = {
-        signal.SIGINT: Cause.USER_CANCEL,
-        signal.SIGTERM: Cause.PAUSE,
-        signal.SIGHUP: Cause.DISCONNECT,
-    }
-    with trio.open_signal_receiver(*causes) as received:
-        async for signum in received:
-            await cancel(causes[signal.Signals(signum)])
+    with trio.open_signal_receiver(*SIGNAL_CAUSES) as received:
+        await _follow_signals(received, cancel)
 
 
-async def _drive_here(rt: Runtime, printer: Printer, start: Callable[[Emit], Any]) -> int:
-    """Run one task in this process, with signal handling and stdin answers."""
-    task_hash: list[str] = []
-    early: list[Cause] = []
+async def _drive_here(
+    rt: Runtime, printer: Printer, start: Callable[..., Awaitable[RunEnded]]
+) -> int:
+    """Run one task in this process, with signal handling and stdin answers.
+
+    `start` is `Executor.run` or `Executor.resume` with all but `emit` given.
+    Signals and questions are listened for before the run starts: one that
+    comes at once waits for the run to be cancellable instead of being lost.
+    """
 
     async def emit(event: Event) -> None:
-        if isinstance(event, TaskStarted):
-            task_hash.append(event.task_hash)
-            if early:
-                rt.executor.cancel(event.task_hash, early[0])
         printer.show(frame_for_event(event))
-
-    async def cancel(cause: Cause) -> None:
-        if not task_hash:
-            early.append(cause)
-            return
-        # The run may have ended between the signal and this handler.
-        with contextlib.suppress(UnknownTaskError):
-            rt.executor.cancel(task_hash[0], cause)
 
     answers = _Answers(printer)
     entries: dict[str, Entry] = {}
-
-    async def claim_questions() -> None:
+    ended: list[RunEnded] = []
+    with (
+        trio.open_signal_receiver(*SIGNAL_CAUSES) as signals,
         # Only this process's run posts here, so the listener takes every prefix.
-        with rt.registry.listen("", name="stdin") as listener:
-            while True:
-                entry = await listener.claim()
-                entries[entry.id] = entry
+        rt.registry.listen("", name="stdin") as listener,
+    ):
+        async with trio.open_nursery() as nursery:
 
-                async def reply(answer: Answer | None, entry: Entry = entry) -> None:
-                    if answer is None:
-                        # Nobody is left to answer: as if the terminal hung up.
-                        await cancel(Cause.DISCONNECT)
-                    elif not entry.done:
-                        entry.answer(answer)
+            async def run(task_status: trio.TaskStatus[TaskInfo]) -> None:
+                ended.append(await start(emit=emit, task_status=task_status))
+                nursery.cancel_scope.cancel()
 
-                answers.put(ask_frame(entry), reply)
+            info: TaskInfo = await nursery.start(run)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_signals, cancel)
-        nursery.start_soon(claim_questions)
-        nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
-        ended: RunEnded = await start(emit)
-        nursery.cancel_scope.cancel()
-    return exit_status(ended_frame(ended))
+            async def cancel(cause: Cause) -> None:
+                # The run may have ended between the signal and this handler.
+                with contextlib.suppress(UnknownTaskError):
+                    rt.executor.cancel(info.task_hash, cause)
+                await trio.lowlevel.checkpoint()
+
+            async def claim_questions() -> None:
+                while True:
+                    entry = await listener.claim()
+                    entries[entry.id] = entry
+
+                    async def reply(answer: Answer | None, entry: Entry = entry) -> None:
+                        if answer is None:
+                            # Nobody is left to answer: as if the terminal hung up.
+                            await cancel(Cause.DISCONNECT)
+                        elif not entry.done:
+                            entry.answer(answer)
+
+                    answers.put(ask_frame(entry), reply)
+
+            nursery.start_soon(_follow_signals, signals, cancel)
+            nursery.start_soon(claim_questions)
+            nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
+    return exit_status(ended_frame(ended[0]))
 
 
 async def _drive_daemon(
@@ -641,15 +657,12 @@ async def _cmd_run(args: argparse.Namespace) -> int:
             request = Run(args.text, session, cwd=_workdir(args))
             return await _drive_daemon(client, printer, request, session)
     async with _open(args) as rt:
-        return await _drive_here(
-            rt,
-            printer,
-            # The folder is recorded with the task, as the daemon records it: a resume
-            # works there too, wherever it is started from.
-            lambda emit: rt.executor.run(
-                session, args.text, owner="cli", emit=emit, workdir=Path(_workdir(args))
-            ),
+        # The folder is recorded with the task, as the daemon records it: a resume
+        # works there too, wherever it is started from.
+        run = partial(
+            rt.executor.run, session, args.text, owner="cli", workdir=Path(_workdir(args))
         )
+        return await _drive_here(rt, printer, run)
 
 
 async def _cmd_pending(args: argparse.Namespace) -> int:
@@ -676,13 +689,14 @@ async def _cmd_pending(args: argparse.Namespace) -> int:
             printer.line(f"discarded the pending task of {args.session}")
             return EXIT_FINISHED
         answer = args.answer if args.action == "answer" else None
-        return await _drive_here(
-            rt,
-            printer,
-            lambda emit: rt.executor.resume(
-                args.session, owner="cli", emit=emit, answer=answer, workdir=Path(_workdir(args))
-            ),
+        resume = partial(
+            rt.executor.resume,
+            args.session,
+            owner="cli",
+            answer=answer,
+            workdir=Path(_workdir(args)),
         )
+        return await _drive_here(rt, printer, resume)
 
 
 async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client: Client) -> int:

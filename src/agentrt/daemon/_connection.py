@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -23,8 +24,8 @@ import trio
 
 from .._cause import Cause
 from .._context import RequestContext
-from .._events import Event
-from .._executor import ExecutorError, NotOwnerError, UnknownTaskError
+from .._events import Event, RunEnded
+from .._executor import ExecutorError, NotOwnerError, TaskInfo, UnknownTaskError
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
 from .._runtime import Runtime
@@ -49,7 +50,7 @@ from ..frames import (
     Scope,
     Welcome,
 )
-from ._lifecycle import ConnectionState, IllegalStepError, Lifecycle, Step
+from ._lifecycle import IllegalStepError, Lifecycle, Step
 from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
 
 log = logging.getLogger("agentrt.daemon")
@@ -246,7 +247,7 @@ class Connection:
 
     def _close_soon(self) -> None:
         """End the connection after the frame being handled (a refused hello)."""
-        self._reader_scope.cancel()
+        self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     # -- writing ----------------------------------------------------------
 
@@ -269,7 +270,8 @@ class Connection:
                     log.warning("connection %d stopped reading; closing it", self.number)
                     self._broken = True
         if self._broken:
-            self._reader_scope.cancel()
+            # A run still starting (the reader waits for it) stops as the disconnect it is.
+            self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     def _is_broken(self) -> bool:
         return self._broken
@@ -399,38 +401,30 @@ class Connection:
                     frame,
                 )
                 return
-        executor = runtime.executor
-
         workdir = Path(frame.cwd) if frame.cwd is not None else None
+        await self._start_run(
+            partial(runtime.executor.run, session, frame.text, workdir=workdir), frame
+        )
 
-        async def start() -> None:
-            await executor.run(
-                session,
-                frame.text,
-                owner=self,
-                emit=self._emit,
-                window_hash=self.window,
-                workdir=workdir,
-            )
+    async def _start_run(
+        self, start: Callable[..., Awaitable[RunEnded]], frame: ClientFrame
+    ) -> None:
+        """Start a run in the connection's nursery; return once its ``task`` frame is out.
 
-        await self._start_run(start, frame)
-
-    async def _start_run(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
+        `start` is `Executor.run` or `Executor.resume` with the request's
+        arguments. The reader waits for the run's start, so the frame the window
+        sends next (a cancel) finds the run registered, and an error before the
+        start is the answer to this frame.
+        """
         if self.daemon.stopping:
             await self.error(
                 ErrorCode.FAILED, "the daemon is shutting down; try again once it restarts", frame
             )
             return
         assert self._nursery is not None
-        self._nursery.start_soon(self._drive, start, frame)
-
-    async def _drive(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
-        if self.lifecycle.state is ConnectionState.CLOSED:
-            return  # the window left before its run could start: nothing to run or keep
-        self._runs.enter()
-        self.daemon.runs.enter()
+        run = partial(start, owner=self, emit=self._emit, window_hash=self.window)
         try:
-            await start()
+            await self._nursery.start(self._run, run)
         except ExecutorError as exc:
             # A bad session id or an answer that does not fit is the request's fault.
             code = ErrorCode.INVALID if isinstance(exc, ValueError) else ErrorCode.FAILED
@@ -438,6 +432,17 @@ class Connection:
         except StoreError as exc:
             log.error("connection %d: task store failed: %s", self.number, exc)
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+
+    async def _run(
+        self,
+        run: Callable[..., Awaitable[RunEnded]],
+        *,
+        task_status: trio.TaskStatus[TaskInfo],
+    ) -> None:
+        self._runs.enter()
+        self.daemon.runs.enter()
+        try:
+            await run(task_status=task_status)
         finally:
             self._runs.exit()
             self.daemon.runs.exit()
@@ -538,19 +543,11 @@ class Connection:
         await self.send(PendingList(tasks))
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
-        executor = self.daemon.runtime.executor
-
-        async def start() -> None:
-            await executor.resume(
-                session,
-                owner=self,
-                emit=self._emit,
-                answer=frame.answer,
-                window_hash=self.window,
-                workdir=Path(frame.cwd) if frame.cwd is not None else None,
-            )
-
-        await self._start_run(start, frame)
+        workdir = Path(frame.cwd) if frame.cwd is not None else None
+        resume = partial(
+            self.daemon.runtime.executor.resume, session, answer=frame.answer, workdir=workdir
+        )
+        await self._start_run(resume, frame)
 
     async def _pending_discard(self, frame: PendingRequest, session: str) -> None:
         executor = self.daemon.runtime.executor
