@@ -35,10 +35,11 @@ from agentrt import (
     ToolResultEvent,
     describe_resume,
 )
-from agentrt import _agent as agent_module
 from agentrt._agent import AgentRun
 from agentrt._messages import Message, ToolCall
 from agentrt._process import process_token
+from agentrt._tools import ToolRun
+from agentrt._tools.testing import Sleep
 
 from .conftest import Recorder
 
@@ -155,13 +156,13 @@ async def test_a_pause_right_after_a_tool_returned_still_commits_its_result(
 ) -> None:
     runs: list[str] = []
 
-    async def sleep_then_pause(run: AgentRun, call: ToolCall) -> str:
+    async def sleep_then_pause(self: Sleep, run: ToolRun, call: ToolCall) -> str:
         runs.append(call.id)
         # The pause lands after the tool's work is done, before its result is committed.
         runtime.executor.cancel(run.task_hash, Cause.PAUSE)
         return "done"
 
-    monkeypatch.setitem(agent_module._TOOLS, "sleep", sleep_then_pause)
+    monkeypatch.setattr(Sleep, "run", sleep_then_pause)
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run("cli-p", "sleep 1", owner="t", emit=Recorder())
     assert ended.outcome is Outcome.CANCELLED

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports each on first use
-    from ._agent import AgentConfig as AgentConfig
-    from ._agent import ToolError as ToolError
     from ._cause import CauseScope as CauseScope
     from ._cause import cause_of as cause_of
+    from ._config import AgentConfig as AgentConfig
     from ._context import RequestContext as RequestContext
     from ._context import bind_context as bind_context
     from ._context import current_context as current_context
@@ -78,6 +77,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._store import UnreadableTask as UnreadableTask
     from ._sudo import SudoVerifier as SudoVerifier
     from ._sudo import Verifier as Verifier
+    from ._tools import ToolError as ToolError
     from ._vocab import ALLOW_ONCE as ALLOW_ONCE
     from ._vocab import ALLOW_SESSION as ALLOW_SESSION
     from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
@@ -89,9 +89,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
 
 #: Where each public name is defined; `__getattr__` imports it from there when first asked.
 _WHERE: dict[str, str] = {
-    "AgentConfig": "_agent",
-    "ToolError": "_agent",
     "CauseScope": "_cause",
+    "AgentConfig": "_config",
     "cause_of": "_cause",
     "RequestContext": "_context",
     "bind_context": "_context",
@@ -153,6 +152,7 @@ _WHERE: dict[str, str] = {
     "UnreadableTask": "_store",
     "SudoVerifier": "_sudo",
     "Verifier": "_sudo",
+    "ToolError": "_tools",
     "ALLOW_ONCE": "_vocab",
     "ALLOW_SESSION": "_vocab",
     "CONFIRM_CHOICES": "_vocab",

@@ -24,8 +24,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from ._agent import AgentConfig, AgentRun, Emit
+from ._agent import AgentRun, Emit
 from ._cause import Cause, CauseScope, cause_of
+from ._config import AgentConfig
 from ._context import RequestContext, bind_context
 from ._errors import BadAnswerError as BadAnswerError
 from ._errors import BadSessionIdError as BadSessionIdError

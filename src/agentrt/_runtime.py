@@ -9,7 +9,7 @@ from pathlib import Path
 
 import attrs
 
-from ._agent import AgentConfig
+from ._config import AgentConfig
 from ._executor import Executor
 from ._guard import Redactor
 from ._locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
