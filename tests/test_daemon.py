@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -82,16 +80,6 @@ class FakeVerifier:
 
 
 @pytest.fixture
-def sock_path() -> Iterator[Path]:
-    # pytest's tmp_path can exceed the 108-byte limit of a Unix socket path.
-    folder = Path(tempfile.mkdtemp(prefix="agd-"))
-    try:
-        yield folder / "run" / "daemon.sock"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     async with open_runtime(
         tmp_path / "state",
@@ -100,12 +88,6 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
         verifier=FakeVerifier(),
     ) as rt:
         yield rt
-
-
-@pytest.fixture
-async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
-    started: Daemon = await nursery.start(serve, sock_path, runtime)
-    return started
 
 
 async def connect(daemon: Daemon, window: str | None = None) -> Client:

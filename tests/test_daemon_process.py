@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -33,12 +31,9 @@ TIMEOUT = 20
 
 
 @pytest.fixture
-def folder() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="agp-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def folder(short_dir: Path) -> Path:
+    """The daemon's socket folder, state dir and working folder: short, for the socket."""
+    return short_dir
 
 
 def daemon_command(folder: Path) -> list[str]:

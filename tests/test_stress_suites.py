@@ -19,6 +19,9 @@ from stress.load import run_load
 
 from agentrt._messages import Message, ToolCall
 
+#: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
+pytestmark = pytest.mark.deadline(120)
+
 SEED = 20261130
 
 
