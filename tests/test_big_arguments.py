@@ -16,8 +16,8 @@ import httpx
 import pytest
 import trio
 
-from agentrt import ALLOW_ONCE, Runtime, ToolCall, open_runtime
-from agentrt._scripted import ReplayModel, ReplayTurn
+from agentrt import ALLOW_ONCE, ReplayModel, Runtime, ToolCall, open_runtime
+from agentrt._scripted import ReplayTurn
 from agentrt.bots import RetryPolicy, TelegramBot, TelegramConfig
 from agentrt.bots.discord import DiscordBot, DiscordConfig
 from agentrt.client import Client

@@ -14,12 +14,18 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt._cause import Cause
-from agentrt._events import Event, Outcome, RunEnded
-from agentrt._pending import EntryState, RequestKind
-from agentrt._record import TaskStatus
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._store import TaskStore
+from agentrt import (
+    Cause,
+    EntryState,
+    Event,
+    Outcome,
+    RequestKind,
+    RunEnded,
+    Runtime,
+    TaskStatus,
+    TaskStore,
+    open_runtime,
+)
 from agentrt._sudo import PrivilegedResult
 from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
 from agentrt.codec import MAX_FRAME_SIZE

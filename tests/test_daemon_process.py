@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
+from agentrt import Cause, Outcome
 from agentrt.client import Client
 from agentrt.frames import (
     AnswerFrame,

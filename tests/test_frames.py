@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
-from agentrt._cause import Cause
-from agentrt._context import RequestContext
-from agentrt._events import (
+from agentrt import (
+    Cause,
     Event,
     Outcome,
+    Registry,
+    Request,
+    RequestContext,
+    RequestKind,
     RunEnded,
     TaskStarted,
     TextEvent,
@@ -22,7 +25,6 @@ from agentrt._events import (
     UsageEvent,
     VerifyEvent,
 )
-from agentrt._pending import Registry, Request, RequestKind
 from agentrt.codec import encode
 from agentrt.daemon._wire import ask_frame, frame_for_event
 from agentrt.frames import (

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import trio
 
-from agentrt._events import Outcome
+from agentrt import Outcome
 from agentrt.client import Client
 from agentrt.frames import EndedFrame, Run
 from agentrt.http import load_or_create_token

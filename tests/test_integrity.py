@@ -22,6 +22,7 @@ from agentrt import (
     Answer,
     Cause,
     Entry,
+    Message,
     Outcome,
     RequestKind,
     RunEnded,
@@ -31,12 +32,12 @@ from agentrt import (
     TaskStatus,
     TaskStore,
     TextEvent,
+    ToolCall,
     ToolCallEvent,
     ToolResultEvent,
     describe_resume,
 )
 from agentrt._agent import AgentRun
-from agentrt._messages import Message, ToolCall
 from agentrt._process import process_token
 from agentrt._tools import ToolRun
 from agentrt._tools.testing import Sleep

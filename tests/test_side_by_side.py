@@ -28,9 +28,7 @@ import httpx
 import pytest
 import trio
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
-from agentrt._pending import RequestKind
+from agentrt import Cause, Outcome, RequestKind
 from agentrt.client import Client, new_window_hash
 from agentrt.frames import (
     AnswerFrame,

@@ -10,7 +10,7 @@ import pytest
 import trio
 from stress._common import TrackedDaemon, inprocess_daemon
 
-from agentrt._runtime import Runtime
+from agentrt import Runtime
 from agentrt.client import Client
 from agentrt.frames import EndedFrame, ErrorCode, ErrorFrame, PendingList
 
