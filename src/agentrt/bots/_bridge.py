@@ -394,11 +394,6 @@ class ChatBridge:
                 finally:
                     self._nursery = None
 
-    @property
-    def active_runs(self) -> int:
-        """Runs started here whose output is not fully shown yet."""
-        return self._active
-
     async def wait_idle(self) -> None:
         """Wait until every run started here has ended and its output is shown."""
         while self._active:
