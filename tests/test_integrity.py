@@ -391,15 +391,22 @@ async def test_a_resume_says_what_the_stop_cost(
     await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
     begin_effect = AgentRun.begin_effect
 
+    # The three calls run side by side: the shell pauses once the other two have committed
+    # (a result is reported only after it is committed).
+    first = Recorder()
+    committed = trio.Event()
+    first.hooks.append(lambda e: committed.set() if len(first.of(ToolResultEvent)) == 2 else None)
+
     async def pause_when_the_shell_begins(run: AgentRun, call: ToolCall) -> None:
         await begin_effect(run, call)
         if call.name == "shell":
+            await committed.wait()
             runtime.executor.cancel(run.task_hash, Cause.PAUSE)
 
     monkeypatch.setattr(AgentRun, "begin_effect", pause_when_the_shell_begins)
     with trio.fail_after(LIMIT):
         await runtime.executor.run(
-            "cli-cost", "write a.txt hi; read a.txt; sh sleep 30", owner="t", emit=Recorder()
+            "cli-cost", "write a.txt hi; read a.txt; sh sleep 30", owner="t", emit=first
         )
     monkeypatch.setattr(AgentRun, "begin_effect", begin_effect)
 
