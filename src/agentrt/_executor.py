@@ -352,7 +352,9 @@ class Executor:
                 if ending is None:
                     raise  # KeyboardInterrupt, SystemExit: not ours to handle
                 if ending.outcome is Outcome.FAILED:
-                    log.warning("run %s of %s failed: %s", *_names(info), ending.error)
+                    log.warning(
+                        "run %s of %s failed: %s", info.task_hash, info.session_id, ending.error
+                    )
                 ended = await self._conclude(emit, agent, history, ending)
                 if again:
                     raise  # an outer cancel is under way: do not swallow it
@@ -582,7 +584,3 @@ def _describe(exc: BaseException) -> str:
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
-
-
-def _names(info: TaskInfo) -> tuple[str, str]:
-    return info.task_hash, info.session_id
