@@ -1,12 +1,29 @@
-"""Shared fixtures: a real runtime on a temporary SQLite store, and event recorders."""
+"""Shared fixtures: a real runtime on a temporary SQLite store, a daemon serving it, event
+recorders, and a deadline for every test.
+
+Every test has a deadline (`DEFAULT_DEADLINE` seconds of real time, `E2E_DEADLINE`
+for an end-to-end test, or what ``@pytest.mark.deadline(seconds)`` says): a Trio test still running then is
+cancelled and fails with a message naming the deadline; any test, or its
+teardown, still running `BACKSTOP` seconds later has every thread's traceback
+dumped and ends the run (faulthandler), so a hang fails in seconds, not at
+CI's limit. Real time, not Trio's clock: a test on a `MockClock` jumps its
+clock forward whenever it waits on a thread.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import functools
 import json
+import os
+import shutil
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -14,6 +31,87 @@ import trio
 
 from agentrt import Event, Runtime, ScriptedModel, open_runtime
 from agentrt._sudo import PrivilegedResult
+from agentrt.daemon import Daemon, serve
+
+#: Seconds of real time a test may take unless it says otherwise.
+DEFAULT_DEADLINE = 30.0
+#: ...and an end-to-end test (``@pytest.mark.e2e``: real processes, browsers, terminals).
+E2E_DEADLINE = 120.0
+#: Seconds after a test's deadline when the whole run is stopped with every traceback.
+BACKSTOP = 60.0
+
+
+def deadline_of(item: pytest.Item) -> float:
+    """The deadline `item` declares with ``@pytest.mark.deadline(seconds)``, else the default."""
+    marker = item.get_closest_marker("deadline")
+    if marker is not None:
+        return float(marker.args[0])
+    return E2E_DEADLINE if item.get_closest_marker("e2e") is not None else DEFAULT_DEADLINE
+
+
+def _with_deadline(test: Callable[..., Awaitable[None]], seconds: float) -> Any:
+    """`test` cancelled after `seconds` of real time, failing with a message that says so."""
+
+    @functools.wraps(test)
+    async def run_with_deadline(*args: Any, **kwargs: Any) -> None:
+        token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+
+            def expire() -> None:
+                with contextlib.suppress(trio.RunFinishedError):
+                    token.run_sync_soon(scope.cancel)
+
+            timer = threading.Timer(seconds, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                await test(*args, **kwargs)
+            finally:
+                timer.cancel()
+        if scope.cancelled_caught:
+            pytest.fail(
+                f"the test ran longer than its deadline of {seconds:g}s; if it is slow rather "
+                "than stuck, give it @pytest.mark.deadline(SECONDS)",
+                pytrace=False,
+            )
+
+    return run_with_deadline
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    # Before pytest-trio wraps the test function in trio.run: the deadline runs inside it.
+    if (
+        isinstance(item, pytest.Function)
+        and item.get_closest_marker("trio") is not None
+        and not hasattr(item.obj, "hypothesis")
+    ):
+        item.obj = _with_deadline(item.obj, deadline_of(item))
+    return (yield)
+
+
+_REAL_STDERR = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Output capture is suspended while plugins are configured: fd 2 is the real standard
+    # error here, where a hanging test's tracebacks must go (its capture is never shown).
+    config.stash[_REAL_STDERR] = os.dup(2)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.close(config.stash[_REAL_STDERR])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    stderr = item.config.stash[_REAL_STDERR]
+    faulthandler.dump_traceback_later(deadline_of(item) + BACKSTOP, exit=True, file=stderr)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
 
 E = TypeVar("E")
 
@@ -95,6 +193,29 @@ async def runtime(tmp_path: Path, workdir: Path, verifier: FakeVerifier) -> Asyn
         verifier=verifier,
     ) as rt:
         yield rt
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A fresh folder with a short path: a Unix socket's path may be at most 108 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="agt-", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def sock_path(short_dir: Path) -> Path:
+    """Where the `daemon` fixture listens (in a folder of its own, as the default is)."""
+    return short_dir / "run" / "daemon.sock"
+
+
+@pytest.fixture
+async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
+    """A daemon serving `runtime` on `sock_path`, in the test's nursery."""
+    started: Daemon = await nursery.start(serve, sock_path, runtime)
+    return started
 
 
 def insert_unreadable_record(db_path: Path, session_id: str) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -13,9 +10,9 @@ import pytest
 import trio
 
 from agentrt import ALLOW_ONCE, Runtime
-from agentrt._policy import AccessPolicy, Actor
+from agentrt._policy import AccessPolicy, Actor, origin_rules
 from agentrt.client import Client
-from agentrt.daemon import Daemon, serve
+from agentrt.daemon import Daemon
 from agentrt.frames import (
     AnswerFrame,
     AskFrame,
@@ -34,6 +31,22 @@ from agentrt.http import load_or_create_token, serve_http
 from .conftest import Recorder
 
 LIMIT = 10
+
+
+@pytest.mark.parametrize(
+    ("session", "inline", "secrets"),
+    [
+        ("cli-1", True, True),
+        ("chat-1", False, True),
+        ("tg-42", False, False),
+        ("dc-999", False, False),
+        ("x", False, True),
+    ],
+)
+def test_the_origin_table(session: str, inline: bool, secrets: bool) -> None:
+    # Only a terminal asks ask_user inline; no chat service ever carries a secret or password.
+    rules = origin_rules(session)
+    assert (rules.asks_inline, rules.takes_secrets) == (inline, secrets)
 
 
 def test_the_table() -> None:
@@ -67,21 +80,6 @@ def test_the_table() -> None:
     for session, window in (("cli-1", "w-live"), ("chat-1", None), ("tg-42", None), ("x", None)):
         assert policy.may_act(owner, session, window)
         assert policy.may_start(owner, session, window)
-
-
-@pytest.fixture
-def sock_path() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="agp-"))
-    try:
-        yield folder / "run" / "daemon.sock"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
-    started: Daemon = await nursery.start(serve, sock_path, runtime)
-    return started
 
 
 async def error_of(client: Client) -> ErrorFrame:

@@ -8,9 +8,7 @@ message goes over what its receiver accepts.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 
@@ -18,8 +16,8 @@ import httpx
 import pytest
 import trio
 
-from agentrt import ALLOW_ONCE, Runtime, ToolCall, open_runtime
-from agentrt._scripted import ReplayModel, ReplayTurn
+from agentrt import ALLOW_ONCE, ReplayModel, Runtime, ToolCall, open_runtime
+from agentrt._scripted import ReplayTurn
 from agentrt.bots import RetryPolicy, TelegramBot, TelegramConfig
 from agentrt.bots.discord import DiscordBot, DiscordConfig
 from agentrt.client import Client
@@ -46,15 +44,6 @@ def big_write_model() -> ReplayModel:
 async def big_runtime(tmp_path: Path, workdir: Path) -> AsyncIterator[Runtime]:
     async with open_runtime(tmp_path / "state", model=big_write_model(), workdir=workdir) as rt:
         yield rt
-
-
-@pytest.fixture
-def sock_path() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="agb-"))
-    try:
-        yield folder / "run" / "daemon.sock"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_terminal_window_gets_a_shortened_call_and_the_file_is_whole(

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import socket
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -15,13 +14,19 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt._cause import Cause
+from agentrt import (
+    Cause,
+    EntryState,
+    Event,
+    Outcome,
+    RequestKind,
+    RunEnded,
+    Runtime,
+    TaskStatus,
+    TaskStore,
+    open_runtime,
+)
 from agentrt._errors import ExecutorError
-from agentrt._events import Event, Outcome, RunEnded
-from agentrt._pending import EntryState, RequestKind
-from agentrt._record import TaskStatus
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._store import TaskStore
 from agentrt._sudo import PrivilegedResult
 from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
 from agentrt.codec import MAX_FRAME_SIZE
@@ -82,16 +87,6 @@ class FakeVerifier:
 
 
 @pytest.fixture
-def sock_path() -> Iterator[Path]:
-    # pytest's tmp_path can exceed the 108-byte limit of a Unix socket path.
-    folder = Path(tempfile.mkdtemp(prefix="agd-"))
-    try:
-        yield folder / "run" / "daemon.sock"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     async with open_runtime(
         tmp_path / "state",
@@ -100,12 +95,6 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
         verifier=FakeVerifier(),
     ) as rt:
         yield rt
-
-
-@pytest.fixture
-async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Daemon:
-    started: Daemon = await nursery.start(serve, sock_path, runtime)
-    return started
 
 
 async def connect(daemon: Daemon, window: str | None = None) -> Client:
@@ -390,6 +379,21 @@ async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtim
             await client.send(Cancel(cancelled.task))
             late = await client.wait_for(ErrorFrame)
             assert late.code is ErrorCode.NOT_FOUND
+
+
+async def test_an_older_clients_pause_flag_still_pauses(daemon: Daemon, runtime: Runtime) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            task = await client.wait_for(TaskFrame)
+            line = {"type": "cancel", "task": task.task, "pause": True}
+            await client.send_raw(json.dumps(line).encode() + b"\n")
+            assert await client.wait_for(Ack) == Ack(
+                "cancel", "pausing; the pending task is kept", task=task.task
+            )
+            ended = await client.wait_for(EndedFrame)
+    assert (ended.cause, ended.pending_kept) == (Cause.PAUSE, True)
+    assert await runtime.store.load(task.session) is not None
 
 
 async def test_saved_question_is_asked_inline_on_resume(daemon: Daemon, runtime: Runtime) -> None:

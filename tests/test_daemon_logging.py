@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from agentrt import SecretStore
 from agentrt._guard import Redactor
-from agentrt._secrets import SecretStore
 from agentrt.daemon import SecretFilter
 from agentrt.daemon._logging import environment_secrets
 from agentrt.http import load_or_create_token

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
+from agentrt import Cause, Outcome
 from agentrt.client import Client
 from agentrt.frames import (
     AnswerFrame,
@@ -33,12 +30,9 @@ TIMEOUT = 20
 
 
 @pytest.fixture
-def folder() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="agp-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def folder(short_dir: Path) -> Path:
+    """The daemon's socket folder, state dir and working folder: short, for the socket."""
+    return short_dir
 
 
 def daemon_command(folder: Path) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from agentrt._runtime import Runtime
+from agentrt import Runtime
 from agentrt.bots import ConfigError, RetryPolicy
 from agentrt.bots.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
 

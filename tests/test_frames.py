@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
-from agentrt._cause import Cause
-from agentrt._context import RequestContext
-from agentrt._events import (
+from agentrt import (
+    Cause,
     Event,
     Outcome,
+    Registry,
+    Request,
+    RequestContext,
+    RequestKind,
     RunEnded,
     TaskStarted,
     TextEvent,
@@ -22,8 +25,8 @@ from agentrt._events import (
     UsageEvent,
     VerifyEvent,
 )
-from agentrt._pending import Registry, Request, RequestKind
 from agentrt.codec import encode
+from agentrt.daemon._wire import ask_frame, frame_for_event
 from agentrt.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
@@ -55,7 +58,6 @@ from agentrt.frames import (
     UsageFrame,
     VerifyFrame,
     Welcome,
-    frame_for_event,
     from_wire,
     to_wire,
 )
@@ -210,6 +212,36 @@ def test_non_object_is_malformed() -> None:
     assert "got an array" in str(err)
 
 
+def test_a_cancel_sends_its_cause_and_still_reads_the_older_pause_flag() -> None:
+    assert to_wire(Cancel("t", cause=Cause.PAUSE)) == {
+        "type": "cancel",
+        "task": "t",
+        "cause": "pause",
+    }
+    assert to_wire(Cancel("t")) == {"type": "cancel", "task": "t", "cause": "user_cancel"}
+    older = from_wire({"type": "cancel", "task": "t", "pause": True}, ClientFrame)
+    assert older == Cancel("t", cause=Cause.PAUSE) == Cancel("t", pause=True)
+    assert older.cause is Cause.PAUSE
+    assert from_wire({"type": "cancel", "task": "t", "pause": False}, ClientFrame).cause is (
+        Cause.USER_CANCEL
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"cause": "disconnect"}, "a cancel's cause is 'user_cancel' or 'pause', not 'disconnect'"),
+        ({"cause": "user_cancel", "pause": True}, "'pause' is true but 'cause' is not 'pause'"),
+    ],
+)
+def test_a_cancel_names_only_a_clients_cause_and_never_two(
+    data: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(FrameError, match=re.escape(problem)) as caught:
+        from_wire({"type": "cancel", "task": "t", **data}, ClientFrame)
+    assert caught.value.code is ErrorCode.INVALID
+
+
 def test_secret_is_not_in_repr() -> None:
     assert "hunter2" not in repr(AnswerFrame("q", "", secret="hunter2"))
 
@@ -238,7 +270,7 @@ def test_every_event_has_a_frame() -> None:
     assert frames[-1] == EndedFrame("t", "cli-1", Outcome.FINISHED, text="done")
 
 
-async def test_ask_frame_from_entry() -> None:
+async def test_ask_frame_of_an_entry() -> None:
     registry = Registry()
     ctx = RequestContext("cli-1", window_hash="w", task_hash="t-9")
     request = Request(
@@ -250,7 +282,7 @@ async def test_ask_frame_from_entry() -> None:
         error="wrong",
     )
     entry = registry.post(request, ctx)
-    assert AskFrame.from_entry(entry) == AskFrame(
+    assert ask_frame(entry) == AskFrame(
         entry.id,
         "t-9",
         "cli-1",
@@ -261,7 +293,7 @@ async def test_ask_frame_from_entry() -> None:
         "write",
         "wrong",
     )
-    assert to_wire(AskFrame.from_entry(entry))["kind"] == "password"
+    assert to_wire(ask_frame(entry))["kind"] == "password"
 
 
 PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"

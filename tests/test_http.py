@@ -17,11 +17,7 @@ import trio
 import trio.testing
 from starlette.routing import Route
 
-from agentrt._cause import Cause
-from agentrt._events import Event
-from agentrt._pending import Answer, RequestKind
-from agentrt._record import TaskStatus
-from agentrt._runtime import Runtime
+from agentrt import Answer, Cause, Event, RequestKind, Runtime, TaskStatus
 from agentrt.http import (
     BODY_SECONDS,
     MAX_BODY,

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 import resource
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -22,7 +20,7 @@ import httpx
 import pytest
 import trio
 
-from agentrt._events import Outcome
+from agentrt import Outcome
 from agentrt.client import Client
 from agentrt.frames import EndedFrame, Run
 from agentrt.http import load_or_create_token
@@ -85,16 +83,6 @@ async def _start_daemon(folder: Path, fd_limit: int | None = None) -> Daemon:
 
 def _create(path: Path) -> BinaryIO:
     return path.open("wb")
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # A Unix socket path must stay under 108 bytes; pytest's tmp_path may not.
-    folder = Path(tempfile.mkdtemp(prefix="agl-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def _stop(daemon: Daemon) -> None:

@@ -22,6 +22,7 @@ from agentrt import (
     Answer,
     Cause,
     Entry,
+    Message,
     Outcome,
     RequestKind,
     RunEnded,
@@ -31,14 +32,15 @@ from agentrt import (
     TaskStatus,
     TaskStore,
     TextEvent,
+    ToolCall,
     ToolCallEvent,
     ToolResultEvent,
     describe_resume,
 )
-from agentrt import _agent as agent_module
 from agentrt._agent import AgentRun
-from agentrt._messages import Message, ToolCall
 from agentrt._process import process_token
+from agentrt._tools import ToolRun
+from agentrt._tools.testing import Sleep
 
 from .conftest import Recorder
 
@@ -155,13 +157,13 @@ async def test_a_pause_right_after_a_tool_returned_still_commits_its_result(
 ) -> None:
     runs: list[str] = []
 
-    async def sleep_then_pause(run: AgentRun, call: ToolCall) -> str:
+    async def sleep_then_pause(self: Sleep, run: ToolRun, call: ToolCall) -> str:
         runs.append(call.id)
         # The pause lands after the tool's work is done, before its result is committed.
         runtime.executor.cancel(run.task_hash, Cause.PAUSE)
         return "done"
 
-    monkeypatch.setitem(agent_module._TOOLS, "sleep", sleep_then_pause)
+    monkeypatch.setattr(Sleep, "run", sleep_then_pause)
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run("cli-p", "sleep 1", owner="t", emit=Recorder())
     assert ended.outcome is Outcome.CANCELLED
@@ -388,25 +390,23 @@ async def test_a_resume_says_what_the_stop_cost(
     asked: list[Entry] = []
     await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
     begin_effect = AgentRun.begin_effect
-    written = trio.Event()
-    recorder = Recorder()
 
-    def note_the_write(event: Any) -> None:
-        if isinstance(event, ToolResultEvent) and event.name == "write_file":
-            written.set()
-
-    recorder.hooks.append(note_the_write)
+    # The three calls run side by side: the shell pauses once the other two have committed
+    # (a result is reported only after it is committed).
+    first = Recorder()
+    committed = trio.Event()
+    first.hooks.append(lambda e: committed.set() if len(first.of(ToolResultEvent)) == 2 else None)
 
     async def pause_when_the_shell_begins(run: AgentRun, call: ToolCall) -> None:
         await begin_effect(run, call)
         if call.name == "shell":
-            await written.wait()  # the write's result is committed by now
+            await committed.wait()
             runtime.executor.cancel(run.task_hash, Cause.PAUSE)
 
     monkeypatch.setattr(AgentRun, "begin_effect", pause_when_the_shell_begins)
     with trio.fail_after(LIMIT):
         await runtime.executor.run(
-            "cli-cost", "write a.txt hi; sh sleep 30", owner="t", emit=recorder
+            "cli-cost", "write a.txt hi; read a.txt; sh sleep 30", owner="t", emit=first
         )
     monkeypatch.setattr(AgentRun, "begin_effect", begin_effect)
 
@@ -421,8 +421,8 @@ async def test_a_resume_says_what_the_stop_cost(
         await runtime.executor.resume("cli-cost", owner="t", emit=resumed)
     (started,) = resumed.of(TaskStarted)
     assert started.resumed
-    # The write was committed; the shell had begun and runs again.
-    assert (started.kept_calls, started.rerun_calls) == (1, 1)
+    # The write and the read were committed; the shell had begun and runs again.
+    assert (started.kept_calls, started.rerun_calls) == (2, 1)
 
 
 async def test_words_of_an_unsaved_reply_are_counted_for_the_resume(runtime: Runtime) -> None:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Cause
+from agentrt import Cause, Message
 from agentrt._agent import AgentRun
-from agentrt._messages import Message, Role
+from agentrt._messages import Role
 from agentrt.lab import CAUSES, Conversation, Lab, LabReport, format_table, real_kills
+
+#: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
+pytestmark = pytest.mark.deadline(120)
 
 TOUR = "write a.txt hi; ask Name?; sh echo x >> log; stream 5"
 

@@ -7,13 +7,11 @@ state dir, and the `agentrt` command next to a running daemon.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,6 +22,9 @@ from agentrt import Outcome, ScriptedModel, open_runtime
 from agentrt._process import process_token
 
 from .conftest import Recorder
+
+#: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
+pytestmark = pytest.mark.deadline(120)
 
 AGENTRT = [sys.executable, "-m", "agentrt"]
 #: How many times the two commands race; one double run in any trial fails the test.
@@ -88,15 +89,6 @@ async def test_two_answers_started_together_run_the_tool_once(tmp_path: Path) ->
 # -- daemons ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def sockets() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="ag1-"))  # short: a socket path has a length limit
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def daemon_command(socket_path: Path, state: Path, workdir: Path) -> list[str]:
     return [
         *AGENTRT,
@@ -141,31 +133,31 @@ async def daemon_process(
 
 
 async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
-    tmp_path: Path, sockets: Path
+    tmp_path: Path, short_dir: Path
 ) -> None:
     state = tmp_path / "state"
-    async with daemon_process(sockets / "one.sock", state, tmp_path / "work") as first:
+    async with daemon_process(short_dir / "one.sock", state, tmp_path / "work") as first:
         with trio.fail_after(60):
             second = await trio.run_process(
-                daemon_command(sockets / "two.sock", state, tmp_path / "work"),
+                daemon_command(short_dir / "two.sock", state, tmp_path / "work"),
                 check=False,
                 capture_stderr=True,
                 env=env_for(state),
             )
         assert second.returncode == 1
         assert second.stderr.decode() == (
-            f"agentrt daemon: another daemon (pid {first.pid}, socket {sockets / 'one.sock'}) "
+            f"agentrt daemon: another daemon (pid {first.pid}, socket {short_dir / 'one.sock'}) "
             f"already uses the state dir {state}; stop it first, or pass another --state-dir\n"
         )
-        assert not (sockets / "two.sock").exists()
+        assert not (short_dir / "two.sock").exists()
         assert first.returncode is None
 
 
 async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
-    tmp_path: Path, sockets: Path
+    tmp_path: Path, short_dir: Path
 ) -> None:
     state = tmp_path / "state"
-    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+    async with daemon_process(short_dir / "d.sock", state, tmp_path / "work") as daemon:
         env = env_for(state)
         # A model this command could not even start on its own: only the daemon's is used.
         env["AGENTRT_MODEL"] = "no-such-model"
@@ -199,14 +191,14 @@ async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
 
 
 async def test_two_answers_through_a_daemon_run_the_tool_once(
-    tmp_path: Path, sockets: Path
+    tmp_path: Path, short_dir: Path
 ) -> None:
     state = tmp_path / "state"
     trials = 5
     for trial in range(trials):
         (tmp_path / f"work{trial}").mkdir()
         await park_a_shell_call(state, tmp_path / f"work{trial}", f"chat-race{trial}")
-    async with daemon_process(sockets / "d.sock", state, tmp_path / "daemon-work"):
+    async with daemon_process(short_dir / "d.sock", state, tmp_path / "daemon-work"):
         for trial in range(trials):
             work = tmp_path / f"work{trial}"
             codes = await answer_twice_at_once(state, work, f"chat-race{trial}")
@@ -216,10 +208,10 @@ async def test_two_answers_through_a_daemon_run_the_tool_once(
 
 
 async def test_a_command_whose_daemon_dies_mid_run_says_the_task_is_kept(
-    tmp_path: Path, sockets: Path
+    tmp_path: Path, short_dir: Path
 ) -> None:
     state = tmp_path / "state"
-    async with daemon_process(sockets / "d.sock", state, tmp_path / "work") as daemon:
+    async with daemon_process(short_dir / "d.sock", state, tmp_path / "work") as daemon:
         command = await trio.lowlevel.open_process(
             [*AGENTRT, "run", "--json", "--session", "cli-gone", "sleep 60"],
             stdin=subprocess.DEVNULL,

@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt._messages import ModelDelta, ModelResponse, OnDelta, TextDelta
-from agentrt._secrets import SecretStore
+from agentrt import ModelResponse, SecretStore, TextDelta
+from agentrt._messages import ModelDelta, OnDelta
 from agentrt.providers import (
     AnthropicModel,
     ModelAuthError,

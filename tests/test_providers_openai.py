@@ -13,15 +13,8 @@ import httpx
 import pytest
 import trio
 
-from agentrt._messages import (
-    Message,
-    ModelDelta,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolSpec,
-    Usage,
-)
+from agentrt import Message, TextDelta, ToolCall, ToolCallDelta, ToolSpec
+from agentrt._messages import ModelDelta, Usage
 from agentrt.providers import (
     ModelAuthError,
     ModelConnectError,

@@ -1,6 +1,14 @@
-"""The public surface of `agentrt`: what embedders may import."""
+"""The public surface of `agentrt`: what embedders may import, and what importing costs."""
 
 from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 import agentrt
 
@@ -83,7 +91,8 @@ EXPECTED = {
 
 
 def test_public_names_are_exactly_the_documented_surface() -> None:
-    public = {name for name in vars(agentrt) if not name.startswith("_")}
+    # dir(), not vars(): the names are imported on first use (see agentrt.__init__).
+    public = {name for name in dir(agentrt) if not name.startswith("_")}
     modules = {"cli", "codec", "frames", "client", "daemon", "http", "bots", "providers", "lab"}
     assert public - modules == EXPECTED
 
@@ -96,3 +105,29 @@ def test_public_names_are_reexported_from_private_modules_with_docstrings() -> N
         module = getattr(obj, "__module__", "agentrt._x")
         assert module.startswith("agentrt._"), name
         assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_the_lazy_table_and_the_type_checking_imports_name_the_same_places() -> None:
+    source = Path(agentrt.__file__).read_text()
+    typed = {
+        alias.asname or alias.name: node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+    assert typed == agentrt._WHERE
+
+
+#: Modules a program that only speaks the protocol must never load.
+RUNTIME_ONLY = ("sqlite3", "agentrt._store", "agentrt._executor", "agentrt._agent", "cattrs")
+
+
+@pytest.mark.parametrize("module", ["agentrt.client", "agenttui", "agenttui.__main__"])
+def test_importing_the_client_loads_no_store_executor_or_sqlite3(module: str) -> None:
+    code = f"import json, sys; import {module}; print(json.dumps(sorted(m for m in sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    loaded = set(json.loads(out))
+    assert module in loaded
+    assert loaded.isdisjoint(RUNTIME_ONLY), sorted(loaded & set(RUNTIME_ONLY))

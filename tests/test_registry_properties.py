@@ -24,8 +24,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from agentrt._context import RequestContext, bind_context
-from agentrt._pending import (
+from agentrt import (
     AlreadyAnsweredError,
     Answer,
     ClosedListenerError,
@@ -36,6 +35,8 @@ from agentrt._pending import (
     ListenerGoneError,
     Registry,
     Request,
+    RequestContext,
+    bind_context,
 )
 
 PREFIXES = ("", "cli-", "chat-", "tg-", "dc-")

@@ -15,12 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,9 +28,7 @@ import httpx
 import pytest
 import trio
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
-from agentrt._pending import RequestKind
+from agentrt import Cause, Outcome, RequestKind
 from agentrt.client import Client, new_window_hash
 from agentrt.frames import (
     AnswerFrame,
@@ -187,16 +183,6 @@ class Daemon:
     stderr: bytearray
 
 
-@pytest.fixture
-def socket_folder() -> Iterator[Path]:
-    # A Unix socket path must stay short; pytest's tmp_path can be too long.
-    path = Path(tempfile.mkdtemp(prefix="agsbs-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 async def drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
     while chunk := await stream.receive_some():
         into += chunk
@@ -204,9 +190,9 @@ async def drain(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
 
 @asynccontextmanager
 async def daemon_process(
-    socket_folder: Path, state: Path, work: Path, tg: FakeTelegram, dc: FakeDiscord
+    short_dir: Path, state: Path, work: Path, tg: FakeTelegram, dc: FakeDiscord
 ) -> AsyncIterator[Daemon]:
-    socket = socket_folder / "run" / "daemon.sock"
+    socket = short_dir / "run" / "daemon.sock"
     argv = [sys.executable, "-m", "agentrt.daemon", "--socket", str(socket)]
     argv += ["--state-dir", str(state), "--workdir", str(work)]
     argv += ["--http", "127.0.0.1:0", "--telegram", "--discord"]
@@ -467,7 +453,7 @@ async def together(
 
 
 async def test_four_front_ends_ask_side_by_side_and_a_closed_window_leaves_its_task_to_http(
-    tmp_path: Path, socket_folder: Path
+    tmp_path: Path, short_dir: Path
 ) -> None:
     state, work = tmp_path / "state", tmp_path / "work"
     work.mkdir()
@@ -477,7 +463,7 @@ async def test_four_front_ends_ask_side_by_side_and_a_closed_window_leaves_its_t
             await services.start(tg.run)
             dc = FakeDiscord()
             await services.start(dc.run)
-            async with daemon_process(socket_folder, state, work, tg, dc) as daemon:
+            async with daemon_process(short_dir, state, work, tg, dc) as daemon:
                 await side_by_side(daemon, state, work, tg, dc)
                 daemon.process.send_signal(signal.SIGTERM)
                 assert await daemon.process.wait() == 0, daemon.stderr.decode()

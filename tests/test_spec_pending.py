@@ -15,6 +15,8 @@ from agentrt import (
     EntryGoneError,
     EntryState,
     ListenerGoneError,
+    Message,
+    ModelResponse,
     Outcome,
     Registry,
     Request,
@@ -23,6 +25,7 @@ from agentrt import (
     Runtime,
     TaskStatus,
     TextEvent,
+    ToolCall,
     ToolCallEvent,
     ToolResultEvent,
     VerifyEvent,
@@ -30,7 +33,7 @@ from agentrt import (
     origin_of,
 )
 from agentrt._clamp import ARGUMENT_LIMIT, MARKER_RE, TOOL_RESULT_LIMIT
-from agentrt._messages import Message, ModelResponse, Role, ToolCall
+from agentrt._messages import Role
 from agentrt._pending import NoRequestContextError
 from agentrt._record import RESUME_NOTE
 

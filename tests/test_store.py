@@ -23,6 +23,7 @@ from agentrt import (
     Outcome,
     Runtime,
     ScriptedModel,
+    StateDirError,
     StoreError,
     TaskRecord,
     TaskStatus,
@@ -31,7 +32,7 @@ from agentrt import (
     UnreadableTask,
     open_runtime,
 )
-from agentrt._statedir import StateDirError, prepare_state_dir
+from agentrt._statedir import prepare_state_dir
 from agentrt._store import SCHEMA_VERSION, TaskExistsError, marker_path
 
 from .conftest import Recorder, insert_unreadable_record

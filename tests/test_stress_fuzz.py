@@ -3,9 +3,7 @@ inputs that once broke the daemon."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import trio
 from stress._common import TrackedDaemon, inprocess_daemon
 from stress.fuzz import _big_numbers_socket, _Canary
 
-from agentrt._runtime import Runtime
+from agentrt import Runtime
 from agentrt.client import Client
 from agentrt.frames import EndedFrame, ErrorCode, ErrorFrame, PendingList
 
@@ -21,17 +19,8 @@ TIMEOUT = 20
 
 
 @pytest.fixture
-def root() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="tsf-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
-async def served(root: Path) -> AsyncIterator[tuple[Runtime, TrackedDaemon]]:
-    async with inprocess_daemon(root) as (runtime, daemon, _):
+async def served(short_dir: Path) -> AsyncIterator[tuple[Runtime, TrackedDaemon]]:
+    async with inprocess_daemon(short_dir) as (runtime, daemon, _):
         yield runtime, daemon
 
 

@@ -11,8 +11,7 @@ import pytest
 import trio
 from stress._common import StandInVerifier
 
-from agentrt._runtime import open_runtime
-from agentrt._scripted import ScriptedModel
+from agentrt import ScriptedModel, open_runtime
 from agentrt.http import serve_http
 
 TOKEN = "t" * 40

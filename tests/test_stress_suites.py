@@ -21,7 +21,10 @@ from stress.fuzz import run_fuzz
 from stress.isolation import run_isolation
 from stress.load import run_load
 
-from agentrt._messages import Message, ToolCall
+from agentrt import Message, ToolCall
+
+#: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
+pytestmark = pytest.mark.deadline(120)
 
 SEED = 20261130
 

@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from agentrt._pending import RequestKind
-from agentrt._runtime import Runtime
-from agentrt._scripted import ScriptedModel
+from agentrt import RequestKind, Runtime, ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
 
 from .fakes.telegram_server import TOKEN, FakeTelegram

@@ -13,9 +13,7 @@ from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
-from agentrt._pending import CONFIRM_CHOICES, RequestKind
+from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
 from agentrt.frames import (
     AnswerFrame,
     AskFrame,

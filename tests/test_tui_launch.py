@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import agentrt
 from agenttui._launch import DaemonStartError, daemon_command, ensure_daemon, is_answering
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A folder with a short path: Unix socket paths are limited to about 100 bytes."""
-    folder = Path(tempfile.mkdtemp(prefix="tui-", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_starts_a_daemon_once_and_then_finds_it(short_dir: Path) -> None:

@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentrt._cause import Cause
-from agentrt._events import Outcome
-from agentrt._pending import CONFIRM_CHOICES, RequestKind
+from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
 from agentrt.frames import (
     AnswerFrame,
     AskFrame,

@@ -12,8 +12,7 @@ import httpx
 import pytest
 import trio
 
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
+from agentrt import Runtime, ScriptedModel, open_runtime
 from agentrt.http import load_or_create_token, serve_http
 
 from .fakes.other_origin import OtherOrigin

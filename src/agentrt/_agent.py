@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from ._clamp import ARGUMENT_LIMIT, clamp, clamp_arguments
+from ._config import AgentConfig as AgentConfig
 from ._context import RequestContext, bind_context, current_context
 from ._events import (
     Event,
@@ -28,7 +29,7 @@ from ._events import (
     UsageEvent,
     VerifyEvent,
 )
-from ._guard import Redactor, command_touches, inside
+from ._guard import command_touches, inside
 from ._messages import (
     Message,
     Model,
@@ -37,7 +38,6 @@ from ._messages import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    ToolSpec,
 )
 from ._pending import (
     ALLOW_ONCE,
@@ -48,6 +48,7 @@ from ._pending import (
     Request,
     RequestKind,
 )
+from ._policy import origin_rules
 from ._record import (
     RESUME_NOTE,
     SavedQuestion,
@@ -56,15 +57,12 @@ from ._record import (
     call_was_clamped,
     unanswered_calls,
 )
-from ._secrets import SecretNameError, SecretStore
 from ._store import StoreError, TaskStore
-from ._sudo import SudoVerifier, Verifier
-from ._toolproc import ToolLedger, run_tool
+from ._tools import QuestionParked, find, offered_to
+from ._tools import ToolError as ToolError
 
 Emit = Callable[[Event], Awaitable[None]]
 
-#: Origins whose messages pass through a third-party chat service.
-CHAT_SERVICE_ORIGINS = ("tg-", "dc-")
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
 #: How long a write shielded from cancellation may take before it is given up (the store
@@ -74,102 +72,11 @@ SHIELDED_WRITE_SECONDS = 10.0
 EVENT_STRING_LIMIT = ARGUMENT_LIMIT
 #: Longest text piece of one `TextEvent`; a longer model delta is split.
 TEXT_EVENT_LIMIT = 16 * 1024
-#: Longest command or question (UTF-8 bytes) shown in a confirmation or question prompt.
-PROMPT_LIMIT = 2 * 1024
 
 
 def split_text(text: str, limit: int = TEXT_EVENT_LIMIT) -> list[str]:
     """`text` cut into pieces of at most `limit` characters (none when empty)."""
     return [text[i : i + limit] for i in range(0, len(text), limit)]
-
-
-@attrs.frozen
-class AgentConfig:
-    """How runs behave: where tools work, which paths are restricted, limits."""
-
-    workdir: Path
-    secrets: SecretStore
-    restricted_paths: tuple[Path, ...] = ()
-    verifier: Verifier = attrs.field(factory=SudoVerifier)
-    #: Tools with side effects: each call needs a confirmation.
-    confirm_tools: frozenset[str] = frozenset({"write_file", "shell"})
-    max_rounds: int = 32
-    #: Bytes of a tool result shown in a `ToolResultEvent` preview.
-    preview_bytes: int = 200
-    shell_timeout: float = 300.0
-    #: The agent's own state (state dir, socket folder): no tool may read or write inside.
-    protected_paths: tuple[Path, ...] = ()
-    #: Hides stored secret values in tool output and model text (default: the secret store's).
-    redactor: Redactor = attrs.field(
-        default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)
-    )
-    #: Where running tool process groups are recorded, so a restart can reap orphans.
-    tool_ledger: ToolLedger | None = None
-
-
-class ToolError(Exception):
-    """A tool failed in a way the model should hear about (it becomes the result)."""
-
-
-class QuestionParked(Exception):
-    """Raised inside a tool call to park the run on a saved question instead of blocking."""
-
-    def __init__(self, prompt: str, kind: RequestKind) -> None:
-        super().__init__(prompt)
-        self.prompt = prompt
-        self.kind = kind
-
-
-TOOL_SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        "ask_user",
-        "Ask the human a question and wait for the answer.",
-        {
-            "type": "object",
-            "properties": {"question": {"type": "string"}},
-            "required": ["question"],
-        },
-    ),
-    ToolSpec(
-        "write_file",
-        "Write text to a file (relative paths are inside the working directory).",
-        {
-            "type": "object",
-            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-            "required": ["path", "content"],
-        },
-    ),
-    ToolSpec(
-        "read_file",
-        "Read a text file.",
-        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-    ),
-    ToolSpec(
-        "shell",
-        "Run a shell command in the working directory; returns its output and exit status.",
-        {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
-    ),
-    ToolSpec(
-        "store_secret",
-        "Ask the human for a secret value and store it under a name; you see only the name.",
-        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-    ),
-    ToolSpec(
-        "sleep",
-        "Wait for a number of seconds.",
-        {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
-    ),
-    ToolSpec(
-        "big",
-        "Produce a result of the given size in bytes (for testing).",
-        {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]},
-    ),
-    ToolSpec(
-        "spawn",
-        "Run a task in a subagent and return its final answer.",
-        {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
-    ),
-)
 
 
 @attrs.define(eq=False)
@@ -247,7 +154,9 @@ class AgentRun:
                     f"the model asked for more than {self.config.max_rounds} rounds of tool calls"
                 )
             rounds += 1
-            response = await self.model.complete(self._model_messages(), TOOL_SPECS, self._on_delta)
+            response = await self.model.complete(
+                self._model_messages(), offered_to(self.model), self._on_delta
+            )
             if response.usage is not None:
                 await self.emit(
                     UsageEvent(
@@ -412,10 +321,8 @@ class AgentRun:
         )
 
     async def _dispatch(self, call: ToolCall) -> str:
-        handler = _TOOLS.get(call.name)
-        if handler is None:
-            raise ToolError(f"unknown tool {call.name!r}; the tools are: {', '.join(_TOOLS)}")
-        return await handler(self, call)
+        tool = find(call.name)
+        return await tool.parse(call).run(self, call)
 
     # -- asking the human --------------------------------------------------
 
@@ -436,7 +343,8 @@ class AgentRun:
     def _oldest_waiting(self) -> SavedQuestion | None:
         return next(iter(self._asking.values()), None)
 
-    def _has_listener(self) -> bool:
+    def has_listener(self) -> bool:
+        """Whether anyone could answer a question of this run now."""
         ctx = self.context
         return self.registry.has_listener(ctx.origin, ctx)
 
@@ -451,7 +359,7 @@ class AgentRun:
             return True
         if call.name in self.session_allow and self.attempt(call) == 1:
             return True
-        if not self._has_listener():
+        if not self.has_listener():
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
@@ -467,7 +375,7 @@ class AgentRun:
         """Confirm a call that touches a restricted path: needs the system password."""
         ctx = self.context
         prompt = self.describe(call, prompt)
-        if ctx.origin in CHAT_SERVICE_ORIGINS:
+        if not origin_rules(ctx.origin).takes_secrets:
             raise ToolError(
                 "refused: a restricted-path confirmation needs the system password, which "
                 "never travels through a chat service; answer it in the terminal (agenttui) "
@@ -475,7 +383,7 @@ class AgentRun:
             )
         if call.id in self.preapproved and await self.config.verifier.cached():
             return True
-        if not self._has_listener():
+        if not self.has_listener():
             if self.agent:
                 raise ToolError("needs a password confirmation, and nobody is connected")
             raise QuestionParked(prompt, RequestKind.PASSWORD)
@@ -572,166 +480,3 @@ def _protected_message(path: str) -> str:
         f"refused: {path} is part of agentrt's own state (its task store, secrets, token or "
         "socket); no tool may read or write there"
     )
-
-
-def _arg(call: ToolCall, name: str, kind: type) -> Any:
-    value = call.arguments.get(name)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ToolError(f"{call.name} needs {name!r} as a {kind.__name__}")
-    return value
-
-
-async def _ask_user(run: AgentRun, call: ToolCall) -> str:
-    question = _arg(call, "question", str)
-    prompt = clamp(question, PROMPT_LIMIT)
-    if prompt in run.prefilled:
-        # A subagent asked this before its parent parked on it; the answer came with the resume.
-        return run.prefilled.pop(prompt)
-    ctx = run.context
-    if ctx.origin == "cli-" and run._has_listener():
-        # From a terminal run the question goes inline and this run continues.
-        answer = await run.ask_inline(
-            SavedQuestion(call.id, prompt, RequestKind.QUESTION), Request.question(prompt)
-        )
-        return answer.value
-    # From any other origin: commit the round, snapshot, end; the answer resumes it. A
-    # subagent's question parks its parent the same way (see `_spawn`).
-    raise QuestionParked(prompt, RequestKind.QUESTION)
-
-
-async def _store_secret(run: AgentRun, call: ToolCall) -> str:
-    name = _arg(call, "name", str)
-    try:
-        run.config.secrets.get(name)  # validates the name before anyone is asked
-    except SecretNameError as exc:
-        raise ToolError(str(exc)) from None
-    if run.context.origin in CHAT_SERVICE_ORIGINS:
-        raise ToolError(
-            f"refused: secret {name!r} must not travel through a chat service; store it from "
-            "the terminal (agenttui) or the web page"
-        )
-    if not run._has_listener():
-        raise ToolError(f"cannot ask for secret {name!r}: nobody is connected to type it")
-    request = Request.secret(name)
-    answer = await run.ask_inline(
-        SavedQuestion(call.id, request.prompt, RequestKind.SECRET), request
-    )
-    if answer.value == DENY or answer.secret is None:
-        return f"the user declined to store secret {name!r}"
-    await run.begin_effect(call)
-    await trio.to_thread.run_sync(run.config.secrets.put, name, answer.secret)
-    return f"stored secret {name!r}"
-
-
-async def _write_file(run: AgentRun, call: ToolCall) -> str:
-    path = run.resolve(_arg(call, "path", str))
-    content = _arg(call, "content", str)
-    data = content.encode("utf-8", "surrogatepass")
-    if run.is_restricted(path):
-        if not await run.confirm_restricted(
-            call, f"write {len(data)} bytes to {path} (restricted)"
-        ):
-            return "denied by the user"
-        await run.begin_effect(call)
-        result = await run.config.verifier.run(["tee", str(path)], stdin=data)
-        if result.returncode != 0:
-            raise ToolError(
-                f"sudo tee {path} failed: {result.output.decode(errors='replace')[:500]}"
-            )
-        return f"wrote {len(data)} bytes to {path} (via sudo)"
-    if not await run.confirm(call, f"write {len(data)} bytes to {path}"):
-        return "denied by the user"
-    await run.begin_effect(call)
-
-    def write() -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
-    try:
-        await trio.to_thread.run_sync(write)
-    except OSError as exc:
-        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return f"wrote {len(data)} bytes to {path}"
-
-
-async def _read_file(run: AgentRun, call: ToolCall) -> str:
-    path = run.resolve(_arg(call, "path", str))
-    if run.is_restricted(path):
-        if not await run.confirm_restricted(call, f"read {path} (restricted)"):
-            return "denied by the user"
-        result = await run.config.verifier.run(["cat", str(path)])
-        if result.returncode != 0:
-            raise ToolError(
-                f"sudo cat {path} failed: {result.output.decode(errors='replace')[:500]}"
-            )
-        return result.output.decode("utf-8", "replace")
-    try:
-        data = await trio.to_thread.run_sync(path.read_bytes)
-    except OSError as exc:
-        raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from None
-    # A non-UTF-8 file is shown with replacement characters rather than failing the run.
-    return data.decode("utf-8", "replace")
-
-
-async def _shell(run: AgentRun, call: ToolCall) -> str:
-    command = _arg(call, "command", str)
-    run.check_command(command)
-    shown = clamp(command, PROMPT_LIMIT)
-    if run.mentions_restricted(command):
-        if not await run.confirm_restricted(call, f"run (restricted): {shown}"):
-            return "denied by the user"
-        await run.begin_effect(call)
-        result = await run.config.verifier.run(["sh", "-c", command])
-        output, code = result.output, result.returncode
-    else:
-        if not await run.confirm(call, f"run: {shown}"):
-            return "denied by the user"
-        await run.begin_effect(call)
-        with trio.move_on_after(run.config.shell_timeout) as timeout:
-            proc = await run_tool(
-                ["sh", "-c", command], cwd=run.config.workdir, ledger=run.config.tool_ledger
-            )
-        if timeout.cancelled_caught:
-            raise ToolError(f"the command ran longer than {run.config.shell_timeout:g}s: {shown}")
-        output, code = proc.output, proc.returncode
-    text = output.decode("utf-8", "replace")
-    return f"{text}[exit status {code}]"
-
-
-async def _sleep(run: AgentRun, call: ToolCall) -> str:
-    seconds = _arg(call, "seconds", float)
-    if not 0 <= seconds <= 86400:
-        raise ToolError("sleep takes 0 to 86400 seconds")
-    await trio.sleep(seconds)
-    return f"slept {seconds:g}s"
-
-
-async def _big(run: AgentRun, call: ToolCall) -> str:
-    size: int = _arg(call, "size", int)
-    if not 0 <= size <= 64 * 1024 * 1024:
-        raise ToolError("big takes 0 to 67108864 bytes")
-    await trio.lowlevel.checkpoint()
-    pattern = "0123456789abcdef"
-    return (pattern * (size // len(pattern) + 1))[:size]
-
-
-async def _spawn(run: AgentRun, call: ToolCall) -> str:
-    task = _arg(call, "task", str)
-    # What a subagent does is not committed call by call: a spawn that started and
-    # never returned may have had effects.
-    await run.begin_effect(call)
-    return await run.spawn(task)
-
-
-_TOOLS: dict[str, Callable[[AgentRun, ToolCall], Awaitable[str]]] = {
-    "ask_user": _ask_user,
-    "write_file": _write_file,
-    "read_file": _read_file,
-    "shell": _shell,
-    "store_secret": _store_secret,
-    "sleep": _sleep,
-    "big": _big,
-    "spawn": _spawn,
-}

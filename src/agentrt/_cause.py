@@ -10,45 +10,13 @@ that code deep inside (which only sees `trio.Cancelled`) can read it back with
 
 from __future__ import annotations
 
-import enum
 from types import TracebackType
 
 import attrs
 import trio
 
-_REASON_PREFIX = "agentrt:"
-
-
-class Cause(enum.Enum):
-    """Why a run was stopped."""
-
-    #: Ctrl+C in the terminal, **Yes** in the stop popup, `pending discard`: drop the task.
-    USER_CANCEL = "user_cancel"
-    #: **Pause** in the stop popup or a `cancel` frame with `pause`: keep the task.
-    PAUSE = "pause"
-    #: The window or connection that owned the run went away: keep the task.
-    DISCONNECT = "disconnect"
-    #: The daemon or process is shutting down: keep the task.
-    SHUTDOWN = "shutdown"
-
-    @property
-    def deletes_pending(self) -> bool:
-        """True only for `USER_CANCEL`: every other cause keeps the pending task."""
-        return self is Cause.USER_CANCEL
-
-    @property
-    def reason(self) -> str:
-        """The string handed to `trio.CancelScope.cancel(reason=...)`."""
-        return _REASON_PREFIX + self.value
-
-    @classmethod
-    def parse(cls, text: str) -> Cause:
-        """Read a cause from its wire name (``"pause"``); raises ValueError naming the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(c.value for c in cls)
-            raise ValueError(f"unknown cause {text!r}; expected one of: {choices}") from None
+from ._vocab import CAUSE_REASON_PREFIX as _REASON_PREFIX
+from ._vocab import Cause as Cause
 
 
 def cause_of(exc: BaseException) -> Cause | None:

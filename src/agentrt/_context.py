@@ -15,20 +15,8 @@ from collections.abc import Iterator
 
 import attrs
 
-#: The origins the runtime recognises, by session-id prefix.
-ORIGINS: tuple[str, ...] = ("cli-", "chat-", "tg-", "dc-")
-
-
-def origin_of(session_id: str) -> str:
-    """The origin prefix of a session id (``"cli-"``, ``"chat-"``, ``"tg-"``, ``"dc-"``) or ``""``.
-
-    ``""`` means unknown: such a session is matched only by a listener with an
-    empty prefix.
-    """
-    for origin in ORIGINS:
-        if session_id.startswith(origin):
-            return origin
-    return ""
+from ._vocab import ORIGINS as ORIGINS
+from ._vocab import origin_of as origin_of
 
 
 @attrs.frozen

@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import attrs
 
-from ._cause import Cause
-
-
-class Outcome(enum.Enum):
-    """How a run ended."""
-
-    #: The model gave its final answer; the pending task is deleted.
-    FINISHED = "finished"
-    #: Stopped with a cause (see `RunEnded.cause`); kept unless the cause is a user-cancel.
-    CANCELLED = "cancelled"
-    #: Parked on a saved question (`ask_user` from a non-terminal origin, or no listener).
-    AWAITING_ANSWER = "awaiting_answer"
-    #: An error ended it; the pending task is kept so it can be resumed.
-    FAILED = "failed"
+from ._vocab import Cause
+from ._vocab import Outcome as Outcome
 
 
 @attrs.frozen

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 import trio
 
-from ._agent import AgentConfig, AgentRun, Emit
+from ._agent import AgentRun, Emit
 from ._cause import Cause, CauseScope, cause_of
+from ._config import AgentConfig
 from ._context import RequestContext, bind_context
 from ._errors import BadAnswerError as BadAnswerError
 from ._errors import BadSessionIdError as BadSessionIdError
@@ -40,9 +39,9 @@ from ._errors import SessionBusyError as SessionBusyError
 from ._errors import UnknownTaskError as UnknownTaskError
 from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
-from ._pending import ALLOW_ONCE, ALLOW_SESSION, DENY, Registry, RequestKind
+from ._pending import Registry
 from ._process import process_token, token_alive, token_pid
-from ._record import TaskRecord, TaskStatus
+from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
 from ._store import StoreError, TaskExistsError, TaskStore
 
 log = logging.getLogger("agentrt.executor")
@@ -127,8 +126,17 @@ class Executor:
         emit: Emit,
         window_hash: str | None = None,
         workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Run `text` as a new task of `session_id`; return the final event.
+
+        Awaited directly, it returns when the run has ended. Started with
+        ``info = await nursery.start(partial(executor.run, ...))`` it returns
+        the run's `TaskInfo` as soon as `TaskStarted` is out (a cancel naming
+        the hash works from then on) and the run goes on in the nursery; the
+        errors below are then raised by ``nursery.start``. After that first
+        event nothing but a cancel from outside escapes: every ending, a store
+        that fails included, is told by the final `RunEnded`.
 
         Tools work in `workdir` (default: the configuration's), and so does any
         later resume of the task. Raises `PendingTaskExistsError` if the session
@@ -152,7 +160,9 @@ class Executor:
                 history = await self.store.create(record)
             except TaskExistsError as exc:
                 raise PendingTaskExistsError(str(exc)) from None
-            return await self._drive(running, record, history, emit, resumed=False)
+            return await self._drive(
+                running, record, history, emit, resumed=False, task_status=task_status
+            )
         finally:
             self._unregister(running)
 
@@ -165,10 +175,11 @@ class Executor:
         answer: str | None = None,
         window_hash: str | None = None,
         workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.
 
-        Committed tool calls are not run again. The task is re-bound to
+        Started and ended as `run` is. Committed tool calls are not run again. The task is re-bound to
         `window_hash`, so its questions reach the window that resumed it. It
         works in the folder it recorded; a task that recorded none is given
         `workdir` (when set), and keeps it from then on.
@@ -206,7 +217,15 @@ class Executor:
             effect = effects[-1]
             if effect.allow is not None:
                 self._allow.setdefault(session_id, set()).add(effect.allow)
-            return await self._drive(running, record, history, emit, resumed=True, answered=effect)
+            return await self._drive(
+                running,
+                record,
+                history,
+                emit,
+                resumed=True,
+                answered=effect,
+                task_status=task_status,
+            )
         finally:
             self._unregister(running)
 
@@ -313,13 +332,51 @@ class Executor:
         *,
         resumed: bool,
         answered: AnswerEffects | None = None,
+        task_status: trio.TaskStatus[TaskInfo],
     ) -> RunEnded:
         info = running.info
-        answered = answered or AnswerEffects()
+        agent = self._agent(running, record, history, emit, resumed, answered or AnswerEffects())
+        with bind_context(RequestContext(info.session_id, info.window_hash, info.task_hash)):
+            # create() / update() persisted the record as RUNNING already. The first event
+            # goes out whatever happens next: a cancel that arrived while the record was
+            # being written still finds a run that said it started.
+            await self._emit_first(emit, _task_started(info, record, resumed))
+            task_status.started(info)
+            text: str | None = None
+            question: SavedQuestion | None = None
+            try:
+                with running.scope:
+                    text, question = await agent.drive()
+            except BaseException as exc:
+                ending, again = _classify_failure(running.scope, exc)
+                if ending is None:
+                    raise  # KeyboardInterrupt, SystemExit: not ours to handle
+                if ending.outcome is Outcome.FAILED:
+                    log.warning(
+                        "run %s of %s failed: %s", info.task_hash, info.session_id, ending.error
+                    )
+                ended = await self._conclude(emit, agent, history, ending)
+                if again:
+                    raise  # an outer cancel is under way: do not swallow it
+                return ended
+            return await self._conclude(
+                emit, agent, history, _classify_return(running.scope, text, question)
+            )
+
+    def _agent(
+        self,
+        running: _Running,
+        record: TaskRecord,
+        history: tuple[Message, ...],
+        emit: Emit,
+        resumed: bool,
+        answered: AnswerEffects,
+    ) -> AgentRun:
+        info = running.info
         config = self.config
         if record.workdir is not None:
             config = attrs.evolve(config, workdir=Path(record.workdir))
-        agent = AgentRun(
+        return AgentRun(
             model=self.model,
             registry=self.registry,
             config=config,
@@ -333,90 +390,70 @@ class Executor:
             prefilled=dict(answered.prefilled),
             resumed=resumed,
         )
-        ctx = RequestContext(info.session_id, info.window_hash, info.task_hash)
-        ended: RunEnded
-        text: str | None = None
-        question = None
-        with bind_context(ctx):
-            # create() / update() persisted the record as RUNNING already. The first event
-            # goes out whatever happens next: a cancel that arrived while the record was
-            # being written still finds a run that said it started.
-            await self._emit_first(emit, _task_started(info, record, resumed))
-            try:
-                with running.scope:
-                    text, question = await agent.drive()
-            except BaseException as exc:
-                if _only_cancelled(exc):
-                    # Cancelled from outside the run (the process is shutting down): keep the
-                    # task, then let Cancelled propagate.
-                    outer = running.scope.cause or cause_of(exc) or Cause.SHUTDOWN
-                    await self._conclude(emit, agent, lambda: self._settle_cancel(agent, outer))
-                    raise
-                if not isinstance(exc, Exception) and not _has_error(exc):
-                    raise  # KeyboardInterrupt, SystemExit: not ours to handle
-                # Every failure keeps the task.
-                error = _describe(exc)
-                stopped = running.scope.cause
-                if stopped is None:
-                    log.warning("run %s of %s failed: %s", info.task_hash, info.session_id, error)
-                ended = await self._conclude(
-                    emit,
-                    agent,
-                    lambda: (
-                        self._settle_cancel(agent, stopped)
-                        if stopped is not None
-                        else self._settle_failure(agent, error)
-                    ),
-                )
-                if _contains_cancelled(exc) and stopped is None:
-                    raise  # an outer cancel is under way too: do not swallow it
-                return ended
-            if running.scope.cancelled_caught:
-                cause = running.scope.cause or Cause.SHUTDOWN
-                return await self._conclude(emit, agent, lambda: self._settle_cancel(agent, cause))
-            if question is not None:
-                parked = RunEnded(
-                    info.task_hash,
-                    info.session_id,
-                    Outcome.AWAITING_ANSWER,
-                    question=question.prompt,
-                    pending_kept=True,
-                )
-                return await self._conclude(emit, agent, lambda: _ready(parked))
-
-            async def finish() -> RunEnded:
-                await self.store.finish(info.session_id, [*history, *agent.live], info.window_hash)
-                return RunEnded(info.task_hash, info.session_id, Outcome.FINISHED, text=text)
-
-            return await self._conclude(emit, agent, finish)
 
     async def _conclude(
-        self, emit: Emit, agent: AgentRun, settle: Callable[[], Awaitable[RunEnded]]
+        self, emit: Emit, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
     ) -> RunEnded:
         """Persist how a run ended, shielded from outside cancels; then emit the final event.
 
         A cancel with a cause is caught by the run's own scope; if the process
         starts shutting down right then, the save must still reach the store, or
         the task would be left marked as running. The save is bounded: past the
-        limit the task is left as it stands (kept, since its record exists). The
-        final event is not shielded: a caller that is itself being cancelled (a
-        connection going away) is not waited on to hear it.
+        limit the task is left as it stands (kept, since its record exists); a
+        store that fails leaves it so too. The final event is not shielded: a
+        caller that is itself being cancelled (a connection going away) is not
+        waited on to hear it.
         """
-        ended = RunEnded(
-            agent.task_hash,
-            agent.snapshot.session_id,
-            Outcome.FAILED,
-            error=f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s",
-            pending_kept=True,
+        ended = self._unsaved(
+            agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
         )
         with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS) as timeout:
-            ended = await settle()
+            try:
+                ended = await self._settle(agent, history, ending)
+            except StoreError as exc:
+                ended = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}")
+                log.error("run %s: %s", agent.task_hash, ended.error)
         if timeout.cancelled_caught:
             log.error("run %s: %s", agent.task_hash, ended.error)
         await self._emit_final(emit, ended)
         # The outcome is safe: now let a cancel from outside through.
         await trio.lowlevel.checkpoint_if_cancelled()
         return ended
+
+    @staticmethod
+    def _unsaved(agent: AgentRun, error: str) -> RunEnded:
+        """The ending of a run whose outcome the store did not take: its record stays as it was."""
+        return RunEnded(
+            agent.task_hash,
+            agent.snapshot.session_id,
+            Outcome.FAILED,
+            error=error,
+            pending_kept=True,
+        )
+
+    async def _settle(
+        self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+    ) -> RunEnded:
+        """Tell the store how the run ended (see the table at the top); the final event."""
+        task_hash, session_id = agent.task_hash, agent.snapshot.session_id
+        if ending.outcome is Outcome.CANCELLED:
+            assert ending.cause is not None
+            return await self._settle_cancel(agent, ending.cause)
+        if ending.outcome is Outcome.FAILED:
+            assert ending.error is not None
+            return await self._settle_failure(agent, ending.error)
+        if ending.outcome is Outcome.AWAITING_ANSWER:
+            # The round saved the question with the task already: nothing to write.
+            await trio.lowlevel.checkpoint()
+            return RunEnded(
+                task_hash,
+                session_id,
+                Outcome.AWAITING_ANSWER,
+                question=ending.question,
+                pending_kept=True,
+            )
+        await self.store.finish(session_id, [*history, *agent.live], agent.snapshot.window_hash)
+        return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text)
 
     async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
         record = agent.snapshot
@@ -474,58 +511,6 @@ class Executor:
             log.info("final event of %s not delivered: %s", ended.task_hash, exc)
 
 
-@attrs.frozen
-class AnswerEffects:
-    """What answering a saved question changes in the run that resumes the task."""
-
-    #: Call ids whose confirmation the answer gave (they run without asking again).
-    approved: frozenset[str] = frozenset()
-    #: A tool the answer allowed for the rest of the session.
-    allow: str | None = None
-    #: Answers to a subagent's questions, by prompt (its spawn runs again and finds them).
-    prefilled: Mapping[str, str] = attrs.field(factory=dict)
-
-
-def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEffects]:
-    """Answer a record's saved question: the new record and what the resumed run must know."""
-    question = record.question
-    if question is None:
-        raise BadAnswerError(
-            f"session {record.session_id} has no saved question to answer; resume it without one"
-        )
-    call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
-    if call is None:
-        raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
-    if question.kind is RequestKind.QUESTION:
-        if call.name == "spawn":
-            # A subagent asked: its spawn runs again and takes the answer when it asks again.
-            return record.evolve(question=None), AnswerEffects(prefilled={question.prompt: answer})
-        result = Message.tool_result(call, answer)
-        return record.evolve(
-            transcript=(*record.transcript, result), question=None
-        ), AnswerEffects()
-    if question.kind is RequestKind.CONFIRM:
-        if answer == DENY:
-            result = Message.tool_result(call, "denied by the user")
-            return (
-                record.evolve(transcript=(*record.transcript, result), question=None),
-                AnswerEffects(),
-            )
-        if answer in (ALLOW_ONCE, ALLOW_SESSION):
-            allow = call.name if answer == ALLOW_SESSION else None
-            return record.evolve(question=None), AnswerEffects(frozenset({call.id}), allow)
-        raise BadAnswerError(f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}")
-    if question.kind is RequestKind.SECRET:
-        raise BadAnswerError(
-            "this question asks for a secret value, which is typed into a masked field; resume "
-            "the task from the terminal or the web page without an answer and type it there"
-        )
-    raise BadAnswerError(
-        "this question needs the system password; resume the task from the terminal "
-        "or the web page without an answer and type it there"
-    )
-
-
 def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStarted:
     """The first event; on a resume it says what the stop cost."""
     if not resumed:
@@ -535,49 +520,67 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
     return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
 
 
+@attrs.frozen
+class _Ending:
+    """How a run ended, as classified before the store is told (see `Executor._settle`)."""
+
+    outcome: Outcome
+    cause: Cause | None = None
+    error: str | None = None
+    text: str | None = None
+    #: The prompt of the question a parked run saved.
+    question: str | None = None
+
+
+def _classify_return(
+    scope: CauseScope, text: str | None, question: SavedQuestion | None
+) -> _Ending:
+    """The ending of a run whose agent returned (or whose own scope caught a cancel)."""
+    if scope.cancelled_caught:
+        return _Ending(Outcome.CANCELLED, cause=scope.cause or Cause.SHUTDOWN)
+    if question is not None:
+        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt)
+    return _Ending(Outcome.FINISHED, text=text)
+
+
+def _classify_failure(scope: CauseScope, exc: BaseException) -> tuple[_Ending | None, bool]:
+    """The ending of a run whose agent raised `exc`, and whether `exc` must propagate after it.
+
+    None for an exception that is not the run's to settle (KeyboardInterrupt,
+    SystemExit). A cancel from outside the run (the process shutting down) keeps
+    the task and propagates. Any error keeps it too: as the failure it is, or as
+    the cancel the run's own scope was given, when the error came of that cancel.
+    """
+    cancelled, rest = _split(exc, trio.Cancelled)
+    if rest is None:
+        cause = scope.cause or cause_of(exc) or Cause.SHUTDOWN
+        return _Ending(Outcome.CANCELLED, cause=cause), True
+    errors, _ = _split(exc, Exception)
+    if errors is None:
+        return None, True
+    if scope.cause is not None:
+        return _Ending(Outcome.CANCELLED, cause=scope.cause), False
+    return _Ending(Outcome.FAILED, error=_describe(_first_leaf(errors))), cancelled is not None
+
+
+def _split(
+    exc: BaseException, kind: type[BaseException]
+) -> tuple[BaseException | None, BaseException | None]:
+    """`exc` split into what is of `kind` and the rest, groups or not (`BaseExceptionGroup.split`)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)
+    return (exc, None) if isinstance(exc, kind) else (None, exc)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
     """A one-line description of what ended a run, for the user."""
-    if isinstance(exc, BaseExceptionGroup):
-        leaves = [e for e in _leaves(exc) if not isinstance(e, trio.Cancelled)]
-        if leaves:
-            return _describe(leaves[0])
     if isinstance(exc, ModelError):
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
-
-
-async def _ready(ended: RunEnded) -> RunEnded:
-    """An outcome that needs no store write (a parked run saved its question already)."""
-    await trio.lowlevel.checkpoint()
-    return ended
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    """True for a `trio.Cancelled`, or a group made only of them."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_cancelled(e) for e in exc.exceptions)
-    return isinstance(exc, trio.Cancelled)
-
-
-def _contains_cancelled(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_contains_cancelled(e) for e in exc.exceptions)
-    return isinstance(exc, trio.Cancelled)
-
-
-def _has_error(exc: BaseException) -> bool:
-    """True when a group holds an ordinary exception besides cancellations."""
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_has_error(e) for e in exc.exceptions)
-    return isinstance(exc, Exception)
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            out.extend(_leaves(exc))
-        else:
-            out.append(exc)
-    return out

@@ -30,28 +30,13 @@ import trio
 
 from ._context import RequestContext, current_context
 from ._errors import BadAnswerError
+from ._vocab import ALLOW_ONCE as ALLOW_ONCE
+from ._vocab import ALLOW_SESSION as ALLOW_SESSION
+from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
+from ._vocab import DENY as DENY
+from ._vocab import RequestKind as RequestKind
 
 Match = Callable[[RequestContext], bool]
-
-
-class RequestKind(enum.Enum):
-    """What a request asks of the human."""
-
-    #: Allow a tool call: answer with one of `Request.choices` (allow once / for session / deny).
-    CONFIRM = "confirm"
-    #: A free-text question from the `ask_user` tool.
-    QUESTION = "question"
-    #: A value for `store_secret`: masked input, answered in `Answer.secret`.
-    SECRET = "secret"
-    #: A restricted-path confirmation: choices plus the system password in `Answer.secret`.
-    PASSWORD = "password"
-
-
-#: Choices of a tool-call confirmation.
-ALLOW_ONCE = "allow"
-ALLOW_SESSION = "allow_session"
-DENY = "deny"
-CONFIRM_CHOICES: tuple[str, ...] = (ALLOW_ONCE, ALLOW_SESSION, DENY)
 
 
 @attrs.frozen

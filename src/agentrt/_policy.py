@@ -1,4 +1,20 @@
-"""Who may act on which session: one table for every front-end.
+"""What each origin allows, and who may act on which session: the tables every front-end uses.
+
+A session's origin (the prefix of its id) decides how its questions are asked
+and what may be typed there:
+
+==========  ===============================  =======================================
+origin      ``ask_user``                     secrets and the system password
+==========  ===============================  =======================================
+``cli-``    asked inline; the run goes on    typed into a masked field
+``chat-``   saved; the run ends, the answer  typed into a masked field of the page
+            resumes it
+``tg-``     saved, as for ``chat-``          refused: never through a chat service
+``dc-``     saved, as for ``chat-``          refused: never through a chat service
+unknown     saved, as for ``chat-``          typed into a masked field
+==========  ===============================  =======================================
+
+Who may act on which session:
 
 ====================  ============================================================
 front-end             may start runs in, list, resume, answer, discard
@@ -21,10 +37,37 @@ does not exist, so no front-end can probe for another's sessions.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from typing import Final
 
 import attrs
 
-from ._context import origin_of
+from ._vocab import DISCORD, TELEGRAM, TERMINAL, WEB, origin_of
+
+
+@attrs.frozen
+class OriginRules:
+    """What a session's origin allows, whichever front-end acts on it (the first table above)."""
+
+    #: `ask_user` is asked inline and the same run goes on; elsewhere the run parks on it.
+    asks_inline: bool
+    #: A secret or the system password may be typed there; never through a chat service.
+    takes_secrets: bool
+
+
+#: The rules of each origin; ``""`` is a session id with no known origin.
+ORIGIN_RULES: Final[Mapping[str, OriginRules]] = {
+    TERMINAL: OriginRules(asks_inline=True, takes_secrets=True),
+    WEB: OriginRules(asks_inline=False, takes_secrets=True),
+    TELEGRAM: OriginRules(asks_inline=False, takes_secrets=False),
+    DISCORD: OriginRules(asks_inline=False, takes_secrets=False),
+    "": OriginRules(asks_inline=False, takes_secrets=True),
+}
+
+
+def origin_rules(session_id: str) -> OriginRules:
+    """The rules of the origin of `session_id` (an origin prefix itself works too)."""
+    return ORIGIN_RULES[origin_of(session_id)]
 
 
 class Front(enum.Enum):
@@ -108,13 +151,13 @@ class AccessPolicy:
         if actor.front is Front.CHAT:
             return session_id == actor.session
         if actor.front is Front.TERMINAL:
-            return origin == "cli-" and self._window_free_for(actor, owner)
-        if origin == "chat-":
+            return origin == TERMINAL and self._window_free_for(actor, owner)
+        if origin == WEB:
             return True
-        return origin == "cli-" and (owner is None or not self.windows.is_live(owner))
+        return origin == TERMINAL and (owner is None or not self.windows.is_live(owner))
 
     def may_start(self, actor: Actor, session_id: str, owner: str | None) -> bool:
         """Whether `actor` may start a run in `session_id` (new, or continuing its history)."""
         if actor.front is Front.HTTP:
-            return origin_of(session_id) == "chat-"
+            return origin_of(session_id) == WEB
         return self.may_act(actor, session_id, owner)

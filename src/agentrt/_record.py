@@ -12,9 +12,10 @@ import cattrs
 
 from ._cause import Cause
 from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
+from ._errors import BadAnswerError
 from ._messages import Message, Role, ToolCall
-from ._pending import RequestKind
 from ._process import token_alive
+from ._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
 
 
 class TaskStatus(enum.Enum):
@@ -145,6 +146,58 @@ def clamp_message(message: Message) -> Message:
         )
         return attrs.evolve(message, tool_calls=calls)
     return message
+
+
+@attrs.frozen
+class AnswerEffects:
+    """What answering a saved question changes in the run that resumes the task."""
+
+    #: Call ids whose confirmation the answer gave (they run without asking again).
+    approved: frozenset[str] = frozenset()
+    #: A tool the answer allowed for the rest of the session.
+    allow: str | None = None
+    #: Answers to a subagent's questions, by prompt (its spawn runs again and finds them).
+    prefilled: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEffects]:
+    """Answer a record's saved question: the new record and what the resumed run must know."""
+    question = record.question
+    if question is None:
+        raise BadAnswerError(
+            f"session {record.session_id} has no saved question to answer; resume it without one"
+        )
+    call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
+    if call is None:
+        raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
+    if question.kind is RequestKind.QUESTION:
+        if call.name == "spawn":
+            # A subagent asked: its spawn runs again and takes the answer when it asks again.
+            return record.evolve(question=None), AnswerEffects(prefilled={question.prompt: answer})
+        result = Message.tool_result(call, answer)
+        return record.evolve(
+            transcript=(*record.transcript, result), question=None
+        ), AnswerEffects()
+    if question.kind is RequestKind.CONFIRM:
+        if answer == DENY:
+            result = Message.tool_result(call, "denied by the user")
+            return (
+                record.evolve(transcript=(*record.transcript, result), question=None),
+                AnswerEffects(),
+            )
+        if answer in (ALLOW_ONCE, ALLOW_SESSION):
+            allow = call.name if answer == ALLOW_SESSION else None
+            return record.evolve(question=None), AnswerEffects(frozenset({call.id}), allow)
+        raise BadAnswerError(f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}")
+    if question.kind is RequestKind.SECRET:
+        raise BadAnswerError(
+            "this question asks for a secret value, which is typed into a masked field; resume "
+            "the task from the terminal or the web page without an answer and type it there"
+        )
+    raise BadAnswerError(
+        "this question needs the system password; resume the task from the terminal "
+        "or the web page without an answer and type it there"
+    )
 
 
 #: The one converter for records on disk.

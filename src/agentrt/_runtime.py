@@ -9,9 +9,12 @@ from pathlib import Path
 
 import attrs
 
-from ._agent import AgentConfig
+from ._config import AgentConfig
 from ._executor import Executor
 from ._guard import Redactor
+from ._locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
+from ._locations import default_socket_path
+from ._locations import default_state_dir as default_state_dir
 from ._messages import Model
 from ._pending import Registry
 from ._policy import AccessPolicy
@@ -22,21 +25,8 @@ from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
 
-#: The HTTP API token's file in the state directory (`agentrt.http` writes it).
-HTTP_TOKEN_FILE = "http-token"
-
 #: Paths that need the system password by default.
 DEFAULT_RESTRICTED = ("/etc", "/usr", "/boot")
-
-
-def default_state_dir() -> Path:
-    """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
-    explicit = os.environ.get("AGENTRT_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "agentrt"
 
 
 def default_restricted() -> tuple[Path, ...]:
@@ -48,8 +38,6 @@ def default_restricted() -> tuple[Path, ...]:
 
 def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
     """The agent's own folders, resolved: no tool may read or write inside them."""
-    from .daemon._paths import default_socket_path  # a leaf module; imported late, when used
-
     socket = default_socket_path()
     # The default socket lives in a folder of its own; a socket placed by hand (AGENTRT_SOCKET)
     # may sit among the user's files, so only the socket itself is off-limits then.

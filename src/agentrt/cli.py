@@ -23,15 +23,15 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import trio
 
 from . import __version__
-from ._agent import Emit
 from ._cause import Cause
 from ._events import (
     Event,
@@ -47,7 +47,7 @@ from ._events import (
     describe_resume,
     may_have_run,
 )
-from ._executor import ExecutorError, UnknownTaskError
+from ._executor import ExecutorError, TaskInfo, UnknownTaskError
 from ._options import BASE_URL, MODEL, STATE_DIR, WORKDIR, shared_options
 from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
@@ -55,8 +55,9 @@ from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
 from ._shapes import event_to_json, question_json
 from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
 from ._store import StoreError, UnreadableTask
+from ._vocab import TERMINAL
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
-from .daemon._connection import pending_detail, pending_task
+from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
 from .frames import (
     Ack,
     AnswerFrame,
@@ -81,7 +82,6 @@ from .frames import (
     ToolResultFrame,
     UsageFrame,
     VerifyFrame,
-    frame_for_event,
 )
 
 #: The status `agentrt pending list` shows for a stored task that cannot be read.
@@ -456,65 +456,79 @@ class _Answers:
                 await reply(answer)
 
 
+#: What a signal to the command does to its run.
+SIGNAL_CAUSES: Final = {
+    signal.SIGINT: Cause.USER_CANCEL,
+    signal.SIGTERM: Cause.PAUSE,
+    signal.SIGHUP: Cause.DISCONNECT,
+}
+
+
+async def _follow_signals(
+    received: AsyncIterator[int], cancel: Callable[[Cause], Awaitable[None]]
+) -> None:
+    async for signum in received:
+        await cancel(SIGNAL_CAUSES[signal.Signals(signum)])
+
+
 async def _signals(cancel: Callable[[Cause], Awaitable[None]]) -> None:
-    causes = {
-        signal.SIGINT: Cause.USER_CANCEL,
-        signal.SIGTERM: Cause.PAUSE,
-        signal.SIGHUP: Cause.DISCONNECT,
-    }
-    with trio.open_signal_receiver(*causes) as received:
-        async for signum in received:
-            await cancel(causes[signal.Signals(signum)])
+    with trio.open_signal_receiver(*SIGNAL_CAUSES) as received:
+        await _follow_signals(received, cancel)
 
 
-async def _drive_here(rt: Runtime, printer: Printer, start: Callable[[Emit], Any]) -> int:
-    """Run one task in this process, with signal handling and stdin answers."""
-    task_hash: list[str] = []
-    early: list[Cause] = []
+async def _drive_here(
+    rt: Runtime, printer: Printer, start: Callable[..., Awaitable[RunEnded]]
+) -> int:
+    """Run one task in this process, with signal handling and stdin answers.
+
+    `start` is `Executor.run` or `Executor.resume` with all but `emit` given.
+    Signals and questions are listened for before the run starts: one that
+    comes at once waits for the run to be cancellable instead of being lost.
+    """
 
     async def emit(event: Event) -> None:
-        if isinstance(event, TaskStarted):
-            task_hash.append(event.task_hash)
-            if early:
-                rt.executor.cancel(event.task_hash, early[0])
         printer.show(frame_for_event(event))
-
-    async def cancel(cause: Cause) -> None:
-        if not task_hash:
-            early.append(cause)
-            return
-        # The run may have ended between the signal and this handler.
-        with contextlib.suppress(UnknownTaskError):
-            rt.executor.cancel(task_hash[0], cause)
 
     answers = _Answers(printer)
     entries: dict[str, Entry] = {}
-
-    async def claim_questions() -> None:
+    ended: list[RunEnded] = []
+    with (
+        trio.open_signal_receiver(*SIGNAL_CAUSES) as signals,
         # Only this process's run posts here, so the listener takes every prefix.
-        with rt.registry.listen("", name="stdin") as listener:
-            while True:
-                entry = await listener.claim()
-                entries[entry.id] = entry
+        rt.registry.listen("", name="stdin") as listener,
+    ):
+        async with trio.open_nursery() as nursery:
 
-                async def reply(answer: Answer | None, entry: Entry = entry) -> None:
-                    if answer is None:
-                        # Nobody is left to answer: as if the terminal hung up.
-                        await cancel(Cause.DISCONNECT)
-                    elif not entry.done:
-                        entry.answer(answer)
+            async def run(task_status: trio.TaskStatus[TaskInfo]) -> None:
+                ended.append(await start(emit=emit, task_status=task_status))
+                nursery.cancel_scope.cancel()
 
-                answers.put(AskFrame.from_entry(entry), reply)
+            info: TaskInfo = await nursery.start(run)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_signals, cancel)
-        nursery.start_soon(claim_questions)
-        nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
-        ended: RunEnded = await start(emit)
-        nursery.cancel_scope.cancel()
-    final = frame_for_event(ended)
-    assert isinstance(final, EndedFrame)
-    return exit_status(final)
+            async def cancel(cause: Cause) -> None:
+                # The run may have ended between the signal and this handler.
+                with contextlib.suppress(UnknownTaskError):
+                    rt.executor.cancel(info.task_hash, cause)
+                await trio.lowlevel.checkpoint()
+
+            async def claim_questions() -> None:
+                while True:
+                    entry = await listener.claim()
+                    entries[entry.id] = entry
+
+                    async def reply(answer: Answer | None, entry: Entry = entry) -> None:
+                        if answer is None:
+                            # Nobody is left to answer: as if the terminal hung up.
+                            await cancel(Cause.DISCONNECT)
+                        elif not entry.done:
+                            entry.answer(answer)
+
+                    answers.put(ask_frame(entry), reply)
+
+            nursery.start_soon(_follow_signals, signals, cancel)
+            nursery.start_soon(claim_questions)
+            nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
+    return exit_status(ended_frame(ended[0]))
 
 
 async def _drive_daemon(
@@ -540,7 +554,7 @@ async def _drive_daemon(
                     await client.send_eof()
             return
         with contextlib.suppress(ClientError):
-            await client.send(Cancel(task[0], pause=cause is Cause.PAUSE))
+            await client.send(Cancel(task[0], cause=cause))
 
     answers = _Answers(printer)
 
@@ -653,7 +667,7 @@ def _workdir(args: argparse.Namespace) -> str:
 
 
 def _new_session() -> str:
-    return f"cli-{secrets.token_hex(4)}"
+    return f"{TERMINAL}{secrets.token_hex(4)}"
 
 
 async def _cmd_run(args: argparse.Namespace) -> int:
@@ -665,15 +679,12 @@ async def _cmd_run(args: argparse.Namespace) -> int:
             request = Run(args.text, session, cwd=_workdir(args))
             return await _drive_daemon(client, printer, request, session)
     async with _open(args) as rt:
-        return await _drive_here(
-            rt,
-            printer,
-            # The folder is recorded with the task, as the daemon records it: a resume
-            # works there too, wherever it is started from.
-            lambda emit: rt.executor.run(
-                session, args.text, owner="cli", emit=emit, workdir=Path(_workdir(args))
-            ),
+        # The folder is recorded with the task, as the daemon records it: a resume
+        # works there too, wherever it is started from.
+        run = partial(
+            rt.executor.run, session, args.text, owner="cli", workdir=Path(_workdir(args))
         )
+        return await _drive_here(rt, printer, run)
 
 
 async def _cmd_pending(args: argparse.Namespace) -> int:
@@ -700,13 +711,14 @@ async def _cmd_pending(args: argparse.Namespace) -> int:
             printer.line(f"discarded the pending task of {args.session}")
             return EXIT_FINISHED
         answer = args.answer if args.action == "answer" else None
-        return await _drive_here(
-            rt,
-            printer,
-            lambda emit: rt.executor.resume(
-                args.session, owner="cli", emit=emit, answer=answer, workdir=Path(_workdir(args))
-            ),
+        resume = partial(
+            rt.executor.resume,
+            args.session,
+            owner="cli",
+            answer=answer,
+            workdir=Path(_workdir(args)),
         )
+        return await _drive_here(rt, printer, resume)
 
 
 async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client: Client) -> int:

@@ -19,8 +19,10 @@ from typing import TypeVar
 
 import trio
 
+from ._locations import default_socket_path as default_socket_path
+from ._locations import default_state_dir as default_state_dir
+from ._locations import is_socket_answering as is_socket_answering
 from .codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
-from .daemon._paths import default_socket_path as default_socket_path
 from .frames import (
     PROTOCOL_VERSION,
     ClientFrame,

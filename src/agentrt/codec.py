@@ -87,10 +87,10 @@ _Line: TypeAlias = bytes | _Marker
 
 
 class FrameCodec(Generic[_F]):
-    """Splits a byte stream into frames of one direction, and encodes frames.
+    """Splits a byte stream into frames of one direction (`encode` writes them).
 
     Make one with `for_daemon` (reads what clients send) or `for_client`
-    (reads what the daemon sends). Encoding accepts frames of either direction.
+    (reads what the daemon sends).
     """
 
     def __init__(self, union: Any, *, max_frame_size: int = MAX_FRAME_SIZE) -> None:
@@ -175,10 +175,6 @@ class FrameCodec(Generic[_F]):
                 continue  # blank lines are harmless keep-alives
             return self._decode(line)
         return EOF if self._eof else NEED_DATA
-
-    def encode(self, frame: Frame) -> bytes:
-        """The line that carries `frame`, newline included."""
-        return encode(frame)
 
     def _decode(self, line: bytes) -> _F | ProtocolError:
         try:

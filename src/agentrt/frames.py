@@ -10,7 +10,7 @@ sends to the daemon) and `DaemonFrame` (what the daemon sends back). Both
 directions have a ``hello`` and a ``pending`` frame with different fields, so
 a frame is always read as one union or the other, never guessed.
 
-Serialization happens only here, with `converter`: primitives are checked
+Serialization happens only here, with `converter()`: primitives are checked
 strictly (``"5"`` is not an int, ``1`` is not a bool), unknown fields are
 refused, and a structuring error reads ``expected int @ $.attempts_left``.
 """
@@ -18,28 +18,16 @@ refused, and a structuring error reads ``expected int @ $.attempts_left``.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
 
 import attrs
-import cattrs
-from cattrs.errors import ForbiddenExtraKeysError
-from cattrs.strategies import configure_tagged_union
 
-from ._cause import Cause
-from ._events import (
-    Event,
-    Outcome,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
-from ._pending import Entry, RequestKind
+from ._vocab import Cause, Outcome, RequestKind
+
+if TYPE_CHECKING:
+    import cattrs
 
 #: The protocol version spoken by this module; a `Hello` with another version is refused.
 PROTOCOL_VERSION: Final = 1
@@ -103,17 +91,40 @@ class AnswerFrame:
     secret: str | None = attrs.field(default=None, repr=False)
 
 
+#: The causes a client may give a `Cancel` (closing the connection is the disconnect).
+CANCEL_CAUSES: Final = (Cause.USER_CANCEL, Cause.PAUSE)
+
+
+def _pause_if_asked(self: Cancel) -> Cause:
+    return Cause.PAUSE if self.pause else Cause.USER_CANCEL
+
+
+def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -> None:
+    if cause not in CANCEL_CAUSES:
+        raise ValueError(
+            f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}; "
+            "close the connection to disconnect"
+        )
+    if self.pause and cause is not Cause.PAUSE:
+        raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
+
+
 @attrs.frozen
 class Cancel:
-    """Stop the run `task` this connection started.
+    """Stop the run `task` this connection started, for `cause`.
 
-    With `pause` the pending task is kept for a later resume; without it the
-    run is a user-cancel and its pending task is deleted.
+    ``user_cancel`` (the default) deletes the run's pending task; ``pause``
+    keeps it for a later resume. `pause` is the older spelling of ``cause:
+    "pause"``: still read from clients that send it, never sent, and not part
+    of a frame's equality.
     """
 
     TYPE: ClassVar[str] = "cancel"
     task: str
-    pause: bool = False
+    pause: bool = attrs.field(default=False, eq=False)
+    cause: Cause = attrs.field(
+        default=attrs.Factory(_pause_if_asked, takes_self=True), validator=_check_cancel_cause
+    )
 
 
 class PendingAction(enum.Enum):
@@ -290,22 +301,6 @@ class AskFrame:
     tool: str | None = None
     error: str | None = None
 
-    @classmethod
-    def from_entry(cls, entry: Entry) -> AskFrame:
-        """The frame that forwards a claimed registry entry."""
-        request = entry.request
-        return cls(
-            id=entry.id,
-            task=entry.context.task_hash,
-            session=entry.context.session_id,
-            kind=request.kind,
-            prompt=request.prompt,
-            choices=request.choices,
-            masked=request.masked,
-            tool=request.tool,
-            error=request.error,
-        )
-
 
 @attrs.frozen
 class AskWithdrawn:
@@ -439,62 +434,6 @@ CLIENT_FRAMES: Final[tuple[type[ClientFrame], ...]] = get_args(ClientFrame)
 DAEMON_FRAMES: Final[tuple[type[DaemonFrame], ...]] = get_args(DaemonFrame)
 
 
-# -- runtime events -> frames -------------------------------------------------
-
-
-def frame_for_event(event: Event) -> DaemonFrame:
-    """The frame that carries a runtime event to the client."""
-    match event:
-        case TaskStarted():
-            return TaskFrame(
-                event.task_hash,
-                event.session_id,
-                event.resumed,
-                event.kept_calls,
-                event.rerun_calls,
-                event.regenerated_words,
-            )
-        case TextEvent():
-            return TextFrame(event.task_hash, event.text, event.agent)
-        case ToolCallDeltaEvent():
-            return ToolCallDeltaFrame(
-                event.task_hash,
-                event.index,
-                event.call_id,
-                event.name,
-                event.arguments,
-                event.agent,
-            )
-        case ToolCallEvent():
-            return ToolCallFrame(
-                event.task_hash,
-                event.call_id,
-                event.name,
-                dict(event.arguments),
-                event.agent,
-                event.attempt,
-            )
-        case ToolResultEvent():
-            return ToolResultFrame(
-                event.task_hash, event.call_id, event.name, event.preview, event.ok, event.agent
-            )
-        case UsageEvent():
-            return UsageFrame(event.task_hash, event.input_tokens, event.output_tokens)
-        case VerifyEvent():
-            return VerifyFrame(event.task_hash, event.ok, event.attempts_left, event.message)
-        case RunEnded():
-            return EndedFrame(
-                task=event.task_hash,
-                session=event.session_id,
-                outcome=event.outcome,
-                cause=event.cause,
-                error=event.error,
-                question=event.question,
-                pending_kept=event.pending_kept,
-                text=event.text,
-            )
-
-
 # -- the converter --------------------------------------------------------------
 
 
@@ -532,6 +471,8 @@ def _format_error(exc: BaseException, kind: Any) -> str:
         kind = members[0]
     if isinstance(exc, KeyError):
         return "required field missing"
+    from cattrs.errors import ForbiddenExtraKeysError
+
     if isinstance(exc, ForbiddenExtraKeysError):
         return f"unknown field {', '.join(sorted(exc.extra_fields))}"
     if isinstance(exc, ValueError | TypeError) and isinstance(kind, type):
@@ -546,7 +487,17 @@ def _format_error(exc: BaseException, kind: Any) -> str:
     return f"invalid value ({exc})"
 
 
-def _make_converter() -> cattrs.Converter:
+@functools.cache
+def converter() -> cattrs.Converter:
+    """The one converter of the protocol, built on first use.
+
+    Use `to_wire` / `from_wire` rather than calling it. Built lazily so that
+    importing the protocol (a client, agenttui) costs no cattrs set-up until
+    the first frame is encoded or decoded.
+    """
+    import cattrs
+    from cattrs.strategies import configure_tagged_union
+
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _text)
     conv.register_structure_hook(bool, _strict("boolean", lambda v: isinstance(v, bool)))
@@ -584,14 +535,14 @@ def _make_converter() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
+    # `pause` is only read (from older clients); `cause` says it.
+    conv.register_unstructure_hook(Cancel, lambda c: {"task": c.task, "cause": c.cause.value})
+
     tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
     configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")
     configure_tagged_union(DaemonFrame, conv, tag_generator=tag, tag_name="type")
     return conv
 
-
-#: The one converter of the protocol. Use `to_wire` / `from_wire` rather than calling it.
-converter: Final = _make_converter()
 
 _BY_TYPE: Final[Mapping[Any, Mapping[str, type]]] = {
     ClientFrame: {cls.TYPE: cls for cls in CLIENT_FRAMES},
@@ -611,7 +562,7 @@ class FrameError(ValueError):
 def to_wire(frame: Frame) -> dict[str, Any]:
     """The JSON object of a frame, with its ``type`` field first."""
     data: dict[str, Any] = {"type": frame.TYPE}
-    data.update(converter.unstructure(frame))
+    data.update(converter().unstructure(frame))
     return data
 
 
@@ -632,10 +583,13 @@ def from_wire(data: object, union: Any) -> Any:
         expected = ", ".join(sorted(by_type))
         what = 'missing "type" field' if kind is None else f"unknown frame type {kind!r}"
         raise FrameError(ErrorCode.UNKNOWN_TYPE, f"{what}; expected one of: {expected}")
+    conv = converter()
+    from cattrs import BaseValidationError, transform_error  # loaded by converter()
+
     try:
-        return converter.structure(data, union)
-    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
-        problems = cattrs.transform_error(exc, path="$", format_exception=_format_error)
+        return conv.structure(data, union)
+    except (BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        problems = transform_error(exc, path="$", format_exception=_format_error)
         raise FrameError(
             ErrorCode.INVALID, f"invalid {kind!r} frame: " + "; ".join(problems), ref=kind
         ) from None

@@ -61,6 +61,7 @@ from ._record import TaskRecord
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
 from ._store import TaskStore
+from ._vocab import TERMINAL
 
 T = TypeVar("T")
 
@@ -72,7 +73,7 @@ _CAUSE_OF = {
     "disconnect": Cause.DISCONNECT,
     "shutdown": Cause.SHUTDOWN,
 }
-SESSION = "cli-lab"
+SESSION = f"{TERMINAL}lab"
 #: The value a `store_secret` is given in the lab; it must never show up anywhere.
 SECRET_VALUE = "lab-canary-3f9d2c7a1b"
 

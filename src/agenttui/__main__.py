@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentrt import __version__, default_state_dir
+from agentrt import __version__
 from agentrt._options import BASE_URL, MODEL, SOCKET, STATE_DIR, shared_options
-from agentrt.client import default_socket_path, new_window_hash
+from agentrt.client import default_socket_path, default_state_dir, new_window_hash
 
 from ._bridge import run_window
 from ._history import FileHistory, history_path

@@ -12,8 +12,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt import default_state_dir
-from agentrt.daemon._paths import is_socket_answering
+from agentrt.client import default_state_dir, is_socket_answering
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0

@@ -619,8 +619,13 @@ def test_the_first_screen_is_drawn_while_the_daemon_starts(world: World) -> None
 def test_a_daemon_that_cannot_start_ends_the_window_with_the_reason(world: World) -> None:
     term = world.open_window("--model nosuch:model", wait=False)
     wait_until(term.dead, "agenttui to give up")
-    status = world.tmux("display-message", "-p", "-t", term.name, "#{pane_dead_status}")
-    assert status.strip() == "1"
+
+    def status() -> str:
+        return world.tmux("display-message", "-p", "-t", term.name, "#{pane_dead_status}").strip()
+
+    # tmux marks the pane dead a moment before it records the exit status.
+    wait_until(lambda: status() != "", "tmux to record the exit status")
+    assert status() == "1"
     # What the program printed once it left the full screen, scrolled-off lines included.
     shown = world.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", term.name)
     screen = " ".join(shown.split())

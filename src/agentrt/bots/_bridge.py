@@ -61,6 +61,7 @@ from .._pending import (
     EntryState,
     RequestKind,
 )
+from .._policy import origin_rules
 from .._present import describe_end
 
 log = logging.getLogger("agentrt.bots")
@@ -394,11 +395,6 @@ class ChatBridge:
                 finally:
                     self._nursery = None
 
-    @property
-    def active_runs(self) -> int:
-        """Runs started here whose output is not fully shown yet."""
-        return self._active
-
     async def wait_idle(self) -> None:
         """Wait until every run started here has ended and its output is shown."""
         while self._active:
@@ -610,7 +606,8 @@ class ChatBridge:
     async def _present(self, entry: Entry) -> None:
         chat = entry.context.session_id.removeprefix(self.prefix)
         request = entry.request
-        if request.kind in (RequestKind.SECRET, RequestKind.PASSWORD):
+        masked = request.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
+        if masked and not origin_rules(self.prefix).takes_secrets:
             # The core refuses these for chat origins before asking; should one come
             # anyway, it is declined here and never shown as something to type.
             with contextlib.suppress(AlreadyAnsweredError, EntryGoneError):

@@ -45,6 +45,7 @@ from trio_websocket import (
 from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._retry import CHAT_RETRY, RetryPolicy
+from .._vocab import DISCORD
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, parse_allow
 from ._http import header_retry_after, send_with_retries
 
@@ -250,7 +251,7 @@ class DiscordBot:
         self.bridge = ChatBridge(
             self.executor,
             _LazyTransport(self),
-            "dc-",
+            DISCORD,
             self.config.allow,
             "Discord",
             "AGENTRT_DISCORD_ALLOW",

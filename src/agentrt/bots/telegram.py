@@ -26,6 +26,7 @@ import trio
 from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._retry import CHAT_RETRY, RetryPolicy
+from .._vocab import TELEGRAM
 from ._bridge import (
     Button,
     ChatBridge,
@@ -207,7 +208,7 @@ class TelegramBot:
         self.bridge = ChatBridge(
             self.executor,
             _LazyTransport(self),
-            "tg-",
+            TELEGRAM,
             self.config.allow,
             "Telegram",
             "AGENTRT_TELEGRAM_ALLOW",

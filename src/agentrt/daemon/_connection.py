@@ -15,33 +15,34 @@ import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import trio
 
 from .._cause import Cause
 from .._context import RequestContext
-from .._events import Event
+from .._events import Event, RunEnded
 from .._executor import (
     BadAnswerError,
     ExecutorError,
     NotOwnerError,
     SessionBusyError,
+    TaskInfo,
     UnknownTaskError,
 )
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
-from .._record import TaskRecord
-from .._record import converter as record_converter
+from .._runtime import Runtime
 from .._store import StoredTask, StoreError, UnreadableTask
+from .._vocab import TERMINAL
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,
-    AskFrame,
     AskWithdrawn,
     Cancel,
     ClientFrame,
@@ -50,24 +51,19 @@ from ..frames import (
     ErrorFrame,
     Hello,
     PendingAction,
-    PendingDetail,
     PendingList,
     PendingRequest,
-    PendingTask,
     Run,
     Scope,
     Welcome,
-    frame_for_event,
 )
-from ._lifecycle import ConnectionState, IllegalStepError, Lifecycle, Step
-
-if TYPE_CHECKING:
-    from ._server import Daemon
+from ._lifecycle import IllegalStepError, Lifecycle, Step
+from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
 
 log = logging.getLogger("agentrt.daemon")
 
-#: The origin of every session a daemon connection runs.
-ORIGIN: Final = "cli-"
+#: The origin of every session a window runs.
+ORIGIN: Final = TERMINAL
 #: A write that takes longer than this means the client stopped reading; it is dropped.
 SEND_TIMEOUT: Final = 30.0
 #: How long a closing connection waits for its cancelled runs to save their tasks.
@@ -79,41 +75,6 @@ _MAX_WINDOW: Final = 128
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + secrets.token_hex(6)
-
-
-def pending_task(stored: StoredTask) -> PendingTask:
-    """How a stored pending task is listed (by the daemon, and by `agentrt pending`)."""
-    if isinstance(stored, UnreadableTask):
-        return PendingTask(
-            session=stored.session_id,
-            status=stored.status,
-            input="",
-            updated_at=stored.updated_at or 0.0,
-            error=stored.error,
-        )
-    question = stored.question
-    return PendingTask(
-        session=stored.session_id,
-        status=stored.status.value,
-        input=stored.input,
-        updated_at=stored.updated_at,
-        cause=stored.cause,
-        question=question.prompt if question is not None else None,
-        task=stored.task_hash,
-        error=stored.error,
-        question_kind=question.kind if question is not None else None,
-        messages=len(stored.transcript),
-        runs=stored.runs,
-        crashed=stored.crashed,
-    )
-
-
-def pending_detail(record: TaskRecord) -> PendingDetail:
-    """A pending task in full, as ``pending show`` gives it."""
-    return PendingDetail(
-        pending_task(record),
-        tuple(record_converter.unstructure(m) for m in record.transcript),
-    )
 
 
 @attrs.define(eq=False)
@@ -143,6 +104,38 @@ class RunCounter:
         await self._idle.wait()
 
 
+class Host(Protocol):
+    """What a connection needs of the server that accepted it (`agentrt.daemon.Daemon`)."""
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime the connection's runs use."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The daemon's version, sent in the welcome."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """True once the daemon shuts down: no new runs."""
+        ...
+
+    @property
+    def runs(self) -> RunCounter:
+        """Runs in flight over every connection (a shutdown waits for them)."""
+        ...
+
+    def claim_window(self, conn: Connection, window: str) -> bool:
+        """Bind `window` to `conn`; False when another live connection holds it."""
+        ...
+
+    def release_window(self, conn: Connection) -> None:
+        """Forget the window `conn` held."""
+        ...
+
+
 Handler = Callable[[Any], Awaitable[None]]
 
 
@@ -155,7 +148,7 @@ DRAIN_BYTES = 1 << 20
 class Connection:
     """The daemon's side of one client connection. Made and served by `Daemon`."""
 
-    daemon: Daemon = attrs.field(repr=False)
+    daemon: Host = attrs.field(repr=False)
     stream: trio.SocketStream = attrs.field(repr=False)
     number: int
     window: str | None = attrs.field(default=None, init=False)
@@ -261,7 +254,7 @@ class Connection:
 
     def _close_soon(self) -> None:
         """End the connection after the frame being handled (a refused hello)."""
-        self._reader_scope.cancel()
+        self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     # -- writing ----------------------------------------------------------
 
@@ -284,7 +277,8 @@ class Connection:
                     log.warning("connection %d stopped reading; closing it", self.number)
                     self._broken = True
         if self._broken:
-            self._reader_scope.cancel()
+            # A run still starting (the reader waits for it) stops as the disconnect it is.
+            self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     def _is_broken(self) -> bool:
         return self._broken
@@ -354,7 +348,7 @@ class Connection:
             except ClosedListenerError:
                 return
             self._asks[entry.id] = entry
-            await self.send(AskFrame.from_entry(entry))
+            await self.send(ask_frame(entry))
             self._nursery.start_soon(self._watch_question, entry)
 
     async def _watch_question(self, entry: Entry) -> None:
@@ -408,52 +402,54 @@ class Connection:
                     frame,
                 )
                 return
-        executor = runtime.executor
-
         workdir = Path(frame.cwd) if frame.cwd is not None else None
+        await self._start_run(
+            partial(runtime.executor.run, session, frame.text, workdir=workdir), frame
+        )
 
-        async def start() -> None:
-            await executor.run(
-                session,
-                frame.text,
-                owner=self,
-                emit=self._emit,
-                window_hash=self.window,
-                workdir=workdir,
-            )
+    async def _start_run(
+        self, start: Callable[..., Awaitable[RunEnded]], frame: ClientFrame
+    ) -> None:
+        """Start a run in the connection's nursery; return once its ``task`` frame is out.
 
-        await self._start_run(start, frame)
-
-    async def _start_run(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
+        `start` is `Executor.run` or `Executor.resume` with the request's
+        arguments. The reader waits for the run's start, so the frame the window
+        sends next (a cancel) finds the run registered, and an error before the
+        start is the answer to this frame.
+        """
         if self.daemon.stopping:
             await self.error(
                 ErrorCode.FAILED, "the daemon is shutting down; try again once it restarts", frame
             )
             return
         assert self._nursery is not None
-        self._nursery.start_soon(self._drive, start, frame)
-
-    async def _drive(self, start: Callable[[], Awaitable[object]], frame: ClientFrame) -> None:
-        if self.lifecycle.state is ConnectionState.CLOSED:
-            return  # the window left before its run could start: nothing to run or keep
-        self._runs.enter()
-        self.daemon.runs.enter()
+        run = partial(start, owner=self, emit=self._emit, window_hash=self.window)
         try:
-            await start()
+            await self._nursery.start(self._run, run)
         except ExecutorError as exc:
             # Each refusal names its own code, the one HTTP's status stands for too.
             await self.error(ErrorCode(exc.frame_code), str(exc), frame)
         except StoreError as exc:
             log.error("connection %d: task store failed: %s", self.number, exc)
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+
+    async def _run(
+        self,
+        run: Callable[..., Awaitable[RunEnded]],
+        *,
+        task_status: trio.TaskStatus[TaskInfo],
+    ) -> None:
+        self._runs.enter()
+        self.daemon.runs.enter()
+        try:
+            await run(task_status=task_status)
         finally:
             self._runs.exit()
             self.daemon.runs.exit()
 
     async def _on_cancel(self, frame: Cancel) -> None:
-        cause = Cause.PAUSE if frame.pause else Cause.USER_CANCEL
         try:
-            self.daemon.runtime.executor.cancel(frame.task, cause, owner=self)
+            self.daemon.runtime.executor.cancel(frame.task, frame.cause, owner=self)
         except (UnknownTaskError, NotOwnerError):
             # One message for both, so a window cannot probe for other windows' tasks.
             await self.error(
@@ -462,7 +458,9 @@ class Connection:
                 frame,
             )
             return
-        detail = "pausing; the pending task is kept" if frame.pause else "cancelling"
+        detail = (
+            "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
+        )
         await self.send(Ack(frame.TYPE, detail, task=frame.task))
 
     # -- pending tasks ------------------------------------------------------
@@ -545,19 +543,11 @@ class Connection:
         await self.send(PendingList(tasks))
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
-        executor = self.daemon.runtime.executor
-
-        async def start() -> None:
-            await executor.resume(
-                session,
-                owner=self,
-                emit=self._emit,
-                answer=frame.answer,
-                window_hash=self.window,
-                workdir=Path(frame.cwd) if frame.cwd is not None else None,
-            )
-
-        await self._start_run(start, frame)
+        workdir = Path(frame.cwd) if frame.cwd is not None else None
+        resume = partial(
+            self.daemon.runtime.executor.resume, session, answer=frame.answer, workdir=workdir
+        )
+        await self._start_run(resume, frame)
 
     async def _pending_discard(self, frame: PendingRequest, session: str) -> None:
         executor = self.daemon.runtime.executor

@@ -14,11 +14,13 @@ import os
 import socket
 import stat
 import struct
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 import attrs
+
+from .._locations import default_socket_path as default_socket_path
+from .._locations import is_socket_answering as is_socket_answering
 
 
 class SocketPathError(Exception):
@@ -27,18 +29,6 @@ class SocketPathError(Exception):
 
 class DaemonAlreadyRunningError(Exception):
     """Another daemon is serving the socket path."""
-
-
-def default_socket_path(env: Mapping[str, str] | None = None) -> Path:
-    """`$AGENTRT_SOCKET`, else `$XDG_RUNTIME_DIR/agentrt/daemon.sock`, else ``/tmp/agentrt-UID/daemon.sock``."""
-    env = os.environ if env is None else env
-    explicit = env.get("AGENTRT_SOCKET")
-    if explicit:
-        return Path(explicit)
-    runtime_dir = env.get("XDG_RUNTIME_DIR")
-    if runtime_dir:
-        return Path(runtime_dir) / "agentrt" / "daemon.sock"
-    return Path(f"/tmp/agentrt-{os.getuid()}") / "daemon.sock"
 
 
 def prepare_socket_dir(socket_path: Path, *, uid: int | None = None) -> Path:
@@ -135,19 +125,6 @@ def already_running_message(path: Path) -> str:
         f"a daemon is already running on {socket_path}; stop it first "
         "or pass --socket to start another one elsewhere"
     )
-
-
-def is_socket_answering(path: Path) -> bool:
-    """True when something accepts connections on the Unix socket `path`."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(os.fspath(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 def remove_stale_socket(path: Path) -> bool:

@@ -78,10 +78,6 @@ class Daemon:
         if conn.window is not None:
             self.runtime.policy.windows.release(conn.window, conn)
 
-    def window_is_live(self, window: str) -> bool:
-        """Whether a live connection holds `window`."""
-        return self.runtime.policy.windows.is_live(window)
-
     @property
     def connections(self) -> int:
         """How many connections are open."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import attrs
@@ -18,7 +19,7 @@ import trio
 
 from .._cause import Cause
 from .._context import origin_of
-from .._events import Event, RunEnded, TaskStarted
+from .._events import Event, RunEnded
 from .._executor import (
     NoPendingTaskError,
     NotOwnerError,
@@ -37,6 +38,7 @@ from .._policy import Actor
 from .._runtime import Runtime
 from .._shapes import event_to_json, question_to_json, task_to_json, unreadable_to_json
 from .._store import UnreadableTask
+from .._vocab import WEB
 from ._wire import ApiError
 
 log = logging.getLogger("agentrt.http")
@@ -44,7 +46,7 @@ log = logging.getLogger("agentrt.http")
 #: Events a subscriber may fall behind by before it is dropped (its page reconnects).
 SUBSCRIBER_BUFFER = 1024
 #: The origin of sessions created over HTTP whose id names no origin.
-DEFAULT_ORIGIN = "chat-"
+DEFAULT_ORIGIN = WEB
 #: The name the web listener shows in "waiting on".
 LISTENER_NAME = "web"
 
@@ -94,49 +96,24 @@ class WebFrontEnd:
                 f"the HTTP API starts runs in {DEFAULT_ORIGIN!r} sessions only, not "
                 f"{session_id!r}; name the session without a prefix or with {DEFAULT_ORIGIN!r}",
             )
-        executor = self.runtime.executor
-
-        async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
-            return await executor.run(session_id, text, owner=self.owner, emit=emit)
-
-        return await self._start(session_id, go)
+        run = partial(self.runtime.executor.run, session_id, text)
+        return await self._start(session_id, run)
 
     async def resume(self, session_id: str, answer: str | None) -> str:
         """Resume the pending task of `session_id` (answering its saved question); return its hash."""
         if not await self._may_act(session_id):
             raise NoPendingTaskError(f"session {session_id} has no pending task")
-        executor = self.runtime.executor
+        resume = partial(self.runtime.executor.resume, session_id, answer=answer)
+        return await self._start(session_id, resume)
 
-        async def go(emit: Callable[[Event], Awaitable[None]]) -> RunEnded:
-            return await executor.resume(session_id, owner=self.owner, emit=emit, answer=answer)
+    async def _start(self, session_id: str, start: Callable[..., Awaitable[RunEnded]]) -> str:
+        """Start a run in the server's nursery: from its first event on it belongs there."""
 
-        return await self._start(session_id, go)
+        async def emit(event: Event) -> None:
+            self._publish_event(session_id, event)
 
-    async def _start(
-        self,
-        session_id: str,
-        go: Callable[[Callable[[Event], Awaitable[None]]], Awaitable[RunEnded]],
-    ) -> str:
-        async def runner(task_status: trio.TaskStatus[str]) -> None:
-            started = False
-
-            async def emit(event: Event) -> None:
-                nonlocal started
-                self._publish_event(session_id, event)
-                if isinstance(event, TaskStarted) and not started:
-                    started = True
-                    # From here on the run belongs to the server's nursery, not the request.
-                    task_status.started(event.task_hash)
-
-            try:
-                await go(emit)
-            except Exception:
-                if not started:
-                    raise
-                log.exception("run of %s ended with an unexpected error", session_id)
-
-        task_hash: str = await self.nursery.start(runner)
-        return task_hash
+        info: TaskInfo = await self.nursery.start(partial(start, owner=self.owner, emit=emit))
+        return info.task_hash
 
     def cancel(self, task_hash: str, *, pause: bool) -> TaskInfo:
         """Stop a task started over HTTP: pause keeps its pending task, otherwise it is dropped."""
@@ -324,9 +301,3 @@ class WebFrontEnd:
                 send.close()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscribers.discard(send)
-
-    def close_subscribers(self) -> None:
-        """End every event stream (the server is stopping)."""
-        for send in list(self._subscribers):
-            send.close()
-        self._subscribers.clear()

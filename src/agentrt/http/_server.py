@@ -26,13 +26,14 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import wrap_app
 
 from .._runtime import Runtime
+from .._vocab import WEB
 from ._app import allowed_hosts, build_app
 from ._frontend import WebFrontEnd
 
 log = logging.getLogger("agentrt.http")
 
 #: The prefix of the sessions whose questions the web page answers.
-WEB_PREFIX = "chat-"
+WEB_PREFIX = WEB
 #: HTTP connections served at once, at most (fewer when file descriptors are scarce).
 MAX_CONNECTIONS: Final = 256
 #: Connections the kernel holds for us while every slot is taken.

@@ -8,12 +8,12 @@ import secrets
 import sys
 from pathlib import Path
 
+from .._locations import HTTP_TOKEN_FILE, default_state_dir
 from .._options import STATE_DIR, shared_options
-from .._runtime import default_state_dir
 from .._statedir import StateDirError, fsync_dir, prepare_state_dir
 
 #: The token's file name inside the state dir.
-TOKEN_FILE = "http-token"
+TOKEN_FILE = HTTP_TOKEN_FILE
 _MIN_LENGTH = 32
 
 

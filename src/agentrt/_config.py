@@ -1,0 +1,34 @@
+"""How runs behave: the configuration the agent loop and its tools share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from ._guard import Redactor
+from ._secrets import SecretStore
+from ._sudo import SudoVerifier, Verifier
+from ._toolproc import ToolLedger
+
+
+@attrs.frozen
+class AgentConfig:
+    """How runs behave: where tools work, which paths are restricted, limits."""
+
+    workdir: Path
+    secrets: SecretStore
+    restricted_paths: tuple[Path, ...] = ()
+    verifier: Verifier = attrs.field(factory=SudoVerifier)
+    max_rounds: int = 32
+    #: Bytes of a tool result shown in a `ToolResultEvent` preview.
+    preview_bytes: int = 200
+    shell_timeout: float = 300.0
+    #: The agent's own state (state dir, socket folder): no tool may read or write inside.
+    protected_paths: tuple[Path, ...] = ()
+    #: Hides stored secret values in tool output and model text (default: the secret store's).
+    redactor: Redactor = attrs.field(
+        default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)
+    )
+    #: Where running tool process groups are recorded, so a restart can reap orphans.
+    tool_ledger: ToolLedger | None = None

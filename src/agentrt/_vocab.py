@@ -1,0 +1,107 @@
+"""The words every layer shares: causes, outcomes, request kinds, choices, origins.
+
+This module is the bottom layer (see ``docs/architecture.md``): it imports
+nothing from agentrt, so the protocol (`agentrt.frames`), the runtime and the
+front-ends can all speak of a pause, a parked run or a confirmation without
+loading one another.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+#: Prefix of Trio cancel reasons that carry a `Cause` (see `agentrt._cause`).
+CAUSE_REASON_PREFIX: Final = "agentrt:"
+
+
+class Cause(enum.Enum):
+    """Why a run was stopped."""
+
+    #: Ctrl+C in the terminal, **Yes** in the stop popup, `pending discard`: drop the task.
+    USER_CANCEL = "user_cancel"
+    #: **Pause** in the stop popup, a `cancel` frame with cause ``pause``: keep the task.
+    PAUSE = "pause"
+    #: The window or connection that owned the run went away: keep the task.
+    DISCONNECT = "disconnect"
+    #: The daemon or process is shutting down: keep the task.
+    SHUTDOWN = "shutdown"
+
+    @property
+    def deletes_pending(self) -> bool:
+        """True only for `USER_CANCEL`: every other cause keeps the pending task."""
+        return self is Cause.USER_CANCEL
+
+    @property
+    def reason(self) -> str:
+        """The string handed to `trio.CancelScope.cancel(reason=...)`."""
+        return CAUSE_REASON_PREFIX + self.value
+
+    @classmethod
+    def parse(cls, text: str) -> Cause:
+        """Read a cause from its wire name (``"pause"``); raises ValueError naming the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(c.value for c in cls)
+            raise ValueError(f"unknown cause {text!r}; expected one of: {choices}") from None
+
+
+class Outcome(enum.Enum):
+    """How a run ended."""
+
+    #: The model gave its final answer; the pending task is deleted.
+    FINISHED = "finished"
+    #: Stopped with a cause (see `RunEnded.cause`); kept unless the cause is a user-cancel.
+    CANCELLED = "cancelled"
+    #: Parked on a saved question (`ask_user` from a non-terminal origin, or no listener).
+    AWAITING_ANSWER = "awaiting_answer"
+    #: An error ended it; the pending task is kept so it can be resumed.
+    FAILED = "failed"
+
+
+class RequestKind(enum.Enum):
+    """What a request asks of the human."""
+
+    #: Allow a tool call: answer with one of `Request.choices` (allow once / for session / deny).
+    CONFIRM = "confirm"
+    #: A free-text question from the `ask_user` tool.
+    QUESTION = "question"
+    #: A value for `store_secret`: masked input, answered in `Answer.secret`.
+    SECRET = "secret"
+    #: A restricted-path confirmation: choices plus the system password in `Answer.secret`.
+    PASSWORD = "password"
+
+
+#: Choices of a tool-call confirmation.
+ALLOW_ONCE: Final = "allow"
+ALLOW_SESSION: Final = "allow_session"
+DENY: Final = "deny"
+CONFIRM_CHOICES: tuple[str, ...] = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+
+
+# -- origins: the prefix of a session id says which front-end it belongs to ------
+
+#: A terminal window (agenttui, the `agentrt` command).
+TERMINAL: Final = "cli-"
+#: The web page and the HTTP API.
+WEB: Final = "chat-"
+#: A Telegram chat.
+TELEGRAM: Final = "tg-"
+#: A Discord channel.
+DISCORD: Final = "dc-"
+
+#: The origins the runtime recognises, by session-id prefix.
+ORIGINS: tuple[str, ...] = (TERMINAL, WEB, TELEGRAM, DISCORD)
+
+
+def origin_of(session_id: str) -> str:
+    """The origin prefix of a session id (``"cli-"``, ``"chat-"``, ``"tg-"``, ``"dc-"``) or ``""``.
+
+    ``""`` means unknown: such a session is matched only by a listener with an
+    empty prefix.
+    """
+    for origin in ORIGINS:
+        if session_id.startswith(origin):
+            return origin
+    return ""

@@ -1,0 +1,148 @@
+"""What crosses the socket: runtime events, questions and pending tasks as frames.
+
+The frames themselves (`agentrt.frames`) know nothing of the runtime; these
+adapters are where a runtime value becomes the frame that carries it. The
+`agentrt` command uses them too, so that it prints the same in-process as
+through a daemon.
+"""
+
+from __future__ import annotations
+
+from .._events import (
+    Event,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from .._pending import Entry
+from .._record import TaskRecord
+from .._record import converter as record_converter
+from .._store import StoredTask, UnreadableTask
+from ..frames import (
+    AskFrame,
+    DaemonFrame,
+    EndedFrame,
+    PendingDetail,
+    PendingTask,
+    TaskFrame,
+    TextFrame,
+    ToolCallDeltaFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    UsageFrame,
+    VerifyFrame,
+)
+
+
+def frame_for_event(event: Event) -> DaemonFrame:
+    """The frame that carries a runtime event to the client."""
+    match event:
+        case TaskStarted():
+            return TaskFrame(
+                event.task_hash,
+                event.session_id,
+                event.resumed,
+                event.kept_calls,
+                event.rerun_calls,
+                event.regenerated_words,
+            )
+        case TextEvent():
+            return TextFrame(event.task_hash, event.text, event.agent)
+        case ToolCallDeltaEvent():
+            return ToolCallDeltaFrame(
+                event.task_hash,
+                event.index,
+                event.call_id,
+                event.name,
+                event.arguments,
+                event.agent,
+            )
+        case ToolCallEvent():
+            return ToolCallFrame(
+                event.task_hash,
+                event.call_id,
+                event.name,
+                dict(event.arguments),
+                event.agent,
+                event.attempt,
+            )
+        case ToolResultEvent():
+            return ToolResultFrame(
+                event.task_hash, event.call_id, event.name, event.preview, event.ok, event.agent
+            )
+        case UsageEvent():
+            return UsageFrame(event.task_hash, event.input_tokens, event.output_tokens)
+        case VerifyEvent():
+            return VerifyFrame(event.task_hash, event.ok, event.attempts_left, event.message)
+        case RunEnded():
+            return ended_frame(event)
+
+
+def ended_frame(event: RunEnded) -> EndedFrame:
+    """The ``ended`` frame of a run's final event."""
+    return EndedFrame(
+        task=event.task_hash,
+        session=event.session_id,
+        outcome=event.outcome,
+        cause=event.cause,
+        error=event.error,
+        question=event.question,
+        pending_kept=event.pending_kept,
+        text=event.text,
+    )
+
+
+def ask_frame(entry: Entry) -> AskFrame:
+    """The frame that forwards a claimed registry entry."""
+    request = entry.request
+    return AskFrame(
+        id=entry.id,
+        task=entry.context.task_hash,
+        session=entry.context.session_id,
+        kind=request.kind,
+        prompt=request.prompt,
+        choices=request.choices,
+        masked=request.masked,
+        tool=request.tool,
+        error=request.error,
+    )
+
+
+def pending_task(stored: StoredTask) -> PendingTask:
+    """How a stored pending task is listed (by the daemon, and by `agentrt pending`)."""
+    if isinstance(stored, UnreadableTask):
+        return PendingTask(
+            session=stored.session_id,
+            status=stored.status,
+            input="",
+            updated_at=stored.updated_at or 0.0,
+            error=stored.error,
+        )
+    question = stored.question
+    return PendingTask(
+        session=stored.session_id,
+        status=stored.status.value,
+        input=stored.input,
+        updated_at=stored.updated_at,
+        cause=stored.cause,
+        question=question.prompt if question is not None else None,
+        task=stored.task_hash,
+        error=stored.error,
+        question_kind=question.kind if question is not None else None,
+        messages=len(stored.transcript),
+        runs=stored.runs,
+        crashed=stored.crashed,
+    )
+
+
+def pending_detail(record: TaskRecord) -> PendingDetail:
+    """A pending task in full, as ``pending show`` gives it."""
+    return PendingDetail(
+        pending_task(record),
+        tuple(record_converter.unstructure(m) for m in record.transcript),
+    )

@@ -1,0 +1,102 @@
+"""Tools are declared once: each argument class gives the schema, the structuring and the errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrt import ReplayModel, ScriptedModel, ToolCall, ToolError, ToolSpec, make_model
+from agentrt._tools import TOOLS, find, offered_to
+from agentrt._tools.files import WriteFile
+from agentrt._tools.testing import Big, Sleep
+
+
+def _schema(**properties: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": kind} for name, kind in properties.items()},
+        "required": list(properties),
+    }
+
+
+#: What the model was offered before the tools were declared as classes; unchanged.
+SPECS = (
+    ToolSpec(
+        "ask_user", "Ask the human a question and wait for the answer.", _schema(question="string")
+    ),
+    ToolSpec(
+        "write_file",
+        "Write text to a file (relative paths are inside the working directory).",
+        _schema(path="string", content="string"),
+    ),
+    ToolSpec("read_file", "Read a text file.", _schema(path="string")),
+    ToolSpec(
+        "shell",
+        "Run a shell command in the working directory; returns its output and exit status.",
+        _schema(command="string"),
+    ),
+    ToolSpec(
+        "store_secret",
+        "Ask the human for a secret value and store it under a name; you see only the name.",
+        _schema(name="string"),
+    ),
+    ToolSpec("sleep", "Wait for a number of seconds.", _schema(seconds="number")),
+    ToolSpec(
+        "big",
+        "Produce a result of the given size in bytes (for testing).",
+        _schema(size="integer"),
+    ),
+    ToolSpec(
+        "spawn", "Run a task in a subagent and return its final answer.", _schema(task="string")
+    ),
+)
+
+
+def test_every_tool_offers_the_schema_it_always_had() -> None:
+    assert tuple(tool.spec() for tool in TOOLS.values()) == SPECS
+
+
+def test_script_players_get_every_tool_and_real_models_not_the_testing_ones(
+    tmp_path: Path,
+) -> None:
+    replay = tmp_path / "r.json"
+    replay.write_text('{"turns": []}')
+    for player in (ScriptedModel(), ReplayModel.from_file(replay)):
+        assert offered_to(player) == SPECS
+    for spec in ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"):
+        real = make_model(spec, base_url="http://127.0.0.1:9")
+        names = [tool.name for tool in offered_to(real)]
+        assert names == ["ask_user", "write_file", "read_file", "shell", "store_secret", "spawn"]
+
+
+def test_arguments_are_structured_into_the_tools_class() -> None:
+    assert Sleep.parse(ToolCall("c", "sleep", {"seconds": 2})) == Sleep(2.0)
+    assert Big.parse(ToolCall("c", "big", {"size": 3, "extra": "ignored"})) == Big(3)
+    write = WriteFile.parse(ToolCall("c", "write_file", {"path": "a", "content": "b"}))
+    assert (write.path, write.content) == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("sleep", {"seconds": True}, "sleep needs 'seconds' as a float"),
+        ("sleep", {"seconds": "1"}, "sleep needs 'seconds' as a float"),
+        ("big", {"size": 1.0}, "big needs 'size' as a int"),
+        ("big", {}, "big needs 'size' as a int"),
+        ("write_file", {"path": "a"}, "write_file needs 'content' as a str"),
+        ("write_file", {"content": 5}, "write_file needs 'path' as a str"),
+        ("ask_user", {"question": None}, "ask_user needs 'question' as a str"),
+    ],
+)
+def test_a_missing_or_mistyped_argument_is_named(
+    name: str, arguments: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ToolError, match=f"^{message}$"):
+        find(name).parse(ToolCall("c", name, arguments))
+
+
+def test_an_unknown_tool_lists_the_tools() -> None:
+    with pytest.raises(ToolError, match="unknown tool 'fly'; the tools are: ask_user, write_file"):
+        find("fly")
