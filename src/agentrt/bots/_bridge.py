@@ -25,7 +25,7 @@ import contextlib
 import enum
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -136,6 +136,29 @@ def parse_allow(raw: str | None) -> frozenset[str]:
     if not raw:
         return frozenset()
     return frozenset(part for part in raw.replace(",", " ").split() if part)
+
+
+def read_env(
+    env: Mapping[str, str], service: str, *, token_hint: str, allow_hint: str
+) -> tuple[str, frozenset[str], str | None]:
+    """``AGENTRT_<SERVICE>_TOKEN``, ``_ALLOW`` and ``_API`` of a chat service: (token, allow, api).
+
+    Raises `ConfigError` naming the variable when the token is missing; warns when
+    nobody is allowed (the bot would refuse everyone).
+    """
+    prefix = f"AGENTRT_{service.upper()}"
+    token = env.get(f"{prefix}_TOKEN", "").strip()
+    if not token:
+        raise ConfigError(f"the {service} bot needs {prefix}_TOKEN ({token_hint})")
+    allow = parse_allow(env.get(f"{prefix}_ALLOW"))
+    if not allow:
+        log.warning(
+            "%s_ALLOW is empty: the %s bot will refuse everyone; set it to %s",
+            prefix,
+            service,
+            allow_hint,
+        )
+    return token, allow, env.get(f"{prefix}_API", "").strip() or None
 
 
 def parse_command(text: str) -> str | None:

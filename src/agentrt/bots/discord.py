@@ -46,7 +46,7 @@ from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import DISCORD
-from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, parse_allow
+from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env
 from ._http import header_retry_after, send_with_retries
 
 log = logging.getLogger("agentrt.bots.discord")
@@ -126,18 +126,13 @@ class DiscordConfig:
         Raises `ConfigError` saying what to set when the token is missing.
         """
         env = os.environ if environ is None else environ
-        token = env.get("AGENTRT_DISCORD_TOKEN", "").strip()
-        if not token:
-            raise ConfigError(
-                "the Discord bot needs AGENTRT_DISCORD_TOKEN (Developer Portal > your app > Bot)"
-            )
-        allow = parse_allow(env.get("AGENTRT_DISCORD_ALLOW"))
-        if not allow:
-            log.warning(
-                "AGENTRT_DISCORD_ALLOW is empty: the Discord bot will refuse everyone; "
-                "set it to your user id"
-            )
-        api = env.get("AGENTRT_DISCORD_API", "").strip() or DISCORD_API
+        token, allow, api = read_env(
+            env,
+            "Discord",
+            token_hint="Developer Portal > your app > Bot",
+            allow_hint="your user id",
+        )
+        api = api or DISCORD_API
         gateway = env.get("AGENTRT_DISCORD_GATEWAY", "").strip() or None
         return cls(token, allow, api, gateway)
 

@@ -32,7 +32,7 @@ from ._bridge import (
     ChatBridge,
     ConfigError,
     DeliveryError,
-    parse_allow,
+    read_env,
 )
 from ._http import header_retry_after, send_with_retries
 
@@ -78,19 +78,13 @@ class TelegramConfig:
         Raises `ConfigError` saying what to set when the token is missing.
         """
         env = os.environ if environ is None else environ
-        token = env.get("AGENTRT_TELEGRAM_TOKEN", "").strip()
-        if not token:
-            raise ConfigError(
-                "the Telegram bot needs AGENTRT_TELEGRAM_TOKEN (the token @BotFather gave you)"
-            )
-        allow = parse_allow(env.get("AGENTRT_TELEGRAM_ALLOW"))
-        if not allow:
-            log.warning(
-                "AGENTRT_TELEGRAM_ALLOW is empty: the Telegram bot will refuse everyone; "
-                "set it to your numeric user id"
-            )
-        base_url = env.get("AGENTRT_TELEGRAM_API", "").strip() or TELEGRAM_API
-        return cls(token, allow, base_url)
+        token, allow, api = read_env(
+            env,
+            "Telegram",
+            token_hint="the token @BotFather gave you",
+            allow_hint="your numeric user id",
+        )
+        return cls(token, allow, api or TELEGRAM_API)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
