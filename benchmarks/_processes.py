@@ -11,7 +11,6 @@ import pty
 import re
 import select
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -323,16 +322,3 @@ def time_to_screen(
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         os.close(master)
-
-
-def socket_answers(path: Path) -> bool:
-    """Whether something accepts connections on the Unix socket `path`."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(os.fspath(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True

@@ -32,13 +32,14 @@ from pathlib import Path
 
 import trio
 
+from agentrt.client import is_socket_answering
+
 from ._harness import Result, format_time, interleave_sync
 from ._processes import (
     STEP_TIMEOUT,
     ensure_store,
     isolated_env,
     script,
-    socket_answers,
     time_to_screen,
     timed_run,
 )
@@ -147,7 +148,7 @@ def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
         )
     try:
         deadline = time.monotonic() + STEP_TIMEOUT
-        while not socket_answers(socket_path):
+        while not is_socket_answering(socket_path):
             if daemon.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the daemon did not start; see {root / 'tui-daemon.log'}")
             time.sleep(0.05)
