@@ -229,6 +229,8 @@ class Listener:
     prefix: str
     match: Match | None = attrs.field(default=None, repr=False)
     name: str = ""
+    #: The one window whose requests this listener takes (an indexed match), if any.
+    window: str | None = None
     closed: bool = attrs.field(default=False, init=False)
     _candidates: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False, repr=False)
     _claimed: dict[int, Entry] = attrs.field(factory=dict, init=False, repr=False)
@@ -236,9 +238,16 @@ class Listener:
         factory=trio.lowlevel.ParkingLot, init=False, repr=False
     )
 
+    @property
+    def narrow(self) -> bool:
+        """Whether it takes only some requests of its prefix (a window, or a match function)."""
+        return self.window is not None or self.match is not None
+
     def accepts(self, ctx: RequestContext) -> bool:
         """Whether a request with this context is this listener's to claim."""
         if not ctx.session_id.startswith(self.prefix):
+            return False
+        if self.window is not None and ctx.window_hash != self.window:
             return False
         return self.match is None or self.match(ctx)
 
@@ -316,19 +325,40 @@ class Registry:
     """
 
     _waiting: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False)
+    #: The same entries, by the window of the run that asked (indexes `_waiting`).
+    _waiting_by_window: dict[str, OrderedDict[int, Entry]] = attrs.field(factory=dict, init=False)
     _claimed_count: int = attrs.field(default=0, init=False)
-    _listeners: list[Listener] = attrs.field(factory=list, init=False)
+    #: Every listener, in the order they were opened.
+    _listeners: dict[Listener, None] = attrs.field(factory=dict, init=False)
+    #: Listeners bound to one window, by window; the others (a few front-ends) in `_general`.
+    _by_window: dict[str, list[Listener]] = attrs.field(factory=dict, init=False)
+    _general: list[Listener] = attrs.field(factory=list, init=False)
     _seq: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
-    def listen(self, prefix: str = "", match: Match | None = None, *, name: str = "") -> Listener:
+    def listen(
+        self,
+        prefix: str = "",
+        match: Match | None = None,
+        *,
+        name: str = "",
+        window: str | None = None,
+    ) -> Listener:
         """Register a listener (the spec's `RegisterListener` / `RegisterListenerMatch`).
 
         `prefix` selects session ids (``""`` matches every one); `match`, when
-        given, must also accept the request's context. Entries already waiting
-        are offered to the new listener at once.
+        given, must also accept the request's context. `window` narrows it to the
+        requests of runs started for that window, like a match function but
+        indexed: with a thousand windows connected, posting a question or asking
+        `has_listener` looks at the window's own listeners and the few others,
+        never at all of them. Entries already waiting are offered to the new
+        listener at once.
         """
-        listener = Listener(self, prefix, match, name)
-        self._listeners.append(listener)
+        listener = Listener(self, prefix, match, name, window)
+        self._listeners[listener] = None
+        if window is None:
+            self._general.append(listener)
+        else:
+            self._by_window.setdefault(window, []).append(listener)
         self._offer_existing(listener)
         return listener
 
@@ -338,15 +368,11 @@ class Registry:
         With `ctx`, a listener that has a match function counts only when it
         accepts `ctx`, so a run whose window is disconnected finds no listener.
         """
-        for listener in self._listeners:
-            if ctx is not None:
-                if listener.accepts(ctx):
-                    return True
-            elif listener.match is None and (
-                listener.prefix == "" or origin.startswith(listener.prefix)
-            ):
-                return True
-        return False
+        if ctx is not None:
+            return any(listener.accepts(ctx) for listener in self._candidates_for(ctx))
+        return any(
+            not listener.narrow and origin.startswith(listener.prefix) for listener in self._general
+        )
 
     async def ask(self, request: Request, *, context: RequestContext | None = None) -> Answer:
         """Post `request` and wait for the answer (the spec's `Ask`).
@@ -381,6 +407,8 @@ class Registry:
         seq = next(self._seq)
         entry = Entry(f"q{seq}", request, ctx, self, seq)
         self._waiting[seq] = entry
+        if ctx.window_hash is not None:
+            self._waiting_by_window.setdefault(ctx.window_hash, OrderedDict())[seq] = entry
         for listener in self._targets(ctx):
             self._add_candidate(listener, entry)
             listener._lot.unpark()
@@ -408,6 +436,21 @@ class Registry:
         claimed = [e for listener in self._listeners for e in listener._claimed.values()]
         return sorted([*self._waiting.values(), *claimed], key=lambda e: e._seq)
 
+    def _candidates_for(self, ctx: RequestContext) -> list[Listener]:
+        """The listeners that could accept `ctx`: its window's, and those bound to no window."""
+        if ctx.window_hash is None:
+            return self._general
+        return [*self._by_window.get(ctx.window_hash, ()), *self._general]
+
+    def _drop_waiting(self, entry: Entry) -> None:
+        del self._waiting[entry._seq]
+        window = entry.context.window_hash
+        if window is not None:
+            of_window = self._waiting_by_window[window]
+            del of_window[entry._seq]
+            if not of_window:
+                del self._waiting_by_window[window]
+
     def _targets(self, ctx: RequestContext) -> list[Listener]:
         """The listeners a request is offered to.
 
@@ -416,8 +459,8 @@ class Registry:
         those: a run's questions go back to its window even when a catch-all
         listener of the same prefix is open.
         """
-        accepting = [listener for listener in self._listeners if listener.accepts(ctx)]
-        return [lsn for lsn in accepting if lsn.match is not None] or accepting
+        accepting = [listener for listener in self._candidates_for(ctx) if listener.accepts(ctx)]
+        return [lsn for lsn in accepting if lsn.narrow] or accepting
 
     def _add_candidate(self, listener: Listener, entry: Entry) -> None:
         candidates = listener._candidates
@@ -428,13 +471,18 @@ class Registry:
         entry._offered.append(listener)
 
     def _offer_existing(self, listener: Listener) -> None:
-        for entry in self._waiting.values():
+        waiting = (
+            self._waiting
+            if listener.window is None
+            else self._waiting_by_window.get(listener.window, OrderedDict())
+        )
+        for entry in list(waiting.values()):
             if not listener.accepts(entry.context):
                 continue
-            narrowed = any(o.match is not None for o in entry._offered)
-            if listener.match is None and narrowed:
+            narrowed = any(o.narrow for o in entry._offered)
+            if not listener.narrow and narrowed:
                 continue  # it waits for the window that started its run
-            if listener.match is not None and not narrowed:
+            if listener.narrow and not narrowed:
                 self._unoffer(entry)  # from now on it is this window's alone
             self._add_candidate(listener, entry)
         if listener._candidates:
@@ -446,7 +494,7 @@ class Registry:
         entry._offered.clear()
 
     def _claim(self, entry: Entry, listener: Listener) -> None:
-        del self._waiting[entry._seq]
+        self._drop_waiting(entry)
         self._unoffer(entry)
         entry.state = EntryState.CLAIMED
         entry.claimed_by = listener
@@ -455,7 +503,7 @@ class Registry:
 
     def _settle(self, entry: Entry, state: EntryState) -> None:
         if entry.state is EntryState.WAITING:
-            del self._waiting[entry._seq]
+            self._drop_waiting(entry)
             self._unoffer(entry)
         elif entry.state is EntryState.CLAIMED:
             assert entry.claimed_by is not None
@@ -470,10 +518,17 @@ class Registry:
         entry._done.set()
 
     def _remove_listener(self, listener: Listener) -> None:
-        self._listeners.remove(listener)
+        del self._listeners[listener]
+        if listener.window is None:
+            self._general.remove(listener)
+        else:
+            same = self._by_window[listener.window]
+            same.remove(listener)
+            if not same:
+                del self._by_window[listener.window]
         for entry in listener._candidates.values():
             entry._offered.remove(listener)
-            if listener.match is not None and not entry._offered:
+            if listener.narrow and not entry._offered:
                 # Its window is gone: the catch-all listeners of its prefix may take it.
                 for other in self._targets(entry.context):
                     self._add_candidate(other, entry)

@@ -23,7 +23,6 @@ import attrs
 import trio
 
 from .._cause import Cause
-from .._context import RequestContext
 from .._events import Event, RunEnded
 from .._executor import (
     BadAnswerError,
@@ -326,17 +325,14 @@ class Connection:
         self.scope = frame.scope
         self.lifecycle.step(Step.HELLO)
         # The `agentrt` command runs sessions of any origin; each run's questions still
-        # come back only to the connection that started it (the match on its window).
+        # come back only to the connection that started it (the listener is bound to its window).
         prefix = "" if self.scope is Scope.ALL else ORIGIN
         self._listener = self.daemon.runtime.registry.listen(
-            prefix, self._accepts, name=f"daemon connection {self.number}"
+            prefix, name=f"daemon connection {self.number}", window=window
         )
         assert self._nursery is not None
         self._nursery.start_soon(self._forward_questions, self._listener)
         await self.send(Welcome(PROTOCOL_VERSION, self.daemon.version, window))
-
-    def _accepts(self, ctx: RequestContext) -> bool:
-        return self.window is not None and ctx.window_hash == self.window
 
     # -- questions ---------------------------------------------------------
 
