@@ -187,9 +187,7 @@ async def bench_history_size(state_dir: Path, rounds: int = 20, history: int = 3
 
 def _window_listener(registry: Registry, window: str) -> Listener:
     """A listener like a daemon connection's: ``cli-`` entries of one window only."""
-    return registry.listen(
-        "cli-", lambda ctx: ctx.window_hash == window, name=f"daemon connection {window}"
-    )
+    return registry.listen("cli-", name=f"daemon connection {window}", window=window)
 
 
 @attrs.define(eq=False)
@@ -270,7 +268,7 @@ async def bench_post_fanout(
         problems,
         (
             f"median per post with {large} vs {small} daemon-like listeners "
-            f"(prefix cli-, match on the window); each question is for one window",
+            f"(prefix cli-, bound to a window); each question is for one window",
         ),
     )
 
