@@ -9,10 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Cause, Message
+from agentrt import Cause, Message, ToolResultEvent
 from agentrt._agent import AgentRun
 from agentrt._messages import Role
-from agentrt.lab import CAUSES, Conversation, Lab, LabReport, format_table, real_kills
+from agentrt.lab import (
+    CAUSES,
+    Conversation,
+    Lab,
+    LabReport,
+    format_table,
+    real_kills,
+    replay_answers,
+)
 
 #: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
 pytestmark = pytest.mark.deadline(120)
@@ -133,3 +141,53 @@ def test_the_command_says_what_is_wrong_with_its_input() -> None:
     )
     assert result.returncode == 2
     assert "PROMPT=ANSWER" in result.stderr
+
+
+def test_a_replay_file_carries_its_answers_and_a_denied_confirmation_is_kept_denied(
+    tmp_path: Path,
+) -> None:
+    replay = tmp_path / "talk.json"
+    replay.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {
+                        "tool_calls": [
+                            {"name": "ask_user", "arguments": {"question": "Colour?"}},
+                            {"name": "write_file", "arguments": {"path": "a", "content": "x"}},
+                        ]
+                    },
+                    {"text": "done"},
+                ],
+                "answers": {"Colour?": "teal"},
+            }
+        )
+    )
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "agentrt", "lab", "go", "--replay", str(replay)),
+            *("--json", "--cause", "pause"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["violations"] == []
+    assert data["points_checked"] == len(data["boundaries"])
+    # The answer the file carries is the one given, and a confirmation named by its prompt
+    # takes the answer given for it.
+    answers = replay_answers(replay)
+    assert answers == {"Colour?": "teal"}
+    denied = Conversation(
+        "go",
+        f"replay:{replay}",
+        {**answers, f"write 1 bytes to {tmp_path / 'lab' / 'work' / 'a'}": "deny"},
+    )
+    base, files = Lab(denied, causes=("pause",)).baseline(tmp_path / "lab")
+    results = {e.name: e.preview for e in base.events if isinstance(e, ToolResultEvent)}
+    assert results == {"ask_user": "teal", "write_file": "denied by the user"}
+    assert files == {}

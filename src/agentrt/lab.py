@@ -345,7 +345,9 @@ class Conversation:
     def answer_to(self, kind: RequestKind, prompt: str) -> Answer:
         """What the person answers to a question of `kind` saying `prompt`."""
         if kind is RequestKind.CONFIRM:
-            return Answer(ALLOW_ONCE)
+            # A confirmation is allowed once unless an answer names its prompt (allow,
+            # allow_session or deny).
+            return Answer(self.answers.get(prompt, ALLOW_ONCE))
         if kind is RequestKind.SECRET:
             return Answer("", secret=SECRET_VALUE)
         if kind is RequestKind.PASSWORD:
@@ -977,6 +979,20 @@ def write_heatmap(report: LabReport, path: Path) -> None:
 # -- the command -------------------------------------------------------------------
 
 
+def replay_answers(path: Path) -> dict[str, str]:
+    """The canned answers a replay file carries: its optional ``"answers": {PROMPT: ANSWER}``."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LabError(f"cannot read replay file {path}: {exc}") from None
+    answers = data.get("answers", {}) if isinstance(data, dict) else {}
+    if not isinstance(answers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in answers.items()
+    ):
+        raise LabError(f"replay file {path}: 'answers' must map each prompt to its answer")
+    return dict(answers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `agentrt lab` argument parser."""
     parser = argparse.ArgumentParser(
@@ -1000,8 +1016,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PROMPT=ANSWER",
-        help="the answer to a question (repeatable); other questions are answered 'yes', "
-        "confirmations are allowed once",
+        help="the answer to a question or confirmation, by its prompt (repeatable; a replay "
+        'file may carry them too, as "answers": {PROMPT: ANSWER}); other questions are '
+        "answered 'yes', other confirmations are allowed once",
     )
     parser.add_argument(
         "--cause",
@@ -1034,6 +1051,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         answers[prompt] = answer
     spec = f"replay:{args.replay}" if args.replay else "scripted"
+    if args.replay:
+        try:
+            answers = {**replay_answers(Path(args.replay)), **answers}
+        except LabError as exc:
+            print(f"agentrt lab: {exc}", file=sys.stderr)
+            return 2
     conversation = Conversation(args.text, spec, answers)
     causes = tuple(args.cause) if args.cause else CAUSES
 
