@@ -57,7 +57,7 @@ from agentrt._store import TaskStore
 from ._harness import Batch as Batch
 from ._harness import Result as Result
 from ._harness import format_table as format_table
-from ._harness import format_time
+from ._harness import format_time, interleave_sync
 from ._harness import interleave as interleave
 
 T = TypeVar("T")
@@ -463,15 +463,9 @@ async def bench_claim_scaling(
     big = _ClaimPopulation(large)
     little = _ClaimPopulation(small)
 
-    async def subject() -> float:
-        await trio.lowlevel.checkpoint()
-        return big.claim_batch(batch)
-
-    async def baseline() -> float:
-        await trio.lowlevel.checkpoint()
-        return little.claim_batch(batch)
-
-    subject_median, baseline_median = await interleave(subject, baseline, rounds)
+    subject_median, baseline_median = interleave_sync(
+        lambda: big.claim_batch(batch), lambda: little.claim_batch(batch), rounds
+    )
     problems = [p for p in (big.check(), little.check()) if p]
     return Result(
         f"claim_{large // 1000}k" if large >= 1000 else f"claim_{large}",

@@ -38,7 +38,7 @@ from agentrt._pending import Entry, Listener, Registry, Request
 from agentrt._record import TaskRecord, converter
 from agentrt._runtime import Runtime
 
-from ._harness import Result, format_time, interleave
+from ._harness import Result, format_time, interleave, interleave_sync
 from ._workload import conversation, extra_message
 from .bench_core import open_bench_runtime
 
@@ -248,15 +248,9 @@ async def bench_post_fanout(
     """`Registry.post` of a window's question with `large` windows listening vs `small`."""
     many, few = _Windows(large), _Windows(small)
 
-    async def subject() -> float:
-        await trio.lowlevel.checkpoint()
-        return many.post_batch(batch)
-
-    async def baseline() -> float:
-        await trio.lowlevel.checkpoint()
-        return few.post_batch(batch)
-
-    subject_median, baseline_median = await interleave(subject, baseline, rounds)
+    subject_median, baseline_median = interleave_sync(
+        lambda: many.post_batch(batch), lambda: few.post_batch(batch), rounds
+    )
     problems = tuple(p for p in (many.check(), few.check()) if p)
     return Result(
         f"post_{large}",
@@ -349,15 +343,9 @@ async def bench_listen_scaling(
     """`Registry.listen` for a new window with `large` entries waiting vs `small`."""
     big, little = _Waiting(large), _Waiting(small)
 
-    async def subject() -> float:
-        await trio.lowlevel.checkpoint()
-        return big.listen_batch(batch)
-
-    async def baseline() -> float:
-        await trio.lowlevel.checkpoint()
-        return little.listen_batch(batch)
-
-    subject_median, baseline_median = await interleave(subject, baseline, rounds)
+    subject_median, baseline_median = interleave_sync(
+        lambda: big.listen_batch(batch), lambda: little.listen_batch(batch), rounds
+    )
     problems = tuple(p for p in (big.check(), little.check()) if p)
     return Result(
         f"listen_{large // 1000}k" if large >= 1000 else f"listen_{large}",
