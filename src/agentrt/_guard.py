@@ -22,6 +22,8 @@ from pathlib import Path
 
 import attrs
 
+from ._locations import HTTP_TOKEN_FILE
+
 #: Secret values shorter than this are not searched for (too likely to match by chance).
 MIN_REDACTED_LENGTH = 4
 
@@ -98,6 +100,11 @@ class Redactor:
     files: Mapping[str, Path] = attrs.field(factory=dict)
     _stamp: tuple[int, ...] = attrs.field(default=(), init=False)
     _values: list[tuple[str, str]] = attrs.field(factory=list, init=False)
+
+    @classmethod
+    def for_state_dir(cls, state_dir: Path) -> Redactor:
+        """The secrets of a state dir: its secret store and its HTTP token."""
+        return cls(state_dir / "secrets", {HTTP_TOKEN_FILE: state_dir / HTTP_TOKEN_FILE})
 
     def values(self) -> list[tuple[str, str]]:
         """``(name, value)`` of every secret to hide, longest value first."""

@@ -127,7 +127,7 @@ async def open_runtime(
             else default_restricted(),
             verifier=verifier or SudoVerifier(ledger=ledger),
             protected_paths=_protected(state_dir, protected_paths),
-            redactor=Redactor(secrets.path, {"http-token": state_dir / HTTP_TOKEN_FILE}),
+            redactor=Redactor.for_state_dir(state_dir),
             tool_ledger=ledger,
         )
         registry = Registry()

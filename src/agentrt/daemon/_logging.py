@@ -23,7 +23,6 @@ from types import TracebackType
 from urllib.parse import quote
 
 from .._guard import MIN_REDACTED_LENGTH, Redactor
-from .._runtime import HTTP_TOKEN_FILE
 
 #: Environment variables whose values are secrets, by name.
 _SECRET_ENV = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|APIKEY)$")
@@ -107,7 +106,7 @@ def configure_logging(state_dir: Path, *, verbose: bool) -> SecretFilter:
         level=logging.INFO if verbose else logging.WARNING,
         format="agentrt daemon: %(message)s",
     )
-    stored = Redactor(state_dir / "secrets", {"http-token": state_dir / HTTP_TOKEN_FILE})
+    stored = Redactor.for_state_dir(state_dir)
     secret_filter = SecretFilter(environment_secrets, stored.values)
     for handler in logging.getLogger().handlers:
         handler.addFilter(secret_filter)
