@@ -67,24 +67,40 @@ async def bench_commit_size(
         store = runtime.store
         big, little = conversation(large, "big"), conversation(small, "little")
 
+        async def ballast(messages: tuple[Message, ...]) -> str:
+            # The small samples write as much as the large ones first, to a session of their
+            # own: the disk then starts from the same state (a write-ahead log just grown by
+            # the same amount) and only the length of the transcript differs.
+            if len(messages) >= len(big):
+                return ""
+            other = f"chat-ballast-{next(counter)}"
+            await store.save(TaskRecord(other, "bench", big))
+            return other
+
         async def save(messages: tuple[Message, ...]) -> float:
             session = f"chat-commit-{next(counter)}"
             record = await store.save(TaskRecord(session, "bench", messages))
+            other = await ballast(messages)
             grown = record.evolve(transcript=(*record.transcript, extra_message(len(messages))))
             start = time.perf_counter()
             await store.save(grown)
             elapsed = time.perf_counter() - start
             await store.delete(session)
+            if other:
+                await store.delete(other)
             return elapsed
 
         async def commit(messages: tuple[Message, ...]) -> float:
             session = f"chat-commit-{next(counter)}"
             record = await store.save(TaskRecord(session, "bench", messages))
+            other = await ballast(messages)
             agent = _agent_run(runtime, record)
             start = time.perf_counter()
             await agent.commit(extra_message(len(messages)))
             elapsed = time.perf_counter() - start
             await store.delete(session)
+            if other:
+                await store.delete(other)
             return elapsed
 
         subject_median, baseline_median = await interleave(
@@ -102,7 +118,8 @@ async def bench_commit_size(
         rounds,
         notes=(
             f"TaskStore.save of the record with one message more, at {large} vs {small} "
-            f"messages ({_json_size(big)} vs {_json_size(little)} of JSON), one fresh session per sample",
+            f"messages ({_json_size(big)} vs {_json_size(little)} of JSON), one fresh session per "
+            f"sample; the {small}-message samples first write {large} messages to another session",
             f"AgentRun.commit itself: {format_time(run_large)} at {large} vs "
             f"{format_time(run_small)} at {small} ({run_large / run_small:.2f}x)",
         ),
@@ -136,7 +153,8 @@ async def bench_history_size(state_dir: Path, rounds: int = 20, history: int = 3
 
     Each sample makes a fresh session; the subject's is given `history`
     messages of finished runs first (untimed, through `TaskStore.finish`), the
-    baseline's none. The time is `Executor.run` from call to return: create
+    baseline's none (the same messages go to another session, so that both
+    samples start from the same disk state). The time is `Executor.run` from call to return: create
     the task (reading the history), commit the answer, finish (saving the
     history).
     """
@@ -149,8 +167,10 @@ async def bench_history_size(state_dir: Path, rounds: int = 20, history: int = 3
 
         async def run(seed: bool) -> float:
             session = f"chat-history-{next(counter)}"
-            if seed:
-                await runtime.store.finish(session, past)
+            # Both write the same history first, the baseline's to another session: the
+            # disk then starts from the same state (a write-ahead log just grown by the
+            # same amount) and only where the history belongs differs.
+            await runtime.store.finish(session if seed else f"{session}-elsewhere", past)
             start = time.perf_counter()
             ended = await runtime.executor.run(session, "hello", owner=owner, emit=_ignore)
             elapsed = time.perf_counter() - start
@@ -177,7 +197,8 @@ async def bench_history_size(state_dir: Path, rounds: int = 20, history: int = 3
         tuple(problems[:3]),
         (
             f"Executor.run('hello') in a session with {history} messages of history "
-            f"({_json_size(past)} of JSON) vs none, one fresh session per sample",
+            f"({_json_size(past)} of JSON) vs none, one fresh session per sample; both written "
+            "just before, the baseline's to another session",
         ),
     )
 

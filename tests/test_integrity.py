@@ -350,26 +350,29 @@ async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
     runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[Entry] = []
-    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    all_answered = trio.Event()
+
+    def allow(entry: Entry) -> str:
+        if len(asked) == 3:  # the third question, recorded just before
+            all_answered.set()
+        return ALLOW_ONCE
+
+    await nursery.start(answer_all, runtime, "cli-", allow, asked)
     begin_effect = AgentRun.begin_effect
     save_fields = TaskStore.save_fields
-    entered: list[str] = []
-    all_entered = trio.Event()
     begun: list[str] = []
 
     async def begin_then_pause_after_all(run: AgentRun, call: ToolCall) -> None:
-        entered.append(call.id)
-        if len(entered) == 3:
-            all_entered.set()
         await begin_effect(run, call)
         begun.append(call.id)
         if len(begun) == 3:
             runtime.executor.cancel(run.task_hash, Cause.PAUSE)
 
     async def slow_save_fields(store: TaskStore, record: TaskRecord) -> bool:
-        # The first attempt's write is still on its way when the other calls start.
-        if record.attempts and not all_entered.is_set():
-            await all_entered.wait()
+        # The first attempt's write is still on its way when the other calls, all
+        # confirmed, start theirs.
+        if record.attempts and not all_answered.is_set():
+            await all_answered.wait()
         return await save_fields(store, record)
 
     monkeypatch.setattr(AgentRun, "begin_effect", begin_then_pause_after_all)

@@ -57,7 +57,7 @@ from ._record import (
     call_was_clamped,
     unanswered_calls,
 )
-from ._store import StoreError, TaskStore
+from ._store import StoreError, Submitted, TaskStore
 from ._tools import QuestionParked, find, offered_to
 from ._tools import ToolError as ToolError
 
@@ -112,6 +112,8 @@ class AgentRun:
     #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
     uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    #: Field writes queued by `set_record_soon`, not yet waited for.
+    _behind: list[Submitted[bool]] = attrs.field(factory=list, init=False)
     _subagents: int = attrs.field(default=0, init=False)
     #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
     _asking: dict[str, SavedQuestion] = attrs.field(factory=dict, init=False)
@@ -214,6 +216,7 @@ class AgentRun:
             if self.store is not None:
                 record = await self.store.save(record)
             self.snapshot = record
+            await self._behind_written()
 
     async def set_record(self, **changes: Any) -> None:
         """Persist a change to the snapshot that adds no message."""
@@ -226,6 +229,25 @@ class AgentRun:
             if self.store is not None and not await self.store.save_fields(record):
                 record = await self.store.save(record)
             self.snapshot = record
+            await self._behind_written()
+
+    async def set_record_soon(self, **changes: Any) -> None:
+        """Like `set_record`, but the write is queued, not waited for.
+
+        For a change whose loss in a crash costs nothing (the record would
+        only say a little less); it reaches the disk with the next write that
+        is waited for, in the same transaction, and that write checks it.
+        """
+        async with self._commit_lock:
+            record = self.snapshot.evolve(**changes)
+            if self.store is not None:
+                self._behind.append(self.store.save_fields_nowait(record))
+            self.snapshot = record
+
+    async def _behind_written(self) -> None:
+        """Wait for the writes `set_record_soon` queued (done by now or with the last write)."""
+        while self._behind:
+            await self._behind.pop(0).wait()
 
     async def begin_effect(self, call: ToolCall) -> None:
         """Record that `call` is about to take effect, before it does.
@@ -256,9 +278,13 @@ class AgentRun:
     async def _run_round(self, calls: Sequence[ToolCall]) -> SavedQuestion | None:
         parked: list[SavedQuestion] = []
         order = {call.id: n for n, call in enumerate(calls)}
-        async with trio.open_nursery() as nursery:
-            for call in calls:
-                nursery.start_soon(self._run_call, call, parked, order)
+        if len(calls) == 1:
+            # One call: run here, without a task of its own to start and to wait for.
+            await self._run_call(calls[0], parked, order)
+        else:
+            async with trio.open_nursery() as nursery:
+                for call in calls:
+                    nursery.start_soon(self._run_call, call, parked, order)
         if not parked:
             return None
         # The round's other results are committed by now; save the question and stop.
@@ -337,7 +363,9 @@ class AgentRun:
         await self.set_record(question=self._oldest_waiting())
         answer = await self.registry.ask(request)
         del self._asking[saved.call_id]
-        await self.set_record(question=self._oldest_waiting())
+        # Not waited for: if it is lost, the kept task shows a question that was answered,
+        # and a resume asks it again, as if the answer had come a moment later.
+        await self.set_record_soon(question=self._oldest_waiting())
         return answer
 
     def _oldest_waiting(self) -> SavedQuestion | None:

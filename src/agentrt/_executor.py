@@ -411,7 +411,7 @@ class Executor:
             agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
         )
         label: Submitted[bool] | None = None
-        with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS) as timeout:
+        with _bounded_shield(_CLEANUP_SECONDS) as timeout:
             try:
                 ended, label = await self._settle(agent, history, ending)
             except StoreError as exc:
@@ -423,7 +423,7 @@ class Executor:
         if label is not None:
             # The kept task's new status, queued before the final event went out: a call
             # made after that event (a resume, a listing) is queued after it and sees it.
-            with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+            with _bounded_shield(_CLEANUP_SECONDS):
                 try:
                     await label.wait()
                 except StoreError as exc:
@@ -479,8 +479,7 @@ class Executor:
         label: Submitted[bool] | None = None
         running = self._sessions.get(record.session_id)
         if running is not None and running.discarded:
-            await trio.lowlevel.checkpoint()  # the discard deleted it already
-            kept = False
+            kept = False  # the discard deleted it already
         elif cause.deletes_pending:
             await self.store.delete(record.session_id)
             kept = False
@@ -494,7 +493,6 @@ class Executor:
                 cause=cause,
                 lost_words=agent.uncommitted_words,
             )
-            await trio.lowlevel.checkpoint()
             kept = True
         ended = RunEnded(
             agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
@@ -521,7 +519,7 @@ class Executor:
 
     async def _emit_first(self, emit: Emit, started: TaskStarted) -> None:
         """Emit `TaskStarted`, shielded (and bounded) so that no cancel can skip it."""
-        with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+        with _bounded_shield(_CLEANUP_SECONDS):
             try:
                 await emit(started)
             except Exception as exc:  # the receiver went away; the run still settles
@@ -537,6 +535,14 @@ class Executor:
             await emit(ended)
         except Exception as exc:  # the receiver went away; the outcome is already persisted
             log.info("final event of %s not delivered: %s", ended.task_hash, exc)
+
+
+def _bounded_shield(seconds: float) -> trio.CancelScope:
+    """A scope shielded from outside cancels that gives up by itself after `seconds`.
+
+    One scope where a shield and a `move_on_after` would take two.
+    """
+    return trio.CancelScope(shield=True, deadline=trio.current_time() + seconds)
 
 
 def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStarted:

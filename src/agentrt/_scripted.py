@@ -134,7 +134,10 @@ class ScriptedModel:
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
     ) -> ModelResponse:
         """Answer the last user message, or summarise the tool results that follow it."""
-        last_user = max((i for i, m in enumerate(messages) if m.role is Role.USER), default=None)
+        # From the end: a long history before the last user message is never walked.
+        last_user = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.USER), None
+        )
         if last_user is None:
             raise ModelError("the scripted model needs a user message")
         after = messages[last_user + 1 :]

@@ -27,6 +27,7 @@ import collections
 import contextlib
 import json
 import os
+import queue
 import sqlite3
 import threading
 import time
@@ -281,13 +282,17 @@ class _Memory:
 
     A session's ``rev`` in the file changes with every change to its messages;
     an entry is used only while its revision is the file's, so a change made
-    by another process is never missed. Used by the writer thread only.
+    by another process is never missed. At most `limit` messages are kept (the
+    sessions used longest ago go first; the one just used always stays): every
+    object kept alive is one more for the garbage collector to walk. Used by
+    the writer thread only.
     """
 
-    limit: int = 256
+    limit: int = 10_000
     _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
         factory=collections.OrderedDict
     )
+    _size: int = 0
 
     def get(self, session_id: str, rev: int) -> tuple[Message, ...] | None:
         entry = self._sessions.get(session_id)
@@ -297,16 +302,21 @@ class _Memory:
         return entry[1]
 
     def put(self, session_id: str, rev: int, messages: tuple[Message, ...]) -> None:
+        self.drop(session_id)
         self._sessions[session_id] = (rev, messages)
-        self._sessions.move_to_end(session_id)
-        while len(self._sessions) > self.limit:
-            self._sessions.popitem(last=False)
+        self._size += len(messages)
+        while self._size > self.limit and len(self._sessions) > 1:
+            _, (_, gone) = self._sessions.popitem(last=False)
+            self._size -= len(gone)
 
     def drop(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+        entry = self._sessions.pop(session_id, None)
+        if entry is not None:
+            self._size -= len(entry[1])
 
     def clear(self) -> None:
         self._sessions.clear()
+        self._size = 0
 
 
 @attrs.frozen
@@ -362,6 +372,10 @@ class TaskStore:
     _closed: bool = attrs.field(default=False, init=False)
     _memory: _Memory = attrs.field(factory=_Memory, init=False, repr=False)
     _writer: _Writer = attrs.field(init=False, repr=False)
+    #: Calls queued with `defer`, not yet handed to the writer thread (see `_submit`).
+    _deferred: collections.deque[_Call[Any]] = attrs.field(
+        factory=collections.deque, init=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         self._writer = _Writer(self._db, self.path, self._memory)
@@ -458,12 +472,20 @@ class TaskStore:
 
         For changes that add no message (a saved question, a status).
         """
+        return await self.save_fields_nowait(record, defer=False).wait()
+
+    def save_fields_nowait(self, record: TaskRecord, *, defer: bool = True) -> Submitted[bool]:
+        """Queue `save_fields` and return at once; await `Submitted.wait` for its outcome.
+
+        Deferred (the default), it goes to the disk with the next call that is
+        waited for, in the same transaction (see `_submit`).
+        """
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
                 return self._update_fields(db, record)
 
-        return await self._run(write)
+        return Submitted(self, self._submit(write, defer=defer))
 
     def mark_nowait(
         self,
@@ -497,7 +519,7 @@ class TaskStore:
                 )
             return cur.rowcount > 0
 
-        return Submitted(self, self._submit(write))
+        return Submitted(self, self._submit(write, defer=True))
 
     async def mark(
         self,
@@ -768,6 +790,7 @@ class TaskStore:
         if self._closed:
             return
         self._closed = True
+        self._hand_over()
         await self._writer.stop()
 
     def statistics(self) -> StoreStatistics:
@@ -1065,13 +1088,28 @@ class TaskStore:
 
     # -- queueing ------------------------------------------------------------------
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> _Call[T]:
-        """Queue `fn` for the writer thread; it runs in the order queued."""
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> _Call[T]:
+        """Queue `fn` for the writer thread; calls run in the order queued.
+
+        With `defer`, the call takes its place in the order now but the
+        thread hears of it only when it is waited for or the next call is
+        queued: the caller can tell the world something first (a run's final
+        event) without paying for waking the thread.
+        """
         if self._closed:
             raise StoreError(f"the task store {self.path} is closed")
         call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
+        if defer:
+            self._deferred.append(call)
+            return call
+        self._hand_over()
         self._writer.submit(call)
         return call
+
+    def _hand_over(self) -> None:
+        """Give the writer thread the deferred calls, in their order."""
+        while self._deferred:
+            self._writer.submit(self._deferred.popleft())
 
     async def _wait(self, call: _Call[T]) -> T:
         """The outcome of a queued call.
@@ -1081,6 +1119,7 @@ class TaskStore:
         next checkpoint), so that nobody is told a write failed that happened.
         Only a call that can never run (`_Call.abandonable`) is given up on.
         """
+        self._hand_over()
         if call.abandonable:
             await call.event.wait()
         else:
@@ -1168,49 +1207,54 @@ class _Writer:
     db: sqlite3.Connection
     path: Path
     memory: _Memory
-    _lock: threading.Condition = attrs.field(factory=threading.Condition, init=False)
-    _queue: collections.deque[_Call[Any]] = attrs.field(factory=collections.deque, init=False)
+    _queue: queue.SimpleQueue[_Call[Any] | None] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
-    _stopping: bool = attrs.field(default=False, init=False)
+    _start_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _calls: int = attrs.field(default=0, init=False)
     _batches: int = attrs.field(default=0, init=False)
 
     def submit(self, call: _Call[Any]) -> None:
-        with self._lock:
-            self._queue.append(call)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name=f"agentrt store {self.path.name}", daemon=True
-                )
-                self._thread.start()
-            self._lock.notify()
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name=f"agentrt store {self.path.name}", daemon=True
+                    )
+                    self._thread.start()
+        self._queue.put(call)
 
     def statistics(self) -> StoreStatistics:
-        with self._lock:
-            return StoreStatistics(self._calls, self._batches, len(self._queue))
+        return StoreStatistics(self._calls, self._batches, self._queue.qsize())
 
     async def stop(self) -> None:
         """Run what is queued, then end the thread and close the file."""
-        with self._lock:
-            self._stopping = True
-            thread = self._thread
-            self._lock.notify()
+        thread = self._thread
         if thread is not None:
+            self._queue.put(None)
             await trio.to_thread.run_sync(thread.join)
         await trio.to_thread.run_sync(self.db.close)
 
     def _loop(self) -> None:
-        while True:
-            with self._lock:
-                while not self._queue and not self._stopping:
-                    self._lock.wait()
-                if not self._queue:
-                    return
-                batch = [self._queue.popleft() for _ in range(min(_BATCH_LIMIT, len(self._queue)))]
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _BATCH_LIMIT:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True  # run what came before the stop, then end
+                    break
+                batch.append(more)
             _run_batch(self.db, batch, self.path, self.memory)
-            with self._lock:
-                self._calls += len(batch)
-                self._batches += 1
+            self._calls += len(batch)
+            self._batches += 1
             _deliver(batch)
 
 

@@ -168,7 +168,7 @@ class _LabStore(TaskStore):
         """From now on, nothing reaches the file."""
         self.dead = True
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> _Call[T]:
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> _Call[T]:
         call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
         if self.dead:
             call.abandonable = True
@@ -197,11 +197,11 @@ class _LabStore(TaskStore):
         self._wrote("save", detail)
         return saved
 
-    async def save_fields(self, record: TaskRecord) -> bool:
-        done = await super().save_fields(record)
+    def save_fields_nowait(self, record: TaskRecord, *, defer: bool = True) -> Submitted[bool]:
+        submitted = super().save_fields_nowait(record, defer=defer)
         self._wrote("save_fields", _changed(self._last, record))
         self._last = record
-        return done
+        return submitted
 
     async def create(self, record: TaskRecord) -> Any:
         history = await super().create(record)

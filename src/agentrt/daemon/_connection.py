@@ -78,6 +78,10 @@ _RECEIVE_SIZE: Final = 65536
 _MAX_WINDOW: Final = 128
 
 
+def _withdrawn(entry: Entry) -> AskWithdrawn:
+    return AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
+
+
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + secrets.token_hex(6)
@@ -360,6 +364,8 @@ class Connection:
         await self.send(ErrorFrame(code, message, ref))
 
     async def _emit(self, event: Event) -> None:
+        if isinstance(event, RunEnded):
+            await self._announce_withdrawn(event.task_hash)
         await self.send(frame_for_event(event))
 
     # -- hello ------------------------------------------------------------
@@ -419,11 +425,17 @@ class Connection:
 
     async def _watch_question(self, entry: Entry) -> None:
         state = await entry.wait_done()
-        self._asks.pop(entry.id, None)
+        if self._asks.pop(entry.id, None) is None:
+            return  # announced already, before its run's final event
         if state is EntryState.WITHDRAWN:
-            await self.send(
-                AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
-            )
+            await self.send(_withdrawn(entry))
+
+    async def _announce_withdrawn(self, task_hash: str) -> None:
+        """Announce the withdrawn questions of a run that ends, before its final event."""
+        for entry in list(self._asks.values()):
+            if entry.context.task_hash == task_hash and entry.state is EntryState.WITHDRAWN:
+                del self._asks[entry.id]
+                await self.send(_withdrawn(entry))
 
     async def _on_answer(self, frame: AnswerFrame) -> None:
         entry = self._asks.get(frame.ask)
