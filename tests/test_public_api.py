@@ -47,6 +47,7 @@ EXPECTED = {
     "NotOwnerError",
     "Outcome",
     "PendingTaskExistsError",
+    "ModelNotConfiguredError",
     "Registry",
     "RegistryStatistics",
     "ReplayModel",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._executor import BadWorkdirError as BadWorkdirError
     from ._executor import Executor as Executor
     from ._executor import ExecutorError as ExecutorError
+    from ._executor import ModelNotConfiguredError as ModelNotConfiguredError
     from ._executor import NoPendingTaskError as NoPendingTaskError
     from ._executor import NotOwnerError as NotOwnerError
     from ._executor import PendingTaskExistsError as PendingTaskExistsError
@@ -118,6 +119,7 @@ _WHERE: dict[str, str] = {
     "NoPendingTaskError": "_executor",
     "NotOwnerError": "_executor",
     "PendingTaskExistsError": "_executor",
+    "ModelNotConfiguredError": "_executor",
     "SessionBusyError": "_executor",
     "TaskInfo": "_executor",
     "UnknownTaskError": "_executor",
