@@ -381,3 +381,37 @@ async def test_agenttui_passes_its_options_to_the_daemon_it_starts(
         finally:
             started.process.terminate()
             await trio.to_thread.run_sync(started.process.wait)
+
+
+def test_config_show_names_the_settings_a_provider_does_not_take(env: dict[str, str]) -> None:
+    import attrs
+
+    from agentrt.providers import OpenAIModel
+
+    write_config(env, 'model = "openai:m"\ntemperature = 0.2\nmax_tokens = 100\n')
+    shown = agentrt(["config", "show"], env)
+    assert shown.returncode == 0, shown.stderr
+    taken = attrs.fields_dict(OpenAIModel)
+    left_out = [name for name in ("max_tokens", "temperature") if name not in taken]
+    if left_out:
+        assert f"note: the openai provider takes no {', '.join(left_out)}" in shown.stdout
+    else:
+        assert "note:" not in shown.stdout
+
+
+async def test_the_daemon_runs_a_bot_from_the_file_with_its_token_in_the_key_store(
+    short_dir: Path, env: dict[str, str], nursery: trio.Nursery
+) -> None:
+    from agentrt._keys import KeyStore
+
+    from .fakes.telegram_server import TOKEN, FakeTelegram
+
+    server = FakeTelegram()
+    await nursery.start(server.run)
+    env["AGENTRT_TELEGRAM_API"] = server.base_url
+    write_config(env, "[telegram]\nenabled = true\nallow = [42]\n")
+    KeyStore.for_state_dir(Path(env["AGENTRT_STATE_DIR"])).put("AGENTRT_TELEGRAM_TOKEN", TOKEN)
+    with trio.fail_after(LIMIT):
+        async with daemon(short_dir, env):
+            server.user_says(42, 42, "hello from the file")
+            await server.wait_for(lambda: any("hello from the file" in t for t in server.texts(42)))

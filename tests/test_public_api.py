@@ -28,6 +28,7 @@ EXPECTED = {
     "BadAnswerError",
     "BadSessionIdError",
     "BadWorkdirError",
+    "Approval",
     "Cause",
     "CauseScope",
     "ClosedListenerError",

@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._vocab import ALLOW_SESSION as ALLOW_SESSION
     from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
     from ._vocab import DENY as DENY
+    from ._vocab import Approval as Approval
     from ._vocab import Cause as Cause
     from ._vocab import Outcome as Outcome
     from ._vocab import RequestKind as RequestKind
@@ -162,6 +163,7 @@ _WHERE: dict[str, str] = {
     "ALLOW_ONCE": "_vocab",
     "ALLOW_SESSION": "_vocab",
     "CONFIRM_CHOICES": "_vocab",
+    "Approval": "_vocab",
     "Cause": "_vocab",
     "DENY": "_vocab",
     "Outcome": "_vocab",

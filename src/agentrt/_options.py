@@ -35,8 +35,8 @@ _OPTIONS: dict[str, dict[str, Any]] = {
     STATE_DIR: {
         "metavar": "DIR",
         "type": Path,
-        "help": "the state folder: pending tasks, secrets, the HTTP token, the terminal's "
-        "input history (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
+        "help": "the state folder: pending tasks, secrets, keys, the HTTP token, the "
+        "terminal's input history (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
         "else ~/.local/state/agentrt)",
     },
     MODEL: {

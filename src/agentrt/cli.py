@@ -61,8 +61,8 @@ from ._options import (
 )
 from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
-from ._runtime import Runtime, open_runtime
-from ._settings import Settings, load_settings
+from ._runtime import Runtime, default_state_dir, open_runtime
+from ._settings import Settings, load_settings, model_options
 from ._shapes import SCHEMA_VERSION, event_to_json, question_json
 from ._statedir import (
     DaemonInfo,
@@ -172,9 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt",
         description="A Trio runtime for LLM agents that stop to ask a human. "
-        "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses.",
+        "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses. "
+        "Settings come from the flags, the environment and $XDG_CONFIG_HOME/agentrt/config.toml, "
+        "in that order: `agentrt config show` prints them.",
         epilog="Exit status of run / pending answer / pending resume: 0 finished, 1 failed "
-        "(pending task kept), 2 usage error, 3 stopped with the pending task kept (paused, "
+        "(pending task kept) or refused (nothing started: the model has no API key, the "
+        "session is busy), 2 usage or configuration error, 3 stopped with the pending task kept (paused, "
         "disconnected, awaiting an answer), 130 cancelled by the user (pending task deleted).",
     )
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
@@ -227,11 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
         "A value comes from the first of: a flag, the environment, the file, the default.",
     )
     csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
-    csub.add_parser(
+    cshow = csub.add_parser(
         "show",
-        parents=[common],
+        parents=[shared_options(STATE_DIR, *MODEL_OPTIONS)],
         help="every setting, its value and where it came from (flag, env, file:line, key "
         "store, default); API keys and tokens are never printed",
+        description="Print every setting of agentrt, its value and where it came from: a "
+        "flag, an environment variable, the configuration file (with its line), the key "
+        "store or the default. Flags given here are applied as `agentrt run` would apply "
+        "them. API keys and tokens are shown only as set or not.",
+    )
+    cshow.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {SETTING: {"value", "source", "where"}}, a key or '
+        'token with "value": null and "set"',
     )
 
     keys_common = shared_options(STATE_DIR)
@@ -852,6 +865,16 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     value_width = min(max(len(r[1]) for r in rows), 48)
     for key, value, source in rows:
         print(f"{key:<{key_width}}  {value:<{value_width}}  {source}".rstrip())
+    provider = settings.provider
+    if provider is not None:
+        from .providers._configured import unsent
+
+        ignored = unsent(provider.name, model_options(settings))
+        if ignored:
+            print(
+                f"\nnote: the {provider.name} provider takes no {', '.join(ignored)}: "
+                "those settings are not sent with its requests"
+            )
     if daemon is not None:
         print(
             f"\na daemon (pid {daemon.pid}) holds the state dir and runs tasks with the model "
@@ -861,9 +884,8 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_FINISHED
 
 
-def _cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
+def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
     """``agentrt keys set|list|rm``: the key store of the state dir; values are never printed."""
-    state_dir = settings.state_dir.value
     keys = KeyStore.for_state_dir(state_dir)
     if args.action == "list":
         names = keys.names()
@@ -929,11 +951,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if args.command == "keys":
+            # Keys live in the state dir only: a broken configuration file must not stand
+            # in the way of storing the key it lacks.
+            return _cmd_keys(args, args.state_dir or default_state_dir())
         settings = load_settings(args)
         if args.command == "config":
             return _cmd_config(args, settings)
-        if args.command == "keys":
-            return _cmd_keys(args, settings)
         command = _cmd_run if args.command == "run" else _cmd_pending
         return trio.run(command, args, settings)
     except BaseException as exc:
