@@ -185,7 +185,7 @@ async def test_a_daemon_without_a_key_refuses_runs_and_keeps_no_failed_task(
             for _ in range(2):
                 refused = await run_over_socket(socket, "hi")
                 assert isinstance(refused, ErrorFrame), refused
-                assert refused.code is ErrorCode.FAILED
+                assert refused.code is ErrorCode.STATE
                 assert "no API key for the OpenAI API (model openai:gpt-4o)" in refused.message
                 assert "agentrt keys set OPENAI_API_KEY" in refused.message
             port = re.search(rb"http://127\.0\.0\.1:(\d+)/", said)

@@ -79,7 +79,8 @@ class ModelNotConfiguredError(ExecutorError):
     failed pending task behind; the message says what to set.
     """
 
-    code, http_status, frame_code = "model_not_configured", 503, "failed"
+    # Not allowed now, as a busy session is not: it works once a key is stored.
+    code, http_status, frame_code = "model_not_configured", 503, "state"
 
 
 def check_model_ready(model: object) -> None:
