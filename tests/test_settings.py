@@ -293,6 +293,12 @@ def test_bad_values_from_flags_and_the_environment_name_their_source(
 ) -> None:
     with pytest.raises(ConfigError, match=r"^flag --model: unknown model 'gpt'"):
         load(home, model="gpt")
+    # AGENTRT_MODEL is checked by whoever runs the model: a command going through a
+    # daemon runs the daemon's.
+    from_env = load({**home, "AGENTRT_MODEL": "gpt"})
+    with pytest.raises(ConfigError, match=r"^env AGENTRT_MODEL: unknown model 'gpt'"):
+        from_env.check_model()
+    assert load({**home, "AGENTRT_MODEL": "openai:m"}).check_model() == "openai:m"
     with pytest.raises(ConfigError, match=r"^env AGENTRT_APPROVAL: unknown approval policy"):
         load({**home, "AGENTRT_APPROVAL": "sometimes"})
     with pytest.raises(ConfigError, match=r"^env OPENAI_BASE_URL: 'localhost:11434' is not"):

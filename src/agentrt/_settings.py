@@ -504,6 +504,15 @@ class Settings:
         name = provider_of(self.model.value)
         return self.providers[name] if name is not None else None
 
+    def check_model(self) -> str:
+        """The model spec, checked; `ConfigError` naming its source if it has no known form.
+
+        For the process that runs the model (a command working on its own, the
+        daemon): `load_settings` checks a model from a flag or the file at once,
+        but one from ``AGENTRT_MODEL`` only here.
+        """
+        return str(_checked(self.model, _model).value)
+
     def items(self) -> Iterator[tuple[str, Value[Any]]]:
         """Every setting by its key in the file (``openai.base_url``), in a stable order."""
         yield "config", self.config
@@ -557,7 +566,8 @@ def load_settings(
     The flags read are the shared options' (``config``, ``state_dir``,
     ``model``, ``base_url``, ``api_key_env``, ``approval``) and the daemon's
     (``http``, ``telegram``, ``discord``); one left out or None is not given.
-    Raises `ConfigError` (a ValueError) saying where a bad value came from.
+    Raises `ConfigError` (a ValueError) saying where a bad value came from
+    (``AGENTRT_MODEL`` is checked by `Settings.check_model`).
     """
     env = os.environ if environ is None else environ
     args = flags if flags is not None else argparse.Namespace()
@@ -590,7 +600,11 @@ def load_settings(
         state_dir = Value(default_state_dir(env))
     keys = KeyStore.for_state_dir(state_dir.value)
 
-    model = _checked(pick("model", "scripted", option="--model", variable="AGENTRT_MODEL"), _model)
+    model = pick("model", "scripted", option="--model", variable="AGENTRT_MODEL")
+    if model.source.kind is SourceKind.FLAG:
+        # AGENTRT_MODEL is checked where it is used (`Settings.check_model`): a command
+        # that goes through a running daemon runs the daemon's model, whatever it says.
+        model = _checked(model, _model)
     approval = _checked(
         pick("approval", Approval.ASK, option="--approval", variable="AGENTRT_APPROVAL"),
         lambda v: v if isinstance(v, Approval) else Approval.parse(v),

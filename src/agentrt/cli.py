@@ -840,6 +840,7 @@ async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client
 
 
 def _open(args: argparse.Namespace, settings: Settings) -> Any:
+    settings.check_model()
     return open_runtime(settings=settings, workdir=args.workdir)
 
 
@@ -848,6 +849,7 @@ def _open(args: argparse.Namespace, settings: Settings) -> Any:
 
 def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     """``agentrt config show``: every setting, its value and where it came from."""
+    settings.check_model()
     daemon = read_daemon_info(settings.state_dir.value)
     if daemon is not None and not daemon.alive():
         daemon = None

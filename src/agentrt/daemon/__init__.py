@@ -114,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         settings = load_settings(args)
+        settings.check_model()
     except ValueError as exc:
         print(f"agentrt daemon: {exc}", file=sys.stderr)
         return 2
