@@ -394,3 +394,9 @@ def test_a_stored_key_is_hidden_like_a_secret(tmp_path: Path) -> None:
     assert redactor.redact(f"echo {CANARY}") == f"echo {CANARY}"
     KeyStore.for_state_dir(state).put("OPENAI_API_KEY", CANARY)
     assert redactor.redact(f"echo {CANARY}") == "echo [secret OPENAI_API_KEY]"
+
+
+def test_a_secret_value_stays_out_of_repr(home: dict[str, str]) -> None:
+    settings = load({**home, "OPENAI_API_KEY": CANARY, "AGENTRT_TELEGRAM_TOKEN": CANARY})
+    assert CANARY not in repr(settings)
+    assert "'scripted'" in repr(settings.model)

@@ -136,14 +136,18 @@ class Source:
 DEFAULT: Final = Source(SourceKind.DEFAULT)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Value(Generic[T]):
     """A setting's value and its `Source`. A secret's `repr` hides the value."""
 
-    value: T = attrs.field(repr=lambda v: "***")
+    value: T
     source: Source = DEFAULT
     #: An API key or token: never printed, only said to be set.
     secret: bool = False
+
+    def __repr__(self) -> str:
+        shown = "***" if self.secret and self.value is not None else repr(self.value)
+        return f"Value({shown}, source={str(self.source)!r})"
 
     def shown(self) -> str:
         """The value as ``agentrt config show`` prints it (a secret as ``(set, N characters)``)."""
