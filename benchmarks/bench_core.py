@@ -38,7 +38,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -364,7 +364,7 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
         base_db.close()
         await close()
     if calls is None:
-        counted = "not counted (the store has no TaskStore._run to count through)"
+        counted = "not counted (the store has no TaskStore._submit to count through)"
     else:
         counted = ", ".join(f"{name} {count / cycles:.2f}" for name, count in calls.items())
     return Result(
@@ -377,7 +377,8 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
         loop.check(),
         (
             f"re-executed committed tool calls: {loop.reexecuted} over {loop.cycles} resumes",
-            f"baseline: one SQLite upsert + select of a {record_size}-byte record, no thread hop",
+            f"baseline: one SQLite upsert + select of a {record_size}-byte record (changed each "
+            "time, so a real synced write), no thread hop",
             f"store calls per cycle: {counted}; one bare thread hop costs {format_time(hop)} here",
         ),
     )
@@ -386,23 +387,22 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
 def _count_store_calls() -> tuple[collections.Counter[str] | None, Callable[[], None]]:
     """Count `TaskStore` calls by method until the returned function restores it.
 
-    Each call goes through `TaskStore._run` (one thread hop) today; a store
-    without that method is not counted (None) rather than breaking the run.
+    Each call is queued through `TaskStore._submit`; a store without that
+    method is not counted (None) rather than breaking the run.
     """
-    original = getattr(TaskStore, "_run", None)
+    original = getattr(TaskStore, "_submit", None)
     if original is None:
         return None, lambda: None
     counts: collections.Counter[str] = collections.Counter()
 
-    async def counting(self: TaskStore, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def counting(self: TaskStore, fn: Callable[[sqlite3.Connection], T]) -> Any:
         counts[fn.__qualname__.split(".")[1]] += 1
-        result: T = await original(self, fn)
-        return result
+        return original(self, fn)
 
-    TaskStore._run = counting  # type: ignore[method-assign]
+    TaskStore._submit = counting  # type: ignore[method-assign]
 
     def restore() -> None:
-        TaskStore._run = original  # type: ignore[method-assign]
+        TaskStore._submit = original  # type: ignore[method-assign]
 
     return counts, restore
 
@@ -417,22 +417,30 @@ def connect_like_store(path: Path, *, check_same_thread: bool = True) -> sqlite3
     return db
 
 
+_flip = itertools.count()
+
+
 def sqlite_round_trip(db: sqlite3.Connection, key: str, payload: str) -> float:
     """One upsert of `payload` under `key` and one select of it, in the caller's thread; seconds.
 
     The least a store can do to persist a record and read it back: the
-    baseline of the pause -> persisted -> resume cycle.
+    baseline of the pause -> persisted -> resume cycle. Each call writes a
+    record that differs from the last in one byte (as a pause and a resume
+    each change the record's status): SQLite does not write a row whose bytes
+    are unchanged, so upserting the same record twice would commit, and sync,
+    nothing at all.
     """
+    record = payload + "ab"[next(_flip) % 2]
     start = time.perf_counter()
     with db:
         db.execute(
             "INSERT INTO tasks(session_id, record) VALUES (?, ?) "
             "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record",
-            (key, payload),
+            (key, record),
         )
     row = db.execute("SELECT record FROM tasks WHERE session_id = ?", (key,)).fetchone()
     elapsed = time.perf_counter() - start
-    assert row[0] == payload
+    assert row[0] == record
     return elapsed
 
 

@@ -250,13 +250,22 @@ async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Da
 
 
 def insert_unreadable_record(db_path: Path, session_id: str) -> None:
-    """Write a pending task whose transcript is not a list of messages, as a damaged file would."""
+    """Write a pending task whose saved question and message are damaged, as a bad file would be."""
     db = sqlite3.connect(db_path)
     try:
         db.execute(
-            "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, transcript) "
-            "VALUES (?, 'interrupted', 1, 0, 0, '\"x\"', ?)",
-            (session_id, json.dumps({"not": "a list of messages"})),
+            "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, question, "
+            "first_seq, message_count) VALUES (?, 'interrupted', 1, 0, 0, '\"x\"', ?, 0, 1)",
+            (session_id, "{not json"),
+        )
+        db.execute(
+            "INSERT INTO sessions(session_id, created_at, updated_at, next_seq, rev) "
+            "VALUES (?, 0, 0, 1, 1)",
+            (session_id,),
+        )
+        db.execute(
+            "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?, 0, 'user', 0, ?)",
+            (session_id, json.dumps({"not": "a message"})),
         )
         db.commit()
     finally:

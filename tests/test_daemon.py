@@ -18,10 +18,12 @@ from agentrt import (
     Cause,
     EntryState,
     Event,
+    Message,
     Outcome,
     RequestKind,
     RunEnded,
     Runtime,
+    TaskRecord,
     TaskStatus,
     TaskStore,
     open_runtime,
@@ -29,7 +31,7 @@ from agentrt import (
 from agentrt._errors import ExecutorError
 from agentrt._sudo import PrivilegedResult
 from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
-from agentrt.codec import MAX_FRAME_SIZE
+from agentrt.codec import MAX_FRAME_SIZE, encode
 from agentrt.daemon import (
     Daemon,
     DaemonAlreadyRunningError,
@@ -666,7 +668,7 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def broken_list(self: TaskStore, prefix: str = "") -> list[object]:
+    async def broken_list(self: TaskStore, prefix: str = "", **page: object) -> object:
         await trio.lowlevel.checkpoint()
         raise RuntimeError("disk on fire")
 
@@ -676,7 +678,7 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
         ask = await bystander.wait_for(AskFrame)
 
         victim = await connect(daemon, "victim")
-        monkeypatch.setattr(TaskStore, "list_stored", broken_list)
+        monkeypatch.setattr(TaskStore, "list_page", broken_list)
         await victim.send(PendingRequest(PendingAction.LIST))
         with pytest.raises(BrokenDaemonConnectionError, match="closed the connection"):
             await victim.receive()
@@ -714,6 +716,75 @@ async def test_an_unreadable_task_is_listed_and_a_window_can_discard_it(
             await client.send(PendingRequest(PendingAction.DISCARD, session="cli-bad"))
             assert await client.receive() == Ack("pending", "discarded", session="cli-bad")
             assert await round_trip(client) == PendingList(())
+
+
+# -- a client that pipelines -----------------------------------------------------
+
+
+async def test_a_client_sending_many_requests_before_reading_is_served(daemon: Daemon) -> None:
+    """The reader never waits for the peer to read: 20,000 replies fill no deadlock.
+
+    The replies (about 1.6 MB) are more than the socket buffers hold, so a
+    daemon that wrote each reply before reading the next request would stop
+    reading while this client, still sending, never reads: both would wait.
+    """
+    count = 20_000
+    with trio.fail_after(TIMEOUT * 4):
+        async with await connect(daemon, "pipeliner") as client:
+            line = encode(Cancel(task="0123456789ab"))
+            await client.send_raw(line * count)
+            codes = [(await client.receive()) for _ in range(count)]
+            assert all(isinstance(f, ErrorFrame) and f.code is ErrorCode.NOT_FOUND for f in codes)
+            assert isinstance(await round_trip(client), PendingList)
+
+
+# -- paged listing -------------------------------------------------------------
+
+
+async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    for n in range(45):
+        await runtime.store.save(
+            TaskRecord(
+                f"cli-{n:02}",
+                f"task {n}",
+                (Message.user(f"task {n}"),),
+                status=TaskStatus.INTERRUPTED,
+                updated_at=float(n // 4),  # ties: the session id orders them
+            )
+        )
+    with trio.fail_after(TIMEOUT):
+        async with await command(daemon) as client:
+            seen: list[str] = []
+            cursor: str | None = None
+            pages = 0
+            while True:
+                await client.send(PendingRequest(PendingAction.LIST, limit=10, cursor=cursor))
+                page = await client.receive()
+                assert isinstance(page, PendingList)
+                assert len(page.tasks) <= 10
+                pages += 1
+                seen += [t.session for t in page.tasks]
+                if page.next is None:
+                    break
+                cursor = page.next
+            assert pages == 5
+            assert sorted(seen) == [f"cli-{n:02}" for n in range(45)]
+            assert len(set(seen)) == 45
+            # Without a limit the first page holds them all (fewer than the default page).
+            whole = await round_trip(client)
+            assert isinstance(whole, PendingList) and whole.next is None
+            assert [t.session for t in whole.tasks] == seen
+            for bad in (
+                PendingRequest(PendingAction.LIST, limit=0),
+                PendingRequest(PendingAction.LIST, limit=5000),
+                PendingRequest(PendingAction.LIST, cursor="not a cursor"),
+            ):
+                await client.send(bad)
+                refused = await client.receive()
+                assert isinstance(refused, ErrorFrame) and refused.code is ErrorCode.INVALID
+            assert isinstance(await round_trip(client), PendingList), "the connection survives"
 
 
 # -- the `agentrt` command's scope ------------------------------------------------

@@ -29,6 +29,7 @@ from agentrt import (
     cause_of,
 )
 from agentrt._messages import Role
+from agentrt._store import Submitted
 
 from .conftest import Recorder
 
@@ -416,9 +417,9 @@ async def test_a_shutdown_arriving_while_a_pause_is_being_saved_still_keeps_the_
         def __getattr__(self, name: str) -> object:
             return getattr(real, name)
 
-        async def mark(self, *args: object, **kwargs: object) -> bool:
+        def mark_nowait(self, *args: object, **kwargs: object) -> Submitted[bool]:
             outer.cancel()
-            return await real.mark(*args, **kwargs)  # type: ignore[arg-type]
+            return real.mark_nowait(*args, **kwargs)  # type: ignore[arg-type]
 
     runtime.executor.store = ShutdownDuringSave()  # type: ignore[assignment]
     with outer:

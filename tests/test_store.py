@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -86,14 +85,7 @@ async def test_a_newer_schema_gets_a_clear_error(tmp_path: Path) -> None:
 async def test_an_unreadable_record_names_its_session_and_the_fix(tmp_path: Path) -> None:
     store = await TaskStore.open(tmp_path / "t.db")
     await store.save(TaskRecord("cli-ok", "x", (Message.user("x"),)))
-    db = sqlite3.connect(tmp_path / "t.db")
-    db.execute(
-        "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, transcript) "
-        "VALUES ('cli-bad', 'running', 1, 0, 0, '\"x\"', ?)",
-        (json.dumps({"not": "a list of messages"}),),
-    )
-    db.commit()
-    db.close()
+    insert_unreadable_record(tmp_path / "t.db", "cli-bad")
     with pytest.raises(StoreError, match="agentrt pending discard cli-bad"):
         await store.load("cli-bad")
     # The good record is untouched and the bad one can still be discarded.

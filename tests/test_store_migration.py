@@ -1,4 +1,4 @@
-"""A store written by schema version 1 opens, migrated, with every task intact."""
+"""Stores written by earlier schema versions open, migrated, with every task intact."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import json
 import sqlite3
 from pathlib import Path
 
-from agentrt import TaskStatus, TaskStore
+import pytest
+
+from agentrt import Message, StoreError, TaskStatus, TaskStore
+from agentrt._messages import Role
 from agentrt._store import SCHEMA_VERSION
 
 SCHEMA_V1 = """
@@ -84,4 +87,135 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path) -> None:
         await store.aclose()
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+
+
+#: Schema version 2 as it was: each transcript one JSON column, finished runs in `history`.
+SCHEMA_V2 = """
+CREATE TABLE tasks (
+    session_id TEXT PRIMARY KEY, status TEXT NOT NULL, cause TEXT, error TEXT,
+    question TEXT, window_hash TEXT, task_hash TEXT, runs INTEGER NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, input TEXT NOT NULL,
+    runner TEXT, attempts TEXT NOT NULL DEFAULT '{}', workdir TEXT,
+    lost_words INTEGER NOT NULL DEFAULT 0, transcript TEXT NOT NULL
+);
+CREATE TABLE history (
+    session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, transcript TEXT NOT NULL,
+    window_hash TEXT
+);
+PRAGMA user_version = 2;
+"""
+
+
+def write_v2_store(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA_V2)
+    earlier = [
+        {"role": "user", "content": "first question\nwith a second line"},
+        {"role": "assistant", "content": "first answer", "tool_calls": []},
+    ]
+    db.execute("INSERT INTO history VALUES (?,?,?,?)", ("cli-both", 5.0, json.dumps(earlier), "w2"))
+    transcript = [
+        {"role": "user", "content": "read a.txt"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}},
+                {"id": "c2", "name": "ask_user", "arguments": {"question": "Which?"}},
+            ],
+        },
+        {"role": "tool", "content": "contents", "tool_call_id": "c1", "name": "read_file"},
+    ]
+    question = {"call_id": "c2", "prompt": "Which?", "kind": "question"}
+    db.execute(
+        "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            "cli-both",
+            "awaiting_answer",
+            None,
+            "null",
+            json.dumps(question),
+            "w2",
+            "h1",
+            2,
+            6.0,
+            7.0,
+            json.dumps("read a.txt"),
+            "1:1",
+            json.dumps({"c1": 1}),
+            "/tmp",
+            3,
+            json.dumps(transcript),
+        ),
+    )
+    db.execute(
+        "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            "chat-bad",
+            "failed",
+            None,
+            "null",
+            "null",
+            None,
+            None,
+            1,
+            1.0,
+            1.0,
+            '"x"',
+            None,
+            "{}",
+            None,
+            0,
+            "{not json",
+        ),
+    )
+    db.commit()
+    db.close()
+
+
+async def test_a_version_2_store_is_migrated_to_message_rows(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    write_v2_store(path)
+    store = await TaskStore.open(path)
+    try:
+        record = await store.load("cli-both")
+        assert record is not None
+        assert record.status is TaskStatus.AWAITING_ANSWER
+        assert record.question is not None and record.question.prompt == "Which?"
+        assert [c.id for c in record.unanswered_calls()] == ["c2"]
+        assert (record.attempts, record.workdir, record.lost_words) == ({"c1": 1}, "/tmp", 3)
+        history = await store.load_history("cli-both")
+        assert [m.content for m in history] == [
+            "first question\nwith a second line",
+            "first answer",
+        ]
+        # History first, then the task's transcript: one sequence of rows per session.
+        page = await store.messages("cli-both")
+        assert [m.seq for m in page.items] == [0, 1, 2, 3, 4]
+        assert page.items[2].message.content == "read a.txt"
+        sessions = {s.session_id: s for s in (await store.sessions()).items}
+        assert sessions["cli-both"].title == "first question"
+        assert sessions["cli-both"].messages == 5
+        assert sessions["cli-both"].status == "awaiting_answer"
+        assert await store.owner("cli-both") == "w2"
+        # A damaged transcript stays damaged (and discardable), never silently dropped.
+        listed = {t.session_id: t.status for t in await store.list_stored()}
+        assert listed == {"cli-both": TaskStatus.AWAITING_ANSWER, "chat-bad": TaskStatus.FAILED}
+        with pytest.raises(StoreError, match="agentrt pending discard chat-bad"):
+            await store.load("chat-bad")
+        assert await store.delete("chat-bad")
+        # Answering appends one row after the task's three.
+        answered = record.evolve(
+            transcript=(*record.transcript, Message(Role.TOOL, "blue", tool_call_id="c2")),
+            question=None,
+        )
+        await store.save(answered)
+        assert [m.seq for m in (await store.messages("cli-both", after=4)).items] == [5]
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"tasks", "sessions", "messages"}
     db.close()

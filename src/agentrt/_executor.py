@@ -44,7 +44,7 @@ from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import process_token, token_alive, token_pid
 from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
-from ._store import StoreError, TaskExistsError, TaskStore
+from ._store import StoreError, Submitted, TaskExistsError, TaskStore
 
 log = logging.getLogger("agentrt.executor")
 
@@ -94,6 +94,8 @@ class TaskInfo:
 class _Running:
     info: TaskInfo
     scope: CauseScope = attrs.field(factory=CauseScope)
+    #: Set when the task was discarded while this run worked on it.
+    discarded: bool = False
 
 
 @attrs.frozen
@@ -246,6 +248,7 @@ class Executor:
         check_session_id(session_id)
         running = self._sessions.get(session_id)
         if running is not None:
+            running.discarded = True
             running.scope.cancel(Cause.USER_CANCEL)
             return await self.store.delete(session_id)
 
@@ -413,15 +416,24 @@ class Executor:
         ended = self._unsaved(
             agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
         )
+        label: Submitted[bool] | None = None
         with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS) as timeout:
             try:
-                ended = await self._settle(agent, history, ending)
+                ended, label = await self._settle(agent, history, ending)
             except StoreError as exc:
                 ended = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}")
                 log.error("run %s: %s", agent.task_hash, ended.error)
         if timeout.cancelled_caught:
             log.error("run %s: %s", agent.task_hash, ended.error)
         await self._emit_final(emit, ended)
+        if label is not None:
+            # The kept task's new status, queued before the final event went out: a call
+            # made after that event (a resume, a listing) is queued after it and sees it.
+            with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_SECONDS):
+                try:
+                    await label.wait()
+                except StoreError as exc:
+                    log.error("run %s: its status could not be saved: %s", agent.task_hash, exc)
         # The outcome is safe: now let a cancel from outside through.
         await trio.lowlevel.checkpoint_if_cancelled()
         return ended
@@ -439,15 +451,20 @@ class Executor:
 
     async def _settle(
         self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
-    ) -> RunEnded:
-        """Tell the store how the run ended (see the table at the top); the final event."""
+    ) -> tuple[RunEnded, Submitted[bool] | None]:
+        """Tell the store how the run ended (see the table at the top); the final event.
+
+        A kept task's new status may still be on its way to the disk (returned
+        beside the event, to be awaited once the event is out): the task itself
+        is durable already, since every commit was.
+        """
         task_hash, session_id = agent.task_hash, agent.snapshot.session_id
         if ending.outcome is Outcome.CANCELLED:
             assert ending.cause is not None
             return await self._settle_cancel(agent, ending.cause)
         if ending.outcome is Outcome.FAILED:
             assert ending.error is not None
-            return await self._settle_failure(agent, ending.error)
+            return await self._settle_failure(agent, ending.error), None
         if ending.outcome is Outcome.AWAITING_ANSWER:
             # The round saved the question with the task already: nothing to write.
             await trio.lowlevel.checkpoint()
@@ -457,27 +474,38 @@ class Executor:
                 Outcome.AWAITING_ANSWER,
                 question=ending.question,
                 pending_kept=True,
-            )
+            ), None
         await self.store.finish(session_id, [*history, *agent.live], agent.snapshot.window_hash)
-        return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text)
+        return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
 
-    async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
+    async def _settle_cancel(
+        self, agent: AgentRun, cause: Cause
+    ) -> tuple[RunEnded, Submitted[bool] | None]:
         record = agent.snapshot
-        if cause.deletes_pending:
+        label: Submitted[bool] | None = None
+        running = self._sessions.get(record.session_id)
+        if running is not None and running.discarded:
+            await trio.lowlevel.checkpoint()  # the discard deleted it already
+            kept = False
+        elif cause.deletes_pending:
             await self.store.delete(record.session_id)
             kept = False
         else:
-            # Every commit saved the record already; only its status and cause change.
-            # (False when a discard removed the task meanwhile.)
-            kept = await self.store.mark(
+            # Every commit saved the record already, so the task is kept (durably) whatever
+            # happens next; only its status and cause change, queued now and awaited after
+            # the final event.
+            label = self.store.mark_nowait(
                 record.session_id,
                 TaskStatus.INTERRUPTED,
                 cause=cause,
                 lost_words=agent.uncommitted_words,
             )
-        return RunEnded(
+            await trio.lowlevel.checkpoint()
+            kept = True
+        ended = RunEnded(
             agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
         )
+        return ended, label
 
     async def _settle_failure(self, agent: AgentRun, error: str) -> RunEnded:
         record = agent.snapshot

@@ -84,9 +84,7 @@ class TaskRecord:
 
         A task that a live process (this one or another) is running is not crashed.
         """
-        if self.status is not TaskStatus.RUNNING:
-            return False
-        return self.runner is None or not token_alive(self.runner)
+        return _crashed(self.status, self.runner)
 
     def unanswered_calls(self) -> list[ToolCall]:
         """The tool calls of the last assistant message that have no committed result."""
@@ -109,6 +107,64 @@ class TaskRecord:
         """A copy with `changes` applied and `updated_at` set to now."""
         changes.setdefault("updated_at", time.time())
         return attrs.evolve(self, **changes)
+
+
+@attrs.frozen
+class TaskSummary:
+    """A pending task as listed: every field of its record but the transcript and attempts.
+
+    Listings read these from the store's summary columns, so listing thousands
+    of tasks never decodes a transcript. `messages` counts the transcript's
+    messages.
+    """
+
+    session_id: str
+    input: str
+    messages: int
+    status: TaskStatus = TaskStatus.RUNNING
+    cause: Cause | None = None
+    error: str | None = None
+    question: SavedQuestion | None = None
+    window_hash: str | None = None
+    task_hash: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    runs: int = 1
+    runner: str | None = None
+    workdir: str | None = None
+    lost_words: int = 0
+
+    @property
+    def crashed(self) -> bool:
+        """As `TaskRecord.crashed`."""
+        return _crashed(self.status, self.runner)
+
+    @classmethod
+    def of(cls, record: TaskRecord) -> TaskSummary:
+        """The summary of a whole record."""
+        return cls(
+            session_id=record.session_id,
+            input=record.input,
+            messages=len(record.transcript),
+            status=record.status,
+            cause=record.cause,
+            error=record.error,
+            question=record.question,
+            window_hash=record.window_hash,
+            task_hash=record.task_hash,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            runs=record.runs,
+            runner=record.runner,
+            workdir=record.workdir,
+            lost_words=record.lost_words,
+        )
+
+
+def _crashed(status: TaskStatus, runner: str | None) -> bool:
+    if status is not TaskStatus.RUNNING:
+        return False
+    return runner is None or not token_alive(runner)
 
 
 def unanswered_calls(transcript: Sequence[Message]) -> list[ToolCall]:

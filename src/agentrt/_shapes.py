@@ -27,7 +27,7 @@ from ._events import (
 from ._messages import Role
 from ._pending import Entry, Request
 from ._present import describe_end
-from ._record import TaskRecord
+from ._record import TaskRecord, TaskSummary
 from ._store import UnreadableTask
 
 #: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
@@ -110,10 +110,13 @@ def question_to_json(entry: Entry) -> dict[str, Any]:
     return question_json(entry.id, ctx.session_id, ctx.task_hash, ctx.agent_path, entry.request)
 
 
-def task_to_json(record: TaskRecord, *, running: bool) -> dict[str, Any]:
-    """A pending task: its state, saved question, and a summary of its clamped transcript."""
+def task_to_json(record: TaskRecord | TaskSummary, *, running: bool) -> dict[str, Any]:
+    """A pending task: its state, saved question, and a summary of its clamped transcript.
+
+    A `TaskSummary` (a listing's) has no transcript, and so no ``transcript`` key.
+    """
     question = record.question
-    return {
+    obj = {
         "session_id": record.session_id,
         "status": record.status.value,
         "running": running,
@@ -131,8 +134,10 @@ def task_to_json(record: TaskRecord, *, running: bool) -> dict[str, Any]:
         "runs": record.runs,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
-        "transcript": summarise(record),
     }
+    if isinstance(record, TaskRecord):
+        obj["transcript"] = summarise(record)
+    return obj
 
 
 def unreadable_to_json(record: UnreadableTask, *, running: bool) -> dict[str, Any]:

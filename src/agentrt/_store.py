@@ -1,21 +1,34 @@
-"""The task store: each session's pending task, persisted in an embedded SQLite file.
+"""The task store: every session's messages and its pending task, in an embedded SQLite file.
+
+Messages are append-only rows (session, seq, JSON), so committing a message is
+one INSERT whatever the length of the conversation, and clamping touches only
+the new row. A session's pending task is a row of fields plus a range of its
+messages (`first_seq`, `message_count`); the messages before the range are the
+session's finished history. Listings read summary columns and never decode a
+transcript.
 
 Every change is one transaction, so a process killed at any moment leaves
-either the old record or the new one. A change that reads before it writes
-(create, resume, discard) takes SQLite's write lock first (`BEGIN IMMEDIATE`),
-so what it read cannot change under it, even from another process. A record's
-fields are columns and its transcript one JSON column, so the bookkeeping of a
-pause or a resume is a plain column update that leaves the transcript alone.
-SQLite runs off the Trio thread (one connection, one worker thread at a time,
-under a lock); the file uses WAL so a reader never waits for a writer.
+either the old state or the new one. A change that reads before it writes
+(create, resume, discard) holds SQLite's write lock from its first statement
+(`BEGIN IMMEDIATE`), so what it read cannot change under it, even from another
+process. SQLite runs in one long-lived writer thread: whatever is queued when
+it comes round goes in one transaction (group commit: one sync to disk for the
+lot), each call in a savepoint of its own. The file uses WAL, so a reader in
+another process never waits for a writer.
+
+What the store wrote last is kept in memory, checked against a revision
+number in the file: a resume, a commit or a new run in the same process does
+not read back and decode what it has just written.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -26,14 +39,39 @@ import cattrs
 import trio
 
 from ._cause import Cause
-from ._messages import Message
-from ._record import SavedQuestion, TaskRecord, TaskStatus, clamp_message, converter
+from ._messages import Message, Role
+from ._record import (
+    SavedQuestion,
+    TaskRecord,
+    TaskStatus,
+    TaskSummary,
+    clamp_message,
+    converter,
+)
 from ._statedir import fsync_dir
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
+#: The columns of `tasks` that hold a record's fields, in the order `_fields` gives them.
+_FIELDS = (
+    "status",
+    "cause",
+    "error",
+    "question",
+    "window_hash",
+    "task_hash",
+    "runs",
+    "created_at",
+    "updated_at",
+    "input",
+    "runner",
+    "attempts",
+    "workdir",
+    "lost_words",
+)
+
+_TASKS = """
+CREATE TABLE tasks (
     session_id TEXT PRIMARY KEY,
     status TEXT NOT NULL,
     cause TEXT,
@@ -49,21 +87,45 @@ CREATE TABLE IF NOT EXISTS tasks (
     attempts TEXT NOT NULL DEFAULT '{}',
     workdir TEXT,
     lost_words INTEGER NOT NULL DEFAULT 0,
-    transcript TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS history (
+    first_seq INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0
+)"""
+
+_SCHEMA = (
+    _TASKS,
+    "CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)",
+    """CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
+    window_hash TEXT,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    transcript TEXT NOT NULL,
-    window_hash TEXT
-);
-"""
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    rev INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX sessions_by_time ON sessions(updated_at DESC, session_id)",
+    """CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID""",
+)
+
+#: How many characters of a session's first message its title keeps.
+TITLE_CHARS = 80
 
 T = TypeVar("T")
 
 
 class StoreError(Exception):
     """The store file cannot be used (corrupt, newer schema, unreadable record)."""
+
+
+class BadCursorError(ValueError):
+    """A listing cursor that no page gave."""
 
 
 class TaskExistsError(Exception):
@@ -88,6 +150,40 @@ class UnreadableTask:
 
 #: What one stored pending task reads back as.
 StoredTask = TaskRecord | UnreadableTask
+#: What one pending task is listed as.
+ListedTask = TaskSummary | UnreadableTask
+
+
+@attrs.frozen
+class SessionInfo:
+    """One session as listed: its title (first message, shortened) and where it stands."""
+
+    session_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    #: Messages stored: finished history and the pending task's transcript.
+    messages: int
+    window_hash: str | None = None
+    #: The pending task's status, or None when the session has none (its runs finished).
+    status: str | None = None
+
+
+@attrs.frozen
+class StoredMessage:
+    """One stored message and its place in its session (`seq` counts from 0)."""
+
+    seq: int
+    created_at: float
+    message: Message
+
+
+@attrs.frozen
+class Page(Generic[T]):
+    """A page of a listing, and the cursor of the next page (None after the last)."""
+
+    items: tuple[T, ...]
+    next: str | None = None
 
 
 @contextlib.contextmanager
@@ -100,7 +196,7 @@ def _write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     then reads what the first one wrote.
     """
     if db.in_transaction:
-        # Inside a batch (see `TaskStore._run`): the batch holds the write lock already, and
+        # Inside a batch (see `_Writer`): the batch holds the write lock already, and
         # this call's changes stand or fall on their own in a savepoint.
         db.execute("SAVEPOINT call")
         try:
@@ -132,24 +228,15 @@ def _dumps(value: Any) -> str:
     return text
 
 
-#: The columns of `tasks` but the transcript, in the order `_fields` gives their values.
-_FIELDS = (
-    "status",
-    "cause",
-    "error",
-    "question",
-    "window_hash",
-    "task_hash",
-    "runs",
-    "created_at",
-    "updated_at",
-    "input",
-    "runner",
-    "attempts",
-    "workdir",
-    "lost_words",
-)
-_SELECT = f"SELECT session_id, {', '.join(_FIELDS)}, transcript FROM tasks"
+def _plain(text: str) -> str:
+    """`text` as SQLite can hold it as plain UTF-8 (a lone surrogate becomes U+FFFD)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def title_of(text: str) -> str:
+    """A session's title: the first line of its first message, shortened."""
+    line = _plain(text).strip().split("\n", 1)[0]
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 3] + "..."
 
 
 def _fields(record: TaskRecord) -> tuple[Any, ...]:
@@ -173,47 +260,111 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
     )
 
 
-def _upsert(db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
-    """Write `record`, clamped to the snapshot limits, inside the caller's transaction."""
-    record = attrs.evolve(record, transcript=tuple(clamp_message(m) for m in record.transcript))
-    transcript = _dumps(converter.unstructure(record.transcript, tuple[Message, ...]))
-    columns = (*_FIELDS, "transcript")
-    db.execute(
-        f"INSERT INTO tasks(session_id, {', '.join(columns)}) "
-        f"VALUES ({', '.join('?' * (len(columns) + 1))}) ON CONFLICT(session_id) DO UPDATE SET "
-        + ", ".join(f"{c} = excluded.{c}" for c in columns),
-        (record.session_id, *_fields(record), transcript),
-    )
-    return record
+def _encode_message(message: Message) -> tuple[str, str]:
+    """A (clamped) message's role and JSON body, as its row holds them."""
+    return message.role.value, _dumps(converter.unstructure(message, Message))
 
 
-def _update_fields(db: sqlite3.Connection, record: TaskRecord) -> bool:
-    """Rewrite every column of a stored record but its transcript, in the caller's transaction.
+def _decode_message(body: str) -> Message:
+    return converter.structure(json.loads(body), Message)
 
-    A plain column update: the transcript, by far the largest part, is not read or written.
+
+def _error_detail(exc: Exception) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(exc))
+    return str(exc)
+
+
+@attrs.define(eq=False)
+class _Memory:
+    """The messages of recently used sessions as last written or read, by revision.
+
+    A session's ``rev`` in the file changes with every change to its messages;
+    an entry is used only while its revision is the file's, so a change made
+    by another process is never missed. Used by the writer thread only.
     """
-    cur = db.execute(
-        f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _FIELDS)} WHERE session_id = ?",
-        (*_fields(record), record.session_id),
+
+    limit: int = 256
+    _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
+        factory=collections.OrderedDict
     )
-    return cur.rowcount > 0
+
+    def get(self, session_id: str, rev: int) -> tuple[Message, ...] | None:
+        entry = self._sessions.get(session_id)
+        if entry is None or entry[0] != rev:
+            return None
+        self._sessions.move_to_end(session_id)
+        return entry[1]
+
+    def put(self, session_id: str, rev: int, messages: tuple[Message, ...]) -> None:
+        self._sessions[session_id] = (rev, messages)
+        self._sessions.move_to_end(session_id)
+        while len(self._sessions) > self.limit:
+            self._sessions.popitem(last=False)
+
+    def drop(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def clear(self) -> None:
+        self._sessions.clear()
+
+
+@attrs.frozen
+class _TaskRow:
+    """A `tasks` row: its raw field columns and its range of messages."""
+
+    fields: tuple[Any, ...]
+    first_seq: int
+    message_count: int
+
+
+@attrs.frozen
+class _SessionRow:
+    rev: int
+    next_seq: int
+
+
+_TASK_SELECT = (
+    f"SELECT session_id, {', '.join(_FIELDS)}, first_seq, message_count FROM tasks "
+    "WHERE session_id = ?"
+)
+_SUMMARY_COLUMNS = tuple(c for c in _FIELDS if c != "attempts")
+_SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
+
+
+def _like(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def _cursor(updated_at: float, session_id: str) -> str:
+    return f"{updated_at!r}:{session_id}"
+
+
+def _parse_cursor(cursor: str) -> tuple[float, str]:
+    stamp, sep, session_id = cursor.partition(":")
+    try:
+        if not sep:
+            raise ValueError(cursor)
+        return float(stamp), session_id
+    except ValueError:
+        raise BadCursorError(
+            f"not a listing cursor: {cursor!r}; pass the `next` of a page"
+        ) from None
 
 
 @attrs.define(eq=False)
 class TaskStore:
-    """Persisted pending tasks, one per session. Open with `await TaskStore.open(path)`."""
+    """Sessions' messages and pending tasks. Open with `await TaskStore.open(path)`."""
 
     path: Path
     _db: sqlite3.Connection = attrs.field(repr=False)
     _closed: bool = attrs.field(default=False, init=False)
-    #: Calls waiting for the next batch, oldest first.
-    _queue: list[_Call[Any]] = attrs.field(factory=list, init=False, repr=False)
-    #: True while a batch is in the worker thread.
-    _busy: bool = attrs.field(default=False, init=False, repr=False)
-    #: Set when a batch ends; replaced for the next one.
-    _batch_done: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
-    _batches: int = attrs.field(default=0, init=False, repr=False)
-    _calls: int = attrs.field(default=0, init=False, repr=False)
+    _memory: _Memory = attrs.field(factory=_Memory, init=False, repr=False)
+    _writer: _Writer = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._writer = _Writer(self._db, self.path, self._memory)
 
     @classmethod
     async def open(cls, path: Path | str) -> TaskStore:
@@ -226,19 +377,33 @@ class TaskStore:
         db = await trio.to_thread.run_sync(_connect, path)
         return cls(path, db)
 
+    # -- pending tasks --------------------------------------------------------
+
     async def load(self, session_id: str) -> TaskRecord | None:
         """The pending task of `session_id`, or None."""
-        row = await self._run(
-            lambda db: db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
-        )
-        return None if row is None else self._decode(row)
+        return await self._run(lambda db: self._load(db, session_id)[0])
+
+    async def lookup(self, session_id: str) -> StoredTask | None:
+        """Like `load`, but a record that cannot be read is returned as an `UnreadableTask`."""
+
+        def read(db: sqlite3.Connection) -> StoredTask | None:
+            try:
+                return self._load(db, session_id)[0]
+            except StoreError as exc:
+                return self._unreadable(db, session_id, exc)
+
+        return await self._run(read)
 
     async def save(self, record: TaskRecord) -> TaskRecord:
-        """Write `record` (clamped to the snapshot limits) and return what was written."""
+        """Write `record` (new messages clamped to the snapshot limits); return what was written.
+
+        A transcript that extends the one stored (the usual commit: one message
+        more) writes only the new messages; any other is written whole.
+        """
 
         def write(db: sqlite3.Connection) -> TaskRecord:
             with _write_transaction(db):
-                return _upsert(db, record)
+                return self._save(db, record)
 
         return await self._run(write)
 
@@ -250,16 +415,15 @@ class TaskStore:
 
         def write(db: sqlite3.Connection) -> tuple[Message, ...]:
             with _write_transaction(db):
-                exists = db.execute(
-                    "SELECT 1 FROM tasks WHERE session_id = ?", (record.session_id,)
-                ).fetchone()
-                if exists:
+                if self._task_row(db, record.session_id) is not None:
                     raise TaskExistsError(
                         f"session {record.session_id} has a pending task; resume it or "
                         "discard it first"
                     )
-                _upsert(db, record)
-                return self._history(db, record.session_id)
+                session = self._session_row(db, record.session_id)
+                history = self._messages(db, record.session_id, session, history=True)
+                self._save(db, record)
+                return history
 
         return await self._run(write)
 
@@ -271,39 +435,37 @@ class TaskStore:
         One transaction holding the write lock from the start, so `change` sees
         the latest record and no other process can write in between: if
         `change` raises, nothing is written and the error propagates. `change`
-        runs in a worker thread and must not touch Trio. Returns None when the
-        session has no pending task.
+        runs in the store's thread and must not touch Trio. Returns None when
+        the session has no pending task.
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
             with _write_transaction(db):
-                row = db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
-                if row is None:
+                old, history = self._load(db, session_id)
+                if old is None:
                     return None
-                old = self._decode(row)
                 record = change(old)
                 if record.transcript is old.transcript:
-                    _update_fields(db, record)  # the transcript is unchanged: skip re-encoding it
+                    self._update_fields(db, record)  # no message added: the fields alone
                 else:
-                    record = _upsert(db, record)
-                return record, self._history(db, session_id)
+                    record = self._save(db, record)
+                return record, history
 
         return await self._run(write)
 
     async def save_fields(self, record: TaskRecord) -> bool:
         """Write every field of `record` but its transcript; False if it has no row.
 
-        For changes that add no message (a saved question, a status): the
-        transcript, the largest part, is neither encoded nor written.
+        For changes that add no message (a saved question, a status).
         """
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
-                return _update_fields(db, record)
+                return self._update_fields(db, record)
 
         return await self._run(write)
 
-    async def mark(
+    def mark_nowait(
         self,
         session_id: str,
         status: TaskStatus,
@@ -311,8 +473,12 @@ class TaskStore:
         cause: Cause | None = None,
         error: str | None = None,
         lost_words: int = 0,
-    ) -> bool:
-        """Set a task's status, cause, error and lost words in place; False if it has no record."""
+    ) -> Submitted[bool]:
+        """Queue `mark` and return at once; await `Submitted.wait` for its outcome.
+
+        Store calls run in the order they are queued, so a call queued after
+        this one sees its change.
+        """
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
@@ -331,86 +497,149 @@ class TaskStore:
                 )
             return cur.rowcount > 0
 
-        return await self._run(write)
+        return Submitted(self, self._submit(write))
+
+    async def mark(
+        self,
+        session_id: str,
+        status: TaskStatus,
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+    ) -> bool:
+        """Set a task's status, cause, error and lost words in place; False if it has no record."""
+        return await self.mark_nowait(
+            session_id, status, cause=cause, error=error, lost_words=lost_words
+        ).wait()
 
     async def delete(
         self, session_id: str, check: Callable[[str, str | None], None] | None = None
     ) -> bool:
-        """Delete the pending task of `session_id`; True if there was one.
+        """Delete the pending task of `session_id` and its messages; True if there was one.
 
         `check`, when given, is called with the stored status and runner
         inside the same write transaction, before the delete; if it raises,
         nothing is deleted. It sees only those two columns, so a record whose
-        other fields cannot be read can still be checked and deleted.
+        other fields cannot be read can still be checked and deleted. The
+        session's history (its finished runs) stays.
         """
 
         def delete(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
+                row = db.execute(
+                    "SELECT status, runner, first_seq FROM tasks WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                if row is None:
+                    return False
                 if check is not None:
-                    row = db.execute(
-                        "SELECT status, runner FROM tasks WHERE session_id = ?", (session_id,)
-                    ).fetchone()
-                    if row is None:
-                        return False
                     check(str(row[0]), row[1] if isinstance(row[1], str) else None)
-                cur = db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
-            return cur.rowcount > 0
+                db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
+                self._truncate(db, session_id, int(row[2]))
+            return True
 
         return await self._run(delete)
 
-    async def lookup(self, session_id: str) -> StoredTask | None:
-        """Like `load`, but a record that cannot be read is returned as an `UnreadableTask`."""
-        row = await self._run(
-            lambda db: db.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
-        )
-        return None if row is None else self._decode_or_unreadable(row)
+    async def finish(
+        self,
+        session_id: str,
+        transcript: Sequence[Message] = (),
+        window_hash: str | None = None,
+    ) -> None:
+        """Record a finished run: its messages become history and the pending task goes.
 
-    async def list_stored(self, prefix: str = "") -> list[StoredTask]:
-        """Like `list`, but a record that cannot be read is listed as an `UnreadableTask`.
-
-        One damaged record never hides the others, and it can still be discarded.
+        `transcript` is the whole conversation (history first); messages past
+        those stored are added (a run's own were stored as it went). `window_hash`
+        is the window the session belongs to (None outside a terminal).
         """
-        return [self._decode_or_unreadable(row) for row in await self._rows(prefix)]
 
-    async def _rows(self, prefix: str) -> list[tuple[Any, ...]]:
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return await self._run(
-            lambda db: db.execute(
-                f"{_SELECT} WHERE session_id LIKE ? ESCAPE '\\' ORDER BY updated_at DESC",
-                (escaped + "%",),
-            ).fetchall()
-        )
+        def write(db: sqlite3.Connection) -> None:
+            with _write_transaction(db):
+                session = self._session_row(db, session_id)
+                stored = 0 if session is None else session.next_seq
+                if len(transcript) > stored:
+                    self._append(db, session_id, session, tuple(transcript[stored:]))
+                db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
+                db.execute(
+                    "UPDATE sessions SET updated_at = ?, window_hash = ? WHERE session_id = ?",
+                    (time.time(), window_hash, session_id),
+                )
 
-    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        await self._run(write)
+
+    async def list_stored(self, prefix: str = "") -> list[ListedTask]:
         """Pending tasks whose session id starts with `prefix`, most recently updated first.
 
-        A record that cannot be read raises `StoreError` naming its session;
-        listings shown to a person use `list_stored`, which lists it instead.
+        Summaries (no transcript): listing never decodes a transcript. A
+        record whose fields cannot be read is listed as an `UnreadableTask`,
+        so one damaged record never hides the others and can be discarded.
         """
-        return [self._decode(row) for row in await self._rows(prefix)]
+        page = await self.list_page(prefix)
+        return list(page.items)
+
+    async def list_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[ListedTask]:
+        """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
+        after = _parse_cursor(cursor) if cursor is not None else None
+
+        def read(db: sqlite3.Connection) -> Page[ListedTask]:
+            sql = f"{_SUMMARY_SELECT} WHERE session_id LIKE ? ESCAPE '\\'"
+            args: list[Any] = [_like(prefix)]
+            if after is not None:
+                sql += " AND (updated_at < ? OR (updated_at = ? AND session_id > ?))"
+                args += [after[0], after[0], after[1]]
+            sql += " ORDER BY updated_at DESC, session_id"
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit + 1)
+            rows = db.execute(sql, args).fetchall()
+            more = limit is not None and len(rows) > limit
+            rows = rows[:limit] if limit is not None else rows
+            items = tuple(self._summary(row) for row in rows)
+            last = rows[-1] if more and rows else None
+            return Page(items, _cursor(float(last[9]), str(last[0])) if last else None)
+
+        return await self._run(read)
+
+    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        """Whole pending tasks whose session id starts with `prefix`, most recent first.
+
+        Decodes every transcript: for tests and tools. A record that cannot be
+        read raises `StoreError` naming its session.
+        """
+
+        def read(db: sqlite3.Connection) -> list[TaskRecord]:
+            ids = db.execute(
+                "SELECT session_id FROM tasks WHERE session_id LIKE ? ESCAPE '\\' "
+                "ORDER BY updated_at DESC, session_id",
+                (_like(prefix),),
+            ).fetchall()
+            out = []
+            for (session_id,) in ids:
+                record = self._load(db, str(session_id))[0]
+                if record is not None:
+                    out.append(record)
+            return out
+
+        return await self._run(read)
+
+    # -- sessions and their messages ---------------------------------------------
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
-        return await self._run(lambda db: self._history(db, session_id))
-
-    def _history(self, db: sqlite3.Connection, session_id: str) -> tuple[Message, ...]:
-        row = db.execute(
-            "SELECT transcript FROM history WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            return ()
-        try:
-            return tuple(converter.structure(json.loads(row[0]), list[Message]))
-        except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
-            raise StoreError(
-                f"the history of session {session_id!r} in {self.path} is unreadable: {exc}"
-            ) from None
+        return await self._run(
+            lambda db: self._messages(
+                db, session_id, self._session_row(db, session_id), history=True
+            )
+        )
 
     async def owner(self, session_id: str) -> str | None:
-        """The window that owns `session_id` (its pending task's, else its history's), or None."""
+        """The window that owns `session_id` (its pending task's, else its session's), or None."""
 
         def read(db: sqlite3.Connection) -> str | None:
-            for table in ("tasks", "history"):
+            for table in ("tasks", "sessions"):
                 row = db.execute(
                     f"SELECT window_hash FROM {table} WHERE session_id = ?", (session_id,)
                 ).fetchone()
@@ -420,58 +649,335 @@ class TaskStore:
 
         return await self._run(read)
 
-    async def finish(
-        self, session_id: str, transcript: Sequence[Message], window_hash: str | None = None
-    ) -> None:
-        """Record a finished run: save the conversation and delete the pending task, atomically.
+    async def sessions(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[SessionInfo]:
+        """Sessions whose id starts with `prefix`, most recently active first, a page at a time."""
+        after = _parse_cursor(cursor) if cursor is not None else None
 
-        `window_hash` is the window the session belongs to (None outside a terminal).
-        """
-        text = _dumps(converter.unstructure([clamp_message(m) for m in transcript], list[Message]))
-
-        def write(db: sqlite3.Connection) -> None:
-            with _write_transaction(db):
-                db.execute(
-                    "INSERT INTO history(session_id, updated_at, transcript, window_hash) "
-                    "VALUES (?, strftime('%s','now'), ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
-                    "updated_at = excluded.updated_at, transcript = excluded.transcript, "
-                    "window_hash = excluded.window_hash",
-                    (session_id, text, window_hash),
+        def read(db: sqlite3.Connection) -> Page[SessionInfo]:
+            sql = (
+                "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.next_seq, "
+                "COALESCE(t.window_hash, s.window_hash), t.status FROM sessions s "
+                "LEFT JOIN tasks t ON t.session_id = s.session_id "
+                "WHERE s.session_id LIKE ? ESCAPE '\\'"
+            )
+            args: list[Any] = [_like(prefix)]
+            if after is not None:
+                sql += " AND (s.updated_at < ? OR (s.updated_at = ? AND s.session_id > ?))"
+                args += [after[0], after[0], after[1]]
+            sql += " ORDER BY s.updated_at DESC, s.session_id"
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit + 1)
+            rows = db.execute(sql, args).fetchall()
+            more = limit is not None and len(rows) > limit
+            rows = rows[:limit] if limit is not None else rows
+            items = tuple(
+                SessionInfo(
+                    session_id=str(r[0]),
+                    title=str(r[1]),
+                    created_at=float(r[2]),
+                    updated_at=float(r[3]),
+                    messages=int(r[4]),
+                    window_hash=r[5] if isinstance(r[5], str) else None,
+                    status=r[6] if isinstance(r[6], str) else None,
                 )
-                db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,))
+                for r in rows
+            )
+            last = items[-1] if more and items else None
+            return Page(items, _cursor(last.updated_at, last.session_id) if last else None)
 
-        await self._run(write)
+        return await self._run(read)
+
+    async def session(self, session_id: str) -> SessionInfo | None:
+        """One session's `SessionInfo`, or None."""
+        page = await self.sessions(session_id, limit=None)
+        return next((s for s in page.items if s.session_id == session_id), None)
+
+    async def messages(
+        self, session_id: str, *, after: int = -1, limit: int = 100
+    ) -> Page[StoredMessage]:
+        """A page of a session's stored messages with `seq` > `after`, oldest first.
+
+        The page's `next` is the `after` of the next page (as a string), None after the last.
+        """
+
+        def read(db: sqlite3.Connection) -> Page[StoredMessage]:
+            rows = db.execute(
+                "SELECT seq, created_at, body FROM messages WHERE session_id = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (session_id, after, limit + 1),
+            ).fetchall()
+            more = len(rows) > limit
+            out = []
+            for seq, created, body in rows[:limit]:
+                try:
+                    message = _decode_message(body)
+                except Exception as exc:  # any malformed shape, whichever error it raises
+                    raise StoreError(
+                        f"message {seq} of session {session_id!r} in {self.path} is "
+                        f"unreadable: {_error_detail(exc)}"
+                    ) from None
+                out.append(StoredMessage(int(seq), float(created), message))
+            return Page(tuple(out), str(out[-1].seq) if more and out else None)
+
+        return await self._run(read)
+
+    async def forget(self, session_id: str) -> bool:
+        """Delete a session: its messages, its history and its pending task; True if it had any.
+
+        Refused (`StoreError`) while its pending task is running.
+        """
+
+        def write(db: sqlite3.Connection) -> bool:
+            with _write_transaction(db):
+                n = db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
+                n += db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,)).rowcount
+                n += db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount
+                self._memory.drop(session_id)
+                return n > 0
+
+        return await self._run(write)
+
+    async def prune(self, older_than: float) -> int:
+        """Delete the sessions with no pending task last active before `older_than`; how many."""
+
+        def write(db: sqlite3.Connection) -> int:
+            with _write_transaction(db):
+                ids = [
+                    str(r[0])
+                    for r in db.execute(
+                        "SELECT session_id FROM sessions WHERE updated_at < ? AND session_id "
+                        "NOT IN (SELECT session_id FROM tasks)",
+                        (older_than,),
+                    ).fetchall()
+                ]
+                for session_id in ids:
+                    db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                    db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+                    self._memory.drop(session_id)
+                return len(ids)
+
+        return await self._run(write)
+
+    # -- lifetime ----------------------------------------------------------------
 
     async def aclose(self) -> None:
         """Close the file once the calls already queued are done. Later calls raise `StoreError`."""
         if self._closed:
             return
         self._closed = True
-        while self._busy or self._queue:
-            await self._batch_done.wait()
-        await trio.to_thread.run_sync(self._db.close)
+        await self._writer.stop()
 
     def statistics(self) -> StoreStatistics:
-        """How many calls and batches the store has run (a batch is one thread hop, one commit)."""
-        return StoreStatistics(self._calls, self._batches, len(self._queue))
+        """How many calls and batches the store has run (a batch is one transaction)."""
+        return self._writer.statistics()
 
-    def _decode_or_unreadable(self, row: tuple[Any, ...]) -> StoredTask:
-        try:
-            return self._decode(row)
-        except StoreError as exc:
-            updated, window = (
-                row[1 + _FIELDS.index("updated_at")],
-                row[1 + _FIELDS.index("window_hash")],
-            )
-            return UnreadableTask(
-                session_id=str(row[0]),
-                error=str(exc),
-                updated_at=float(updated) if isinstance(updated, int | float) else None,
-                window_hash=window if isinstance(window, str) else None,
-            )
+    # -- the calls, in the writer thread ------------------------------------------
 
-    def _decode(self, row: tuple[Any, ...]) -> TaskRecord:
-        session_id = row[0]
+    def _session_row(self, db: sqlite3.Connection, session_id: str) -> _SessionRow | None:
+        row = db.execute(
+            "SELECT rev, next_seq FROM sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return None if row is None else _SessionRow(int(row[0]), int(row[1]))
+
+    def _task_row(self, db: sqlite3.Connection, session_id: str) -> _TaskRow | None:
+        row = db.execute(_TASK_SELECT, (session_id,)).fetchone()
+        if row is None:
+            return None
+        return _TaskRow(tuple(row[: 1 + len(_FIELDS)]), int(row[-2]), int(row[-1]))
+
+    def _all_messages(
+        self, db: sqlite3.Connection, session_id: str, session: _SessionRow | None
+    ) -> tuple[Message, ...]:
+        """Every stored message of a session: from memory when still current, else decoded."""
+        if session is None:
+            return ()
+        cached = self._memory.get(session_id, session.rev)
+        if cached is not None and len(cached) == session.next_seq:
+            return cached
+        rows = db.execute(
+            "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        task = self._task_row(db, session_id)
+        first = task.first_seq if task is not None else len(rows)
+        out: list[Message] = []
+        for seq, body in rows:
+            try:
+                out.append(_decode_message(body))
+            except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
+                if int(seq) >= first:
+                    raise self._task_unreadable(session_id, _error_detail(exc)) from None
+                raise StoreError(
+                    f"the history of session {session_id!r} in {self.path} is unreadable "
+                    f"(message {seq}: {_error_detail(exc)})"
+                ) from None
+        messages = tuple(out)
+        self._memory.put(session_id, session.rev, messages)
+        return messages
+
+    def _messages(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        session: _SessionRow | None,
+        *,
+        history: bool,
+    ) -> tuple[Message, ...]:
+        """A session's history (the messages before its pending task), or all its messages."""
+        messages = self._all_messages(db, session_id, session)
+        if not history:
+            return messages
+        task = self._task_row(db, session_id)
+        return messages if task is None else messages[: task.first_seq]
+
+    def _load(
+        self, db: sqlite3.Connection, session_id: str
+    ) -> tuple[TaskRecord | None, tuple[Message, ...]]:
+        """The pending task of a session and its history (both empty when it has none)."""
+        task = self._task_row(db, session_id)
+        if task is None:
+            return None, ()
+        messages = self._all_messages(db, session_id, self._session_row(db, session_id))
+        end = task.first_seq + task.message_count
+        if len(messages) < end:
+            raise self._task_unreadable(
+                session_id, f"{end - len(messages)} of its messages are missing"
+            )
+        return (
+            self._record(task.fields, messages[task.first_seq : end]),
+            messages[: task.first_seq],
+        )
+
+    def _save(self, db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
+        """Write `record` (see `save`) inside the caller's transaction; return it as written."""
+        session_id = record.session_id
+        session = self._session_row(db, session_id)
+        task = self._task_row(db, session_id)
+        new = record.transcript
+        if task is not None and session is not None:
+            first, count = task.first_seq, task.message_count
+            cached = self._memory.get(session_id, session.rev)
+            if (
+                cached is not None
+                and len(cached) == first + count == session.next_seq
+                and len(new) >= count
+                and (count == 0 or new[count - 1] is cached[-1])
+            ):
+                added = self._append(db, session_id, session, new[count:])
+                transcript = cached[first:] + added
+            else:
+                # Not known to extend what is stored: the task's messages are written anew.
+                self._truncate(db, session_id, first)
+                session = self._session_row(db, session_id)
+                transcript = self._append(db, session_id, session, new)
+        else:
+            if task is not None:  # a task row with no session row: a damaged file
+                self._truncate(db, session_id, task.first_seq)
+            first = session.next_seq if session is not None else 0
+            transcript = self._append(db, session_id, session, new, title=record.input)
+        record = attrs.evolve(record, transcript=transcript)
+        columns = (*_FIELDS, "first_seq", "message_count")
+        db.execute(
+            f"INSERT INTO tasks(session_id, {', '.join(columns)}) "
+            f"VALUES ({', '.join('?' * (len(columns) + 1))}) ON CONFLICT(session_id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in columns),
+            (session_id, *_fields(record), first, len(transcript)),
+        )
+        return record
+
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        session: _SessionRow | None,
+        messages: Sequence[Message],
+        *,
+        title: str | None = None,
+    ) -> tuple[Message, ...]:
+        """Store `messages` (clamped) after the session's last; return them as stored."""
+        now = time.time()
+        start = 0 if session is None else session.next_seq
+        added = tuple(clamp_message(m) for m in messages)
+        if added:
+            db.executemany(
+                "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?,?,?,?,?)",
+                [(session_id, start + n, *_row_of(m, now)) for n, m in enumerate(added)],
+            )
+        end = start + len(added)
+        if session is None:
+            db.execute(
+                "INSERT INTO sessions(session_id, title, created_at, updated_at, next_seq, rev) "
+                "VALUES (?, ?, ?, ?, ?, 1)",
+                (session_id, title_of(title or _first_user_text(added)), now, now, end),
+            )
+            self._memory.put(session_id, 1, added)
+            return added
+        rev = session.rev + 1
+        db.execute(
+            "UPDATE sessions SET next_seq = ?, rev = ?, updated_at = ? WHERE session_id = ?",
+            (end, rev, now, session_id),
+        )
+        cached = self._memory.get(session_id, session.rev)
+        if cached is not None and len(cached) == start:
+            self._memory.put(session_id, rev, cached + added)
+        else:
+            self._memory.drop(session_id)
+        return added
+
+    def _truncate(self, db: sqlite3.Connection, session_id: str, first: int) -> None:
+        """Delete a session's messages from `first` on (a pending task's, when it goes)."""
+        session = self._session_row(db, session_id)
+        if session is None:
+            return
+        db.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, first))
+        if first == 0:
+            db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            self._memory.drop(session_id)
+            return
+        rev = session.rev + 1
+        db.execute(
+            "UPDATE sessions SET next_seq = ?, rev = ? WHERE session_id = ?",
+            (first, rev, session_id),
+        )
+        cached = self._memory.get(session_id, session.rev)
+        if cached is not None and len(cached) >= first:
+            self._memory.put(session_id, rev, cached[:first])
+        else:
+            self._memory.drop(session_id)
+
+    def _update_fields(self, db: sqlite3.Connection, record: TaskRecord) -> bool:
+        cur = db.execute(
+            f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _FIELDS)} WHERE session_id = ?",
+            (*_fields(record), record.session_id),
+        )
+        return cur.rowcount > 0
+
+    def _unreadable(
+        self, db: sqlite3.Connection, session_id: str, exc: StoreError
+    ) -> UnreadableTask | None:
+        row = db.execute(
+            "SELECT updated_at, window_hash FROM tasks WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        updated, window = row
+        return UnreadableTask(
+            session_id=session_id,
+            error=str(exc),
+            updated_at=float(updated) if isinstance(updated, int | float) else None,
+            window_hash=window if isinstance(window, str) else None,
+        )
+
+    def _task_unreadable(self, session_id: str, detail: str) -> StoreError:
+        return StoreError(
+            f"the pending task of session {session_id!r} in {self.path} is unreadable "
+            f"({detail}); discard it with: agentrt pending discard {session_id}"
+        )
+
+    def _record(self, fields: tuple[Any, ...], transcript: tuple[Message, ...]) -> TaskRecord:
+        session_id = fields[0]
         try:
             (
                 status,
@@ -488,12 +994,12 @@ class TaskStore:
                 attempts,
                 workdir,
                 lost_words,
-            ) = row[1:-1]
+            ) = fields[1:]
             saved = json.loads(question)
             return TaskRecord(
                 session_id=session_id,
                 input=json.loads(text),
-                transcript=converter.structure(json.loads(row[-1]), tuple[Message, ...]),
+                transcript=transcript,
                 status=TaskStatus(status),
                 cause=Cause(cause) if cause is not None else None,
                 error=json.loads(error),
@@ -509,56 +1015,102 @@ class TaskStore:
                 lost_words=int(lost_words),
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
-            detail = (
-                "; ".join(cattrs.transform_error(exc))
-                if isinstance(exc, cattrs.BaseValidationError)
-                else str(exc)
+            raise self._task_unreadable(str(session_id), _error_detail(exc)) from None
+
+    def _summary(self, row: tuple[Any, ...]) -> ListedTask:
+        session_id = str(row[0])
+        try:
+            (
+                status,
+                cause,
+                error,
+                question,
+                window,
+                task,
+                runs,
+                created,
+                updated,
+                text,
+                runner,
+                workdir,
+                lost_words,
+                count,
+            ) = row[1:]
+            saved = json.loads(question)
+            return TaskSummary(
+                session_id=session_id,
+                input=json.loads(text),
+                messages=int(count),
+                status=TaskStatus(status),
+                cause=Cause(cause) if cause is not None else None,
+                error=json.loads(error),
+                question=converter.structure(saved, SavedQuestion) if saved else None,
+                window_hash=window,
+                task_hash=task,
+                created_at=float(created),
+                updated_at=float(updated),
+                runs=int(runs),
+                runner=runner,
+                workdir=workdir,
+                lost_words=int(lost_words),
             )
-            raise StoreError(
-                f"the pending task of session {session_id!r} in {self.path} is unreadable "
-                f"({detail}); discard it with: agentrt pending discard {session_id}"
-            ) from None
+        except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
+            updated, window = row[1 + _SUMMARY_COLUMNS.index("updated_at")], row[5]
+            return UnreadableTask(
+                session_id=session_id,
+                error=str(self._task_unreadable(session_id, _error_detail(exc))),
+                updated_at=float(updated) if isinstance(updated, int | float) else None,
+                window_hash=window if isinstance(window, str) else None,
+            )
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` in the worker thread, batched with the calls queued meanwhile.
+    # -- queueing ------------------------------------------------------------------
 
-        The calls that arrive while a batch runs go together in the next one: one
-        thread hop and one transaction (so one sync to disk) for the whole batch,
-        each call in a savepoint of its own, so a call that fails changes nothing
-        and the others still commit. Whoever finds no batch running takes the
-        queue to the thread; the others wait for their call's result.
-        """
+    def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> _Call[T]:
+        """Queue `fn` for the writer thread; it runs in the order queued."""
         if self._closed:
             raise StoreError(f"the task store {self.path} is closed")
-        call: _Call[T] = _Call(fn)
-        self._queue.append(call)
-        try:
-            while not call.done:
-                if self._busy:
-                    await self._batch_done.wait()
-                    continue
-                await self._run_batch()
-        except BaseException:
-            if call in self._queue:
-                self._queue.remove(call)  # cancelled before it ran: it never will
-            raise
+        call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
+        self._writer.submit(call)
+        return call
+
+    async def _wait(self, call: _Call[T]) -> T:
+        """The outcome of a queued call.
+
+        Once queued, a call runs, and its caller waits for it even when
+        cancelled (as for a worker thread: the cancel is seen at the caller's
+        next checkpoint), so that nobody is told a write failed that happened.
+        Only a call that can never run (`_Call.abandonable`) is given up on.
+        """
+        if call.abandonable:
+            await call.event.wait()
+        else:
+            with trio.CancelScope(shield=True):
+                await call.event.wait()
         return call.result()
 
-    async def _run_batch(self) -> None:
-        batch, self._queue = self._queue[:_BATCH_LIMIT], self._queue[_BATCH_LIMIT:]
-        self._busy = True
-        try:
-            await trio.to_thread.run_sync(_run_calls, self._db, batch, self.path)
-        finally:
-            self._busy = False
-            self._batches += 1
-            self._calls += len(batch)
-            done, self._batch_done = self._batch_done, trio.Event()
-            done.set()
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in the writer thread (batched with what is queued with it); its result."""
+        return await self._wait(self._submit(fn))
 
 
-#: The most calls one batch takes, so that a long queue is served in turns.
-_BATCH_LIMIT = 64
+def _row_of(message: Message, now: float) -> tuple[str, float, str]:
+    role, body = _encode_message(message)
+    return role, now, body
+
+
+def _first_user_text(messages: Sequence[Message]) -> str:
+    return next((m.content for m in messages if m.role is Role.USER), "")
+
+
+@attrs.define(eq=False)
+class Submitted(Generic[T]):
+    """A store call queued by a ``*_nowait`` method; `wait` gives its outcome."""
+
+    _store: TaskStore
+    _call: _Call[T]
+
+    async def wait(self) -> T:
+        return await self._store._wait(self._call)
 
 
 @attrs.frozen
@@ -572,15 +1124,27 @@ class StoreStatistics:
 
 @attrs.define(eq=False)
 class _Call(Generic[T]):
-    """One store call waiting for, or done by, a batch."""
+    """One store call waiting for, or done by, the writer thread."""
 
     fn: Callable[[sqlite3.Connection], T]
-    done: bool = False
+    token: trio.lowlevel.TrioToken
+    event: trio.Event = attrs.field(factory=trio.Event)
+    #: True for a call that will never run (a store that stopped working): its
+    #: caller may stop waiting when cancelled.
+    abandonable: bool = False
     _value: T | None = None
     _error: BaseException | None = None
 
-    def finish(self, value: T | None = None, error: BaseException | None = None) -> None:
-        self._value, self._error, self.done = value, error, True
+    def run(self, db: sqlite3.Connection) -> None:
+        """Run the call now, in this thread (its outcome is kept; `event` is left alone)."""
+        try:
+            self._value = self.fn(db)
+        except BaseException as exc:
+            self._error = exc
+            raise
+
+    def fail(self, error: BaseException) -> None:
+        self._value, self._error = None, error
 
     def result(self) -> T:
         if self._error is not None:
@@ -588,8 +1152,92 @@ class _Call(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
-def _run_calls(db: sqlite3.Connection, batch: list[_Call[Any]], path: Path) -> None:
-    """Run a batch of calls in one transaction, each in its own savepoint (worker thread)."""
+#: The most calls one batch takes, so that a long queue is served in turns.
+_BATCH_LIMIT = 64
+
+
+@attrs.define(eq=False)
+class _Writer:
+    """The thread that runs every store call, batching what is queued into one transaction.
+
+    Started with the first call and stopped by `stop`. Results go back to the
+    Trio run that queued each call (`TrioToken.run_sync_soon`), one wake-up
+    per batch.
+    """
+
+    db: sqlite3.Connection
+    path: Path
+    memory: _Memory
+    _lock: threading.Condition = attrs.field(factory=threading.Condition, init=False)
+    _queue: collections.deque[_Call[Any]] = attrs.field(factory=collections.deque, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _stopping: bool = attrs.field(default=False, init=False)
+    _calls: int = attrs.field(default=0, init=False)
+    _batches: int = attrs.field(default=0, init=False)
+
+    def submit(self, call: _Call[Any]) -> None:
+        with self._lock:
+            self._queue.append(call)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"agentrt store {self.path.name}", daemon=True
+                )
+                self._thread.start()
+            self._lock.notify()
+
+    def statistics(self) -> StoreStatistics:
+        with self._lock:
+            return StoreStatistics(self._calls, self._batches, len(self._queue))
+
+    async def stop(self) -> None:
+        """Run what is queued, then end the thread and close the file."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+            self._lock.notify()
+        if thread is not None:
+            await trio.to_thread.run_sync(thread.join)
+        await trio.to_thread.run_sync(self.db.close)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping:
+                    self._lock.wait()
+                if not self._queue:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(_BATCH_LIMIT, len(self._queue)))]
+            _run_batch(self.db, batch, self.path, self.memory)
+            with self._lock:
+                self._calls += len(batch)
+                self._batches += 1
+            _deliver(batch)
+
+
+def _deliver(batch: list[_Call[Any]]) -> None:
+    """Wake the Trio runs waiting for `batch`: one wake-up per run."""
+    by_token: dict[trio.lowlevel.TrioToken, list[_Call[Any]]] = {}
+    for call in batch:
+        by_token.setdefault(call.token, []).append(call)
+    for token, calls in by_token.items():
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(_set_all, calls)
+
+
+def _set_all(calls: list[_Call[Any]]) -> None:
+    for call in calls:
+        call.event.set()
+
+
+def _run_batch(
+    db: sqlite3.Connection, batch: list[_Call[Any]], path: Path, memory: _Memory
+) -> None:
+    """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
+
+    A call that fails changes nothing (its savepoint is rolled back) and the
+    others still commit. What the store keeps in memory is forgotten whenever
+    something is rolled back, so it never holds what the file does not.
+    """
 
     def failed(exc: sqlite3.DatabaseError) -> StoreError:
         return StoreError(f"the task store {path} failed: {exc}")
@@ -598,41 +1246,38 @@ def _run_calls(db: sqlite3.Connection, batch: list[_Call[Any]], path: Path) -> N
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.DatabaseError as exc:
         for call in batch:
-            call.finish(error=failed(exc))
+            call.fail(failed(exc))
         return
-    ran: list[tuple[_Call[Any], Any]] = []
+    ran: list[_Call[Any]] = []
     for call in batch:
         db.execute("SAVEPOINT batch_call")
         try:
-            value = call.fn(db)
+            call.run(db)
         except sqlite3.DatabaseError as exc:
             db.execute("ROLLBACK TO batch_call")
-            call.finish(error=failed(exc))
-        except Exception as exc:  # the call's own error (a bad answer, a task that exists)
+            memory.clear()
+            call.fail(failed(exc))
+        except Exception:  # the call's own error (a bad answer, a task that exists): kept
             db.execute("ROLLBACK TO batch_call")
-            call.finish(error=exc)
+            memory.clear()
         else:
-            ran.append((call, value))
+            ran.append(call)
         db.execute("RELEASE batch_call")
     try:
         db.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
+        memory.clear()
         if db.in_transaction:
             db.execute("ROLLBACK")
-        for call, _ in ran:
-            call.finish(error=failed(exc))
-        return
-    for call, value in ran:
-        call.finish(value)
+        for call in ran:
+            call.fail(failed(exc))
 
 
 def _migrate(db: sqlite3.Connection, version: int) -> None:
     """Bring a store of schema `version` (0: a new file) to `SCHEMA_VERSION`."""
     if version == 0:
-        # Statement by statement: executescript would commit the caller's transaction.
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
+        for statement in _SCHEMA:
+            db.execute(statement)
         return
     if version < 2:
         # Version 1 had no attempt records (every call counts as never started) and did
@@ -641,6 +1286,78 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.execute("ALTER TABLE history ADD COLUMN window_hash TEXT")
         db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
         db.execute("ALTER TABLE tasks ADD COLUMN lost_words INTEGER NOT NULL DEFAULT 0")
+    if version < 3:
+        _migrate_to_messages(db)
+
+
+def _split(text: str) -> list[tuple[str, str]]:
+    """A version-2 transcript (a JSON list) as (role, body) rows.
+
+    One that is not a list of objects is kept as a single row holding the text
+    as it was: it reads back as unreadable (and can be discarded), as before.
+    """
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return [("unknown", text)]
+    return [(str(item.get("role", "unknown")), _dumps(item)) for item in items]
+
+
+def _migrate_to_messages(db: sqlite3.Connection) -> None:
+    """Version 3: transcripts become message rows; finished history joins them; sessions."""
+    db.execute("ALTER TABLE tasks RENAME TO tasks_v2")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    sessions: dict[str, list[Any]] = {}  # id -> [window, title, created, updated, next_seq]
+
+    def add(session_id: str, rows: list[tuple[str, str]], stamp: float) -> int:
+        entry = sessions.setdefault(session_id, [None, "", stamp, stamp, 0])
+        first = int(entry[4])
+        db.executemany(
+            "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?,?,?,?,?)",
+            [(session_id, first + n, role, stamp, body) for n, (role, body) in enumerate(rows)],
+        )
+        entry[4] = first + len(rows)
+        entry[3] = max(float(entry[3]), stamp)
+        if not entry[1]:
+            entry[1] = _title_of_rows(rows)
+        return first
+
+    for session_id, updated, transcript, window in db.execute(
+        "SELECT session_id, updated_at, transcript, window_hash FROM history"
+    ).fetchall():
+        add(str(session_id), _split(transcript), float(updated))
+        sessions[str(session_id)][0] = window
+    columns = ", ".join(_FIELDS)
+    for row in db.execute(f"SELECT session_id, {columns}, transcript FROM tasks_v2").fetchall():
+        session_id, fields, transcript = str(row[0]), row[1:-1], row[-1]
+        created = fields[_FIELDS.index("created_at")]
+        rows = _split(transcript)
+        first = add(session_id, rows, float(created) if isinstance(created, int | float) else 0.0)
+        if sessions[session_id][0] is None:
+            sessions[session_id][0] = fields[_FIELDS.index("window_hash")]
+        db.execute(
+            f"INSERT INTO tasks(session_id, {columns}, first_seq, message_count) "
+            f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})",
+            (session_id, *fields, first, len(rows)),
+        )
+    db.executemany(
+        "INSERT INTO sessions(session_id, window_hash, title, created_at, updated_at, next_seq, "
+        "rev) VALUES (?,?,?,?,?,?,1)",
+        [(sid, *entry) for sid, entry in sessions.items()],
+    )
+    db.execute("DROP TABLE tasks_v2")
+    db.execute("DROP TABLE history")
+
+
+def _title_of_rows(rows: list[tuple[str, str]]) -> str:
+    for role, body in rows:
+        if role == Role.USER.value:
+            with contextlib.suppress(ValueError, AttributeError):
+                return title_of(str(json.loads(body).get("content", "")))
+    return ""
 
 
 #: The files SQLite keeps beside the store in WAL mode (and a rollback journal, if one is left).

@@ -76,6 +76,7 @@ from ._vocab import TERMINAL
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
 from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
 from .frames import (
+    LIST_PAGE_MAX,
     Ack,
     AnswerFrame,
     AskFrame,
@@ -819,24 +820,37 @@ async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client
         )
         return await _drive_daemon(client, printer, request, args.session)
     action = PendingAction(args.action)
-    await client.send(
-        PendingRequest(
-            action,
-            session=None if action is PendingAction.LIST else args.session,
-            prefix=args.prefix if action is PendingAction.LIST else "",
-        )
-    )
+    if action is PendingAction.LIST:
+        return await _list_via_daemon(client, printer, args.prefix)
+    await client.send(PendingRequest(action, session=args.session))
     while True:
         frame = await client.receive()
         if isinstance(frame, ErrorFrame):
             return _error_status(frame)
-        if isinstance(frame, PendingList) and action is PendingAction.LIST:
-            return _print_list(printer, frame.tasks)
         if isinstance(frame, PendingDetail) and action is PendingAction.SHOW:
             return _print_detail(printer, frame)
         if isinstance(frame, Ack) and action is PendingAction.DISCARD:
             printer.line(f"discarded the pending task of {args.session}")
             return EXIT_FINISHED
+
+
+async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int:
+    """Every pending task the daemon lists, fetched a page at a time."""
+    tasks: list[PendingTask] = []
+    cursor: str | None = None
+    while True:
+        await client.send(
+            PendingRequest(PendingAction.LIST, prefix=prefix, limit=LIST_PAGE_MAX, cursor=cursor)
+        )
+        frame = await client.receive()
+        while not isinstance(frame, PendingList | ErrorFrame):
+            frame = await client.receive()  # an event of another run: not ours to show
+        if isinstance(frame, ErrorFrame):
+            return _error_status(frame)
+        tasks += frame.tasks
+        if frame.next is None:
+            return _print_list(printer, tasks)
+        cursor = frame.next
 
 
 def _open(args: argparse.Namespace, settings: Settings) -> Any:

@@ -140,6 +140,11 @@ class PendingAction(enum.Enum):
     SHOW = "show"
 
 
+#: Tasks in one ``pending`` list page when the request sets no limit, and the most it may ask.
+LIST_PAGE = 200
+LIST_PAGE_MAX = 1000
+
+
 @attrs.frozen
 class PendingRequest:
     """List, show, resume or discard pending tasks.
@@ -148,7 +153,10 @@ class PendingRequest:
     ``resume``, `answer` answers the saved question; without it the question
     is asked again inline. The resumed task works in the folder it recorded;
     one that recorded none is given `cwd` (absolute), else the daemon's own
-    folder. ``list`` shows only sessions starting with `prefix`.
+    folder. ``list`` shows only sessions starting with `prefix`, most recently
+    updated first, a page at a time: at most `limit` tasks (the daemon's page
+    size when unset, at most `LIST_PAGE_MAX`) after `cursor`, the `next` of the
+    page before.
     """
 
     TYPE: ClassVar[str] = "pending"
@@ -157,6 +165,8 @@ class PendingRequest:
     answer: str | None = None
     prefix: str = ""
     cwd: str | None = None
+    limit: int | None = None
+    cursor: str | None = None
 
 
 # -- daemon -> client --------------------------------------------------------
@@ -343,6 +353,8 @@ class PendingList:
 
     TYPE: ClassVar[str] = "pending"
     tasks: tuple[PendingTask, ...] = ()
+    #: The `cursor` of the next page; None on the last page.
+    next: str | None = None
 
 
 @attrs.frozen

@@ -60,7 +60,7 @@ from ._pending import ALLOW_ONCE, Answer, Entry, RequestKind
 from ._record import TaskRecord
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
-from ._store import TaskStore
+from ._store import StoreError, Submitted, TaskStore, _Call
 from ._vocab import TERMINAL
 
 T = TypeVar("T")
@@ -168,16 +168,20 @@ class _LabStore(TaskStore):
         """From now on, nothing reaches the file."""
         self.dead = True
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _submit(self, fn: Callable[[sqlite3.Connection], T]) -> _Call[T]:
+        call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
         if self.dead:
-            await trio.sleep_forever()
-        await trio.lowlevel.checkpoint()
+            call.abandonable = True
+            return call  # never run, never done: as if the process had been killed
         try:
-            return fn(self._db)
+            call.run(self._db)
         except sqlite3.DatabaseError as exc:
-            from ._store import StoreError
-
-            raise StoreError(f"the task store {self.path} failed: {exc}") from None
+            self._memory.clear()
+            call.fail(StoreError(f"the task store {self.path} failed: {exc}"))
+        except Exception:  # the call's own error, kept for its caller
+            self._memory.clear()
+        call.event.set()
+        return call
 
     def _wrote(self, method: str, detail: str = "") -> None:
         if self.on_write is not None and not self.dead:
@@ -210,17 +214,17 @@ class _LabStore(TaskStore):
         self._wrote("update")
         return result
 
-    async def mark(self, session_id: str, status: Any, **kwargs: Any) -> bool:
-        done = await super().mark(session_id, status, **kwargs)
+    def mark_nowait(self, session_id: str, status: Any, **kwargs: Any) -> Submitted[bool]:
+        submitted = super().mark_nowait(session_id, status, **kwargs)
         self._wrote("mark", status.value)
-        return done
+        return submitted
 
     async def delete(self, session_id: str, check: Any = None) -> bool:
         done = await super().delete(session_id, check)
         self._wrote("delete")
         return done
 
-    async def finish(self, session_id: str, transcript: Any, window_hash: Any = None) -> None:
+    async def finish(self, session_id: str, transcript: Any = (), window_hash: Any = None) -> None:
         await super().finish(session_id, transcript, window_hash)
         self._wrote("finish")
 

@@ -312,6 +312,8 @@ class TuiState:
     #: The `/pending` list when open.
     pending: list[PendingTask] | None = None
     pending_index: int = 0
+    #: The pages of a `/pending` list received so far, while more are on their way.
+    pending_pages: list[PendingTask] = attrs.field(factory=list)
     #: True while a `pending list` asked for after reconnecting is on its way: it is
     #: summed up in the notice box instead of opening the list.
     quiet_pending: bool = False
@@ -1203,8 +1205,14 @@ def _is_current_run(state: TuiState, task: PendingTask) -> bool:
 
 
 def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
-    """The `/pending` list arrived (the run in progress is not one of its tasks)."""
-    tasks = [task for task in frame.tasks if not _is_current_run(state, task)]
+    """A page of the `/pending` list arrived; the list is shown once the last one has.
+
+    The run in progress is not one of its tasks.
+    """
+    state.pending_pages += [task for task in frame.tasks if not _is_current_run(state, task)]
+    if frame.next is not None:
+        return [Send(PendingRequest(PendingAction.LIST, cursor=frame.next))]
+    tasks, state.pending_pages = state.pending_pages, []
     if state.quiet_pending:
         state.quiet_pending = False
         if tasks:

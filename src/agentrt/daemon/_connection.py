@@ -10,6 +10,7 @@ pending tasks are kept for a later resume.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
@@ -35,10 +36,12 @@ from .._executor import (
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
 from .._runtime import Runtime
-from .._store import StoredTask, StoreError, UnreadableTask
+from .._store import BadCursorError, ListedTask, StoredTask, StoreError, UnreadableTask
 from .._vocab import TERMINAL
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
+    LIST_PAGE,
+    LIST_PAGE_MAX,
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,
@@ -65,6 +68,10 @@ log = logging.getLogger("agentrt.daemon")
 ORIGIN: Final = TERMINAL
 #: A write that takes longer than this means the client stopped reading; it is dropped.
 SEND_TIMEOUT: Final = 30.0
+#: Frames waiting to be written past this many bytes mean the same: the client is dropped.
+OUTBOX_LIMIT: Final = 16 * 1024 * 1024
+#: How long a closing connection goes on writing what it still has to send.
+FLUSH_SECONDS: Final = 1.0
 #: How long a closing connection waits for its cancelled runs to save their tasks.
 CLEANUP_TIMEOUT: Final = 10.0
 _RECEIVE_SIZE: Final = 65536
@@ -155,7 +162,15 @@ class Connection:
     scope: Scope = attrs.field(default=Scope.WINDOW, init=False)
     lifecycle: Lifecycle = attrs.field(factory=Lifecycle, init=False)
     _codec: FrameCodec[ClientFrame] = attrs.field(factory=FrameCodec.for_daemon, init=False)
-    _write_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False, repr=False)
+    #: Encoded frames on their way to the peer (see `send`), and their total size.
+    _outbox: collections.deque[bytes] = attrs.field(
+        factory=collections.deque, init=False, repr=False
+    )
+    _outbox_bytes: int = attrs.field(default=0, init=False, repr=False)
+    _outbox_ready: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _closing: bool = attrs.field(default=False, init=False, repr=False)
+    #: Set when the writer task has written all it will.
+    _flushed: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _listener: Listener | None = attrs.field(default=None, init=False, repr=False)
     #: Questions this connection claimed and forwarded, by entry id.
     _asks: dict[str, Entry] = attrs.field(factory=dict, init=False, repr=False)
@@ -177,23 +192,42 @@ class Connection:
     # -- the connection's life ---------------------------------------------
 
     async def serve(self) -> None:
-        """Read and handle frames until the peer leaves, then clean up."""
+        """Read and handle frames until the peer leaves, then clean up.
+
+        Frames are written by a task of their own (see `send`), so the reader
+        never waits for the peer to read: a client that sends many requests
+        before reading any reply is served, not deadlocked.
+        """
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self._write_loop)
                 try:
-                    with self._reader_scope:
-                        await self._read_loop()
+                    await self._serve_requests()
                 finally:
-                    self._release()
-                # The runs were cancelled with DISCONNECT; let them save their tasks.
-                with trio.move_on_after(CLEANUP_TIMEOUT):
-                    await self._runs.wait_idle()
-                # A run that outlived the wait is still the window's: it stops as a disconnect.
-                nursery.cancel_scope.cancel(reason=Cause.DISCONNECT.reason)
+                    # What was sent before the end still reaches the peer (an error
+                    # refusing its hello, the last events of its runs), within a bound.
+                    self._closing = True
+                    self._outbox_ready.set()
+                    with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
+                        await self._flushed.wait()
+                    outer.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1.0):
                 await self._close_gracefully()
+
+    async def _serve_requests(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                with self._reader_scope:
+                    await self._read_loop()
+            finally:
+                self._release()
+            # The runs were cancelled with DISCONNECT; let them save their tasks.
+            with trio.move_on_after(CLEANUP_TIMEOUT):
+                await self._runs.wait_idle()
+            # A run that outlived the wait is still the window's: it stops as a disconnect.
+            nursery.cancel_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     async def _close_gracefully(self) -> None:
         """Close so that the peer reads what it was sent, then an end of stream.
@@ -258,29 +292,65 @@ class Connection:
     # -- writing ----------------------------------------------------------
 
     async def send(self, frame: DaemonFrame) -> None:
-        """Write one frame. A client that left or stopped reading is dropped, not raised."""
+        """Queue one frame for the peer; it is written in the order queued.
+
+        Never waits for the peer: the writer task (`_write_loop`) writes. A
+        client that left, or stopped reading (a write blocked for
+        `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
+        dropped, not raised.
+        """
         if self._broken:
             return
         data = encode(frame)
-        async with self._write_lock:
-            # Checked again: the writer before us may have found the peer gone.
-            if self._is_broken():
-                return
-            try:
-                with trio.move_on_after(SEND_TIMEOUT) as timeout:
-                    await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._broken = True
-            else:
+        self._outbox.append(data)
+        self._outbox_bytes += len(data)
+        self._outbox_ready.set()
+        if self._outbox_bytes > OUTBOX_LIMIT:
+            log.warning(
+                "connection %d stopped reading (%d bytes waiting); closing it",
+                self.number,
+                self._outbox_bytes,
+            )
+            self._drop()
+
+    async def _write_loop(self) -> None:
+        """Write what `send` queued, many frames per write when many are waiting."""
+        try:
+            while True:
+                if not self._outbox:
+                    if self._closing or self._broken:
+                        return
+                    self._outbox_ready = trio.Event()
+                    await self._outbox_ready.wait()
+                    continue
+                chunks = []
+                size = 0
+                while self._outbox and size < 65536:
+                    chunk = self._outbox.popleft()
+                    chunks.append(chunk)
+                    size += len(chunk)
+                self._outbox_bytes -= size
+                try:
+                    with trio.move_on_after(SEND_TIMEOUT) as timeout:
+                        await self.stream.send_all(b"".join(chunks))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._drop()
+                    return
                 if timeout.cancelled_caught:
                     log.warning("connection %d stopped reading; closing it", self.number)
-                    self._broken = True
-        if self._broken:
-            # A run still starting (the reader waits for it) stops as the disconnect it is.
-            self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
+                    self._drop()
+                    return
+        finally:
+            self._flushed.set()
 
-    def _is_broken(self) -> bool:
-        return self._broken
+    def _drop(self) -> None:
+        """The peer is gone or not reading: write nothing more, and end the connection."""
+        self._broken = True
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        self._outbox_ready.set()
+        # A run still starting (the reader waits for it) stops as the disconnect it is.
+        self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     async def error(
         self, code: ErrorCode, message: str, about: ClientFrame | str | None = None
@@ -505,7 +575,7 @@ class Connection:
         assert self.window is not None, "only a connection past hello acts on sessions"
         return Actor.terminal(self.window)
 
-    def _may_see(self, record: StoredTask) -> bool:
+    def _may_see(self, record: StoredTask | ListedTask) -> bool:
         """What the access policy lets this connection see.
 
         A window does not see a task another client is running; the `agentrt`
@@ -530,13 +600,26 @@ class Connection:
         else:
             await self.send(PendingList(()))  # a window lists cli- tasks only
             return
+        limit = LIST_PAGE if frame.limit is None else frame.limit
+        if not 1 <= limit <= LIST_PAGE_MAX:
+            await self.error(
+                ErrorCode.INVALID,
+                f"limit must be between 1 and {LIST_PAGE_MAX}, not {limit}",
+                frame,
+            )
+            return
         try:
-            records = await self.daemon.runtime.store.list_stored(prefix=prefix)
+            page = await self.daemon.runtime.store.list_page(
+                prefix, limit=limit, cursor=frame.cursor
+            )
+        except BadCursorError as exc:
+            await self.error(ErrorCode.INVALID, str(exc), frame)
+            return
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
             return
-        tasks = tuple(pending_task(r) for r in records if self._may_see(r))
-        await self.send(PendingList(tasks))
+        tasks = tuple(pending_task(r) for r in page.items if self._may_see(r))
+        await self.send(PendingList(tasks, page.next))
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
         workdir = Path(frame.cwd) if frame.cwd is not None else None

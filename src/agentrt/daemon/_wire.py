@@ -20,7 +20,7 @@ from .._events import (
     VerifyEvent,
 )
 from .._pending import Entry
-from .._record import TaskRecord
+from .._record import TaskRecord, TaskSummary
 from .._record import converter as record_converter
 from .._store import StoredTask, UnreadableTask
 from ..frames import (
@@ -113,7 +113,7 @@ def ask_frame(entry: Entry) -> AskFrame:
     )
 
 
-def pending_task(stored: StoredTask) -> PendingTask:
+def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:
     """How a stored pending task is listed (by the daemon, and by `agentrt pending`)."""
     if isinstance(stored, UnreadableTask):
         return PendingTask(
@@ -134,7 +134,7 @@ def pending_task(stored: StoredTask) -> PendingTask:
         task=stored.task_hash,
         error=stored.error,
         question_kind=question.kind if question is not None else None,
-        messages=len(stored.transcript),
+        messages=stored.messages if isinstance(stored, TaskSummary) else len(stored.transcript),
         runs=stored.runs,
         crashed=stored.crashed,
     )

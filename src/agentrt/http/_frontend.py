@@ -171,7 +171,6 @@ class WebFrontEnd:
                 obj = unreadable_to_json(record, running=info is not None)
             else:
                 obj = task_to_json(record, running=info is not None)
-                del obj["transcript"]
             out.append(self._session_json(record.session_id, info, obj))
         for session_id, info in running.items():
             if session_id not in seen and self._policy_allows(session_id, info.window_hash):

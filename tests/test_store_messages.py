@@ -1,0 +1,190 @@
+"""The store's message rows: a commit appends, listings read summaries, pages cover everything."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentrt import Message, Outcome, Runtime, StoreError, TaskRecord, TaskStatus, TaskStore
+from agentrt._messages import Role
+from agentrt._record import TaskSummary
+from agentrt._store import BadCursorError, UnreadableTask
+
+from .conftest import Recorder
+
+
+def _conversation(n: int) -> tuple[Message, ...]:
+    return (Message.user("start"), *(Message.assistant(f"step {i}") for i in range(n - 1)))
+
+
+def _count_row_changes(path: Path) -> sqlite3.Connection:
+    """Triggers in the file that count what happens to message rows (read back with `_changes`)."""
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS row_changes (kind TEXT PRIMARY KEY, n INTEGER NOT NULL);
+        INSERT OR IGNORE INTO row_changes VALUES ('insert', 0), ('update', 0), ('delete', 0);
+        CREATE TRIGGER IF NOT EXISTS on_insert AFTER INSERT ON messages
+            BEGIN UPDATE row_changes SET n = n + 1 WHERE kind = 'insert'; END;
+        CREATE TRIGGER IF NOT EXISTS on_update AFTER UPDATE ON messages
+            BEGIN UPDATE row_changes SET n = n + 1 WHERE kind = 'update'; END;
+        CREATE TRIGGER IF NOT EXISTS on_delete AFTER DELETE ON messages
+            BEGIN UPDATE row_changes SET n = n + 1 WHERE kind = 'delete'; END;
+        """
+    )
+    return db
+
+
+def _changes(db: sqlite3.Connection) -> dict[str, int]:
+    return {str(k): int(n) for k, n in db.execute("SELECT kind, n FROM row_changes")}
+
+
+def _reset(db: sqlite3.Connection) -> None:
+    db.execute("UPDATE row_changes SET n = 0")
+    db.commit()
+
+
+async def test_a_commit_at_a_thousand_messages_writes_one_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = await TaskStore.open(path)
+    try:
+        record = await store.save(TaskRecord("cli-long", "start", _conversation(1000)))
+        counter = _count_row_changes(path)
+        _reset(counter)
+        grown = record.evolve(transcript=(*record.transcript, Message.assistant("one more")))
+        saved = await store.save(grown)
+        assert _changes(counter) == {"insert": 1, "update": 0, "delete": 0}
+        assert len(saved.transcript) == 1001
+        # A record that does not extend what is stored (here: one message replaced) is
+        # written whole, and reads back as given.
+        _reset(counter)
+        edited = saved.evolve(transcript=(*saved.transcript[:-1], Message.assistant("other")))
+        await store.save(edited)
+        assert _changes(counter)["insert"] == 1001
+        loaded = await store.load("cli-long")
+        assert loaded is not None and loaded.transcript[-1].content == "other"
+        assert len(loaded.transcript) == 1001
+        counter.close()
+    finally:
+        await store.aclose()
+
+
+async def test_a_long_message_is_clamped_once_when_committed(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    try:
+        record = await store.save(TaskRecord("cli-big", "x", (Message.user("x"),)))
+        call = Message.assistant("", ())
+        big = Message(Role.TOOL, "y" * 100_000, tool_call_id="c1", name="read_file")
+        saved = await store.save(record.evolve(transcript=(*record.transcript, call, big)))
+        assert len(saved.transcript[-1].content.encode()) < 40_000
+        assert "bytes elided" in saved.transcript[-1].content
+        loaded = await store.load("cli-big")
+        assert loaded is not None and loaded.transcript == saved.transcript
+    finally:
+        await store.aclose()
+
+
+async def test_another_process_writing_the_file_is_never_missed(tmp_path: Path) -> None:
+    """What one store keeps in memory is checked against the file on every use."""
+    path = tmp_path / "t.db"
+    one = await TaskStore.open(path)
+    two = await TaskStore.open(path)
+    try:
+        first = await one.save(TaskRecord("cli-shared", "start", _conversation(3)))
+        seen_by_two = await two.load("cli-shared")
+        assert seen_by_two is not None
+        await two.save(
+            seen_by_two.evolve(transcript=(*seen_by_two.transcript, Message.assistant("two")))
+        )
+        # `one` last wrote three messages; the file now holds four.
+        await one.save(first.evolve(transcript=(*first.transcript, Message.assistant("one"))))
+        loaded = await two.load("cli-shared")
+        assert loaded is not None
+        assert [m.content for m in loaded.transcript][-1] == "one"
+        assert len(loaded.transcript) == 4, "one's commit was written as a whole transcript"
+        # The finished conversation written by one is the history two's next run reads.
+        await one.finish("cli-shared", loaded.transcript)
+        assert [m.content for m in await two.load_history("cli-shared")][-1] == "one"
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+async def test_listing_pages_cover_every_task_once_in_order(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "t.db")
+    try:
+        for n in range(25):
+            await store.save(
+                TaskRecord(f"cli-{n:02}", f"task {n}", _conversation(n + 1), updated_at=n // 3)
+            )
+        await store.save(TaskRecord("chat-x", "other", _conversation(1)))
+        seen: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            page = await store.list_page("cli-", limit=4, cursor=cursor)
+            pages += 1
+            seen += [t.session_id for t in page.items]
+            if page.next is None:
+                break
+            cursor = page.next
+        assert pages == 7
+        whole = [t.session_id for t in await store.list_stored("cli-")]
+        assert seen == whole and sorted(seen) == [f"cli-{n:02}" for n in range(25)]
+        summaries = [t for t in await store.list_stored("cli-") if isinstance(t, TaskSummary)]
+        assert {t.session_id: t.messages for t in summaries}["cli-07"] == 8
+        with pytest.raises(BadCursorError, match="not a listing cursor"):
+            await store.list_page("cli-", limit=4, cursor="nonsense")
+    finally:
+        await store.aclose()
+
+
+async def test_a_listing_does_not_decode_transcripts(tmp_path: Path) -> None:
+    """A damaged message hides nothing in a listing; loading that task says what is wrong."""
+    path = tmp_path / "t.db"
+    store = await TaskStore.open(path)
+    try:
+        await store.save(TaskRecord("cli-ok", "fine", _conversation(2)))
+        db = sqlite3.connect(path)
+        db.execute("UPDATE messages SET body = '{broken' WHERE session_id = 'cli-ok' AND seq = 1")
+        db.commit()
+        db.close()
+        [listed] = await store.list_stored()
+        assert isinstance(listed, TaskSummary) and listed.messages == 2
+        other = await TaskStore.open(path)  # nothing of cli-ok in its memory
+        try:
+            with pytest.raises(StoreError, match="agentrt pending discard cli-ok"):
+                await other.load("cli-ok")
+            assert isinstance(await other.lookup("cli-ok"), UnreadableTask)
+        finally:
+            await other.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_sessions_keep_finished_conversations_and_page_their_messages(
+    runtime: Runtime,
+) -> None:
+    for text in ("hello there", "and again"):
+        ended = await runtime.executor.run("chat-talk", text, owner="o", emit=Recorder())
+        assert ended.outcome is Outcome.FINISHED
+    store = runtime.store
+    [info] = (await store.sessions("chat-")).items
+    assert (info.session_id, info.title, info.status) == ("chat-talk", "hello there", None)
+    assert info.messages == 4
+    first = await store.messages("chat-talk", limit=3)
+    assert [m.message.role for m in first.items] == [Role.USER, Role.ASSISTANT, Role.USER]
+    assert first.next == "2"
+    rest = await store.messages("chat-talk", after=int(first.next), limit=3)
+    assert [m.seq for m in rest.items] == [3] and rest.next is None
+    # A user-cancel throws the pending task's messages away and keeps the history.
+    await store.save(TaskRecord("chat-talk", "third", (Message.user("third"),)))
+    assert (await store.sessions("chat-")).items[0].status == TaskStatus.RUNNING.value
+    assert await runtime.executor.discard("chat-talk")
+    assert [m.content for m in await store.load_history("chat-talk")][-2] == "and again"
+    assert (await store.sessions("chat-")).items[0].messages == 4
+    assert await store.forget("chat-talk")
+    assert (await store.sessions("chat-")).items == ()
+    assert (await store.messages("chat-talk")).items == ()
