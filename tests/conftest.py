@@ -113,6 +113,37 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
         faulthandler.cancel_dump_traceback_later()
 
 
+#: Variables that configure agentrt or a model provider from outside: no test may see the
+#: developer's own (see `hermetic_configuration`).
+OUTSIDE_CONFIGURATION = (
+    "AGENTRT_CONFIG",
+    "AGENTRT_APPROVAL",
+    "AGENTRT_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+)
+
+
+@pytest.fixture(scope="session")
+def empty_config_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An `XDG_CONFIG_HOME` with no agentrt configuration in it."""
+    return tmp_path_factory.mktemp("config-home")
+
+
+@pytest.fixture(autouse=True)
+def hermetic_configuration(empty_config_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every process it starts) reads no configuration file and no key or
+    base URL of the developer's: a test that wants one sets it."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(empty_config_home))
+    for name in OUTSIDE_CONFIGURATION:
+        monkeypatch.delenv(name, raising=False)
+
+
 E = TypeVar("E")
 
 

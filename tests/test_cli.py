@@ -147,7 +147,7 @@ def test_json_mode_prints_events_and_questions_as_the_http_api_does(
     assert {e["session_id"] for e in lines} == {"cli-j"}
     [question] = [e for e in lines if e["type"] == "question"]
     assert set(question) == {
-        *("type", "id", "session_id", "task_hash", "agent", "kind", "prompt", "choices"),
+        *("v", "type", "id", "session_id", "task_hash", "agent", "kind", "prompt", "choices"),
         *("masked", "tool", "error"),
     }
     assert (question["kind"], question["tool"]) == ("confirm", "write_file")

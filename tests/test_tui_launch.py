@@ -46,6 +46,8 @@ def test_the_command_passes_only_what_was_given() -> None:
     assert command[-4:] == ["--state-dir", "/st", "--model", "scripted"]
     command = daemon_command(Path("/s.sock"), None, "openai:m", "http://localhost:11434/v1")
     assert command[-4:] == ["--model", "openai:m", "--base-url", "http://localhost:11434/v1"]
+    command = daemon_command(Path("/s.sock"), None, None, options=["--approval", "ask"])
+    assert command[-2:] == ["--approval", "ask"]
 
 
 def test_the_shared_options_read_alike_in_every_command() -> None:
@@ -53,11 +55,15 @@ def test_the_shared_options_read_alike_in_every_command() -> None:
     from agentrt.daemon import _parser as daemon_parser
     from agenttui.__main__ import _parser as tui_parser
 
-    run = build_parser().parse_args(["run", "hi", "--model", "openai:m", "--base-url", "u"])
-    daemon = daemon_parser().parse_args(["--model", "openai:m", "--base-url", "u", "--socket", "s"])
-    tui = tui_parser().parse_args(["--model", "openai:m", "--base-url", "u", "--socket", "s"])
-    for args in (run, daemon, tui):
+    model = ["--model", "openai:m", "--base-url", "u", "--api-key-env", "K"]
+    model += ["--approval", "auto-edit", "--config", "c.toml"]
+    run = build_parser().parse_args(["run", "hi", *model])
+    daemon = daemon_parser().parse_args([*model, "--socket", "s"])
+    tui = tui_parser().parse_args([*model, "--socket", "s"])
+    shown = build_parser().parse_args(["config", "show", *model])
+    for args in (run, daemon, tui, shown):
         assert (args.model, args.base_url, args.state_dir) == ("openai:m", "u", None)
+        assert (args.api_key_env, args.approval, args.config) == ("K", "auto-edit", Path("c.toml"))
     assert daemon.socket == tui.socket == Path("s")
 
 

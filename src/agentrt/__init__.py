@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._executor import BadWorkdirError as BadWorkdirError
     from ._executor import Executor as Executor
     from ._executor import ExecutorError as ExecutorError
+    from ._executor import ModelNotConfiguredError as ModelNotConfiguredError
     from ._executor import NoPendingTaskError as NoPendingTaskError
     from ._executor import NotOwnerError as NotOwnerError
     from ._executor import PendingTaskExistsError as PendingTaskExistsError
@@ -84,6 +85,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._vocab import ALLOW_SESSION as ALLOW_SESSION
     from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
     from ._vocab import DENY as DENY
+    from ._vocab import Approval as Approval
     from ._vocab import Cause as Cause
     from ._vocab import Outcome as Outcome
     from ._vocab import RequestKind as RequestKind
@@ -118,6 +120,7 @@ _WHERE: dict[str, str] = {
     "NoPendingTaskError": "_executor",
     "NotOwnerError": "_executor",
     "PendingTaskExistsError": "_executor",
+    "ModelNotConfiguredError": "_executor",
     "SessionBusyError": "_executor",
     "TaskInfo": "_executor",
     "UnknownTaskError": "_executor",
@@ -160,6 +163,7 @@ _WHERE: dict[str, str] = {
     "ALLOW_ONCE": "_vocab",
     "ALLOW_SESSION": "_vocab",
     "CONFIRM_CHOICES": "_vocab",
+    "Approval": "_vocab",
     "Cause": "_vocab",
     "DENY": "_vocab",
     "Outcome": "_vocab",

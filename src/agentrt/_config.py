@@ -10,11 +10,12 @@ from ._guard import Redactor
 from ._secrets import SecretStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
+from ._vocab import Approval
 
 
 @attrs.frozen
 class AgentConfig:
-    """How runs behave: where tools work, which paths are restricted, limits."""
+    """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
 
     workdir: Path
     secrets: SecretStore
@@ -32,3 +33,8 @@ class AgentConfig:
     )
     #: Where running tool process groups are recorded, so a restart can reap orphans.
     tool_ledger: ToolLedger | None = None
+    #: Which file writes and shell commands run without a confirmation.
+    approval: Approval = Approval.ASK
+    #: agentrt's own configuration: a write or command touching it is confirmed under
+    #: every approval policy (it could change the policy itself).
+    guarded_paths: tuple[Path, ...] = ()

@@ -70,3 +70,25 @@ class BadWorkdirError(ExecutorError, ValueError):
     """A working directory that cannot be used."""
 
     code, http_status, frame_code = "bad_workdir", 400, "invalid"
+
+
+class ModelNotConfiguredError(ExecutorError):
+    """The model cannot be asked as configured (no API key for a hosted API).
+
+    Raised before a run creates its task, so a configuration error leaves no
+    failed pending task behind; the message says what to set.
+    """
+
+    # Not allowed now, as a busy session is not: it works once a key is stored.
+    code, http_status, frame_code = "model_not_configured", 503, "state"
+
+
+def check_model_ready(model: object) -> None:
+    """Raise `ModelNotConfiguredError` if `model` says it cannot be asked now.
+
+    A model may offer ``check_ready()`` (the providers' models built from a
+    configuration do); one that offers none is always ready.
+    """
+    check = getattr(model, "check_ready", None)
+    if check is not None:
+        check()

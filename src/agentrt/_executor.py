@@ -32,11 +32,13 @@ from ._errors import BadAnswerError as BadAnswerError
 from ._errors import BadSessionIdError as BadSessionIdError
 from ._errors import BadWorkdirError as BadWorkdirError
 from ._errors import ExecutorError as ExecutorError
+from ._errors import ModelNotConfiguredError as ModelNotConfiguredError
 from ._errors import NoPendingTaskError as NoPendingTaskError
 from ._errors import NotOwnerError as NotOwnerError
 from ._errors import PendingTaskExistsError as PendingTaskExistsError
 from ._errors import SessionBusyError as SessionBusyError
 from ._errors import UnknownTaskError as UnknownTaskError
+from ._errors import check_model_ready
 from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
@@ -143,9 +145,11 @@ class Executor:
         Tools work in `workdir` (default: the configuration's), and so does any
         later resume of the task. Raises `PendingTaskExistsError` if the session
         has a pending task (resume or discard it first), `SessionBusyError` if it
-        is running and `BadWorkdirError` if `workdir` is not a folder.
+        is running, `BadWorkdirError` if `workdir` is not a folder and
+        `ModelNotConfiguredError` (before any task exists) if the model lacks its key.
         """
         check_session_id(session_id)
+        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:
@@ -184,9 +188,11 @@ class Executor:
         Started and ended as `run` is. Committed tool calls are not run again. The task is re-bound to
         `window_hash`, so its questions reach the window that resumed it. It
         works in the folder it recorded; a task that recorded none is given
-        `workdir` (when set), and keeps it from then on.
+        `workdir` (when set), and keeps it from then on. A model that lacks its
+        key is refused (`ModelNotConfiguredError`) before the task is touched.
         """
         check_session_id(session_id)
+        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attrs
 
+from ._keys import KEYS_DIR
 from ._locations import HTTP_TOKEN_FILE
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
@@ -98,13 +99,19 @@ class Redactor:
     secrets_dir: Path
     #: Other files whose whole content is a secret (the HTTP token), by the name to show.
     files: Mapping[str, Path] = attrs.field(factory=dict)
+    #: Other folders of one secret a file, each shown by its file's name (the key store).
+    more_dirs: tuple[Path, ...] = ()
     _stamp: tuple[int, ...] = attrs.field(default=(), init=False)
     _values: list[tuple[str, str]] = attrs.field(factory=list, init=False)
 
     @classmethod
     def for_state_dir(cls, state_dir: Path) -> Redactor:
-        """The secrets of a state dir: its secret store and its HTTP token."""
-        return cls(state_dir / "secrets", {HTTP_TOKEN_FILE: state_dir / HTTP_TOKEN_FILE})
+        """The secrets of a state dir: its secret store, its key store and its HTTP token."""
+        return cls(
+            state_dir / "secrets",
+            {HTTP_TOKEN_FILE: state_dir / HTTP_TOKEN_FILE},
+            (state_dir / KEYS_DIR,),
+        )
 
     def values(self) -> list[tuple[str, str]]:
         """``(name, value)`` of every secret to hide, longest value first."""
@@ -125,7 +132,7 @@ class Redactor:
 
     def _current_stamp(self) -> tuple[int, ...]:
         stamp: list[int] = []
-        for path in (self.secrets_dir, *self.files.values()):
+        for path in (self.secrets_dir, *self.more_dirs, *self.files.values()):
             try:
                 info = os.stat(path)
             except OSError:
@@ -136,11 +143,13 @@ class Redactor:
 
     def _load(self) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
-        try:
-            names = [n for n in os.listdir(self.secrets_dir) if not n.startswith(".")]
-        except OSError:
-            names = []
-        sources = [(name, self.secrets_dir / name) for name in names]
+        sources: list[tuple[str, Path]] = []
+        for folder in (self.secrets_dir, *self.more_dirs):
+            try:
+                names = [n for n in os.listdir(folder) if not n.startswith(".")]
+            except OSError:
+                names = []
+            sources.extend((name, folder / name) for name in names)
         sources.extend(self.files.items())
         for name, path in sources:
             try:

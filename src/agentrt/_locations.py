@@ -17,12 +17,13 @@ from typing import Final
 HTTP_TOKEN_FILE: Final = "http-token"
 
 
-def default_state_dir() -> Path:
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
     """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
-    explicit = os.environ.get("AGENTRT_STATE_DIR")
+    env = os.environ if env is None else env
+    explicit = env.get("AGENTRT_STATE_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
+    xdg = env.get("XDG_STATE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".local" / "state"
     return base / "agentrt"
 

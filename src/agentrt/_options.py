@@ -23,24 +23,54 @@ MODEL: Final = "--model"
 BASE_URL: Final = "--base-url"
 SOCKET: Final = "--socket"
 WORKDIR: Final = "--workdir"
+CONFIG: Final = "--config"
+API_KEY_ENV: Final = "--api-key-env"
+APPROVAL: Final = "--approval"
+
+#: The options that say which model a command runs and how to reach it: every command that
+#: runs tasks (or starts a daemon that does) takes all of them.
+MODEL_OPTIONS: Final = (CONFIG, MODEL, BASE_URL, API_KEY_ENV, APPROVAL)
 
 _OPTIONS: dict[str, dict[str, Any]] = {
     STATE_DIR: {
         "metavar": "DIR",
         "type": Path,
-        "help": "the state folder: pending tasks, secrets, the HTTP token, the terminal's "
-        "input history (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
+        "help": "the state folder: pending tasks, secrets, keys, the HTTP token, the "
+        "terminal's input history (env AGENTRT_STATE_DIR; default $XDG_STATE_HOME/agentrt, "
         "else ~/.local/state/agentrt)",
     },
     MODEL: {
         "metavar": "SPEC",
         "help": "the model: 'scripted' (default, offline), 'replay:PATH', 'openai:NAME' "
-        "or 'anthropic:NAME' (env AGENTRT_MODEL)",
+        "(OpenAI or any OpenAI-compatible server: Ollama, vLLM, llama.cpp, LM Studio) "
+        "or 'anthropic:NAME' (env AGENTRT_MODEL; config file: model)",
     },
     BASE_URL: {
         "metavar": "URL",
         "help": "the API base URL of an openai: or anthropic: model, e.g. "
-        "http://localhost:11434/v1 for Ollama",
+        "http://localhost:11434/v1 for Ollama (env OPENAI_BASE_URL or ANTHROPIC_BASE_URL; "
+        "config file: [openai] or [anthropic] base_url)",
+    },
+    CONFIG: {
+        "metavar": "PATH",
+        "type": Path,
+        "help": "the configuration file (env AGENTRT_CONFIG; default "
+        "$XDG_CONFIG_HOME/agentrt/config.toml, else ~/.config/agentrt/config.toml); "
+        "'agentrt config show' prints what is in effect and where each value came from",
+    },
+    API_KEY_ENV: {
+        "metavar": "NAME",
+        "help": "the environment variable holding the model's API key, also looked up in "
+        "'agentrt keys' (default OPENAI_API_KEY or ANTHROPIC_API_KEY; config file: "
+        "[openai] or [anthropic] api_key_env)",
+    },
+    APPROVAL: {
+        "metavar": "POLICY",
+        "choices": ("ask", "auto-edit", "full-auto"),
+        "help": "which tool calls run without a confirmation: 'ask' (default: every file "
+        "write and command), 'auto-edit' (file writes in the working folder run at once) or "
+        "'full-auto' (writes and commands run at once); restricted paths always need the "
+        "system password (env AGENTRT_APPROVAL; config file: approval)",
     },
     SOCKET: {
         "metavar": "PATH",

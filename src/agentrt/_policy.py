@@ -32,17 +32,35 @@ the owner's           every session of every origin, as in the store (the
 
 A session a front-end may not act on is answered exactly like a session that
 does not exist, so no front-end can probe for another's sessions.
+
+Which tool calls run without a confirmation (`auto_approves`), by approval policy:
+
+=============  =========================  ======================  ==================
+policy         ``write_file`` in the      ``write_file``          ``shell``
+               working folder             elsewhere
+=============  =========================  ======================  ==================
+``ask``        confirmed                  confirmed               confirmed
+``auto-edit``  runs                       confirmed               confirmed
+``full-auto``  runs                       runs                    runs
+=============  =========================  ======================  ==================
+
+Under every policy: a restricted path needs the system password; the agent's
+own state (store, secrets, keys, token, socket) is refused outright; a write
+to, or a command naming, agentrt's configuration is confirmed; and a call that
+may already have run (an earlier attempt was not committed) is confirmed.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 import attrs
 
-from ._vocab import DISCORD, TELEGRAM, TERMINAL, WEB, origin_of
+from ._guard import command_touches, inside
+from ._vocab import DISCORD, TELEGRAM, TERMINAL, WEB, Approval, origin_of
 
 
 @attrs.frozen
@@ -161,3 +179,44 @@ class AccessPolicy:
         if actor.front is Front.HTTP:
             return origin_of(session_id) == WEB
         return self.may_act(actor, session_id, owner)
+
+
+# -- approval ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Edit:
+    """A tool call that writes the file at `path` (resolved)."""
+
+    path: Path
+
+
+@attrs.frozen
+class Command:
+    """A tool call that runs a shell command."""
+
+    command: str
+
+
+def auto_approves(
+    approval: Approval,
+    action: Edit | Command,
+    *,
+    workdir: Path,
+    guarded: Sequence[Path] = (),
+) -> bool:
+    """Whether `approval` lets `action` run without a confirmation (the table above).
+
+    `guarded` is agentrt's own configuration, which an agent must never change
+    unasked (it could raise its own approval policy). Restricted and protected
+    paths never get here: they take the password, or are refused.
+    """
+    if approval is Approval.ASK:
+        return False
+    if isinstance(action, Edit):
+        if inside(action.path, guarded) is not None:
+            return False
+        return approval is Approval.FULL_AUTO or inside(action.path, (workdir,)) is not None
+    if approval is not Approval.FULL_AUTO:
+        return False
+    return command_touches(action.command, workdir, guarded) is None

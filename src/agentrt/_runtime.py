@@ -6,6 +6,7 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -20,20 +21,24 @@ from ._pending import Registry
 from ._policy import AccessPolicy
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
+from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
+from ._settings import Settings, check_base_url, find_api_key, model_options
+from ._settings import check_model_spec as check_model_spec
 from ._statedir import prepare_state_dir
 from ._store import TaskStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
+from ._vocab import Approval
 
-#: Paths that need the system password by default.
-DEFAULT_RESTRICTED = ("/etc", "/usr", "/boot")
+if TYPE_CHECKING:
+    from .providers import ModelOptions
 
 
 def default_restricted() -> tuple[Path, ...]:
     """`$AGENTRT_RESTRICTED` (colon-separated) or `DEFAULT_RESTRICTED`."""
     raw = os.environ.get("AGENTRT_RESTRICTED")
     paths = raw.split(":") if raw is not None else DEFAULT_RESTRICTED
-    return tuple(Path(p).resolve() for p in paths if p)
+    return tuple(Path(p).expanduser().resolve() for p in paths if p)
 
 
 def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
@@ -47,31 +52,48 @@ def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
 
 
 def make_model(
-    spec: str, *, base_url: str | None = None, secrets: SecretStore | None = None
+    spec: str,
+    *,
+    base_url: str | None = None,
+    secrets: SecretStore | None = None,
+    options: ModelOptions | None = None,
 ) -> Model:
     """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``.
 
-    Raises ValueError with the accepted forms for anything else.
+    An ``openai:`` or ``anthropic:`` model is a `agentrt.providers.ConfiguredModel`
+    built with `options`: its key is read at each request from the variable
+    ``options.api_key_env`` names (default ``OPENAI_API_KEY`` /
+    ``ANTHROPIC_API_KEY``), else the key store and secret store beside
+    `secrets`. Its base URL is `base_url`, else ``options.base_url``, else
+    ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, else the hosted API's.
+
+    Raises ValueError with the accepted forms for an unknown spec, and for a
+    base URL that is not an http(s) URL.
     """
     check_model_spec(spec)
     if spec == "scripted":
         return ScriptedModel()
     if spec.startswith("replay:"):
         return ReplayModel.from_file(spec.removeprefix("replay:"))
-    if spec.startswith(("openai:", "anthropic:")):
-        from .providers import make_model as make_provider_model
+    from .providers import ConfiguredModel
+    from .providers import ModelOptions as Options
 
-        return make_provider_model(spec, base_url=base_url, secrets=secrets)
-    raise AssertionError(spec)  # pragma: no cover  (check_model_spec let it through)
+    provider, _, name = spec.partition(":")
+    options = options or Options()
+    url = base_url or options.base_url
+    url = url or os.environ.get(f"{provider.upper()}_BASE_URL", "").strip() or None
+    if url is not None:
+        check_base_url(url)
+    options = attrs.evolve(options, base_url=url)
+    state_dir = secrets.path.parent if secrets is not None else None
+    variable = options.api_key_env or f"{provider.upper()}_API_KEY"
 
+    def find_key() -> str | None:
+        if state_dir is None:
+            return os.environ.get(variable, "").strip() or None
+        return find_api_key(provider, variable, state_dir).value
 
-def check_model_spec(spec: str) -> str:
-    """Return `spec` if it has one of the model forms; raise ValueError naming them if not."""
-    if spec == "scripted" or spec.startswith(("replay:", "openai:", "anthropic:")):
-        return spec
-    raise ValueError(
-        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
-    )
+    return ConfiguredModel(provider, name.strip(), options, find_key)
 
 
 @attrs.frozen
@@ -99,20 +121,34 @@ async def open_runtime(
     verifier: Verifier | None = None,
     base_url: str | None = None,
     protected_paths: Sequence[Path] = (),
+    settings: Settings | None = None,
+    approval: Approval | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
-    `model` overrides `model_spec`. The store is closed on exit. Tools may
+    `model` overrides `model_spec`. With `settings` (`agentrt._settings.load_settings`),
+    the state dir, model, provider options, restricted paths and approval
+    policy come from them, unless given here. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
     folder, or any of `protected_paths`. A state dir that others may enter is
     tightened to 0700; one of another user is refused (`StateDirError`). Tool
     process groups that a runner which has died left running are killed first.
     """
+    options: ModelOptions | None = None
+    guarded: tuple[Path, ...] = ()
+    if settings is not None:
+        state_dir = state_dir if state_dir is not None else settings.state_dir.value
+        model_spec = settings.model.value
+        options = model_options(settings)
+        if restricted_paths is None:
+            restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
+        approval = approval if approval is not None else settings.approval.value
+        guarded = tuple(p.resolve() for p in settings.guarded_paths)
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     if model is None:
-        model = make_model(model_spec, base_url=base_url, secrets=secrets)
+        model = make_model(model_spec, base_url=base_url, secrets=secrets, options=options)
     # Tool processes a dead runner left behind must not go on to finish a call the resume
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
@@ -129,6 +165,8 @@ async def open_runtime(
             protected_paths=_protected(state_dir, protected_paths),
             redactor=Redactor.for_state_dir(state_dir),
             tool_ledger=ledger,
+            approval=approval if approval is not None else Approval.ASK,
+            guarded_paths=guarded,
         )
         registry = Registry()
         executor = Executor(registry=registry, store=store, model=model, config=config)

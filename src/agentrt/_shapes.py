@@ -9,7 +9,7 @@ the other.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import cattrs
 
@@ -30,6 +30,9 @@ from ._present import describe_end
 from ._record import TaskRecord, TaskSummary
 from ._store import UnreadableTask
 
+#: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
+#: API carries it in its paths (``/v1/``). A change a reader could trip on raises it.
+SCHEMA_VERSION: Final = 1
 #: Longest string of a tool call's arguments shown in an event (a file's content can be large).
 EVENT_ARGUMENT_CHARS = 1000
 #: How much of each transcript message a task summary shows.

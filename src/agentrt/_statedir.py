@@ -91,6 +91,8 @@ class DaemonInfo:
     model: str
     #: True once its socket accepts connections.
     ready: bool = False
+    #: Its approval policy (``ask``, ``auto-edit``, ``full-auto``).
+    approval: str = "ask"
 
     def alive(self) -> bool:
         """Whether the daemon's process is still running."""
@@ -114,6 +116,7 @@ def read_daemon_info(state_dir: Path) -> DaemonInfo | None:
             socket=str(data["socket"]),
             model=str(data["model"]),
             ready=bool(data["ready"]),
+            approval=str(data.get("approval", "ask")),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -143,7 +146,7 @@ class DaemonLock:
         self._fd: int | None = None
         self._info: DaemonInfo | None = None
 
-    def acquire(self, socket_path: Path, model: str) -> None:
+    def acquire(self, socket_path: Path, model: str, approval: str = "ask") -> None:
         """Take the lock and record this process; raise `StateDirBusyError` if another holds it."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -172,6 +175,7 @@ class DaemonLock:
             token=process_token(),
             socket=os.fspath(socket_path.absolute()),
             model=model,
+            approval=approval,
         )
         self._write()
 

@@ -1,4 +1,4 @@
-"""The words every layer shares: causes, outcomes, request kinds, choices, origins.
+"""The words every layer shares: causes, outcomes, request kinds, choices, approval, origins.
 
 This module is the bottom layer (see ``docs/architecture.md``): it imports
 nothing from agentrt, so the protocol (`agentrt.frames`), the runtime and the
@@ -78,6 +78,32 @@ ALLOW_ONCE: Final = "allow"
 ALLOW_SESSION: Final = "allow_session"
 DENY: Final = "deny"
 CONFIRM_CHOICES: tuple[str, ...] = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+
+
+class Approval(enum.Enum):
+    """Which side-effecting tool calls run without a confirmation (Codex CLI's approval modes).
+
+    A restricted path (the system password), a call that may already have run,
+    and agentrt's own configuration are asked about under every policy.
+    """
+
+    #: Every file write and every shell command is confirmed first (the default).
+    ASK = "ask"
+    #: File writes inside the working folder run at once; shell commands are confirmed.
+    AUTO_EDIT = "auto-edit"
+    #: File writes and shell commands run at once.
+    FULL_AUTO = "full-auto"
+
+    @classmethod
+    def parse(cls, text: str) -> Approval:
+        """Read a policy from its name (``"auto-edit"``); raises ValueError naming the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(a.value for a in cls)
+            raise ValueError(
+                f"unknown approval policy {text!r}; expected one of: {choices}"
+            ) from None
 
 
 # -- origins: the prefix of a session id says which front-end it belongs to ------

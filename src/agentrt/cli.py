@@ -48,12 +48,29 @@ from ._events import (
     may_have_run,
 )
 from ._executor import ExecutorError, TaskInfo, UnknownTaskError
-from ._options import BASE_URL, MODEL, STATE_DIR, WORKDIR, shared_options
+from ._keys import KeyStore, check_key_name
+from ._options import (
+    API_KEY_ENV,
+    APPROVAL,
+    BASE_URL,
+    MODEL,
+    MODEL_OPTIONS,
+    STATE_DIR,
+    WORKDIR,
+    shared_options,
+)
 from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
-from ._runtime import Runtime, check_model_spec, default_state_dir, open_runtime
-from ._shapes import event_to_json, question_json
-from ._statedir import DaemonInfo, StateDirError, lock_is_held, read_daemon_info
+from ._runtime import Runtime, default_state_dir, open_runtime
+from ._settings import Settings, load_settings, model_options
+from ._shapes import SCHEMA_VERSION, event_to_json, question_json
+from ._statedir import (
+    DaemonInfo,
+    StateDirError,
+    lock_is_held,
+    prepare_state_dir,
+    read_daemon_info,
+)
 from ._store import StoreError, UnreadableTask
 from ._vocab import TERMINAL
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
@@ -135,16 +152,18 @@ def _common() -> argparse.ArgumentParser:
     """The options every command here takes: the shared ones, and ``--json``."""
     parser = shared_options(
         STATE_DIR,
-        MODEL,
-        BASE_URL,
+        *MODEL_OPTIONS,
         WORKDIR,
-        notes={MODEL: "when a daemon holds the state dir, its model is used"},
+        notes={
+            MODEL: "when a daemon holds the state dir, its model is used",
+            APPROVAL: "when a daemon holds the state dir, its policy is used",
+        },
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object a line (a run's events and questions as the HTTP API "
-        "sends them)",
+        help="print one JSON object a line: a run's events and questions as the HTTP API "
+        f'sends them, each with "v": {SCHEMA_VERSION}, the version of those shapes',
     )
     return parser
 
@@ -154,9 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt",
         description="A Trio runtime for LLM agents that stop to ask a human. "
-        "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses.",
+        "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses. "
+        "Settings come from the flags, the environment and $XDG_CONFIG_HOME/agentrt/config.toml, "
+        "in that order: `agentrt config show` prints them.",
         epilog="Exit status of run / pending answer / pending resume: 0 finished, 1 failed "
-        "(pending task kept), 2 usage error, 3 stopped with the pending task kept (paused, "
+        "(pending task kept) or refused (nothing started: the model has no API key, the "
+        "session is busy), 2 usage or configuration error, 3 stopped with the pending task kept (paused, "
         "disconnected, awaiting an answer), 130 cancelled by the user (pending task deleted).",
     )
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
@@ -177,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "text",
-        help="what to ask; with the scripted model, statements like "
-        "'write a.txt hi; ask Your name?'",
+        help="what to ask, or - to read it from standard input (questions then cannot be "
+        "answered there: the run stops at one, keeping its task); with the scripted model, "
+        "statements like 'write a.txt hi; ask Your name?'",
     )
     run.add_argument("--session", default=None, help="session id (default: a new cli- session)")
 
@@ -199,6 +222,53 @@ def build_parser() -> argparse.ArgumentParser:
         "discard", help="throw a task away (a user-cancel)", parents=[common]
     )
     pdiscard.add_argument("session")
+
+    config = sub.add_parser(
+        "config",
+        help="show the configuration in effect and where each value came from",
+        description="The configuration file is TOML: $XDG_CONFIG_HOME/agentrt/config.toml "
+        "(else ~/.config/agentrt/config.toml), or the one --config or AGENTRT_CONFIG names. "
+        "A value comes from the first of: a flag, the environment, the file, the default.",
+    )
+    csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    cshow = csub.add_parser(
+        "show",
+        parents=[shared_options(STATE_DIR, *MODEL_OPTIONS)],
+        help="every setting, its value and where it came from (flag, env, file:line, key "
+        "store, default); API keys and tokens are never printed",
+        description="Print every setting of agentrt, its value and where it came from: a "
+        "flag, an environment variable, the configuration file (with its line), the key "
+        "store or the default. Flags given here are applied as `agentrt run` would apply "
+        "them. API keys and tokens are shown only as set or not.",
+    )
+    cshow.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {SETTING: {"value", "source", "where"}}, a key or '
+        'token with "value": null and "set"',
+    )
+
+    keys_common = shared_options(STATE_DIR)
+    keys = sub.add_parser(
+        "keys",
+        help="store API keys and bot tokens: set, list, rm",
+        description="A key is named after the environment variable it stands in for "
+        "(OPENAI_API_KEY, ANTHROPIC_API_KEY, AGENTRT_TELEGRAM_TOKEN, or the name an "
+        "api_key_env setting gives); when that variable is unset, the stored key is used. "
+        "Keys are kept in the state dir's keys/ folder, one 0600 file each.",
+    )
+    ksub = keys.add_subparsers(dest="action", metavar="ACTION", required=True)
+    kset = ksub.add_parser(
+        "set",
+        parents=[keys_common],
+        help="store a key: typed without echo, or read from standard input when it is not "
+        "a terminal",
+    )
+    kset.add_argument("name", help="the variable it stands in for, e.g. OPENAI_API_KEY")
+    klist = ksub.add_parser("list", parents=[keys_common], help="the names of the stored keys")
+    klist.add_argument("--json", action="store_true", help='print {"keys": [NAME, ...]}')
+    krm = ksub.add_parser("rm", parents=[keys_common], help="remove a stored key")
+    krm.add_argument("name")
 
     sub.add_parser(
         "daemon",
@@ -244,7 +314,7 @@ class Printer:
         if self.json_mode:
             event = event_of_frame(frame)
             if event is not None:
-                obj = event_to_json(self._session, event)
+                obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, event)}
                 self.line(json.dumps(obj, ensure_ascii=False))
             return
         if isinstance(frame, TextFrame):
@@ -297,7 +367,8 @@ class Printer:
                 ask.kind, ask.prompt, ask.choices, ask.masked, tool=ask.tool, error=ask.error
             )
             obj = question_json(ask.id, ask.session, ask.task, None, request)
-            self.line(json.dumps({"type": "question", **obj}, ensure_ascii=False))
+            shown = {"v": SCHEMA_VERSION, "type": "question", **obj}
+            self.line(json.dumps(shown, ensure_ascii=False))
         else:
             self._note(_ask_text(ask))
         masked = ask.masked and sys.stdin.isatty()
@@ -617,13 +688,13 @@ def _error_status(frame: ErrorFrame) -> int:
 DAEMON_WAIT = 15.0
 
 
-async def _connect_daemon(args: argparse.Namespace) -> Client | None:
+async def _connect_daemon(args: argparse.Namespace, settings: Settings) -> Client | None:
     """A connection to the daemon holding the state dir, or None when no daemon holds it.
 
     With no daemon the command works on the store itself. One that is starting
     up is waited for; one that is stopping is waited out.
     """
-    state_dir: Path = args.state_dir or default_state_dir()
+    state_dir = settings.state_dir.value
     with trio.move_on_after(DAEMON_WAIT):
         while True:
             info = read_daemon_info(state_dir)
@@ -649,14 +720,23 @@ class DaemonUnreachableError(Exception):
 
 
 def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Path) -> None:
-    if args.model is not None:
-        check_model_spec(args.model)
-    if (args.model is not None and args.model != info.model) or args.base_url is not None:
-        asked = args.model if args.model is not None else f"--base-url {args.base_url}"
+    """Refuse flags that ask for another model or policy than the daemon's: they would be lost."""
+    asked = [
+        f"{flag} {value}"
+        for flag, value in (
+            (MODEL, None if args.model == info.model else args.model),
+            (BASE_URL, args.base_url),
+            (API_KEY_ENV, args.api_key_env),
+            (APPROVAL, None if args.approval == info.approval else args.approval),
+        )
+        if value is not None
+    ]
+    if asked:
         raise ValueError(
             f"a daemon (pid {info.pid}, socket {info.socket}) holds the state dir {state_dir} "
-            f"and runs tasks with its own model ({info.model}), not {asked}; leave out "
-            "--model and --base-url to use it, or stop that daemon first"
+            f"and runs tasks with its own model ({info.model}) and approval policy "
+            f"({info.approval}), not {' '.join(asked)}; leave out --model, --base-url, "
+            "--api-key-env and --approval to use it, or stop that daemon first"
         )
 
 
@@ -671,30 +751,40 @@ def _new_session() -> str:
     return f"{TERMINAL}{secrets.token_hex(4)}"
 
 
-async def _cmd_run(args: argparse.Namespace) -> int:
+def read_message(text: str) -> str:
+    """The message of `agentrt run`: `text`, or all of standard input when `text` is ``-``."""
+    if text != "-":
+        return text
+    message = sys.stdin.read()
+    if not message.strip():
+        raise ValueError("no message on standard input (agentrt run - reads it from there)")
+    # The newline that ends what was piped in is not part of the message.
+    return message.removesuffix("\n")
+
+
+async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    text = read_message(args.text)
     session = args.session or _new_session()
     printer = Printer(args.json)
-    client = await _connect_daemon(args)
+    client = await _connect_daemon(args, settings)
     if client is not None:
         async with client:
-            request = Run(args.text, session, cwd=_workdir(args))
+            request = Run(text, session, cwd=_workdir(args))
             return await _drive_daemon(client, printer, request, session)
-    async with _open(args) as rt:
+    async with _open(args, settings) as rt:
         # The folder is recorded with the task, as the daemon records it: a resume
         # works there too, wherever it is started from.
-        run = partial(
-            rt.executor.run, session, args.text, owner="cli", workdir=Path(_workdir(args))
-        )
+        run = partial(rt.executor.run, session, text, owner="cli", workdir=Path(_workdir(args)))
         return await _drive_here(rt, printer, run)
 
 
-async def _cmd_pending(args: argparse.Namespace) -> int:
+async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     printer = Printer(args.json)
-    client = await _connect_daemon(args)
+    client = await _connect_daemon(args, settings)
     if client is not None:
         async with client:
             return await _pending_via_daemon(args, printer, client)
-    async with _open(args) as rt:
+    async with _open(args, settings) as rt:
         if args.action == "list":
             return _print_list(
                 printer, [pending_task(t) for t in await rt.store.list_stored(args.prefix)]
@@ -763,13 +853,97 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
         cursor = frame.next
 
 
-def _open(args: argparse.Namespace) -> Any:
-    return open_runtime(
-        args.state_dir or default_state_dir(),
-        args.model or os.environ.get("AGENTRT_MODEL", "scripted"),
-        workdir=args.workdir,
-        base_url=args.base_url,
-    )
+def _open(args: argparse.Namespace, settings: Settings) -> Any:
+    settings.check_model()
+    return open_runtime(settings=settings, workdir=args.workdir)
+
+
+# -- configuration and keys --------------------------------------------------------
+
+
+def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    """``agentrt config show``: every setting, its value and where it came from."""
+    settings.check_model()
+    daemon = read_daemon_info(settings.state_dir.value)
+    if daemon is not None and not daemon.alive():
+        daemon = None
+    if args.json:
+        data = settings.as_json()
+        data["daemon"] = (
+            None
+            if daemon is None
+            else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
+        )
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+        return EXIT_FINISHED
+    rows = [("SETTING", "VALUE", "FROM"), *settings.rows()]
+    key_width = max(len(r[0]) for r in rows)
+    value_width = min(max(len(r[1]) for r in rows), 48)
+    for key, value, source in rows:
+        print(f"{key:<{key_width}}  {value:<{value_width}}  {source}".rstrip())
+    provider = settings.provider
+    if provider is not None:
+        from .providers._configured import unsent
+
+        ignored = unsent(provider.name, model_options(settings))
+        if ignored:
+            print(
+                f"\nnote: the {provider.name} provider takes no {', '.join(ignored)}: "
+                "those settings are not sent with its requests"
+            )
+    if daemon is not None:
+        print(
+            f"\na daemon (pid {daemon.pid}) holds the state dir and runs tasks with the model "
+            f"{daemon.model} and approval policy {daemon.approval}; `agentrt run` and "
+            "`agentrt pending` go through it"
+        )
+    return EXIT_FINISHED
+
+
+def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
+    """``agentrt keys set|list|rm``: the key store of the state dir; values are never printed."""
+    keys = KeyStore.for_state_dir(state_dir)
+    if args.action == "list":
+        names = keys.names()
+        if args.json:
+            print(json.dumps({"keys": names}))
+        elif not names:
+            print(f"no keys stored (in {keys.path})")
+        else:
+            print("\n".join(names))
+        return EXIT_FINISHED
+    name = check_key_name(args.name)
+    if args.action == "rm":
+        if not keys.delete(name):
+            print(f"agentrt: no key {name} is stored", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"removed the key {name}")
+        return EXIT_FINISHED
+    value = _read_key_value(name)
+    prepare_state_dir(state_dir)
+    keys.put(name, value)
+    print(f"stored the key {name} ({len(value)} characters) in {keys.path}")
+    if os.environ.get(name, "").strip():
+        print(
+            f"note: {name} is set in this environment, and the environment comes first: "
+            "the stored key is used where it is not set",
+            file=sys.stderr,
+        )
+    return EXIT_FINISHED
+
+
+def _read_key_value(name: str) -> str:
+    """A key's value: typed without echo at a terminal, else all of standard input."""
+    if sys.stdin.isatty():
+        value = getpass.getpass(f"{name} (typing is not shown): ")
+    else:
+        value = sys.stdin.read()
+    value = value.strip()
+    if not value:
+        raise ValueError(f"no value given for {name}; nothing was stored")
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"the value for {name} holds a line break; nothing was stored")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -792,9 +966,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    command = _cmd_run if args.command == "run" else _cmd_pending
     try:
-        return trio.run(command, args)
+        if args.command == "keys":
+            # Keys live in the state dir only: a broken configuration file must not stand
+            # in the way of storing the key it lacks.
+            return _cmd_keys(args, args.state_dir or default_state_dir())
+        settings = load_settings(args)
+        if args.command == "config":
+            return _cmd_config(args, settings)
+        command = _cmd_run if args.command == "run" else _cmd_pending
+        return trio.run(command, args, settings)
     except BaseException as exc:
         error = _user_error(exc)
         if error is None:

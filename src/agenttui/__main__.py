@@ -8,8 +8,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__
-from agentrt._options import BASE_URL, MODEL, SOCKET, STATE_DIR, shared_options
-from agentrt.client import default_socket_path, default_state_dir, new_window_hash
+from agentrt._options import (
+    API_KEY_ENV,
+    APPROVAL,
+    BASE_URL,
+    CONFIG,
+    MODEL,
+    MODEL_OPTIONS,
+    SOCKET,
+    STATE_DIR,
+    shared_options,
+)
+from agentrt._settings import load_settings
+from agentrt.client import default_socket_path, new_window_hash
 
 from ._bridge import run_window
 from ._history import FileHistory, history_path
@@ -30,12 +41,14 @@ def _parser() -> argparse.ArgumentParser:
             shared_options(
                 SOCKET,
                 STATE_DIR,
-                MODEL,
-                BASE_URL,
+                *MODEL_OPTIONS,
                 notes={
                     STATE_DIR: "a daemon this starts uses it too, and logs to daemon.log there",
                     MODEL: "for a daemon this starts; a daemon already running keeps its own",
                     BASE_URL: "for a daemon this starts",
+                    API_KEY_ENV: "for a daemon this starts",
+                    APPROVAL: "for a daemon this starts",
+                    CONFIG: "a daemon this starts reads it too",
                 },
             )
         ],
@@ -44,11 +57,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def daemon_options(args: argparse.Namespace) -> list[str]:
+    """The flags, beyond --model and --base-url, that a daemon this starts is given."""
+    options: list[str] = []
+    for flag, value in (
+        (CONFIG, args.config),
+        (API_KEY_ENV, args.api_key_env),
+        (APPROVAL, args.approval),
+    ):
+        if value is not None:
+            options += [flag, str(value)]
+    return options
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the client; return the process exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     socket_path: Path = args.socket or default_socket_path()
-    state_dir: Path = args.state_dir or default_state_dir()
+    try:
+        # Checked here, so a bad file is reported at once rather than by a daemon's log.
+        settings = load_settings(args)
+    except ValueError as exc:
+        print(f"agenttui: {exc}", file=sys.stderr)
+        return 2
+    state_dir = settings.state_dir.value
     try:
         # The window is drawn at once; the daemon is found, or started, behind it.
         run_window(
@@ -58,6 +90,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             model=args.model,
             base_url=args.base_url,
             history=FileHistory(history_path(state_dir)),
+            daemon_options=daemon_options(args),
         )
     except DaemonStartError as exc:
         print(f"agenttui: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,8 @@ def backoff() -> Iterator[float]:
 class Bridge:
     """The Trio side of one window: its connection to the daemon and the outbox feeding it.
 
-    `state_dir`, `model` and `base_url` are used only for a daemon this window has to start.
+    `state_dir`, `model`, `base_url` and `daemon_options` (more of the daemon's flags, such
+    as ``--approval full-auto``) are used only for a daemon this window has to start.
     """
 
     socket_path: Path
@@ -66,6 +67,7 @@ class Bridge:
     model: str | None = None
     app: TuiApp | None = None
     base_url: str | None = None
+    daemon_options: tuple[str, ...] = ()
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _outbox: trio.MemorySendChannel[ClientFrame] | None = attrs.field(default=None, init=False)
     #: Frames sent before the Trio side was up; flushed once it is.
@@ -146,11 +148,12 @@ class Bridge:
         except DaemonNotRunningError:
             pass
         else:
-            asked = [
-                f"{flag} {value}"
-                for flag, value in (("--model", self.model), ("--base-url", self.base_url))
-                if value is not None
-            ]
+            given = (
+                ("--model", self.model),
+                ("--base-url", self.base_url),
+                *zip(self.daemon_options[::2], self.daemon_options[1::2], strict=True),
+            )
+            asked = [f"{flag} {value}" for flag, value in given if value is not None]
             if first and asked:
                 app.notify(
                     f"A daemon was already running on {self.socket_path}; "
@@ -159,7 +162,11 @@ class Bridge:
             return client
         app.starting_daemon(str(self.socket_path))
         started = await start_daemon(
-            self.socket_path, state_dir=self.state_dir, model=self.model, base_url=self.base_url
+            self.socket_path,
+            state_dir=self.state_dir,
+            model=self.model,
+            base_url=self.base_url,
+            options=self.daemon_options,
         )
         client = await Client.connect(self.socket_path, window=self.window)
         app.daemon_started(
@@ -229,12 +236,22 @@ def run_window(
     model: str | None = None,
     base_url: str | None = None,
     history: History | None = None,
+    daemon_options: Sequence[str] = (),
 ) -> None:
     """Show the window until the user quits; the connection runs on Trio in guest mode.
 
-    Raises `DaemonStartError` when no daemon answered and none could be started.
+    `daemon_options` are more flags for a daemon the window starts (pairs of flag and
+    value). Raises `DaemonStartError` when no daemon answered and none could be started.
     """
-    asyncio.run(_host(Bridge(socket_path, window, state_dir, model, base_url=base_url), history))
+    bridge = Bridge(
+        socket_path,
+        window,
+        state_dir,
+        model,
+        base_url=base_url,
+        daemon_options=tuple(daemon_options),
+    )
+    asyncio.run(_host(bridge, history))
 
 
 async def _host(bridge: Bridge, history: History | None) -> None:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -35,9 +35,13 @@ class Started:
 
 
 def daemon_command(
-    socket_path: Path, state_dir: Path | None, model: str | None, base_url: str | None = None
+    socket_path: Path,
+    state_dir: Path | None,
+    model: str | None,
+    base_url: str | None = None,
+    options: Sequence[str] = (),
 ) -> list[str]:
-    """The command line of a background daemon for `socket_path`."""
+    """The command line of a background daemon for `socket_path`; `options` are more flags."""
     command = [sys.executable, "-m", "agentrt.daemon", "--socket", os.fspath(socket_path)]
     if state_dir is not None:
         command += ["--state-dir", os.fspath(state_dir)]
@@ -45,11 +49,15 @@ def daemon_command(
         command += ["--model", model]
     if base_url is not None:
         command += ["--base-url", base_url]
-    return command
+    return command + list(options)
 
 
 def spawn_daemon(
-    socket_path: Path, state_dir: Path | None, model: str | None, base_url: str | None = None
+    socket_path: Path,
+    state_dir: Path | None,
+    model: str | None,
+    base_url: str | None = None,
+    options: Sequence[str] = (),
 ) -> Started:
     """Start a daemon for `socket_path` in the background; it may not answer yet.
 
@@ -64,7 +72,7 @@ def spawn_daemon(
         raise DaemonStartError(f"cannot write the daemon's log in {folder}: {exc}") from None
     with log:
         process = subprocess.Popen(
-            daemon_command(socket_path, state_dir, model, base_url),
+            daemon_command(socket_path, state_dir, model, base_url, options),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -130,14 +138,16 @@ async def start_daemon(
     state_dir: Path | None = None,
     model: str | None = None,
     base_url: str | None = None,
+    options: Sequence[str] = (),
     give_up_after: float = START_TIMEOUT,
 ) -> Started:
     """Start a daemon and wait, without blocking Trio, until it answers on `socket_path`.
 
-    Raises `DaemonStartError` like `ensure_daemon`; a daemon that has not answered
-    after `give_up_after` seconds is stopped.
+    `options` are more of the daemon's flags. Raises `DaemonStartError` like
+    `ensure_daemon`; a daemon that has not answered after `give_up_after` seconds
+    is stopped.
     """
-    started = spawn_daemon(socket_path, state_dir, model, base_url)
+    started = spawn_daemon(socket_path, state_dir, model, base_url, options)
     deadline = time.monotonic() + give_up_after
     while not is_answering(socket_path):
         error = _not_started(started, socket_path, give_up_after, deadline)

@@ -622,14 +622,26 @@ def test_the_first_screen_is_drawn_while_the_daemon_starts(world: World) -> None
 
 
 def test_a_daemon_that_cannot_start_ends_the_window_with_the_reason(world: World) -> None:
-    term = world.open_window("--model nosuch:model", wait=False, say_status=True)
+    # A replay file is read by the daemon only: agenttui's own check lets it through.
+    missing = world.root / "no-such-replay.json"
+    term = world.open_window(f"--model replay:{missing}", wait=False, say_status=True)
     wait_until(term.dead, "agenttui to give up")
     # What the program printed once it left the full screen, scrolled-off lines included.
     shown = world.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", term.name)
     screen = " ".join(shown.split())
     assert "agenttui: the daemon exited with status 1 before answering on" in screen
-    assert "unknown model 'nosuch:model'" in screen
+    assert f"cannot read replay file {missing}" in screen
     assert "agenttui ended with status 1" in screen
+
+
+def test_a_bad_model_is_refused_before_a_daemon_is_started(world: World) -> None:
+    term = world.open_window("--model nosuch:model", wait=False, say_status=True)
+    wait_until(term.dead, "agenttui to give up")
+    shown = world.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", term.name)
+    screen = " ".join(shown.split())
+    assert "agenttui: flag --model: unknown model 'nosuch:model'" in screen
+    assert "agenttui ended with status 2" in screen
+    assert not is_answering(world.socket)
 
 
 MARKDOWN = """\

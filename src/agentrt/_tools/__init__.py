@@ -4,9 +4,10 @@
 tool                  what it does
 ====================  ======================================================
 ``ask_user``          asks the human (inline from a terminal, else parks)
-``write_file``        writes a file, after a confirmation
+``write_file``        writes a file, after a confirmation (unless the approval policy
+                      lets it run: ``auto-edit`` in the working folder, ``full-auto``)
 ``read_file``         reads a file
-``shell``             runs a shell command, after a confirmation
+``shell``             runs a shell command, after a confirmation (unless ``full-auto``)
 ``store_secret``      asks for a secret in a masked field and stores it
 ``spawn``             runs a task in an in-process subagent
 ``sleep``, ``big``    for trying the runtime out; offered to script players only

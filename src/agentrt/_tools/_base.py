@@ -33,6 +33,7 @@ from .._config import AgentConfig
 from .._context import RequestContext
 from .._messages import ToolCall, ToolSpec
 from .._pending import Answer, Request
+from .._policy import Command, Edit, auto_approves
 from .._record import SavedQuestion
 from .._sudo import PrivilegedResult
 from .._vocab import RequestKind
@@ -100,6 +101,10 @@ class ToolRun(Protocol):
 
     async def begin_effect(self, call: ToolCall) -> None:
         """Record that `call` is about to take effect, before it does."""
+        ...
+
+    def attempt(self, call: ToolCall) -> int:
+        """Which attempt at `call` this is: 1 unless an earlier run started it already."""
         ...
 
     def resolve(self, path: str) -> Path:
@@ -233,9 +238,17 @@ def _converter() -> cattrs.Converter:
 # -- what several tools do the same way ----------------------------------------------
 
 
-async def confirmed(agent: ToolRun, call: ToolCall, prompt: str) -> bool:
-    """Ask whether `call` may take effect and record that it starts; False when denied."""
-    if not await agent.confirm(call, prompt):
+async def confirmed(agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command) -> bool:
+    """Ask whether `call` may take effect and record that it starts; False when denied.
+
+    The approval policy may let `action` run without asking (`agentrt._policy.auto_approves`);
+    a call that may already have run (attempt 2 or later) is asked about all the same.
+    """
+    config = agent.config
+    unasked = agent.attempt(call) == 1 and auto_approves(
+        config.approval, action, workdir=config.workdir, guarded=config.guarded_paths
+    )
+    if not unasked and not await agent.confirm(call, prompt):
         return False
     await agent.begin_effect(call)
     return True

@@ -8,6 +8,7 @@ import attrs
 import trio
 
 from .._messages import ToolCall
+from .._policy import Edit
 from ._base import DENIED, Tool, ToolError, ToolRun, confirmed, sudo_output, via_sudo
 
 
@@ -33,7 +34,7 @@ class WriteFile(Tool):
                 return DENIED
             sudo_output(result, f"tee {path}")
             return f"wrote {len(data)} bytes to {path} (via sudo)"
-        if not await confirmed(agent, call, f"write {len(data)} bytes to {path}"):
+        if not await confirmed(agent, call, f"write {len(data)} bytes to {path}", Edit(path)):
             return DENIED
 
         def write() -> None:

@@ -9,6 +9,7 @@ import trio
 
 from .._clamp import clamp
 from .._messages import ToolCall
+from .._policy import Command
 from .._toolproc import run_tool
 from ._base import DENIED, PROMPT_LIMIT, Tool, ToolError, ToolRun, confirmed, via_sudo
 
@@ -35,7 +36,7 @@ class Shell(Tool):
                 return DENIED
             output, code = result.output, result.returncode
         else:
-            if not await confirmed(agent, call, f"run: {shown}"):
+            if not await confirmed(agent, call, f"run: {shown}", Command(command)):
                 return DENIED
             timeout = agent.config.shell_timeout
             with trio.move_on_after(timeout) as waited:

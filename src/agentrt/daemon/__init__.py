@@ -12,7 +12,6 @@ described in ``docs/protocol.md``. In code::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -20,8 +19,10 @@ from pathlib import Path
 
 import trio
 
-from .._options import BASE_URL, MODEL, SOCKET, STATE_DIR, WORKDIR, shared_options
-from .._runtime import Runtime, default_state_dir, open_runtime
+from .._errors import ModelNotConfiguredError, check_model_ready
+from .._options import MODEL_OPTIONS, SOCKET, STATE_DIR, WORKDIR, shared_options
+from .._runtime import Runtime, open_runtime
+from .._settings import Settings, bot_environ, load_settings, parse_host_port
 from .._statedir import DaemonLock, StateDirError, prepare_state_dir
 from .._store import StoreError
 from ._connection import Connection as Connection
@@ -60,16 +61,18 @@ async def serve(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt daemon",
-        parents=[shared_options(SOCKET, STATE_DIR, MODEL, BASE_URL, WORKDIR)],
+        parents=[shared_options(SOCKET, STATE_DIR, *MODEL_OPTIONS, WORKDIR)],
         description=(
-            "Run agents for terminal windows (agenttui) over a Unix socket. "
+            "Run agents for terminal windows (agenttui) over a Unix socket, and, when asked, "
+            "for the web page and the Telegram and Discord bots, all with one model. "
             "Questions and confirmations of a run go back to the window that started it; "
             "closing a window or stopping the daemon keeps unfinished tasks for a later "
             "resume (/pending in agenttui)."
         ),
         epilog=(
             "SIGTERM or Ctrl+C stops the daemon gracefully: runs end with cause 'shutdown' "
-            "and their pending tasks are kept."
+            "and their pending tasks are kept. Settings come from the flags, the environment "
+            "and the configuration file, in that order: 'agentrt config show' prints them."
         ),
     )
     parser.add_argument(
@@ -78,57 +81,53 @@ def _parser() -> argparse.ArgumentParser:
         type=_host_port,
         default=None,
         help="also serve the HTTP API and the web chat there, e.g. 127.0.0.1:8765 "
-        "(keep it on loopback; 'agentrt token' prints the token it needs)",
+        "(keep it on loopback; 'agentrt token' prints the token it needs; "
+        "config file: [http] listen)",
     )
     parser.add_argument(
         "--telegram",
         action="store_true",
-        help="also run the Telegram bot (env AGENTRT_TELEGRAM_TOKEN, AGENTRT_TELEGRAM_ALLOW)",
+        default=None,
+        help="also run the Telegram bot (env AGENTRT_TELEGRAM_TOKEN or 'agentrt keys set "
+        "AGENTRT_TELEGRAM_TOKEN', AGENTRT_TELEGRAM_ALLOW; config file: [telegram])",
     )
     parser.add_argument(
         "--discord",
         action="store_true",
-        help="also run the Discord bot (env AGENTRT_DISCORD_TOKEN, AGENTRT_DISCORD_ALLOW)",
+        default=None,
+        help="also run the Discord bot (env AGENTRT_DISCORD_TOKEN or 'agentrt keys set "
+        "AGENTRT_DISCORD_TOKEN', AGENTRT_DISCORD_ALLOW; config file: [discord])",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every connection")
     return parser
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(
-            f"expected HOST:PORT, such as 127.0.0.1:8765, not {text!r}"
-        )
-    return host, int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the daemon in the foreground; return the process exit status."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    model: str = args.model or os.environ.get("AGENTRT_MODEL", "scripted")
+    try:
+        settings = load_settings(args)
+        settings.check_model()
+    except ValueError as exc:
+        print(f"agentrt daemon: {exc}", file=sys.stderr)
+        return 2
     socket_path: Path = args.socket or default_socket_path()
-    state_dir: Path = args.state_dir or default_state_dir()
+    state_dir = settings.state_dir.value
     configure_logging(state_dir, verbose=args.verbose)
     # One daemon per state dir, whatever its socket: taken before the store is opened,
     # held until the process ends (the kernel drops it if the daemon dies).
     lock = DaemonLock(state_dir)
     try:
         prepare_state_dir(state_dir)
-        lock.acquire(socket_path, model)
-        status = trio.run(
-            _amain,
-            socket_path,
-            state_dir,
-            model,
-            args.workdir,
-            args.http,
-            args.telegram,
-            args.discord,
-            lock,
-            args.base_url,
-        )
+        lock.acquire(socket_path, settings.model.value, settings.approval.value.value)
+        status = trio.run(_amain, socket_path, settings, args.workdir, lock)
     except (
         DaemonAlreadyRunningError,
         SocketPathError,
@@ -147,25 +146,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _amain(
     socket_path: Path,
-    state_dir: Path,
-    model: str,
+    settings: Settings,
     workdir: Path | None,
-    http: tuple[str, int] | None = None,
-    telegram: bool = False,
-    discord: bool = False,
     lock: DaemonLock | None = None,
-    base_url: str | None = None,
 ) -> int:
+    state_dir = settings.state_dir.value
+    http = settings.http.value
+    telegram = settings.bots["telegram"].enabled.value
+    discord = settings.bots["discord"].enabled.value
     async with (
         open_runtime(
-            state_dir,
-            model,
+            settings=settings,
             workdir=workdir,
-            base_url=base_url,
             protected_paths=[socket_path, socket_path.with_name(socket_path.name + ".lock")],
         ) as runtime,
         trio.open_nursery() as nursery,
     ):
+        try:
+            check_model_ready(runtime.model)
+        except ModelNotConfiguredError as exc:
+            # Not fatal: a key stored later ('agentrt keys set') is used without a restart.
+            print(
+                f"agentrt daemon: warning: {exc}; runs are refused until then",
+                file=sys.stderr,
+                flush=True,
+            )
 
         async def daemon_then_stop(task_status: trio.TaskStatus[Daemon]) -> None:
             await serve(socket_path, runtime, handle_signals=True, task_status=task_status)
@@ -193,7 +198,13 @@ async def _amain(
 
             try:
                 await nursery.start(
-                    partial(run_bots, runtime.executor, telegram=telegram, discord=discord)
+                    partial(
+                        run_bots,
+                        runtime.executor,
+                        telegram=telegram,
+                        discord=discord,
+                        environ=bot_environ(settings),
+                    )
                 )
             except ConfigError as exc:
                 print(f"agentrt daemon: {exc}", file=sys.stderr, flush=True)

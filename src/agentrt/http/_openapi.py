@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from .._cause import Cause
-from .._events import Outcome
+from .._events import RunEnded
 from .._pending import EntryState, RequestKind
 from .._record import TaskStatus
 from .._shapes import EVENT_TYPES
@@ -33,6 +33,8 @@ def type_schema(hint: Any) -> dict[str, Any]:
         return {"enum": [member.value for member in hint]}
     if hint in _PRIMITIVES:
         return {"type": _PRIMITIVES[hint]}
+    if typing.get_origin(hint) is dict:
+        return {"type": "object"}
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) and len(args) == 2 and type(None) in args:
         (inner,) = (a for a in args if a is not type(None))
@@ -166,26 +168,78 @@ def _schemas() -> dict[str, Any]:
         tool=_NULLABLE,
         error=_NULLABLE,
     )
-    kinds = ["ready", *EVENT_TYPES.values(), "question", "question_closed"]
-    event = _object(
-        type={"enum": kinds},
-        outcome=type_schema(Outcome),
-        cause=type_schema(Cause | None),
-        state={"enum": [s.value for s in EntryState if s is not EntryState.WAITING]},
-    ) | {
-        "required": ["type"],
-        "description": "a run event (the fields of its type), a question, or a question's end",
-    }
     bodies = {
         cls.__name__: body_schema(cls) for cls in (RunBody, ResumeBody, CancelBody, AnswerBody)
     }
-    return bodies | {
-        "Waiting": waiting,
-        "Session": session,
-        "Task": task,
-        "Question": open_question,
-        "Event": event,
+    return (
+        bodies
+        | {
+            "Waiting": waiting,
+            "Session": session,
+            "Task": task,
+            "Question": open_question,
+        }
+        | event_schemas(open_question)
+    )
+
+
+def event_name(kind: str) -> str:
+    """The schema name of the `/v1/events` object of `kind`: ``tool_call`` -> ``ToolCallEvent``."""
+    return "".join(word.title() for word in kind.split("_")) + "Event"
+
+
+def event_schemas(question: dict[str, Any]) -> dict[str, Any]:
+    """Exactly the keys of each object `/v1/events` sends, and ``Event``, the one of them.
+
+    A run event's schema is made from its attrs class (`agentrt._shapes.event_to_json`
+    adds ``type`` and ``session_id``, and ``summary`` to ``run_ended``); a
+    question's from `question` (the ``Question`` schema) plus its ``type``.
+    ``agentrt run --json`` prints these same objects, with ``"v"`` beside.
+    """
+    schemas: dict[str, Any] = {}
+
+    def exact(kind: str, properties: dict[str, Any], description: str) -> None:
+        properties = {"type": {"const": kind}} | properties
+        schemas[event_name(kind)] = {
+            "type": "object",
+            "description": description,
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+
+    for cls, kind in EVENT_TYPES.items():
+        hints = typing.get_type_hints(cls)
+        properties = {f.name: type_schema(hints[f.name]) for f in attrs.fields(cls)}
+        properties["session_id"] = _STRING
+        if cls is RunEnded:
+            properties["summary"] = _STRING
+        exact(kind, properties, (cls.__doc__ or kind).splitlines()[0])
+    exact("question", dict(question["properties"]), "a question for a person was asked")
+    exact(
+        "question_closed",
+        {
+            "id": _STRING,
+            "session_id": _STRING,
+            "state": {"enum": [s.value for s in EntryState if s is not EntryState.WAITING]},
+        },
+        "a question was answered, withdrawn (its run stopped) or claimed elsewhere",
+    )
+    exact(
+        "ready",
+        {"questions": {"type": "array", "items": _ref("Question")}},
+        "the first object of the stream: the questions open now",
+    )
+    kinds = [schema["properties"]["type"]["const"] for schema in schemas.values()]
+    schemas["Event"] = {
+        "description": "a run event (the fields of its type), a question, or a question's end",
+        "oneOf": [_ref(name) for name in schemas],
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {kind: f"#/components/schemas/{event_name(kind)}" for kind in kinds},
+        },
     }
+    return schemas
 
 
 def _paths() -> dict[str, Any]:

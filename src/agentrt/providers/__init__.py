@@ -3,8 +3,14 @@
 `make_model("openai:gpt-4o-mini")` or `make_model("anthropic:claude-sonnet-4-5")`
 builds a streaming `Model`. A key is taken, in order, from `api_key`, the
 environment (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) or the secret store
-(``openai_api_key`` / ``anthropic_api_key``). Failures raise subclasses of
-`ProviderError` (itself a `ModelError`) whose message says what to check.
+(``openai_api_key`` / ``anthropic_api_key``); the base URL from `base_url`,
+else ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, as the official SDKs read
+them. Failures raise subclasses of `ProviderError` (itself a `ModelError`)
+whose message says what to check.
+
+`ConfiguredModel` is the form the configuration builds (``agentrt``, the
+daemon): its key is looked up at every request, and `ModelOptions` carries
+what the configuration says about the provider.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import os
 from .._messages import Model
 from .._retry import RetryPolicy as RetryPolicy
 from .._secrets import SecretStore
+from ._configured import ConfiguredModel as ConfiguredModel
+from ._configured import ModelOptions as ModelOptions
 from ._http import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ._http import ModelAuthError as ModelAuthError
 from ._http import ModelConnectError as ModelConnectError
@@ -45,7 +53,8 @@ def make_model(
 ) -> Model:
     """The model `spec` names: ``openai:NAME`` or ``anthropic:NAME``.
 
-    `base_url` overrides the provider's default (``https://api.openai.com/v1``,
+    `base_url` overrides the provider's default (``OPENAI_BASE_URL`` or
+    ``ANTHROPIC_BASE_URL`` when set, else ``https://api.openai.com/v1``,
     ``https://api.anthropic.com``). Raises ValueError listing the accepted forms
     for any other spec.
     """
@@ -53,6 +62,8 @@ def make_model(
     if not colon or not name.strip() or kind not in ("openai", "anthropic"):
         raise ValueError(f"unknown model {spec!r}: {_FORMS}")
     name = name.strip()
+    if base_url is None:
+        base_url = os.environ.get(f"{kind.upper()}_BASE_URL", "").strip() or None
     if kind == "openai":
         key = _find_key(api_key, OPENAI_KEY_ENV, OPENAI_KEY_SECRET, secrets)
         if base_url is None:

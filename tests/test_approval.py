@@ -1,0 +1,270 @@
+"""Approval policies: which tool calls run unasked, and what is asked under every policy.
+
+``ask`` confirms every file write and command; ``auto-edit`` lets writes inside
+the working folder run; ``full-auto`` lets writes and commands run. A restricted
+path (the system password), agentrt's own configuration, a secret, and a call
+that may already have run are asked about under every policy; the agent's own
+state is refused outright.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from agentrt import (
+    ALLOW_ONCE,
+    DENY,
+    Answer,
+    Cause,
+    Entry,
+    Outcome,
+    RequestKind,
+    Runtime,
+    ScriptedModel,
+    TaskStarted,
+    ToolCallEvent,
+    ToolResultEvent,
+    open_runtime,
+)
+from agentrt._policy import Command, Edit, auto_approves
+from agentrt._settings import load_settings
+from agentrt._vocab import Approval
+
+from .conftest import FakeVerifier, Recorder
+
+LIMIT = 10
+ALLOW = Answer(ALLOW_ONCE)
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "xdg" / "agentrt" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text('approval = "ask"\n')
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    return folder
+
+
+@asynccontextmanager
+async def open_with(
+    approval: str, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> AsyncIterator[Runtime]:
+    """A runtime whose approval policy and own configuration come from the settings."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    settings = load_settings(argparse.Namespace(approval=approval), env)
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        restricted_paths=[tmp_path / "restricted"],
+        verifier=verifier,
+        settings=settings,
+    ) as rt:
+        yield rt
+
+
+@pytest.fixture(params=[a.value for a in Approval])
+async def any_policy(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    workdir: Path,
+    verifier: FakeVerifier,
+    config_file: Path,
+) -> AsyncIterator[Runtime]:
+    async with open_with(request.param, tmp_path, workdir, verifier) as rt:
+        yield rt
+
+
+async def run_recording(
+    runtime: Runtime, text: str, answer: Answer = ALLOW
+) -> tuple[list[Entry], Recorder]:
+    """Run `text` in a terminal session, recording (and answering) every question."""
+    asked: list[Entry] = []
+    recorder = Recorder()
+    async with trio.open_nursery() as nursery:
+
+        async def listen(task_status: trio.TaskStatus[None]) -> None:
+            with runtime.registry.listen("cli-") as listener:
+                task_status.started()
+                while True:
+                    entry = await listener.claim()
+                    asked.append(entry)
+                    kind = entry.request.kind
+                    if kind is RequestKind.PASSWORD:
+                        entry.answer(Answer(ALLOW_ONCE, secret="hunter2"))
+                    elif kind is RequestKind.SECRET:
+                        entry.answer(Answer("", secret="s3cr3t-value"))
+                    else:
+                        entry.answer(answer)
+
+        await nursery.start(listen)
+        with trio.fail_after(LIMIT):
+            ended = await runtime.executor.run("cli-ap", text, owner="t", emit=recorder)
+        assert ended.outcome is Outcome.FINISHED, ended
+        nursery.cancel_scope.cancel()
+    return asked, recorder
+
+
+WHAT_IS_ASKED = {
+    # (policy, what runs): is a confirmation asked?
+    ("ask", "write in workdir"): True,
+    ("ask", "write outside"): True,
+    ("ask", "command"): True,
+    ("auto-edit", "write in workdir"): False,
+    ("auto-edit", "write outside"): True,
+    ("auto-edit", "command"): True,
+    ("full-auto", "write in workdir"): False,
+    ("full-auto", "write outside"): False,
+    ("full-auto", "command"): False,
+}
+
+
+@pytest.mark.parametrize(("policy", "what"), sorted(WHAT_IS_ASKED))
+async def test_each_policy_asks_for_what_it_should(
+    policy: str,
+    what: str,
+    tmp_path: Path,
+    workdir: Path,
+    outside: Path,
+    verifier: FakeVerifier,
+    config_file: Path,
+) -> None:
+    statement = {
+        "write in workdir": "write notes/a.txt hi",
+        "write outside": f"write {outside}/b.txt hi",
+        "command": f"sh echo ran > {outside}/c.txt",
+    }[what]
+    async with open_with(policy, tmp_path, workdir, verifier) as rt:
+        asked, recorder = await run_recording(rt, statement)
+    expected = WHAT_IS_ASKED[policy, what]
+    assert [e.request.kind for e in asked] == ([RequestKind.CONFIRM] if expected else [])
+    [result] = recorder.of(ToolResultEvent)
+    assert result.ok, result
+    done = {
+        "write in workdir": workdir / "notes" / "a.txt",
+        "write outside": outside / "b.txt",
+        "command": outside / "c.txt",
+    }[what]
+    assert done.exists()
+
+
+async def test_a_denied_confirmation_still_stops_the_call_under_auto_edit(
+    tmp_path: Path, workdir: Path, outside: Path, verifier: FakeVerifier, config_file: Path
+) -> None:
+    async with open_with("auto-edit", tmp_path, workdir, verifier) as rt:
+        asked, recorder = await run_recording(rt, f"sh touch {outside}/x", Answer(DENY))
+    assert len(asked) == 1
+    assert not (outside / "x").exists()
+    [result] = recorder.of(ToolResultEvent)
+    assert "denied by the user" in result.preview
+
+
+async def test_a_restricted_path_needs_the_password_under_every_policy(
+    any_policy: Runtime, tmp_path: Path, verifier: FakeVerifier
+) -> None:
+    (tmp_path / "restricted").mkdir()
+    asked, _ = await run_recording(any_policy, f"write {tmp_path}/restricted/x.conf on")
+    assert [e.request.kind for e in asked] == [RequestKind.PASSWORD]
+    assert verifier.verified == [True]
+    assert verifier.commands == [["tee", str(tmp_path / "restricted" / "x.conf")]]
+
+
+async def test_agentrt_configuration_is_confirmed_under_every_policy(
+    any_policy: Runtime, config_file: Path
+) -> None:
+    asked, _ = await run_recording(any_policy, f'write {config_file} approval = "full-auto"')
+    assert [e.request.kind for e in asked] == [RequestKind.CONFIRM]
+    assert str(config_file) in asked[0].request.prompt
+    asked, _ = await run_recording(any_policy, f"sh cat {config_file.parent}/config.toml")
+    assert [e.request.kind for e in asked] == [RequestKind.CONFIRM]
+
+
+async def test_the_agent_state_is_refused_and_a_secret_is_asked_under_every_policy(
+    any_policy: Runtime,
+) -> None:
+    target = any_policy.state_dir / "keys" / "OPENAI_API_KEY"
+    asked, recorder = await run_recording(any_policy, f"write {target} stolen")
+    assert asked == []
+    [result] = recorder.of(ToolResultEvent)
+    assert not result.ok and "agentrt's own state" in result.preview
+    assert not target.exists()
+    asked, _ = await run_recording(any_policy, "secret deploy_token")
+    assert [e.request.kind for e in asked] == [RequestKind.SECRET]
+
+
+async def test_a_call_that_may_already_have_run_is_asked_about_under_full_auto(
+    tmp_path: Path, workdir: Path, verifier: FakeVerifier, config_file: Path
+) -> None:
+    fifo = workdir / "started"
+    os.mkfifo(fifo)
+    async with open_with("full-auto", tmp_path, workdir, verifier) as rt:
+        recorder = Recorder()
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                ended = await rt.executor.run(
+                    "cli-again", f"sh echo go > {fifo} && sleep 30", owner="t", emit=recorder
+                )
+                assert ended.cause is Cause.PAUSE and ended.pending_kept
+
+            with trio.fail_after(LIMIT):
+                nursery.start_soon(run)
+                # The command is running (it wrote to the pipe): it ran without a question.
+                await trio.to_thread.run_sync(fifo.read_text)
+                [call] = recorder.of(ToolCallEvent)
+                [started] = recorder.of(TaskStarted)
+                rt.executor.cancel(started.task_hash, Cause.PAUSE)
+
+        asked: list[Entry] = []
+        again = Recorder()
+        async with trio.open_nursery() as nursery:
+
+            async def listen(task_status: trio.TaskStatus[None]) -> None:
+                with rt.registry.listen("cli-") as listener:
+                    task_status.started()
+                    entry = await listener.claim()
+                    asked.append(entry)
+                    entry.answer(Answer(DENY))
+
+            await nursery.start(listen)
+            with trio.fail_after(LIMIT):
+                ended = await rt.executor.resume("cli-again", owner="t", emit=again)
+        assert ended.outcome is Outcome.FINISHED
+        [entry] = asked
+        assert entry.request.kind is RequestKind.CONFIRM
+        assert "may already have run (attempt 2)" in entry.request.prompt
+        [rerun] = again.of(ToolCallEvent)
+        assert (rerun.call_id, rerun.attempt) == (call.call_id, 2)
+
+
+def test_auto_approves_is_the_table(tmp_path: Path) -> None:
+    work, config = tmp_path / "work", tmp_path / "config"
+    inside, elsewhere, own = work / "a.txt", tmp_path / "b.txt", config / "config.toml"
+    table = {
+        Approval.ASK: (False, False, False, False),
+        Approval.AUTO_EDIT: (True, False, False, False),
+        Approval.FULL_AUTO: (True, True, True, False),
+    }
+    for approval, expected in table.items():
+        got = (
+            auto_approves(approval, Edit(inside), workdir=work, guarded=[config]),
+            auto_approves(approval, Edit(elsewhere), workdir=work, guarded=[config]),
+            auto_approves(approval, Command("make test"), workdir=work, guarded=[config]),
+            auto_approves(approval, Edit(own), workdir=work, guarded=[config])
+            or auto_approves(approval, Command(f"rm {own}"), workdir=work, guarded=[config]),
+        )
+        assert got == expected, approval
