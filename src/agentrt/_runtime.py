@@ -49,7 +49,8 @@ def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
 def make_model(
     spec: str, *, base_url: str | None = None, secrets: SecretStore | None = None
 ) -> Model:
-    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``.
+    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``
+    or ``azure:DEPLOYMENT``.
 
     Raises ValueError with the accepted forms for anything else.
     """
@@ -58,7 +59,7 @@ def make_model(
         return ScriptedModel()
     if spec.startswith("replay:"):
         return ReplayModel.from_file(spec.removeprefix("replay:"))
-    if spec.startswith(("openai:", "anthropic:")):
+    if spec.startswith(("openai:", "anthropic:", "azure:")):
         from .providers import make_model as make_provider_model
 
         return make_provider_model(spec, base_url=base_url, secrets=secrets)
@@ -67,10 +68,11 @@ def make_model(
 
 def check_model_spec(spec: str) -> str:
     """Return `spec` if it has one of the model forms; raise ValueError naming them if not."""
-    if spec == "scripted" or spec.startswith(("replay:", "openai:", "anthropic:")):
+    if spec == "scripted" or spec.startswith(("replay:", "openai:", "anthropic:", "azure:")):
         return spec
     raise ValueError(
-        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
+        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME', 'anthropic:NAME'"
+        " or 'azure:DEPLOYMENT'"
     )
 
 
