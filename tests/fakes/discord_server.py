@@ -84,6 +84,8 @@ class FakeDiscord:
     interactions: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     #: The answer shown for each interaction (its @original message), by token.
     responses: dict[str, str] = attrs.field(factory=dict)
+    #: How many requests of each kind `hold` keeps waiting now.
+    waiting: dict[str, int] = attrs.field(factory=dict)
     _holds: dict[str, trio.Event] = attrs.field(factory=dict)
     _failures: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = attrs.field(
         factory=dict
@@ -370,8 +372,11 @@ class FakeDiscord:
         raw = await request.body()
         body = json.loads(raw) if raw else None
         held = self._holds.get(kind)
-        if held is not None:
+        if held is not None and not held.is_set():
+            self.waiting[kind] = self.waiting.get(kind, 0) + 1
+            self._notify()
             await held.wait()
+            self.waiting[kind] -= 1
         headers: dict[str, str]
         reply: Any
         if request.headers.get("authorization") != f"Bot {self.token}" and kind not in (

@@ -135,6 +135,8 @@ class Call:
     payload: dict[str, Any]
     at: float
     status: int
+    #: Telegram's description of a refusal.
+    said: str = ""
 
 
 @attrs.define(eq=False)
@@ -298,7 +300,7 @@ class FakeTelegram:
 
     def _refuse(self, method: str, payload: dict[str, Any], status: int, said: str) -> Response:
         body = {"ok": False, "error_code": status, "description": said}
-        self.calls.append(Call(method, payload, time.monotonic(), status))
+        self.calls.append(Call(method, payload, time.monotonic(), status, said))
         self._notify()
         return JSONResponse(body, status_code=status)
 
