@@ -7,6 +7,7 @@ for it: the scripted model's ``sleep`` runs on the same mock clock.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import attrs
@@ -89,7 +90,7 @@ async def test_typing_repeats_while_a_run_works_and_stops_when_it_ends(
     await trio.sleep(3 * every)  # nothing more once the run is over
     typed = transport.typed
     assert len(typed) >= 30 // every  # the tool alone slept 30 s
-    assert [b - a for a, b in zip(typed, typed[1:], strict=False)] == [every] * (len(typed) - 1)
+    assert [b - a for a, b in itertools.pairwise(typed)] == [every] * (len(typed) - 1)
     assert typed[-1] <= ended
 
 
