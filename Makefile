@@ -6,6 +6,10 @@ STAMP  := $(VENV)/.installed
 # The peers `make bench-peers` compares agentrt with, in a virtualenv of their own.
 PEERS       ?= .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
+# LiteLLM's proxy: a third-party OpenAI-compatible server the tests start, in a virtualenv of its
+# own (its packages conflict with the project's pins; see constraints-litellm.txt).
+LITELLM       ?= .venv-litellm
+LITELLM_STAMP := $(LITELLM)/.installed
 
 .PHONY: run test lint typecheck unit bench bench-peers stress clean system-deps
 
@@ -16,6 +20,14 @@ $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[test,lab]'
 	touch $(STAMP)
+
+$(LITELLM)/bin/python:
+	$(PYTHON) -m venv $(LITELLM)
+
+$(LITELLM_STAMP): constraints-litellm.txt | $(LITELLM)/bin/python
+	$(LITELLM)/bin/pip install -q --upgrade pip
+	$(LITELLM)/bin/pip install -q -c constraints-litellm.txt 'litellm[proxy]'
+	touch $(LITELLM_STAMP)
 
 ## run: start the terminal client on the embedded scripted model (starts a local daemon if none)
 run: $(STAMP)
@@ -33,11 +45,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(LITELLM_STAMP)
 	$(BIN)/pytest -q
 
 ## test: install everything, then lint, type-check and run the whole suite
-test: $(STAMP) system-deps lint typecheck unit
+test: $(STAMP) $(LITELLM_STAMP) system-deps lint typecheck unit
 
 ## bench: benchmarks, each figure a ratio against a baseline measured in the same run
 bench: $(STAMP)
@@ -62,4 +74,4 @@ stress: $(STAMP)
 	$(BIN)/python -m stress
 
 clean:
-	rm -rf $(VENV) $(PEERS) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) $(LITELLM) .mypy_cache .pytest_cache .ruff_cache

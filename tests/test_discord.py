@@ -295,3 +295,96 @@ def test_config_from_env_reads_token_and_allow_list() -> None:
     assert "t0k" not in repr(config)
     with pytest.raises(ConfigError, match="AGENTRT_DISCORD_TOKEN"):
         DiscordConfig.from_env({})
+
+
+# --------------------------------------------------------------------------- slash commands
+
+
+def answer_of(server: FakeDiscord, interaction: dict[str, Any]) -> str:
+    return server.responses.get(interaction["d"]["token"], "")
+
+
+async def test_slash_commands_are_registered_at_start(server: FakeDiscord, bot: DiscordBot) -> None:
+    [put] = server.calls_of("commands")
+    assert put.path == "/api/v10/applications/900/commands"
+    assert put.status == 200
+    assert sorted(c["name"] for c in server.commands) == ["pause", "pending", "stop"]
+    assert all(c["type"] == 1 and c["description"] for c in server.commands)
+
+
+async def test_slash_pause_pending_and_stop_are_acknowledged_first_then_answered(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    session = f"dc-{CHANNEL}"
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "sleep 60")
+        await server.wait_for(lambda: runtime.executor.is_running(session))
+
+        pause = server.slash(OWNER, CHANNEL, "pause")
+        await server.wait_for(lambda: answer_of(server, pause))
+        assert answer_of(server, pause) == "⏸ Pausing the task."
+        await server.wait_for(lambda: "Paused" in last(server))
+        await bot.bridge.wait_idle()
+        assert await runtime.store.load(session) is not None
+
+        pending = server.slash(OWNER, CHANNEL, "pending")
+        await server.wait_for(lambda: answer_of(server, pending))
+        assert answer_of(server, pending) == "Resuming: sleep 60"
+        await server.wait_for(lambda: runtime.executor.is_running(session))
+
+        stop = server.slash(OWNER, CHANNEL, "stop")
+        await server.wait_for(lambda: "thrown away" in last(server))
+        await bot.bridge.wait_idle()
+    assert await runtime.store.load(session) is None
+    assert answer_of(server, stop) == "⏹ Stopping the task."
+    # Each was acknowledged with "thinking..." (type 5) before its answer was put there.
+    assert callback_types(server) == [5, 5, 5]
+    for callback, original in zip(
+        server.calls_of("callback"), server.calls_of("original"), strict=True
+    ):
+        assert callback.status == 204
+        assert callback.at <= original.at
+
+
+async def test_an_interaction_is_acknowledged_while_a_message_is_still_being_handled(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    release = server.hold("create")
+    with trio.fail_after(LIMIT):
+        # The bot is busy answering this message: its reply waits on Discord.
+        server.user_says(CHANNEL, OWNER, "/help")
+        await server.wait_for(lambda: server.waiting.get("create"))
+        command = server.slash(OWNER, CHANNEL, "pending")
+        await server.wait_for(lambda: server.calls_of("callback"))
+        [ack] = server.calls_of("callback")
+        assert ack.status == 204  # within Discord's 3 seconds, not after the message
+        assert server.waiting["create"] == 1
+        await server.wait_for(lambda: answer_of(server, command))
+        release.set()
+        await server.wait_for(lambda: any("/stop" in c for c in server.contents(CHANNEL)))
+    assert answer_of(server, command) == "No pending task in this chat."
+
+
+async def test_a_slash_command_from_a_stranger_gets_a_private_refusal(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.slash(STRANGER, CHANNEL, "stop")
+        await server.wait_for(lambda: server.calls_of("callback"))
+    [refusal] = server.calls_of("callback")
+    assert refusal.body["type"] == 4
+    assert refusal.body["data"]["flags"] == 64
+    assert "Sorry" in refusal.body["data"]["content"]
+    assert server.calls_of("original") == []
+
+
+async def test_typing_is_posted_while_a_run_works(
+    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHANNEL, OWNER, "sleep 0.2")
+        await server.wait_for(lambda: "Done." in last(server))
+    [first, *_] = server.calls_of("typing")
+    assert first.path == f"/api/v10/channels/{CHANNEL}/typing"
+    assert first.status == 204
+    assert first.at <= server.calls_of("create")[-1].at

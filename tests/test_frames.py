@@ -13,6 +13,7 @@ from agentrt import (
     Cause,
     Event,
     Outcome,
+    ReasoningEvent,
     Registry,
     Request,
     RequestContext,
@@ -25,6 +26,7 @@ from agentrt import (
     UsageEvent,
     VerifyEvent,
 )
+from agentrt._shapes import event_to_json
 from agentrt.codec import encode
 from agentrt.daemon._wire import ask_frame, frame_for_event
 from agentrt.frames import (
@@ -48,6 +50,7 @@ from agentrt.frames import (
     PendingList,
     PendingRequest,
     PendingTask,
+    ReasoningFrame,
     Run,
     Scope,
     TaskFrame,
@@ -84,10 +87,12 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     Welcome(1, "0.1.0", "w-1"),
     TaskFrame("t-1", "cli-1"),
     TextFrame("t-1", "Hi", agent="sub"),
+    ReasoningFrame("t-1", "The user wants a file.", agent=""),
     ToolCallDeltaFrame("t-1", 0, "c1", "write", '{"pa'),
     ToolCallFrame("t-1", "c1", "write", {"path": "/tmp/x", "n": [1, 2]}),
     ToolResultFrame("t-1", "c1", "write", "ok", ok=False),
     UsageFrame("t-1", 10, 20),
+    UsageFrame("t-1", 1200, 20, cache_read_tokens=1024, cache_creation_tokens=150),
     VerifyFrame("t-1", False, 2, "wrong password"),
     EndedFrame("t-1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, pending_kept=True),
     AskFrame("q1", "t-1", "cli-1", RequestKind.CONFIRM, "Allow?", ("allow", "deny")),
@@ -250,9 +255,10 @@ def test_every_event_has_a_frame() -> None:
     events: list[Event] = [
         TaskStarted("t", "cli-1", resumed=True),
         TextEvent("t", "x"),
+        ReasoningEvent("t", "hmm", "sub"),
         ToolCallEvent("t", "c", "sh", {"command": "ls"}),
         ToolResultEvent("t", "c", "sh", "out"),
-        UsageEvent("t", 1, 2),
+        UsageEvent("t", 1, 2, cache_read_tokens=3, cache_creation_tokens=4),
         VerifyEvent("t", True, 3, "ok"),
         RunEnded("t", "cli-1", Outcome.FINISHED, text="done"),
     ]
@@ -260,6 +266,7 @@ def test_every_event_has_a_frame() -> None:
     assert [f.TYPE for f in frames] == [
         "task",
         "text",
+        "reasoning",
         "tool_call",
         "tool_result",
         "usage",
@@ -267,6 +274,18 @@ def test_every_event_has_a_frame() -> None:
         "ended",
     ]
     assert frames[0] == TaskFrame("t", "cli-1", resumed=True)
+    assert frames[2] == ReasoningFrame("t", "hmm", "sub")
+    assert frames[5] == UsageFrame("t", 1, 2, 3, 4)
+    # The HTTP API and `agentrt run --json` show them in the runtime's words.
+    assert event_to_json("cli-1", events[2]) == {
+        "type": "reasoning",
+        "task_hash": "t",
+        "text": "hmm",
+        "agent": "sub",
+        "session_id": "cli-1",
+    }
+    usage = event_to_json("cli-1", events[5])
+    assert (usage["cache_read_tokens"], usage["cache_creation_tokens"]) == (3, 4)
     assert frames[-1] == EndedFrame("t", "cli-1", Outcome.FINISHED, text="done")
 
 

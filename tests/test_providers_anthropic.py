@@ -11,11 +11,20 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Message, TextDelta, ToolCall, ToolCallDelta, ToolSpec
+from agentrt import (
+    Message,
+    ReasoningDelta,
+    TextDelta,
+    ThinkingBlock,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+)
 from agentrt._messages import ModelDelta, Usage
 from agentrt.providers import (
     AnthropicModel,
     ModelAuthError,
+    ModelMaxTokensError,
     ModelNotFoundError,
     ModelRateLimitError,
     ModelRequestError,
@@ -31,8 +40,10 @@ from .fakes.llm_server import (
     an_end,
     an_error,
     an_event,
+    an_redacted_thinking_block,
     an_start,
     an_text_block,
+    an_thinking_block,
     an_tool_block,
     cut,
     json_error,
@@ -92,7 +103,9 @@ async def test_request_has_the_wire_shape(server: LLMServer) -> None:
         Message.tool_result(b, "B"),
     ]
     with trio.fail_after(5):
-        await model(server, max_tokens=123).complete(transcript, TOOLS, Collect())
+        await model(server, max_tokens=123, prompt_caching=False).complete(
+            transcript, TOOLS, Collect()
+        )
     [request] = server.requests
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == CANARY
@@ -102,7 +115,8 @@ async def test_request_has_the_wire_shape(server: LLMServer) -> None:
     assert body["model"] == "claude-test"
     assert body["max_tokens"] == 123
     assert body["stream"] is True
-    assert body["system"] == "be brief"
+    assert body["system"] == [{"type": "text", "text": "be brief"}]
+    assert "thinking" not in body
     assert body["tools"] == [
         {
             "name": "read_file",
@@ -325,3 +339,192 @@ async def test_base_url_with_v1_suffix_is_accepted() -> None:
     assert m.url == "http://127.0.0.1:1/v1/messages"
     assert CANARY not in repr(AnthropicModel("c", api_key=CANARY))
     assert m.name == "anthropic:c"
+
+
+# --------------------------------------------------------------------------- extended thinking
+
+SIGNATURE = "EqoBCkgIARABGAIiQL2UoU0b1OHYi+sig=="
+
+
+async def test_thinking_streams_as_reasoning_and_goes_back_signed_on_the_next_turn(
+    server: LLMServer,
+) -> None:
+    server.script(
+        sse(
+            [
+                an_start(20),
+                *an_thinking_block(0, ["I should read ", "the file."], SIGNATURE),
+                *an_text_block(1, ["Reading."]),
+                *an_tool_block(2, "toolu_1", "read_file", ['{"path": "a"}']),
+                *an_end("tool_use", 30),
+            ]
+        ),
+        sse(reply_text("It says A.")),
+    )
+    thinker = model(server, max_tokens=4000, thinking_budget=2048)
+    got = Collect()
+    with trio.fail_after(5):
+        first = await thinker.complete([Message.user("read a")], TOOLS, got)
+        call = first.tool_calls[0]
+        transcript = [Message.user("read a"), first.as_message(), Message.tool_result(call, "A")]
+        await thinker.complete(transcript, TOOLS, Collect())
+    assert got.deltas[:2] == [ReasoningDelta("I should read "), ReasoningDelta("the file.")]
+    assert TextDelta("Reading.") in got.deltas
+    assert first.text == "Reading."
+    assert first.thinking == (ThinkingBlock("I should read the file.", SIGNATURE),)
+    assert server.requests[0].json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    # The thinking block goes back first in its assistant turn, whole and signed.
+    assistant = server.requests[1].json()["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "text", "tool_use"]
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "I should read the file.",
+        "signature": SIGNATURE,
+    }
+
+
+async def test_redacted_thinking_is_kept_and_sent_back_as_it_came(server: LLMServer) -> None:
+    server.script(
+        sse(
+            [
+                an_start(),
+                *an_redacted_thinking_block(0, "ENCRYPTED-blob=="),
+                *an_thinking_block(1, ["visible"], SIGNATURE),
+                *an_tool_block(2, "toolu_1", "read_file", ["{}"]),
+                *an_end("tool_use"),
+            ]
+        )
+    )
+    with trio.fail_after(5):
+        response = await model(server, thinking_budget=1024).complete(
+            [Message.user("x")], TOOLS, Collect()
+        )
+    assert response.thinking == (
+        ThinkingBlock("", None, "ENCRYPTED-blob=="),
+        ThinkingBlock("visible", SIGNATURE),
+    )
+    _, turns = anthropic_messages([Message.user("x"), response.as_message()])
+    assert turns[1]["content"][:2] == [
+        {"type": "redacted_thinking", "data": "ENCRYPTED-blob=="},
+        {"type": "thinking", "thinking": "visible", "signature": SIGNATURE},
+    ]
+
+
+def test_a_thinking_block_that_lost_its_signature_is_not_sent_back() -> None:
+    call = ToolCall("t", "read_file", {})
+    scrubbed = ThinkingBlock("the key is hunter22", SIGNATURE).scrubbed(
+        lambda text: text.replace("hunter22", "[secret K]")
+    )
+    assert scrubbed == ThinkingBlock("the key is [secret K]", None)
+    message = Message.assistant("", [call])
+    message = Message(message.role, "", message.tool_calls, thinking=(scrubbed,))
+    _, turns = anthropic_messages([Message.user("x"), message])
+    assert turns[1]["content"] == [
+        {"type": "tool_use", "id": "t", "name": "read_file", "input": {}}
+    ]
+
+
+@pytest.mark.parametrize("budget", [512, 4096, 9000])
+def test_a_thinking_budget_out_of_range_is_refused(budget: int) -> None:
+    with pytest.raises(ValueError, match="thinking_budget must be at least 1024 and less than"):
+        AnthropicModel("m", max_tokens=4096, thinking_budget=budget)
+
+
+# --------------------------------------------------------------------------- prompt caching
+
+
+async def test_prompt_caching_marks_system_tools_and_the_last_turn(server: LLMServer) -> None:
+    server.script(sse(reply_text("ok")))
+    a = ToolCall("toolu_a", "read_file", {"path": "a"})
+    transcript = [
+        Message.system("be brief"),
+        Message.user("read a"),
+        Message.assistant("", [a]),
+        Message.tool_result(a, "A"),
+    ]
+    with trio.fail_after(5):
+        await model(server).complete(transcript, [*TOOLS, *TOOLS], Collect())
+    body = server.requests[0].json()
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": ephemeral}]
+    assert "cache_control" not in body["tools"][0]
+    assert body["tools"][-1]["cache_control"] == ephemeral
+    assert body["messages"][-1]["content"][-1] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_a",
+        "content": "A",
+        "cache_control": ephemeral,
+    }
+    # Three breakpoints, well within the API's four.
+    assert server.requests[0].body.decode().count('"cache_control"') == 3
+
+
+async def test_cache_read_and_creation_tokens_are_reported_apart(server: LLMServer) -> None:
+    server.script(
+        sse(
+            [an_start(5, cache_read=1000, cache_creation=200), *an_text_block(0, ["hi"]), *an_end()]
+        )
+    )
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("x")], [], Collect())
+    assert response.usage == Usage(
+        input_tokens=1205, output_tokens=5, cache_read_tokens=1000, cache_creation_tokens=200
+    )
+
+
+# --------------------------------------------------------------------------- max_tokens
+
+
+async def test_a_max_tokens_stop_inside_a_tool_call_says_the_reply_was_cut(
+    server: LLMServer,
+) -> None:
+    server.script(
+        sse(
+            [
+                an_start(),
+                *an_text_block(0, ["Writing."]),
+                *an_tool_block(1, "toolu_1", "write_file", ['{"path": "a.txt", "content": "lor']),
+                *an_end("max_tokens", 64),
+            ]
+        )
+    )
+    with trio.fail_after(5), pytest.raises(ModelMaxTokensError) as caught:
+        await model(server, max_tokens=64).complete([Message.user("w")], TOOLS, Collect())
+    message = str(caught.value)
+    assert message.startswith("the reply was cut at max_tokens (64)")
+    assert "'write_file'" in message
+    assert "JSON" not in message
+    assert len(server.requests) == 1
+
+
+async def test_a_max_tokens_stop_in_text_after_whole_calls_keeps_the_reply(
+    server: LLMServer,
+) -> None:
+    server.script(
+        sse(
+            [
+                an_start(),
+                *an_tool_block(0, "toolu_1", "read_file", ['{"path": "a"}']),
+                *an_text_block(1, ["and then"]),
+                *an_end("max_tokens", 64),
+            ]
+        )
+    )
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("w")], TOOLS, Collect())
+    assert response.tool_calls == (ToolCall("toolu_1", "read_file", {"path": "a"}),)
+
+
+# --------------------------------------------------------------------------- headers
+
+
+async def test_custom_headers_are_sent_with_every_request(server: LLMServer) -> None:
+    server.script(sse(reply_text("ok")))
+    headers = {"anthropic-beta": "interleaved-thinking-2025-05-14", "X-Gateway": "edge-1"}
+    with trio.fail_after(5):
+        await model(server, headers=headers).complete([Message.user("x")], [], Collect())
+    [request] = server.requests
+    assert request.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert request.headers["x-gateway"] == "edge-1"
+    assert request.headers["x-api-key"] == CANARY

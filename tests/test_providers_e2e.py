@@ -20,10 +20,12 @@ from agentrt import (
     Cause,
     Model,
     Outcome,
+    ReasoningEvent,
     RunEnded,
     TaskStarted,
     TextEvent,
     ToolResultEvent,
+    UsageEvent,
     open_runtime,
 )
 from agentrt.providers import AnthropicModel, OpenAIModel, RetryPolicy
@@ -37,6 +39,7 @@ from .fakes.llm_server import (
     an_error,
     an_start,
     an_text_block,
+    an_thinking_block,
     an_tool_block,
     json_error,
     oa_finish,
@@ -190,3 +193,104 @@ async def test_auth_failure_fails_the_run_without_the_key(
     assert CANARY not in ended.error
     assert CANARY not in caplog.text
     assert all(CANARY not in repr(e) for e in rec.events)
+
+
+SIGNATURE = "ErUBCkYIBRgCIkD0signature=="
+SECRET_VALUE = "tok-4f2a9d81c7e3b5a6"
+
+
+async def test_anthropic_thinking_is_shown_kept_in_the_task_and_sent_back_after_a_pause(
+    server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    """Thinking reaches the events; its signed block is saved with the task and goes back
+    to the API on the round after the tool ran, even when that round is a resume."""
+    (workdir / "notes.txt").write_text(NOTE)
+    server.script(
+        sse(
+            [
+                an_start(40, cache_read=900, cache_creation=60),
+                *an_thinking_block(0, ["I need ", "the notes."], SIGNATURE),
+                *an_tool_block(1, "toolu_1", "read_file", ['{"path": "notes.txt"}']),
+                *an_end("tool_use", 10),
+            ]
+        ),
+        stall([an_start(60), *an_text_block(0, ["Reading"])[:2]]),
+        sse([an_start(80), *an_text_block(0, ["The note says hello."]), *an_end()]),
+    )
+    model = AnthropicModel("m", server.base_url, api_key=CANARY, thinking_budget=1024)
+    owner = object()
+    first = Recorder()
+    streaming = trio.Event()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, TextEvent) and event.text == "Reading":
+            streaming.set()
+
+    first.hooks.append(on_event)
+    with trio.fail_after(10):
+        async with open_runtime(
+            tmp_path / "state", model=model, workdir=workdir, restricted_paths=[], verifier=verifier
+        ) as rt:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    lambda: rt.executor.run("cli-think", "notes?", owner=owner, emit=first)
+                )
+                await streaming.wait()
+                [started] = first.of(TaskStarted)
+                rt.executor.cancel(started.task_hash, Cause.PAUSE, owner=owner)
+            record = await rt.store.load("cli-think")
+            assert record is not None
+            done = await rt.executor.resume("cli-think", owner=owner, emit=Recorder())
+
+    assert done.outcome is Outcome.FINISHED
+    assert "".join(e.text for e in first.of(ReasoningEvent)) == "I need the notes."
+    assert first.text() == "Reading"  # the reasoning is not part of the reply
+    usage = first.of(UsageEvent)[0]
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_creation_tokens) == (
+        1000,
+        900,
+        60,
+    )
+    [saved] = [m for m in record.transcript if m.thinking]
+    assert saved.thinking[0].signature == SIGNATURE
+    signed = {"type": "thinking", "thinking": "I need the notes.", "signature": SIGNATURE}
+    for request in server.requests[1:]:  # the round after the tool, live and resumed
+        assistant = request.json()["messages"][1]
+        assert assistant["content"][0] == signed
+
+
+async def test_a_secret_in_the_thinking_is_scrubbed_and_the_block_is_not_sent_back(
+    server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    (workdir / "notes.txt").write_text(NOTE)
+    server.script(
+        sse(
+            [
+                an_start(),
+                *an_thinking_block(0, [f"the token is {SECRET_VALUE}"], SIGNATURE),
+                *an_tool_block(1, "toolu_1", "read_file", ['{"path": "notes.txt"}']),
+                *an_end("tool_use"),
+            ]
+        ),
+        sse([an_start(), *an_text_block(0, ["done"]), *an_end()]),
+    )
+    model = AnthropicModel("m", server.base_url, api_key=CANARY, thinking_budget=1024)
+    rec = Recorder()
+    with trio.fail_after(10):
+        async with open_runtime(
+            tmp_path / "state", model=model, workdir=workdir, restricted_paths=[], verifier=verifier
+        ) as rt:
+            rt.secrets.put("deploy_token", SECRET_VALUE)
+            ended = await rt.executor.run("cli-secret", "go", owner=object(), emit=rec)
+            history = await rt.store.load_history("cli-secret")
+    assert ended.outcome is Outcome.FINISHED
+    shown = "".join(e.text for e in rec.of(ReasoningEvent))
+    assert shown == "the token is [secret deploy_token]"
+    [kept] = [m for m in history if m.thinking]
+    assert kept.thinking[0].text == "the token is [secret deploy_token]"
+    assert kept.thinking[0].signature is None
+    assert all(SECRET_VALUE not in repr(m) for m in history)
+    # The scrubbed block has no valid signature any more, so it is left out of the request.
+    assert SECRET_VALUE not in server.requests[1].body.decode()
+    assistant = server.requests[1].json()["messages"][1]
+    assert [b["type"] for b in assistant["content"]] == ["tool_use"]

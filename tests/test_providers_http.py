@@ -213,7 +213,9 @@ async def test_backoff_sleep_is_cancellable(autojump_clock: trio.testing.MockClo
 
 def test_make_model_rejects_other_specs() -> None:
     for spec in ("scripted", "gpt-4o", "openai:", "replay:x.json", "mistral:large"):
-        with pytest.raises(ValueError, match=r"expected 'openai:NAME' .* or 'anthropic:NAME'"):
+        with pytest.raises(
+            ValueError, match=r"expected 'openai:NAME' .* 'anthropic:NAME' or 'azure:DEPLOYMENT'"
+        ):
             make_model(spec)
 
 

@@ -13,11 +13,13 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Message, TextDelta, ToolCall, ToolCallDelta, ToolSpec
+from agentrt import Message, ReasoningDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
 from agentrt._messages import ModelDelta, Usage
 from agentrt.providers import (
+    AzureOpenAIModel,
     ModelAuthError,
     ModelConnectError,
+    ModelMaxTokensError,
     ModelNotFoundError,
     ModelRateLimitError,
     ModelServerError,
@@ -35,6 +37,7 @@ from .fakes.llm_server import (
     cut,
     json_error,
     oa_finish,
+    oa_reasoning,
     oa_text,
     oa_tool,
     oa_usage,
@@ -389,3 +392,187 @@ def test_request_body_is_json_serialisable() -> None:
     call = ToolCall("c", "t", {"n": 1})
     [msg] = openai_messages([Message.assistant("", [call])])
     assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"n": 1}
+
+
+# --------------------------------------------------------------------------- reasoning
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_streams_apart_from_the_answer_and_is_not_sent_back(
+    server: LLMServer, field: str
+) -> None:
+    server.script(
+        sse(
+            [
+                oa_reasoning("The user ", field),
+                oa_reasoning("greets me.", field),
+                oa_text("Hello!"),
+                oa_finish(),
+                OA_DONE,
+            ]
+        ),
+        sse([oa_text("Again."), oa_finish(), OA_DONE]),
+    )
+    got = Collect()
+    with trio.fail_after(5):
+        first = await model(server).complete([Message.user("hi")], [], got)
+        await model(server).complete(
+            [Message.user("hi"), first.as_message(), Message.user("and?")], [], Collect()
+        )
+    assert got.deltas == [
+        ReasoningDelta("The user "),
+        ReasoningDelta("greets me."),
+        TextDelta("Hello!"),
+    ]
+    assert first.text == "Hello!"
+    # DeepSeek refuses reasoning_content in the messages it is sent: none goes back.
+    resent = server.requests[1].json()["messages"]
+    assert resent[1] == {"role": "assistant", "content": "Hello!"}
+    assert "greets me" not in server.requests[1].body.decode()
+
+
+async def test_cached_prompt_tokens_are_reported_apart(server: LLMServer) -> None:
+    server.script(sse([oa_text("ok"), oa_finish(), oa_usage(1500, 7, cached=1024), OA_DONE]))
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("hi")], [], Collect())
+    assert response.usage == Usage(input_tokens=1500, output_tokens=7, cache_read_tokens=1024)
+
+
+# --------------------------------------------------------------------------- max_tokens
+
+
+async def test_a_length_stop_inside_a_tool_call_says_the_reply_was_cut_at_max_tokens(
+    server: LLMServer,
+) -> None:
+    server.script(
+        sse(
+            [
+                oa_tool(0, id="call_1", name="write_file"),
+                oa_tool(0, arguments='{"path": "a.txt", "content": "lorem ip'),
+                oa_finish("length"),
+                OA_DONE,
+            ]
+        )
+    )
+    with trio.fail_after(5), pytest.raises(ModelMaxTokensError) as caught:
+        await model(server, max_tokens=50).complete([Message.user("write")], TOOLS, Collect())
+    message = str(caught.value)
+    assert message.startswith("the reply was cut at max_tokens (50)")
+    assert "'write_file'" in message
+    assert "JSON" not in message
+    # Asking again the same way would stop at the same place: no retry.
+    assert len(server.requests) == 1
+    assert server.requests[0].json()["max_tokens"] == 50
+
+
+async def test_a_length_stop_in_plain_text_keeps_the_text(server: LLMServer) -> None:
+    server.script(sse([oa_text("The answer is"), oa_finish("length"), OA_DONE]))
+    with trio.fail_after(5):
+        response = await model(server).complete([Message.user("q")], [], Collect())
+    assert response.text == "The answer is"
+    assert "max_tokens" not in server.requests[0].json()
+
+
+def test_max_tokens_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        OpenAIModel("m", "http://127.0.0.1:1/v1", max_tokens=0)
+
+
+# --------------------------------------------------------------------------- headers
+
+
+async def test_custom_headers_are_sent_and_override_ours(server: LLMServer) -> None:
+    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+    headers = {
+        "HTTP-Referer": "https://example.org/agentrt",
+        "X-Title": "agentrt",
+        "Accept": "text/event-stream; charset=utf-8",
+    }
+    with trio.fail_after(5):
+        await model(server, headers=headers).complete([Message.user("hi")], [], Collect())
+    [request] = server.requests
+    assert request.headers["http-referer"] == "https://example.org/agentrt"
+    assert request.headers["x-title"] == "agentrt"
+    assert request.headers["accept"] == "text/event-stream; charset=utf-8"
+    assert request.headers["authorization"] == f"Bearer {CANARY}"
+    assert "example.org" not in repr(model(server, headers=headers))
+
+
+async def test_a_gateway_credential_header_is_scrubbed_from_errors(server: LLMServer) -> None:
+    gateway = "gw-5e1d9c7b3a2f4e6d"
+    server.script(json_error(401, {"error": {"message": f"bad gateway token {gateway}"}}))
+    headers = {"cf-aig-authorization": f"Bearer {gateway}"}
+    with trio.fail_after(5), pytest.raises(ModelAuthError) as caught:
+        await model(server, headers=headers).complete([Message.user("hi")], [], Collect())
+    assert server.requests[0].headers["cf-aig-authorization"] == f"Bearer {gateway}"
+    assert gateway not in str(caught.value)
+    assert "[redacted]" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("headers", "match"),
+    [
+        ({"X Title": "a"}, "not a valid HTTP header name"),
+        ({"X-Title": "a\r\nX-Evil: 1"}, "must be one line"),
+    ],
+)
+def test_a_header_that_cannot_be_sent_is_refused_when_the_model_is_built(
+    headers: dict[str, str], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        OpenAIModel("m", "http://127.0.0.1:1/v1", headers=headers)
+
+
+# --------------------------------------------------------------------------- Azure
+
+
+async def test_azure_sends_the_api_key_header_and_the_api_version(server: LLMServer) -> None:
+    server.script(sse([oa_text("from azure"), oa_finish(), oa_usage(3, 2), OA_DONE]))
+    azure = AzureOpenAIModel(
+        server.base_url, "gpt-4o-prod", api_key=CANARY, retry=FAST, max_tokens=77
+    )
+    with trio.fail_after(5):
+        response = await azure.complete([Message.user("hi")], TOOLS, Collect())
+    assert response.text == "from azure"
+    [request] = server.requests
+    assert request.path == "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
+    assert request.headers["api-key"] == CANARY
+    assert "authorization" not in request.headers
+    body = request.json()
+    assert "model" not in body  # the deployment picks the model
+    assert body["max_completion_tokens"] == 77
+    assert body["stream_options"] == {"include_usage": True}
+    assert azure.name == "azure:gpt-4o-prod"
+    assert CANARY not in repr(azure)
+
+
+async def test_azure_without_a_key_fails_before_sending(server: LLMServer) -> None:
+    azure = AzureOpenAIModel(server.base_url, "dep", api_version="2025-01-01-preview")
+    with trio.fail_after(5), pytest.raises(ModelAuthError, match="AZURE_OPENAI_API_KEY"):
+        await azure.complete([Message.user("hi")], [], Collect())
+    assert server.requests == []
+
+
+async def test_azure_401_names_the_azure_key_variable(server: LLMServer) -> None:
+    server.script(
+        json_error(401, {"error": {"code": "401", "message": "Access denied due to invalid key"}})
+    )
+    azure = AzureOpenAIModel(server.base_url, "dep", api_key=CANARY, retry=FAST)
+    with trio.fail_after(5), pytest.raises(ModelAuthError, match="AZURE_OPENAI_API_KEY") as caught:
+        await azure.complete([Message.user("hi")], [], Collect())
+    assert "Azure OpenAI" in str(caught.value)
+
+
+def test_make_model_builds_azure_from_its_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentrt.providers import make_model
+
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "az-key-from-env")
+    built = make_model("azure:gpt-4o-prod", base_url="https://res.openai.azure.com/")
+    assert isinstance(built, AzureOpenAIModel)
+    assert built.url == (
+        "https://res.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions"
+        "?api-version=2024-10-21"
+    )
+    assert built._api_key == "az-key-from-env"
+    with pytest.raises(ValueError, match="needs the Azure OpenAI endpoint as the base URL"):
+        make_model("azure:gpt-4o-prod")

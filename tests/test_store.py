@@ -401,3 +401,19 @@ async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothin
         assert stats.waiting == 0
     finally:
         await store.aclose()
+
+
+def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before() -> None:
+    from agentrt import ThinkingBlock
+    from agentrt._messages import Role
+    from agentrt._record import converter
+
+    plain = converter.unstructure(Message.user("hi"))
+    assert "thinking" not in plain  # rows written before thinking existed look the same
+    assert converter.structure(plain, Message) == Message.user("hi")
+    signed = Message(
+        Role.ASSISTANT,
+        "ok",
+        thinking=(ThinkingBlock("why", "sig=="), ThinkingBlock("", None, "ENCRYPTED")),
+    )
+    assert converter.structure(converter.unstructure(signed), Message) == signed

@@ -9,13 +9,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import hypothesis
+import hypothesis.strategies
 import pytest
 import trio
 
 from agentrt import RequestKind, Runtime, ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
+from agentrt.bots._markup import telegram_html
 
-from .fakes.telegram_server import TOKEN, FakeTelegram
+from .fakes.telegram_server import TOKEN, FakeTelegram, parse_html, utf16
 
 OWNER = 42
 CHAT = 42
@@ -392,3 +395,178 @@ async def test_daemon_telegram_flag_runs_the_bot_in_the_daemon(
         server.user_says(CHAT, OWNER, "hello daemon")
         await server.wait_for(lambda: "hello daemon" in last_text(server))
     process.terminate()
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+async def test_a_reply_is_sent_as_html_and_telegram_shows_its_markdown_formatted(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "**Bold** and `x < y` & <b>not a tag</b>")
+        await server.wait_for(lambda: last_text(server) == "Bold and x < y & <b>not a tag</b>")
+        await bot.bridge.wait_idle()
+    [message] = [m for m in server.messages.values() if m["chat_id"] == CHAT]
+    assert message["entities"] == [
+        {"type": "bold", "offset": 0, "length": 4},
+        {"type": "code", "offset": 9, "length": 5},
+    ]
+    # Every markup character that is not markup went escaped: Telegram refused nothing.
+    assert "&lt;b&gt;not a tag&lt;/b&gt;" in message["sent"]
+    sent = server.calls_of("sendMessage") + server.calls_of("editMessageText")
+    assert {c.payload.get("parse_mode") for c in sent} == {"HTML"}
+    assert [c.said for c in sent if c.status != 200 and "not modified" not in c.said] == []
+
+
+async def test_the_bots_own_words_go_as_plain_text_exactly_as_written(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "write a*b*_c_.txt hello")
+        message_id = await server.wait_for(lambda: confirmation(server))
+    held = server.messages[message_id]
+    assert "a*b*_c_.txt" in held["text"]  # not turned into italics: this is what will run
+    assert held["entities"] == []
+    [call] = [c for c in server.calls_of("sendMessage") if c.payload.get("reply_markup")]
+    assert "parse_mode" not in call.payload
+
+
+async def test_a_reply_whose_markup_telegram_refuses_is_sent_again_as_plain_text(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
+) -> None:
+    server.fail_next(
+        "sendMessage",
+        400,
+        {
+            "ok": False,
+            "error_code": 400,
+            "description": "Bad Request: can't parse entities: Unsupported start tag",
+        },
+    )
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "**plain** after all")
+        await server.wait_for(lambda: "after all" in last_text(server))
+    sends = server.calls_of("sendMessage")
+    assert [(c.status, c.payload.get("parse_mode")) for c in sends[:2]] == [
+        (400, "HTML"),
+        (200, None),
+    ]
+
+
+async def test_a_long_reply_is_split_counting_utf16_units_so_emoji_count_double(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
+) -> None:
+    emoji = "😀" * 3000  # 3000 characters, 6000 UTF-16 code units
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, emoji)
+        await server.wait_for(lambda: "".join(server.texts(CHAT)) == emoji)
+        await bot.bridge.wait_idle()
+    texts = server.texts(CHAT)
+    assert len(texts) == 2
+    assert all(utf16(t) <= 4096 for t in texts)
+    refused = [c.said for c in server.calls if c.status == 400 and "not modified" not in c.said]
+    assert refused == []
+
+
+# --------------------------------------------------------------------------- typing, webhook
+
+
+async def test_typing_is_shown_while_a_run_works(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
+) -> None:
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "sleep 0.2")
+        await server.wait_for(lambda: "Done." in last_text(server))
+    [first, *_] = server.calls_of("sendChatAction")
+    assert first.payload == {"chat_id": CHAT, "action": "typing"}
+    assert first.status == 200
+    reply = server.calls_of("sendMessage")[-1]
+    assert first.at <= reply.at
+
+
+def webhook_of(server: FakeTelegram) -> str | None:
+    """Read through a call, so that the type checker does not narrow it across steps."""
+    return server.webhook
+
+
+async def test_a_webhook_that_blocks_polling_is_deleted_and_polling_goes_on(
+    runtime: Runtime, server: FakeTelegram, nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.webhook = "https://example.org/telegram-hook"
+    bot = make_bot(runtime, server)
+    await nursery.start(bot.run)
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "still here")
+        await server.wait_for(lambda: last_text(server) == "still here")
+    assert webhook_of(server) is None
+    [deleted] = server.calls_of("deleteWebhook")
+    assert deleted.payload == {"drop_pending_updates": False}  # the queued updates stay
+    assert [c.status for c in server.calls_of("getUpdates")][:2] == [409, 200]
+    assert "webhook" in caplog.text
+
+
+async def test_another_poller_is_not_a_reason_to_delete_a_webhook(
+    runtime: Runtime, server: FakeTelegram, nursery: trio.Nursery
+) -> None:
+    server.fail_next(
+        "getUpdates",
+        409,
+        {
+            "ok": False,
+            "error_code": 409,
+            "description": "Conflict: terminated by other getUpdates request; make sure that"
+            " only one bot instance is running",
+        },
+    )
+    bot = make_bot(runtime, server)
+    await nursery.start(bot.run)
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "still here")
+        await server.wait_for(lambda: last_text(server) == "still here")
+    assert server.calls_of("deleteWebhook") == []
+
+
+# --------------------------------------------------------------------------- Markdown as HTML
+
+
+def test_markdown_becomes_telegrams_html() -> None:
+    source = (
+        "# Deploy\n\nRun **now**, *carefully*, with `make deploy` & ~~not~~ <b>.\n\n"
+        "- first\n- second\n  1. nested\n\n"
+        '```python\nif a < b:\n    pass\n```\n\n> quoted\n\n[the docs](https://x.org/?a=1&b="2")'
+    )
+    text, entities = parse_html(telegram_html(source))
+    assert text == (
+        "Deploy\n\nRun now, carefully, with make deploy & not <b>.\n\n"
+        "• first\n• second\n  1. nested\n\n"
+        "if a < b:\n    pass\n\nquoted\n\nthe docs"
+    )
+    kinds = [(e["type"], text[e["offset"] : e["offset"] + e["length"]]) for e in entities]
+    assert kinds == [
+        ("bold", "Deploy"),
+        ("bold", "now"),
+        ("italic", "carefully"),
+        ("code", "make deploy"),
+        ("strikethrough", "not"),
+        ("pre", "if a < b:\n    pass"),
+        ("blockquote", "quoted"),
+        ("text_link", "the docs"),
+    ]
+    assert entities[5]["language"] == "python"
+    assert entities[-1]["url"] == "https://x.org/?a=1&b=%222%22"
+
+
+@hypothesis.given(
+    hypothesis.strategies.text(
+        alphabet=hypothesis.strategies.sampled_from(list("ab *_`~#>-+1.[]()<>&\"'\n😀|!\\")),
+        max_size=200,
+    )
+)
+def test_any_reply_becomes_markup_telegram_accepts_and_shows_no_longer(source: str) -> None:
+    markup = telegram_html(source)
+    if not markup.strip():
+        return
+    text, _ = parse_html(markup)  # raises as Telegram refuses: unescaped or unbalanced markup
+    # Cutting the Markdown to the limit is enough: what Telegram counts is never longer.
+    assert utf16(text) <= utf16(source)

@@ -104,6 +104,23 @@ def test_entries_keep_their_prefixes_and_the_subagent_label() -> None:
     assert all(line.startswith("  ") for line in lines[1:])
 
 
+def test_reasoning_is_dimmed_plain_text_and_labels_a_subagent() -> None:
+    entry = TranscriptEntry(EntryKind.REASONING, ["**not** markdown, just thoughts " * 2])
+    lines = entry_lines(entry, 30)
+    assert text(lines[0]).startswith("  **not** markdown")
+    assert {style for line in lines for style, t in line if t.strip()} == {"class:reasoning"}
+    sub = TranscriptEntry(EntryKind.REASONING, ["hmm"], agent="sub1")
+    assert [text(line) for line in entry_lines(sub, 30)] == ["  [sub1] hmm"]
+
+
+def test_the_reasoning_style_is_dim() -> None:
+    from agenttui._app import STYLE
+
+    attrs = STYLE.get_attrs_for_style_str("class:reasoning")
+    assert attrs.color == "ansibrightblack"
+    assert attrs.italic
+
+
 def test_help_wraps_under_its_description_column() -> None:
     lines = [text(line) for line in entry_lines(TranscriptEntry(EntryKind.HELP, [HELP_TEXT]), 60)]
     enter = lines.index(next(line for line in lines if line.startswith("  Enter ")))

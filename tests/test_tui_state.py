@@ -19,6 +19,7 @@ from agentrt.frames import (
     PendingList,
     PendingRequest,
     PendingTask,
+    ReasoningFrame,
     Run,
     TaskFrame,
     TextFrame,
@@ -55,6 +56,7 @@ from agenttui._state import (
     on_ended,
     on_error,
     on_pending,
+    on_reasoning,
     on_task,
     on_text,
     on_tool_call,
@@ -169,6 +171,27 @@ def test_subagent_text_gets_its_own_block() -> None:
         ("sub1", "sub textmore"),
         ("", "main again"),
     ]
+
+
+def test_reasoning_is_a_block_of_its_own_before_the_reply() -> None:
+    state = started()
+    on_reasoning(state, ReasoningFrame("t1", "The user "))
+    on_reasoning(state, ReasoningFrame("t1", "wants a poem."))
+    on_text(state, TextFrame("t1", "Roses"))
+    on_reasoning(state, ReasoningFrame("t1", "Next verse."))
+    assert [(e.kind, e.text) for e in state.transcript[-3:]] == [
+        (EntryKind.REASONING, "The user wants a poem."),
+        (EntryKind.ASSISTANT, "Roses"),
+        (EntryKind.REASONING, "Next verse."),
+    ]
+    assert state.run is not None
+    assert state.run.shown  # Esc now asks first: the reasoning was work that would be lost
+
+
+def test_reasoning_of_another_window_is_not_shown() -> None:
+    state = started()
+    on_reasoning(state, ReasoningFrame("t-other", "not mine"))
+    assert all(e.kind is not EntryKind.REASONING for e in state.transcript)
 
 
 # -- the Esc cascade -------------------------------------------------------------------------
@@ -647,6 +670,8 @@ def test_status_line_labels_the_token_counts() -> None:
     state = started()
     on_usage(state, UsageFrame("t1", 3, 0))
     assert "tokens in 3 / out 0" in status_text(state, now=1.0)
+    on_usage(state, UsageFrame("t1", 1200, 10, cache_read_tokens=1024, cache_creation_tokens=100))
+    assert "tokens in 1203 (1024 cached) / out 10" in status_text(state, now=1.0)
 
 
 # -- scrolling the transcript ------------------------------------------------------------

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._context import bind_context as bind_context
     from ._context import current_context as current_context
     from ._events import Event as Event
+    from ._events import ReasoningEvent as ReasoningEvent
     from ._events import RunEnded as RunEnded
     from ._events import TaskStarted as TaskStarted
     from ._events import TextEvent as TextEvent
@@ -48,7 +49,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._messages import Model as Model
     from ._messages import ModelError as ModelError
     from ._messages import ModelResponse as ModelResponse
+    from ._messages import ReasoningDelta as ReasoningDelta
     from ._messages import TextDelta as TextDelta
+    from ._messages import ThinkingBlock as ThinkingBlock
     from ._messages import ToolCall as ToolCall
     from ._messages import ToolCallDelta as ToolCallDelta
     from ._messages import ToolSpec as ToolSpec
@@ -100,6 +103,7 @@ _WHERE: dict[str, str] = {
     "bind_context": "_context",
     "current_context": "_context",
     "Event": "_events",
+    "ReasoningEvent": "_events",
     "RunEnded": "_events",
     "TaskStarted": "_events",
     "TextEvent": "_events",
@@ -129,7 +133,9 @@ _WHERE: dict[str, str] = {
     "Model": "_messages",
     "ModelError": "_messages",
     "ModelResponse": "_messages",
+    "ReasoningDelta": "_messages",
     "TextDelta": "_messages",
+    "ThinkingBlock": "_messages",
     "ToolCall": "_messages",
     "ToolCallDelta": "_messages",
     "ToolSpec": "_messages",

@@ -22,6 +22,7 @@ from ._config import AgentConfig as AgentConfig
 from ._context import RequestContext, bind_context, current_context
 from ._events import (
     Event,
+    ReasoningEvent,
     TextEvent,
     ToolCallDeltaEvent,
     ToolCallEvent,
@@ -34,6 +35,7 @@ from ._messages import (
     Message,
     Model,
     ModelDelta,
+    ReasoningDelta,
     Role,
     TextDelta,
     ToolCall,
@@ -160,14 +162,22 @@ class AgentRun:
                 self._model_messages(), offered_to(self.model), self._on_delta
             )
             if response.usage is not None:
+                usage = response.usage
                 await self.emit(
                     UsageEvent(
-                        self.task_hash, response.usage.input_tokens, response.usage.output_tokens
+                        self.task_hash,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        usage.cache_read_tokens,
+                        usage.cache_creation_tokens,
                     )
                 )
             message = response.as_message()
             text = self.config.redactor.redact(message.content)
-            await self.commit(attrs.evolve(message, content=text))
+            # A secret in the model's reasoning is scrubbed too; the block then loses its
+            # signature, and the provider no longer sends it back.
+            thinking = tuple(b.scrubbed(self.config.redactor.redact) for b in message.thinking)
+            await self.commit(attrs.evolve(message, content=text, thinking=thinking))
             if not response.tool_calls:
                 return text, None
 
@@ -192,6 +202,9 @@ class AgentRun:
             # A model may hand over a long text in one piece; events stay small.
             for piece in split_text(self.config.redactor.redact(delta.text)):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
+        elif isinstance(delta, ReasoningDelta):
+            for piece in split_text(self.config.redactor.redact(delta.text)):
+                await self.emit(ReasoningEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ToolCallDelta):
             await self.emit(
                 ToolCallDeltaEvent(

@@ -35,6 +35,18 @@ class TextEvent:
 
 
 @attrs.frozen
+class ReasoningEvent:
+    """Streamed reasoning ("thinking") of the model: shown apart from its answer, dimmed.
+
+    Not part of the reply: a front-end that shows only answers may ignore it.
+    """
+
+    task_hash: str
+    text: str
+    agent: str = ""
+
+
+@attrs.frozen
 class ToolCallEvent:
     """A tool call is about to run.
 
@@ -113,11 +125,18 @@ class VerifyEvent:
 
 @attrs.frozen
 class UsageEvent:
-    """Token usage reported by the model for one response."""
+    """Token usage reported by the model for one response.
+
+    `input_tokens` counts every prompt token, cached or not; of them,
+    `cache_read_tokens` were read from the provider's prompt cache and
+    `cache_creation_tokens` written to it.
+    """
 
     task_hash: str
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @attrs.frozen
@@ -140,6 +159,7 @@ class RunEnded:
 Event = (
     TaskStarted
     | TextEvent
+    | ReasoningEvent
     | ToolCallDeltaEvent
     | ToolCallEvent
     | ToolResultEvent

@@ -28,6 +28,36 @@ class ToolCall:
 
 
 @attrs.frozen
+class ThinkingBlock:
+    """A model's signed reasoning, kept in the transcript to be sent back as it came.
+
+    Anthropic's extended thinking returns ``thinking`` blocks whose `signature`
+    the API checks when the block is sent back (which it requires during a
+    round of tool calls), and ``redacted_thinking`` blocks whose encrypted
+    `redacted` data only the API can read. A block whose text had to be
+    changed (a secret scrubbed out) loses its signature: it can no longer be
+    sent back, and the provider leaves it out.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    #: The encrypted data of a ``redacted_thinking`` block (its text is then empty).
+    redacted: str | None = None
+
+    @property
+    def sendable(self) -> bool:
+        """Whether the API will take this block back (signed, or redacted by the API itself)."""
+        return bool(self.signature) or bool(self.redacted)
+
+    def scrubbed(self, scrub: Callable[[str], str]) -> ThinkingBlock:
+        """This block with `scrub` applied to its text; unsigned if that changed anything."""
+        text = scrub(self.text)
+        if text == self.text:
+            return self
+        return attrs.evolve(self, text=text, signature=None)
+
+
+@attrs.frozen
 class Message:
     """One message of a transcript."""
 
@@ -39,6 +69,8 @@ class Message:
     tool_call_id: str | None = None
     #: On a tool message: the tool's name.
     name: str | None = None
+    #: On an assistant message: the model's signed reasoning, sent back on later turns.
+    thinking: tuple[ThinkingBlock, ...] = ()
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -72,10 +104,17 @@ class ToolSpec:
 
 @attrs.frozen
 class Usage:
-    """Token counts reported by a model for one response."""
+    """Token counts reported by a model for one response.
+
+    `input_tokens` counts every prompt token the model read, cached or not;
+    `cache_read_tokens` of them came from the provider's prompt cache and
+    `cache_creation_tokens` were written to it (both 0 when not reported).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @attrs.frozen
@@ -95,7 +134,14 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-ModelDelta = TextDelta | ToolCallDelta
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""
+
+    text: str
+
+
+ModelDelta = TextDelta | ToolCallDelta | ReasoningDelta
 
 
 @attrs.frozen
@@ -105,10 +151,12 @@ class ModelResponse:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage | None = None
+    #: Signed reasoning the provider needs back on the next turn (see `ThinkingBlock`).
+    thinking: tuple[ThinkingBlock, ...] = ()
 
     def as_message(self) -> Message:
         """The assistant message this response becomes in the transcript."""
-        return Message.assistant(self.text, self.tool_calls)
+        return Message(Role.ASSISTANT, self.text, self.tool_calls, thinking=self.thinking)
 
 
 OnDelta = Callable[[ModelDelta], Awaitable[None]]

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from ._cause import Cause
 from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
@@ -258,6 +259,11 @@ def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEff
 
 #: The one converter for records on disk.
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
+# Most messages have no kept thinking: they are written without the field, as before it existed.
+converter.register_unstructure_hook(
+    Message,
+    make_dict_unstructure_fn(Message, converter, thinking=override(omit_if_default=True)),
+)
 
 
 RESUME_NOTE = (

@@ -58,7 +58,8 @@ def make_model(
     secrets: SecretStore | None = None,
     options: ModelOptions | None = None,
 ) -> Model:
-    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``.
+    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``
+    or ``azure:DEPLOYMENT``.
 
     An ``openai:`` or ``anthropic:`` model is a `agentrt.providers.ConfiguredModel`
     built with `options`: its key is read at each request from the variable
@@ -75,6 +76,13 @@ def make_model(
         return ScriptedModel()
     if spec.startswith("replay:"):
         return ReplayModel.from_file(spec.removeprefix("replay:"))
+    if spec.startswith("azure:"):
+        # An Azure deployment: its endpoint is the base URL, and it is required.
+        from .providers import make_model as make_provider_model
+
+        return make_provider_model(
+            spec, base_url=base_url or (options.base_url if options else None), secrets=secrets
+        )
     from .providers import ConfiguredModel
     from .providers import ModelOptions as Options
 

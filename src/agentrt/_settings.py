@@ -73,10 +73,11 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
 def check_model_spec(spec: str) -> str:
     """Return `spec` if it has one of the model forms; raise ValueError naming them if not."""
     kind, colon, name = spec.partition(":")
-    if spec == "scripted" or (colon and name.strip() and kind in ("replay", *PROVIDERS)):
+    if spec == "scripted" or (colon and name.strip() and kind in ("replay", "azure", *PROVIDERS)):
         return spec
     raise ValueError(
-        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME' or 'anthropic:NAME'"
+        f"unknown model {spec!r}; use 'scripted', 'replay:PATH', 'openai:NAME', 'anthropic:NAME'"
+        " or 'azure:DEPLOYMENT'"
     )
 
 

@@ -15,6 +15,7 @@ import cattrs
 
 from ._events import (
     Event,
+    ReasoningEvent,
     RunEnded,
     TaskStarted,
     TextEvent,
@@ -44,6 +45,7 @@ _converter = cattrs.Converter()
 EVENT_TYPES: dict[type, str] = {
     TaskStarted: "task_started",
     TextEvent: "text",
+    ReasoningEvent: "reasoning",
     ToolCallDeltaEvent: "tool_call_delta",
     ToolCallEvent: "tool_call",
     ToolResultEvent: "tool_result",

@@ -36,6 +36,7 @@ from ._cause import Cause
 from ._events import (
     Event,
     Outcome,
+    ReasoningEvent,
     RunEnded,
     TaskStarted,
     TextEvent,
@@ -91,6 +92,7 @@ from .frames import (
     PendingList,
     PendingRequest,
     PendingTask,
+    ReasoningFrame,
     Run,
     Scope,
     TaskFrame,
@@ -117,6 +119,7 @@ EXIT_USER_CANCEL = 130
 _EVENT_OF_FRAME: dict[type, type] = {
     TaskFrame: TaskStarted,
     TextFrame: TextEvent,
+    ReasoningFrame: ReasoningEvent,
     ToolCallDeltaFrame: ToolCallDeltaEvent,
     ToolCallFrame: ToolCallEvent,
     ToolResultFrame: ToolResultEvent,

@@ -209,6 +209,16 @@ class TextFrame:
 
 
 @attrs.frozen
+class ReasoningFrame:
+    """Streamed reasoning ("thinking") of run `task`'s model, shown apart from its answer."""
+
+    TYPE: ClassVar[str] = "reasoning"
+    task: str
+    text: str
+    agent: str = ""
+
+
+@attrs.frozen
 class ToolCallFrame:
     """A tool call of run `task` is about to run."""
 
@@ -255,12 +265,18 @@ class ToolResultFrame:
 
 @attrs.frozen
 class UsageFrame:
-    """Token usage of one model response of run `task`."""
+    """Token usage of one model response of run `task`.
+
+    `input_tokens` counts every prompt token; `cache_read_tokens` of them came
+    from the provider's prompt cache, `cache_creation_tokens` were written to it.
+    """
 
     TYPE: ClassVar[str] = "usage"
     task: str
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @attrs.frozen
@@ -424,6 +440,7 @@ DaemonFrame = (
     Welcome
     | TaskFrame
     | TextFrame
+    | ReasoningFrame
     | ToolCallDeltaFrame
     | ToolCallFrame
     | ToolResultFrame

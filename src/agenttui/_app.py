@@ -59,6 +59,8 @@ STYLE = Style.from_dict(
     {
         "user": "bold ansicyan",
         "agent": "ansimagenta",
+        # The model's reasoning: dimmed, so the reply stands out.
+        "reasoning": "ansibrightblack italic",
         "tool": "ansiyellow",
         "tool-result": "ansibrightblack",
         "info": "ansigreen",

@@ -33,6 +33,7 @@ Line = list[tuple[str, str]]
 PREFIX: dict[EntryKind, tuple[str, str]] = {
     EntryKind.USER: ("class:user", "> "),
     EntryKind.ASSISTANT: ("", ""),
+    EntryKind.REASONING: ("class:reasoning", "  "),
     EntryKind.TOOL_CALL: ("class:tool", "* "),
     EntryKind.TOOL_RESULT: ("class:tool-result", "  = "),
     EntryKind.INFO: ("class:info", "-- "),
@@ -464,6 +465,8 @@ def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
             hang = len(columns.group(1)) if columns else indent + 2
             out += wrap([(style, body)], width, [("", " " * indent)], [("", " " * hang)])
         return out
+    if entry.kind is EntryKind.REASONING and entry.agent:
+        prefix = f"{prefix}[{entry.agent}] "
     lines = wrap_text([(style, text)], width, [(style, prefix)], [("", " " * len(prefix))])
     if entry.kind is EntryKind.USER and entry.serial:
         # A blank line before each message keeps the exchanges apart.

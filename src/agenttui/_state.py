@@ -45,6 +45,7 @@ from agentrt.frames import (
     PendingList,
     PendingRequest,
     PendingTask,
+    ReasoningFrame,
     Run,
     TaskFrame,
     TextFrame,
@@ -141,6 +142,8 @@ class EntryKind(enum.Enum):
 
     USER = "user"
     ASSISTANT = "assistant"
+    #: The model's streamed reasoning ("thinking"), shown dimmed.
+    REASONING = "reasoning"
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     INFO = "info"
@@ -321,6 +324,8 @@ class TuiState:
     quit_armed: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Of the input tokens, those read from the provider's prompt cache.
+    cached_tokens: int = 0
 
     @property
     def ask(self) -> AskFrame | None:
@@ -1077,6 +1082,25 @@ def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
     return []
 
 
+def on_reasoning(state: TuiState, frame: ReasoningFrame) -> list[Action]:
+    """Streamed reasoning of the model: a dimmed block of its own, apart from the reply."""
+    if not frame.text or not _ours(state, frame.task):
+        return []
+    _mark_shown(state)
+    last = state.transcript[-1] if state.transcript else None
+    if (
+        last is not None
+        and last.kind is EntryKind.REASONING
+        and last.task == frame.task
+        and last.agent == frame.agent
+    ):
+        last.parts.append(frame.text)
+        return []
+    _add(state, EntryKind.REASONING, frame.text, frame.task)
+    state.transcript[-1].agent = frame.agent
+    return []
+
+
 def _short(arguments: dict[str, Any]) -> str:
     text = " ".join(f"{key}={value!r}" for key, value in arguments.items())
     return text if len(text) <= 200 else text[:197] + "..."
@@ -1118,6 +1142,7 @@ def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     """Token usage of one model response."""
     state.input_tokens += frame.input_tokens
     state.output_tokens += frame.output_tokens
+    state.cached_tokens += frame.cache_read_tokens
     return []
 
 
@@ -1246,6 +1271,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     Welcome: connected,
     TaskFrame: on_task,
     TextFrame: on_text,
+    ReasoningFrame: on_reasoning,
     ToolCallDeltaFrame: on_tool_call_delta,
     ToolCallFrame: on_tool_call,
     ToolResultFrame: on_tool_result,
@@ -1303,7 +1329,8 @@ def status_text(state: TuiState, now: float) -> str:
     if state.cwd:
         parts.append(f"in {short_path(state.cwd)}")
     if state.input_tokens or state.output_tokens:
-        parts.append(f"tokens in {state.input_tokens} / out {state.output_tokens}")
+        cached = f" ({state.cached_tokens} cached)" if state.cached_tokens else ""
+        parts.append(f"tokens in {state.input_tokens}{cached} / out {state.output_tokens}")
     if state.can_restore_input:
         parts.append("Esc brings back the cleared text")
     return "  |  ".join(parts)

@@ -10,15 +10,24 @@ history, so events dispatched while the bot is disconnected are replayed on
 RESUME, as Discord does.
 
 REST answers ``GET /gateway/bot``, ``POST /channels/{id}/messages``,
-``PATCH /channels/{id}/messages/{id}`` and
-``POST /interactions/{id}/{token}/callback``; `fail_next` makes the next
-request of a kind answer an error (a 429 with ``retry_after``, for one).
+``PATCH /channels/{id}/messages/{id}``, ``POST /channels/{id}/typing``,
+``PUT /applications/{id}/commands`` (a bulk overwrite of the slash
+commands, checked as Discord checks them), ``POST
+/interactions/{id}/{token}/callback`` and the interaction's webhook
+(``PATCH /webhooks/{application}/{token}/messages/@original``, ``POST
+/webhooks/{application}/{token}`` for follow-ups). As on Discord, an
+interaction not answered within 3 seconds of its dispatch is gone (404,
+code 10062), a second answer is refused (400, code 40060), and its webhook
+works only once it was answered. `fail_next` makes the next request of a
+kind answer an error (a 429 with ``retry_after``, for one); `hold` keeps the
+requests of a kind waiting until the test lets them go.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -35,6 +44,9 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketReque
 
 TOKEN = "discord-test-token"
 BOT_ID = "900"
+#: Seconds Discord gives an interaction to be answered.
+INTERACTION_DEADLINE = 3.0
+_COMMAND_NAME = re.compile(r"^[-_\w]{1,32}$")
 
 
 @attrs.frozen
@@ -66,6 +78,15 @@ class FakeDiscord:
     invalidate_next_resume: bool = False
     session_id: str | None = None
     history: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The application's slash commands, as the last bulk overwrite left them.
+    commands: list[dict[str, Any]] = attrs.field(factory=list)
+    #: Interactions by token: when dispatched, and the callback type that answered them.
+    interactions: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: The answer shown for each interaction (its @original message), by token.
+    responses: dict[str, str] = attrs.field(factory=dict)
+    #: How many requests of each kind `hold` keeps waiting now.
+    waiting: dict[str, int] = attrs.field(factory=dict)
+    _holds: dict[str, trio.Event] = attrs.field(factory=dict)
     _failures: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = attrs.field(
         factory=dict
     )
@@ -97,6 +118,14 @@ class FakeDiscord:
                     self._callback,
                     methods=["POST"],
                 ),
+                Route("/api/v10/channels/{cid}/typing", self._typing, methods=["POST"]),
+                Route("/api/v10/applications/{app}/commands", self._commands, methods=["PUT"]),
+                Route(
+                    "/api/v10/webhooks/{app}/{itoken}/messages/@original",
+                    self._edit_original,
+                    methods=["PATCH"],
+                ),
+                Route("/api/v10/webhooks/{app}/{itoken}", self._followup, methods=["POST"]),
             ]
         )
         config = Config()
@@ -157,7 +186,36 @@ class FakeDiscord:
 
     def press(self, user: str, message_id: str, custom_id: str) -> dict[str, Any]:
         """Dispatch a press of one of the buttons under `message_id`."""
-        return self.dispatch("INTERACTION_CREATE", self.press_data(user, message_id, custom_id))
+        return self._interact(self.press_data(user, message_id, custom_id))
+
+    def slash(self, user: str, channel: str, name: str) -> dict[str, Any]:
+        """Dispatch a use of the registered slash command `name` in `channel`."""
+        [command] = [c for c in self.commands if c["name"] == name]
+        return self._interact(
+            {
+                "id": self._snowflake(),
+                "application_id": BOT_ID,
+                "type": 2,
+                "token": f"itoken{next(self._ids)}",
+                "version": 1,
+                "channel_id": channel,
+                "member": {"user": {"id": user, "username": f"user{user}"}},
+                "data": {"id": command["id"], "name": name, "type": 1},
+            }
+        )
+
+    def _interact(self, data: dict[str, Any]) -> dict[str, Any]:
+        self.interactions[data["token"]] = {
+            "id": data["id"],
+            "at": time.monotonic(),
+            "answered": None,
+        }
+        return self.dispatch("INTERACTION_CREATE", data)
+
+    def hold(self, kind: str) -> trio.Event:
+        """Keep REST requests of `kind` waiting until the returned event is set."""
+        release = self._holds[kind] = trio.Event()
+        return release
 
     async def drop(self) -> None:
         """Drop the bot's gateway connection; later dispatches wait for a RESUME."""
@@ -313,9 +371,18 @@ class FakeDiscord:
     ) -> Response:
         raw = await request.body()
         body = json.loads(raw) if raw else None
+        held = self._holds.get(kind)
+        if held is not None and not held.is_set():
+            self.waiting[kind] = self.waiting.get(kind, 0) + 1
+            self._notify()
+            await held.wait()
+            self.waiting[kind] -= 1
         headers: dict[str, str]
         reply: Any
-        if request.headers.get("authorization") != f"Bot {self.token}":
+        if request.headers.get("authorization") != f"Bot {self.token}" and kind not in (
+            "original",
+            "followup",
+        ):  # an interaction's webhook is authorised by its token
             status, reply, headers = 401, {"message": "401: Unauthorized", "code": 0}, {}
         elif self._failures.get(kind):
             status, reply, headers = self._failures[kind].pop(0)
@@ -371,4 +438,76 @@ class FakeDiscord:
         return await self._answer("edit", request, ok)
 
     async def _callback(self, request: Request) -> Response:
-        return await self._answer("callback", request, lambda _: (204, None))
+        token = request.path_params["itoken"]
+
+        def ok(body: Any) -> tuple[int, Any]:
+            held = self.interactions.get(token)
+            if held is None or held["id"] != request.path_params["iid"]:
+                return 404, {"message": "Unknown interaction", "code": 10062}
+            if time.monotonic() - held["at"] > INTERACTION_DEADLINE:
+                return 404, {"message": "Unknown interaction", "code": 10062}
+            if held["answered"] is not None:
+                return 400, {
+                    "message": "Interaction has already been acknowledged.",
+                    "code": 40060,
+                }
+            if body.get("type") not in (1, 4, 5, 6, 7, 9):
+                return 400, {"message": "Invalid Form Body", "code": 50035}
+            held["answered"] = body["type"]
+            if body["type"] == 4:
+                self.responses[token] = body["data"]["content"]
+            return 204, None
+
+        return await self._answer("callback", request, ok)
+
+    async def _typing(self, request: Request) -> Response:
+        return await self._answer("typing", request, lambda _: (204, None))
+
+    async def _commands(self, request: Request) -> Response:
+        def ok(body: Any) -> tuple[int, Any]:
+            if request.path_params["app"] != BOT_ID:
+                return 403, {"message": "Missing Access", "code": 50001}
+            for command in body:
+                description = command.get("description", "")
+                if (
+                    not _COMMAND_NAME.match(command.get("name", ""))
+                    or command["name"] != command["name"].lower()
+                    or not 1 <= len(description) <= 100
+                    or command.get("type", 1) != 1
+                ):
+                    return 400, {"message": "Invalid Form Body", "code": 50035}
+            self.commands = [
+                {**command, "id": self._snowflake(), "application_id": BOT_ID} for command in body
+            ]
+            return 200, self.commands
+
+        return await self._answer("commands", request, ok)
+
+    def _webhook_of(self, request: Request) -> tuple[str, dict[str, Any] | None]:
+        token = request.path_params["itoken"]
+        held = self.interactions.get(token)
+        if request.path_params["app"] != BOT_ID or held is None or held["answered"] is None:
+            return token, None
+        return token, held
+
+    async def _edit_original(self, request: Request) -> Response:
+        token, held = self._webhook_of(request)
+
+        def ok(body: Any) -> tuple[int, Any]:
+            if held is None:
+                return 404, {"message": "Unknown Webhook", "code": 10015}
+            self.responses[token] = body["content"]
+            return 200, {"id": self._snowflake(), "content": body["content"]}
+
+        return await self._answer("original", request, ok)
+
+    async def _followup(self, request: Request) -> Response:
+        token, held = self._webhook_of(request)
+
+        def ok(body: Any) -> tuple[int, Any]:
+            if held is None:
+                return 404, {"message": "Unknown Webhook", "code": 10015}
+            self.responses[token] += "\n" + body["content"]
+            return 200, {"id": self._snowflake(), "content": body["content"]}
+
+        return await self._answer("followup", request, ok)

@@ -8,7 +8,9 @@ a framework, so that a test controls exactly which bytes go out when and sees
 the disconnect itself, not a framework's idea of it.
 
 Helpers build the two wire formats: OpenAI chat completion chunks (`oa_*`,
-ending in ``data: [DONE]``) and Anthropic message events (`an_event`).
+ending in ``data: [DONE]``) and Anthropic message events (`an_*`), reasoning,
+extended thinking and prompt-cache usage included. `tests/test_wire_formats.py`
+parses what they build with the official SDKs' own models.
 """
 
 from __future__ import annotations
@@ -267,23 +269,37 @@ def oa_tool(
     return oa_chunk({"tool_calls": [call]})
 
 
+def oa_reasoning(text: str, field: str = "reasoning_content") -> bytes:
+    """A chunk of reasoning, as DeepSeek and vLLM (``reasoning_content``) or Ollama and
+    OpenRouter (``reasoning``) stream it beside the answer."""
+    return oa_chunk({field: text})
+
+
 def oa_finish(reason: str = "stop") -> bytes:
     """The chunk that ends choice 0."""
     return oa_chunk({}, finish_reason=reason)
 
 
-def oa_usage(prompt: int, completion: int) -> bytes:
-    """The usage chunk sent with ``stream_options.include_usage`` (no choices)."""
+def oa_usage(prompt: int, completion: int, cached: int | None = None) -> bytes:
+    """The usage chunk sent with ``stream_options.include_usage`` (no choices).
+
+    `cached` adds ``prompt_tokens_details.cached_tokens``, as OpenAI reports prompt caching.
+    """
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return _oa(
         {
             "id": "chatcmpl-1",
             "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": "test-model",
             "choices": [],
-            "usage": {
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-            },
+            "usage": usage,
         }
     )
 
@@ -304,8 +320,12 @@ def an_event(kind: str, **fields: Any) -> bytes:
     return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
-def an_start(input_tokens: int = 10) -> bytes:
-    """``message_start`` with the input usage."""
+def an_start(input_tokens: int = 10, *, cache_read: int = 0, cache_creation: int = 0) -> bytes:
+    """``message_start`` with the input usage (``input_tokens`` is the uncached part)."""
+    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 1}
+    if cache_read or cache_creation:
+        usage["cache_read_input_tokens"] = cache_read
+        usage["cache_creation_input_tokens"] = cache_creation
     return an_event(
         "message_start",
         message={
@@ -316,7 +336,7 @@ def an_start(input_tokens: int = 10) -> bytes:
             "model": "test-model",
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            "usage": usage,
         },
     )
 
@@ -351,6 +371,45 @@ def an_tool_block(index: int, id: str, name: str, json_pieces: Iterable[str]) ->
     ]
     out.append(an_event("content_block_stop", index=index))
     return out
+
+
+def an_thinking_block(index: int, pieces: Iterable[str], signature: str) -> list[bytes]:
+    """A whole extended-thinking block: start, ``thinking_delta`` per piece, the
+    ``signature_delta`` just before the stop, as the API sends it."""
+    out = [
+        an_event(
+            "content_block_start",
+            index=index,
+            content_block={"type": "thinking", "thinking": "", "signature": ""},
+        )
+    ]
+    out += [
+        an_event(
+            "content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": p}
+        )
+        for p in pieces
+    ]
+    out.append(
+        an_event(
+            "content_block_delta",
+            index=index,
+            delta={"type": "signature_delta", "signature": signature},
+        )
+    )
+    out.append(an_event("content_block_stop", index=index))
+    return out
+
+
+def an_redacted_thinking_block(index: int, data: str) -> list[bytes]:
+    """A ``redacted_thinking`` block: encrypted data, whole in its start event."""
+    return [
+        an_event(
+            "content_block_start",
+            index=index,
+            content_block={"type": "redacted_thinking", "data": data},
+        ),
+        an_event("content_block_stop", index=index),
+    ]
 
 
 def an_end(stop_reason: str = "end_turn", output_tokens: int = 5) -> list[bytes]:

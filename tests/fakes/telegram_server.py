@@ -4,17 +4,26 @@ It speaks the Bot API's HTTP shapes (``POST /bot<token>/<method>`` with a JSON
 body, replies ``{"ok": true, "result": ...}`` or ``{"ok": false,
 "error_code": ..., "description": ..., "parameters": {...}}``) for the methods
 a bot uses: ``getMe``, ``getUpdates`` (a real long poll honouring ``offset``
-and ``timeout``), ``sendMessage``, ``editMessageText`` and
-``answerCallbackQuery``. A test plays the users (`user_says`, `press`) and
-reads what the bot did from `calls`; `fail_next` makes the next calls of a
-method fail (a 429 with ``retry_after``, a 502).
+and ``timeout``; a 409 while a webhook is set), ``sendMessage``,
+``editMessageText``, ``answerCallbackQuery``, ``sendChatAction``,
+``setWebhook`` and ``deleteWebhook``. A test plays the users (`user_says`,
+`press`) and reads what the bot did from `calls`; `fail_next` makes the next
+calls of a method fail (a 429 with ``retry_after``, a 502).
+
+Text is taken as Telegram takes it: with ``parse_mode: "HTML"`` the markup is
+parsed (only Telegram's tags; every ``<``, ``>``, ``&`` that is not markup
+must be escaped) into the plain `text` and its `entities`, with offsets in
+UTF-16 code units, and a text longer than 4096 UTF-16 code units after
+parsing is refused, as are malformed markup and an empty text.
 """
 
 from __future__ import annotations
 
+import html
 import itertools
 import time
 from collections.abc import Callable
+from html.parser import HTMLParser
 from typing import Any, cast
 
 import attrs
@@ -28,6 +37,94 @@ from starlette.routing import Route
 
 TOKEN = "123456:TEST-token"
 BOT_ID = 123456
+#: Telegram's limit on a message's text, in UTF-16 code units after the markup is parsed.
+MAX_TEXT = 4096
+
+#: HTML tags Telegram accepts, and the entity each one makes.
+_TAGS = {
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "u": "underline",
+    "ins": "underline",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "tg-spoiler": "spoiler",
+    "span": "spoiler",
+    "a": "text_link",
+    "code": "code",
+    "pre": "pre",
+    "blockquote": "blockquote",
+}
+
+
+def utf16(text: str) -> int:
+    """Length in UTF-16 code units, as Telegram counts."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+class ParseError(ValueError):
+    """Telegram's "can't parse entities" refusal."""
+
+
+class _TelegramHTML(HTMLParser):
+    """Telegram's HTML: markup into plain text plus entities (offsets in UTF-16 units)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.text = ""
+        self.entities: list[dict[str, Any]] = []
+        self._open: list[tuple[str, int, dict[str, Any]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _TAGS:
+            raise ParseError(f'Unsupported start tag "{tag}"')
+        entity: dict[str, Any] = {"type": _TAGS[tag]}
+        found = dict(attrs)
+        if tag == "a":
+            if not found.get("href"):
+                raise ParseError("Can't find href attribute in the a tag")
+            entity["url"] = found["href"]
+        if tag == "code" and self._open and self._open[-1][0] == "pre":
+            language = (found.get("class") or "").removeprefix("language-")
+            self._open[-1][2]["language"] = language
+            entity = {}
+        self._open.append((tag, utf16(self.text), entity))
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self._open or self._open[-1][0] != tag:
+            raise ParseError(f'Can\'t find end tag corresponding to start tag "{tag}"')
+        _, start, entity = self._open.pop()
+        length = utf16(self.text) - start
+        if entity and length:
+            self.entities.append({**entity, "offset": start, "length": length})
+
+    def handle_data(self, data: str) -> None:
+        if any(c in data for c in "<>&"):
+            raise ParseError("Unescaped character in the text")
+        self.text += data
+
+    def handle_entityref(self, name: str) -> None:
+        if name not in ("lt", "gt", "amp", "quot"):
+            raise ParseError(f'Unsupported HTML entity "&{name};"')
+        self.text += html.unescape(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self.text += html.unescape(f"&#{name};")
+
+
+def parse_html(markup: str) -> tuple[str, list[dict[str, Any]]]:
+    """The text and entities Telegram makes of `markup`; raises `ParseError` like Telegram."""
+    parser = _TelegramHTML()
+    parser.feed(markup)
+    parser.close()
+    if parser._open:
+        raise ParseError(f'Can\'t find end tag corresponding to start tag "{parser._open[-1][0]}"')
+    if parser.rawdata:
+        raise ParseError("Unexpected end of the text")
+    return parser.text, sorted(parser.entities, key=lambda e: e["offset"])
 
 
 @attrs.frozen
@@ -38,6 +135,8 @@ class Call:
     payload: dict[str, Any]
     at: float
     status: int
+    #: Telegram's description of a refusal.
+    said: str = ""
 
 
 @attrs.define(eq=False)
@@ -52,6 +151,8 @@ class FakeTelegram:
     updates: list[dict[str, Any]] = attrs.field(factory=list)
     #: The ``offset`` of every ``getUpdates`` as it arrived: the bot handled all before it.
     polls: list[int] = attrs.field(factory=list)
+    #: The webhook URL set (``setWebhook``); while there is one, ``getUpdates`` is refused.
+    webhook: str | None = None
     _failures: dict[str, list[tuple[int, dict[str, Any] | bytes]]] = attrs.field(factory=dict)
     _update_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000))
     _message_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -197,7 +298,59 @@ class FakeTelegram:
     def _m_getMe(self, payload: dict[str, Any]) -> Any:
         return {"id": BOT_ID, "is_bot": True, "first_name": "agent", "username": "agent_bot"}
 
+    def _refuse(self, method: str, payload: dict[str, Any], status: int, said: str) -> Response:
+        body = {"ok": False, "error_code": status, "description": said}
+        self.calls.append(Call(method, payload, time.monotonic(), status, said))
+        self._notify()
+        return JSONResponse(body, status_code=status)
+
+    def _shown(self, method: str, payload: dict[str, Any]) -> tuple[str, list[Any]] | Response:
+        """The text and entities a message shows, or Telegram's refusal of its text."""
+        raw = payload.get("text")
+        if not isinstance(raw, str):
+            return self._refuse(method, payload, 400, "Bad Request: message text is empty")
+        mode = payload.get("parse_mode")
+        entities: list[dict[str, Any]] = []
+        if mode is None:
+            text = raw
+        elif mode == "HTML":
+            try:
+                text, entities = parse_html(raw)
+            except ParseError as exc:
+                said = f"Bad Request: can't parse entities: {exc}"
+                return self._refuse(method, payload, 400, said)
+        else:
+            return self._refuse(method, payload, 400, f"Bad Request: unsupported parse_mode {mode}")
+        if not text.strip():
+            return self._refuse(method, payload, 400, "Bad Request: message text is empty")
+        if utf16(text) > MAX_TEXT:
+            return self._refuse(method, payload, 400, "Bad Request: message is too long")
+        return text, entities
+
+    def _m_sendChatAction(self, payload: dict[str, Any]) -> Any:
+        if payload.get("action") not in ("typing", "upload_document", "record_voice"):
+            return self._refuse(
+                "sendChatAction", payload, 400, "Bad Request: wrong parameter action in request"
+            )
+        return True
+
+    def _m_setWebhook(self, payload: dict[str, Any]) -> Any:
+        self.webhook = payload.get("url") or None
+        return True
+
+    def _m_deleteWebhook(self, payload: dict[str, Any]) -> Any:
+        self.webhook = None
+        return True
+
     async def _m_getUpdates(self, payload: dict[str, Any]) -> Any:
+        if self.webhook is not None:
+            return self._refuse(
+                "getUpdates",
+                payload,
+                409,
+                "Conflict: can't use getUpdates method while webhook is active;"
+                " use deleteWebhook to delete the webhook first",
+            )
         offset = payload.get("offset", 0)
         self.polls.append(offset)
         self._notify()
@@ -210,19 +363,28 @@ class FakeTelegram:
         return list(self.updates)
 
     def _m_sendMessage(self, payload: dict[str, Any]) -> Any:
+        shown = self._shown("sendMessage", payload)
+        if isinstance(shown, Response):
+            return shown
+        text, entities = shown
         message_id = next(self._message_ids)
         self.messages[message_id] = {
             "chat_id": payload["chat_id"],
-            "text": payload["text"],
+            "text": text,
+            "entities": entities,
+            "sent": payload["text"],
             "reply_markup": payload.get("reply_markup"),
         }
-        return {
+        message = {
             "message_id": message_id,
             "from": {"id": BOT_ID, "is_bot": True, "first_name": "agent"},
             "chat": {"id": payload["chat_id"], "type": "private"},
             "date": int(time.time()),
-            "text": payload["text"],
+            "text": text,
         }
+        if entities:
+            message["entities"] = entities
+        return message
 
     def _m_editMessageText(self, payload: dict[str, Any]) -> Any:
         held = self.messages.get(payload["message_id"])
@@ -235,19 +397,23 @@ class FakeTelegram:
                 },
                 status_code=400,
             )
-        if held["text"] == payload["text"] and not held.get("reply_markup"):
-            self.calls.append(Call("editMessageText", payload, time.monotonic(), 400))
-            return JSONResponse(
-                {
-                    "ok": False,
-                    "error_code": 400,
-                    "description": "Bad Request: message is not modified",
-                },
-                status_code=400,
+        shown = self._shown("editMessageText", payload)
+        if isinstance(shown, Response):
+            return shown
+        text, entities = shown
+        if (text, entities) == (held["text"], held["entities"]) and not held.get("reply_markup"):
+            return self._refuse(
+                "editMessageText",
+                payload,
+                400,
+                "Bad Request: message is not modified: specified new message content and reply"
+                " markup are exactly the same as a current content and reply markup of the message",
             )
-        held["text"] = payload["text"]
+        held["text"] = text
+        held["entities"] = entities
+        held["sent"] = payload["text"]
         held["reply_markup"] = payload.get("reply_markup")
-        return {"message_id": payload["message_id"], "text": payload["text"]}
+        return {"message_id": payload["message_id"], "text": text}
 
     def _m_answerCallbackQuery(self, payload: dict[str, Any]) -> Any:
         return True

@@ -5,11 +5,14 @@ same for both and lives here, in `ChatBridge`: who may talk to the agent (an
 allow-list of user ids), which message starts a run and which one answers a
 parked question, the ``/pending``, ``/stop`` and ``/pause`` commands, the
 listener that claims the registry's questions for the service's prefix and
-shows them with buttons, and the streaming of a run's text into one message
-that is edited as the text grows (`ChatOutput`).
+shows them with buttons, the streaming of a run's text into one message
+that is edited as the text grows (`ChatOutput`), and a typing indicator
+repeated while a run works.
 
-A front-end implements `ChatTransport` (send a message, edit a message) and
-feeds the bridge what arrives: `on_message` for text, `on_button` for a press.
+A front-end implements `ChatTransport` (send a message, edit a message, show
+that the bot is typing, measure text as the service counts it) and feeds the
+bridge what arrives: `on_message` for text, `on_button` for a press, and
+`command` for a command that came some other way (a Discord slash command).
 
 Questions survive the service's connection: the listener belongs to the
 bridge, not to a connection, so a dropped long poll or gateway keeps every
@@ -116,18 +119,33 @@ class Button:
 class ChatTransport(Protocol):
     """What a chat service must offer the bridge."""
 
-    #: The longest text one message may hold.
+    #: The longest text one message may hold, as `text_length` counts it.
     max_text: int
+    #: Seconds between two typing indicators while a run works (each shows for a
+    #: little longer than that on the service).
+    typing_every: float
 
-    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
+    def text_length(self, text: str) -> int:
+        """How long `text` is for the service's limit (Telegram counts UTF-16 code units)."""
+        ...
+
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
         """Post `text` (with `buttons`, one row) to `chat`; return the message id.
 
-        Raises `DeliveryError` when the service would not take it.
+        `markdown` says the text is the model's reply, written in Markdown, to be
+        shown formatted; anything else is shown exactly as it is. Raises
+        `DeliveryError` when the service would not take it.
         """
         ...
 
-    async def edit(self, chat: str, message_id: str, text: str) -> None:
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
         """Replace a message's text and remove its buttons; raises `DeliveryError`."""
+        ...
+
+    async def typing(self, chat: str) -> None:
+        """Show in `chat` that the bot is working on a reply; raises `DeliveryError`."""
         ...
 
 
@@ -171,16 +189,37 @@ def parse_command(text: str) -> str | None:
     return name if name.isalpha() else None
 
 
-def split_text(text: str, limit: int) -> list[str]:
-    """`text` cut into pieces of at most `limit` characters, at a newline when one is near."""
+def utf16_length(text: str) -> int:
+    """`text`'s length in UTF-16 code units: a character beyond the BMP (most emoji) is two."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
+def split_text(text: str, limit: int, measure: Callable[[str], int] = len) -> list[str]:
+    """`text` cut into pieces of at most `limit` (as `measure` counts), at a newline when one is near.
+
+    A piece never ends in the middle of a character, whatever `measure` counts.
+    """
     pieces: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind("\n", limit // 2, limit)
-        cut = limit if cut <= 0 else cut + 1
+    while measure(text) > limit:
+        fit = _fitting(text, limit, measure)
+        cut = text.rfind("\n", fit // 2, fit)
+        cut = fit if cut <= 0 else cut + 1
         pieces.append(text[:cut])
         text = text[cut:]
     pieces.append(text)
     return pieces
+
+
+def _fitting(text: str, limit: int, measure: Callable[[str], int]) -> int:
+    """The most characters of `text` whose `measure` is at most `limit` (at least one)."""
+    low, high = 1, min(len(text), limit)  # every measure counts a character as one or more
+    while low < high:
+        middle = (low + high + 1) // 2
+        if measure(text[:middle]) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 # --------------------------------------------------------------------------- output
@@ -191,6 +230,8 @@ class _Segment:
     text: str
     #: Sealed segments take no more text; the last unsealed one grows.
     sealed: bool = False
+    #: The model's reply (Markdown, shown formatted), not a notice of ours.
+    markdown: bool = False
     message_id: str | None = None
     shown: str = ""
     failures: int = 0
@@ -231,13 +272,13 @@ class ChatOutput:
             if self._segments and not self._segments[-1].sealed and self._segments[-1].text:
                 text = "\n\n" + text.lstrip()
         if not self._segments or self._segments[-1].sealed:
-            self._segments.append(_Segment(""))
+            self._segments.append(_Segment("", markdown=True))
         last = self._segments[-1]
-        pieces = split_text(last.text + text, self.transport.max_text)
+        pieces = self._split(last.text + text)
         last.text = pieces[0]
         for piece in pieces[1:]:
             last.sealed = True
-            last = _Segment(piece)
+            last = _Segment(piece, markdown=True)
             self._segments.append(last)
         self._changed.set()
 
@@ -245,9 +286,12 @@ class ChatOutput:
         """Close the growing message and queue `text` as messages of its own."""
         if self._segments:
             self._segments[-1].sealed = True
-        for piece in split_text(text, self.transport.max_text):
+        for piece in self._split(text):
             self._segments.append(_Segment(piece, sealed=True))
         self._changed.set()
+
+    def _split(self, text: str) -> list[str]:
+        return split_text(text, self.transport.max_text, self.transport.text_length)
 
     async def emit(self, event: Event) -> None:
         """The executor's `emit`: turns a run's events into text for the chat."""
@@ -314,9 +358,13 @@ class ChatOutput:
                 continue
             try:
                 if segment.message_id is None:
-                    segment.message_id = await self.transport.send(self.chat, text)
+                    segment.message_id = await self.transport.send(
+                        self.chat, text, markdown=segment.markdown
+                    )
                 else:
-                    await self.transport.edit(self.chat, segment.message_id, text)
+                    await self.transport.edit(
+                        self.chat, segment.message_id, text, markdown=segment.markdown
+                    )
                     edited = True
                 segment.shown = text
             except DeliveryError as exc:
@@ -436,7 +484,7 @@ class ChatBridge:
             return
         command = parse_command(text)
         if command is not None:
-            await self._command(chat, command)
+            await self._command(chat, command, lambda said: self.say(chat, said))
             return
         session = self.session_of(chat)
         # A question asked inline (by a subagent) waits for this chat's next message.
@@ -513,18 +561,38 @@ class ChatBridge:
 
     # -- commands ---------------------------------------------------------
 
-    async def _command(self, chat: str, command: str) -> None:
+    async def command(
+        self, chat: str, user: str, name: str, reply: Callable[[str], Awaitable[None]]
+    ) -> None:
+        """Carry out command `name` (``stop``, ``pause``, ``pending``, ``help``) for `user`.
+
+        What the command has to say goes to `reply` instead of the chat (a slash
+        command answers its own interaction); a run it starts still shows its
+        output in the chat.
+        """
+        if not self.is_allowed(user):
+            log.info("%s: refused a command from user %s", self.service, user)
+            await reply(self.refusal(user))
+            return
+        await self._command(chat, name, reply)
+
+    async def _command(
+        self, chat: str, command: str, say: Callable[[str], Awaitable[None]]
+    ) -> None:
         session = self.session_of(chat)
         if command in ("start", "help"):
-            await self.say(chat, HELP)
+            await say(HELP)
         elif command in ("stop", "pause"):
-            await self._stop(chat, session, Cause.USER_CANCEL if command == "stop" else Cause.PAUSE)
+            cause = Cause.USER_CANCEL if command == "stop" else Cause.PAUSE
+            await self._stop(session, cause, say)
         elif command == "pending":
-            await self._pending(chat, session)
+            await self._pending(chat, session, say)
         else:
-            await self.say(chat, f"Unknown command /{command}.\n\n{HELP}")
+            await say(f"Unknown command /{command}.\n\n{HELP}")
 
-    async def _stop(self, chat: str, session: str, cause: Cause) -> None:
+    async def _stop(
+        self, session: str, cause: Cause, say: Callable[[str], Awaitable[None]]
+    ) -> None:
         tasks = [t for t in self.executor.running(owner=self) if t.session_id == session]
         if tasks:
             for info in tasks:
@@ -533,37 +601,37 @@ class ChatBridge:
                     self.executor.cancel(info.task_hash, cause, owner=self)
             return  # the run's end message confirms the stop or pause
         if self.executor.is_running(session):
-            await self.say(chat, "The task running here was not started from this chat.")
+            await say("The task running here was not started from this chat.")
         elif cause is Cause.PAUSE:
-            await self.say(chat, "Nothing is running.")
+            await say("Nothing is running.")
         elif await self.executor.discard(session):
-            await self.say(chat, "⏹ The paused task was thrown away.")
+            await say("⏹ The paused task was thrown away.")
         else:
-            await self.say(chat, "Nothing to stop.")
+            await say("Nothing to stop.")
 
-    async def _pending(self, chat: str, session: str) -> None:
+    async def _pending(
+        self, chat: str, session: str, say: Callable[[str], Awaitable[None]]
+    ) -> None:
         if self.executor.is_running(session):
-            await self.say(chat, "A task is running. /stop or /pause it first.")
+            await say("A task is running. /stop or /pause it first.")
             return
         record = await self.executor.store.load(session)
         if record is None:
-            await self.say(chat, "No pending task in this chat.")
+            await say("No pending task in this chat.")
             return
         question = record.question
         if question is None:
-            await self.say(chat, f"Resuming: {record.input}")
+            await say(f"Resuming: {record.input}")
             self._start(chat, lambda emit: self._resume(session, emit))
         elif question.kind is RequestKind.QUESTION:
-            await self.say(
-                chat, f"❓ {question.prompt}\n(Your next message answers this question.)"
-            )
+            await say(f"❓ {question.prompt}\n(Your next message answers this question.)")
         elif question.kind is RequestKind.CONFIRM:
+            await say("The paused task is waiting for a confirmation:")
             await self._offer_saved(chat, session, question.prompt)
         else:
-            await self.say(
-                chat,
+            await say(
                 "The paused task needs the system password, which never travels through "
-                f"{self.service}. Resume it from the terminal (agenttui) or the web page.",
+                f"{self.service}. Resume it from the terminal (agenttui) or the web page."
             )
 
     async def _offer_saved(self, chat: str, session: str, prompt_text: str) -> None:
@@ -613,6 +681,8 @@ class ChatBridge:
     ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(output.pump)
+            working = trio.CancelScope()
+            nursery.start_soon(self._keep_typing, output.chat, working)
             try:
                 await go(output.emit)
             except SessionBusyError:
@@ -622,7 +692,30 @@ class ChatBridge:
             except ExecutorError as exc:
                 output.notice(f"Could not start: {exc}")
             finally:
+                working.cancel()
                 output.close()
+
+    async def _keep_typing(self, chat: str, working: trio.CancelScope) -> None:
+        """Show "typing" in `chat` every `typing_every` seconds until `working` is cancelled.
+
+        Skipped while the run waits for a person's answer in this chat: the bot
+        is not the one who should be typing then. A failure is only logged: the
+        indicator is a courtesy, never a reason to stop a run.
+        """
+        with working:
+            while True:
+                if not self._waiting_for_answer(chat):
+                    try:
+                        await self.transport.typing(chat)
+                    except DeliveryError as exc:
+                        log.debug("chat %s: typing indicator not shown: %s", chat, exc)
+                await trio.sleep(self.transport.typing_every)
+
+    def _waiting_for_answer(self, chat: str) -> bool:
+        return any(
+            p.chat == chat and p.entry is not None and not p.entry.done
+            for p in self._prompts.values()
+        )
 
     # -- questions --------------------------------------------------------
 
@@ -689,7 +782,7 @@ class ChatBridge:
 
     async def say(self, chat: str, text: str) -> None:
         """Send `text` to `chat`, logging (not raising) when the service refuses it."""
-        for piece in split_text(text, self.transport.max_text):
+        for piece in split_text(text, self.transport.max_text, self.transport.text_length):
             try:
                 await self.transport.send(chat, piece)
             except DeliveryError as exc:

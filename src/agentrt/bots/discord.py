@@ -11,18 +11,29 @@ was missed; INVALID_SESSION (op 9) that cannot be resumed means a fresh
 IDENTIFY.
 
 Messages go out over REST: ``POST /channels/{id}/messages`` (a confirmation
-carries an action row of buttons), ``PATCH`` edits for streamed text, and
-``POST /interactions/{id}/{token}/callback`` to answer a button press (type 6
-to acknowledge it, type 4 with an ephemeral message to refuse it).
+carries an action row of buttons), ``PATCH`` edits for streamed text,
+``POST /channels/{id}/typing`` every 8 seconds while a run works (Discord
+shows it for 10), and ``POST /interactions/{id}/{token}/callback`` to answer
+an interaction.
 
-Events are handed from the connection to one consumer task, so a connection
-that drops while an event is being handled does not cut the handling short;
-message and interaction ids already handled are remembered, so a replayed or
-repeated event changes nothing.
+At start the bot registers its slash commands, ``/pending``, ``/stop`` and
+``/pause``, with ``PUT /applications/{application id}/commands`` (a bulk
+overwrite, so starting again changes nothing). An interaction must be
+answered within 3 seconds, so interactions never queue behind messages: each
+is handled in a task of its own and acknowledged first. A button press gets
+type 6 (or type 4 with an ephemeral refusal); a slash command gets type 5
+("thinking...") at once, then the command runs and its answer replaces that
+with ``PATCH /webhooks/{application id}/{token}/messages/@original``.
+
+Messages are handed from the connection to one consumer task, so a
+connection that drops while a message is being handled does not cut the
+handling short; message and interaction ids already handled are remembered,
+so a replayed or repeated event changes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -46,7 +57,7 @@ from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import DISCORD
-from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env
+from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env, split_text
 from ._http import header_retry_after, send_with_retries
 
 log = logging.getLogger("agentrt.bots.discord")
@@ -54,6 +65,10 @@ log = logging.getLogger("agentrt.bots.discord")
 DISCORD_API = "https://discord.com/api/v10"
 #: The longest text of one Discord message.
 MAX_TEXT = 2000
+#: Seconds between two typing indicators; Discord shows one for 10 seconds.
+TYPING_EVERY = 8.0
+#: A typing indicator is sent once: a late one is worth nothing.
+_ONCE = RetryPolicy(max_attempts=1)
 
 # Gateway opcodes.
 OP_DISPATCH = 0
@@ -72,10 +87,24 @@ INTENT_MESSAGE_CONTENT = 1 << 15
 DEFAULT_INTENTS = INTENT_GUILD_MESSAGES | INTENT_DIRECT_MESSAGES | INTENT_MESSAGE_CONTENT
 
 # Interaction types and callback types.
+INTERACTION_COMMAND = 2
 INTERACTION_COMPONENT = 3
 CALLBACK_MESSAGE = 4
+CALLBACK_DEFERRED_MESSAGE = 5
 CALLBACK_DEFERRED_UPDATE = 6
 EPHEMERAL = 1 << 6
+
+#: The slash commands registered at start (type 1: CHAT_INPUT), as Discord wants them.
+SLASH_COMMANDS: tuple[dict[str, Any], ...] = (
+    {"name": "pending", "type": 1, "description": "Show or resume this channel's paused task"},
+    {"name": "stop", "type": 1, "description": "Stop the running task and throw it away"},
+    {"name": "pause", "type": 1, "description": "Stop the running task but keep it"},
+)
+#: What a slash command's answer says when the command itself had nothing to say.
+_COMMAND_DONE = {
+    "stop": "⏹ Stopping the task.",
+    "pause": "⏸ Pausing the task.",
+}
 
 #: Close codes after which reconnecting cannot help; the message says what to fix.
 FATAL_CLOSE_CODES: dict[int, str] = {
@@ -118,6 +147,8 @@ class DiscordConfig:
     retry: RetryPolicy = CHAT_RETRY
     #: Longest random wait before identifying again after INVALID_SESSION (Discord asks 1-5s).
     invalid_session_delay: float = 5.0
+    #: Register /pending, /stop and /pause as slash commands at start.
+    register_commands: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DiscordConfig:
@@ -151,7 +182,14 @@ class DiscordRest:
     client: httpx.AsyncClient
     config: DiscordConfig
 
-    async def request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+    ) -> Any:
         """Send one request; its JSON reply (None for 204). Raises `DeliveryError`."""
         url = self.config.api_url.rstrip("/") + path
         headers = {
@@ -164,7 +202,7 @@ class DiscordRest:
             return await self.client.request(method, url, json=body, headers=headers)
 
         response = await send_with_retries(
-            send, what=what, retry_after=_retry_after, policy=self.config.retry
+            send, what=what, retry_after=_retry_after, policy=policy or self.config.retry
         )
         if response.status_code == 204 or not response.content:
             if response.status_code >= 400:
@@ -188,9 +226,19 @@ class DiscordTransport:
 
     rest: DiscordRest
     max_text: int = MAX_TEXT
+    typing_every: float = TYPING_EVERY
 
-    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
-        """``POST /channels/{chat}/messages``, with one action row of buttons when given."""
+    def text_length(self, text: str) -> int:
+        """Discord counts characters."""
+        return len(text)
+
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
+        """``POST /channels/{chat}/messages``, with one action row of buttons when given.
+
+        Discord shows Markdown itself, so a reply goes as it is.
+        """
         body: dict[str, Any] = {"content": text, "allowed_mentions": {"parse": []}}
         if buttons:
             body["components"] = [
@@ -210,11 +258,15 @@ class DiscordTransport:
         message = await self.rest.request("POST", f"/channels/{chat}/messages", body)
         return str(message["id"])
 
-    async def edit(self, chat: str, message_id: str, text: str) -> None:
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
         """``PATCH`` the message's content and drop its buttons."""
         await self.rest.request(
             "PATCH", f"/channels/{chat}/messages/{message_id}", {"content": text, "components": []}
         )
+
+    async def typing(self, chat: str) -> None:
+        """``POST /channels/{chat}/typing``."""
+        await self.rest.request("POST", f"/channels/{chat}/typing", policy=_ONCE)
 
 
 class _Reconnect(Exception):
@@ -238,9 +290,13 @@ class DiscordBot:
     seq: int | None = attrs.field(default=None, init=False)
     #: The bot's own user id, from READY.
     user_id: str | None = attrs.field(default=None, init=False)
+    #: The application's id, from READY: slash commands belong to it.
+    application_id: str | None = attrs.field(default=None, init=False)
     _rest: DiscordRest | None = attrs.field(default=None, init=False)
     _seen: OrderedDict[str, None] = attrs.field(factory=OrderedDict, init=False)
     _ready: trio.Event = attrs.field(factory=trio.Event, init=False)
+    #: Where interactions are handled, each in a task of its own.
+    _interactions: trio.Nursery | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.bridge = ChatBridge(
@@ -273,11 +329,24 @@ class DiscordBot:
             send_events, receive_events = trio.open_memory_channel[dict[str, Any]](256)
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.bridge.serve)
+                self._interactions = nursery
                 nursery.start_soon(self._consume, receive_events)
                 nursery.start_soon(self._connect_forever, gateway, send_events)
                 await self._ready.wait()
+                if self.config.register_commands:
+                    await self._register_commands()
                 log.info("Discord bot %s is listening", self.user_id)
                 task_status.started()
+
+    async def _register_commands(self) -> None:
+        """Make /pending, /stop and /pause slash commands of the application (bulk overwrite)."""
+        assert self._rest is not None
+        app = self.application_id or self.user_id
+        try:
+            await self._rest.request("PUT", f"/applications/{app}/commands", list(SLASH_COMMANDS))
+        except DeliveryError as exc:
+            # The commands still work typed as messages (/stop, !stop).
+            log.warning("Discord slash commands not registered: %s", exc)
 
     # -- the gateway ------------------------------------------------------
 
@@ -399,10 +468,14 @@ class DiscordBot:
             self.session_id = str(data["session_id"])
             self.resume_url = data.get("resume_gateway_url")
             self.user_id = str((data.get("user") or {}).get("id", "")) or None
+            self.application_id = str((data.get("application") or {}).get("id", "")) or None
             self._ready.set()
         elif kind == "RESUMED":
             log.info("Discord gateway session resumed")
-        elif kind in ("MESSAGE_CREATE", "INTERACTION_CREATE"):
+        elif kind == "INTERACTION_CREATE" and self._interactions is not None:
+            # Never behind a message being handled: Discord waits 3 seconds for the answer.
+            self._interactions.start_soon(self._interaction, data)
+        elif kind == "MESSAGE_CREATE":
             try:
                 events.send_nowait(payload)
             except trio.WouldBlock:
@@ -414,12 +487,15 @@ class DiscordBot:
         async for payload in events:
             data = payload.get("d") or {}
             try:
-                if payload.get("t") == "MESSAGE_CREATE":
-                    await self._on_message(data)
-                else:
-                    await self._on_interaction(data)
+                await self._on_message(data)
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("Discord %s is malformed (%r); ignored", payload.get("t"), exc)
+
+    async def _interaction(self, data: dict[str, Any]) -> None:
+        try:
+            await self._on_interaction(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("Discord INTERACTION_CREATE is malformed (%r); ignored", exc)
 
     def _first_time(self, key: str) -> bool:
         if key in self._seen:
@@ -441,14 +517,18 @@ class DiscordBot:
         await self.bridge.on_message(str(data["channel_id"]), str(author["id"]), content)
 
     async def _on_interaction(self, data: dict[str, Any]) -> None:
-        if data.get("type") != INTERACTION_COMPONENT:
+        kind = data.get("type")
+        if kind not in (INTERACTION_COMPONENT, INTERACTION_COMMAND):
             return
         user = (data.get("member") or {}).get("user") or data.get("user") or {}
-        custom_id = str((data.get("data") or {}).get("custom_id", ""))
         path = f"/interactions/{data['id']}/{data['token']}/callback"
         if not self._first_time(f"i{data['id']}"):
             # The same interaction delivered twice: it was answered the first time.
             return
+        if kind == INTERACTION_COMMAND:
+            await self._on_slash_command(data, str(user.get("id")), path)
+            return
+        custom_id = str((data.get("data") or {}).get("custom_id", ""))
         reply = self.bridge.on_button(str(data["channel_id"]), str(user.get("id")), custom_id)
         if reply.ok:
             callback: dict[str, Any] = {"type": CALLBACK_DEFERRED_UPDATE}
@@ -462,6 +542,42 @@ class DiscordBot:
             await self._rest.request("POST", path, callback)
         except DeliveryError as exc:
             log.info("Discord interaction not acknowledged: %s", exc)
+
+    async def _on_slash_command(self, data: dict[str, Any], user: str, path: str) -> None:
+        """Acknowledge at once ("thinking..."), run the command, then put its answer there."""
+        assert self._rest is not None
+        rest = self._rest
+        channel = str(data["channel_id"])
+        name = str((data.get("data") or {}).get("name", "")).lower()
+        if not self.bridge.is_allowed(user):
+            log.info("Discord: refused a slash command from user %s", user)
+            refusal = {"content": self.bridge.refusal(user), "flags": EPHEMERAL}
+            with contextlib.suppress(DeliveryError):
+                await rest.request("POST", path, {"type": CALLBACK_MESSAGE, "data": refusal})
+            return
+        try:
+            await rest.request("POST", path, {"type": CALLBACK_DEFERRED_MESSAGE})
+        except DeliveryError as exc:
+            log.warning("Discord /%s not acknowledged: %s", name, exc)
+            return
+        said: list[str] = []
+
+        async def reply(text: str) -> None:
+            said.append(text)
+
+        await self.bridge.command(channel, user, name, reply)
+        answer = "\n\n".join(said) or _COMMAND_DONE.get(name, f"/{name}: done.")
+        webhook = f"/webhooks/{data.get('application_id') or self.application_id}/{data['token']}"
+        for n, piece in enumerate(split_text(answer, MAX_TEXT)):
+            body = {"content": piece, "allowed_mentions": {"parse": []}}
+            try:
+                if n == 0:
+                    await rest.request("PATCH", f"{webhook}/messages/@original", body)
+                else:
+                    await rest.request("POST", webhook, body)
+            except DeliveryError as exc:
+                log.warning("Discord /%s answer not shown: %s", name, exc)
+                return
 
 
 def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -497,14 +613,23 @@ class _LazyTransport:
 
     bot: DiscordBot
     max_text: int = MAX_TEXT
+    typing_every: float = TYPING_EVERY
 
     def _transport(self) -> DiscordTransport:
         if self.bot._rest is None:
             raise DeliveryError("the Discord bot is not running")
         return DiscordTransport(self.bot._rest)
 
-    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
-        return await self._transport().send(chat, text, buttons)
+    def text_length(self, text: str) -> int:
+        return len(text)
 
-    async def edit(self, chat: str, message_id: str, text: str) -> None:
-        await self._transport().edit(chat, message_id, text)
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
+        return await self._transport().send(chat, text, buttons, markdown=markdown)
+
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
+        await self._transport().edit(chat, message_id, text, markdown=markdown)
+
+    async def typing(self, chat: str) -> None:
+        await self._transport().typing(chat)

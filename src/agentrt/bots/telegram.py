@@ -4,8 +4,15 @@ The bot long-polls ``getUpdates`` (acknowledging each batch through
 ``offset``), answers text messages and ``callback_query`` presses through
 `ChatBridge`, streams a run's text by ``editMessageText``, and shows tool
 confirmations with an inline keyboard whose presses are acknowledged with
-``answerCallbackQuery``. The base URL is configurable: a local Bot API server
-(``telegram-bot-api --local``) is a real deployment.
+``answerCallbackQuery``. The model's replies are Markdown, sent as
+Telegram's HTML (``parse_mode: "HTML"``, see `agentrt.bots._markup`); the
+bot's own notices and questions go as plain text, exactly as written. While a
+run works, ``sendChatAction`` shows "typing" every 4 seconds (Telegram shows
+it for 5). Telegram's 4096-character limit counts UTF-16 code units (an emoji
+outside the BMP counts two), and long text is split accordingly. When polling
+is refused because a webhook is set (409), the bot removes the webhook with
+``deleteWebhook`` and polls on. The base URL is configurable: a local Bot API
+server (``telegram-bot-api --local``) is a real deployment.
 
 A chat's conversation is the session ``tg-<chat id>``. Only users on the
 allow-list reach the runtime; everyone else gets a polite refusal.
@@ -33,15 +40,21 @@ from ._bridge import (
     ConfigError,
     DeliveryError,
     read_env,
+    utf16_length,
 )
 from ._http import header_retry_after, send_with_retries
+from ._markup import telegram_html
 
 log = logging.getLogger("agentrt.bots.telegram")
 
 #: The public Bot API.
 TELEGRAM_API = "https://api.telegram.org"
-#: The longest text of one Telegram message.
+#: The longest text of one Telegram message, in UTF-16 code units (after parsing the markup).
 MAX_TEXT = 4096
+#: Seconds between two "typing" actions; Telegram shows one for 5 seconds.
+TYPING_EVERY = 4.0
+#: A typing indicator is sent once: a late one is worth nothing.
+_ONCE = RetryPolicy(max_attempts=1)
 #: Update ids remembered to drop a callback that arrives twice.
 _SEEN_LIMIT = 1024
 
@@ -163,25 +176,55 @@ class TelegramTransport:
 
     api: TelegramApi
     max_text: int = MAX_TEXT
+    typing_every: float = TYPING_EVERY
 
-    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
+    def text_length(self, text: str) -> int:
+        """Telegram counts UTF-16 code units."""
+        return utf16_length(text)
+
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
         """``sendMessage``, with an inline keyboard (one button a row) when given buttons."""
         payload: dict[str, Any] = {"chat_id": _chat_id(chat), "text": text}
         if buttons:
             payload["reply_markup"] = {
                 "inline_keyboard": [[{"text": b.label, "callback_data": b.data}] for b in buttons]
             }
-        result = await self.api.call("sendMessage", payload)
+        result = await self._formatted("sendMessage", payload, markdown)
         return str(result["message_id"])
 
-    async def edit(self, chat: str, message_id: str, text: str) -> None:
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
         """``editMessageText`` without a keyboard, which removes the buttons."""
         payload = {"chat_id": _chat_id(chat), "message_id": int(message_id), "text": text}
         try:
-            await self.api.call("editMessageText", payload)
+            await self._formatted("editMessageText", payload, markdown)
         except TelegramError as exc:
             if "not modified" not in exc.description:
                 raise
+
+    async def typing(self, chat: str) -> None:
+        """``sendChatAction`` with ``typing``."""
+        await self.api.call(
+            "sendChatAction", {"chat_id": _chat_id(chat), "action": "typing"}, policy=_ONCE
+        )
+
+    async def _formatted(self, method: str, payload: dict[str, Any], markdown: bool) -> Any:
+        """Call `method` with the text as HTML when it is Markdown, else as plain text.
+
+        Should Telegram refuse the markup it is sent again as plain text, so a
+        reply is never lost to its formatting.
+        """
+        html = telegram_html(payload["text"]) if markdown else ""
+        if not html.strip():
+            return await self.api.call(method, payload)
+        try:
+            return await self.api.call(method, {**payload, "text": html, "parse_mode": "HTML"})
+        except TelegramError as exc:
+            if "can't parse entities" not in exc.description:
+                raise
+            log.warning("Telegram refused a formatted reply (%s); sent as plain text", exc)
+            return await self.api.call(method, payload)
 
 
 @attrs.define(eq=False)
@@ -251,9 +294,16 @@ class TelegramBot:
                     http_timeout=self.config.poll_timeout + 15.0,
                 )
             except TelegramError as exc:
-                # 409: a webhook is set or another process polls with this token.
                 failures += 1
-                log.error("Telegram getUpdates failed: %s", exc)
+                if exc.status == 409 and "webhook" in exc.description.lower():
+                    # Telegram delivers to a webhook or to getUpdates, never both: this
+                    # bot polls, so the webhook goes (its queued updates stay).
+                    # Polled again at once, unless a webhook keeps coming back.
+                    if await self._delete_webhook(api) and failures == 1:
+                        continue
+                else:
+                    # 409 otherwise: another process polls with this token.
+                    log.error("Telegram getUpdates failed: %s", exc)
                 await trio.sleep(policy.backoff(failures))
                 continue
             except DeliveryError as exc:
@@ -265,6 +315,16 @@ class TelegramBot:
             failures = 0
             for update in updates if isinstance(updates, list) else []:
                 await self._take(update)
+
+    async def _delete_webhook(self, api: TelegramApi) -> bool:
+        """Remove the bot's webhook so that polling works; True when it is gone."""
+        log.warning("a webhook is set for this Telegram bot; deleting it to poll getUpdates")
+        try:
+            await api.call("deleteWebhook", {"drop_pending_updates": False})
+        except DeliveryError as exc:
+            log.error("Telegram deleteWebhook failed: %s", exc)
+            return False
+        return True
 
     async def _take(self, update: Any) -> None:
         if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
@@ -315,14 +375,23 @@ class _LazyTransport:
 
     bot: TelegramBot
     max_text: int = MAX_TEXT
+    typing_every: float = TYPING_EVERY
 
     def _transport(self) -> TelegramTransport:
         if self.bot._api is None:
             raise DeliveryError("the Telegram bot is not running")
         return TelegramTransport(self.bot._api)
 
-    async def send(self, chat: str, text: str, buttons: Sequence[Button] = ()) -> str:
-        return await self._transport().send(chat, text, buttons)
+    def text_length(self, text: str) -> int:
+        return utf16_length(text)
 
-    async def edit(self, chat: str, message_id: str, text: str) -> None:
-        await self._transport().edit(chat, message_id, text)
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
+        return await self._transport().send(chat, text, buttons, markdown=markdown)
+
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
+        await self._transport().edit(chat, message_id, text, markdown=markdown)
+
+    async def typing(self, chat: str) -> None:
+        await self._transport().typing(chat)

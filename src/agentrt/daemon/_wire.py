@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .._events import (
     Event,
+    ReasoningEvent,
     RunEnded,
     TaskStarted,
     TextEvent,
@@ -29,6 +30,7 @@ from ..frames import (
     EndedFrame,
     PendingDetail,
     PendingTask,
+    ReasoningFrame,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -53,6 +55,8 @@ def frame_for_event(event: Event) -> DaemonFrame:
             )
         case TextEvent():
             return TextFrame(event.task_hash, event.text, event.agent)
+        case ReasoningEvent():
+            return ReasoningFrame(event.task_hash, event.text, event.agent)
         case ToolCallDeltaEvent():
             return ToolCallDeltaFrame(
                 event.task_hash,
@@ -76,7 +80,13 @@ def frame_for_event(event: Event) -> DaemonFrame:
                 event.task_hash, event.call_id, event.name, event.preview, event.ok, event.agent
             )
         case UsageEvent():
-            return UsageFrame(event.task_hash, event.input_tokens, event.output_tokens)
+            return UsageFrame(
+                event.task_hash,
+                event.input_tokens,
+                event.output_tokens,
+                event.cache_read_tokens,
+                event.cache_creation_tokens,
+            )
         case VerifyEvent():
             return VerifyFrame(event.task_hash, event.ok, event.attempts_left, event.message)
         case RunEnded():

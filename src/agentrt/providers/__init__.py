@@ -1,12 +1,15 @@
 """Real language models over HTTP: OpenAI-compatible APIs and the Anthropic API.
 
-`make_model("openai:gpt-4o-mini")` or `make_model("anthropic:claude-sonnet-4-5")`
-builds a streaming `Model`. A key is taken, in order, from `api_key`, the
-environment (``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``) or the secret store
-(``openai_api_key`` / ``anthropic_api_key``); the base URL from `base_url`,
-else ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, as the official SDKs read
-them. Failures raise subclasses of `ProviderError` (itself a `ModelError`)
-whose message says what to check.
+`make_model("openai:gpt-4o-mini")`, `make_model("anthropic:claude-sonnet-4-5")` or
+`make_model("azure:DEPLOYMENT", base_url=ENDPOINT)` builds a streaming `Model`.
+A key is taken, in order, from `api_key`, the environment (``OPENAI_API_KEY`` /
+``ANTHROPIC_API_KEY`` / ``AZURE_OPENAI_API_KEY``) or the secret store
+(``openai_api_key`` / ``anthropic_api_key`` / ``azure_openai_api_key``); the
+base URL from `base_url`, else ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, as
+the official SDKs read them. Failures raise subclasses of `ProviderError`
+(itself a `ModelError`) whose message says what to check. Custom headers,
+``max_tokens``, extended thinking and prompt caching are arguments of the model
+classes themselves.
 
 `ConfiguredModel` is the form the configuration builds (``agentrt``, the
 daemon): its key is looked up at every request, and `ModelOptions` carries
@@ -25,6 +28,7 @@ from ._configured import ModelOptions as ModelOptions
 from ._http import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ._http import ModelAuthError as ModelAuthError
 from ._http import ModelConnectError as ModelConnectError
+from ._http import ModelMaxTokensError as ModelMaxTokensError
 from ._http import ModelNotFoundError as ModelNotFoundError
 from ._http import ModelRateLimitError as ModelRateLimitError
 from ._http import ModelRequestError as ModelRequestError
@@ -35,12 +39,14 @@ from ._http import ModelTimeoutError as ModelTimeoutError
 from ._http import ProviderError as ProviderError
 from .anthropic import ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET
 from .anthropic import AnthropicModel as AnthropicModel
-from .openai import OPENAI_KEY_ENV, OPENAI_KEY_SECRET
+from .openai import AZURE_KEY_ENV, AZURE_KEY_SECRET, OPENAI_KEY_ENV, OPENAI_KEY_SECRET
+from .openai import AzureOpenAIModel as AzureOpenAIModel
 from .openai import OpenAIModel as OpenAIModel
 
 _FORMS = (
     "expected 'openai:NAME' (OpenAI or any OpenAI-compatible server such as Ollama,"
-    " vLLM, llama.cpp or LM Studio; use base_url for a local one) or 'anthropic:NAME'"
+    " vLLM, llama.cpp or LM Studio; use base_url for a local one), 'anthropic:NAME'"
+    " or 'azure:DEPLOYMENT' (with base_url the resource's endpoint)"
 )
 
 
@@ -51,17 +57,26 @@ def make_model(
     secrets: SecretStore | None = None,
     api_key: str | None = None,
 ) -> Model:
-    """The model `spec` names: ``openai:NAME`` or ``anthropic:NAME``.
+    """The model `spec` names: ``openai:NAME``, ``anthropic:NAME`` or ``azure:DEPLOYMENT``.
 
     `base_url` overrides the provider's default (``OPENAI_BASE_URL`` or
     ``ANTHROPIC_BASE_URL`` when set, else ``https://api.openai.com/v1``,
-    ``https://api.anthropic.com``). Raises ValueError listing the accepted forms
-    for any other spec.
+    ``https://api.anthropic.com``); for Azure it is the resource's endpoint
+    (``https://NAME.openai.azure.com``) and required. Raises ValueError listing
+    the accepted forms for any other spec.
     """
     kind, colon, name = spec.partition(":")
-    if not colon or not name.strip() or kind not in ("openai", "anthropic"):
+    if not colon or not name.strip() or kind not in ("openai", "anthropic", "azure"):
         raise ValueError(f"unknown model {spec!r}: {_FORMS}")
     name = name.strip()
+    if kind == "azure":
+        if not base_url:
+            raise ValueError(
+                f"model {spec!r} needs the Azure OpenAI endpoint as the base URL"
+                " (https://NAME.openai.azure.com)"
+            )
+        key = _find_key(api_key, AZURE_KEY_ENV, AZURE_KEY_SECRET, secrets)
+        return AzureOpenAIModel(base_url, name, api_key=key)
     if base_url is None:
         base_url = os.environ.get(f"{kind.upper()}_BASE_URL", "").strip() or None
     if kind == "openai":

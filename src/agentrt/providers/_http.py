@@ -95,6 +95,23 @@ class ModelStreamError(ProviderError):
     """The reply was not the stream we expected (malformed, cut short, wrong content)."""
 
 
+class ModelMaxTokensError(ModelStreamError):
+    """The reply reached the output limit (``max_tokens``) in the middle of a tool call.
+
+    The call's arguments are incomplete, so it cannot run; asking again the same
+    way would be cut at the same place, so it is not retried.
+    """
+
+
+def cut_at_max_tokens(provider: str, tool: str, limit: int | None) -> ModelMaxTokensError:
+    """The error for a reply cut at the output limit while tool call `tool` was written."""
+    said = f"max_tokens ({limit})" if limit is not None else "max_tokens (the server's default)"
+    return ModelMaxTokensError(
+        f"the reply was cut at {said}: {provider} stopped in the middle of tool call {tool!r},"
+        " whose arguments are incomplete; raise max_tokens or ask for smaller steps"
+    )
+
+
 class ModelStreamCutError(ModelStreamError):
     """The reply stopped before it was complete (connection dropped, stream ended early).
 
@@ -110,24 +127,28 @@ class ModelStreamCutError(ModelStreamError):
 
 @attrs.define(eq=False)
 class Redactor:
-    """Scrubs a secret out of text that came from elsewhere (server error bodies).
+    """Scrubs secrets out of text that came from elsewhere (server error bodies).
 
     Servers echo keys back in 401 bodies, sometimes whole, sometimes with the
-    middle masked. Any word that shares a run of `min_run` characters with the
-    secret is replaced, which catches both forms. `repr` never shows the secret.
+    middle masked. Any word that shares a run of `min_run` characters with a
+    secret is replaced, which catches both forms. Besides the key, `others`
+    are scrubbed too (credentials in custom headers). `repr` never shows them.
     """
 
     _secret: str | None = attrs.field(alias="secret", repr=False)
     min_run: int = 6
+    others: tuple[str, ...] = attrs.field(default=(), repr=False)
 
     def scrub(self, text: str) -> str:
-        """`text` with every trace of the secret replaced by ``[redacted]``."""
-        secret = self._secret
-        if not secret:
+        """`text` with every trace of the secrets replaced by ``[redacted]``."""
+        secrets = [s for s in (self._secret, *self.others) if s]
+        if not secrets:
             return text
-        text = text.replace(secret, "[redacted]")
-        run = min(self.min_run, len(secret))
-        pieces = {secret[i : i + run] for i in range(len(secret) - run + 1)}
+        pieces: set[str] = set()
+        for secret in secrets:
+            text = text.replace(secret, "[redacted]")
+            run = min(self.min_run, len(secret))
+            pieces |= {secret[i : i + run] for i in range(len(secret) - run + 1)}
 
         def fix(match: re.Match[str]) -> str:
             word = match.group(0)
@@ -154,6 +175,37 @@ class Api:
     #: The environment variable and stored-secret name a key is read from.
     key_env: str
     key_secret: str
+    #: True when every base URL of this API needs a key (Azure), not only `hosted_url`.
+    always_needs_key: bool = False
+
+
+#: Words in a header's name that mark its value as a credential, scrubbed from error text.
+_CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
+
+
+def merge_headers(base: Mapping[str, str], custom: Mapping[str, str]) -> dict[str, str]:
+    """`base` with `custom` on top; names compare case-insensitively, the custom value wins.
+
+    Raises ValueError for a header that cannot be sent (a name that is not a
+    token, a value with a line break), naming it.
+    """
+    merged = {name.lower(): value for name, value in base.items()}
+    for name, value in custom.items():
+        if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+            raise ValueError(f"custom header name {name!r} is not a valid HTTP header name")
+        if not isinstance(value, str) or "\r" in value or "\n" in value:
+            raise ValueError(f"custom header {name!r} must be one line of text")
+        merged[name.lower()] = value
+    return merged
+
+
+def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of `headers` that look like credentials (by the header's name)."""
+    return tuple(
+        value
+        for name, value in headers.items()
+        if value and any(word in name.lower() for word in _CREDENTIAL_WORDS)
+    )
 
 
 @attrs.frozen
@@ -465,12 +517,13 @@ async def stream_completion(
     Fails at once (`ModelAuthError`) when the hosted API is asked without a key.
     Each attempt is a fresh POST of `body` to `url` read by a fresh `reader`;
     failures are retried per `retry`, but only while no delta reached `on_delta`.
-    The key travels only in `headers`, and error text is scrubbed of it.
+    The key travels only in `headers`, and error text is scrubbed of it (and of
+    any header value that looks like a credential).
     """
     ctx = ErrorContext(api, model, url, has_key=bool(api_key))
-    if not api_key and base_url.rstrip("/") == api.hosted_url:
+    if not api_key and (api.always_needs_key or base_url.rstrip("/") == api.hosted_url):
         raise ModelAuthError(f"no API key for the {api.hosted_name}: {ctx.key_hint()}")
-    redactor = Redactor(api_key)
+    redactor = Redactor(api_key, others=header_secrets(headers))
     request = StreamRequest(
         url=url, headers=headers, body=body, timeout=http_timeout, context=ctx, redactor=redactor
     )

@@ -9,6 +9,20 @@ block ``content_block_start`` (``text`` or ``tool_use`` with its id and name),
 output usage) and ``message_stop``. ``ping`` may come at any time, and
 ``error`` reports a failure after the 200 (``overloaded_error`` and friends).
 
+Extended thinking (`thinking_budget`) adds ``thinking`` blocks, streamed as
+``thinking_delta`` and closed by a ``signature_delta``, and now and then a
+``redacted_thinking`` block holding only encrypted ``data``. The reasoning is
+delivered as `ReasoningDelta`; the blocks, signature included, are kept on the
+assistant message (`ThinkingBlock`) and sent back first in that message on
+later turns, unchanged, as the API requires during a round of tool calls.
+
+Prompt caching (on by default) marks three breakpoints with ``cache_control:
+{"type": "ephemeral"}``: the system prompt, the last tool, and the last block
+of the last turn, so each request reads the conversation so far from the
+cache and writes the new turn to it. ``message_start`` then reports
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` beside the
+uncached ``input_tokens``.
+
 The transcript maps onto the API's shape: system messages go to the top-level
 ``system`` field, assistant tool calls become ``tool_use`` blocks, and tool
 results become ``tool_result`` blocks in a ``user`` message; consecutive
@@ -19,7 +33,7 @@ in the one user message that follows the assistant's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -30,8 +44,10 @@ from .._messages import (
     ModelDelta,
     ModelResponse,
     OnDelta,
+    ReasoningDelta,
     Role,
     TextDelta,
+    ThinkingBlock,
     ToolCall,
     ToolCallDelta,
     ToolSpec,
@@ -53,6 +69,8 @@ from ._http import (
     ProviderError,
     Redactor,
     SSEEvent,
+    cut_at_max_tokens,
+    merge_headers,
     parse_arguments,
     parse_json_event,
     server_message,
@@ -70,13 +88,25 @@ _API = Api(
 )
 
 
+#: What marks a prompt caching breakpoint.
+EPHEMERAL = {"type": "ephemeral"}
+#: The smallest thinking budget the API takes.
+MIN_THINKING_BUDGET = 1024
+
+
 @attrs.define(eq=False)
 class AnthropicModel:
     """A `Model` over the Anthropic Messages API.
 
-    `max_tokens` is required by the API; 4096 suits every current model. The
-    hosted API without a key fails before sending anything. `repr` never shows
-    the key. Each `complete` uses its own connection, which a cancel closes at once.
+    `max_tokens` is required by the API; 4096 suits every current model.
+    `thinking_budget` turns on extended thinking with that many tokens to think
+    (at least 1024, and less than `max_tokens`). `prompt_caching` marks the
+    system prompt, the tools and the last turn for the prompt cache. `headers`
+    are sent with every request and override ours (a gateway's, a beta flag);
+    a header named like a credential is scrubbed from error text like the key.
+    The hosted API without a key fails before sending anything. `repr` never
+    shows the key or the headers. Each `complete` uses its own connection,
+    which a cancel closes at once.
     """
 
     model: str
@@ -85,6 +115,20 @@ class AnthropicModel:
     retry: RetryPolicy = DEFAULT_RETRY
     timeout: httpx.Timeout = DEFAULT_TIMEOUT
     max_tokens: int = 4096
+    thinking_budget: int | None = None
+    prompt_caching: bool = True
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        merge_headers({}, self.headers)  # a header that cannot be sent fails here, not mid-run
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, not {self.max_tokens!r}")
+        budget = self.thinking_budget
+        if budget is not None and not MIN_THINKING_BUDGET <= budget < self.max_tokens:
+            raise ValueError(
+                f"thinking_budget must be at least {MIN_THINKING_BUDGET} and less than"
+                f" max_tokens ({self.max_tokens}), not {budget}"
+            )
 
     @property
     def name(self) -> str:
@@ -105,10 +149,27 @@ class AnthropicModel:
         tools: Sequence[ToolSpec],
         on_delta: OnDelta,
     ) -> ModelResponse:
-        """Stream one response, delivering text and tool-call deltas as they arrive."""
-        headers = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
+        """Stream one response, delivering text, thinking and tool-call deltas as they arrive."""
+        base = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
-            headers["x-api-key"] = self._api_key
+            base["x-api-key"] = self._api_key
+        limit = self.max_tokens
+        return await stream_completion(
+            _API,
+            model=self.model,
+            base_url=self.base_url,
+            url=self.url,
+            api_key=self._api_key,
+            headers=merge_headers(base, self.headers),
+            body=self.body(messages, tools),
+            reader=lambda ctx, redactor: _Reader(redactor, ctx, limit),
+            retry=self.retry,
+            http_timeout=self.timeout,
+            on_delta=on_delta,
+        )
+
+    def body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        """The JSON body of one streaming request for `messages`, offering `tools`."""
         system, turns = anthropic_messages(messages)
         body: dict[str, Any] = {
             "model": self.model,
@@ -117,22 +178,34 @@ class AnthropicModel:
             "stream": True,
         }
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system}]
         if tools:
             body["tools"] = [anthropic_tool(t) for t in tools]
-        return await stream_completion(
-            _API,
-            model=self.model,
-            base_url=self.base_url,
-            url=self.url,
-            api_key=self._api_key,
-            headers=headers,
-            body=body,
-            reader=lambda ctx, redactor: _Reader(redactor, ctx),
-            retry=self.retry,
-            http_timeout=self.timeout,
-            on_delta=on_delta,
-        )
+        if self.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        if self.prompt_caching:
+            mark_cache_breakpoints(body)
+        return body
+
+
+def mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Put ``cache_control`` on the system prompt, the last tool and the last turn's last block.
+
+    The cache holds the prefix up to each breakpoint (tools, then system, then
+    messages): the tools and system prompt rarely change, and the last turn's
+    mark lets the next request read this whole conversation from the cache.
+    Thinking blocks cannot carry the mark, so the last other block of the turn does.
+    """
+    if body.get("system"):
+        body["system"][-1]["cache_control"] = dict(EPHEMERAL)
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+    turns = body.get("messages") or []
+    if turns:
+        for block in reversed(turns[-1]["content"]):
+            if block.get("type") not in ("thinking", "redacted_thinking"):
+                block["cache_control"] = dict(EPHEMERAL)
+                break
 
 
 def anthropic_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -156,6 +229,9 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
             )
         else:
             role = m.role.value
+            # Signed thinking goes back first and unchanged; an unsigned block (its text
+            # was scrubbed of a secret) cannot be sent back, so it is left out.
+            blocks.extend(thinking_block(t) for t in m.thinking if t.sendable)
             # The API rejects empty text blocks.
             if m.content:
                 blocks.append({"type": "text", "text": m.content})
@@ -170,6 +246,13 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
         else:
             turns.append({"role": role, "content": blocks})
     return "\n\n".join(system), turns
+
+
+def thinking_block(block: ThinkingBlock) -> dict[str, Any]:
+    """A kept thinking block as the API wants it back: ``thinking`` or ``redacted_thinking``."""
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.redacted}
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature}
 
 
 _ERROR_TYPES: dict[str, type[ProviderError]] = {
@@ -187,6 +270,18 @@ class _Tool:
     id: str
     name: str
     arguments: list[str] = attrs.field(factory=list)
+    #: Its content_block_stop arrived: the arguments are whole.
+    stopped: bool = False
+
+
+@attrs.define
+class _Thinking:
+    text: list[str] = attrs.field(factory=list)
+    signature: str = ""
+    redacted: str | None = None
+
+    def block(self) -> ThinkingBlock:
+        return ThinkingBlock("".join(self.text), self.signature or None, self.redacted)
 
 
 @attrs.define(eq=False)
@@ -195,14 +290,21 @@ class _Reader:
 
     redactor: Redactor
     ctx: ErrorContext
+    #: The request's ``max_tokens``, named when the reply is cut there.
+    limit: int | None = None
     done: bool = False
     _started: bool = False
+    _stop_reason: str | None = None
     _text: list[str] = attrs.field(factory=list)
     #: Content block index -> position among this reply's tool calls.
     _tool_of_block: dict[int, int] = attrs.field(factory=dict)
     _tools: list[_Tool] = attrs.field(factory=list)
+    #: Content block index -> thinking block (dicts keep the order they came in).
+    _thinking: dict[int, _Thinking] = attrs.field(factory=dict)
     _input_tokens: int = 0
     _output_tokens: int = 0
+    _cache_read: int = 0
+    _cache_creation: int = 0
 
     def handle(self, event: SSEEvent) -> list[ModelDelta]:
         data = parse_json_event(event, _PROVIDER)
@@ -217,23 +319,33 @@ class _Reader:
             return self._block_start(data)
         elif kind == "content_block_delta":
             return self._block_delta(data)
+        elif kind == "content_block_stop":
+            position = self._tool_of_block.get(data.get("index", -1))
+            if position is not None:
+                self._tools[position].stopped = True
         elif kind == "message_delta":
             self._count(data.get("usage"))
+            delta = data.get("delta") or {}
+            if isinstance(delta.get("stop_reason"), str):
+                self._stop_reason = delta["stop_reason"]
         elif kind == "message_stop":
             self.done = True
-        # ping, content_block_stop and event types added later carry nothing we need.
+        # ping and event types added later carry nothing we need.
         return []
 
     def _count(self, usage: Any) -> None:
         if not isinstance(usage, dict):
             return
-        # Cached prompt tokens are still prompt tokens the model read.
+        # input_tokens counts only the uncached part; cached prompt tokens are still
+        # prompt tokens the model read, so the total has all three.
         inputs = [
             usage.get(k)
             for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         ]
         if any(isinstance(v, int) for v in inputs):
             self._input_tokens = sum(v for v in inputs if isinstance(v, int))
+            self._cache_creation = _int(inputs[1])
+            self._cache_read = _int(inputs[2])
         # output_tokens in message_delta is the running total, not an increment.
         if isinstance(usage.get("output_tokens"), int):
             self._output_tokens = usage["output_tokens"]
@@ -254,6 +366,18 @@ class _Reader:
             tool = _Tool(str(block["id"]), str(block["name"]))
             self._tools.append(tool)
             return [ToolCallDelta(index=position, id=tool.id, name=tool.name)]
+        elif block.get("type") in ("thinking", "redacted_thinking"):
+            if not isinstance(index, int):
+                raise ModelStreamError(f"{_PROVIDER} started a thinking block without an index")
+            thinking = self._thinking[index] = _Thinking()
+            if block["type"] == "redacted_thinking":
+                thinking.redacted = str(block.get("data") or "")
+                return []
+            thinking.signature = str(block.get("signature") or "")
+            text = block.get("thinking")
+            if isinstance(text, str) and text:
+                thinking.text.append(text)
+                return [ReasoningDelta(text)]
         return []
 
     def _block_delta(self, data: dict[str, Any]) -> list[ModelDelta]:
@@ -273,6 +397,20 @@ class _Reader:
             if isinstance(piece, str) and piece:
                 self._tools[position].arguments.append(piece)
                 return [ToolCallDelta(index=position, arguments=piece)]
+        elif delta.get("type") in ("thinking_delta", "signature_delta"):
+            thinking = self._thinking.get(data.get("index", -1))
+            if thinking is None:
+                raise ModelStreamError(
+                    f"{_PROVIDER} sent thinking for a block that is not a thinking block"
+                )
+            if delta["type"] == "signature_delta":
+                # Sent whole just before the block stops; appended in case it comes in pieces.
+                thinking.signature += str(delta.get("signature") or "")
+                return []
+            text = delta.get("thinking")
+            if isinstance(text, str) and text:
+                thinking.text.append(text)
+                return [ReasoningDelta(text)]
         return []
 
     def _error(self, data: dict[str, Any]) -> ProviderError:
@@ -293,9 +431,31 @@ class _Reader:
             raise ModelStreamCutError(
                 f"{_PROVIDER} ended the stream before message_stop; the reply is incomplete"
             )
+        if self._stop_reason == "max_tokens":
+            for tool in self._tools:
+                if not tool.stopped or not _parses("".join(tool.arguments)):
+                    raise cut_at_max_tokens(_PROVIDER, tool.name, self.limit)
         calls = tuple(
             ToolCall(t.id, t.name, parse_arguments("".join(t.arguments), t.name, _PROVIDER))
             for t in self._tools
         )
-        usage = Usage(self._input_tokens, self._output_tokens) if self._started else None
-        return ModelResponse("".join(self._text), calls, usage)
+        usage = (
+            Usage(self._input_tokens, self._output_tokens, self._cache_read, self._cache_creation)
+            if self._started
+            else None
+        )
+        thinking = tuple(t.block() for t in self._thinking.values())
+        return ModelResponse("".join(self._text), calls, usage, thinking)
+
+
+def _parses(text: str) -> bool:
+    if not text.strip():
+        return True
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0

@@ -6,14 +6,25 @@ One request is ``POST {base_url}/chat/completions`` with ``stream: true``; the
 reply is a server-sent event stream of ``chat.completion.chunk`` objects ending
 in ``data: [DONE]``. Tool calls arrive as ``choices[0].delta.tool_calls[i]``
 pieces keyed by ``index``: the id and name first, then the arguments JSON cut
-anywhere. With ``stream_options.include_usage`` a last chunk carries ``usage``.
+anywhere. With ``stream_options.include_usage`` a last chunk carries ``usage``
+(with ``prompt_tokens_details.cached_tokens`` where the server caches prompts).
+
+Reasoning models served by DeepSeek, vLLM, Ollama or OpenRouter stream their
+reasoning beside the answer, as ``delta.reasoning_content`` (or
+``delta.reasoning``); it is delivered as `ReasoningDelta` and not sent back
+on later turns (DeepSeek refuses it there).
+
+`AzureOpenAIModel` speaks the same dialect to an Azure OpenAI deployment:
+``POST {endpoint}/openai/deployments/{deployment}/chat/completions?api-version=...``
+with the key in an ``api-key`` header.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import httpx
@@ -23,6 +34,7 @@ from .._messages import (
     ModelDelta,
     ModelResponse,
     OnDelta,
+    ReasoningDelta,
     Role,
     TextDelta,
     ToolCall,
@@ -40,6 +52,8 @@ from ._http import (
     ModelStreamError,
     Redactor,
     SSEEvent,
+    cut_at_max_tokens,
+    merge_headers,
     parse_arguments,
     parse_json_event,
     server_message,
@@ -53,14 +67,28 @@ OPENAI_KEY_SECRET = "openai_api_key"
 _PROVIDER = "OpenAI-compatible API"
 _API = Api(_PROVIDER, DEFAULT_OPENAI_URL, "OpenAI API", OPENAI_KEY_ENV, OPENAI_KEY_SECRET)
 
+#: The Azure OpenAI data-plane API version requests name, unless told another (the latest GA).
+AZURE_API_VERSION = "2024-10-21"
+AZURE_KEY_ENV = "AZURE_OPENAI_API_KEY"
+AZURE_KEY_SECRET = "azure_openai_api_key"
+_AZURE_PROVIDER = "Azure OpenAI"
+_AZURE_API = Api(
+    _AZURE_PROVIDER, "", "Azure OpenAI", AZURE_KEY_ENV, AZURE_KEY_SECRET, always_needs_key=True
+)
+
 
 @attrs.define(eq=False)
 class OpenAIModel:
     """A `Model` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
     `api_key` may be None for local servers that need none; the hosted API
-    without a key fails before sending anything. `repr` never shows the key.
-    Each `complete` uses its own connection, which a cancel closes at once.
+    without a key fails before sending anything. `headers` are sent with every
+    request and override ours (OpenRouter's ``HTTP-Referer`` and ``X-Title``, a
+    gateway's own key); a header named like a credential is scrubbed from error
+    text like the key. `max_tokens` caps the reply (``max_completion_tokens``
+    for the hosted API, ``max_tokens`` elsewhere; None leaves the server's
+    default). `repr` never shows the key or the headers. Each `complete` uses
+    its own connection, which a cancel closes at once.
     """
 
     model: str
@@ -70,6 +98,12 @@ class OpenAIModel:
     timeout: httpx.Timeout = DEFAULT_TIMEOUT
     #: Ask for the final usage chunk (``stream_options``); turn off for a server that rejects it.
     include_usage: bool = True
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    max_tokens: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        merge_headers({}, self.headers)  # a header that cannot be sent fails here, not mid-run
+        _check_max_tokens(self.max_tokens)
 
     @property
     def name(self) -> str:
@@ -87,32 +121,135 @@ class OpenAIModel:
         tools: Sequence[ToolSpec],
         on_delta: OnDelta,
     ) -> ModelResponse:
-        """Stream one response, delivering text and tool-call deltas as they arrive."""
-        headers = {"accept": "text/event-stream"}
+        """Stream one response, delivering text, reasoning and tool-call deltas as they arrive."""
+        base = {"accept": "text/event-stream"}
         if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": openai_messages(messages),
-            "stream": True,
-        }
-        if self.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if tools:
-            body["tools"] = [openai_tool(t) for t in tools]
+            base["authorization"] = f"Bearer {self._api_key}"
+        hosted = self.base_url.rstrip("/") == DEFAULT_OPENAI_URL
+        body = chat_body(
+            messages,
+            tools,
+            model=self.model,
+            include_usage=self.include_usage,
+            max_tokens=self.max_tokens,
+            max_tokens_field="max_completion_tokens" if hosted else "max_tokens",
+        )
+        limit = self.max_tokens
         return await stream_completion(
             _API,
             model=self.model,
             base_url=self.base_url,
             url=self.url,
             api_key=self._api_key,
-            headers=headers,
+            headers=merge_headers(base, self.headers),
             body=body,
-            reader=lambda ctx, redactor: _Reader(redactor),
+            reader=lambda ctx, redactor: _Reader(redactor, _PROVIDER, limit),
             retry=self.retry,
             http_timeout=self.timeout,
             on_delta=on_delta,
         )
+
+
+@attrs.define(eq=False)
+class AzureOpenAIModel:
+    """A `Model` over an Azure OpenAI deployment's chat completions endpoint.
+
+    `endpoint` is the resource's URL (``https://NAME.openai.azure.com``) and
+    `deployment` the deployment's name, which picks the model. The key goes in
+    the ``api-key`` header (Azure's, not ``Authorization``), and every request
+    names `api_version`. Azure always needs a key; without one, `complete`
+    fails before sending anything. `headers` and `max_tokens` work as for
+    `OpenAIModel`.
+    """
+
+    endpoint: str
+    deployment: str
+    _api_key: str | None = attrs.field(default=None, alias="api_key", repr=False)
+    api_version: str = AZURE_API_VERSION
+    retry: RetryPolicy = DEFAULT_RETRY
+    timeout: httpx.Timeout = DEFAULT_TIMEOUT
+    include_usage: bool = True
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    max_tokens: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        merge_headers({}, self.headers)
+        _check_max_tokens(self.max_tokens)
+        if not self.deployment.strip():
+            raise ValueError("an Azure OpenAI model needs the deployment's name")
+
+    @property
+    def name(self) -> str:
+        """``"azure:<deployment>"``."""
+        return f"azure:{self.deployment}"
+
+    @property
+    def url(self) -> str:
+        """The deployment's chat completions endpoint, with the ``api-version`` query."""
+        base = self.endpoint.rstrip("/")
+        deployment = quote(self.deployment, safe="")
+        version = quote(self.api_version, safe="")
+        return f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}"
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_delta: OnDelta,
+    ) -> ModelResponse:
+        """Stream one response, as `OpenAIModel.complete` does."""
+        base = {"accept": "text/event-stream"}
+        if self._api_key:
+            base["api-key"] = self._api_key
+        body = chat_body(
+            messages,
+            tools,
+            model=None,  # the deployment names the model
+            include_usage=self.include_usage,
+            max_tokens=self.max_tokens,
+            max_tokens_field="max_completion_tokens",
+        )
+        limit = self.max_tokens
+        return await stream_completion(
+            _AZURE_API,
+            model=self.deployment,
+            base_url=self.endpoint,
+            url=self.url,
+            api_key=self._api_key,
+            headers=merge_headers(base, self.headers),
+            body=body,
+            reader=lambda ctx, redactor: _Reader(redactor, _AZURE_PROVIDER, limit),
+            retry=self.retry,
+            http_timeout=self.timeout,
+            on_delta=on_delta,
+        )
+
+
+def _check_max_tokens(value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"max_tokens must be a positive integer, not {value!r}")
+
+
+def chat_body(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    model: str | None,
+    include_usage: bool,
+    max_tokens: int | None,
+    max_tokens_field: str,
+) -> dict[str, Any]:
+    """The JSON body of one streaming chat completions request."""
+    body: dict[str, Any] = {"messages": openai_messages(messages), "stream": True}
+    if model is not None:
+        body = {"model": model, **body}
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if tools:
+        body["tools"] = [openai_tool(t) for t in tools]
+    if max_tokens is not None:
+        body[max_tokens_field] = max_tokens
+    return body
 
 
 def openai_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -166,6 +303,9 @@ class _Reader:
     """One reply's chunks, accumulated."""
 
     redactor: Redactor
+    provider: str = _PROVIDER
+    #: The ``max_tokens`` the request asked for, named when the reply is cut there.
+    limit: int | None = None
     done: bool = False
     _finish_reason: str | None = None
     _text: list[str] = attrs.field(factory=list)
@@ -176,23 +316,32 @@ class _Reader:
         if event.data.strip() == "[DONE]":
             self.done = True
             return []
-        data = parse_json_event(event, _PROVIDER)
+        data = parse_json_event(event, self.provider)
         error = data.get("error")
         if error is not None and not data.get("choices"):
             # Servers report failures after the 200 as a chunk holding "error".
             said = server_message(json.dumps({"error": error}).encode(), self.redactor)
-            raise ModelServerError(f"{_PROVIDER} failed mid-reply: {said}")
+            raise ModelServerError(f"{self.provider} failed mid-reply: {said}")
         usage = data.get("usage")
         if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if cached is None:
+                cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
             self._usage = Usage(
                 input_tokens=_int(usage.get("prompt_tokens")),
                 output_tokens=_int(usage.get("completion_tokens")),
+                cache_read_tokens=_int(cached),
             )
         deltas: list[ModelDelta] = []
         for choice in data.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            # DeepSeek and vLLM say reasoning_content; Ollama, OpenRouter and newer vLLM reasoning.
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                deltas.append(ReasoningDelta(reasoning))
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text.append(content)
@@ -205,10 +354,10 @@ class _Reader:
 
     def _tool_piece(self, position: int, piece: Any) -> ToolCallDelta:
         if not isinstance(piece, dict):
-            raise ModelStreamError(f"{_PROVIDER} sent a tool call piece that is not an object")
+            raise ModelStreamError(f"{self.provider} sent a tool call piece that is not an object")
         index = piece.get("index", position)
         if not isinstance(index, int):
-            raise ModelStreamError(f"{_PROVIDER} sent a tool call with a non-integer index")
+            raise ModelStreamError(f"{self.provider} sent a tool call with a non-integer index")
         function = piece.get("function") or {}
         call = self._calls.setdefault(index, _Call())
         new_id = new_name = None
@@ -225,17 +374,26 @@ class _Reader:
 
     def finish(self) -> ModelResponse:
         if not self.done and self._finish_reason is None:
-            raise ModelStreamCutError(f"{_PROVIDER} ended the stream before the reply was complete")
+            raise ModelStreamCutError(
+                f"{self.provider} ended the stream before the reply was complete"
+            )
+        if self._finish_reason == "length" and self._calls:
+            # Cut at the output limit while writing calls: the last one's arguments are
+            # incomplete, even where the text so far happens to parse.
+            last = self._calls[max(self._calls)]
+            raise cut_at_max_tokens(self.provider, last.name or "?", self.limit)
         calls = []
         for index in sorted(self._calls):
             call = self._calls[index]
             if not call.name:
-                raise ModelStreamError(f"{_PROVIDER} streamed tool call #{index} without a name")
+                raise ModelStreamError(
+                    f"{self.provider} streamed tool call #{index} without a name"
+                )
             calls.append(
                 ToolCall(
                     id=call.id or f"call_{index}",
                     name=call.name,
-                    arguments=parse_arguments("".join(call.arguments), call.name, _PROVIDER),
+                    arguments=parse_arguments("".join(call.arguments), call.name, self.provider),
                 )
             )
         return ModelResponse("".join(self._text), tuple(calls), self._usage)

@@ -16,6 +16,7 @@ const state = {
   runs: new Map(), // session id -> task hash of its run started here, while it runs
   logs: new Map(), // session id -> the log element of that session
   bubbles: new Map(), // task hash -> the assistant bubble being streamed
+  thoughts: new Map(), // task hash -> the reasoning bubble being streamed (shown dimmed)
   questions: new Map(), // question id -> question
   sessions: [],
 };
@@ -128,7 +129,17 @@ const handlers = {
     refreshSessions();
     if (ev.session_id === state.current) refreshTask();
   },
+  reasoning(ev) {
+    let bubble = state.thoughts.get(ev.task_hash);
+    if (!bubble) {
+      bubble = add(ev.session_id, "reasoning", "");
+      state.thoughts.set(ev.task_hash, bubble);
+    }
+    bubble.textContent += ev.text;
+    if (ev.session_id === state.current) bubble.scrollIntoView({ block: "end" });
+  },
   text(ev) {
+    state.thoughts.delete(ev.task_hash); // reasoning after this text starts a new bubble
     let bubble = state.bubbles.get(ev.task_hash);
     if (!bubble) {
       bubble = add(ev.session_id, "assistant", "");
@@ -139,6 +150,7 @@ const handlers = {
   },
   tool_call(ev) {
     state.bubbles.delete(ev.task_hash);
+    state.thoughts.delete(ev.task_hash);
     const args = Object.entries(ev.arguments)
       .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
       .join(" ");
@@ -153,6 +165,7 @@ const handlers = {
   usage() {},
   run_ended(ev) {
     state.bubbles.delete(ev.task_hash);
+    state.thoughts.delete(ev.task_hash);
     if (state.runs.get(ev.session_id) === ev.task_hash) state.runs.delete(ev.session_id);
     // The server words the end (the same words as the terminal and the bots);
     // the page adds only how to go on here.
