@@ -82,6 +82,7 @@ EXPECTED = {
     "ToolError",
     "ToolResultEvent",
     "ToolSpec",
+    "UnknownSessionError",
     "UnknownTaskError",
     "UsageEvent",
     "Verifier",

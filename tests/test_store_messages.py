@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
+import trio
 
-from agentrt import Message, Outcome, Runtime, StoreError, TaskRecord, TaskStatus, TaskStore
+from agentrt import (
+    Cause,
+    Message,
+    Outcome,
+    PendingTaskExistsError,
+    Runtime,
+    SessionBusyError,
+    StoreError,
+    TaskInfo,
+    TaskRecord,
+    TaskStatus,
+    TaskStore,
+    UnknownSessionError,
+)
 from agentrt._messages import Role
 from agentrt._record import TaskSummary
-from agentrt._store import BadCursorError, UnreadableTask
+from agentrt._store import BadCursorError, TaskExistsError, UnreadableTask
 
 from .conftest import Recorder
 
@@ -188,3 +203,66 @@ async def test_sessions_keep_finished_conversations_and_page_their_messages(
     assert await store.forget("chat-talk")
     assert (await store.sessions("chat-")).items == ()
     assert (await store.messages("chat-talk")).items == ()
+
+
+async def test_a_listed_session_carries_its_pending_task_and_a_finished_one_none(
+    runtime: Runtime,
+) -> None:
+    await runtime.executor.run("chat-done", "hello", owner="o", emit=Recorder())
+    await runtime.executor.run("chat-parked", "ask Colour?", owner="o", emit=Recorder())
+    by_id = {s.session_id: s for s in (await runtime.store.sessions("chat-")).items}
+    assert by_id["chat-done"].task is None and by_id["chat-done"].status is None
+    parked = by_id["chat-parked"].task
+    assert isinstance(parked, TaskSummary)
+    assert parked.status is TaskStatus.AWAITING_ANSWER
+    assert parked.question is not None and parked.question.prompt == "Colour?"
+    assert parked.messages == by_id["chat-parked"].messages == 2
+
+
+async def test_forgetting_a_session_with_a_pending_task_is_refused_and_deletes_nothing(
+    runtime: Runtime,
+) -> None:
+    store = runtime.store
+    await runtime.executor.run("chat-f", "hello", owner="o", emit=Recorder())
+    await runtime.executor.run("chat-f", "ask Colour?", owner="o", emit=Recorder())
+    with pytest.raises(TaskExistsError, match="agentrt pending discard chat-f"):
+        await store.forget("chat-f")
+    with pytest.raises(PendingTaskExistsError, match="has a pending task"):
+        await runtime.executor.forget("chat-f")
+    assert (await store.session("chat-f")) is not None
+    assert len((await store.messages("chat-f")).items) == 4
+    assert await runtime.executor.discard("chat-f")
+    await runtime.executor.forget("chat-f")
+    assert await store.session("chat-f") is None
+    assert (await store.messages("chat-f")).items == ()
+    with pytest.raises(UnknownSessionError, match="no session chat-f"):
+        await runtime.executor.forget("chat-f")
+
+
+async def test_a_running_session_cannot_be_forgotten(runtime: Runtime) -> None:
+
+    async with trio.open_nursery() as nursery:
+        info: TaskInfo = await nursery.start(
+            lambda task_status: runtime.executor.run(
+                "chat-busy", "sleep 60", owner="o", emit=Recorder(), task_status=task_status
+            )
+        )
+        with pytest.raises(SessionBusyError, match="chat-busy is running"):
+            await runtime.executor.forget("chat-busy")
+        runtime.executor.cancel(info.task_hash, Cause.USER_CANCEL)
+    assert await runtime.store.session("chat-busy") is None  # its only messages went with it
+
+
+async def test_prune_deletes_old_finished_sessions_and_never_one_with_a_pending_task(
+    runtime: Runtime,
+) -> None:
+
+    for session, text in (("cli-old", "hello"), ("cli-kept", "ask Colour?")):
+        await runtime.executor.run(session, text, owner="o", emit=Recorder())
+    store = runtime.store
+    assert await store.prune(time.time() - 3600) == 0  # both are newer than that
+    assert await store.prune(time.time() + 1) == 1  # both are older: only the finished one goes
+    assert [s.session_id for s in (await store.sessions()).items] == ["cli-kept"]
+    assert (await store.messages("cli-old")).items == ()
+    assert await store.load_history("cli-old") == ()
+    assert (await store.load("cli-kept")) is not None

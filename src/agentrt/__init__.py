@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._executor import PendingTaskExistsError as PendingTaskExistsError
     from ._executor import SessionBusyError as SessionBusyError
     from ._executor import TaskInfo as TaskInfo
+    from ._executor import UnknownSessionError as UnknownSessionError
     from ._executor import UnknownTaskError as UnknownTaskError
     from ._locations import default_state_dir as default_state_dir
     from ._messages import Message as Message
@@ -127,6 +128,7 @@ _WHERE: dict[str, str] = {
     "ModelNotConfiguredError": "_executor",
     "SessionBusyError": "_executor",
     "TaskInfo": "_executor",
+    "UnknownSessionError": "_executor",
     "UnknownTaskError": "_executor",
     "default_state_dir": "_locations",
     "Message": "_messages",

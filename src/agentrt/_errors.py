@@ -48,8 +48,14 @@ class NoPendingTaskError(ExecutorError):
     code, http_status, frame_code = "no_pending_task", 404, "not_found"
 
 
+class UnknownSessionError(ExecutorError):
+    """No session has this id (or none the asker may see: the answer is the same)."""
+
+    code, http_status, frame_code = "unknown_session", 404, "not_found"
+
+
 class PendingTaskExistsError(ExecutorError):
-    """A new run was asked for in a session that still has a pending task."""
+    """A new run, or removing the session, was asked for while it still has a pending task."""
 
     code, http_status, frame_code = "pending_task_exists", 409, "state"
 

@@ -37,6 +37,7 @@ from ._errors import NoPendingTaskError as NoPendingTaskError
 from ._errors import NotOwnerError as NotOwnerError
 from ._errors import PendingTaskExistsError as PendingTaskExistsError
 from ._errors import SessionBusyError as SessionBusyError
+from ._errors import UnknownSessionError as UnknownSessionError
 from ._errors import UnknownTaskError as UnknownTaskError
 from ._errors import check_model_ready
 from ._events import Outcome, RunEnded, TaskStarted
@@ -256,6 +257,25 @@ class Executor:
             self._check_runner(session_id, status, runner)
 
         return await self.store.delete(session_id, check)
+
+    async def forget(self, session_id: str) -> None:
+        """Delete a finished session: its conversation and every message of it.
+
+        Raises `SessionBusyError` while a run of the session goes on,
+        `PendingTaskExistsError` (deleting nothing) while it has a pending task
+        (resume or discard that first), and `UnknownSessionError` when there
+        is no such session.
+        """
+        check_session_id(session_id)
+        if session_id in self._sessions:
+            raise SessionBusyError(f"session {session_id} is running; stop it first")
+        try:
+            found = await self.store.forget(session_id)
+        except TaskExistsError as exc:
+            raise PendingTaskExistsError(str(exc)) from None
+        if not found:
+            raise UnknownSessionError(f"no session {session_id}")
+        self._allow.pop(session_id, None)
 
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""

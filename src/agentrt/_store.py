@@ -168,6 +168,8 @@ class SessionInfo:
     window_hash: str | None = None
     #: The pending task's status, or None when the session has none (its runs finished).
     status: str | None = None
+    #: The pending task as a listing shows it, or None when the session has none.
+    task: ListedTask | None = None
 
 
 @attrs.frozen
@@ -680,8 +682,9 @@ class TaskStore:
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
             sql = (
                 "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.next_seq, "
-                "COALESCE(t.window_hash, s.window_hash), t.status FROM sessions s "
-                "LEFT JOIN tasks t ON t.session_id = s.session_id "
+                "COALESCE(t.window_hash, s.window_hash), t.status, t.session_id, "
+                f"{', '.join('t.' + c for c in _SUMMARY_COLUMNS)}, t.message_count "
+                "FROM sessions s LEFT JOIN tasks t ON t.session_id = s.session_id "
                 "WHERE s.session_id LIKE ? ESCAPE '\\'"
             )
             args: list[Any] = [_like(prefix)]
@@ -704,6 +707,8 @@ class TaskStore:
                     messages=int(r[4]),
                     window_hash=r[5] if isinstance(r[5], str) else None,
                     status=r[6] if isinstance(r[6], str) else None,
+                    # The task's summary columns, as `list_page` reads them.
+                    task=self._summary(r[7:]) if r[7] is not None else None,
                 )
                 for r in rows
             )
@@ -747,15 +752,22 @@ class TaskStore:
         return await self._run(read)
 
     async def forget(self, session_id: str) -> bool:
-        """Delete a session: its messages, its history and its pending task; True if it had any.
+        """Delete a finished session and all its messages; True if there was one.
 
-        Refused (`StoreError`) while its pending task is running.
+        Refused (`TaskExistsError`, deleting nothing) while the session has a
+        pending task: its unfinished work goes only by discarding it (a
+        user-cancel), which checks who runs it. The check and the delete are
+        one transaction.
         """
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
+                if self._task_row(db, session_id) is not None:
+                    raise TaskExistsError(
+                        f"session {session_id} has a pending task; resume it or discard it "
+                        f"first (agentrt pending discard {session_id})"
+                    )
                 n = db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
-                n += db.execute("DELETE FROM tasks WHERE session_id = ?", (session_id,)).rowcount
                 n += db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount
                 self._memory.drop(session_id)
                 return n > 0
