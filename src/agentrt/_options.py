@@ -26,6 +26,7 @@ WORKDIR: Final = "--workdir"
 CONFIG: Final = "--config"
 API_KEY_ENV: Final = "--api-key-env"
 APPROVAL: Final = "--approval"
+RETENTION_DAYS: Final = "--retention-days"
 
 #: The options that say which model a command runs and how to reach it: every command that
 #: runs tasks (or starts a daemon that does) takes all of them.
@@ -71,6 +72,13 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "write and command), 'auto-edit' (file writes in the working folder run at once) or "
         "'full-auto' (writes and commands run at once); restricted paths always need the "
         "system password (env AGENTRT_APPROVAL; config file: approval)",
+    },
+    RETENTION_DAYS: {
+        "metavar": "DAYS",
+        "type": int,
+        "help": "delete a finished session (its messages) DAYS days after its last message; "
+        "a session with a pending task is never deleted (env AGENTRT_RETENTION_DAYS; config "
+        "file: retention_days; default: keep every session)",
     },
     SOCKET: {
         "metavar": "PATH",

@@ -227,6 +227,13 @@ def _positive_int(value: Any) -> int:
     return value
 
 
+def _days(value: Any) -> int:
+    """A number of days from a flag or the environment (text) or the file (an integer)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return _positive_int(value)
+
+
 def _temperature(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
         raise TypeError("a number from 0 to 2")
@@ -303,6 +310,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "max_tokens": _positive_int,
     "temperature": _temperature,
     "restricted_paths": _paths,
+    "retention_days": _positive_int,
     "openai": _PROVIDER_KEYS,
     "anthropic": _PROVIDER_KEYS,
     "http": {"listen": _address},
@@ -496,6 +504,8 @@ class Settings:
     max_tokens: Value[int | None]
     temperature: Value[float | None]
     restricted_paths: Value[tuple[Path, ...]]
+    #: Days a finished session is kept after its last message; None keeps it for ever.
+    retention_days: Value[int | None]
     providers: Mapping[str, ProviderSettings]
     http: Value[tuple[str, int] | None]
     bots: Mapping[str, BotSettings]
@@ -527,6 +537,7 @@ class Settings:
         yield "max_tokens", self.max_tokens
         yield "temperature", self.temperature
         yield "restricted_paths", self.restricted_paths
+        yield "retention_days", self.retention_days
         for name, provider in self.providers.items():
             yield f"{name}.base_url", provider.base_url
             yield f"{name}.api_key_env", provider.api_key_env
@@ -569,8 +580,9 @@ def load_settings(
     """The effective settings for a command given `flags` (its parsed options).
 
     The flags read are the shared options' (``config``, ``state_dir``,
-    ``model``, ``base_url``, ``api_key_env``, ``approval``) and the daemon's
-    (``http``, ``telegram``, ``discord``); one left out or None is not given.
+    ``model``, ``base_url``, ``api_key_env``, ``approval``, ``retention_days``)
+    and the daemon's (``http``, ``telegram``, ``discord``); one left out or
+    None is not given.
     Raises `ConfigError` (a ValueError) saying where a bad value came from
     (``AGENTRT_MODEL`` is checked by `Settings.check_model`).
     """
@@ -615,6 +627,10 @@ def load_settings(
         lambda v: v if isinstance(v, Approval) else Approval.parse(v),
     )
     restricted = _restricted(file, env)
+    retention = _checked(
+        pick("retention_days", None, option="--retention-days", variable="AGENTRT_RETENTION_DAYS"),
+        _days,
+    )
     in_use = provider_of(model.value)
     for option in ("--base-url", "--api-key-env"):
         if flag(option[2:].replace("-", "_")) is not None and in_use is None:
@@ -635,6 +651,7 @@ def load_settings(
         max_tokens=file.get("max_tokens") or Value(None),
         temperature=file.get("temperature") or Value(None),
         restricted_paths=restricted,
+        retention_days=retention,
         providers=providers,
         http=pick("http.listen", None, option="--http"),
         bots={service: _bot(service, file, env, keys, flag(service)) for service in BOTS},

@@ -56,6 +56,7 @@ from ._options import (
     BASE_URL,
     MODEL,
     MODEL_OPTIONS,
+    RETENTION_DAYS,
     STATE_DIR,
     WORKDIR,
     shared_options,
@@ -236,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
     cshow = csub.add_parser(
         "show",
-        parents=[shared_options(STATE_DIR, *MODEL_OPTIONS)],
+        parents=[shared_options(STATE_DIR, *MODEL_OPTIONS, RETENTION_DAYS)],
         help="every setting, its value and where it came from (flag, env, file:line, key "
         "store, default); API keys and tokens are never printed",
         description="Print every setting of agentrt, its value and where it came from: a "

@@ -20,7 +20,8 @@ from pathlib import Path
 import trio
 
 from .._errors import ModelNotConfiguredError, check_model_ready
-from .._options import MODEL_OPTIONS, SOCKET, STATE_DIR, WORKDIR, shared_options
+from .._options import MODEL_OPTIONS, RETENTION_DAYS, SOCKET, STATE_DIR, WORKDIR, shared_options
+from .._retention import Retention
 from .._runtime import Runtime, open_runtime
 from .._settings import Settings, bot_environ, load_settings, parse_host_port
 from .._statedir import DaemonLock, StateDirError, prepare_state_dir
@@ -61,7 +62,7 @@ async def serve(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt daemon",
-        parents=[shared_options(SOCKET, STATE_DIR, *MODEL_OPTIONS, WORKDIR)],
+        parents=[shared_options(SOCKET, STATE_DIR, *MODEL_OPTIONS, WORKDIR, RETENTION_DAYS)],
         description=(
             "Run agents for terminal windows (agenttui) over a Unix socket, and, when asked, "
             "for the web page and the Telegram and Discord bots, all with one model. "
@@ -171,6 +172,11 @@ async def _amain(
                 file=sys.stderr,
                 flush=True,
             )
+
+        days = settings.retention_days.value
+        if days is not None:
+            # The first prune is done before the socket accepts anyone.
+            await nursery.start(Retention(runtime.store, days).run)
 
         async def daemon_then_stop(task_status: trio.TaskStatus[Daemon]) -> None:
             await serve(socket_path, runtime, handle_signals=True, task_status=task_status)
