@@ -53,6 +53,12 @@ from agentrt.frames import (
     ReasoningFrame,
     Run,
     Scope,
+    SessionItem,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -81,6 +87,10 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     PendingRequest(PendingAction.LIST, prefix="chat-"),
     PendingRequest(PendingAction.SHOW, session="chat-1"),
     PendingRequest(PendingAction.RESUME, session="chat-1", cwd="/home/ada"),
+    SessionsRequest(SessionsAction.LIST),
+    SessionsRequest(SessionsAction.LIST, prefix="chat-", limit=20, cursor="12.5:cli-1"),
+    SessionsRequest(SessionsAction.SHOW, session="cli-1", after=9, limit=50),
+    SessionsRequest(SessionsAction.RM, session="cli-1"),
 ]
 
 DAEMON_SAMPLES: list[DaemonFrame] = [
@@ -102,6 +112,21 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     PendingDetail(
         PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),
         ({"role": "user", "content": "ask x"},),
+    ),
+    SessionList(
+        (SessionItem("cli-1", "hello", 1.0, 2.5, 4), SessionItem("cli-2", "", 0, 0, 0, "failed"))
+    ),
+    SessionList(next="2.5:cli-1"),
+    SessionMessages(
+        SessionItem("cli-1", "read it", 1.0, 2.5, 3),
+        (
+            SessionMessage(0, "user", "read it", 1.0),
+            SessionMessage(
+                1, "assistant", "", 1.5, ({"id": "c1", "name": "read_file", "arguments": {}},)
+            ),
+            SessionMessage(2, "tool", "text", 2.0, tool_call_id="c1", name="read_file"),
+        ),
+        next=2,
     ),
     Ack("cancel", "paused", task="t-1"),
     ErrorFrame(ErrorCode.NOT_FOUND, "no such task", ref="cancel"),
@@ -204,7 +229,7 @@ def test_unknown_and_missing_type() -> None:
     assert err.code is ErrorCode.UNKNOWN_TYPE
     assert (
         str(err)
-        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, pending, run"
+        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, pending, run, sessions"
     )
     assert str(_error({"task": "t"})).startswith('missing "type" field')
     # A daemon frame is not a client frame.

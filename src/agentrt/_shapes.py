@@ -1,4 +1,5 @@
-"""The JSON shape of an event, a question and a task, wherever one is shown as JSON.
+"""The JSON shape of an event, a question, a task and a stored message, wherever one is shown
+as JSON.
 
 The HTTP API (`/v1/events`, `/v1/questions`, `/v1/session/{id}/task`) and
 ``agentrt run --json`` print these same objects, in the runtime's own words
@@ -9,6 +10,7 @@ the other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import cattrs
@@ -25,11 +27,11 @@ from ._events import (
     UsageEvent,
     VerifyEvent,
 )
-from ._messages import Role
+from ._messages import Role, ToolCall
 from ._pending import Entry, Request
 from ._present import describe_end
 from ._record import TaskRecord, TaskSummary
-from ._store import UnreadableTask
+from ._store import StoredMessage, UnreadableTask
 
 #: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
 #: API carries it in its paths (``/v1/``). A change a reader could trip on raises it.
@@ -160,6 +162,48 @@ def unreadable_to_json(record: UnreadableTask, *, running: bool) -> dict[str, An
         "created_at": None,
         "updated_at": record.updated_at,
     }
+
+
+def message_json(
+    seq: int,
+    role: str,
+    content: str,
+    created_at: float,
+    tool_calls: Sequence[Mapping[str, Any]] = (),
+    tool_call_id: str | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A stored message as `GET /v1/sessions/{id}/messages` and ``agentrt sessions show
+    --json`` show it: ``tool_calls`` only on a message that has some, ``tool_call_id``
+    and ``name`` only on a tool's result."""
+    obj: dict[str, Any] = {"seq": seq, "role": role, "content": content}
+    if tool_calls:
+        obj["tool_calls"] = [dict(call) for call in tool_calls]
+    if tool_call_id is not None:
+        obj["tool_call_id"] = tool_call_id
+    if name is not None:
+        obj["name"] = name
+    obj["created_at"] = created_at
+    return obj
+
+
+def tool_call_json(call: ToolCall) -> dict[str, Any]:
+    """A stored tool call: its id, the tool's name and its (clamped) arguments."""
+    return {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+
+
+def stored_message_to_json(stored: StoredMessage) -> dict[str, Any]:
+    """One stored message of a session in the shape of `message_json`."""
+    message = stored.message
+    return message_json(
+        stored.seq,
+        message.role.value,
+        message.content,
+        stored.created_at,
+        [tool_call_json(call) for call in message.tool_calls],
+        message.tool_call_id,
+        message.name,
+    )
 
 
 def summarise(record: TaskRecord) -> dict[str, Any]:

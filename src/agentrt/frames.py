@@ -169,6 +169,44 @@ class PendingRequest:
     cursor: str | None = None
 
 
+class SessionsAction(enum.Enum):
+    """What a client `SessionsRequest` asks for."""
+
+    #: List the sessions this connection may see, most recently active first.
+    LIST = "list"
+    #: One session and a page of its stored messages.
+    SHOW = "show"
+    #: Delete a finished session and all its messages.
+    RM = "rm"
+
+
+#: Messages in one ``session`` page when the request sets no limit, and the most it may ask.
+MESSAGES_PAGE = 200
+MESSAGES_PAGE_MAX = 1000
+
+
+@attrs.frozen
+class SessionsRequest:
+    """List sessions (finished ones too), show one's messages, or remove one.
+
+    ``list`` shows sessions starting with `prefix`, a page at a time: at most
+    `limit` (default `LIST_PAGE`, at most `LIST_PAGE_MAX`) after `cursor`, the
+    `next` of the page before. ``show`` gives the `session` and its messages
+    with a ``seq`` above `after`, at most `limit` (default `MESSAGES_PAGE`, at
+    most `MESSAGES_PAGE_MAX`). ``rm`` deletes `session`; a session with a
+    pending task is refused (discard the task first). To continue a session,
+    send a `Run` naming it.
+    """
+
+    TYPE: ClassVar[str] = "sessions"
+    action: SessionsAction
+    session: str | None = None
+    prefix: str = ""
+    limit: int | None = None
+    cursor: str | None = None
+    after: int = -1
+
+
 # -- daemon -> client --------------------------------------------------------
 
 
@@ -383,11 +421,63 @@ class PendingDetail:
 
 
 @attrs.frozen
+class SessionItem:
+    """One session as listed in a `SessionList` (not a frame of its own)."""
+
+    session: str
+    #: Its first message's first line, shortened.
+    title: str
+    created_at: float
+    #: When its last message was stored (seconds since the epoch).
+    updated_at: float
+    #: Messages stored: its finished conversation and its pending task's.
+    messages: int
+    #: Its pending task's status (``interrupted``, ...), or None when its runs all finished.
+    status: str | None = None
+
+
+@attrs.frozen
+class SessionList:
+    """The reply to ``sessions list``: the sessions this connection may see."""
+
+    TYPE: ClassVar[str] = "sessions"
+    sessions: tuple[SessionItem, ...] = ()
+    #: The `cursor` of the next page; None on the last page.
+    next: str | None = None
+
+
+@attrs.frozen
+class SessionMessage:
+    """One stored message in a `SessionMessages` page (not a frame of its own)."""
+
+    seq: int
+    role: str
+    content: str
+    created_at: float
+    #: An assistant message's tool calls: ``{"id", "name", "arguments"}`` each.
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    #: A tool message's call, and the tool's name.
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@attrs.frozen
+class SessionMessages:
+    """The reply to ``sessions show``: the session and a page of its messages, oldest first."""
+
+    TYPE: ClassVar[str] = "session"
+    session: SessionItem
+    messages: tuple[SessionMessage, ...] = ()
+    #: The `after` of the next page (the last message's seq); None on the last page.
+    next: int | None = None
+
+
+@attrs.frozen
 class Ack:
     """A request was carried out: `ref` is the type of the frame acknowledged.
 
-    A ``cancel`` is acknowledged with its `task`; a ``pending discard`` with
-    its `session`.
+    A ``cancel`` is acknowledged with its `task`; a ``pending discard`` and a
+    ``sessions rm`` with their `session`.
     """
 
     TYPE: ClassVar[str] = "ack"
@@ -433,7 +523,7 @@ class ErrorFrame:
     ref: str | None = None
 
 
-ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest
+ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest
 """A frame a client sends to the daemon."""
 
 DaemonFrame = (
@@ -451,6 +541,8 @@ DaemonFrame = (
     | AskWithdrawn
     | PendingList
     | PendingDetail
+    | SessionList
+    | SessionMessages
     | Ack
     | ErrorFrame
 )

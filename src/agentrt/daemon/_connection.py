@@ -36,12 +36,21 @@ from .._executor import (
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
 from .._runtime import Runtime
-from .._store import BadCursorError, ListedTask, StoredTask, StoreError, UnreadableTask
+from .._store import (
+    BadCursorError,
+    ListedTask,
+    SessionInfo,
+    StoredTask,
+    StoreError,
+    UnreadableTask,
+)
 from .._vocab import TERMINAL
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
     LIST_PAGE,
     LIST_PAGE_MAX,
+    MESSAGES_PAGE,
+    MESSAGES_PAGE_MAX,
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,
@@ -57,10 +66,21 @@ from ..frames import (
     PendingRequest,
     Run,
     Scope,
+    SessionList,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
     Welcome,
 )
 from ._lifecycle import IllegalStepError, Lifecycle, Step
-from ._wire import ask_frame, frame_for_event, pending_detail, pending_task
+from ._wire import (
+    ask_frame,
+    frame_for_event,
+    pending_detail,
+    pending_task,
+    session_item,
+    session_message,
+)
 
 log = logging.getLogger("agentrt.daemon")
 
@@ -191,6 +211,7 @@ class Connection:
             AnswerFrame: self._on_answer,
             Cancel: self._on_cancel,
             PendingRequest: self._on_pending,
+            SessionsRequest: self._on_sessions,
         }
 
     # -- the connection's life ---------------------------------------------
@@ -587,7 +608,7 @@ class Connection:
         assert self.window is not None, "only a connection past hello acts on sessions"
         return Actor.terminal(self.window)
 
-    def _may_see(self, record: StoredTask | ListedTask) -> bool:
+    def _may_see(self, record: StoredTask | ListedTask | SessionInfo) -> bool:
         """What the access policy lets this connection see.
 
         A window does not see a task another client is running; the `agentrt`
@@ -604,21 +625,34 @@ class Connection:
             return False
         return runtime.policy.may_act(self._actor(), record.session_id, record.window_hash)
 
-    async def _pending_list(self, frame: PendingRequest) -> None:
+    def _list_prefix(self, prefix: str) -> str | None:
+        """The prefix a listing may use: a window's is narrowed to its own origin (None:
+        nothing it may list starts with `prefix`)."""
         if self.scope is Scope.ALL:
-            prefix = frame.prefix
-        elif frame.prefix.startswith(ORIGIN) or ORIGIN.startswith(frame.prefix):
-            prefix = max(frame.prefix, ORIGIN, key=len)  # the narrower of the two
-        else:
+            return prefix
+        if prefix.startswith(ORIGIN) or ORIGIN.startswith(prefix):
+            return max(prefix, ORIGIN, key=len)  # the narrower of the two
+        return None
+
+    async def _check_limit(
+        self, frame: ClientFrame, limit: int | None, default: int, most: int
+    ) -> int | None:
+        """The page size asked for, or None (after an error frame) when it is out of range."""
+        value = default if limit is None else limit
+        if not 1 <= value <= most:
+            await self.error(
+                ErrorCode.INVALID, f"limit must be between 1 and {most}, not {value}", frame
+            )
+            return None
+        return value
+
+    async def _pending_list(self, frame: PendingRequest) -> None:
+        prefix = self._list_prefix(frame.prefix)
+        if prefix is None:
             await self.send(PendingList(()))  # a window lists cli- tasks only
             return
-        limit = LIST_PAGE if frame.limit is None else frame.limit
-        if not 1 <= limit <= LIST_PAGE_MAX:
-            await self.error(
-                ErrorCode.INVALID,
-                f"limit must be between 1 and {LIST_PAGE_MAX}, not {limit}",
-                frame,
-            )
+        limit = await self._check_limit(frame, frame.limit, LIST_PAGE, LIST_PAGE_MAX)
+        if limit is None:
             return
         try:
             page = await self.daemon.runtime.store.list_page(
@@ -664,3 +698,86 @@ class Connection:
             await self._no_pending_task(frame, session)
             return
         await self.send(Ack(frame.TYPE, "discarded", session=session))
+
+    # -- sessions -----------------------------------------------------------
+
+    async def _on_sessions(self, frame: SessionsRequest) -> None:
+        if frame.action is SessionsAction.LIST:
+            await self._sessions_list(frame)
+            return
+        if frame.session is None:
+            await self.error(
+                ErrorCode.INVALID,
+                f"sessions {frame.action.value} needs the session to {frame.action.value}",
+                frame,
+            )
+            return
+        try:
+            info = await self.daemon.runtime.store.session(frame.session)
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+            return
+        if info is None or not self._may_see(info):
+            # One answer for an unknown and a hidden session alike.
+            message = (
+                f"no session {frame.session}"
+                if self.scope is Scope.ALL
+                else f"no session {frame.session!r} is visible to this window"
+            )
+            await self.error(ErrorCode.NOT_FOUND, message, frame)
+            return
+        if frame.action is SessionsAction.SHOW:
+            await self._sessions_show(frame, info)
+        else:
+            await self._sessions_rm(frame, info.session_id)
+
+    async def _sessions_list(self, frame: SessionsRequest) -> None:
+        prefix = self._list_prefix(frame.prefix)
+        if prefix is None:
+            await self.send(SessionList(()))  # a window lists cli- sessions only
+            return
+        limit = await self._check_limit(frame, frame.limit, LIST_PAGE, LIST_PAGE_MAX)
+        if limit is None:
+            return
+        try:
+            page = await self.daemon.runtime.store.sessions(
+                prefix, limit=limit, cursor=frame.cursor
+            )
+        except BadCursorError as exc:
+            await self.error(ErrorCode.INVALID, str(exc), frame)
+            return
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+            return
+        items = tuple(session_item(s) for s in page.items if self._may_see(s))
+        await self.send(SessionList(items, page.next))
+
+    async def _sessions_show(self, frame: SessionsRequest, info: SessionInfo) -> None:
+        limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
+        if limit is None:
+            return
+        try:
+            page = await self.daemon.runtime.store.messages(
+                info.session_id, after=frame.after, limit=limit
+            )
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, str(exc), frame)
+            return
+        await self.send(
+            SessionMessages(
+                session_item(info),
+                tuple(session_message(m) for m in page.items),
+                None if page.next is None else int(page.next),
+            )
+        )
+
+    async def _sessions_rm(self, frame: SessionsRequest, session: str) -> None:
+        try:
+            await self.daemon.runtime.executor.forget(session)
+        except ExecutorError as exc:
+            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
+            return
+        except StoreError as exc:
+            await self.error(ErrorCode.FAILED, str(exc), frame)
+            return
+        await self.send(Ack(frame.TYPE, "removed", session=session))

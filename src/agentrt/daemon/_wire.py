@@ -1,4 +1,4 @@
-"""What crosses the socket: runtime events, questions and pending tasks as frames.
+"""What crosses the socket: runtime events, questions, pending tasks and sessions as frames.
 
 The frames themselves (`agentrt.frames`) know nothing of the runtime; these
 adapters are where a runtime value becomes the frame that carries it. The
@@ -23,7 +23,8 @@ from .._events import (
 from .._pending import Entry
 from .._record import TaskRecord, TaskSummary
 from .._record import converter as record_converter
-from .._store import StoredTask, UnreadableTask
+from .._shapes import tool_call_json
+from .._store import SessionInfo, StoredMessage, StoredTask, UnreadableTask
 from ..frames import (
     AskFrame,
     DaemonFrame,
@@ -31,6 +32,8 @@ from ..frames import (
     PendingDetail,
     PendingTask,
     ReasoningFrame,
+    SessionItem,
+    SessionMessage,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -155,4 +158,30 @@ def pending_detail(record: TaskRecord) -> PendingDetail:
     return PendingDetail(
         pending_task(record),
         tuple(record_converter.unstructure(m) for m in record.transcript),
+    )
+
+
+def session_item(info: SessionInfo) -> SessionItem:
+    """How a stored session is listed (by the daemon, and by `agentrt sessions`)."""
+    return SessionItem(
+        session=info.session_id,
+        title=info.title,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        messages=info.messages,
+        status=info.status,
+    )
+
+
+def session_message(stored: StoredMessage) -> SessionMessage:
+    """One stored message of a session, as ``sessions show`` gives it."""
+    message = stored.message
+    return SessionMessage(
+        seq=stored.seq,
+        role=message.role.value,
+        content=message.content,
+        created_at=stored.created_at,
+        tool_calls=tuple(tool_call_json(call) for call in message.tool_calls),
+        tool_call_id=message.tool_call_id,
+        name=message.name,
     )
