@@ -1,11 +1,11 @@
-"""The `agentrt` command: headless runs, pending tasks, and the daemon.
+"""The `agentrt` command: headless runs, pending tasks, sessions, and the daemon.
 
-When a daemon holds the state dir, `agentrt run` and `agentrt pending ...` send
-their requests to it over its socket (the daemon is then the only process that
-opens the store); otherwise they work on the store in this process. Both ways
-print the same and exit with the same status.
+When a daemon holds the state dir, `agentrt run`, `agentrt pending ...` and
+`agentrt sessions ...` send their requests to it over its socket (the daemon
+is then the only process that opens the store); otherwise they work on the
+store in this process. Both ways print the same and exit with the same status.
 
-Exit status of `agentrt run`, `pending answer` and `pending resume`:
+Exit status of `agentrt run`, `pending answer`, `pending resume` and `sessions continue`:
 0 finished, 1 failed (pending task kept), 2 usage error, 3 stopped with the
 pending task kept (paused, disconnected, awaiting an answer), 130 cancelled
 by the user (pending task deleted).
@@ -65,7 +65,7 @@ from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
 from ._runtime import Runtime, default_state_dir, open_runtime
 from ._settings import Settings, load_settings, model_options
-from ._shapes import SCHEMA_VERSION, event_to_json, question_json
+from ._shapes import SCHEMA_VERSION, event_to_json, message_json, question_json
 from ._statedir import (
     DaemonInfo,
     StateDirError,
@@ -76,9 +76,18 @@ from ._statedir import (
 from ._store import StoreError, UnreadableTask
 from ._vocab import TERMINAL
 from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
-from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
+from .daemon._wire import (
+    ask_frame,
+    ended_frame,
+    frame_for_event,
+    pending_detail,
+    pending_task,
+    session_item,
+    session_message,
+)
 from .frames import (
     LIST_PAGE_MAX,
+    MESSAGES_PAGE_MAX,
     Ack,
     AnswerFrame,
     AskFrame,
@@ -96,6 +105,12 @@ from .frames import (
     ReasoningFrame,
     Run,
     Scope,
+    SessionItem,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -172,6 +187,16 @@ def _common() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `agentrt` argument parser."""
     parser = argparse.ArgumentParser(
@@ -180,10 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses. "
         "Settings come from the flags, the environment and $XDG_CONFIG_HOME/agentrt/config.toml, "
         "in that order: `agentrt config show` prints them.",
-        epilog="Exit status of run / pending answer / pending resume: 0 finished, 1 failed "
-        "(pending task kept) or refused (nothing started: the model has no API key, the "
-        "session is busy), 2 usage or configuration error, 3 stopped with the pending task kept (paused, "
-        "disconnected, awaiting an answer), 130 cancelled by the user (pending task deleted).",
+        epilog="Exit status of run / pending answer / pending resume / sessions continue: "
+        "0 finished, 1 failed (pending task kept) or refused (nothing started: the model has "
+        "no API key, the session is busy), 2 usage or configuration error, 3 stopped with the "
+        "pending task kept (paused, disconnected, awaiting an answer), 130 cancelled by the "
+        "user (pending task deleted).",
     )
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -226,6 +252,35 @@ def build_parser() -> argparse.ArgumentParser:
         "discard", help="throw a task away (a user-cancel)", parents=[common]
     )
     pdiscard.add_argument("session")
+
+    sessions = sub.add_parser(
+        "sessions",
+        help="list, show, continue or remove conversations, finished ones too",
+        description="Every session's messages are kept (see retention_days in `agentrt config "
+        "show` for how long), so an earlier conversation can be read back and continued. "
+        "Through the daemon that holds the state dir when one does, else on the store itself.",
+    )
+    ssub = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+    slist = ssub.add_parser("list", help="sessions, most recently active first", parents=[common])
+    slist.add_argument("--prefix", default="", help="only sessions starting with this")
+    slist.add_argument(
+        "--limit", type=_positive, default=None, help="at most this many (default: all)"
+    )
+    sshow = ssub.add_parser("show", help="a session's whole conversation", parents=[common])
+    sshow.add_argument("session")
+    scontinue = ssub.add_parser(
+        "continue",
+        help="run a new message in a session: the model is given its whole conversation",
+        parents=[common],
+    )
+    scontinue.add_argument("session")
+    scontinue.add_argument("text", help="the message, or - to read it from standard input")
+    srm = ssub.add_parser(
+        "rm",
+        help="delete a finished session and its messages (one with a pending task is refused)",
+        parents=[common],
+    )
+    srm.add_argument("session")
 
     config = sub.add_parser(
         "config",
@@ -500,6 +555,83 @@ def _print_detail(printer: Printer, detail: PendingDetail) -> int:
 def _no_pending_task(session: str) -> int:
     print(f"agentrt: session {session} has no pending task", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _no_session(session: str) -> int:
+    print(f"agentrt: no session {session}; `agentrt sessions list` shows them", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def _print_sessions(printer: Printer, items: Sequence[SessionItem]) -> int:
+    if printer.json_mode:
+        for item in items:
+            printer.line(json.dumps(attrs.asdict(item), ensure_ascii=False))
+    elif not items:
+        printer.line("no sessions")
+    else:
+        for item in items:
+            title = item.title if len(item.title) <= 60 else item.title[:57] + "..."
+            pending = f"  [{item.status}]" if item.status else ""
+            count = f"{item.messages} message{'' if item.messages == 1 else 's'}"
+            printer.line(
+                f"{item.session:<20} {_when(item.updated_at)}  {count:>12}  {title}{pending}"
+            )
+    return EXIT_FINISHED
+
+
+def _print_conversation(
+    printer: Printer, item: SessionItem, messages: Sequence[SessionMessage]
+) -> int:
+    if printer.json_mode:
+        shown = {
+            "session": attrs.asdict(item),
+            "messages": [
+                message_json(
+                    m.seq, m.role, m.content, m.created_at, m.tool_calls, m.tool_call_id, m.name
+                )
+                for m in messages
+            ],
+        }
+        printer.line(json.dumps(shown, ensure_ascii=False))
+        return EXIT_FINISHED
+    printer.line(f"session {item.session}: {item.title}")
+    printer.line(
+        f"{item.messages} messages, started {_when(item.created_at)}, last {_when(item.updated_at)}"
+    )
+    for message in messages:
+        printer.line("")
+        for line in _message_lines(message):
+            printer.line(line)
+    printer.line("")
+    if item.status is not None:
+        printer.line(f"its pending task is {item.status}: agentrt pending resume {item.session}")
+    else:
+        printer.line(f"continue it with: agentrt sessions continue {item.session} 'TEXT'")
+    return EXIT_FINISHED
+
+
+def _message_lines(message: SessionMessage) -> list[str]:
+    """A stored message as a person reads it: ``>`` the user, ``*`` a call, ``=`` a result."""
+    text = message.content.rstrip("\n")
+    if message.role == "user":
+        return ["> " + line if i == 0 else "  " + line for i, line in enumerate(text.split("\n"))]
+    if message.role == "tool":
+        first = text.splitlines()[0] if text else ""
+        more = " ..." if "\n" in text or len(first) > 100 else ""
+        return [f"  = {message.name or 'result'}: {first[:100]}{more}"]
+    lines = text.split("\n") if text else []
+    if message.role != "assistant":
+        lines = [f"({message.role}) {line}" for line in lines]
+    for call in message.tool_calls:
+        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        if len(args) > 120:
+            args = args[:117] + "..."
+        lines.append(f"  * {call.get('name', 'tool')} {args}")
+    return lines
 
 
 # -- where the work happens -----------------------------------------------
@@ -857,6 +989,101 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
         cursor = frame.next
 
 
+async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    printer = Printer(args.json)
+    text = read_message(args.text) if args.action == "continue" else ""
+    client = await _connect_daemon(args, settings)
+    if client is not None:
+        async with client:
+            return await _sessions_via_daemon(args, printer, client, text)
+    async with _open(args, settings) as rt:
+        store = rt.store
+        if args.action == "list":
+            items: list[SessionItem] = []
+            cursor: str | None = None
+            while args.limit is None or len(items) < args.limit:
+                page = await store.sessions(args.prefix, limit=LIST_PAGE_MAX, cursor=cursor)
+                items += [session_item(info) for info in page.items]
+                if page.next is None:
+                    break
+                cursor = page.next
+            return _print_sessions(printer, items[: args.limit])
+        info = await store.session(args.session)
+        if info is None:
+            return _no_session(args.session)
+        if args.action == "rm":
+            await rt.executor.forget(args.session)
+            printer.line(f"removed session {args.session}")
+            return EXIT_FINISHED
+        if args.action == "show":
+            messages: list[SessionMessage] = []
+            after = -1
+            while True:
+                shown = await store.messages(args.session, after=after, limit=MESSAGES_PAGE_MAX)
+                messages += [session_message(m) for m in shown.items]
+                if shown.next is None:
+                    return _print_conversation(printer, session_item(info), messages)
+                after = int(shown.next)
+        run = partial(
+            rt.executor.run, args.session, text, owner="cli", workdir=Path(_workdir(args))
+        )
+        return await _drive_here(rt, printer, run)
+
+
+async def _sessions_via_daemon(
+    args: argparse.Namespace, printer: Printer, client: Client, text: str
+) -> int:
+    async def ask(request: SessionsRequest) -> DaemonFrame:
+        await client.send(request)
+        while True:
+            frame = await client.receive()
+            # An event of another run is not ours to show.
+            if isinstance(frame, SessionList | SessionMessages | Ack | ErrorFrame):
+                return frame
+
+    if args.action == "list":
+        items: list[SessionItem] = []
+        cursor: str | None = None
+        while args.limit is None or len(items) < args.limit:
+            listed = await ask(
+                SessionsRequest(
+                    SessionsAction.LIST, prefix=args.prefix, limit=LIST_PAGE_MAX, cursor=cursor
+                )
+            )
+            if isinstance(listed, ErrorFrame):
+                return _error_status(listed)
+            assert isinstance(listed, SessionList)
+            items += listed.sessions
+            if listed.next is None:
+                break
+            cursor = listed.next
+        return _print_sessions(printer, items[: args.limit])
+    if args.action == "rm":
+        done = await ask(SessionsRequest(SessionsAction.RM, args.session))
+        if isinstance(done, ErrorFrame):
+            return _error_status(done)
+        printer.line(f"removed session {args.session}")
+        return EXIT_FINISHED
+    messages: list[SessionMessage] = []
+    after = -1
+    while True:
+        # `continue` asks for one message only, to learn that the session is there.
+        limit = 1 if args.action == "continue" else MESSAGES_PAGE_MAX
+        shown = await ask(
+            SessionsRequest(SessionsAction.SHOW, args.session, after=after, limit=limit)
+        )
+        if isinstance(shown, ErrorFrame):
+            return _error_status(shown)
+        assert isinstance(shown, SessionMessages)
+        if args.action == "continue":
+            request = Run(text, args.session, cwd=_workdir(args))
+            return await _drive_daemon(client, printer, request, args.session)
+        messages += shown.messages
+        if shown.next is None:
+            return _print_conversation(printer, shown.session, messages)
+        after = shown.next
+
+
 def _open(args: argparse.Namespace, settings: Settings) -> Any:
     settings.check_model()
     return open_runtime(settings=settings, workdir=args.workdir)
@@ -978,7 +1205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args)
         if args.command == "config":
             return _cmd_config(args, settings)
-        command = _cmd_run if args.command == "run" else _cmd_pending
+        command = {"run": _cmd_run, "sessions": _cmd_sessions}.get(args.command, _cmd_pending)
         return trio.run(command, args, settings)
     except BaseException as exc:
         error = _user_error(exc)

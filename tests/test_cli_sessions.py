@@ -1,0 +1,140 @@
+"""`agentrt sessions list|show|continue|rm`, run as a real process, with and without a daemon.
+
+The `state` fixture runs every test twice: on the store itself, and through a
+daemon holding the state dir. Output and exit status must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from .fakes.llm_server import LLMServer, sse
+from .test_cli import run, running_daemon
+from .test_configured_entry_points import reply
+
+
+@pytest.fixture(params=["no daemon", "daemon"])
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "state"
+    if request.param == "daemon":
+        with running_daemon(path, tmp_path / "daemon-work"):
+            yield path
+    else:
+        yield path
+
+
+def test_list_show_and_continue_yesterdays_conversation(
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    for args in (["--session", "cli-talk", "hello there"], ["--session", "cli-other", "hi"]):
+        assert run(["run", *args], state, tmp_path).returncode == 0
+    listed = run(["sessions", "list"], state, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["cli-other", "cli-talk"]
+    assert "2 messages  hello there" in lines[1]
+
+    as_json = run(["sessions", "list", "--json", "--limit", "1"], state, tmp_path)
+    [only] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert only["session"] == "cli-other"
+    assert (only["title"], only["messages"], only["status"]) == ("hi", 2, None)
+    assert only["created_at"] <= only["updated_at"]
+
+    went_on = run(["sessions", "continue", "cli-talk", "and again"], state, tmp_path)
+    assert went_on.returncode == 0, went_on.stderr
+    assert "and again" in went_on.stdout
+    shown = run(["sessions", "show", "cli-talk"], state, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("session cli-talk: hello there\n4 messages, started ")
+    assert "\n> hello there\n" in shown.stdout and "\n> and again\n" in shown.stdout
+    assert "continue it with: agentrt sessions continue cli-talk 'TEXT'" in shown.stdout
+
+    shown_json = run(["sessions", "show", "--json", "cli-talk"], state, tmp_path)
+    data = json.loads(shown_json.stdout)
+    assert data["session"]["messages"] == 4
+    assert [(m["seq"], m["role"]) for m in data["messages"]] == [
+        (0, "user"),
+        (1, "assistant"),
+        (2, "user"),
+        (3, "assistant"),
+    ]
+    assert data["messages"][2]["content"] == "and again"
+    assert "tool_calls" not in data["messages"][0]
+
+
+def test_continue_reads_the_message_from_stdin_and_keeps_tool_calls(
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("remember this")
+    assert run(["run", "--session", "cli-r", "hi"], state, tmp_path).returncode == 0
+    went_on = run(["sessions", "continue", "cli-r", "-"], state, tmp_path, "read notes.txt\n")
+    assert went_on.returncode == 0, went_on.stderr
+    data = json.loads(run(["sessions", "show", "--json", "cli-r"], state, tmp_path).stdout)
+    call, result = data["messages"][3], data["messages"][4]
+    assert call["tool_calls"][0]["name"] == "read_file"
+    assert call["tool_calls"][0]["arguments"] == {"path": "notes.txt"}
+    assert (result["role"], result["name"], result["content"]) == (
+        "tool",
+        "read_file",
+        "remember this",
+    )
+    assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+    text = run(["sessions", "show", "cli-r"], state, tmp_path).stdout
+    assert '  * read_file {"path": "notes.txt"}' in text
+    assert "  = read_file: remember this" in text
+
+
+def test_rm_removes_a_finished_session_and_refuses_one_with_a_pending_task(
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    assert run(["run", "--session", "cli-done", "hello"], state, tmp_path).returncode == 0
+    # No answer on stdin: the run stops at its question and keeps its task.
+    parked = run(["run", "--session", "cli-parked", "ask Colour?"], state, tmp_path)
+    assert parked.returncode == 3, parked.stderr
+    refused = run(["sessions", "rm", "cli-parked"], state, tmp_path)
+    assert refused.returncode == 1
+    assert "session cli-parked has a pending task" in refused.stderr
+    assert "agentrt pending discard cli-parked" in refused.stderr
+    listed = run(["sessions", "list"], state, tmp_path).stdout
+    assert "[interrupted]" in listed and "cli-parked" in listed
+    removed = run(["sessions", "rm", "cli-done"], state, tmp_path)
+    assert (removed.returncode, removed.stdout) == (0, "removed session cli-done\n")
+    for args in (["show", "cli-done"], ["rm", "cli-done"], ["continue", "cli-done", "hi"]):
+        gone = run(["sessions", *args], state, tmp_path)
+        assert gone.returncode == 1, args
+        assert "no session cli-done" in gone.stderr
+    assert run(["sessions", "list", "--prefix", "cli-done"], state, tmp_path).stdout == (
+        "no sessions\n"
+    )
+
+
+async def test_continue_gives_the_model_the_whole_conversation(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    folder = tmp_path / "state"
+    done = await trio.to_thread.run_sync(
+        lambda: run(["run", "--session", "cli-h", "my name is Ada"], folder, tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    server = LLMServer()
+    await nursery.start(server.run)
+    server.script(sse(reply("Your name is Ada.")))
+    flags = ["--model", "openai:local", "--base-url", f"{server.base_url}/v1"]
+    went_on = await trio.to_thread.run_sync(
+        lambda: run(["sessions", "continue", *flags, "cli-h", "what is my name?"], folder, tmp_path)
+    )
+    assert went_on.returncode == 0, went_on.stderr
+    assert "Your name is Ada." in went_on.stdout
+    sent = server.requests[0].json()["messages"]
+    said = [(m["role"], m.get("content")) for m in sent if m["role"] in ("user", "assistant")]
+    assert said[0] == ("user", "my name is Ada")
+    assert said[1][0] == "assistant"
+    assert said[-1] == ("user", "what is my name?")
