@@ -39,6 +39,10 @@ class RecordingModel:
         self.inner = ScriptedModel(word_delay=0, stream_delay=0)
         self.seen: list[tuple[Message, ...]] = []
 
+    @property
+    def name(self) -> str:
+        return "recording"
+
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
     ) -> ModelResponse:
