@@ -47,7 +47,7 @@ async def test_daemon_with_http_serves_the_api_and_a_sigterm_keeps_http_runs_pen
         async with httpx.AsyncClient(
             base_url=base, headers={"Authorization": f"Bearer {token}"}
         ) as client:
-            assert (await client.get("/v1/sessions")).json() == {"sessions": []}
+            assert (await client.get("/v1/sessions")).json() == {"sessions": [], "next": None}
             started = await client.post("/v1/session/d1/run", json={"text": "sleep 60"})
             assert started.status_code == 202, started.text
             anonymous = await client.get("/v1/sessions", headers={"Authorization": ""})

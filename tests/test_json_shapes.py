@@ -45,7 +45,7 @@ def test_the_event_schemas_are_exact_and_cover_every_event_type() -> None:
     schemas = openapi_document()["components"]["schemas"]
     named = {s["$ref"].rsplit("/", 1)[1] for s in schemas["Event"]["oneOf"]}
     kinds = {schemas[name]["properties"]["type"]["const"] for name in named}
-    assert kinds == {*EVENT_TYPES.values(), "question", "question_closed", "ready"}
+    assert kinds == {*EVENT_TYPES.values(), "question", "question_closed", "ready", "reload"}
     for name in named:
         assert schemas[name]["additionalProperties"] is False
         assert schemas[name]["required"] == list(schemas[name]["properties"])

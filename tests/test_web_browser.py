@@ -107,7 +107,10 @@ def drive_the_page(base: str, token: str, workdir: Path) -> str:
             expect(page.locator("#log .msg.status").last).to_have_text("finished")
             expect(page.locator("#log .msg.assistant").last).to_contain_text("You answered: Ada")
             expect(page.locator("#saved")).to_be_hidden()
-            expect(parked).to_have_count(0)
+            # Finished, it stays listed (its conversation is kept), with nothing to resume.
+            expect(parked).to_have_attribute("data-status", "")
+            expect(parked.locator(".status")).to_have_text("finished")
+            expect(parked.locator("button")).to_have_count(0)
 
             # Stop -> Pause keeps the task pending and listed; Resume continues it.
             page.click("#new-chat")
@@ -129,7 +132,8 @@ def drive_the_page(base: str, token: str, workdir: Path) -> str:
             paused.locator("button.resume").click()
             expect(page.locator("#log .msg.status").last).to_have_text("finished")
             expect(page.locator("#log .msg.assistant").last).to_contain_text("word300")
-            expect(paused).to_have_count(0)
+            expect(paused).to_have_attribute("data-status", "")
+            expect(paused.locator("button.resume")).to_have_count(0)
             version = browser.version
         finally:
             browser.close()

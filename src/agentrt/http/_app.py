@@ -30,8 +30,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ExecutorError, NoPendingTaskError
 from .._pending import AlreadyAnsweredError, EntryGoneError
-from .._store import StoreError
-from ._frontend import WebFrontEnd, session_id_from_path
+from .._store import BadCursorError, StoreError
+from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
+from ._frontend import EVENT_RING, StreamItem, WebFrontEnd, session_id_from_path
 from ._openapi import openapi_document
 from ._wire import (
     AnswerBody,
@@ -198,7 +199,24 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         return JSONResponse(openapi_document())
 
     async def sessions(request: Request) -> Response:
-        return JSONResponse({"sessions": await frontend.sessions()})
+        limit = _query_int(request, "limit", LIST_PAGE, 1, LIST_PAGE_MAX)
+        cursor = request.query_params.get("cursor")
+        try:
+            listed, after = await frontend.sessions(limit=limit, cursor=cursor)
+        except BadCursorError as exc:
+            raise ApiError(400, "bad_query", str(exc)) from None
+        return JSONResponse({"sessions": listed, "next": after})
+
+    async def session_messages(request: Request) -> Response:
+        session_id = _session(request)
+        after = _query_int(request, "after", -1, -1, None)
+        limit = _query_int(request, "limit", MESSAGES_PAGE, 1, MESSAGES_PAGE_MAX)
+        return JSONResponse(await frontend.messages(session_id, after=after, limit=limit))
+
+    async def forget_session(request: Request) -> Response:
+        session_id = _session(request)
+        await frontend.forget(session_id)
+        return JSONResponse({"session_id": session_id, "deleted": True})
 
     async def get_task(request: Request) -> Response:
         session_id = _session(request)
@@ -248,8 +266,11 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         return JSONResponse({"id": question_id, "answered": True})
 
     async def events(request: Request) -> Response:
+        raw = request.query_params.get("session")
+        session = session_id_from_path(raw) if raw is not None else None
+        last = request.headers.get("last-event-id")
         return StreamingResponse(
-            _event_stream(frontend),
+            _event_stream(frontend, session=session, last_event_id=last),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -259,6 +280,8 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         Route("/static/{name}", files, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/sessions", sessions, methods=["GET"]),
+        Route("/v1/sessions/{session_id}", forget_session, methods=["DELETE"]),
+        Route("/v1/sessions/{session_id}/messages", session_messages, methods=["GET"]),
         Route("/v1/session/{session_id}/task", get_task, methods=["GET"]),
         Route("/v1/session/{session_id}/task", discard_task, methods=["DELETE"]),
         Route("/v1/session/{session_id}/task/resume", resume_task, methods=["POST"]),
@@ -275,24 +298,71 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
     return _Guard(app, token, hosts=frozenset(hosts), public=frozenset(public))
 
 
-async def _event_stream(frontend: WebFrontEnd) -> AsyncIterator[str]:
-    with frontend.subscribe() as channel:
-        yield "retry: 1000\n\n"
-        yield _sse({"type": "ready", "questions": frontend.questions()})
+async def _event_stream(
+    frontend: WebFrontEnd, *, session: str | None, last_event_id: str | None
+) -> AsyncIterator[str]:
+    """The `/v1/events` stream: ``ready``, then what the client missed, then live events.
+
+    Every event carries an ``id:``. ``ready`` carries the id the stream starts
+    from (the client's ``Last-Event-ID`` when the events after it are kept, else
+    the newest), so a client that reconnects with it misses nothing. When the
+    events after the client's id are no longer kept, ``reload`` follows
+    ``ready`` (with the same id): what happened meanwhile must be read afresh.
+    """
+    given = (last_event_id or "").strip()
+    after: int | None = None
+    if last_event_id is not None:
+        # An id this server never gave (not a number) cannot be replayed from: -1 is
+        # older than any, so it gets `reload`.
+        after = int(given) if given.isascii() and given.isdigit() and len(given) <= 20 else -1
+    with frontend.subscribe(after=after, session=session) as feed:
+        questions = [q for q in frontend.questions() if session in (None, q["session_id"])]
+        yield "retry: 1000\n" + _sse(feed.start, {"type": "ready", "questions": questions})
+        if feed.lost:
+            reason = (
+                f"the events after {given[:40]!r} are not kept here (this server keeps its "
+                f"last {EVENT_RING}, numbered from when it started); read the sessions and "
+                "their messages again"
+            )
+            yield _sse(feed.start, {"type": "reload", "reason": reason})
+        for item in feed.replay:
+            yield _sse_item(item)
+        channel = feed.channel
         while True:
             with trio.move_on_after(KEEPALIVE_SECONDS) as idle:
                 try:
-                    obj = await channel.receive()
+                    item = await channel.receive()
                 except (trio.EndOfChannel, trio.ClosedResourceError):
                     return
             if idle.cancelled_caught:
                 yield ": keep-alive\n\n"
             else:
-                yield _sse(obj)
+                yield _sse_item(item)
 
 
-def _sse(obj: dict[str, Any]) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
+def _sse(event_id: int, obj: dict[str, Any]) -> str:
+    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event_id}\ndata: {data}\n\n"
+
+
+def _sse_item(item: StreamItem) -> str:
+    return f"id: {item.id}\ndata: {item.data}\n\n"
+
+
+def _query_int(request: Request, name: str, default: int, low: int, high: int | None) -> int:
+    """The integer query parameter `name`, `default` when absent; 400 ``bad_query`` when it is
+    not a whole number from `low` to `high`."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    digits = text.removeprefix("-")
+    fits = digits.isascii() and digits.isdigit() and len(digits) <= 18
+    value = int(text) if fits else None
+    if value is None or value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise ApiError(400, "bad_query", f"{name} must be a whole number {bound}, not {raw[:40]!r}")
+    return value
 
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:

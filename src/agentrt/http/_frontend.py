@@ -4,11 +4,20 @@ One `WebFrontEnd` serves one HTTP server. It owns the runs started over HTTP
 (they run in the server's nursery, since `Executor.run` blocks until a run
 ends), holds the server's single ``"chat-"`` listener, and fans events and
 claimed questions out to every subscriber of `/v1/events`.
+
+Every event of the feed gets an id, one more than the last; the first id is
+the time the front-end started, in microseconds, so ids keep growing across
+restarts of the daemon. The last `EVENT_RING` events are kept, so a client
+that reconnects with ``Last-Event-ID`` is sent what it missed; one whose id is
+no longer kept (or was never given here) is told to reload instead.
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -25,6 +34,7 @@ from .._executor import (
     NotOwnerError,
     SessionBusyError,
     TaskInfo,
+    UnknownSessionError,
     UnknownTaskError,
     check_session_id,
 )
@@ -36,8 +46,14 @@ from .._pending import (
 )
 from .._policy import Actor
 from .._runtime import Runtime
-from .._shapes import event_to_json, question_to_json, task_to_json, unreadable_to_json
-from .._store import UnreadableTask
+from .._shapes import (
+    event_to_json,
+    question_to_json,
+    stored_message_to_json,
+    task_to_json,
+    unreadable_to_json,
+)
+from .._store import SessionInfo, UnreadableTask
 from .._vocab import WEB
 from ._wire import ApiError
 
@@ -45,6 +61,8 @@ log = logging.getLogger("agentrt.http")
 
 #: Events a subscriber may fall behind by before it is dropped (its page reconnects).
 SUBSCRIBER_BUFFER = 1024
+#: Recent events kept for clients that reconnect with ``Last-Event-ID``.
+EVENT_RING = 4096
 #: The origin of sessions created over HTTP whose id names no origin.
 DEFAULT_ORIGIN = WEB
 #: The name the web listener shows in "waiting on".
@@ -60,6 +78,31 @@ def session_id_from_path(raw: str) -> str:
     check_session_id(raw)
     session_id = raw if origin_of(raw) else DEFAULT_ORIGIN + raw
     return check_session_id(session_id)
+
+
+@attrs.frozen
+class StreamItem:
+    """One event of the feed: its id, the session it is about (if any), its JSON text."""
+
+    id: int
+    session_id: str | None
+    data: str
+
+
+@attrs.define(eq=False)
+class Subscription:
+    """What a new subscriber of the feed gets: where it starts, what it missed, what comes.
+
+    `start` is the id of the last event before the ones `channel` will carry;
+    `replay` are the kept events after the client's ``Last-Event-ID``; `lost`
+    is True when that id cannot be replayed from (too old, or never given by
+    this front-end): the client must read the state afresh.
+    """
+
+    start: int
+    replay: list[StreamItem]
+    lost: bool
+    channel: trio.MemoryReceiveChannel[StreamItem]
 
 
 @attrs.define(eq=False)
@@ -78,7 +121,20 @@ class WebFrontEnd:
     listener: Listener
     owner: HttpOwner = attrs.field(factory=HttpOwner)
     _questions: dict[str, Entry] = attrs.field(factory=dict, init=False)
-    _subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = attrs.field(factory=set, init=False)
+    _subscribers: dict[trio.MemorySendChannel[StreamItem], str | None] = attrs.field(
+        factory=dict, init=False
+    )
+    #: The id before the first event this front-end gives.
+    _base: int = attrs.field(factory=lambda: time.time_ns() // 1000, init=False)
+    _last_id: int = attrs.field(init=False)
+    #: The newest id that is no longer kept (`_base` while every event is).
+    _dropped: int = attrs.field(init=False)
+    _ring: collections.deque[StreamItem] = attrs.field(
+        factory=lambda: collections.deque(maxlen=EVENT_RING), init=False
+    )
+
+    def __attrs_post_init__(self) -> None:
+        self._last_id = self._dropped = self._base
 
     # -- runs ---------------------------------------------------------------
 
@@ -155,33 +211,82 @@ class WebFrontEnd:
         obj["waiting_on"] = self._waiting_on(session_id, obj)
         return obj
 
-    async def sessions(self) -> list[dict[str, Any]]:
-        """Sessions with a pending task or a running task, most recently active first."""
+    async def sessions(
+        self, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the sessions HTTP may act on, most recently active first, and the cursor
+        of the next page (None after the last).
+
+        Finished sessions are listed with their title and message count; a
+        session with a pending task also with the task's fields, as before. A
+        run that has stored nothing yet is listed on the first page.
+        """
         executor = self.runtime.executor
+        store = self.runtime.store
         running = {info.session_id: info for info in executor.running()}
+        page = await store.sessions("", limit=limit, cursor=cursor)
         out: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for record in await self.runtime.store.list_stored():
-            if not self._policy_allows(record.session_id, record.window_hash):
-                continue
-            seen.add(record.session_id)
-            info = running.get(record.session_id)
-            if isinstance(record, UnreadableTask):
-                # Listed, so that it can be seen and discarded; the rest stay usable.
-                obj = unreadable_to_json(record, running=info is not None)
-            else:
-                obj = task_to_json(record, running=info is not None)
-            out.append(self._session_json(record.session_id, info, obj))
-        for session_id, info in running.items():
-            if session_id not in seen and self._policy_allows(session_id, info.window_hash):
-                out.append(
-                    self._session_json(
-                        session_id,
-                        info,
-                        {"session_id": session_id, "status": "running", "running": True},
-                    )
-                )
-        return out
+        for info in page.items:
+            if self._policy_allows(info.session_id, info.window_hash):
+                out.append(self._listed(info, running.get(info.session_id)))
+        if cursor is None:
+            listed = {obj["session_id"] for obj in out}
+            for session_id, run in running.items():
+                if (
+                    session_id not in listed
+                    and self._policy_allows(session_id, run.window_hash)
+                    and await store.session(session_id) is None
+                ):
+                    obj = {"session_id": session_id, "status": "running", "running": True}
+                    out.append(self._session_json(session_id, run, obj))
+        return out, page.next
+
+    def _listed(self, info: SessionInfo, run: TaskInfo | None) -> dict[str, Any]:
+        task = info.task
+        if isinstance(task, UnreadableTask):
+            # Listed, so that it can be seen and discarded; the rest stay usable.
+            obj = unreadable_to_json(task, running=run is not None)
+        elif task is not None:
+            obj = task_to_json(task, running=run is not None)
+        else:
+            obj = {
+                "session_id": info.session_id,
+                "status": None,
+                "running": run is not None,
+                "cause": None,
+                "question": None,
+                "created_at": info.created_at,
+                "updated_at": info.updated_at,
+            }
+        obj["title"] = info.title
+        obj["messages"] = info.messages
+        if obj.get("created_at") is None:
+            obj["created_at"] = info.created_at
+        if obj.get("updated_at") is None:
+            obj["updated_at"] = info.updated_at
+        return self._session_json(info.session_id, run, obj)
+
+    async def _visible_session(self, session_id: str) -> SessionInfo:
+        """The session, if HTTP may act on it; `UnknownSessionError` otherwise (the same
+        answer for a session that does not exist and one HTTP may not see)."""
+        info = await self.runtime.store.session(session_id)
+        if info is None or not self._policy_allows(session_id, info.window_hash):
+            raise UnknownSessionError(f"no session {session_id}")
+        return info
+
+    async def messages(self, session_id: str, *, after: int, limit: int) -> dict[str, Any]:
+        """A page of a session's stored messages with `seq` above `after`, oldest first."""
+        await self._visible_session(session_id)
+        page = await self.runtime.store.messages(session_id, after=after, limit=limit)
+        return {
+            "messages": [stored_message_to_json(m) for m in page.items],
+            "next": None if page.next is None else int(page.next),
+        }
+
+    async def forget(self, session_id: str) -> None:
+        """Delete a finished session and its messages (see `Executor.forget` for refusals)."""
+        await self._visible_session(session_id)
+        await self.runtime.executor.forget(session_id)
 
     def _policy_allows(self, session_id: str, owner: str | None) -> bool:
         return self.runtime.policy.may_act(HTTP_ACTOR, session_id, owner)
@@ -275,28 +380,67 @@ class WebFrontEnd:
     # -- the event feed ---------------------------------------------------
 
     @contextmanager
-    def subscribe(self) -> Iterator[trio.MemoryReceiveChannel[dict[str, Any]]]:
-        """A channel of every event and question from now on; closed if it falls behind."""
-        send, receive = trio.open_memory_channel[dict[str, Any]](SUBSCRIBER_BUFFER)
-        self._subscribers.add(send)
+    def subscribe(
+        self, *, after: int | None = None, session: str | None = None
+    ) -> Iterator[Subscription]:
+        """Follow the feed from now on: every event and question (of `session`, if given).
+
+        With `after` (a client's ``Last-Event-ID``), the kept events after it
+        are handed over to be sent first; nothing is missed or sent twice
+        between them and the live ones. The channel is closed if its reader
+        falls `SUBSCRIBER_BUFFER` events behind.
+        """
+        replay: list[StreamItem] = []
+        lost = False
+        start = self._last_id
+        if after is not None:
+            if max(self._base, self._dropped) <= after <= self._last_id:
+                start = after
+                replay = [
+                    item
+                    for item in self._ring
+                    if item.id > after and session in (None, item.session_id)
+                ]
+            else:
+                lost = True
+        send, receive = trio.open_memory_channel[StreamItem](SUBSCRIBER_BUFFER)
+        self._subscribers[send] = session
         try:
-            yield receive
+            yield Subscription(start, replay, lost, receive)
         finally:
-            self._subscribers.discard(send)
+            self._subscribers.pop(send, None)
             send.close()
             receive.close()
+
+    @property
+    def last_event_id(self) -> int:
+        """The id of the newest event (the first id less one, before any)."""
+        return self._last_id
 
     def _publish_event(self, session_id: str, event: Event) -> None:
         self._publish(event_to_json(session_id, event))
 
     def _publish(self, obj: dict[str, Any]) -> None:
-        for send in list(self._subscribers):
+        self._last_id += 1
+        session_id = obj.get("session_id")
+        item = StreamItem(
+            self._last_id,
+            session_id if isinstance(session_id, str) else None,
+            json.dumps(obj, ensure_ascii=False, separators=(",", ":")),
+        )
+        if len(self._ring) == self._ring.maxlen:
+            self._dropped = self._ring[0].id
+        self._ring.append(item)
+        for send, wanted in list(self._subscribers.items()):
+            if wanted is not None and wanted != item.session_id:
+                continue
             try:
-                send.send_nowait(obj)
+                send.send_nowait(item)
             except trio.WouldBlock:
-                # A stalled page must not hold up runs: drop it; EventSource reconnects.
+                # A stalled page must not hold up runs: drop it; it reconnects with the id
+                # of the last event it read and is sent the rest.
                 log.info("dropping an event subscriber that fell %d behind", SUBSCRIBER_BUFFER)
-                self._subscribers.discard(send)
+                self._subscribers.pop(send, None)
                 send.close()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscribers.discard(send)
+                self._subscribers.pop(send, None)

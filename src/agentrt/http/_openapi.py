@@ -18,10 +18,13 @@ import attrs
 
 from .._cause import Cause
 from .._events import RunEnded
+from .._messages import Role
 from .._pending import EntryState, RequestKind
 from .._record import TaskStatus
 from .._shapes import EVENT_TYPES
 from .._store import UnreadableTask
+from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
+from ._frontend import EVENT_RING
 from ._wire import AnswerBody, CancelBody, ResumeBody, RunBody
 
 _PRIMITIVES: dict[Any, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
@@ -103,6 +106,24 @@ def _list_of(name: str, key: str, description: str) -> dict[str, Any]:
     return _json(_object(**{key: {"type": "array", "items": _ref(name)}}), description)
 
 
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _page_size(default: int, most: int, what: str) -> dict[str, Any]:
+    return _query(
+        "limit",
+        f"at most this many {what}",
+        {"type": "integer", "minimum": 1, "maximum": most, "default": default},
+    )
+
+
 _SESSION = _path_param(
     "session_id", "the session id; an id without a known origin prefix means chat-ID"
 )
@@ -148,14 +169,41 @@ def _schemas() -> dict[str, Any]:
     session = _object(
         session_id=_STRING,
         origin=_NULLABLE,
-        status={"enum": [*type_schema(TaskStatus)["enum"], _UNREADABLE]},
+        title={"type": "string", "description": "the first line of its first message"},
+        messages={"type": "integer", "minimum": 0, "description": "messages stored"},
+        created_at={"type": ["number", "null"]},
+        updated_at={"type": ["number", "null"]},
+        status={
+            "enum": [*type_schema(TaskStatus)["enum"], _UNREADABLE, None],
+            "description": "its pending task's status; null when its runs all finished",
+        },
         running={"type": "boolean"},
         running_task=_NULLABLE,
         stoppable={"type": "boolean"},
         cause=type_schema(Cause | None),
         question=question,
         waiting_on={"type": "array", "items": _ref("Waiting")},
-    )
+    ) | {"required": ["session_id", "status", "running", "waiting_on"]}
+    message = {
+        "type": "object",
+        "description": "one stored message; tool_calls only on a message that has some, "
+        "tool_call_id and name only on a tool's result",
+        "properties": {
+            "seq": {"type": "integer", "minimum": 0},
+            "role": type_schema(Role),
+            "content": _STRING,
+            "tool_calls": {
+                "type": "array",
+                "items": _object(id=_STRING, name=_STRING, arguments={"type": "object"})
+                | {"required": ["id", "name", "arguments"], "additionalProperties": False},
+            },
+            "tool_call_id": _STRING,
+            "name": _STRING,
+            "created_at": {"type": "number"},
+        },
+        "required": ["seq", "role", "content", "created_at"],
+        "additionalProperties": False,
+    }
     open_question = _object(
         id=_STRING,
         session_id=_STRING,
@@ -176,6 +224,7 @@ def _schemas() -> dict[str, Any]:
         | {
             "Waiting": waiting,
             "Session": session,
+            "StoredMessage": message,
             "Task": task,
             "Question": open_question,
         }
@@ -230,6 +279,11 @@ def event_schemas(question: dict[str, Any]) -> dict[str, Any]:
         {"questions": {"type": "array", "items": _ref("Question")}},
         "the first object of the stream: the questions open now",
     )
+    exact(
+        "reload",
+        {"reason": _STRING},
+        "the events after the client's Last-Event-ID are not kept: read the state afresh",
+    )
     kinds = [schema["properties"]["type"]["const"] for schema in schemas.values()]
     schemas["Event"] = {
         "description": "a run event (the fields of its type), a question, or a question's end",
@@ -267,10 +321,72 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/sessions": {
             "get": {
-                "summary": "Sessions with a pending task, and running ones",
+                "summary": "Sessions, finished ones too, most recently active first, a page at "
+                "a time",
+                "parameters": [
+                    _page_size(LIST_PAGE, LIST_PAGE_MAX, "sessions"),
+                    _query("cursor", "the next of the page before", _STRING),
+                ],
                 "responses": {
-                    "200": _list_of("Session", "sessions", "most recently active first"),
+                    "200": _json(
+                        _object(
+                            sessions={"type": "array", "items": _ref("Session")},
+                            next={
+                                "type": ["string", "null"],
+                                "description": "the cursor of the next page; null after the last",
+                            },
+                        )
+                        | {"required": ["sessions", "next"]},
+                        "a page of sessions, most recently active first",
+                    ),
+                    "400": _ERROR,
                     "401": _ERROR,
+                    "413": _ERROR,
+                    "421": _ERROR,
+                },
+            }
+        },
+        "/v1/sessions/{session_id}": {
+            "delete": {
+                "summary": "Delete a finished session and all its messages (one with a "
+                "pending task is refused: discard the task first)",
+                "parameters": [_SESSION],
+                "responses": {
+                    "200": _json(
+                        _object(session_id=_STRING, deleted={"const": True})
+                        | {"required": ["session_id", "deleted"]},
+                        "deleted",
+                    ),
+                    "409": _ERROR,
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/messages": {
+            "get": {
+                "summary": "A page of the session's stored messages, oldest first",
+                "parameters": [
+                    _SESSION,
+                    _query(
+                        "after",
+                        "only messages whose seq is above this (the next of the page before)",
+                        {"type": "integer", "minimum": -1, "default": -1},
+                    ),
+                    _page_size(MESSAGES_PAGE, MESSAGES_PAGE_MAX, "messages"),
+                ],
+                "responses": {
+                    "200": _json(
+                        _object(
+                            messages={"type": "array", "items": _ref("StoredMessage")},
+                            next={
+                                "type": ["integer", "null"],
+                                "description": "the after of the next page; null after the last",
+                            },
+                        )
+                        | {"required": ["messages", "next"]},
+                        "a page of messages",
+                    ),
+                    **_ERRORS,
                 },
             }
         },
@@ -354,12 +470,25 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/events": {
             "get": {
-                "summary": "Server-sent events: run events and questions, one JSON object each",
+                "summary": "Server-sent events: run events and questions, one JSON object each, "
+                f"each with an id; the last {EVENT_RING} are replayed after Last-Event-ID",
+                "parameters": [
+                    _query("session", "only the events of this session", _STRING),
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "the id of the last event read: the events after it "
+                        "are sent first, or a reload event when they are no longer kept",
+                        "schema": _STRING,
+                    },
+                ],
                 "responses": {
                     "200": {
                         "description": "an endless event stream",
                         "content": {"text/event-stream": {"schema": _ref("Event")}},
                     },
+                    "400": _ERROR,
                     "401": _ERROR,
                 },
             }

@@ -358,20 +358,22 @@ function renderSessions() {
     const li = document.createElement("li");
     li.className = "session" + (s.session_id === state.current ? " current" : "");
     li.dataset.session = s.session_id;
-    li.dataset.status = s.running ? "running" : s.status;
+    // A finished session (status null) stays listed: its conversation is kept.
+    li.dataset.status = s.running ? "running" : s.status || "";
     const sid = document.createElement("div");
     sid.className = "sid";
     sid.textContent = s.session_id;
     sid.addEventListener("click", () => showSession(s.session_id));
     const status = document.createElement("div");
     status.className = "status";
-    status.textContent = s.running ? "running" : s.status.replace("_", " ") +
-      (s.cause ? ` (${s.cause})` : "") + (s.error ? `: ${s.error}` : "");
+    status.textContent = s.running ? "running" : !s.status ? "finished" :
+      s.status.replace("_", " ") + (s.cause ? ` (${s.cause})` : "") +
+      (s.error ? `: ${s.error}` : "");
     const waiting = document.createElement("div");
     waiting.className = "waiting";
     waiting.textContent = describeWaits(s);
     li.append(sid, status, waiting);
-    if (!s.running) {
+    if (!s.running && s.status) {
       if (!(s.question && s.status === "awaiting_answer")) {
         li.append(button("Resume", () => resume(s.session_id), "resume"));
       } else {
