@@ -405,6 +405,21 @@ def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
     return fragments
 
 
+def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
+    fragments: StyleAndTextTuples = [
+        ("", "Earlier conversations (Enter continues one here, Esc closes)\n\n")
+    ]
+    for index, item in enumerate(state.sessions or []):
+        selected = index == state.sessions_index
+        style = "class:choice.selected" if selected else "class:choice"
+        pointer = ">" if selected else " "
+        if selected:
+            # The window scrolls to keep this position in view: a long list stays usable.
+            fragments.append(("[SetCursorPosition]", ""))
+        fragments.append((style, f"{pointer} {st.session_line(item, wall_now)} \n"))
+    return fragments
+
+
 def _status(state: TuiState, clock: Callable[[], float]) -> StyleAndTextTuples:
     return [("class:status", " " + st.status_text(state, clock()) + "  |  Esc stop  /help ")]
 
@@ -490,6 +505,21 @@ def _build_layout(app: TuiApp) -> FloatContainer:
                     style="class:popup",
                 ),
                 filter=Condition(lambda: state.pending_open),
+            )
+        ),
+        Float(
+            ConditionalContainer(
+                Frame(
+                    Window(
+                        text(lambda: _sessions(state, app.wall_clock())),
+                        width=Dimension(min=40, max=110),
+                        height=Dimension(max=24),
+                        always_hide_cursor=True,
+                    ),
+                    title="/sessions",
+                    style="class:popup",
+                ),
+                filter=Condition(lambda: state.sessions_open),
             )
         ),
     ]

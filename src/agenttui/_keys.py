@@ -36,9 +36,10 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
     popup = Condition(lambda: state.popup_open)
     quit_popup = Condition(lambda: state.quit_popup_open)
     pending = Condition(lambda: state.pending_open)
+    sessions = Condition(lambda: state.sessions_open)
     picker = Condition(lambda: state.picker_open)
     choosing = Condition(lambda: state.choosing)
-    in_list = popup | quit_popup | pending | picker | choosing
+    in_list = popup | quit_popup | pending | sessions | picker | choosing
     sideways = popup | quit_popup | choosing
     empty_input = Condition(lambda: not state.input)
     editable = Condition(lambda: not state.input_locked and not state.masked)

@@ -3,7 +3,7 @@
 Everything the window knows lives in one `TuiState`: the link to the daemon,
 the run in progress, the transcript and how far it is scrolled back, the notice
 box, the `/` picker, the popups, the question being answered, the `/pending`
-list. Key presses and daemon frames are handled by the transition functions of
+list and the `/sessions` picker. Key presses and daemon frames are handled by the transition functions of
 this module. They do no I/O and read no clock of their
 own (the time is passed in): each one updates the state and returns the
 `Action` values the shell must carry out (send a frame, set the input text,
@@ -47,6 +47,12 @@ from agentrt.frames import (
     PendingTask,
     ReasoningFrame,
     Run,
+    SessionItem,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
     TaskFrame,
     TextFrame,
     ToolCallDeltaFrame,
@@ -61,6 +67,7 @@ from agentrt.frames import (
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
     ("/new", "start a new session"),
+    ("/sessions", "earlier conversations: pick one to continue it"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
@@ -88,6 +95,12 @@ TRANSCRIPT_LIMIT = 2000
 #: Lines one step of the mouse wheel scrolls the transcript.
 WHEEL_LINES = 3
 
+#: Sessions asked for per page by `/sessions`, and the most its picker shows.
+SESSIONS_PAGE = 100
+SESSIONS_SHOWN = 100
+#: The last messages of a conversation shown when `/sessions` continues it.
+HISTORY_SHOWN = 20
+
 HELP_TEXT = """\
 Keys
   Enter              send the message; answer the question; pick in a list or popup
@@ -112,6 +125,8 @@ Commands
   /pending           this window's paused and interrupted tasks, with their age and
                      why they stopped: Enter resumes one here, d discards it
   /new               start a new session with the next message
+  /sessions          earlier conversations (yesterday's too): Enter continues one here,
+                     its last messages shown; the next message goes there with its history
   /help              this text
   /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
 The daemon keeps running after you quit. If it goes away, the window says so in
@@ -320,6 +335,13 @@ class TuiState:
     #: True while a `pending list` asked for after reconnecting is on its way: it is
     #: summed up in the notice box instead of opening the list.
     quiet_pending: bool = False
+    #: The `/sessions` picker when open: this window's user's earlier conversations.
+    sessions: list[SessionItem] | None = None
+    sessions_index: int = 0
+    #: The pages of a `/sessions` list received so far, while more are on their way.
+    sessions_pages: list[SessionItem] = attrs.field(factory=list)
+    #: The session whose last messages were asked for, to be shown when they come.
+    history_for: str | None = None
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0
@@ -345,7 +367,7 @@ class TuiState:
         """True when the `/` command picker is showing."""
         return (
             self.ask is None
-            and self.pending is None
+            and not self.list_open
             and not self.any_popup_open
             and self.picker_dismissed != self.input
             and bool(self.picker_items)
@@ -377,14 +399,21 @@ class TuiState:
         return self.pending is not None
 
     @property
+    def sessions_open(self) -> bool:
+        """True when the `/sessions` picker is showing."""
+        return self.sessions is not None
+
+    @property
+    def list_open(self) -> bool:
+        """True when a list over the input box (`/pending`, `/sessions`) has the keys."""
+        return self.pending_open or self.sessions_open
+
+    @property
     def choosing(self) -> bool:
         """True when a confirmation's choices take the keys (no popup or list above them)."""
         ask = self.ask
         return (
-            ask is not None
-            and has_choices(ask)
-            and not self.any_popup_open
-            and not self.pending_open
+            ask is not None and has_choices(ask) and not self.any_popup_open and not self.list_open
         )
 
     @property
@@ -396,7 +425,7 @@ class TuiState:
     @property
     def input_locked(self) -> bool:
         """True when typing must not change the input box (a list or choices have the keys)."""
-        return self.any_popup_open or self.pending_open or self.choosing
+        return self.any_popup_open or self.list_open or self.choosing
 
     @property
     def can_restore_input(self) -> bool:
@@ -527,6 +556,9 @@ def press_escape(state: TuiState) -> list[Action]:
     if state.pending_open:
         state.pending = None
         return []
+    if state.sessions_open:
+        state.sessions = None
+        return []
     step = escape_step(state)
     if step is EscapeStep.CLOSE_PICKER:
         state.picker_dismissed = state.input
@@ -600,6 +632,7 @@ def press_ctrl_c(state: TuiState) -> list[Action]:
             _info(state, "Already stopping; Ctrl+D quits")
             return []
         state.pending = None
+        state.sessions = None
         return _request_cancel(state, pause=False)
     if state.quit_armed:
         return [Quit()]
@@ -607,6 +640,7 @@ def press_ctrl_c(state: TuiState) -> list[Action]:
     state.popup = None
     state.quit_popup = None
     state.pending = None
+    state.sessions = None
     _info(state, "Press Ctrl+C again to quit (or Ctrl+D, or /quit)")
     return []
 
@@ -659,6 +693,8 @@ def _move_selection(state: TuiState, delta: int) -> bool:
         return _move_sideways(state, delta)
     if state.pending is not None:
         state.pending_index = _move(state.pending_index, delta, len(state.pending))
+    elif state.sessions is not None:
+        state.sessions_index = _move(state.sessions_index, delta, len(state.sessions))
     elif state.picker_open:
         state.picker_index = _move(state.picker_index, delta, len(state.picker_items))
     elif state.choosing and state.ask is not None:
@@ -736,6 +772,11 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
             state.pending = None
             return []
         return resume_pending(state, state.pending_index, now)
+    if state.sessions is not None:
+        if not state.sessions:
+            state.sessions = None
+            return []
+        return continue_session(state, state.sessions_index, now)
     if state.picker_open:
         name = _picked(state)
         state.input = ""
@@ -811,6 +852,13 @@ def run_command(state: TuiState, text: str) -> list[Action]:
             return []
         state.notice = None
         return [Send(PendingRequest(PendingAction.LIST))]
+    if name == "/sessions":
+        if not state.connected:
+            _error(state, "Not connected to the daemon: /sessions works once it is")
+            return []
+        state.notice = None
+        state.sessions_pages = []
+        return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))]
     _error(state, f"Unknown command {name}; type / to see the commands")
     return []
 
@@ -820,15 +868,46 @@ def resume_pending(state: TuiState, index: int, now: float) -> list[Action]:
     assert state.pending is not None
     task = state.pending[index]
     state.pending = None
+    return _resume(state, task.session, task.input, now)
+
+
+def _resume(state: TuiState, session: str, what: str, now: float) -> list[Action]:
     if state.run is not None:
         _error(state, "A run is in progress: stop it or wait before resuming another task")
         return []
-    state.session = task.session
+    state.session = session
     state.notice = None
     state.scroll = None
-    state.run = RunState(started_at=now, session=task.session, resumed=True)
-    _add(state, EntryKind.INFO, f"Resuming {task.session}: {task.input}")
-    return [Send(PendingRequest(PendingAction.RESUME, task.session))]
+    state.run = RunState(started_at=now, session=session, resumed=True)
+    _add(state, EntryKind.INFO, f"Resuming {session}: {what}")
+    return [Send(PendingRequest(PendingAction.RESUME, session))]
+
+
+def continue_session(state: TuiState, index: int, now: float) -> list[Action]:
+    """Continue a conversation from the `/sessions` picker.
+
+    Its last messages are asked for and shown, and the next message goes to
+    that session, whose whole history the model is given. A session with a
+    pending task is resumed instead, as `/pending` would.
+    """
+    assert state.sessions is not None
+    item = state.sessions[index]
+    state.sessions = None
+    if item.status is not None:
+        return _resume(state, item.session, item.title, now)
+    if state.run is not None:
+        _error(state, "A run is in progress: wait for it, or stop it, before switching")
+        return []
+    state.session = item.session
+    state.scroll = None
+    state.history_for = item.session
+    count = f"{item.messages} message{'' if item.messages == 1 else 's'}"
+    _add(state, EntryKind.INFO, f"Continuing {item.session}: {item.title} ({count})")
+    _info(state, f"Continuing {item.title!r}: your next message goes there, with its history")
+    after = max(-1, item.messages - 1 - HISTORY_SHOWN)
+    return [
+        Send(SessionsRequest(SessionsAction.SHOW, item.session, after=after, limit=HISTORY_SHOWN))
+    ]
 
 
 def discard_pending(state: TuiState, index: int) -> list[Action]:
@@ -1001,6 +1080,9 @@ def disconnected(state: TuiState, reason: str, retry_at: float | None = None) ->
     state.ended_popup = None
     state.pending = None
     state.quiet_pending = False
+    state.sessions = None
+    state.sessions_pages = []
+    state.history_for = None
     pieces: list[str] = []
     unsent = run.text if run is not None and run.task is None else None
     if unsent:
@@ -1253,11 +1335,62 @@ def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
     return []
 
 
+def on_sessions(state: TuiState, frame: SessionList) -> list[Action]:
+    """A page of the `/sessions` list; the picker opens once enough (or all) have come.
+
+    The session of the run in progress is not one of them.
+    """
+    running = state.run.session if state.run is not None else None
+    state.sessions_pages += [item for item in frame.sessions if item.session != running]
+    if frame.next is not None and len(state.sessions_pages) < SESSIONS_SHOWN:
+        return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE, cursor=frame.next))]
+    items, state.sessions_pages = state.sessions_pages[:SESSIONS_SHOWN], []
+    if not items:
+        state.sessions = None
+        _info(state, "No earlier conversations yet: the next message starts one")
+        return []
+    state.sessions = items
+    state.sessions_index = 0
+    return []
+
+
+def on_session_messages(state: TuiState, frame: SessionMessages) -> list[Action]:
+    """The last messages of the conversation being continued: shown in the transcript."""
+    if frame.session.session != state.history_for:
+        return []
+    state.history_for = None
+    if frame.messages and frame.messages[0].seq > 0:
+        _add(state, EntryKind.INFO, f"(the {frame.messages[0].seq} earlier messages are not shown)")
+    for message in frame.messages:
+        for kind, text in _history_entries(message):
+            _add(state, kind, text)
+    return []
+
+
+def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
+    """A stored message as the entries a live run would have shown."""
+    if message.role == "user":
+        return [(EntryKind.USER, message.content)]
+    if message.role == "tool":
+        return [(EntryKind.TOOL_RESULT, f"{message.name or 'result'}: {message.content}".rstrip())]
+    if message.role != "assistant":
+        return []
+    entries = [(EntryKind.ASSISTANT, message.content)] if message.content.strip() else []
+    for call in message.tool_calls:
+        arguments = call.get("arguments")
+        shown = _short(arguments) if isinstance(arguments, dict) else ""
+        entries.append((EntryKind.TOOL_CALL, f"{call.get('name', 'tool')} {shown}".rstrip()))
+    return entries
+
+
 def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
     """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
     if run is not None and run.task is None and frame.ref in ("run", "pending"):
         state.run = None
+    if frame.ref == "sessions" and state.history_for is not None:
+        # The conversation to continue is gone (removed meanwhile): start afresh instead.
+        state.session = state.history_for = None
     _error(state, frame.message)
     return []
 
@@ -1281,6 +1414,8 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     AskFrame: on_ask,
     AskWithdrawn: on_ask_withdrawn,
     PendingList: on_pending,
+    SessionList: on_sessions,
+    SessionMessages: on_session_messages,
     Ack: on_ack,
     ErrorFrame: on_error,
 }
@@ -1387,3 +1522,13 @@ def pending_line(task: PendingTask, wall_now: float) -> str:
         what = what[:59] + "…"
     when = age_text(wall_now - task.updated_at)
     return f"{task.session}  {pending_reason(task)}, {when}: {what}"
+
+
+def session_line(item: SessionItem, wall_now: float) -> str:
+    """One conversation of the `/sessions` picker: its title, when, how long, and its id."""
+    title = " ".join(item.title.split()) or "(no title)"
+    if len(title) > 60:
+        title = title[:59] + "…"
+    count = f"{item.messages} message{'' if item.messages == 1 else 's'}"
+    pending = f", {item.status.replace('_', ' ')}: Enter resumes it" if item.status else ""
+    return f"{title}  ({age_text(wall_now - item.updated_at)}, {count}{pending})  {item.session}"

@@ -1,0 +1,175 @@
+"""`/sessions` in the terminal client: pick an earlier conversation and continue it (state level)."""
+
+from __future__ import annotations
+
+from agentrt import Outcome
+from agentrt.frames import (
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    PendingAction,
+    PendingRequest,
+    Run,
+    SessionItem,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
+    TaskFrame,
+)
+from agenttui._state import (
+    HISTORY_SHOWN,
+    SESSIONS_PAGE,
+    EntryKind,
+    RememberInput,
+    Send,
+    SetInput,
+    TuiState,
+    disconnected,
+    input_changed,
+    on_error,
+    on_frame,
+    on_task,
+    press_down,
+    press_enter,
+    press_escape,
+    press_up,
+    session_line,
+)
+
+LIST = Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))
+
+
+def item(session: str, title: str, messages: int = 4, status: str | None = None) -> SessionItem:
+    return SessionItem(session, title, 100.0, 200.0, messages, status)
+
+
+def opened(*items: SessionItem) -> TuiState:
+    """A connected window whose `/sessions` picker shows `items`."""
+    state = TuiState(connected=True)
+    assert _command(state, "/sessions") == [SetInput(""), LIST]
+    on_frame(state, SessionList(items))
+    return state
+
+
+def _command(state: TuiState, text: str) -> list[object]:
+    input_changed(state, text)
+    state.picker_dismissed = text  # typed in full: Enter runs it
+    return list(press_enter(state, now=0.0))
+
+
+def test_sessions_opens_a_picker_and_enter_continues_the_chosen_conversation() -> None:
+    state = opened(item("cli-new", "today's talk", 2), item("cli-old", "yesterday's talk", 30))
+    assert state.sessions_open and state.input_locked
+    press_down(state)
+    actions = press_enter(state, now=1.0)
+    # The last messages are asked for: seq 10 .. 29 of 30.
+    assert actions == [
+        Send(SessionsRequest(SessionsAction.SHOW, "cli-old", after=9, limit=HISTORY_SHOWN))
+    ]
+    assert not state.sessions_open
+    assert state.session == "cli-old"
+    assert state.notice is not None and "yesterday's talk" in state.notice.text
+    on_frame(
+        state,
+        SessionMessages(
+            item("cli-old", "yesterday's talk", 30),
+            (
+                SessionMessage(27, "user", "read notes.txt", 1.0),
+                SessionMessage(
+                    28,
+                    "assistant",
+                    "",
+                    1.0,
+                    ({"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}},),
+                ),
+                SessionMessage(
+                    29, "tool", "remember this", 1.0, tool_call_id="c1", name="read_file"
+                ),
+            ),
+        ),
+    )
+    shown = [(e.kind, e.text) for e in state.transcript]
+    assert shown == [
+        (EntryKind.INFO, "Continuing cli-old: yesterday's talk (30 messages)"),
+        (EntryKind.INFO, "(the 27 earlier messages are not shown)"),
+        (EntryKind.USER, "read notes.txt"),
+        (EntryKind.TOOL_CALL, "read_file path='notes.txt'"),
+        (EntryKind.TOOL_RESULT, "read_file: remember this"),
+    ]
+    # The next message goes to that session: the daemon gives the model its history.
+    input_changed(state, "what did it say?")
+    assert press_enter(state, now=2.0)[-1] == Send(Run("what did it say?", "cli-old"))
+    on_task(state, TaskFrame("t1", "cli-old"))
+    on_frame(state, EndedFrame("t1", "cli-old", Outcome.FINISHED))
+    assert state.session == "cli-old"  # and the one after it too
+
+
+def test_a_long_list_is_fetched_page_by_page_before_the_picker_opens() -> None:
+    state = TuiState(connected=True)
+    _command(state, "/sessions")
+    first = SessionList(tuple(item(f"cli-{n}", f"talk {n}") for n in range(3)), next="c1")
+    assert on_frame(state, first) == [
+        Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE, cursor="c1"))
+    ]
+    assert not state.sessions_open
+    assert on_frame(state, SessionList((item("cli-9", "talk 9"),))) == []
+    assert state.sessions is not None
+    assert [i.session for i in state.sessions] == ["cli-0", "cli-1", "cli-2", "cli-9"]
+    press_up(state)
+    assert state.sessions_index == 3  # wraps round to the last
+
+
+def test_a_conversation_with_a_pending_task_is_resumed_instead() -> None:
+    state = opened(item("cli-p", "stream 300", 1, status="interrupted"))
+    assert press_enter(state, now=1.0) == [Send(PendingRequest(PendingAction.RESUME, "cli-p"))]
+    assert state.run is not None and state.run.resumed
+    assert state.session == "cli-p"
+
+
+def test_esc_closes_the_picker_and_an_empty_list_says_so() -> None:
+    state = opened(item("cli-a", "a"))
+    assert press_escape(state) == []
+    assert not state.sessions_open and state.session is None
+    empty = opened()
+    assert not empty.sessions_open
+    assert empty.notice is not None and "No earlier conversations" in empty.notice.text
+
+
+def test_the_running_session_is_not_listed_and_switching_waits_for_the_run() -> None:
+    state = TuiState(connected=True)
+    input_changed(state, "stream 50")
+    assert press_enter(state, now=0.0)[1] == RememberInput("stream 50")
+    on_task(state, TaskFrame("t1", "cli-now"))
+    _command(state, "/sessions")
+    on_frame(state, SessionList((item("cli-now", "stream 50"), item("cli-old", "old"))))
+    assert state.sessions == [item("cli-old", "old")]
+    assert press_enter(state, now=1.0) == []
+    assert state.session == "cli-now"
+    assert state.notice is not None and "A run is in progress" in state.notice.text
+
+
+def test_a_conversation_removed_meanwhile_is_not_continued() -> None:
+    state = opened(item("cli-gone", "gone"))
+    press_enter(state, now=1.0)
+    on_error(state, ErrorFrame(ErrorCode.NOT_FOUND, "no session 'cli-gone'", "sessions"))
+    assert state.session is None
+    assert state.notice is not None and "no session" in state.notice.text
+
+
+def test_losing_the_daemon_closes_the_picker_and_sessions_needs_a_connection() -> None:
+    state = opened(item("cli-a", "a"))
+    disconnected(state, "gone")
+    assert not state.sessions_open
+    assert _command(state, "/sessions") == [SetInput("")]
+    assert state.notice is not None and "/sessions works once it is" in state.notice.text
+
+
+def test_a_picker_line_shows_title_age_size_and_id() -> None:
+    line = session_line(item("cli-3fa9", "hello   there", 1), wall_now=200.0 + 7200)
+    assert line == "hello there  (2 h ago, 1 message)  cli-3fa9"
+    pending = session_line(item("cli-p", "x" * 80, 3, "awaiting_answer"), wall_now=260.0)
+    assert pending == (
+        "x" * 59 + "…  (1 min ago, 3 messages, awaiting answer: Enter resumes it)  cli-p"
+    )
