@@ -1,0 +1,48 @@
+"""`/sessions` in the real ``agenttui``, in tmux: yesterday's conversation, continued in a new window."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from .test_tui_tmux import AGENTRT, World, daemon, wait_until, world  # noqa: F401  (fixtures)
+
+
+def test_a_new_window_lists_an_earlier_conversation_and_continues_it(daemon: World) -> None:  # noqa: F811
+    yesterday = daemon.open_window()
+    yesterday.type("hello from yesterday")
+    yesterday.keys("Enter")
+    yesterday.wait_for(r"-- Done", "the first run to finish")
+    yesterday.keys("C-d")
+    wait_until(yesterday.dead, "the first window to quit")
+
+    today = daemon.open_window()
+    today.type("/sessions")
+    today.keys("Enter")
+    screen = today.wait_for(r"Earlier conversations", "the /sessions picker")
+    found = re.search(r"> hello from yesterday  \(\d+ s ago, 2 messages\)  (cli-\w+)", screen)
+    assert found, screen
+    session = found.group(1)
+    today.keys("Enter")
+    screen = today.wait_for(rf"Continuing {session}: hello from yesterday", "the continue line")
+    # Its last messages are shown, as they were.
+    today.wait_for(r"> hello from yesterday", "the earlier message in the transcript")
+    today.type("and today")
+    today.keys("Enter")
+    today.wait_for(r"> and today", "the new message")
+    today.wait_for(rf"idle\s+\|\s+session {session}", "the run to end in the same session")
+
+    shown = subprocess.run(
+        [str(AGENTRT), "sessions", "show", "--json", "--state-dir", str(daemon.state), session],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    data = json.loads(shown.stdout)
+    assert [(m["role"], m["content"]) for m in data["messages"] if m["role"] == "user"] == [
+        ("user", "hello from yesterday"),
+        ("user", "and today"),
+    ]
+    assert data["session"]["messages"] == 4
