@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -158,3 +162,35 @@ async def test_a_daemon_started_with_retention_days_prunes_before_it_listens(
         process.terminate()
         with trio.CancelScope(shield=True):
             await process.wait()
+
+
+def test_config_show_says_where_the_retention_came_from(tmp_path: Path) -> None:
+    env = {**os.environ, **_home(tmp_path), "AGENTRT_RETENTION_DAYS": "7"}
+
+    def show(*flags: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrt", "config", "show", "--json", *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=True,
+        )
+        shown: dict[str, Any] = json.loads(done.stdout)["retention_days"]
+        return shown
+
+    assert show() == {"value": 7, "source": "env", "where": "AGENTRT_RETENTION_DAYS"}
+    assert show("--retention-days", "3") == {
+        "value": 3,
+        "source": "flag",
+        "where": "--retention-days",
+    }
+    text = subprocess.run(
+        [sys.executable, "-m", "agentrt", "config", "show"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in env.items() if k != "AGENTRT_RETENTION_DAYS"},
+        timeout=30,
+        check=True,
+    ).stdout
+    assert re.search(r"^retention_days\s+\(not set\)\s+default$", text, re.MULTILINE), text
