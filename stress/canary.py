@@ -374,6 +374,9 @@ async def _http_paths(base: str, token: str, window: _Socket, result: SuiteResul
             for session in ("chat-sec4", "chat-pw5"):
                 response = await http.get(f"/v1/session/{session}/task")
                 window.seen.add(response.content)
+                # The stored conversation, as the web page reads it back.
+                response = await http.get(f"/v1/sessions/{session}/messages")
+                window.seen.add(response.content)
             response = await http.get("/v1/sessions")
             window.seen.add(response.content)
             # Let the runs finish and their events arrive, then stop listening.

@@ -486,6 +486,8 @@ def _hello_refused(reply: dict[str, Any]) -> bool:
 
 _ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/sessions"),
+    ("GET", "/v1/sessions/{s}/messages"),
+    ("DELETE", "/v1/sessions/{s}"),
     ("GET", "/v1/session/{s}/task"),
     ("DELETE", "/v1/session/{s}/task"),
     ("POST", "/v1/session/{s}/task/resume"),

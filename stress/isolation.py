@@ -332,6 +332,8 @@ async def _http(
         routes += [
             ("GET", f"/v1/session/{session}/task", None),
             ("DELETE", f"/v1/session/{session}/task", None),
+            ("GET", f"/v1/sessions/{session}/messages", None),
+            ("DELETE", f"/v1/sessions/{session}", None),
             ("POST", f"/v1/session/{session}/task/resume", {}),
             ("POST", f"/v1/session/{session}/run", {"text": "hello"}),
         ]
@@ -405,6 +407,8 @@ async def _policy(
                 await http.get(f"/v1/session/{session}/task"),
                 await http.post(f"/v1/session/{session}/task/resume", json={"answer": "x"}),
                 await http.delete(f"/v1/session/{session}/task"),
+                await http.get(f"/v1/sessions/{session}/messages"),
+                await http.delete(f"/v1/sessions/{session}"),
             ]
             for response in got:
                 if "set-cookie" in response.headers:
