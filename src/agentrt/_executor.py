@@ -18,7 +18,7 @@ error               kept, status ``failed``, with the error
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from pathlib import Path
 
 import attrs
@@ -77,7 +77,7 @@ def check_session_id(session_id: str) -> str:
 
 def new_task_hash() -> str:
     """A fresh task hash: 12 hex digits."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()
 
 
 @attrs.frozen
