@@ -325,6 +325,10 @@ class Connection:
                         return
                     self._outbox_ready = trio.Event()
                     await self._outbox_ready.wait()
+                    # One more turn of the scheduler: the tasks woken with the frame that
+                    # woke us (a cancel's ack, then its run's final event) queue theirs
+                    # too, and they go out in one write the peer reads at once.
+                    await trio.lowlevel.checkpoint()
                     continue
                 chunks = []
                 size = 0
