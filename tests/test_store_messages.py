@@ -315,3 +315,11 @@ def test_a_stored_string_reads_back_the_same_with_or_without_the_parser(text: st
     from agentrt._store import _dumps, _json_text
 
     assert _json_text(_dumps(text)) == text
+
+
+async def test_one_session_is_looked_up_by_its_exact_id(runtime: Runtime) -> None:
+    await runtime.executor.run("cli-10", "hello", owner="o", emit=Recorder())
+    assert await runtime.store.session("cli-1") is None
+    found = await runtime.store.session("cli-10")
+    assert found is not None and (found.session_id, found.messages) == ("cli-10", 2)
+    assert await runtime.store.session("cli-1%") is None  # no pattern either

@@ -356,6 +356,13 @@ _TASK_SELECT = (
 )
 _SUMMARY_COLUMNS = tuple(c for c in _FIELDS if c != "attempts")
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
+#: A session's row and, when it has one, its pending task's summary columns.
+_SESSION_SELECT = (
+    "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.next_seq, "
+    "COALESCE(t.window_hash, s.window_hash), t.status, t.session_id, "
+    f"{', '.join('t.' + c for c in _SUMMARY_COLUMNS)}, t.message_count "
+    "FROM sessions s LEFT JOIN tasks t ON t.session_id = s.session_id"
+)
 
 
 def _like(prefix: str) -> str:
@@ -694,13 +701,7 @@ class TaskStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            sql = (
-                "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.next_seq, "
-                "COALESCE(t.window_hash, s.window_hash), t.status, t.session_id, "
-                f"{', '.join('t.' + c for c in _SUMMARY_COLUMNS)}, t.message_count "
-                "FROM sessions s LEFT JOIN tasks t ON t.session_id = s.session_id "
-                "WHERE s.session_id LIKE ? ESCAPE '\\'"
-            )
+            sql = f"{_SESSION_SELECT} WHERE s.session_id LIKE ? ESCAPE '\\'"
             args: list[Any] = [_like(prefix)]
             if after is not None:
                 sql += " AND (s.updated_at < ? OR (s.updated_at = ? AND s.session_id > ?))"
@@ -712,20 +713,7 @@ class TaskStore:
             rows = db.execute(sql, args).fetchall()
             more = limit is not None and len(rows) > limit
             rows = rows[:limit] if limit is not None else rows
-            items = tuple(
-                SessionInfo(
-                    session_id=str(r[0]),
-                    title=str(r[1]),
-                    created_at=float(r[2]),
-                    updated_at=float(r[3]),
-                    messages=int(r[4]),
-                    window_hash=r[5] if isinstance(r[5], str) else None,
-                    status=r[6] if isinstance(r[6], str) else None,
-                    # The task's summary columns, as `list_page` reads them.
-                    task=self._summary(r[7:]) if r[7] is not None else None,
-                )
-                for r in rows
-            )
+            items = tuple(self._session_info(r) for r in rows)
             last = items[-1] if more and items else None
             return Page(items, _cursor(last.updated_at, last.session_id) if last else None)
 
@@ -733,8 +721,25 @@ class TaskStore:
 
     async def session(self, session_id: str) -> SessionInfo | None:
         """One session's `SessionInfo`, or None."""
-        page = await self.sessions(session_id, limit=None)
-        return next((s for s in page.items if s.session_id == session_id), None)
+
+        def read(db: sqlite3.Connection) -> SessionInfo | None:
+            row = db.execute(f"{_SESSION_SELECT} WHERE s.session_id = ?", (session_id,)).fetchone()
+            return None if row is None else self._session_info(row)
+
+        return await self._run(read)
+
+    def _session_info(self, r: Sequence[Any]) -> SessionInfo:
+        return SessionInfo(
+            session_id=str(r[0]),
+            title=str(r[1]),
+            created_at=float(r[2]),
+            updated_at=float(r[3]),
+            messages=int(r[4]),
+            window_hash=r[5] if isinstance(r[5], str) else None,
+            status=r[6] if isinstance(r[6], str) else None,
+            # The task's summary columns, as `list_page` reads them.
+            task=self._summary(tuple(r[7:])) if r[7] is not None else None,
+        )
 
     async def messages(
         self, session_id: str, *, after: int = -1, limit: int = 100
