@@ -150,6 +150,11 @@ async def sessions(http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
     return {s["session_id"]: s for s in response.json()["sessions"]}
 
 
+def active(listed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The listed sessions with a run going on or a pending task (finished ones stay listed)."""
+    return {k: v for k, v in listed.items() if v["running"] or v["status"] is not None}
+
+
 async def sessions_when(
     http: httpx.AsyncClient, settled: Callable[[dict[str, dict[str, Any]]], bool]
 ) -> dict[str, dict[str, Any]]:
@@ -517,7 +522,9 @@ async def side_by_side(
         # The web lists only its own question, not the three others open at that moment.
         assert [(q["session_id"], q["kind"]) for q in questions] == [(WEB_SESSION, "confirm")]
         # Every run finished: no session is left running or pending.
-        await sessions_when(http, lambda listed: not listed)
+        finished = await sessions_when(http, lambda listed: not active(listed))
+        # The web's conversation is kept, finished; the live window's is still not HTTP's.
+        assert list(finished) == [WEB_SESSION] and finished[WEB_SESSION]["messages"] > 0
         for mark in MARKS:
             assert (work / f"{mark}-1.txt").read_text() == "x"
         line = (
@@ -553,7 +560,7 @@ async def side_by_side(
         assert waits(listed, WEB_SESSION) == "confirm@web"
         assert [(q["session_id"], q["kind"]) for q in questions] == [(WEB_SESSION, "confirm")]
         # The others finished while the window's questions stayed open: nobody answered those.
-        await sessions_when(http, lambda listed: not listed)
+        await sessions_when(http, lambda listed: not active(listed))
         withdrawn = {f.id for f in terminal.feed.items if isinstance(f, AskWithdrawn)}
         assert [a.kind.value for a in asks_2 if a.id not in withdrawn] == ["confirm", "question"]
 
@@ -563,7 +570,9 @@ async def side_by_side(
         listed = await sessions_when(
             http, lambda listed: tui_2 in listed and not listed[tui_2]["running"]
         )
-        assert list(listed) == [tui_2]
+        assert list(active(listed)) == [tui_2]
+        # The closed window's finished conversation is the owner's to read over HTTP now.
+        assert listed[tui_1]["status"] is None and listed[tui_1]["title"].startswith("write tui-1")
         kept = (await http.get(f"/v1/session/{tui_2}/task")).json()["task"]
         assert (kept["status"], kept["cause"], kept["running"]) == (
             "interrupted",
@@ -594,7 +603,7 @@ async def side_by_side(
         assert "You answered: tui answer 2" in ended["text"]
         gone = await http.get(f"/v1/session/{tui_2}/task")
         assert gone.status_code == 404
-        assert await sessions(http) == {}
+        assert active(await sessions(http)) == {}
         for mark in MARKS:
             assert (work / f"{mark}-2.txt").read_text() == "x"
         line = (
