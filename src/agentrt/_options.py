@@ -26,6 +26,7 @@ WORKDIR: Final = "--workdir"
 CONFIG: Final = "--config"
 API_KEY_ENV: Final = "--api-key-env"
 APPROVAL: Final = "--approval"
+STORE: Final = "--store"
 
 #: The options that say which model a command runs and how to reach it: every command that
 #: runs tasks (or starts a daemon that does) takes all of them.
@@ -71,6 +72,12 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "write and command), 'auto-edit' (file writes in the working folder run at once) or "
         "'full-auto' (writes and commands run at once); restricted paths always need the "
         "system password (env AGENTRT_APPROVAL; config file: approval)",
+    },
+    STORE: {
+        "metavar": "URL",
+        "help": "the task store: a postgresql://USER@HOST:PORT/DB URL for a fleet of daemons "
+        "sharing one database (see docs/fleet.md), or an SQLite file (env AGENTRT_STORE; "
+        "config file: store; default: tasks.db in the state folder)",
     },
     SOCKET: {
         "metavar": "PATH",
