@@ -9,7 +9,6 @@ real processes, killed with SIGKILL, are in ``test_fleet_daemons.py``.
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -74,6 +73,16 @@ def _runs_of(workdir: Path, marker: str) -> int:
         return 0
 
 
+async def _resume(runtime: Runtime, session: str, results: list[str]) -> None:
+    try:
+        ended = await runtime.executor.resume(session, answer="allow", owner="o", emit=Recorder())
+        results.append(ended.outcome.value)
+    except SessionBusyError:
+        results.append("busy")
+    except NoPendingTaskError:
+        results.append("gone")
+
+
 async def test_two_members_resuming_one_task_at_once_run_it_once(
     tmp_path: Path, postgres_url: str, workdir: Path
 ) -> None:
@@ -88,21 +97,9 @@ async def test_two_members_resuming_one_task_at_once_run_it_once(
             )
             assert parked.outcome is Outcome.AWAITING_ANSWER  # nobody listens: saved
             results: list[str] = []
-
-            async def resume(runtime: Runtime) -> None:
-                try:
-                    ended = await runtime.executor.resume(
-                        session, answer="allow", owner="o", emit=Recorder()
-                    )
-                    results.append(ended.outcome.value)
-                except SessionBusyError:
-                    results.append("busy")
-                except NoPendingTaskError:
-                    results.append("gone")
-
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(resume, a)
-                nursery.start_soon(resume, b)
+                nursery.start_soon(_resume, a, session, results)
+                nursery.start_soon(_resume, b, session, results)
             assert _runs_of(workdir, marker) == 1, (trial, results)
             assert results.count("finished") == 1, results
             key = "+".join(sorted(results))
@@ -181,18 +178,19 @@ async def test_a_question_is_answered_through_the_member_whose_front_end_listens
 async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
     tmp_path: Path, postgres_url: str, workdir: Path
 ) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    dead = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
+    await dead.wait()
+    dead_pid = dead.pid
     here = socket.gethostname()
     gone_elsewhere = "fleet:otherhost:1:1:aaaaaa"
-    gone_here = f"fleet:{here}:{dead.pid}:1:bbbbbb"
+    gone_here = f"fleet:{here}:{dead_pid}:1:bbbbbb"
     async with member(tmp_path / "a", postgres_url, workdir) as a:
         assert a.fleet is not None
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO daemons(id, host, pid, started_at, beat_at, lease_until) VALUES "
                 f"(%s, 'otherhost', 1, 0, 0, {NOW} - 1), (%s, %s, %s, 0, 0, {NOW} + 600)",
-                (gone_elsewhere, gone_here, here, dead.pid),
+                (gone_elsewhere, gone_here, here, dead_pid),
             )
         call = Message.assistant("", ())
         for session, runner in (("chat-x", gone_elsewhere), ("chat-y", gone_here)):
