@@ -175,9 +175,9 @@ class Fleet:
             # resume, never in the middle of one.
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", self._lock())
             renewed = conn.execute(
-                f"UPDATE daemons SET beat_at = {NOW}, lease_until = {NOW} + %s, listens = %s "
-                "WHERE id = %s RETURNING id",
-                (self.store.lease, listens, self.member),
+                f"UPDATE daemons SET beat_at = {NOW}, lease_until = {NOW} + %s, listens = %s, "
+                "http = %s WHERE id = %s RETURNING id",
+                (self.store.lease, listens, self.http, self.member),
             ).fetchone()
             if renewed is None:
                 # Cut off past the lease, and given up for dead: join again. Whatever
@@ -563,3 +563,132 @@ def _process_alive(member: str) -> bool:
     if len(parts) < 5:
         return True
     return token_alive(f"{parts[2]}:{parts[3]}")
+
+
+# -- what `agentrt fleet status` shows ----------------------------------------------------
+
+
+@attrs.frozen
+class Lease:
+    """A running task and the member whose lease holds it."""
+
+    session_id: str
+    task_hash: str | None
+    member: str
+
+
+@attrs.frozen
+class MemberStatus:
+    """One member of the fleet as the database sees it now."""
+
+    id: str
+    host: str
+    pid: int
+    http: str | None
+    #: Seconds since its last heartbeat, and until its lease runs out (negative: ran out).
+    beat_age: float
+    lease_left: float
+    listens: tuple[str, ...]
+    leases: tuple[Lease, ...]
+
+    @property
+    def live(self) -> bool:
+        """Whether its lease still runs."""
+        return self.lease_left > 0
+
+
+@attrs.frozen
+class FleetStatus:
+    """Every member, its heartbeat and its leases; the tasks its end interrupted."""
+
+    location: str
+    schema_version: int
+    members: tuple[MemberStatus, ...]
+    #: Running tasks whose runner is in no member's row (left by one forgotten long ago).
+    orphans: tuple[Lease, ...]
+    #: Tasks interrupted with cause ``disconnect``: resumable by any member.
+    disconnected: int
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``agentrt fleet status --json`` prints."""
+        return {
+            "store": self.location,
+            "schema_version": self.schema_version,
+            "members": [
+                {
+                    "id": m.id,
+                    "host": m.host,
+                    "pid": m.pid,
+                    "http": m.http,
+                    "live": m.live,
+                    "heartbeat_age": round(m.beat_age, 3),
+                    "lease_left": round(m.lease_left, 3),
+                    "listens": list(m.listens),
+                    "leases": [
+                        {"session_id": t.session_id, "task_hash": t.task_hash} for t in m.leases
+                    ],
+                }
+                for m in self.members
+            ],
+            "orphans": [
+                {"session_id": t.session_id, "task_hash": t.task_hash} for t in self.orphans
+            ],
+            "disconnected": self.disconnected,
+        }
+
+
+def read_status(url: str) -> FleetStatus:
+    """The fleet of the database at `url`, read without joining it (blocking).
+
+    Raises `StoreError` when the database cannot be reached or holds no agentrt store.
+    """
+    from ._pgstore import _failed, _unreachable, display_url
+    from ._store import StoreError
+
+    location = display_url(url)
+    try:
+        conn = connect(url)
+    except psycopg.Error as exc:
+        raise _unreachable(location, exc) from None
+    try:
+        with conn:
+            exists = conn.execute("SELECT to_regclass('agentrt_schema')").fetchone()
+            if exists is None or exists[0] is None:
+                raise StoreError(f"{location} holds no agentrt task store (no daemon used it yet)")
+            version_row = conn.execute("SELECT version FROM agentrt_schema").fetchone()
+            rows = conn.execute(
+                f"SELECT id, host, pid, http, {NOW} - beat_at, lease_until - {NOW}, listens "
+                "FROM daemons ORDER BY started_at, id"
+            ).fetchall()
+            running = conn.execute(
+                "SELECT session_id, task_hash, runner FROM tasks WHERE status = 'running' "
+                "ORDER BY session_id"
+            ).fetchall()
+            disconnected = conn.execute(
+                "SELECT count(*) FROM tasks WHERE status = 'interrupted' AND cause = 'disconnect'"
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise _failed(location, exc) from None
+    by_member: dict[str, list[Lease]] = {}
+    for session_id, task_hash, runner in running:
+        by_member.setdefault(str(runner), []).append(Lease(str(session_id), task_hash, str(runner)))
+    members = tuple(
+        MemberStatus(
+            id=str(m),
+            host=str(host),
+            pid=int(pid),
+            http=http,
+            beat_age=float(age),
+            lease_left=float(left),
+            listens=tuple(p for p in str(listens or "").split(" ") if p),
+            leases=tuple(by_member.pop(str(m), [])),
+        )
+        for m, host, pid, http, age, left, listens in rows
+    )
+    return FleetStatus(
+        location=location,
+        schema_version=int(version_row[0]) if version_row else 0,
+        members=members,
+        orphans=tuple(lease for leases in by_member.values() for lease in leases),
+        disconnected=int(disconnected[0]) if disconnected else 0,
+    )
