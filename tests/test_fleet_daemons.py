@@ -13,125 +13,29 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-import httpx
 import pytest
 import trio
-from stress._common import DaemonProcess, http_base
-
-from agentrt.http import load_or_create_token
+from stress.fleet import ended as run_ended
+from stress.fleet import start_fleet, wait_interrupted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deadline(150)]
 
-#: Seconds a daemon's lease lasts here: a killed daemon's tasks are free soon after.
-LEASE = "2"
-STEP = 30.0
-
-
-@attrs.define(eq=False)
-class Feed:
-    """A daemon's `/v1/events` stream, read as it comes."""
-
-    lines: AsyncIterator[str]
-
-    async def wait_for(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The next event `match` accepts (the ones before it are passed over)."""
-        with trio.fail_after(STEP):
-            async for line in self.lines:
-                if line.startswith("data: "):
-                    event = json.loads(line.removeprefix("data: "))
-                    if match(event):
-                        return dict(event)
-        raise AssertionError("the event stream ended")
-
-
-@attrs.define(eq=False)
-class Node:
-    """One daemon of the fleet and an HTTP client of its API."""
-
-    name: str
-    process: DaemonProcess
-    client: httpx.AsyncClient
-    #: ``HOST:PORT`` of its HTTP API.
-    address: str
-
-    @asynccontextmanager
-    async def events(self) -> AsyncIterator[Feed]:
-        async with self.client.stream("GET", "/v1/events", timeout=None) as response:
-            feed = Feed(response.aiter_lines())
-            await feed.wait_for(lambda e: e["type"] == "ready")  # subscribed from here on
-            yield feed
-
-    async def task(self, session: str) -> dict[str, Any] | None:
-        response = await self.client.get(f"/v1/session/{session}/task")
-        if response.status_code == 404:
-            return None
-        assert response.status_code == 200, response.text
-        return dict(response.json()["task"])
-
 
 def ended(session: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda e: e["type"] == "run_ended" and e["session_id"] == f"chat-{session}"
-
-
-@asynccontextmanager
-async def fleet(
-    tmp_path: Path, url: str, nursery: trio.Nursery, names: tuple[str, ...]
-) -> AsyncIterator[dict[str, Node]]:
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {**os.environ, "AGENTRT_FLEET_LEASE": LEASE}
-    processes = {
-        name: DaemonProcess(
-            socket_path=tmp_path / name / "d.sock",
-            state_dir=tmp_path / name / "state",
-            workdir=work,
-            log_path=tmp_path / f"{name}.log",
-            extra_args=("--store", url, "--http", "127.0.0.1:0"),
-            env=env,
-        )
-        for name in names
-    }
-    said: dict[str, str] = {}
-
-    async def start(name: str) -> None:
-        said[name] = await processes[name].start(nursery, ready=b"web chat on")
-
-    async with trio.open_nursery() as starting:
-        for name in names:
-            starting.start_soon(start, name)
-    async with AsyncExitStack() as stack:
-        nodes = {}
-        for name, process in processes.items():
-            token = load_or_create_token(process.state_dir)
-            client = await stack.enter_async_context(
-                httpx.AsyncClient(
-                    base_url=http_base(said[name]),
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=STEP,
-                )
-            )
-            base = http_base(said[name])
-            nodes[name] = Node(name, process, client, base.removeprefix("http://"))
-        try:
-            yield nodes
-        finally:
-            for process in processes.values():
-                if process.alive:
-                    await process.terminate()
+    return run_ended(f"chat-{session}")
 
 
 async def test_three_daemons_share_runs_questions_pauses_and_a_killed_daemons_tasks(
     tmp_path: Path, postgres_url: str, nursery: trio.Nursery
 ) -> None:
-    async with fleet(tmp_path, postgres_url, nursery, ("a", "b", "c")) as nodes:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with start_fleet(tmp_path, postgres_url, nursery, ("a", "b", "c"), work) as nodes:
         a, b, c = nodes["a"], nodes["b"], nodes["c"]
-        work = tmp_path / "work"
 
         # 1. A run on a asks a confirmation; the person's answer arrives at b.
         async with a.events() as on_a, b.events() as on_b:
@@ -203,9 +107,9 @@ async def test_three_daemons_share_runs_questions_pauses_and_a_killed_daemons_ta
             assert result["ok"], result
         await b.process.kill()
         # Another process's state: nothing to wait on but the database itself.
-        assert await poll_until_async(lambda: _interrupted(c, "chat-kill"), STEP)
-        task = await c.task("chat-kill")
-        assert task is not None and task["cause"] == "disconnect"
+        task = await wait_interrupted(c, "chat-kill", 30)
+        assert task is not None
+        assert (task["status"], task["cause"]) == ("interrupted", "disconnect")
         async with c.events() as on_c:
             resumed = await c.client.post("/v1/session/kill/task/resume", json={})
             assert resumed.status_code == 202, resumed.text
@@ -222,25 +126,3 @@ async def test_three_daemons_share_runs_questions_pauses_and_a_killed_daemons_ta
         members = json.loads(status.stdout)["members"]
         live = sorted(m["http"] for m in members if m["live"])
         assert live == sorted(n.address for n in (a, c))
-
-
-async def _interrupted(node: Node, session: str) -> bool:
-    task = await node.task(session)
-    return task is not None and task["status"] == "interrupted"
-
-
-async def poll_until_async(ready: Callable[[], Any], seconds: float) -> bool:
-    """`poll_until` for an async check (the state of other processes offers no event)."""
-    result = False
-
-    async def check() -> None:
-        nonlocal result
-        result = await ready()
-
-    with trio.move_on_after(seconds):
-        while True:
-            await check()
-            if result:
-                return True
-            await trio.sleep(0.1)
-    return False
