@@ -69,7 +69,7 @@ $(PEERS_STAMP): pyproject.toml benchmarks/peers/constraints.txt | $(PEERS)/bin/p
 bench-peers: $(PEERS_STAMP)
 	$(PEERS)/bin/python -m benchmarks.peers
 
-## stress: crash, disconnect, fuzz, isolation, secrets and load suites; prints a table, fails on any loss
+## stress: crash, disconnect, fuzz, isolation, secrets, load and fleet suites; prints a table, fails on any loss
 stress: $(STAMP)
 	$(BIN)/python -m stress
 
