@@ -314,6 +314,16 @@ def _lease(value: Any) -> float:
     return float(value)
 
 
+def _lease_text(value: Any) -> float:
+    """A lease from the environment (text) or the file (a number)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise TypeError("a number of seconds from 1 to 3600") from None
+    return _lease(value)
+
+
 def _address(value: Any) -> tuple[str, int]:
     return parse_host_port(_text(value))
 
@@ -694,7 +704,7 @@ def load_settings(
         store=_checked(pick("store", None, option="--store", variable="AGENTRT_STORE"), _store),
         lease=_checked(
             pick("fleet.lease", DEFAULT_LEASE, variable="AGENTRT_FLEET_LEASE"),
-            lambda v: _lease(float(v)) if isinstance(v, str) else _lease(v),
+            _lease_text,
         ),
         bots={service: _bot(service, file, env, keys, flag(service)) for service in BOTS},
         guarded_paths=tuple(dict.fromkeys((default_config_path(env).parent, config.value))),
