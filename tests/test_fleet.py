@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -29,6 +30,7 @@ from agentrt import (
     SessionBusyError,
     TaskRecord,
     TaskStatus,
+    ToolCallEvent,
     UnknownTaskError,
     open_runtime,
 )
@@ -36,6 +38,7 @@ from agentrt._executor import TaskInfo
 from agentrt._pgstore import NOW
 
 from .conftest import FakeVerifier, Recorder
+from .fakes.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.deadline(60)
 
@@ -203,3 +206,62 @@ async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
             assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.DISCONNECT)
             ended = await a.executor.resume(session, owner="o", emit=Recorder())
             assert ended.outcome is Outcome.FINISHED
+
+
+async def test_a_member_cut_off_past_its_lease_stops_its_runs_and_frees_their_tasks(
+    tmp_path: Path, postgres_url: str, workdir: Path, nursery: trio.Nursery
+) -> None:
+    """Before another member may take its tasks over, a member that lost the database stops."""
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    async with (
+        open_runtime(
+            tmp_path / "cut",
+            model=ScriptedModel(word_delay=0, stream_delay=0),
+            workdir=workdir,
+            store=through,
+            lease=1.0,
+        ) as cut,
+        member(tmp_path / "b", postgres_url, workdir) as b,
+        trio.open_nursery() as runs,
+    ):
+        assert cut.fleet is not None and b.fleet is not None
+        done = trio.Event()
+        ends: list[tuple[Outcome, Cause | None]] = []
+
+        recorder = Recorder()
+
+        def cut_once_sleeping(event: object) -> None:
+            if isinstance(event, ToolCallEvent):  # committed; nothing is written while it sleeps
+                proxy.cut()
+
+        recorder.hooks.append(cut_once_sleeping)
+
+        async def run() -> None:
+            ended = await cut.executor.run("chat-cut", "sleep 60", owner="o", emit=recorder)
+            ends.append((ended.outcome, ended.cause))
+            done.set()
+
+        runs.start_soon(run)
+        with trio.fail_after(10):
+            await done.wait()  # its lease ran out: the member stopped the run itself
+        assert ends == [(Outcome.CANCELLED, Cause.DISCONNECT)]
+        proxy.restore()
+        # The run's end could not be written while the database was away; once the member
+        # is back, its heartbeat frees the task it no longer runs, for any member to resume.
+        with trio.fail_after(10):
+            while True:
+                await cut.fleet.beat()
+                record = await b.store.load("chat-cut")
+                assert record is not None
+                if record.status is TaskStatus.INTERRUPTED:
+                    break
+        assert record.cause is Cause.DISCONNECT
+        async with trio.open_nursery() as again:
+            info = await again.start(
+                partial(b.executor.resume, "chat-cut", owner="o", emit=Recorder())
+            )
+            assert info.session_id == "chat-cut"  # taken by b: it runs there now
+            b.executor.cancel(info.task_hash, Cause.PAUSE)

@@ -95,6 +95,7 @@ class Fleet:
     _beat_conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _send_conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _send_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _beat_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _replies: dict[str, trio.MemorySendChannel[dict[str, Any]]] = attrs.field(
         factory=dict, init=False
@@ -144,10 +145,17 @@ class Fleet:
 
     async def beat(self) -> None:
         """Renew this member's lease, expire the dead members' and interrupt their tasks, once."""
+        async with self._beat_lock:  # one heartbeat at a time on its connection
+            await self._beat()
+
+    async def _beat(self) -> None:
         sent = time.monotonic()
         listens = " ".join(self.registry.general_prefixes())
+        here = [info.session_id for info in self.executor.running()]
         with trio.move_on_after(self.store.lease / 2) as waited:
-            result = await trio.to_thread.run_sync(self._beat_sync, listens, abandon_on_cancel=True)
+            result = await trio.to_thread.run_sync(
+                self._beat_sync, listens, here, abandon_on_cancel=True
+            )
         if waited.cancelled_caught:
             self._beat_conn = None  # the abandoned thread keeps it; the next beat opens another
             raise FleetError("the heartbeat got no answer from the database")
@@ -166,7 +174,9 @@ class Fleet:
         if questions:
             await self.send({"kind": "closed", "ids": questions})
 
-    def _beat_sync(self, listens: str) -> tuple[bool, set[str], list[tuple[str, str]], list[str]]:
+    def _beat_sync(
+        self, listens: str, running_here: list[str]
+    ) -> tuple[bool, set[str], list[tuple[str, str]], list[str]]:
         conn = self._beat_conn
         if conn is None or conn.closed or conn.broken:
             conn = self._beat_conn = connect(self.store.url)
@@ -194,14 +204,14 @@ class Fleet:
                         listens,
                     ),
                 )
-            here = socket.gethostname()
+            this_host = socket.gethostname()
             others = conn.execute(
                 f"SELECT id, host, lease_until > {NOW}, listens FROM daemons WHERE id <> %s",
                 (self.member,),
             ).fetchall()
             elsewhere: set[str] = set()
             for member, host, live, prefixes in others:
-                if live and host == here and not _process_alive(str(member)):
+                if live and host == this_host and not _process_alive(str(member)):
                     # Its process is gone: no need to wait for its lease to run out.
                     conn.execute(
                         f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (member,)
@@ -215,6 +225,14 @@ class Fleet:
                 f"daemons d WHERE d.id = tasks.runner AND d.lease_until > {NOW}) "
                 "RETURNING session_id, runner",
                 (time.time(),),
+            ).fetchall()
+            # And this member's own tasks that it runs no more: their run ended while the
+            # database was away, and could not say so.
+            reaped += conn.execute(
+                "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
+                "WHERE status = 'running' AND runner = %s AND NOT (session_id = ANY(%s)) "
+                "RETURNING session_id, runner",
+                (time.time(), self.member, running_here),
             ).fetchall()
             gone = conn.execute(
                 "DELETE FROM questions q WHERE NOT EXISTS (SELECT 1 FROM daemons d WHERE "

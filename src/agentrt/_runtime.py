@@ -137,14 +137,16 @@ async def open_runtime(
     approval: Approval | None = None,
     store: str | Path | None = None,
     http: str | None = None,
+    lease: float | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
     The store is `store` (a ``postgresql://`` URL, or an SQLite file), else
     the settings', else ``tasks.db`` in the state dir. On PostgreSQL the
     process joins the fleet of daemons sharing it (`agentrt._fleet`) for as
-    long as the runtime is open; `http` is the address it serves, for
-    ``agentrt fleet status``.
+    long as the runtime is open, with a lease of `lease` seconds (else the
+    settings', else 10); `http` is the address it serves, for ``agentrt fleet
+    status``.
 
     `model` overrides `model_spec`. With `settings` (`agentrt._settings.load_settings`),
     the state dir, model, provider options, restricted paths and approval
@@ -156,7 +158,6 @@ async def open_runtime(
     """
     options: ModelOptions | None = None
     guarded: tuple[Path, ...] = ()
-    lease: float | None = None
     if settings is not None:
         state_dir = state_dir if state_dir is not None else settings.state_dir.value
         model_spec = settings.model.value
@@ -167,6 +168,7 @@ async def open_runtime(
         guarded = tuple(p.resolve() for p in settings.guarded_paths)
         if store is None and settings.store.value is not None:
             store = settings.store.value
+        if lease is None:
             lease = settings.lease.value
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     prepare_state_dir(state_dir)
