@@ -8,6 +8,7 @@ real processes, killed with SIGKILL, are in ``test_fleet_daemons.py``.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import urllib.parse
@@ -265,3 +266,30 @@ async def test_a_member_cut_off_past_its_lease_stops_its_runs_and_frees_their_ta
             )
             assert info.session_id == "chat-cut"  # taken by b: it runs there now
             b.executor.cancel(info.task_hash, Cause.PAUSE)
+
+
+async def test_fleet_status_lists_the_daemons_their_heartbeats_and_the_tasks_they_hold(
+    tmp_path: Path, postgres_url: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrt.cli import main
+
+    async with member(tmp_path / "a", postgres_url, workdir) as a, trio.open_nursery() as n:
+        assert a.fleet is not None
+        info = await n.start(
+            partial(a.executor.run, "chat-held", "sleep 60", owner="o", emit=Recorder())
+        )
+        status = await trio.to_thread.run_sync(main, ["fleet", "status", "--store", postgres_url])
+        out = capsys.readouterr().out
+        short = a.fleet.member.rsplit(":", 1)[-1]
+        assert status == 0
+        assert "(schema version 1)" in out
+        assert f"\n{short}  {socket.gethostname()}" in out
+        assert f"chat-held  task {info.task_hash}  held by {short}" in out
+        await trio.to_thread.run_sync(main, ["fleet", "status", "--json", "--store", postgres_url])
+        data = json.loads(capsys.readouterr().out)
+        [me] = data["members"]
+        assert me["live"] and me["lease_left"] > 0
+        assert me["leases"] == [{"session_id": "chat-held", "task_hash": info.task_hash}]
+        a.executor.cancel(info.task_hash, Cause.PAUSE)
+    assert await trio.to_thread.run_sync(main, ["fleet", "status"]) == 2
+    assert "the store is not PostgreSQL, so there is no fleet" in capsys.readouterr().err

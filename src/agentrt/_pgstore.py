@@ -193,7 +193,9 @@ class PgConnection:
             conn.execute("BEGIN")
             return conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.lock_key))
         conn = self._conn if self._conn is not None else self.connection()
-        return conn.execute(cast(Any, self._translate(sql)), parameters or None)
+        if not parameters:  # no placeholders to fill: the text goes as it is
+            return conn.execute(cast(Any, sql))
+        return conn.execute(cast(Any, self._translate(sql)), parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
         conn = self._conn if self._conn is not None else self.connection()
