@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,40 @@ def test_importing_the_client_loads_no_store_executor_or_sqlite3(module: str) ->
     loaded = set(json.loads(out))
     assert module in loaded
     assert loaded.isdisjoint(RUNTIME_ONLY), sorted(loaded & set(RUNTIME_ONLY))
+
+
+#: What `agentrt run` with the embedded scripted model has no use for, and so never loads.
+NOT_FOR_A_SCRIPTED_RUN = (
+    "httpx",
+    "agentrt.providers",
+    "agentrt.client",
+    "agentrt.daemon._server",
+    "importlib.metadata",
+    "tomllib",
+    "difflib",
+)
+
+
+def test_a_scripted_run_loads_no_http_client_and_no_config_parser(tmp_path: Path) -> None:
+    """Start-up is part of every command's time: what a run does not need is not imported."""
+    code = (
+        "import json, sys; import agentrt.cli; "
+        f"sys.argv = ['agentrt', 'run', '--state-dir', {str(tmp_path / 'state')!r}, 'hello']; "
+        "status = agentrt.cli.main(); "
+        "print(json.dumps([status, sorted(sys.modules)]))"
+    )
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "no-config")}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    ).stdout
+    status, loaded = json.loads(out.splitlines()[-1])
+    assert status == 0
+    assert "agentrt._executor" in loaded  # it did run here, not through a daemon
+    assert set(loaded).isdisjoint(NOT_FOR_A_SCRIPTED_RUN), sorted(
+        set(loaded) & set(NOT_FOR_A_SCRIPTED_RUN)
+    )

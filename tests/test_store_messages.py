@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentrt import Message, Outcome, Runtime, StoreError, TaskRecord, TaskStatus, TaskStore
 from agentrt._messages import Role
@@ -177,3 +179,50 @@ async def test_sessions_keep_finished_conversations_and_page_their_messages(
     assert await store.forget("chat-talk")
     assert (await store.sessions("chat-")).items == ()
     assert (await store.messages("chat-talk")).items == ()
+
+
+async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
+    tmp_path: Path,
+) -> None:
+    from agentrt._cause import Cause
+    from agentrt._record import SavedQuestion
+    from agentrt.cli import _stored_line, _summary_line
+    from agentrt.daemon._wire import pending_task
+
+    from .conftest import insert_unreadable_record
+
+    store = await TaskStore.open(tmp_path / "t.db")
+    try:
+        await store.save(
+            TaskRecord(
+                "cli-asks",
+                "x" * 100,
+                _conversation(2),
+                status=TaskStatus.AWAITING_ANSWER,
+                question=SavedQuestion("c1", "Which colour?"),
+            )
+        )
+        await store.save(
+            TaskRecord(
+                "cli-paused",
+                "a task",
+                _conversation(1),
+                status=TaskStatus.INTERRUPTED,
+                cause=Cause.PAUSE,
+            )
+        )
+        await store.save(TaskRecord("cli-gone", "crashed", _conversation(1), runner="1:1"))
+        insert_unreadable_record(tmp_path / "t.db", "cli-bad")
+        listed = await store.list_stored()
+        assert len(listed) == 4
+        for task in listed:
+            assert _stored_line(task) == _summary_line(pending_task(task))
+    finally:
+        await store.aclose()
+
+
+@given(st.text())
+def test_a_stored_string_reads_back_the_same_with_or_without_the_parser(text: str) -> None:
+    from agentrt._store import _dumps, _json_text
+
+    assert _json_text(_dumps(text)) == text

@@ -18,7 +18,7 @@ error               kept, status ``failed``, with the error
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from pathlib import Path
 
 import attrs
@@ -78,7 +78,7 @@ def check_session_id(session_id: str) -> str:
 
 def new_task_hash() -> str:
     """A fresh task hash: 12 hex digits."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()
 
 
 @attrs.frozen
@@ -454,6 +454,9 @@ class Executor:
             log.error("run %s: %s", agent.task_hash, ended.error)
         await self._emit_final(emit, ended)
         if label is not None:
+            # Let whoever reads the final event (a connection writing it to its peer) go
+            # first: the store's thread, woken by the wait below, would compete with it.
+            await trio.lowlevel.cancel_shielded_checkpoint()
             # The kept task's new status, queued before the final event went out: a call
             # made after that event (a resume, a listing) is queued after it and sees it.
             with _bounded_shield(_CLEANUP_SECONDS):

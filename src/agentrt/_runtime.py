@@ -33,7 +33,7 @@ from ._vocab import Approval
 
 if TYPE_CHECKING:
     from ._fleet import Fleet
-    from .providers import ModelOptions
+    from ._model_options import ModelOptions
 
 
 def default_restricted() -> tuple[Path, ...]:
@@ -85,8 +85,8 @@ def make_model(
         return make_provider_model(
             spec, base_url=base_url or (options.base_url if options else None), secrets=secrets
         )
+    from ._model_options import ModelOptions as Options
     from .providers import ConfiguredModel
-    from .providers import ModelOptions as Options
 
     provider, _, name = spec.partition(":")
     options = options or Options()

@@ -26,11 +26,9 @@ the configuration with it before it starts a daemon.
 from __future__ import annotations
 
 import argparse
-import difflib
 import enum
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
@@ -43,7 +41,7 @@ from ._locations import default_state_dir
 from ._vocab import Approval
 
 if TYPE_CHECKING:
-    from .providers import ModelOptions
+    from ._model_options import ModelOptions
 
 #: The environment variable naming the configuration file.
 CONFIG_ENV: Final = "AGENTRT_CONFIG"
@@ -399,6 +397,8 @@ _TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
 
 def parse_config(text: str, path: Path) -> ConfigFile:
     """Check the TOML `text` of the file `path` (see `read_config_file`)."""
+    import tomllib  # only when there is a file to read
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -421,6 +421,8 @@ def parse_config(text: str, path: Path) -> ConfigFile:
             check = spec.get(key)
             if check is None:
                 known = list(spec)
+                import difflib  # only for a key that is not known
+
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 place = f"the [{'.'.join(prefix)}] table" if prefix else "the file"
@@ -882,7 +884,7 @@ def _bot(
 def model_options(settings: Settings) -> ModelOptions:
     """The options of the settings' model for `agentrt.providers`: the one place the
     configuration turns into what a provider is built with."""
-    from .providers import ModelOptions
+    from ._model_options import ModelOptions
 
     provider = settings.provider
     if provider is None:

@@ -271,6 +271,20 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
     )
 
 
+_STATUSES = {s.value: s for s in TaskStatus}
+_CAUSES = {c.value: c for c in Cause}
+
+
+def _json_text(text: str) -> str:
+    """A JSON string's value; one with no escapes is read without the JSON parser."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"' and "\\" not in text:
+        return text[1:-1]
+    value = json.loads(text)
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {text[:40]!r}")
+    return value
+
+
 def _encode_message(message: Message) -> tuple[str, str]:
     """A (clamped) message's role and JSON body, as its row holds them."""
     return message.role.value, _dumps(converter.unstructure(message, Message))
@@ -1108,6 +1122,8 @@ class SqlStore:
             raise self._task_unreadable(str(session_id), _error_detail(exc)) from None
 
     def _summary(self, row: tuple[Any, ...]) -> ListedTask:
+        # Listings decode thousands of these: the common values (a null, a plain string)
+        # are read without the JSON parser, and enums by a dict lookup.
         session_id = str(row[0])
         try:
             (
@@ -1126,14 +1142,14 @@ class SqlStore:
                 lost_words,
                 count,
             ) = row[1:]
-            saved = json.loads(question)
+            saved = None if question == "null" else json.loads(question)
             return TaskSummary(
                 session_id=session_id,
-                input=json.loads(text),
+                input=_json_text(text),
                 messages=int(count),
-                status=TaskStatus(status),
-                cause=Cause(cause) if cause is not None else None,
-                error=json.loads(error),
+                status=_STATUSES[status],
+                cause=None if cause is None else _CAUSES[cause],
+                error=None if error == "null" else json.loads(error),
                 question=converter.structure(saved, SavedQuestion) if saved else None,
                 window_hash=window,
                 task_hash=task,

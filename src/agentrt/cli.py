@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
 import json
 import math
 import os
-import secrets
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import attrs
 import trio
@@ -74,10 +72,9 @@ from ._statedir import (
     prepare_state_dir,
     read_daemon_info,
 )
-from ._store import StoreError, UnreadableTask
+from ._store import ListedTask, StoreError, UnreadableTask
 from ._stores import is_postgres
 from ._vocab import TERMINAL
-from .client import BrokenDaemonConnectionError, Client, ClientError, DaemonNotRunningError
 from .daemon._wire import ask_frame, ended_frame, frame_for_event, pending_detail, pending_task
 from .frames import (
     LIST_PAGE_MAX,
@@ -106,6 +103,9 @@ from .frames import (
     UsageFrame,
     VerifyFrame,
 )
+
+if TYPE_CHECKING:
+    from .client import Client
 
 #: The status `agentrt pending list` shows for a stored task that cannot be read.
 UNREADABLE = "unreadable"
@@ -379,6 +379,12 @@ class Printer:
         self.out.write(text + "\n")
         self.out.flush()
 
+    def lines(self, texts: Sequence[str]) -> None:
+        """Print many lines on stdout at once (a listing of thousands is one write)."""
+        if texts:
+            self.out.write("\n".join(texts) + "\n")
+            self.out.flush()
+
     async def answer(self, ask: AskFrame) -> Answer:
         """Ask a person (or a JSON client) on stdin; return the answer.
 
@@ -448,6 +454,8 @@ def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer
 def _read_answer(masked: bool) -> str | None:
     if masked:
         try:
+            import getpass  # only for a masked answer
+
             return getpass.getpass("")
         except EOFError:
             return None
@@ -483,29 +491,72 @@ def summarize(task: PendingTask) -> dict[str, Any]:
 
 
 def _summary_line(task: PendingTask) -> str:
-    status = "crashed" if task.crashed else task.status
-    if task.cause:
-        status += f" ({task.cause.value})"
-    age = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(task.updated_at))
-    if task.status == UNREADABLE:
+    return _listing_line(
+        task.session,
+        task.status,
+        task.crashed,
+        task.cause,
+        task.updated_at,
+        task.question,
+        task.input,
+    )
+
+
+def _stored_line(task: ListedTask) -> str:
+    """`_summary_line` of a task as the store lists it (no `PendingTask` made on the way)."""
+    if isinstance(task, UnreadableTask):
+        return _listing_line(
+            task.session_id, task.status, False, None, task.updated_at or 0.0, None, ""
+        )
+    question = task.question.prompt if task.question is not None else None
+    return _listing_line(
+        task.session_id,
+        task.status.value,
+        task.crashed,
+        task.cause,
+        task.updated_at,
+        question,
+        task.input,
+    )
+
+
+#: Formatted times by whole second: a listing's tasks often share one.
+_STAMPS: dict[int, str] = {}
+
+
+def _listing_line(
+    session: str,
+    status: str,
+    crashed: bool,
+    cause: Cause | None,
+    updated_at: float,
+    question: str | None,
+    text: str,
+) -> str:
+    shown = "crashed" if crashed else status
+    if cause:
+        shown += f" ({cause.value})"
+    second = int(updated_at)
+    age = _STAMPS.get(second)
+    if age is None:
+        age = _STAMPS[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+    if status == UNREADABLE:
         # Not shortened: the way out must stay readable.
-        what = f"cannot be read; discard it with: agentrt pending discard {task.session}"
+        what = f"cannot be read; discard it with: agentrt pending discard {session}"
     else:
-        what = f"asks: {task.question}" if task.question is not None else task.input
+        what = f"asks: {question}" if question is not None else text
         if len(what) > 60:
             what = what[:57] + "..."
-    return f"{task.session:<20} {status:<28} {age}  {what}"
+    return f"{session:<20} {shown:<28} {age}  {what}"
 
 
 def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
     if printer.json_mode:
-        for task in tasks:
-            printer.line(json.dumps(summarize(task), ensure_ascii=False))
+        printer.lines([json.dumps(summarize(task), ensure_ascii=False) for task in tasks])
     elif not tasks:
         printer.line("no pending tasks")
     else:
-        for task in tasks:
-            printer.line(_summary_line(task))
+        printer.lines([_summary_line(task) for task in tasks])
     return EXIT_FINISHED
 
 
@@ -630,6 +681,8 @@ async def _drive_daemon(
     client: Client, printer: Printer, request: Run | PendingRequest, session: str
 ) -> int:
     """Send `request` (a run or a resume of `session`) to the daemon; follow the run."""
+    from .client import BrokenDaemonConnectionError, ClientError
+
     task: list[str] = []
     held: list[Cause] = []
     withdrawn: set[str] = set()
@@ -726,6 +779,9 @@ async def _connect_daemon(args: argparse.Namespace, settings: Settings) -> Clien
                     return None  # no daemon: work here
             elif info.ready:
                 _check_same_model(args, info, state_dir)
+                # Loaded only when a daemon is there to talk to: a run here has no use for it.
+                from .client import Client, DaemonNotRunningError
+
                 try:
                     return await Client.connect(info.socket, scope=Scope.ALL)
                 except DaemonNotRunningError:
@@ -771,7 +827,7 @@ def _workdir(args: argparse.Namespace) -> str:
 
 
 def _new_session() -> str:
-    return f"{TERMINAL}{secrets.token_hex(4)}"
+    return f"{TERMINAL}{os.urandom(4).hex()}"
 
 
 def read_message(text: str) -> str:
@@ -809,9 +865,11 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             return await _pending_via_daemon(args, printer, client)
     async with _open(args, settings) as rt:
         if args.action == "list":
-            return _print_list(
-                printer, [pending_task(t) for t in await rt.store.list_stored(args.prefix)]
-            )
+            listed = await rt.store.list_stored(args.prefix)
+            if printer.json_mode or not listed:
+                return _print_list(printer, [pending_task(t) for t in listed])
+            printer.lines([_stored_line(t) for t in listed])
+            return EXIT_FINISHED
         if args.action == "show":
             stored = await rt.store.lookup(args.session)
             if stored is None:
@@ -1008,6 +1066,8 @@ def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
 def _read_key_value(name: str) -> str:
     """A key's value: typed without echo at a terminal, else all of standard input."""
     if sys.stdin.isatty():
+        import getpass  # only at a terminal
+
         value = getpass.getpass(f"{name} (typing is not shown): ")
     else:
         value = sys.stdin.read()
@@ -1067,10 +1127,10 @@ def _user_error(exc: BaseException) -> Exception | None:
             if found is not None:
                 return found
         return None
+    client = sys.modules.get("agentrt.client")  # if it was never loaded, none of its errors arose
     if isinstance(
-        exc,
-        (ExecutorError, StoreError, StateDirError, DaemonUnreachableError, ClientError, ValueError),
-    ):
+        exc, (ExecutorError, StoreError, StateDirError, DaemonUnreachableError, ValueError)
+    ) or (client is not None and isinstance(exc, client.ClientError)):
         return exc
     return None
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -58,7 +57,7 @@ class DaemonNotRunningError(ClientError):
 
 def new_window_hash() -> str:
     """A fresh window hash: one per terminal window, never reused."""
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()
 
 
 class Client:

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from ._main import main
 
 sys.exit(main())

@@ -14,7 +14,6 @@ import collections
 import contextlib
 import logging
 import os
-import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -84,7 +83,7 @@ def _withdrawn(entry: Entry) -> AskWithdrawn:
 
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
-    return ORIGIN + secrets.token_hex(6)
+    return ORIGIN + os.urandom(6).hex()
 
 
 @attrs.define(eq=False)
@@ -326,6 +325,10 @@ class Connection:
                         return
                     self._outbox_ready = trio.Event()
                     await self._outbox_ready.wait()
+                    # One more turn of the scheduler: the tasks woken with the frame that
+                    # woke us (a cancel's ack, then its run's final event) queue theirs
+                    # too, and they go out in one write the peer reads at once.
+                    await trio.lowlevel.checkpoint()
                     continue
                 chunks = []
                 size = 0

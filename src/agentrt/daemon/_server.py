@@ -9,7 +9,6 @@ save, then cancels everything else.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import os
 import signal
@@ -41,6 +40,8 @@ SHUTDOWN_GRACE: Final = 10.0
 
 def daemon_version() -> str:
     """The installed agentrt version."""
+    import importlib.metadata  # only when asked: it takes a while to import
+
     try:
         return importlib.metadata.version("agentrt")
     except importlib.metadata.PackageNotFoundError:

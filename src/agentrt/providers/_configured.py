@@ -17,13 +17,14 @@ provider does not take, and those are reported, never silently dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from .._errors import ModelNotConfiguredError
 from .._messages import Message, ModelResponse, OnDelta, ToolSpec
+from .._model_options import ModelOptions as ModelOptions
 from .anthropic import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_URL, AnthropicModel
 from .openai import DEFAULT_OPENAI_URL, OPENAI_KEY_ENV, OpenAIModel
 
@@ -36,34 +37,6 @@ _CLASSES: dict[str, type[OpenAIModel] | type[AnthropicModel]] = {
 _HOSTED = {"openai": DEFAULT_OPENAI_URL, "anthropic": DEFAULT_ANTHROPIC_URL}
 _KEY_ENV = {"openai": OPENAI_KEY_ENV, "anthropic": ANTHROPIC_KEY_ENV}
 _NAMES = {"openai": "OpenAI API", "anthropic": "Anthropic API"}
-
-
-@attrs.frozen
-class ModelOptions:
-    """How to reach a provider's model, as configured.
-
-    None (or an empty table) leaves the provider's own default.
-    """
-
-    #: The API's base URL (default: the provider's hosted API).
-    base_url: str | None = None
-    #: The environment variable (and key-store name) holding the key.
-    api_key_env: str | None = None
-    #: Extra request headers (OpenRouter's ``HTTP-Referer``, a gateway's, ``OpenAI-Organization``).
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=False)
-    #: The longest reply, in tokens.
-    max_tokens: int | None = None
-    #: Sampling temperature.
-    temperature: float | None = None
-
-    def given(self) -> dict[str, Any]:
-        """The options that are set and that a provider class may take, by field name."""
-        options = {
-            "headers": dict(self.headers) or None,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
-        return {name: value for name, value in options.items() if value is not None}
 
 
 def unsent(provider: str, options: ModelOptions) -> list[str]:
