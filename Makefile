@@ -73,7 +73,7 @@ bench-peers: $(PEERS_STAMP)
 	$(PEERS)/bin/python -m compileall -q src benchmarks > /dev/null
 	$(PEERS)/bin/python -m benchmarks.peers
 
-## stress: crash, disconnect, fuzz, isolation, secrets and load suites; prints a table, fails on any loss
+## stress: crash, disconnect, fuzz, isolation, secrets, load and fleet suites; prints a table, fails on any loss
 stress: $(STAMP)
 	$(BIN)/python -m stress
 

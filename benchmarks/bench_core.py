@@ -52,7 +52,8 @@ from agentrt._pending import Answer, Listener, Registry, Request
 from agentrt._record import TaskRecord, TaskStatus, converter
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
-from agentrt._store import TaskStore
+from agentrt._store import SqlStore, TaskStore
+from agentrt._stores import Store
 
 from ._harness import Batch as Batch
 from ._harness import Result as Result
@@ -396,7 +397,7 @@ def _count_store_calls() -> tuple[collections.Counter[str] | None, Callable[[], 
         return None, lambda: None
     counts: collections.Counter[str] = collections.Counter()
 
-    def counting(self: TaskStore, fn: Callable[[sqlite3.Connection], T], **how: bool) -> Any:
+    def counting(self: SqlStore, fn: Callable[[sqlite3.Connection], T], **how: bool) -> Any:
         counts[fn.__qualname__.split(".")[1]] += 1
         return original(self, fn, **how)
 
@@ -445,7 +446,7 @@ def sqlite_round_trip(db: sqlite3.Connection, key: str, payload: str) -> float:
     return elapsed
 
 
-async def stored_record_size(store: TaskStore, session: str) -> int:
+async def stored_record_size(store: Store, session: str) -> int:
     """The size in bytes of a session's saved record: its transcript and input as JSON.
 
     Read through the public store API, so it holds whatever the store's schema.

@@ -20,11 +20,12 @@ from .canary import run_canary
 from .concurrency import run_concurrency
 from .crash import run_crash
 from .disconnect import run_disconnect
+from .fleet import run_fleet
 from .fuzz import run_fuzz
 from .isolation import run_isolation
 from .load import run_load
 
-SUITES = ("crash", "concurrency", "disconnect", "fuzz", "isolation", "secrets", "load")
+SUITES = ("crash", "concurrency", "disconnect", "fuzz", "isolation", "secrets", "load", "fleet")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +37,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", choices=SUITES, action="append", help="run only these suites")
     parser.add_argument("--kills", type=int, default=110, help="daemon SIGKILLs (crash)")
     parser.add_argument(
-        "--races", type=int, default=100, help="two resumes, and two daemons, of one task"
+        "--races",
+        type=int,
+        default=100,
+        help="two resumes, two daemons on one state dir, and two daemons of a fleet, of one task",
+    )
+    parser.add_argument(
+        "--answers", type=int, default=30, help="answers sent to another daemon of a fleet"
+    )
+    parser.add_argument(
+        "--fleet-kills", type=int, default=10, help="fleet daemons SIGKILLed mid-run (fleet)"
     )
     parser.add_argument("--connections", type=int, default=1000, help="vanishing connections")
     parser.add_argument(
@@ -64,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "isolation": lambda: run_isolation(seed),
         "secrets": lambda: run_canary(seed),
         "load": lambda: run_load(args.sessions, args.seconds, seed),
+        "fleet": lambda: run_fleet(args.races, args.answers, args.fleet_kills, seed),
     }
     results: list[SuiteResult] = []
     started = time.monotonic()

@@ -17,6 +17,7 @@ import faulthandler
 import functools
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import tempfile
@@ -29,7 +30,8 @@ import attrs
 import pytest
 import trio
 
-from agentrt import Event, Runtime, ScriptedModel, open_runtime
+from agentrt import Event, Runtime, ScriptedModel, TaskStore, open_runtime
+from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
 
@@ -247,6 +249,152 @@ async def daemon(runtime: Runtime, sock_path: Path, nursery: trio.Nursery) -> Da
     """A daemon serving `runtime` on `sock_path`, in the test's nursery."""
     started: Daemon = await nursery.start(serve, sock_path, runtime)
     return started
+
+
+# -- the store backends: SQLite, and PostgreSQL where one answers --------------------------
+
+#: The variable naming the PostgreSQL database the PostgreSQL tests use (each in a schema of
+#: its own, dropped after).
+POSTGRES_ENV = "AGENTRT_TEST_POSTGRES"
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+#: The backends the store tests run against.
+BACKENDS = ("sqlite", "postgresql")
+
+
+@functools.cache
+def _postgres_problem(url: str) -> str | None:
+    """Why the database at `url` cannot be used (None when it can), asked once per run."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return None
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` with its connections' search_path set to `schema` (a libpq option)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def postgres_base() -> str:
+    """The test database's URL; the test is skipped, naming the variable, where none answers.
+
+    Under CI (``CI`` set) a missing database fails the test instead: there it must run.
+    """
+    base = os.environ.get(POSTGRES_ENV, "").strip() or DEFAULT_POSTGRES
+    problem = _postgres_problem(base)
+    if problem is not None:
+        message = (
+            f"no PostgreSQL answers at {base} ({problem}); set {POSTGRES_ENV} to a database "
+            "URL to run the PostgreSQL tests"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return base
+
+
+@pytest.fixture
+def postgres_url(postgres_base: str) -> Iterator[str]:
+    """A URL of the test database whose connections use a fresh schema, dropped after."""
+    import psycopg
+
+    schema = "agentrt_test_" + secrets.token_hex(6)
+    with psycopg.connect(postgres_base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield with_schema(postgres_base, schema)
+    finally:
+        with psycopg.connect(postgres_base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a store of each backend lives: an SQLite file, or a PostgreSQL schema."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return tmp_path / "state" / "tasks.db"
+
+
+async def open_test_store(location: str | Path) -> Store:
+    """A store at `location`; on PostgreSQL with a lease long enough for any test."""
+    if isinstance(location, str):
+        from agentrt._pgstore import PgStore
+
+        return await PgStore.open(location, lease=3600)
+    return await TaskStore.open(location)
+
+
+@pytest.fixture
+async def store(store_location: str | Path) -> AsyncIterator[Store]:
+    """A store of each backend (the test runs once for each)."""
+    opened = await open_test_store(store_location)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+@pytest.fixture
+async def any_runtime(
+    store_location: str | Path, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> AsyncIterator[Runtime]:
+    """The `runtime` fixture on each backend (the test runs once for each)."""
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        restricted_paths=[tmp_path / "restricted"],
+        verifier=verifier,
+        store=store_location,
+    ) as rt:
+        yield rt
+
+
+def raw_sql(store: Store, sql: str, params: Sequence[Any] = ()) -> None:
+    """Run `sql` (``?`` parameters) on the store's database by hand, as a damaged file would be."""
+    if isinstance(store, TaskStore):
+        db = sqlite3.connect(store.path)
+        try:
+            db.execute(sql, params)
+            db.commit()
+        finally:
+            db.close()
+        return
+    import psycopg
+
+    from agentrt._pgstore import PgStore
+
+    assert isinstance(store, PgStore)
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute(sql.replace("?", "%s"), tuple(params))
+
+
+def insert_unreadable(store: Store, session_id: str) -> None:
+    """Write a pending task whose saved question and message are damaged, on either backend."""
+    raw_sql(
+        store,
+        "INSERT INTO tasks(session_id, status, runs, created_at, updated_at, input, question, "
+        "first_seq, message_count) VALUES (?, 'interrupted', 1, 0, 0, '\"x\"', ?, 0, 1)",
+        (session_id, "{not json"),
+    )
+    raw_sql(
+        store,
+        "INSERT INTO sessions(session_id, created_at, updated_at, next_seq, rev) "
+        "VALUES (?, 0, 0, 1, 1)",
+        (session_id,),
+    )
+    raw_sql(
+        store,
+        "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?, 0, 'user', 0, ?)",
+        (session_id, json.dumps({"not": "a message"})),
+    )
 
 
 def insert_unreadable_record(db_path: Path, session_id: str) -> None:

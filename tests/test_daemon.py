@@ -63,7 +63,7 @@ from agentrt.frames import (
     VerifyFrame,
 )
 
-from .conftest import Recorder, insert_unreadable_record
+from .conftest import Recorder, insert_unreadable
 
 TIMEOUT = 10
 
@@ -704,7 +704,7 @@ async def test_a_failure_inside_one_connection_ends_only_that_connection(
 async def test_an_unreadable_task_is_listed_and_a_window_can_discard_it(
     daemon: Daemon, runtime: Runtime
 ) -> None:
-    insert_unreadable_record(runtime.store.path, "cli-bad")
+    insert_unreadable(runtime.store, "cli-bad")
     with trio.fail_after(TIMEOUT):
         async with await connect(daemon) as client:
             listed = await round_trip(client)

@@ -31,7 +31,7 @@ from agentrt.http import (
 )
 from agentrt.http._wire import AnswerBody, CancelBody, ResumeBody, RunBody
 
-from .conftest import Recorder, insert_unreadable_record
+from .conftest import Recorder, insert_unreadable
 
 Json = dict[str, Any]
 
@@ -690,7 +690,7 @@ async def test_page_and_its_assets_are_served(server: Server) -> None:
 async def test_an_unreadable_task_is_listed_and_can_be_deleted(server: Server) -> None:
     runtime = server.runtime
     await runtime.executor.run("chat-fine", "ask Name?", owner="o", emit=Recorder())
-    insert_unreadable_record(runtime.store.path, "chat-bad")
+    insert_unreadable(runtime.store, "chat-bad")
     listed = await server.client.get("/v1/sessions")
     assert listed.status_code == 200, listed.text
     by_id = {s["session_id"]: s for s in listed.json()["sessions"]}

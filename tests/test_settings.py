@@ -400,3 +400,42 @@ def test_a_secret_value_stays_out_of_repr(home: dict[str, str]) -> None:
     settings = load({**home, "OPENAI_API_KEY": CANARY, "AGENTRT_TELEGRAM_TOKEN": CANARY})
     assert CANARY not in repr(settings)
     assert "'scripted'" in repr(settings.model)
+
+
+# -- the store and the fleet ------------------------------------------------------------
+
+
+def test_the_store_comes_from_flag_env_or_file_and_its_password_is_never_shown(
+    home: dict[str, str],
+) -> None:
+    assert load(home).store.value is None  # tasks.db in the state dir
+    path = write_config(home, 'store = "postgresql://ada:s3cret@db/agents"\n[fleet]\nlease = 4\n')
+    from_file = load(home)
+    assert from_file.store.value == "postgresql://ada:s3cret@db/agents"
+    assert str(from_file.store.source) == f"file {path}:1"
+    assert (from_file.lease.value, str(from_file.lease.source)) == (4, f"file {path}:3")
+    env = {**home, "AGENTRT_STORE": "postgresql://db/env", "AGENTRT_FLEET_LEASE": "2.5"}
+    from_env = load(env)
+    assert (from_env.store.value, str(from_env.store.source)) == (
+        "postgresql://db/env",
+        "env AGENTRT_STORE",
+    )
+    assert from_env.lease.value == 2.5
+    from_flag = load(env, store="postgresql://db/flag?password=s3cret")
+    assert str(from_flag.store.source) == "flag --store"
+    shown = dict((key, value) for key, value, _ in from_file.rows())
+    assert shown["store"] == "postgresql://ada:***@db/agents"
+    assert "s3cret" not in json.dumps(from_flag.as_json())
+    assert "s3cret" not in json.dumps(from_file.as_json())
+
+
+def test_a_bad_store_or_lease_is_refused_naming_its_source(home: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"^flag --store: unknown store 'mysql://db'"):
+        load(home, store="mysql://db")
+    with pytest.raises(ConfigError, match=r"^env AGENTRT_FLEET_LEASE: must be a number of sec"):
+        load({**home, "AGENTRT_FLEET_LEASE": "0"})
+    with pytest.raises(ConfigError, match=r"^env AGENTRT_FLEET_LEASE: must be a number of sec"):
+        load({**home, "AGENTRT_FLEET_LEASE": "soon"})
+    path = write_config(home, "[fleet]\nlease = true\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}:2: fleet.lease: must be"):
+        load(home)

@@ -29,7 +29,7 @@ from agentrt import (
     cause_of,
 )
 from agentrt._messages import Role
-from agentrt._store import Submitted
+from agentrt._stores import Queued
 
 from .conftest import Recorder
 
@@ -417,7 +417,7 @@ async def test_a_shutdown_arriving_while_a_pause_is_being_saved_still_keeps_the_
         def __getattr__(self, name: str) -> object:
             return getattr(real, name)
 
-        def mark_nowait(self, *args: object, **kwargs: object) -> Submitted[bool]:
+        def mark_nowait(self, *args: object, **kwargs: object) -> Queued[bool]:
             outer.cancel()
             return real.mark_nowait(*args, **kwargs)  # type: ignore[arg-type]
 

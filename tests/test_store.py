@@ -33,12 +33,12 @@ from agentrt import (
 )
 from agentrt._statedir import prepare_state_dir
 from agentrt._store import SCHEMA_VERSION, TaskExistsError, marker_path
+from agentrt._stores import Store
 
-from .conftest import Recorder, insert_unreadable_record
+from .conftest import Recorder, insert_unreadable
 
 
-async def test_a_record_round_trips_and_is_deleted(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
+async def test_a_record_round_trips_and_is_deleted(store: Store) -> None:
     record = TaskRecord("cli-1", "hi", (Message.user("hi"),), cause=Cause.PAUSE)
     await store.save(record)
     assert await store.load("cli-1") == record
@@ -46,7 +46,6 @@ async def test_a_record_round_trips_and_is_deleted(tmp_path: Path) -> None:
     assert await store.list("chat-") == []
     assert await store.delete("cli-1")
     assert await store.load("cli-1") is None
-    await store.aclose()
 
 
 async def test_the_store_file_is_private(tmp_path: Path) -> None:
@@ -55,12 +54,11 @@ async def test_the_store_file_is_private(tmp_path: Path) -> None:
     await store.aclose()
 
 
-async def test_list_prefix_is_literal_not_a_pattern(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
-    for sid in ("chat-a", "chatXb", "chat_c"):
+async def test_list_prefix_is_literal_not_a_pattern(store: Store) -> None:
+    for sid in ("chat-a", "chatXb", "chat_c", "chat%d"):
         await store.save(TaskRecord(sid, "x", (Message.user("x"),)))
     assert [r.session_id for r in await store.list("chat_")] == ["chat_c"]
-    await store.aclose()
+    assert [r.session_id for r in await store.list("chat%")] == ["chat%d"]
 
 
 async def test_a_corrupt_store_file_gets_a_clear_error(tmp_path: Path) -> None:
@@ -82,42 +80,42 @@ async def test_a_newer_schema_gets_a_clear_error(tmp_path: Path) -> None:
         await TaskStore.open(path)
 
 
-async def test_an_unreadable_record_names_its_session_and_the_fix(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
+async def test_an_unreadable_record_names_its_session_and_the_fix(store: Store) -> None:
     await store.save(TaskRecord("cli-ok", "x", (Message.user("x"),)))
-    insert_unreadable_record(tmp_path / "t.db", "cli-bad")
+    insert_unreadable(store, "cli-bad")
     with pytest.raises(StoreError, match="agentrt pending discard cli-bad"):
         await store.load("cli-bad")
     # The good record is untouched and the bad one can still be discarded.
     assert await store.load("cli-ok") is not None
     assert await store.delete("cli-bad")
-    await store.aclose()
 
 
-async def test_a_closed_store_says_so(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
+async def test_a_closed_store_says_so(store: Store) -> None:
     await store.aclose()
     with pytest.raises(StoreError, match="is closed"):
         await store.load("cli-1")
 
 
-async def test_resuming_an_unknown_session_is_a_clear_error(runtime: Runtime) -> None:
+async def test_resuming_an_unknown_session_is_a_clear_error(any_runtime: Runtime) -> None:
     with pytest.raises(NoPendingTaskError, match="session cli-nope has no pending task"):
-        await runtime.executor.resume("cli-nope", owner="o", emit=Recorder())
-    assert not runtime.executor.is_running("cli-nope")
+        await any_runtime.executor.resume("cli-nope", owner="o", emit=Recorder())
+    assert not any_runtime.executor.is_running("cli-nope")
 
 
-async def test_a_bad_answer_changes_nothing(runtime: Runtime) -> None:
-    await runtime.executor.run("chat-b", "write f.txt x", owner="o", emit=Recorder())
-    before = await runtime.store.load("chat-b")
+async def test_a_bad_answer_changes_nothing(any_runtime: Runtime) -> None:
+    await any_runtime.executor.run("chat-b", "write f.txt x", owner="o", emit=Recorder())
+    before = await any_runtime.store.load("chat-b")
     assert before is not None
     assert before.question is not None
     with pytest.raises(BadAnswerError, match="a confirmation takes one of: allow, allow_session"):
-        await runtime.executor.resume("chat-b", answer="maybe", owner="o", emit=Recorder())
-    assert await runtime.store.load("chat-b") == before
+        await any_runtime.executor.resume("chat-b", answer="maybe", owner="o", emit=Recorder())
+    assert await any_runtime.store.load("chat-b") == before
 
 
-async def test_a_parked_confirmation_is_answered_by_resume(runtime: Runtime, workdir: Path) -> None:
+async def test_a_parked_confirmation_is_answered_by_resume(
+    any_runtime: Runtime, workdir: Path
+) -> None:
+    runtime = any_runtime
     ended = await runtime.executor.run("chat-c", "write f.txt hello", owner="o", emit=Recorder())
     assert ended.outcome is Outcome.AWAITING_ANSWER  # nobody listens on chat-
     again = await runtime.executor.resume("chat-c", answer="allow", owner="o", emit=Recorder())
@@ -126,8 +124,9 @@ async def test_a_parked_confirmation_is_answered_by_resume(runtime: Runtime, wor
 
 
 async def test_a_non_utf8_tool_result_is_stored_and_resumed(
-    runtime: Runtime, workdir: Path
+    any_runtime: Runtime, workdir: Path
 ) -> None:
+    runtime = any_runtime
     (workdir / "bin").write_bytes(b"\xff\xfe bad \xc3\x28 bytes")
     recorder = Recorder()
     ended = await runtime.executor.run("chat-u", "read bin; ask ok?", owner="o", emit=recorder)
@@ -141,13 +140,13 @@ async def test_a_non_utf8_tool_result_is_stored_and_resumed(
     assert finished.outcome is Outcome.FINISHED
 
 
-async def test_a_new_run_in_a_session_with_a_pending_task_is_refused(runtime: Runtime) -> None:
-    await runtime.executor.run("chat-p", "ask first?", owner="o", emit=Recorder())
+async def test_a_new_run_in_a_session_with_a_pending_task_is_refused(any_runtime: Runtime) -> None:
+    await any_runtime.executor.run("chat-p", "ask first?", owner="o", emit=Recorder())
     from agentrt import PendingTaskExistsError
 
     with pytest.raises(PendingTaskExistsError, match="resume it or discard it first"):
-        await runtime.executor.run("chat-p", "another", owner="o", emit=Recorder())
-    record = await runtime.store.load("chat-p")
+        await any_runtime.executor.run("chat-p", "another", owner="o", emit=Recorder())
+    record = await any_runtime.store.load("chat-p")
     assert record is not None
     assert record.status is TaskStatus.AWAITING_ANSWER
 
@@ -160,10 +159,10 @@ async def test_a_bad_session_id_is_refused_with_the_rule(runtime: Runtime, bad: 
         await runtime.executor.run(bad, "hello", owner="o", emit=Recorder())
 
 
-async def test_finished_runs_keep_the_conversation_for_the_next_run(runtime: Runtime) -> None:
-    await runtime.executor.run("cli-h", "hello", owner="o", emit=Recorder())
-    await runtime.executor.run("cli-h", "again", owner="o", emit=Recorder())
-    history = await runtime.store.load_history("cli-h")
+async def test_finished_runs_keep_the_conversation_for_the_next_run(any_runtime: Runtime) -> None:
+    await any_runtime.executor.run("cli-h", "hello", owner="o", emit=Recorder())
+    await any_runtime.executor.run("cli-h", "again", owner="o", emit=Recorder())
+    history = await any_runtime.store.load_history("cli-h")
     assert [m.content for m in history if m.role.value == "user"] == ["hello", "again"]
 
 
@@ -220,8 +219,7 @@ async def test_a_process_killed_mid_write_leaves_an_old_or_new_record(
     await store.aclose()
 
 
-async def test_text_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
+async def test_text_with_a_lone_surrogate_is_stored_and_read_back(store: Store) -> None:
     odd = "model said \ud800 here, and é"
     record = TaskRecord("chat-s", odd, (Message.user(odd),), error=odd)
     await store.save(record)
@@ -232,7 +230,6 @@ async def test_text_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path
     assert loaded.error == odd
     await store.finish("chat-s", [Message.user(odd)])
     assert await store.load_history("chat-s") == (Message.user(odd),)
-    await store.aclose()
 
 
 # -- read-check-write under the write lock ---------------------------------------
@@ -359,10 +356,11 @@ async def test_a_store_made_before_markers_existed_gets_one(tmp_path: Path) -> N
 
 
 async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
-    runtime: Runtime,
+    any_runtime: Runtime,
 ) -> None:
+    runtime = any_runtime
     await runtime.executor.run("chat-fine", "ask first?", owner="o", emit=Recorder())
-    insert_unreadable_record(runtime.store.path, "chat-bad")
+    insert_unreadable(runtime.store, "chat-bad")
     listed = await runtime.store.list_stored()
     assert {t.session_id: t.status for t in listed} == {
         "chat-fine": TaskStatus.AWAITING_ANSWER,
@@ -375,32 +373,28 @@ async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
 
 
 async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothing(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
-    store = await TaskStore.open(tmp_path / "batched.db")
     refused: list[str] = []
-    try:
 
-        async def create(session: str) -> None:
-            try:
-                await store.create(TaskRecord(session, "hi", (Message.user("hi"),)))
-            except TaskExistsError:
-                refused.append(session)
+    async def create(session: str) -> None:
+        try:
+            await store.create(TaskRecord(session, "hi", (Message.user("hi"),)))
+        except TaskExistsError:
+            refused.append(session)
 
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                for n in range(100):
-                    nursery.start_soon(create, f"cli-{n}")
-                nursery.start_soon(create, "cli-7")  # the same session twice, in one batch
-        stats = store.statistics()
-        assert refused == ["cli-7"]
-        assert len(await store.list()) == 100
-        # 101 calls, far fewer thread hops and commits.
-        assert stats.calls == 101
-        assert stats.batches < 20
-        assert stats.waiting == 0
-    finally:
-        await store.aclose()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            for n in range(100):
+                nursery.start_soon(create, f"cli-{n}")
+            nursery.start_soon(create, "cli-7")  # the same session twice, in one batch
+    stats = store.statistics()
+    assert refused == ["cli-7"]
+    assert len(await store.list()) == 100
+    # 101 calls, far fewer thread hops and commits.
+    assert stats.calls == 101
+    assert stats.batches < 20
+    assert stats.waiting == 0
 
 
 def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before() -> None:

@@ -28,8 +28,9 @@ from agentrt import (
 from agentrt._messages import Role
 from agentrt._record import TaskSummary
 from agentrt._store import BadCursorError, TaskExistsError, UnreadableTask
+from agentrt._stores import Store
 
-from .conftest import Recorder
+from .conftest import Recorder, open_test_store, raw_sql
 
 
 def _conversation(n: int) -> tuple[Message, ...]:
@@ -88,26 +89,23 @@ async def test_a_commit_at_a_thousand_messages_writes_one_row(tmp_path: Path) ->
         await store.aclose()
 
 
-async def test_a_long_message_is_clamped_once_when_committed(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
-    try:
-        record = await store.save(TaskRecord("cli-big", "x", (Message.user("x"),)))
-        call = Message.assistant("", ())
-        big = Message(Role.TOOL, "y" * 100_000, tool_call_id="c1", name="read_file")
-        saved = await store.save(record.evolve(transcript=(*record.transcript, call, big)))
-        assert len(saved.transcript[-1].content.encode()) < 40_000
-        assert "bytes elided" in saved.transcript[-1].content
-        loaded = await store.load("cli-big")
-        assert loaded is not None and loaded.transcript == saved.transcript
-    finally:
-        await store.aclose()
+async def test_a_long_message_is_clamped_once_when_committed(store: Store) -> None:
+    record = await store.save(TaskRecord("cli-big", "x", (Message.user("x"),)))
+    call = Message.assistant("", ())
+    big = Message(Role.TOOL, "y" * 100_000, tool_call_id="c1", name="read_file")
+    saved = await store.save(record.evolve(transcript=(*record.transcript, call, big)))
+    assert len(saved.transcript[-1].content.encode()) < 40_000
+    assert "bytes elided" in saved.transcript[-1].content
+    loaded = await store.load("cli-big")
+    assert loaded is not None and loaded.transcript == saved.transcript
 
 
-async def test_another_process_writing_the_file_is_never_missed(tmp_path: Path) -> None:
-    """What one store keeps in memory is checked against the file on every use."""
-    path = tmp_path / "t.db"
-    one = await TaskStore.open(path)
-    two = await TaskStore.open(path)
+async def test_another_process_writing_the_file_is_never_missed(
+    store_location: str | Path,
+) -> None:
+    """What one store keeps in memory is checked against the database on every use."""
+    one = await open_test_store(store_location)
+    two = await open_test_store(store_location)
     try:
         first = await one.save(TaskRecord("cli-shared", "start", _conversation(3)))
         seen_by_two = await two.load("cli-shared")
@@ -129,61 +127,52 @@ async def test_another_process_writing_the_file_is_never_missed(tmp_path: Path) 
         await two.aclose()
 
 
-async def test_listing_pages_cover_every_task_once_in_order(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "t.db")
-    try:
-        for n in range(25):
-            await store.save(
-                TaskRecord(f"cli-{n:02}", f"task {n}", _conversation(n + 1), updated_at=n // 3)
-            )
-        await store.save(TaskRecord("chat-x", "other", _conversation(1)))
-        seen: list[str] = []
-        cursor: str | None = None
-        pages = 0
-        while True:
-            page = await store.list_page("cli-", limit=4, cursor=cursor)
-            pages += 1
-            seen += [t.session_id for t in page.items]
-            if page.next is None:
-                break
-            cursor = page.next
-        assert pages == 7
-        whole = [t.session_id for t in await store.list_stored("cli-")]
-        assert seen == whole and sorted(seen) == [f"cli-{n:02}" for n in range(25)]
-        summaries = [t for t in await store.list_stored("cli-") if isinstance(t, TaskSummary)]
-        assert {t.session_id: t.messages for t in summaries}["cli-07"] == 8
-        with pytest.raises(BadCursorError, match="not a listing cursor"):
-            await store.list_page("cli-", limit=4, cursor="nonsense")
-    finally:
-        await store.aclose()
+async def test_listing_pages_cover_every_task_once_in_order(store: Store) -> None:
+    for n in range(25):
+        await store.save(
+            TaskRecord(f"cli-{n:02}", f"task {n}", _conversation(n + 1), updated_at=n // 3)
+        )
+    await store.save(TaskRecord("chat-x", "other", _conversation(1)))
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = await store.list_page("cli-", limit=4, cursor=cursor)
+        pages += 1
+        seen += [t.session_id for t in page.items]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert pages == 7
+    whole = [t.session_id for t in await store.list_stored("cli-")]
+    assert seen == whole and sorted(seen) == [f"cli-{n:02}" for n in range(25)]
+    summaries = [t for t in await store.list_stored("cli-") if isinstance(t, TaskSummary)]
+    assert {t.session_id: t.messages for t in summaries}["cli-07"] == 8
+    with pytest.raises(BadCursorError, match="not a listing cursor"):
+        await store.list_page("cli-", limit=4, cursor="nonsense")
 
 
-async def test_a_listing_does_not_decode_transcripts(tmp_path: Path) -> None:
+async def test_a_listing_does_not_decode_transcripts(
+    store: Store, store_location: str | Path
+) -> None:
     """A damaged message hides nothing in a listing; loading that task says what is wrong."""
-    path = tmp_path / "t.db"
-    store = await TaskStore.open(path)
+    await store.save(TaskRecord("cli-ok", "fine", _conversation(2)))
+    raw_sql(store, "UPDATE messages SET body = '{broken' WHERE session_id = 'cli-ok' AND seq = 1")
+    [listed] = await store.list_stored()
+    assert isinstance(listed, TaskSummary) and listed.messages == 2
+    other = await open_test_store(store_location)  # nothing of cli-ok in its memory
     try:
-        await store.save(TaskRecord("cli-ok", "fine", _conversation(2)))
-        db = sqlite3.connect(path)
-        db.execute("UPDATE messages SET body = '{broken' WHERE session_id = 'cli-ok' AND seq = 1")
-        db.commit()
-        db.close()
-        [listed] = await store.list_stored()
-        assert isinstance(listed, TaskSummary) and listed.messages == 2
-        other = await TaskStore.open(path)  # nothing of cli-ok in its memory
-        try:
-            with pytest.raises(StoreError, match="agentrt pending discard cli-ok"):
-                await other.load("cli-ok")
-            assert isinstance(await other.lookup("cli-ok"), UnreadableTask)
-        finally:
-            await other.aclose()
+        with pytest.raises(StoreError, match="agentrt pending discard cli-ok"):
+            await other.load("cli-ok")
+        assert isinstance(await other.lookup("cli-ok"), UnreadableTask)
     finally:
-        await store.aclose()
+        await other.aclose()
 
 
 async def test_sessions_keep_finished_conversations_and_page_their_messages(
-    runtime: Runtime,
+    any_runtime: Runtime,
 ) -> None:
+    runtime = any_runtime
     for text in ("hello there", "and again"):
         ended = await runtime.executor.run("chat-talk", text, owner="o", emit=Recorder())
         assert ended.outcome is Outcome.FINISHED

@@ -17,6 +17,7 @@ from stress.canary import run_canary
 from stress.concurrency import _judge, _Outcomes, run_concurrency
 from stress.crash import _committed_markers, integrity_check, run_crash
 from stress.disconnect import run_disconnect
+from stress.fleet import run_fleet
 from stress.fuzz import run_fuzz
 from stress.isolation import run_isolation
 from stress.load import run_load
@@ -139,3 +140,14 @@ async def test_a_session_storm_leaks_nothing_and_accounts_for_every_run(
         result = await run_load(sessions, seconds, SEED)
     assert passed(result), result.failures
     assert result.done == sessions
+
+
+async def test_a_fleet_under_kills_races_and_misrouted_answers_runs_each_task_once(
+    postgres_base: str,
+) -> None:
+    with trio.fail_after(100):
+        result = await run_fleet(4, 2, 1, SEED)
+    assert passed(result), result.failures
+    assert result.done == 7
+    assert result.detail == "double runs: 0; committed calls re-run after a kill: 0"
+    assert "1 daemons killed (SIGKILL) mid-run" in result.notes[2]

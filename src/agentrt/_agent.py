@@ -59,7 +59,8 @@ from ._record import (
     call_was_clamped,
     unanswered_calls,
 )
-from ._store import StoreError, Submitted, TaskStore
+from ._store import StoreError
+from ._stores import Queued, Store
 from ._tools import QuestionParked, find, offered_to
 from ._tools import ToolError as ToolError
 
@@ -99,7 +100,7 @@ class AgentRun:
     task_hash: str
     #: The saved record (clamped); starting point of a resume, never the source of a call.
     snapshot: TaskRecord
-    store: TaskStore | None
+    store: Store | None
     history: tuple[Message, ...] = ()
     #: Tools the user allowed for the rest of this session.
     session_allow: set[str] = attrs.field(factory=set)
@@ -115,7 +116,7 @@ class AgentRun:
     uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     #: Field writes queued by `set_record_soon`, not yet waited for.
-    _behind: list[Submitted[bool]] = attrs.field(factory=list, init=False)
+    _behind: list[Queued[bool]] = attrs.field(factory=list, init=False)
     _subagents: int = attrs.field(default=0, init=False)
     #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
     _asking: dict[str, SavedQuestion] = attrs.field(factory=dict, init=False)

@@ -43,9 +43,10 @@ from ._errors import check_model_ready
 from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
-from ._process import process_token, token_alive, token_pid
+from ._process import token_alive, token_pid
 from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
-from ._store import StoreError, Submitted, TaskExistsError, TaskStore
+from ._store import StoreError, TaskExistsError, TaskTakenError
+from ._stores import Queued, Store
 
 log = logging.getLogger("agentrt.executor")
 
@@ -112,13 +113,17 @@ class Executor:
     """Runs sessions' tasks against one model, registry, store and configuration."""
 
     registry: Registry
-    store: TaskStore
+    store: Store
     model: Model
     config: AgentConfig
     _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
-    _token: str = attrs.field(factory=process_token, init=False)
+    #: What this process's runs are recorded with as their runner (the store says).
+    _token: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._token = self.store.runner
 
     # -- starting ---------------------------------------------------------
 
@@ -281,6 +286,13 @@ class Executor:
         """Refuse a task that another live agentrt process is running right now."""
         self._check_runner(record.session_id, record.status.value, record.runner)
 
+    def _check_held(self, status: str, runner: str | None) -> None:
+        """Refuse a run's own delete of a task that another runner took over meanwhile."""
+        if runner is not None and runner != self._token:
+            raise TaskTakenError(
+                "the pending task was taken over by another runner; it is left to that one"
+            )
+
     def _check_runner(self, session_id: str, status: str, runner: str | None) -> None:
         if (
             status == TaskStatus.RUNNING.value
@@ -305,6 +317,21 @@ class Executor:
         if running is None:
             raise UnknownTaskError(f"no running task {task_hash!r}: unknown or already finished")
         if owner is not None and running.info.owner is not owner:
+            raise NotOwnerError(f"task {task_hash!r} was not started by this client")
+        running.scope.cancel(cause)
+        return running.info
+
+    def cancel_from(self, task_hash: str, cause: Cause, kind: str | None) -> TaskInfo:
+        """Cancel a running task for a front-end of another daemon of the fleet.
+
+        `kind` names the front-end that asked (`owner_kind`); as on one daemon,
+        it may stop only the tasks a front-end of its kind started here (None:
+        any, as the owner's own command may). Raises as `cancel` does.
+        """
+        running = self._tasks.get(task_hash)
+        if running is None:
+            raise UnknownTaskError(f"no running task {task_hash!r}: unknown or already finished")
+        if kind is not None and owner_kind(running.info.owner) != kind:
             raise NotOwnerError(f"task {task_hash!r} was not started by this client")
         running.scope.cancel(cause)
         return running.info
@@ -436,7 +463,7 @@ class Executor:
         ended = self._unsaved(
             agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
         )
-        label: Submitted[bool] | None = None
+        label: Queued[bool] | None = None
         with _bounded_shield(_CLEANUP_SECONDS) as timeout:
             try:
                 ended, label = await self._settle(agent, history, ending)
@@ -474,7 +501,7 @@ class Executor:
 
     async def _settle(
         self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
-    ) -> tuple[RunEnded, Submitted[bool] | None]:
+    ) -> tuple[RunEnded, Queued[bool] | None]:
         """Tell the store how the run ended (see the table at the top); the final event.
 
         A kept task's new status may still be on its way to the disk (returned
@@ -498,19 +525,21 @@ class Executor:
                 question=ending.question,
                 pending_kept=True,
             ), None
-        await self.store.finish(session_id, [*history, *agent.live], agent.snapshot.window_hash)
+        await self.store.finish(
+            session_id, [*history, *agent.live], agent.snapshot.window_hash, runner=self._token
+        )
         return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
 
     async def _settle_cancel(
         self, agent: AgentRun, cause: Cause
-    ) -> tuple[RunEnded, Submitted[bool] | None]:
+    ) -> tuple[RunEnded, Queued[bool] | None]:
         record = agent.snapshot
-        label: Submitted[bool] | None = None
+        label: Queued[bool] | None = None
         running = self._sessions.get(record.session_id)
         if running is not None and running.discarded:
             kept = False  # the discard deleted it already
         elif cause.deletes_pending:
-            await self.store.delete(record.session_id)
+            await self.store.delete(record.session_id, self._check_held)
             kept = False
         else:
             # Every commit saved the record already, so the task is kept (durably) whatever
@@ -521,6 +550,7 @@ class Executor:
                 TaskStatus.INTERRUPTED,
                 cause=cause,
                 lost_words=agent.uncommitted_words,
+                runner=self._token,
             )
             kept = True
         ended = RunEnded(
@@ -537,6 +567,7 @@ class Executor:
                 TaskStatus.FAILED,
                 error=error,
                 lost_words=agent.uncommitted_words,
+                runner=self._token,
             )
         except StoreError as exc:
             log.error("could not keep the pending task of %s: %s", record.session_id, exc)
@@ -564,6 +595,12 @@ class Executor:
             await emit(ended)
         except Exception as exc:  # the receiver went away; the outcome is already persisted
             log.info("final event of %s not delivered: %s", ended.task_hash, exc)
+
+
+def owner_kind(owner: object) -> str | None:
+    """The kind of front-end an owner of runs is (its ``kind``: ``"http"``...), or None."""
+    kind = getattr(owner, "kind", None)
+    return kind if isinstance(kind, str) else None
 
 
 def _bounded_shield(seconds: float) -> trio.CancelScope:

@@ -27,6 +27,7 @@ CONFIG: Final = "--config"
 API_KEY_ENV: Final = "--api-key-env"
 APPROVAL: Final = "--approval"
 RETENTION_DAYS: Final = "--retention-days"
+STORE: Final = "--store"
 
 #: The options that say which model a command runs and how to reach it: every command that
 #: runs tasks (or starts a daemon that does) takes all of them.
@@ -79,6 +80,12 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "help": "delete a finished session (its messages) DAYS days after its last message; "
         "a session with a pending task is never deleted (env AGENTRT_RETENTION_DAYS; config "
         "file: retention_days; default: keep every session)",
+    },
+    STORE: {
+        "metavar": "URL",
+        "help": "the task store: a postgresql://USER@HOST:PORT/DB URL for a fleet of daemons "
+        "sharing one database (see docs/fleet.md), or an SQLite file (env AGENTRT_STORE; "
+        "config file: store; default: tasks.db in the state folder)",
     },
     SOCKET: {
         "metavar": "PATH",

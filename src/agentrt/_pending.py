@@ -334,6 +334,13 @@ class Registry:
     _by_window: dict[str, list[Listener]] = attrs.field(factory=dict, init=False)
     _general: list[Listener] = attrs.field(factory=list, init=False)
     _seq: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
+    #: Starts every entry id this registry makes (a fleet member's own, so ids are unique
+    #: across the fleet; see `agentrt._fleet`).
+    id_prefix: str = attrs.field(default="", kw_only=True)
+    #: Told of every entry posted (the fleet shares those no window waits for).
+    _observers: list[Callable[[Entry], None]] = attrs.field(factory=list, init=False)
+    #: Whether a listener elsewhere (another daemon of the fleet) takes an origin.
+    elsewhere: Callable[[str], bool] | None = attrs.field(default=None, kw_only=True)
 
     def listen(
         self,
@@ -369,12 +376,23 @@ class Registry:
         accepts `ctx`, so a run whose window is disconnected finds no listener.
         """
         if ctx is not None:
-            return any(listener.accepts(ctx) for listener in self._candidates_for(ctx))
-        return any(
+            if any(listener.accepts(ctx) for listener in self._candidates_for(ctx)):
+                return True
+        elif any(
             not listener.narrow and origin.startswith(listener.prefix) for listener in self._general
-        )
+        ):
+            return True
+        # A request no window waits for may be answered through another daemon of the fleet.
+        window = ctx.window_hash if ctx is not None else None
+        return window is None and self.elsewhere is not None and self.elsewhere(origin)
 
-    async def ask(self, request: Request, *, context: RequestContext | None = None) -> Answer:
+    async def ask(
+        self,
+        request: Request,
+        *,
+        context: RequestContext | None = None,
+        entry_id: str | None = None,
+    ) -> Answer:
         """Post `request` and wait for the answer (the spec's `Ask`).
 
         The request is routed by `context`, by default the current task's
@@ -388,7 +406,7 @@ class Registry:
             raise NoRequestContextError(
                 "ask() needs a request context: call it inside a run, or pass context=..."
             )
-        entry = self.post(request, ctx)
+        entry = self.post(request, ctx, entry_id=entry_id)
         try:
             await entry._done.wait()
         except BaseException:
@@ -399,20 +417,36 @@ class Registry:
         assert entry._answer is not None
         return entry._answer
 
-    def post(self, request: Request, ctx: RequestContext) -> Entry:
+    def post(self, request: Request, ctx: RequestContext, *, entry_id: str | None = None) -> Entry:
         """Add an entry without waiting for it (for callers that wait themselves).
 
         The caller owns the entry: it must `withdraw` it if it stops waiting.
+        `entry_id` gives the entry an id of the caller's (a question another
+        daemon of the fleet asked keeps its id here).
         """
         seq = next(self._seq)
-        entry = Entry(f"q{seq}", request, ctx, self, seq)
+        entry = Entry(entry_id or f"{self.id_prefix}q{seq}", request, ctx, self, seq)
         self._waiting[seq] = entry
         if ctx.window_hash is not None:
             self._waiting_by_window.setdefault(ctx.window_hash, OrderedDict())[seq] = entry
         for listener in self._targets(ctx):
             self._add_candidate(listener, entry)
             listener._lot.unpark()
+        for observer in self._observers:
+            observer(entry)
         return entry
+
+    def observe(self, observer: Callable[[Entry], None]) -> None:
+        """Call `observer` with every entry posted from now on, right after it is posted."""
+        self._observers.append(observer)
+
+    def find(self, entry_id: str) -> Entry | None:
+        """The open entry (waiting or claimed) with this id, or None."""
+        return next((e for e in self._all_open() if e.id == entry_id and not e.done), None)
+
+    def general_prefixes(self) -> list[str]:
+        """The prefixes of the listeners bound to no window or match: the front-ends'."""
+        return sorted({lsn.prefix for lsn in self._general if not lsn.narrow})
 
     def withdraw(self, entry: Entry) -> None:
         """Remove an entry whose producer stopped waiting; a listener's later answer fails."""

@@ -31,8 +31,21 @@ def process_token(pid: int | None = None) -> str:
     return f"{pid}:{_start_time(pid)}"
 
 
+#: How the token of a member of a PostgreSQL fleet starts (see `agentrt._pgstore`).
+FLEET_PREFIX = "fleet:"
+
+
 def token_alive(token: str) -> bool:
-    """Whether the process a token names is still running (and is the same process)."""
+    """Whether the process a token names is still running (and is the same process).
+
+    A fleet member's token (``fleet:...``) may name a process on another
+    machine: whether it lives is its lease's to say, in the database. The
+    fleet turns the running tasks of a member whose lease expired into
+    interrupted ones (`agentrt._fleet`), so a member still named as a running
+    task's runner is taken as alive.
+    """
+    if token.startswith(FLEET_PREFIX):
+        return True
     pid_text, _, start = token.partition(":")
     try:
         pid = int(pid_text)
@@ -50,5 +63,8 @@ def token_alive(token: str) -> bool:
 
 
 def token_pid(token: str) -> str:
-    """The pid part of a token, for messages."""
+    """The pid part of a token, for messages (a fleet member's: ``PID on HOST``)."""
+    if token.startswith(FLEET_PREFIX):
+        host, _, rest = token.removeprefix(FLEET_PREFIX).partition(":")
+        return f"{rest.partition(':')[0]} on {host}"
     return token.partition(":")[0]

@@ -17,7 +17,8 @@ from typing import Final
 import attrs
 import trio
 
-from ._store import StoreError, TaskStore
+from ._store import StoreError
+from ._stores import Store
 
 log = logging.getLogger("agentrt.retention")
 
@@ -44,7 +45,7 @@ class Retention:
     against (seconds since the epoch); the wait between prunes is Trio's.
     """
 
-    store: TaskStore
+    store: Store
     days: float
     every: float = PRUNE_EVERY
     clock: Callable[[], float] = time.time

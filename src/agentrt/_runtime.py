@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from ._config import AgentConfig
 from ._executor import Executor
@@ -25,12 +26,13 @@ from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
 from ._settings import Settings, check_base_url, find_api_key, model_options
 from ._settings import check_model_spec as check_model_spec
 from ._statedir import prepare_state_dir
-from ._store import TaskStore
+from ._stores import Store, is_postgres, open_store
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
 from ._vocab import Approval
 
 if TYPE_CHECKING:
+    from ._fleet import Fleet
     from ._model_options import ModelOptions
 
 
@@ -110,12 +112,14 @@ class Runtime:
 
     state_dir: Path
     registry: Registry
-    store: TaskStore
+    store: Store
     secrets: SecretStore
     executor: Executor
     model: Model
     #: Who may act on which session, for every front-end (see `agentrt._policy`).
     policy: AccessPolicy = attrs.field(factory=AccessPolicy)
+    #: This process's part in a fleet of daemons, when the store is PostgreSQL.
+    fleet: Fleet | None = None
 
 
 @asynccontextmanager
@@ -131,8 +135,18 @@ async def open_runtime(
     protected_paths: Sequence[Path] = (),
     settings: Settings | None = None,
     approval: Approval | None = None,
+    store: str | Path | None = None,
+    http: str | None = None,
+    lease: float | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
+
+    The store is `store` (a ``postgresql://`` URL, or an SQLite file), else
+    the settings', else ``tasks.db`` in the state dir. On PostgreSQL the
+    process joins the fleet of daemons sharing it (`agentrt._fleet`) for as
+    long as the runtime is open, with a lease of `lease` seconds (else the
+    settings', else 10); `http` is the address it serves, for ``agentrt fleet
+    status``.
 
     `model` overrides `model_spec`. With `settings` (`agentrt._settings.load_settings`),
     the state dir, model, provider options, restricted paths and approval
@@ -152,6 +166,10 @@ async def open_runtime(
             restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
         approval = approval if approval is not None else settings.approval.value
         guarded = tuple(p.resolve() for p in settings.guarded_paths)
+        if store is None and settings.store.value is not None:
+            store = settings.store.value
+        if lease is None:
+            lease = settings.lease.value
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
@@ -161,7 +179,9 @@ async def open_runtime(
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
     ledger.reap()
-    store = await TaskStore.open(state_dir / "tasks.db")
+    if store is None:
+        store = state_dir / "tasks.db"
+    opened = await open_store(store, lease=lease, http=http)
     try:
         config = AgentConfig(
             workdir=(workdir or Path.cwd()).resolve(),
@@ -177,7 +197,26 @@ async def open_runtime(
             guarded_paths=guarded,
         )
         registry = Registry()
-        executor = Executor(registry=registry, store=store, model=model, config=config)
-        yield Runtime(state_dir, registry, store, secrets, executor, model)
+        executor = Executor(registry=registry, store=opened, model=model, config=config)
+        runtime = Runtime(state_dir, registry, opened, secrets, executor, model)
+        if not is_postgres(store):
+            yield runtime
+            return
+        from ._fleet import Fleet
+        from ._pgstore import PgStore
+
+        assert isinstance(opened, PgStore)
+        failure: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            fleet = Fleet(opened, executor, registry, http=http)
+            await nursery.start(fleet.run)
+            try:
+                yield attrs.evolve(runtime, fleet=fleet)
+            except BaseException as exc:
+                # Raised again as it came, not wrapped in the fleet's nursery's group.
+                failure = exc
+            nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
     finally:
-        await store.aclose()
+        await opened.aclose()

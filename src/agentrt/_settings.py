@@ -279,6 +279,56 @@ def _headers(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+#: The schemes of a store that is a PostgreSQL database.
+STORE_SCHEMES: Final = ("postgresql://", "postgres://")
+#: Seconds a fleet member's lease lasts from its last heartbeat, unless configured.
+DEFAULT_LEASE: Final = 10.0
+
+
+def check_store(value: str) -> str:
+    """`value` if it names a store: a ``postgresql://`` URL, or an SQLite file's path.
+
+    Raises ValueError with the forms accepted.
+    """
+    text = value.strip()
+    if text.startswith(STORE_SCHEMES):
+        if len(text.split("://", 1)[1]) == 0:
+            raise ValueError(f"{value!r} names no database; use postgresql://USER@HOST:PORT/DB")
+        return text
+    if "://" in text or not text:
+        raise ValueError(
+            f"unknown store {value!r}; use a postgresql://USER@HOST:PORT/DB URL (a fleet of "
+            "daemons) or the path of an SQLite file"
+        )
+    return str(Path(text).expanduser())
+
+
+def shown_store(value: str) -> str:
+    """A store location with any password in it replaced by ``***``."""
+    value = re.sub(r"(://[^/@:]*):[^/@]*@", r"\1:***@", value)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", value)
+
+
+def _store(value: Any) -> str:
+    return check_store(_nonblank(value))
+
+
+def _lease(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 3600:
+        raise TypeError("a number of seconds from 1 to 3600")
+    return float(value)
+
+
+def _lease_text(value: Any) -> float:
+    """A lease from the environment (text) or the file (a number)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise TypeError("a number of seconds from 1 to 3600") from None
+    return _lease(value)
+
+
 def _address(value: Any) -> tuple[str, int]:
     return parse_host_port(_text(value))
 
@@ -312,6 +362,8 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "openai": _PROVIDER_KEYS,
     "anthropic": _PROVIDER_KEYS,
     "http": {"listen": _address},
+    "store": _store,
+    "fleet": {"lease": _lease},
     "telegram": _BOT_KEYS,
     "discord": _BOT_KEYS,
 }
@@ -511,6 +563,10 @@ class Settings:
     providers: Mapping[str, ProviderSettings]
     http: Value[tuple[str, int] | None]
     bots: Mapping[str, BotSettings]
+    #: The task store: None for ``tasks.db`` in the state dir, else a URL or a file.
+    store: Value[str | None] = Value(None)
+    #: Seconds a fleet member's lease lasts (PostgreSQL stores only).
+    lease: Value[float] = Value(DEFAULT_LEASE)
     #: agentrt's own configuration (its folder, the file in use): a tool that would change
     #: it is asked about under every approval policy.
     guarded_paths: tuple[Path, ...] = ()
@@ -534,6 +590,14 @@ class Settings:
         """Every setting by its key in the file (``openai.base_url``), in a stable order."""
         yield "config", self.config
         yield "state_dir", self.state_dir
+        yield (
+            "store",
+            attrs.evolve(
+                self.store,
+                value=None if self.store.value is None else shown_store(self.store.value),
+            ),
+        )
+        yield "fleet.lease", self.lease
         yield "model", self.model
         yield "approval", self.approval
         yield "max_tokens", self.max_tokens
@@ -656,6 +720,11 @@ def load_settings(
         retention_days=retention,
         providers=providers,
         http=pick("http.listen", None, option="--http"),
+        store=_checked(pick("store", None, option="--store", variable="AGENTRT_STORE"), _store),
+        lease=_checked(
+            pick("fleet.lease", DEFAULT_LEASE, variable="AGENTRT_FLEET_LEASE"),
+            _lease_text,
+        ),
         bots={service: _bot(service, file, env, keys, flag(service)) for service in BOTS},
         guarded_paths=tuple(dict.fromkeys((default_config_path(env).parent, config.value))),
     )

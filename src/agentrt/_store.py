@@ -41,6 +41,7 @@ import trio
 
 from ._cause import Cause
 from ._messages import Message, Role
+from ._process import process_token
 from ._record import (
     SavedQuestion,
     TaskRecord,
@@ -131,6 +132,15 @@ class BadCursorError(ValueError):
 
 class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
+
+
+class TaskTakenError(StoreError):
+    """A run wrote to a task that another runner holds now (it took the task over).
+
+    Happens only to a run that lost its hold on the task: in a fleet, a daemon
+    cut off from the database for longer than its lease, whose tasks another
+    daemon resumed meanwhile. The write changes nothing.
+    """
 
 
 @attrs.frozen
@@ -387,11 +397,18 @@ def _parse_cursor(cursor: str) -> tuple[float, str]:
 
 
 @attrs.define(eq=False)
-class TaskStore:
-    """Sessions' messages and pending tasks. Open with `await TaskStore.open(path)`."""
+class SqlStore:
+    """Sessions' messages and pending tasks in an SQL database; see `TaskStore` and `PgStore`.
 
-    path: Path
+    The logic of both backends: they share the SQL, each connection speaking
+    the subset of `sqlite3.Connection` used here (``execute`` with ``?``
+    parameters, ``executemany``, ``in_transaction``, ``BEGIN IMMEDIATE`` for a
+    transaction holding the store's write lock).
+    """
+
     _db: sqlite3.Connection = attrs.field(repr=False)
+    #: The token this process's runs are recorded with (`TaskRecord.runner`).
+    runner: str = attrs.field(factory=process_token, kw_only=True)
     _closed: bool = attrs.field(default=False, init=False)
     _memory: _Memory = attrs.field(factory=_Memory, init=False, repr=False)
     _writer: _Writer = attrs.field(init=False, repr=False)
@@ -401,18 +418,16 @@ class TaskStore:
     )
 
     def __attrs_post_init__(self) -> None:
-        self._writer = _Writer(self._db, self.path, self._memory)
+        self._writer = _Writer(self._db, self.location, self._memory, self._run_batch)
 
-    @classmethod
-    async def open(cls, path: Path | str) -> TaskStore:
-        """Open (creating if needed) the store file at `path`.
+    @property
+    def location(self) -> str:
+        """Where the store lives, as its messages name it."""
+        raise NotImplementedError
 
-        Raises `StoreError` when the file is not an agentrt store or was written
-        by a newer agentrt.
-        """
-        path = Path(path)
-        db = await trio.to_thread.run_sync(_connect, path)
-        return cls(path, db)
+    def _run_batch(self, db: sqlite3.Connection, batch: list[_Call[Any]]) -> None:
+        """Run a batch of calls in one transaction (writer thread); see `_run_batch`."""
+        _run_batch(db, batch, self.location, self._memory)
 
     # -- pending tasks --------------------------------------------------------
 
@@ -440,6 +455,7 @@ class TaskStore:
 
         def write(db: sqlite3.Connection) -> TaskRecord:
             with _write_transaction(db):
+                self._check_record_held(db, record)
                 return self._save(db, record)
 
         return await self._run(write)
@@ -459,7 +475,7 @@ class TaskStore:
                     )
                 session = self._session_row(db, record.session_id)
                 history = self._messages(db, record.session_id, session, history=True)
-                self._save(db, record)
+                self._save(db, record, claim=True)
                 return history
 
         return await self._run(write)
@@ -483,9 +499,10 @@ class TaskStore:
                     return None
                 record = change(old)
                 if record.transcript is old.transcript:
-                    self._update_fields(db, record)  # no message added: the fields alone
+                    # No message added: the fields alone.
+                    self._update_fields(db, record, claim=True)
                 else:
-                    record = self._save(db, record)
+                    record = self._save(db, record, claim=True)
                 return record, history
 
         return await self._run(write)
@@ -506,6 +523,7 @@ class TaskStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
+                self._check_record_held(db, record)
                 return self._update_fields(db, record)
 
         return Submitted(self, self._submit(write, defer=defer))
@@ -518,6 +536,7 @@ class TaskStore:
         cause: Cause | None = None,
         error: str | None = None,
         lost_words: int = 0,
+        runner: str | None = None,
     ) -> Submitted[bool]:
         """Queue `mark` and return at once; await `Submitted.wait` for its outcome.
 
@@ -528,6 +547,8 @@ class TaskStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with _write_transaction(db):
+                if runner is not None:
+                    self._check_held(db, session_id, runner)
                 cur = db.execute(
                     "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ?, "
                     "lost_words = ? WHERE session_id = ?",
@@ -552,10 +573,15 @@ class TaskStore:
         cause: Cause | None = None,
         error: str | None = None,
         lost_words: int = 0,
+        runner: str | None = None,
     ) -> bool:
-        """Set a task's status, cause, error and lost words in place; False if it has no record."""
+        """Set a task's status, cause, error and lost words in place; False if it has no record.
+
+        With `runner` (the run's own token), a task another runner holds now is
+        left alone and `TaskTakenError` is raised.
+        """
         return await self.mark_nowait(
-            session_id, status, cause=cause, error=error, lost_words=lost_words
+            session_id, status, cause=cause, error=error, lost_words=lost_words, runner=runner
         ).wait()
 
     async def delete(
@@ -591,16 +617,22 @@ class TaskStore:
         session_id: str,
         transcript: Sequence[Message] = (),
         window_hash: str | None = None,
+        *,
+        runner: str | None = None,
     ) -> None:
         """Record a finished run: its messages become history and the pending task goes.
 
         `transcript` is the whole conversation (history first); messages past
         those stored are added (a run's own were stored as it went). `window_hash`
-        is the window the session belongs to (None outside a terminal).
+        is the window the session belongs to (None outside a terminal). With
+        `runner` (the run's own token), a task another runner holds now is left
+        alone and `TaskTakenError` is raised.
         """
 
         def write(db: sqlite3.Connection) -> None:
             with _write_transaction(db):
+                if runner is not None:
+                    self._check_held(db, session_id, runner)
                 session = self._session_row(db, session_id)
                 stored = 0 if session is None else session.next_seq
                 if len(transcript) > stored:
@@ -762,7 +794,7 @@ class TaskStore:
                     message = _decode_message(body)
                 except Exception as exc:  # any malformed shape, whichever error it raises
                     raise StoreError(
-                        f"message {seq} of session {session_id!r} in {self.path} is "
+                        f"message {seq} of session {session_id!r} in {self.location} is "
                         f"unreadable: {_error_detail(exc)}"
                     ) from None
                 out.append(StoredMessage(int(seq), float(created), message))
@@ -864,7 +896,7 @@ class TaskStore:
                 if int(seq) >= first:
                     raise self._task_unreadable(session_id, _error_detail(exc)) from None
                 raise StoreError(
-                    f"the history of session {session_id!r} in {self.path} is unreadable "
+                    f"the history of session {session_id!r} in {self.location} is unreadable "
                     f"(message {seq}: {_error_detail(exc)})"
                 ) from None
         messages = tuple(out)
@@ -904,8 +936,34 @@ class TaskStore:
             messages[: task.first_seq],
         )
 
-    def _save(self, db: sqlite3.Connection, record: TaskRecord) -> TaskRecord:
-        """Write `record` (see `save`) inside the caller's transaction; return it as written."""
+    def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
+        """Refuse a running record's write when another runner holds its task now."""
+        if record.status is TaskStatus.RUNNING and record.runner is not None:
+            self._check_held(db, record.session_id, record.runner)
+
+    def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
+        """Raise `TaskTakenError` if the task of `session_id` is recorded with another runner.
+
+        A run's own writes (its commits, its ending) carry its token: a task
+        resumed elsewhere meanwhile is the other runner's, and a late write of
+        the run that lost it must not undo that runner's work. A task with no
+        row is not checked (what becomes of it is the caller's to say).
+        """
+        row = db.execute("SELECT runner FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
+        if row is not None and row[0] is not None and row[0] != runner:
+            raise TaskTakenError(
+                f"the pending task of session {session_id} was taken over by another runner "
+                "(this one had lost its hold on it); this run's change was not saved"
+            )
+
+    def _save(
+        self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
+    ) -> TaskRecord:
+        """Write `record` (see `save`) inside the caller's transaction; return it as written.
+
+        `claim` says that the write makes the record's runner the task's (a new
+        run, a resume): see `_claimed`.
+        """
         session_id = record.session_id
         session = self._session_row(db, session_id)
         task = self._task_row(db, session_id)
@@ -939,7 +997,12 @@ class TaskStore:
             + ", ".join(f"{c} = excluded.{c}" for c in columns),
             (session_id, *_fields(record), first, len(transcript)),
         )
+        if claim:
+            self._claimed(db, record)
         return record
+
+    def _claimed(self, db: sqlite3.Connection, record: TaskRecord) -> None:
+        """A run took the task (inside the claiming transaction); a fleet's store starts its lease."""
 
     def _append(
         self,
@@ -1001,11 +1064,15 @@ class TaskStore:
         else:
             self._memory.drop(session_id)
 
-    def _update_fields(self, db: sqlite3.Connection, record: TaskRecord) -> bool:
+    def _update_fields(
+        self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
+    ) -> bool:
         cur = db.execute(
             f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _FIELDS)} WHERE session_id = ?",
             (*_fields(record), record.session_id),
         )
+        if claim and cur.rowcount > 0:
+            self._claimed(db, record)
         return cur.rowcount > 0
 
     def _unreadable(
@@ -1026,7 +1093,7 @@ class TaskStore:
 
     def _task_unreadable(self, session_id: str, detail: str) -> StoreError:
         return StoreError(
-            f"the pending task of session {session_id!r} in {self.path} is unreadable "
+            f"the pending task of session {session_id!r} in {self.location} is unreadable "
             f"({detail}); discard it with: agentrt pending discard {session_id}"
         )
 
@@ -1130,7 +1197,7 @@ class TaskStore:
         event) without paying for waking the thread.
         """
         if self._closed:
-            raise StoreError(f"the task store {self.path} is closed")
+            raise StoreError(f"the task store {self.location} is closed")
         call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
         if defer:
             self._deferred.append(call)
@@ -1165,6 +1232,29 @@ class TaskStore:
         return await self._wait(self._submit(fn))
 
 
+@attrs.define(eq=False)
+class TaskStore(SqlStore):
+    """Sessions' messages and pending tasks in an SQLite file. Open with `await TaskStore.open(path)`."""
+
+    path: Path = attrs.field(kw_only=True)
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, as its messages name it: the file."""
+        return str(self.path)
+
+    @classmethod
+    async def open(cls, path: Path | str) -> TaskStore:
+        """Open (creating if needed) the store file at `path`.
+
+        Raises `StoreError` when the file is not an agentrt store or was written
+        by a newer agentrt.
+        """
+        path = Path(path)
+        db = await trio.to_thread.run_sync(_connect, path)
+        return cls(db, path=path)
+
+
 def _row_of(message: Message, now: float) -> tuple[str, float, str]:
     role, body = _encode_message(message)
     return role, now, body
@@ -1178,7 +1268,7 @@ def _first_user_text(messages: Sequence[Message]) -> str:
 class Submitted(Generic[T]):
     """A store call queued by a ``*_nowait`` method; `wait` gives its outcome."""
 
-    _store: TaskStore
+    _store: SqlStore
     _call: _Call[T]
 
     async def wait(self) -> T:
@@ -1238,8 +1328,10 @@ class _Writer:
     """
 
     db: sqlite3.Connection
-    path: Path
+    location: str
     memory: _Memory
+    #: Runs one batch in one transaction (the backend's `_run_batch`).
+    run_batch: Callable[[sqlite3.Connection, list[_Call[Any]]], None]
     _queue: queue.SimpleQueue[_Call[Any] | None] = attrs.field(
         factory=queue.SimpleQueue, init=False
     )
@@ -1253,7 +1345,9 @@ class _Writer:
             with self._start_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(
-                        target=self._loop, name=f"agentrt store {self.path.name}", daemon=True
+                        target=self._loop,
+                        name=f"agentrt store {Path(self.location).name}",
+                        daemon=True,
                     )
                     self._thread.start()
         self._queue.put(call)
@@ -1285,7 +1379,7 @@ class _Writer:
                     stopping = True  # run what came before the stop, then end
                     break
                 batch.append(more)
-            _run_batch(self.db, batch, self.path, self.memory)
+            self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
             _deliver(batch)
@@ -1307,7 +1401,12 @@ def _set_all(calls: list[_Call[Any]]) -> None:
 
 
 def _run_batch(
-    db: sqlite3.Connection, batch: list[_Call[Any]], path: Path, memory: _Memory
+    db: sqlite3.Connection,
+    batch: list[_Call[Any]],
+    location: str,
+    memory: _Memory,
+    errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
+    failed: Callable[[Exception], StoreError] | None = None,
 ) -> None:
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
@@ -1316,12 +1415,13 @@ def _run_batch(
     something is rolled back, so it never holds what the file does not.
     """
 
-    def failed(exc: sqlite3.DatabaseError) -> StoreError:
-        return StoreError(f"the task store {path} failed: {exc}")
+    def store_failed(exc: Exception) -> StoreError:
+        return StoreError(f"the task store {location} failed: {exc}")
 
+    failed = failed or store_failed
     try:
         db.execute("BEGIN IMMEDIATE")
-    except sqlite3.DatabaseError as exc:
+    except errors as exc:
         for call in batch:
             call.fail(failed(exc))
         return
@@ -1330,7 +1430,7 @@ def _run_batch(
         db.execute("SAVEPOINT batch_call")
         try:
             call.run(db)
-        except sqlite3.DatabaseError as exc:
+        except errors as exc:
             db.execute("ROLLBACK TO batch_call")
             memory.clear()
             call.fail(failed(exc))
@@ -1342,7 +1442,7 @@ def _run_batch(
         db.execute("RELEASE batch_call")
     try:
         db.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
+    except errors as exc:
         memory.clear()
         if db.in_transaction:
             db.execute("ROLLBACK")

@@ -52,10 +52,12 @@ from ._options import (
     API_KEY_ENV,
     APPROVAL,
     BASE_URL,
+    CONFIG,
     MODEL,
     MODEL_OPTIONS,
     RETENTION_DAYS,
     STATE_DIR,
+    STORE,
     WORKDIR,
     shared_options,
 )
@@ -72,6 +74,7 @@ from ._statedir import (
     read_daemon_info,
 )
 from ._store import ListedTask, StoreError, UnreadableTask
+from ._stores import is_postgres
 from ._vocab import TERMINAL
 from .daemon._wire import (
     ask_frame,
@@ -171,6 +174,7 @@ def _common() -> argparse.ArgumentParser:
     """The options every command here takes: the shared ones, and ``--json``."""
     parser = shared_options(
         STATE_DIR,
+        STORE,
         *MODEL_OPTIONS,
         WORKDIR,
         notes={
@@ -292,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
     cshow = csub.add_parser(
         "show",
-        parents=[shared_options(STATE_DIR, *MODEL_OPTIONS, RETENTION_DAYS)],
+        parents=[shared_options(STATE_DIR, STORE, *MODEL_OPTIONS, RETENTION_DAYS)],
         help="every setting, its value and where it came from (flag, env, file:line, key "
         "store, default); API keys and tokens are never printed",
         description="Print every setting of agentrt, its value and where it came from: a "
@@ -328,6 +332,22 @@ def build_parser() -> argparse.ArgumentParser:
     klist.add_argument("--json", action="store_true", help='print {"keys": [NAME, ...]}')
     krm = ksub.add_parser("rm", parents=[keys_common], help="remove a stored key")
     krm.add_argument("name")
+
+    fleet = sub.add_parser(
+        "fleet",
+        help="the daemons sharing a PostgreSQL store: their heartbeats and leases",
+        description="A fleet is the daemons started with the same --store postgresql://... "
+        "(see docs/fleet.md). Each holds a lease that its heartbeat renews; a task it runs is "
+        "held by that lease. When a lease runs out, the tasks it held become interrupted "
+        "(cause disconnect) and any daemon can resume them.",
+    )
+    fsub = fleet.add_subparsers(dest="action", metavar="ACTION", required=True)
+    fstatus = fsub.add_parser(
+        "status",
+        parents=[shared_options(STATE_DIR, CONFIG, STORE)],
+        help="every daemon of the fleet, its heartbeat, its lease and the tasks it holds",
+    )
+    fstatus.add_argument("--json", action="store_true", help="print one JSON object")
 
     sub.add_parser(
         "daemon",
@@ -1189,6 +1209,56 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_FINISHED
 
 
+def _cmd_fleet(args: argparse.Namespace, settings: Settings) -> int:
+    """``agentrt fleet status``: the daemons of the store's fleet, read from the database."""
+    url = settings.store.value
+    if url is None or not is_postgres(url):
+        raise ValueError(
+            "the store is not PostgreSQL, so there is no fleet: pass --store "
+            "postgresql://USER@HOST:PORT/DB (or set AGENTRT_STORE, or store in config.toml)"
+        )
+    from ._fleet import read_status
+
+    status = read_status(url)
+    if args.json:
+        print(json.dumps(status.as_json(), indent=2))
+        return EXIT_FINISHED
+    print(f"fleet of {status.location} (schema version {status.schema_version})")
+    if not status.members:
+        print("no daemon is in the fleet")
+    rows = [("DAEMON", "HOST", "PID", "HTTP", "HEARTBEAT", "LEASE", "TASKS")]
+    for m in status.members:
+        left = f"{m.lease_left:.1f}s left" if m.live else f"ran out {-m.lease_left:.1f}s ago"
+        rows.append(
+            (
+                m.id.rsplit(":", 1)[-1],
+                m.host,
+                str(m.pid),
+                m.http or "-",
+                f"{m.beat_age:.1f}s ago",
+                left,
+                str(len(m.leases)),
+            )
+        )
+    if status.members:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    leases = [(m.id.rsplit(":", 1)[-1], t) for m in status.members for t in m.leases]
+    if leases:
+        print("\nleases (running tasks):")
+        for member, lease in leases:
+            print(f"  {lease.session_id}  task {lease.task_hash or '-'}  held by {member}")
+    for lease in status.orphans:
+        print(f"  {lease.session_id}  task {lease.task_hash or '-'}  held by no daemon")
+    if status.disconnected:
+        print(
+            f"\n{status.disconnected} task(s) interrupted when their daemon's lease ran out "
+            "(cause disconnect): any daemon can resume them"
+        )
+    return EXIT_FINISHED
+
+
 def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
     """``agentrt keys set|list|rm``: the key store of the state dir; values are never printed."""
     keys = KeyStore.for_state_dir(state_dir)
@@ -1265,6 +1335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args)
         if args.command == "config":
             return _cmd_config(args, settings)
+        if args.command == "fleet":
+            return _cmd_fleet(args, settings)
         command = {"run": _cmd_run, "sessions": _cmd_sessions}.get(args.command, _cmd_pending)
         return trio.run(command, args, settings)
     except BaseException as exc:

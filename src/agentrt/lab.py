@@ -224,8 +224,10 @@ class _LabStore(TaskStore):
         self._wrote("delete")
         return done
 
-    async def finish(self, session_id: str, transcript: Any = (), window_hash: Any = None) -> None:
-        await super().finish(session_id, transcript, window_hash)
+    async def finish(
+        self, session_id: str, transcript: Any = (), window_hash: Any = None, **kwargs: Any
+    ) -> None:
+        await super().finish(session_id, transcript, window_hash, **kwargs)
         self._wrote("finish")
 
 

@@ -11,7 +11,15 @@ from pathlib import Path
 import trio
 
 from .._errors import ModelNotConfiguredError, check_model_ready
-from .._options import MODEL_OPTIONS, RETENTION_DAYS, SOCKET, STATE_DIR, WORKDIR, shared_options
+from .._options import (
+    MODEL_OPTIONS,
+    RETENTION_DAYS,
+    SOCKET,
+    STATE_DIR,
+    STORE,
+    WORKDIR,
+    shared_options,
+)
 from .._retention import Retention
 from .._runtime import Runtime, open_runtime
 from .._settings import Settings, bot_environ, load_settings, parse_host_port
@@ -42,7 +50,7 @@ async def serve(
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrt daemon",
-        parents=[shared_options(SOCKET, STATE_DIR, *MODEL_OPTIONS, WORKDIR, RETENTION_DAYS)],
+        parents=[shared_options(SOCKET, STATE_DIR, STORE, *MODEL_OPTIONS, WORKDIR, RETENTION_DAYS)],
         description=(
             "Run agents for terminal windows (agenttui) over a Unix socket, and, when asked, "
             "for the web page and the Telegram and Discord bots, all with one model. "
@@ -166,6 +174,13 @@ async def _amain(
         if lock is not None:
             lock.mark_ready()  # from now on `agentrt` commands come here
         print(f"agentrt daemon: listening on {socket_path}", file=sys.stderr, flush=True)
+        if runtime.fleet is not None:
+            print(
+                f"agentrt daemon: in the fleet of {runtime.store.location} as "
+                f"{runtime.fleet.member}",
+                file=sys.stderr,
+                flush=True,
+            )
         if http is not None:
             from ..http import load_or_create_token, serve_http
 
@@ -173,6 +188,8 @@ async def _amain(
             token = load_or_create_token(state_dir)
             bound = await nursery.start(partial(serve_http, runtime, host, port, token=token))
             shown = f"[{host}]" if ":" in host else host
+            if runtime.fleet is not None:
+                runtime.fleet.http = f"{shown}:{bound}"  # for `agentrt fleet status`
             print(
                 f"agentrt daemon: HTTP API and web chat on http://{shown}:{bound}/ "
                 "('agentrt token' prints the token)",

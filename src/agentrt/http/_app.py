@@ -247,7 +247,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
 
     async def cancel(request: Request) -> Response:
         body = await read_body(request, CancelBody)
-        info = frontend.cancel(request.path_params["task_hash"], pause=body.pause)
+        info = await frontend.cancel_anywhere(request.path_params["task_hash"], pause=body.pause)
         return JSONResponse(
             {
                 "task_hash": info.task_hash,

@@ -110,6 +110,9 @@ class HttpOwner:
     """The owner of every run started over HTTP with one token."""
 
     name: str = "http"
+    #: What a cancel from the HTTP API of another daemon of the fleet may stop (see
+    #: `Executor.cancel_from`): runs started over HTTP.
+    kind: str = "http"
 
 
 @attrs.define(eq=False)
@@ -181,6 +184,17 @@ class WebFrontEnd:
             raise UnknownTaskError(
                 f"no running task {task_hash!r}: unknown or already finished"
             ) from None
+
+    async def cancel_anywhere(self, task_hash: str, *, pause: bool) -> TaskInfo:
+        """`cancel`, or in a fleet, the cancel of a task started over HTTP on another daemon."""
+        try:
+            return self.cancel(task_hash, pause=pause)
+        except UnknownTaskError:
+            fleet = self.runtime.fleet
+            if fleet is None:
+                raise
+        cause = Cause.PAUSE if pause else Cause.USER_CANCEL
+        return await fleet.cancel(task_hash, cause, kind=self.owner.kind)
 
     async def discard(self, session_id: str) -> bool:
         """Drop a session's pending task (a user-cancel); True if there was one.

@@ -1,0 +1,230 @@
+"""The store interface, and `open_store`, which picks its backend from where the store lives.
+
+The executor, the agent loop, the daemon, the HTTP API, the bots and the
+`agentrt` command depend on `Store`, never on a backend. Two backends provide
+it with the same meaning (the same tests run against both):
+
+* `agentrt._store.TaskStore`: an embedded SQLite file in the state dir, the
+  default for one person on one machine;
+* `agentrt._pgstore.PgStore`: a PostgreSQL database shared by a fleet of
+  daemons (see ``docs/fleet.md``).
+
+Every method but `statistics` and `aclose` is one transaction: durable
+before it returns, and either wholly done or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, Protocol, TypeVar
+
+from ._cause import Cause
+from ._messages import Message
+from ._record import TaskRecord, TaskStatus
+from ._store import (
+    ListedTask,
+    Page,
+    SessionInfo,
+    StoredMessage,
+    StoredTask,
+    StoreStatistics,
+)
+
+T_co = TypeVar("T_co", covariant=True)
+
+#: The schemes of a store location that name a PostgreSQL database.
+POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+def is_postgres(location: str | Path) -> bool:
+    """Whether `location` names a PostgreSQL database (a ``postgresql://`` URL)."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+class Queued(Protocol[T_co]):
+    """A store call queued by a ``*_nowait`` method; `wait` gives its outcome."""
+
+    async def wait(self) -> T_co:
+        """Wait for the call to be done (durably) and return its result, or raise its error."""
+        ...
+
+
+class Store(Protocol):
+    """Sessions' messages and pending tasks, whatever holds them.
+
+    Messages are append-only; a session's pending task is a row of fields plus
+    the range of its messages after its history. Listings read summary
+    columns only and come a page at a time. A call, once made, runs: a caller
+    cancelled while waiting still waits for it (see `agentrt._store`).
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages: a file, or a database URL without its password."""
+        ...
+
+    @property
+    def runner(self) -> str:
+        """The token this process's runs are recorded with (`TaskRecord.runner`)."""
+        ...
+
+    # -- pending tasks --------------------------------------------------------
+
+    async def load(self, session_id: str) -> TaskRecord | None:
+        """The pending task of `session_id`, or None."""
+        ...
+
+    async def lookup(self, session_id: str) -> StoredTask | None:
+        """Like `load`, but a record that cannot be read is returned as an `UnreadableTask`."""
+        ...
+
+    async def save(self, record: TaskRecord) -> TaskRecord:
+        """Write `record` (new messages clamped); return it as written."""
+        ...
+
+    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+        """Write the first record of a new task; return the session's history.
+
+        Raises `TaskExistsError` (writing nothing) if the session has a pending task.
+        """
+        ...
+
+    async def update(
+        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+        """Load a task, apply `change` and save it, in one transaction; None if there is none.
+
+        `change` runs in the store's thread, sees the latest record, and may raise
+        to write nothing.
+        """
+        ...
+
+    async def save_fields(self, record: TaskRecord) -> bool:
+        """Write every field of `record` but its transcript; False if it has no row."""
+        ...
+
+    def save_fields_nowait(self, record: TaskRecord, *, defer: bool = True) -> Queued[bool]:
+        """Queue `save_fields` and return at once."""
+        ...
+
+    def mark_nowait(
+        self,
+        session_id: str,
+        status: TaskStatus,
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
+    ) -> Queued[bool]:
+        """Queue `mark` and return at once."""
+        ...
+
+    async def mark(
+        self,
+        session_id: str,
+        status: TaskStatus,
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
+    ) -> bool:
+        """Set a task's status, cause, error and lost words; False if it has no record."""
+        ...
+
+    async def delete(
+        self, session_id: str, check: Callable[[str, str | None], None] | None = None
+    ) -> bool:
+        """Delete a pending task and its messages (`check` may refuse); True if there was one."""
+        ...
+
+    async def finish(
+        self,
+        session_id: str,
+        transcript: Sequence[Message] = (),
+        window_hash: str | None = None,
+        *,
+        runner: str | None = None,
+    ) -> None:
+        """Record a finished run: its messages become history and the pending task goes."""
+        ...
+
+    async def list_stored(self, prefix: str = "") -> list[ListedTask]:
+        """Pending tasks (summaries) whose session id starts with `prefix`, newest first."""
+        ...
+
+    async def list_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[ListedTask]:
+        """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
+        ...
+
+    async def list(self, prefix: str = "") -> list[TaskRecord]:
+        """Whole pending tasks (transcripts decoded), newest first: for tests and tools."""
+        ...
+
+    # -- sessions and their messages -----------------------------------------
+
+    async def load_history(self, session_id: str) -> tuple[Message, ...]:
+        """The finished conversation of a session, oldest first."""
+        ...
+
+    async def owner(self, session_id: str) -> str | None:
+        """The window that owns `session_id`, or None."""
+        ...
+
+    async def sessions(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[SessionInfo]:
+        """Sessions whose id starts with `prefix`, most recently active first, a page at a time."""
+        ...
+
+    async def session(self, session_id: str) -> SessionInfo | None:
+        """One session's `SessionInfo`, or None."""
+        ...
+
+    async def messages(
+        self, session_id: str, *, after: int = -1, limit: int = 100
+    ) -> Page[StoredMessage]:
+        """A page of a session's stored messages with `seq` > `after`, oldest first."""
+        ...
+
+    async def forget(self, session_id: str) -> bool:
+        """Delete a session: its messages, its history and its pending task."""
+        ...
+
+    async def prune(self, older_than: float) -> int:
+        """Delete the sessions with no pending task last active before `older_than`."""
+        ...
+
+    # -- lifetime ----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close once the calls already queued are done; later calls raise `StoreError`."""
+        ...
+
+    def statistics(self) -> StoreStatistics:
+        """How many calls and batches the store has run."""
+        ...
+
+
+async def open_store(
+    location: str | Path, *, lease: float | None = None, http: str | None = None
+) -> Store:
+    """Open the store at `location`: a ``postgresql://`` URL, else an SQLite file path.
+
+    A PostgreSQL store makes this process a member of the fleet sharing it,
+    whose lease lasts `lease` seconds, serving HTTP at `http` (see
+    `agentrt._pgstore`). Raises `StoreError` saying what is wrong and what to do.
+    """
+    if is_postgres(location):
+        from ._pgstore import DEFAULT_LEASE, PgStore
+
+        return await PgStore.open(
+            str(location), lease=lease if lease is not None else DEFAULT_LEASE, http=http
+        )
+    from ._store import TaskStore
+
+    return await TaskStore.open(location)

@@ -1,0 +1,158 @@
+"""The PostgreSQL store's own ground: its schema, its write lock, an outage, and who holds a task.
+
+The behaviour both backends share is tested on both (the `store` and
+`any_runtime` fixtures); these are what only a database server has.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+import psycopg
+import pytest
+import trio
+
+from agentrt import Message, Outcome, StoreError, TaskRecord, TaskStatus, ToolCallEvent
+from agentrt._pgstore import LOCK_CLASS, SCHEMA_VERSION, PgStore, display_url
+from agentrt._runtime import open_runtime
+from agentrt._scripted import ScriptedModel
+from agentrt._store import TaskTakenError
+from agentrt._stores import Store
+
+from .conftest import Recorder, with_schema
+from .fakes.tcp_proxy import TcpProxy
+
+
+async def test_the_schema_is_created_once_and_versioned(postgres_url: str) -> None:
+    first, second = await PgStore.open(postgres_url), await PgStore.open(postgres_url)
+    try:
+        with psycopg.connect(postgres_url) as conn:
+            versions = conn.execute("SELECT version FROM agentrt_schema").fetchall()
+            members = conn.execute("SELECT id FROM daemons ORDER BY id").fetchall()
+        assert versions == [(SCHEMA_VERSION,)]
+        assert sorted(m for (m,) in members) == sorted([first.runner, second.runner])
+        await first.save(TaskRecord("chat-v", "x", (Message.user("x"),)))
+        assert await second.load("chat-v") is not None
+    finally:
+        await first.aclose()
+        await second.aclose()
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM daemons").fetchone() == (0,)
+
+
+async def test_a_newer_schema_gets_a_clear_error(postgres_url: str) -> None:
+    store = await PgStore.open(postgres_url)
+    await store.aclose()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE agentrt_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(
+        StoreError, match=rf"schema version {SCHEMA_VERSION + 1}, newer than this agentrt"
+    ):
+        await PgStore.open(postgres_url)
+
+
+async def test_a_schema_that_is_not_agentrts_is_refused(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tasks (id integer)")
+    with pytest.raises(StoreError, match="a table 'tasks' that is not agentrt's"):
+        await PgStore.open(postgres_url)
+
+
+async def test_a_missing_schema_or_server_is_a_clear_error(postgres_base: str) -> None:
+    with pytest.raises(StoreError, match=r"no schema to use .*\(CREATE SCHEMA NAME\)"):
+        await PgStore.open(with_schema(postgres_base, "agentrt_no_such_schema"))
+    with pytest.raises(StoreError, match=r"cannot be reached .* nothing it has stored is lost"):
+        await PgStore.open("postgresql://postgres@127.0.0.1:1/test")
+
+
+def test_the_password_never_shows() -> None:
+    shown = display_url("postgresql://ada:s3cret@db.example:5432/agents")
+    assert shown == "postgresql://ada@db.example:5432/agents"
+    assert "s3cret" not in display_url("postgresql://db.example/agents?password=s3cret")
+
+
+async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
+    postgres_url: str,
+) -> None:
+    store = await PgStore.open(postgres_url)
+    try:
+        await store.save(TaskRecord("cli-l", "x", (Message.user("x"),), status=TaskStatus.FAILED))
+        others: list[bool] = []
+
+        def change(record: TaskRecord) -> TaskRecord:
+            # Another daemon's transaction may not take the lock while the change is decided.
+            with psycopg.connect(postgres_url) as conn:
+                row = conn.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s, %s)", (LOCK_CLASS, store.lock_key)
+                ).fetchone()
+                others.append(bool(row and row[0]))
+            return record.evolve(status=TaskStatus.RUNNING)
+
+        assert await store.update("cli-l", change) is not None
+        assert others == [False]
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store) -> None:
+    """On either backend: the task is another runner's now; the late run's writes are refused."""
+    mine = TaskRecord("chat-t", "x", (Message.user("x"),), runner="fleet:a:1:1:aaaaaa")
+    await store.save(mine)
+    # Another runner takes it over (a resume: the claim is `update`'s).
+    taken = await store.update("chat-t", lambda r: r.evolve(runner="fleet:b:2:2:bbbbbb", runs=2))
+    assert taken is not None
+    theirs = taken[0]
+    late = mine.evolve(transcript=(*mine.transcript, Message.assistant("late")))
+    with pytest.raises(TaskTakenError, match="taken over by another runner"):
+        await store.save(late)
+    with pytest.raises(TaskTakenError):
+        await store.save_fields(mine.evolve(attempts={"c1": 1}))
+    with pytest.raises(TaskTakenError):
+        await store.mark("chat-t", TaskStatus.INTERRUPTED, runner=mine.runner)
+    with pytest.raises(TaskTakenError):
+        await store.finish("chat-t", late.transcript, runner=mine.runner)
+    assert await store.load("chat-t") == theirs
+
+
+async def test_an_outage_fails_runs_clearly_and_loses_nothing(
+    postgres_url: str, tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "a.txt").write_text("kept")
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        store=through,
+    ) as runtime:
+        parked = await runtime.executor.run("chat-o", "ask which?", owner="o", emit=Recorder())
+        assert parked.outcome is Outcome.AWAITING_ANSWER
+        # The database goes away in the middle of a run: the run fails and says why.
+        recorder = Recorder()
+
+        def cut_at_the_tool_call(event: object) -> None:
+            if isinstance(event, ToolCallEvent):
+                proxy.cut()
+
+        recorder.hooks.append(cut_at_the_tool_call)
+        ended = await runtime.executor.run("chat-p", "read a.txt", owner="o", emit=recorder)
+        assert ended.outcome is Outcome.FAILED
+        assert ended.error is not None
+        assert "cannot be reached" in ended.error and "nothing it has stored is lost" in ended.error
+        with pytest.raises(StoreError, match=r"cannot be reached"):
+            await runtime.executor.run("chat-q", "hello", owner="o", emit=Recorder())
+        proxy.restore()
+        # Nothing was lost: the parked task, and the failed one up to its last commit.
+        record = await runtime.store.load("chat-o")
+        assert record is not None and record.status is TaskStatus.AWAITING_ANSWER
+        resumed = await runtime.executor.resume("chat-o", answer="blue", owner="o", emit=Recorder())
+        assert resumed.outcome is Outcome.FINISHED, resumed
+        again = await runtime.executor.resume("chat-p", owner="o", emit=Recorder())
+        assert again.outcome is Outcome.FINISHED, again
+        assert "kept" in (again.text or "")
