@@ -623,11 +623,11 @@ def fuzz_http(
         assert response.status_code < 500, (
             f"{method} {path} body {content[:200]!r} -> {response.status_code} {response.text[:300]}"
         )
-        # The page and its static files are the only routes without the token; the path
-        # the server saw decides (a segment of ".." normalises to another route).
-        public = response.request.url.path == "/" or response.request.url.path.startswith(
-            "/static/"
-        )
+        # The page, its static files and the API's document are the only routes without
+        # the token; the path the server saw decides (a segment of ".." normalises to
+        # another route).
+        seen_path = response.request.url.path
+        public = seen_path in ("/", "/openapi.json") or seen_path.startswith("/static/")
         if auth != "token" and not public and template != "/{s}":
             assert response.status_code == 401, (
                 f"{method} {path} without the token got {response.status_code}"

@@ -326,7 +326,6 @@ async def _http(
         ("GET", "/v1/sessions", None),
         ("GET", "/v1/questions", None),
         ("GET", "/v1/events", None),
-        ("GET", "/openapi.json", None),
     ]
     for session in s.values():
         routes += [
@@ -359,6 +358,11 @@ async def _http(
                     result.fail(
                         f"{method} {path}{query} without the token got {response.status_code}"
                     )
+        # The API's document is served without the token: it must hold nothing secret.
+        result.done += 1
+        document = await http.get("/openapi.json")
+        if document.status_code != 200 or _leaks({"body": document.text}, {*secrets_of_a, token}):
+            result.fail(f"/openapi.json without the token: {document.status_code} or a secret")
         # With the token, the web may not stop or answer what a terminal window started.
         auth = {"authorization": f"Bearer {token}"}
         for task in a.tasks.values():

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
+import typing
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -12,12 +15,17 @@ from typing import Any
 
 import attrs
 import httpx
+import jsonschema
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.routing import Route
 
-from agentrt import Answer, Cause, Event, RequestKind, Runtime, TaskStatus
+from agentrt import Answer, BadSessionIdError, Cause, Event, RequestKind, Runtime, TaskStatus
+from agentrt._shapes import EVENT_TYPES, event_to_json
+from agentrt._store import _parse_cursor as parse_cursor
 from agentrt.http import (
     BODY_SECONDS,
     MAX_BODY,
@@ -27,9 +35,11 @@ from agentrt.http import (
     load_or_create_token,
     openapi_document,
     serve_http,
+    session_id_from_path,
     token_main,
 )
-from agentrt.http._wire import AnswerBody, CancelBody, ResumeBody, RunBody
+from agentrt.http._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, SESSION_ID_PATTERN
+from agentrt.http._wire import NOT_BLANK, AnswerBody, CancelBody, ResumeBody, RunBody
 
 from .conftest import Recorder, insert_unreadable
 
@@ -137,7 +147,7 @@ def test_token_file_loosened_by_someone_is_made_private_again(tmp_path: Path) ->
 
 async def test_requests_without_the_right_token_are_refused(server: Server) -> None:
     async with httpx.AsyncClient(base_url=server.base) as anonymous:
-        for path in ("/v1/sessions", "/openapi.json", "/v1/events", "/static/nothing.js"):
+        for path in ("/v1/sessions", "/v1/events", "/static/nothing.js"):
             response = await anonymous.get(path)
             assert_error(response, 401, "missing_token")
             assert response.headers["www-authenticate"] == "Bearer"
@@ -150,14 +160,23 @@ async def test_requests_without_the_right_token_are_refused(server: Server) -> N
     assert (await server.client.get("/v1/sessions")).status_code == 200
 
 
-async def test_only_the_page_and_its_files_are_served_without_the_token(server: Server) -> None:
+async def test_only_the_page_its_files_and_the_document_are_served_without_the_token(
+    server: Server,
+) -> None:
     async with httpx.AsyncClient(base_url=server.base) as anonymous:
         page = await anonymous.get("/")
         assert page.status_code == 200
         assert 'id="login-form"' in page.text  # the page logs in by itself
         assert server.token not in page.text
-        for asset in ("app.js", "app.css"):
+        for asset in ("app.js", "app.css", "vendor/markdown-it.min.js", "vendor/purify.min.js"):
             assert (await anonymous.get(f"/static/{asset}")).status_code == 200
+        # The vendored libraries' licence notes are not served at all.
+        assert_error(await anonymous.get("/static/vendor/README.md"), 401, "missing_token")
+        assert_error(await server.client.get("/static/vendor/README.md"), 404, "not_found")
+        document = await anonymous.get("/openapi.json")
+        assert document.status_code == 200
+        assert document.json() == openapi_document()
+        assert server.token not in document.text
         for path in ("/login", "/logout"):  # there is no cookie login any more
             assert_error(await anonymous.get(path), 401, "missing_token")
             assert_error(await anonymous.post(path), 401, "missing_token")
@@ -404,7 +423,7 @@ async def test_running_or_pending_session_refuses_a_new_run(server: Server, even
     pending = await server.client.post("/v1/session/b1/run", json={"text": "again"})
     assert "resume it or discard it" in assert_error(pending, 409, "pending_task_exists")
     no_question = await server.client.post("/v1/session/b1/task/resume", json={"answer": "x"})
-    assert_error(no_question, 400, "bad_answer")
+    assert_error(no_question, 409, "bad_answer")
     assert_error(await server.client.post("/v1/session/zz/task/resume"), 404, "no_pending_task")
     assert_error(await server.client.delete("/v1/session/zz/task"), 404, "no_pending_task")
 
@@ -440,7 +459,7 @@ async def test_secret_is_stored_and_never_echoed(server: Server, events: Events)
     missing = await server.client.post(
         f"/v1/questions/{question['id']}/answer", json={"value": "store"}
     )
-    assert_error(missing, 400, "bad_answer")
+    assert_error(missing, 409, "bad_answer")
     answered = await server.client.post(
         f"/v1/questions/{question['id']}/answer", json={"value": "store", "secret": "s3cr3t-v"}
     )
@@ -457,7 +476,7 @@ async def test_confirmation_answer_must_be_one_of_its_choices(
     started = await start(server, "q1", "sh true")
     question = await events.expect("question", kind="confirm")
     bad = await server.client.post(f"/v1/questions/{question['id']}/answer", json={"value": "yes"})
-    assert "allow, allow_session, deny" in assert_error(bad, 400, "bad_answer")
+    assert "allow, allow_session, deny" in assert_error(bad, 409, "bad_answer")
     unknown = await server.client.post("/v1/questions/q999/answer", json={"value": "allow"})
     assert_error(unknown, 404, "unknown_question")
     await server.client.post(f"/v1/questions/{question['id']}/answer", json={"value": "deny"})
@@ -701,3 +720,148 @@ async def test_an_unreadable_task_is_listed_and_can_be_deleted(server: Server) -
     assert deleted.json() == {"session_id": "chat-bad", "discarded": True}
     left = (await server.client.get("/v1/sessions")).json()["sessions"]
     assert [s["session_id"] for s in left] == ["chat-fine"]
+
+
+async def test_a_method_a_path_lacks_gets_405_naming_every_method_it_has(server: Server) -> None:
+    response = await server.client.put("/v1/session/x/task")
+    assert_error(response, 405, "method_not_allowed")
+    allowed = {m.strip() for m in response.headers["allow"].split(",")}
+    assert allowed == {"GET", "HEAD", "DELETE"}
+    assert (await server.client.delete("/v1/session/x/task")).status_code == 404
+    options = await server.client.options("/v1/questions")
+    assert_error(options, 405, "method_not_allowed")
+    assert {m.strip() for m in options.headers["allow"].split(",")} == {"GET", "HEAD"}
+
+
+_PATH_TEXT = st.text(st.characters(codec="utf-8"), max_size=140) | st.text(
+    st.sampled_from("cli-chat-tg-dc-xyz09~!/ %é"), max_size=135
+)
+
+
+@settings(deadline=None)
+@given(raw=_PATH_TEXT)
+def test_the_documented_session_id_pattern_is_the_rule_the_server_checks(raw: str) -> None:
+    declared = re.fullmatch(SESSION_ID_PATTERN, raw) is not None
+    try:
+        session_id = session_id_from_path(raw)
+    except BadSessionIdError:
+        accepted = False
+    else:
+        accepted = True
+        assert len(session_id) <= 128 and session_id.startswith(("cli-", "chat-", "tg-", "dc-"))
+    assert declared == accepted, raw
+    chat = re.fullmatch(CHAT_SESSION_ID_PATTERN, raw) is not None
+    assert chat == (accepted and session_id.startswith("chat-")), raw
+
+
+@pytest.mark.parametrize(
+    ("raw", "accepted"),
+    [
+        ("x" * 123, True),
+        ("x" * 124, False),  # chat- before it makes 129
+        ("cli-" + "x" * 124, True),
+        ("chat-" + "x" * 124, False),
+        ("a/b", False),
+        ("a%20b", False),
+        ("a b", False),
+        ("café", False),
+        ("", False),
+    ],
+)
+def test_session_ids_at_the_edges_of_the_pattern(raw: str, accepted: bool) -> None:
+    assert (re.fullmatch(SESSION_ID_PATTERN, raw) is not None) is accepted
+    if accepted:
+        session_id_from_path(raw)
+    else:
+        with pytest.raises(BadSessionIdError, match="visible ASCII"):
+            session_id_from_path(raw)
+
+
+@settings(deadline=None)
+@given(
+    cursor=st.from_regex(CURSOR_PATTERN, fullmatch=True)
+    | st.text(st.sampled_from("0123456789.:eE+- inf_x"), max_size=12)
+)
+def test_every_cursor_the_document_allows_is_one_the_store_reads(cursor: str) -> None:
+    if re.fullmatch(CURSOR_PATTERN, cursor) is not None:
+        parse_cursor(cursor)  # never BadCursorError: the HTTP API answers it with a page
+
+
+async def test_a_cursor_outside_the_pattern_gets_400_and_one_inside_a_page(
+    server: Server,
+) -> None:
+    for cursor in ("inf:x", " 1:x", "1_0:x", "x"):
+        response = await server.client.get("/v1/sessions", params={"cursor": cursor})
+        assert_error(response, 400, "bad_query")
+    response = await server.client.get("/v1/sessions", params={"cursor": "1e3:chat-z"})
+    assert response.status_code == 200, response.text
+    assert response.json() == {"sessions": [], "next": None}
+
+
+@settings(deadline=None)
+@given(text=st.text(st.characters(codec="utf-8"), max_size=20))
+def test_the_documented_run_text_pattern_is_what_the_server_takes_for_blank(text: str) -> None:
+    assert (re.search(NOT_BLANK, text) is not None) == bool(text.strip())
+
+
+def test_no_whitespace_lies_beyond_the_basic_multilingual_plane() -> None:
+    # NOT_BLANK lists the BMP's whitespace only.
+    assert not any(chr(c).isspace() for c in range(0x10000, sys.maxunicode + 1))
+
+
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    document = openapi_document()
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$ref": f"#/components/schemas/{name}",
+        "components": document["components"],
+    }
+    validator: jsonschema.protocols.Validator = jsonschema.Draft202012Validator(schema)
+    return validator
+
+
+_EVENT_CLASSES = sorted(EVENT_TYPES, key=lambda cls: cls.__name__)
+
+
+@pytest.mark.parametrize("cls", _EVENT_CLASSES, ids=lambda cls: cls.__name__)
+@settings(deadline=None)
+@given(data=st.data())
+def test_every_run_event_fits_the_documented_event_schema(cls: type, data: st.DataObject) -> None:
+    # Each field drawn from its (string) annotation; a tool call's arguments are any JSON.
+    fields = {
+        name: st.dictionaries(st.text(max_size=5), st.text(max_size=5) | st.integers())
+        if hint == dict[str, Any]
+        else st.from_type(hint)
+        for name, hint in typing.get_type_hints(cls).items()
+    }
+    event = data.draw(st.builds(cls, **fields))
+    obj = event_to_json(data.draw(st.text(min_size=1, max_size=10)), event)
+    errors = [e.message for e in _validator("Event").iter_errors(json.loads(json.dumps(obj)))]
+    assert errors == [], obj
+
+
+async def test_the_live_event_stream_fits_the_documented_schema(server: Server) -> None:
+    validator = _validator("Event")
+    seen: list[Json] = []
+    async with server.client.stream("GET", "/v1/events") as response:
+        lines = response.aiter_lines()
+        first: list[str] = []
+        while line := await anext(lines):
+            first.append(line)
+        # The reconnection delay rides on the first event, which carries data.
+        assert first[0] == "retry: 1000", first
+        assert [line for line in first if line.startswith("data: ")], first
+        seen += [json.loads(line[6:]) for line in first if line.startswith("data: ")]
+        events = Events(lines)
+        started = await start(server, "doc", "write a.txt hi; ask Your name?")
+        question = await events.expect("question", kind="confirm")
+        await server.client.post(f"/v1/questions/{question['id']}/answer", json={"value": "allow"})
+        await events.expect("run_ended", task_hash=started["task_hash"])
+        resumed = await server.client.post("/v1/session/doc/task/resume", json={"answer": "Ada"})
+        await events.expect("run_ended", task_hash=resumed.json()["task_hash"])
+    seen += events.seen
+    types = {obj["type"] for obj in seen}
+    assert {"ready", "task_started", "text", "tool_call", "tool_result", "run_ended"} <= types
+    assert {"question", "question_closed", "usage"} <= types
+    for obj in seen:
+        assert [e.message for e in validator.iter_errors(obj)] == [], obj

@@ -67,9 +67,13 @@ class BadSessionIdError(ExecutorError, ValueError):
 
 
 class BadAnswerError(ExecutorError, ValueError):
-    """An answer that does not fit its question (live or saved)."""
+    """An answer that does not fit its question (live or saved), or no question to answer.
 
-    code, http_status, frame_code = "bad_answer", 400, "invalid"
+    A conflict with the state over HTTP (409), not a malformed request: which
+    answers fit depends on the question open now.
+    """
+
+    code, http_status, frame_code = "bad_answer", 409, "invalid"
 
 
 class BadWorkdirError(ExecutorError, ValueError):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import ipaddress
 import json
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Collection
-from pathlib import Path
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 import trio
@@ -17,22 +15,22 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import (
-    FileResponse,
-    HTMLResponse,
-    JSONResponse,
-    Response,
-    StreamingResponse,
-)
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ExecutorError, NoPendingTaskError
 from .._pending import AlreadyAnsweredError, EntryGoneError
 from .._store import BadCursorError, StoreError
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
-from ._frontend import EVENT_RING, StreamItem, WebFrontEnd, session_id_from_path
+from ._files import page_files
+from ._frontend import (
+    CURSOR_PATTERN,
+    EVENT_RING,
+    StreamItem,
+    WebFrontEnd,
+    session_id_from_path,
+)
 from ._openapi import openapi_document
 from ._wire import (
     AnswerBody,
@@ -68,6 +66,7 @@ SECURITY_HEADERS: dict[str, str] = {
 
 T = TypeVar("T")
 Handler = Callable[[Request, Exception], Any]
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def json_error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
@@ -189,18 +188,25 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
     `hosts` are the values of the ``Host`` header it answers to (see
     `allowed_hosts`); a request naming any other host is refused.
     """
-    files = _PageFiles(packages=[("agentrt", "web")])
-    page = files.page()
+    files = page_files()
+    page = files["/static/"].page()
+    document = openapi_document()
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JSONResponse(document)
 
     async def sessions(request: Request) -> Response:
         limit = _query_int(request, "limit", LIST_PAGE, 1, LIST_PAGE_MAX)
         cursor = request.query_params.get("cursor")
+        if cursor is not None and re.fullmatch(CURSOR_PATTERN, cursor) is None:
+            raise ApiError(
+                400,
+                "bad_query",
+                f"not a listing cursor: {cursor[:40]!r}; pass the `next` of a page",
+            )
         try:
             listed, after = await frontend.sessions(limit=limit, cursor=cursor)
         except BadCursorError as exc:
@@ -275,27 +281,48 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
+    # One route per path, whatever its methods: a 405 then lists in `Allow` every
+    # method the path has, not only those of the first route that matched it.
+    handlers: dict[str, dict[str, Endpoint]] = {
+        "/": {"GET": index},
+        "/openapi.json": {"GET": openapi},
+        "/v1/sessions": {"GET": sessions},
+        "/v1/sessions/{session_id}": {"DELETE": forget_session},
+        "/v1/sessions/{session_id}/messages": {"GET": session_messages},
+        "/v1/session/{session_id}/task": {"GET": get_task, "DELETE": discard_task},
+        "/v1/session/{session_id}/task/resume": {"POST": resume_task},
+        "/v1/session/{session_id}/run": {"POST": run},
+        "/v1/task/{task_hash}/cancel": {"POST": cancel},
+        "/v1/questions": {"GET": questions},
+        "/v1/questions/{question_id}/answer": {"POST": answer},
+        "/v1/events": {"GET": events},
+    }
     routes = [
-        Route("/", index, methods=["GET"]),
-        Route("/static/{name}", files, methods=["GET"]),
-        Route("/openapi.json", openapi, methods=["GET"]),
-        Route("/v1/sessions", sessions, methods=["GET"]),
-        Route("/v1/sessions/{session_id}", forget_session, methods=["DELETE"]),
-        Route("/v1/sessions/{session_id}/messages", session_messages, methods=["GET"]),
-        Route("/v1/session/{session_id}/task", get_task, methods=["GET"]),
-        Route("/v1/session/{session_id}/task", discard_task, methods=["DELETE"]),
-        Route("/v1/session/{session_id}/task/resume", resume_task, methods=["POST"]),
-        Route("/v1/session/{session_id}/run", run, methods=["POST"]),
-        Route("/v1/task/{task_hash}/cancel", cancel, methods=["POST"]),
-        Route("/v1/questions", questions, methods=["GET"]),
-        Route("/v1/questions/{question_id}/answer", answer, methods=["POST"]),
-        Route("/v1/events", events, methods=["GET"]),
+        *(Route(f"{prefix}{{name}}", folder, methods=["GET"]) for prefix, folder in files.items()),
+        *(_route(path, by_method) for path, by_method in handlers.items()),
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS)
     # The page and its own files carry no secret, and a browser cannot send a header
-    # when it navigates or loads a script: they are the only routes without the token.
-    public = {"/"} | {f"/static/{name}" for name in files.names()}
+    # when it navigates or loads a script; the API's document holds nothing secret
+    # either: they are the only routes without the token.
+    public = {"/", "/openapi.json"} | {
+        f"{prefix}{name}" for prefix, folder in files.items() for name in folder.names()
+    }
     return _Guard(app, token, hosts=frozenset(hosts), public=frozenset(public))
+
+
+def _route(path: str, by_method: dict[str, Endpoint]) -> Route:
+    """A route for every method of `path`, each with its own endpoint."""
+    if len(by_method) == 1:
+        ((method, endpoint),) = by_method.items()
+        return Route(path, endpoint, methods=[method])
+
+    async def dispatch(request: Request) -> Response:
+        # Starlette answers HEAD as GET and refuses every method not in `methods`.
+        method = "GET" if request.method == "HEAD" else request.method
+        return await by_method[method](request)
+
+    return Route(path, dispatch, methods=list(by_method))
 
 
 async def _event_stream(
@@ -472,61 +499,3 @@ class _Guard:
         if not hmac.compare_digest(value.strip().encode(), self._token):
             return 401, "bad_token", "the bearer token is wrong ('agentrt token' prints it)"
         return None
-
-
-class _PageFiles(StaticFiles):
-    """The page's script and style sheet at ``/static/{name}``, served by Starlette.
-
-    Starlette finds the file (never outside the package's ``web`` folder),
-    reads it in a worker thread and answers conditional requests; here the
-    name comes from the route, the page itself is not among the files, and
-    the types are pinned rather than left to the host's MIME table.
-    """
-
-    _TYPES = {
-        ".js": "text/javascript; charset=utf-8",
-        ".css": "text/css; charset=utf-8",
-        ".svg": "image/svg+xml",
-    }
-
-    def names(self) -> list[str]:
-        """The files served (the page excluded)."""
-        return [
-            name
-            for folder in self.all_directories
-            for name in sorted(os.listdir(folder))
-            if os.path.splitext(name)[1] in self._TYPES
-        ]
-
-    def page(self) -> bytes:
-        """``index.html``, read once: it is answered at ``/``, not here."""
-        for folder in self.all_directories:
-            with contextlib.suppress(FileNotFoundError):
-                return Path(folder, "index.html").read_bytes()
-        raise RuntimeError("the web page is missing from the agentrt package (web/index.html)")
-
-    def get_path(self, scope: Scope) -> str:
-        """The file the route's ``{name}`` names; one of another type is not found."""
-        name: str = scope["path_params"]["name"]
-        if os.path.splitext(name)[1] not in self._TYPES:
-            raise HTTPException(404)
-        return name
-
-    def file_response(
-        self,
-        full_path: str | os.PathLike[str],
-        stat_result: os.stat_result,
-        scope: Scope,
-        status_code: int = 200,
-    ) -> Response:
-        """The file, revalidated by the browser on each load (the daemon may be upgraded)."""
-        response = FileResponse(
-            full_path,
-            status_code=status_code,
-            stat_result=stat_result,
-            media_type=self._TYPES[os.path.splitext(full_path)[1]],
-            headers={"Cache-Control": "no-cache"},
-        )
-        if self.is_not_modified(response.headers, Headers(scope=scope)):
-            return NotModifiedResponse(response.headers)
-        return response

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +30,9 @@ import trio
 from .._cause import Cause
 from .._context import origin_of
 from .._events import Event, RunEnded
+from .._executor import _MAX_SESSION_ID as MAX_SESSION_ID
 from .._executor import (
+    BadSessionIdError,
     NoPendingTaskError,
     NotOwnerError,
     SessionBusyError,
@@ -54,7 +57,7 @@ from .._shapes import (
     unreadable_to_json,
 )
 from .._store import SessionInfo, UnreadableTask
-from .._vocab import WEB
+from .._vocab import ORIGINS, WEB
 from ._wire import ApiError
 
 log = logging.getLogger("agentrt.http")
@@ -73,9 +76,51 @@ LISTENER_NAME = "web"
 HTTP_ACTOR = Actor.http()
 
 
+#: A character of a session id in a path: visible ASCII except ``/`` (which ends the
+#: segment) and ``%`` (which clients read as the start of an escape, and often do not escape).
+_ID_CHARACTER = "[!-$&-.0-~]"
+
+
+def _session_id_pattern() -> str:
+    # An id with a known origin is used as it is; any other gets chat- put before it,
+    # and either way the session id is at most MAX_SESSION_ID characters.
+    prefixed = [
+        f"{origin}{_ID_CHARACTER}{{0,{MAX_SESSION_ID - len(origin)}}}" for origin in ORIGINS
+    ]
+    bare = f"{_ID_CHARACTER}{{1,{MAX_SESSION_ID - len(DEFAULT_ORIGIN)}}}"
+    return "^(?:" + "|".join([*prefixed, bare]) + ")$"
+
+
+def _chat_session_id_pattern() -> str:
+    # The sessions a run may start in: chat- ones, and ids of no known origin.
+    others = "|".join(origin for origin in ORIGINS if origin != DEFAULT_ORIGIN)
+    chat = f"{DEFAULT_ORIGIN}{_ID_CHARACTER}{{0,{MAX_SESSION_ID - len(DEFAULT_ORIGIN)}}}"
+    bare = f"(?!{others}){_ID_CHARACTER}{{1,{MAX_SESSION_ID - len(DEFAULT_ORIGIN)}}}"
+    return f"^(?:{chat}|{bare})$"
+
+
+#: The session ids a path may carry, as the OpenAPI document declares them (ECMA-262
+#: syntax, which Python's `re` reads alike).
+SESSION_ID_PATTERN = _session_id_pattern()
+#: ...and those a new run may start in (`WebFrontEnd.start_run` refuses the others).
+CHAT_SESSION_ID_PATTERN = _chat_session_id_pattern()
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+#: The listing cursors `GET /v1/sessions` takes, as the OpenAPI document declares them:
+#: the `next` of a page is the time of its last session, a colon and that session's id.
+CURSOR_PATTERN = r"^[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?:[\s\S]*$"
+
+
 def session_id_from_path(raw: str) -> str:
-    """The session a path names: ids without a known origin are `chat-` sessions."""
-    check_session_id(raw)
+    """The session a path names: ids without a known origin are `chat-` sessions.
+
+    Raises `BadSessionIdError` for an id outside `SESSION_ID_PATTERN`.
+    """
+    if _SESSION_ID.fullmatch(raw) is None:
+        raise BadSessionIdError(
+            f"a session id in a path is 1 to {MAX_SESSION_ID} visible ASCII characters other "
+            f"than '/' and '%', and {MAX_SESSION_ID - len(DEFAULT_ORIGIN)} at most without an "
+            f"origin prefix ({DEFAULT_ORIGIN!r} is put before it)"
+        )
     session_id = raw if origin_of(raw) else DEFAULT_ORIGIN + raw
     return check_session_id(session_id)
 

@@ -1,10 +1,16 @@
-"""The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`.
+"""The OpenAPI 3.2 document of the HTTP API, served at `/openapi.json`.
 
 The request bodies' schemas are made from the attrs classes the server
-structures them into, and every enumeration from the enum it stands for, so
-the document cannot drift from what the server accepts and sends. The
-routes are listed here once, with their words; a test keeps them equal to
-the server's.
+structures them into, the run events' from the event classes, every
+enumeration from the enum it stands for, the session id's pattern from the
+rule the server checks, and the page's file names from the package's folder,
+so the document cannot drift from what the server accepts and sends. The
+routes are listed here once, with their words and the links between them; a
+test keeps them equal to the server's, and another fuzzes a running server
+against this document.
+
+OpenAPI 3.2 is the first version that says what a schema of an event stream
+means: ``itemSchema`` describes each server-sent event.
 """
 
 from __future__ import annotations
@@ -24,19 +30,20 @@ from .._record import TaskStatus
 from .._shapes import EVENT_TYPES
 from .._store import UnreadableTask
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
-from ._frontend import EVENT_RING
+from ._files import page_files
+from ._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, EVENT_RING, SESSION_ID_PATTERN
 from ._wire import AnswerBody, CancelBody, ResumeBody, RunBody
 
 _PRIMITIVES: dict[Any, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
 
 
 def type_schema(hint: Any) -> dict[str, Any]:
-    """The JSON Schema of a field's type: a primitive, an enum, or either of them or null."""
+    """The JSON Schema of a field's type: a primitive, an enum, a JSON object, or one or null."""
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return {"enum": [member.value for member in hint]}
     if hint in _PRIMITIVES:
         return {"type": _PRIMITIVES[hint]}
-    if typing.get_origin(hint) is dict:
+    if typing.get_origin(hint) is dict and typing.get_args(hint)[0] is str:
         return {"type": "object"}
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) and len(args) == 2 and type(None) in args:
@@ -80,8 +87,9 @@ def _object(**properties: Any) -> dict[str, Any]:
     return {"type": "object", "properties": properties}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json(schema: dict[str, Any], description: str, **links: Any) -> dict[str, Any]:
+    out = {"description": description, "content": {"application/json": {"schema": schema}}}
+    return out | {"links": links} if links else out
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -92,18 +100,18 @@ def _body(name: str, *, required: bool = True) -> dict[str, Any]:
     return {"required": required, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-def _path_param(name: str, description: str) -> dict[str, Any]:
+def _path_param(name: str, description: str, **schema: Any) -> dict[str, Any]:
     return {
         "name": name,
         "in": "path",
         "required": True,
         "description": description,
-        "schema": _STRING,
+        "schema": _STRING | schema,
     }
 
 
-def _list_of(name: str, key: str, description: str) -> dict[str, Any]:
-    return _json(_object(**{key: {"type": "array", "items": _ref(name)}}), description)
+def _list_of(name: str, key: str, description: str, **links: Any) -> dict[str, Any]:
+    return _json(_object(**{key: {"type": "array", "items": _ref(name)}}), description, **links)
 
 
 def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -124,17 +132,45 @@ def _page_size(default: int, most: int, what: str) -> dict[str, Any]:
     )
 
 
+def _link(operation: str, description: str, **parameters: str) -> dict[str, Any]:
+    return {"operationId": operation, "description": description, "parameters": parameters}
+
+
+def _session_links(session: str) -> dict[str, Any]:
+    """Links from a response naming a session (at the runtime expression `session`)."""
+    return {
+        "GetTask": _link("getTask", "the session's pending task", session_id=session),
+        "ResumeTask": _link("resumeTask", "resume the session's task", session_id=session),
+        "DiscardTask": _link("discardTask", "discard the session's task", session_id=session),
+    }
+
+
 _SESSION = _path_param(
-    "session_id", "the session id; an id without a known origin prefix means chat-ID"
+    "session_id",
+    "the session id; an id without a known origin prefix (cli-, chat-, tg-, dc-) means chat-ID",
+    pattern=SESSION_ID_PATTERN,
+)
+_CHAT_SESSION = _path_param(
+    "session_id",
+    "the session to run in: a chat- session, or an id without a known origin prefix (chat-ID)",
+    pattern=CHAT_SESSION_ID_PATTERN,
 )
 _STARTED = _json(
     _object(session_id=_STRING, task_hash=_STRING) | {"required": ["session_id", "task_hash"]},
     "the run started; cancel it with the task hash",
+    CancelRun=_link(
+        "cancelRun", "stop the run that started", task_hash="$response.body#/task_hash"
+    ),
+    **_session_links("$response.body#/session_id"),
 )
-# Any request may be refused for its Host (421) or a declared body over the cap (413);
-# a route that reads a body also answers 408 when the body is too slow.
-_ERRORS = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "421": _ERROR}
-_BODY_ERRORS = {**_ERRORS, "408": _ERROR}
+# Any request may be refused for its Host (421) or a declared body over the cap (413).
+_ANY = {"413": _ERROR, "421": _ERROR}
+# A route behind the token answers 401 without it; a route with a path parameter, 400
+# for one it cannot use and 404 for one naming nothing; one that reads a body also
+# answers 408 when the body is too slow.
+_ERRORS = {**_ANY, "401": _ERROR}
+_PARAM_ERRORS = {**_ERRORS, "400": _ERROR, "404": _ERROR}
+_BODY_ERRORS = {**_PARAM_ERRORS, "408": _ERROR, "415": _ERROR}
 
 
 def _schemas() -> dict[str, Any]:
@@ -204,18 +240,23 @@ def _schemas() -> dict[str, Any]:
         "required": ["seq", "role", "content", "created_at"],
         "additionalProperties": False,
     }
-    open_question = _object(
-        id=_STRING,
-        session_id=_STRING,
-        task_hash=_NULLABLE,
-        agent=_NULLABLE,
-        kind=type_schema(RequestKind),
-        prompt=_STRING,
-        choices={"type": "array", "items": _STRING},
-        masked={"type": "boolean"},
-        tool=_NULLABLE,
-        error=_NULLABLE,
-    )
+    question_fields = {
+        "id": _STRING,
+        "session_id": _STRING,
+        "task_hash": _NULLABLE,
+        "agent": _NULLABLE,
+        "kind": type_schema(RequestKind),
+        "prompt": _STRING,
+        "choices": {"type": "array", "items": _STRING},
+        "masked": {"type": "boolean"},
+        "tool": _NULLABLE,
+        "error": _NULLABLE,
+    }
+    open_question = {
+        "type": "object",
+        "properties": question_fields,
+        "required": [*question_fields],
+    }
     bodies = {
         cls.__name__: body_schema(cls) for cls in (RunBody, ResumeBody, CancelBody, AnswerBody)
     }
@@ -296,36 +337,72 @@ def event_schemas(question: dict[str, Any]) -> dict[str, Any]:
     return schemas
 
 
-def _paths() -> dict[str, Any]:
-    return {
+def _page_paths() -> dict[str, Any]:
+    """The page and its files: no token needed, and each file is named in the document."""
+    out: dict[str, Any] = {
         "/": {
             "get": {
+                "operationId": "getPage",
                 "summary": "The web chat page (it asks for the token itself)",
                 "security": [],
-                "responses": {"200": {"description": "the page", "content": {"text/html": {}}}},
-            }
-        },
-        "/static/{name}": {
-            "get": {
-                "summary": "A file of the web page (script, style sheet); the page's own "
-                "files need no token",
-                "parameters": [_path_param("name", "the file's name")],
-                "responses": {"200": {"description": "the file"}, "404": _ERROR},
+                "responses": {
+                    "200": {"description": "the page", "content": {"text/html": {}}},
+                    **_ANY,
+                },
             }
         },
         "/openapi.json": {
             "get": {
-                "summary": "This document",
-                "responses": {"200": {"description": "the OpenAPI document"}},
+                "operationId": "getDocument",
+                "summary": "This document (no token needed: it holds nothing secret)",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "the OpenAPI document",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    **_ANY,
+                },
             }
         },
+    }
+    for prefix, folder in page_files().items():
+        name = "getVendorFile" if "vendor" in prefix else "getPageFile"
+        out[f"{prefix}{{name}}"] = {
+            "get": {
+                "operationId": name,
+                "summary": "A file of the web page: "
+                + ("a library it ships with" if "vendor" in prefix else "its script or style")
+                + "; any other name needs the token, and then is not found",
+                "security": [],
+                "parameters": [
+                    _path_param("name", "the file's name", enum=folder.names()),
+                ],
+                "responses": {
+                    "200": {"description": "the file"},
+                    "401": _ERROR,
+                    "404": _ERROR,
+                    **_ANY,
+                },
+            }
+        }
+    return out
+
+
+def _paths() -> dict[str, Any]:
+    return _page_paths() | {
         "/v1/sessions": {
             "get": {
+                "operationId": "listSessions",
                 "summary": "Sessions, finished ones too, most recently active first, a page at "
                 "a time",
                 "parameters": [
                     _page_size(LIST_PAGE, LIST_PAGE_MAX, "sessions"),
-                    _query("cursor", "the next of the page before", _STRING),
+                    _query(
+                        "cursor",
+                        "the next of the page before",
+                        _STRING | {"pattern": CURSOR_PATTERN},
+                    ),
                 ],
                 "responses": {
                     "200": _json(
@@ -338,16 +415,24 @@ def _paths() -> dict[str, Any]:
                         )
                         | {"required": ["sessions", "next"]},
                         "a page of sessions, most recently active first",
+                        NextPage=_link(
+                            "listSessions", "the next page", cursor="$response.body#/next"
+                        ),
+                        GetMessages=_link(
+                            "getMessages",
+                            "the first session's messages",
+                            session_id="$response.body#/sessions/0/session_id",
+                        ),
+                        **_session_links("$response.body#/sessions/0/session_id"),
                     ),
                     "400": _ERROR,
-                    "401": _ERROR,
-                    "413": _ERROR,
-                    "421": _ERROR,
+                    **_ERRORS,
                 },
             }
         },
         "/v1/sessions/{session_id}": {
             "delete": {
+                "operationId": "deleteSession",
                 "summary": "Delete a finished session and all its messages (one with a "
                 "pending task is refused: discard the task first)",
                 "parameters": [_SESSION],
@@ -358,12 +443,13 @@ def _paths() -> dict[str, Any]:
                         "deleted",
                     ),
                     "409": _ERROR,
-                    **_ERRORS,
+                    **_PARAM_ERRORS,
                 },
             }
         },
         "/v1/sessions/{session_id}/messages": {
             "get": {
+                "operationId": "getMessages",
                 "summary": "A page of the session's stored messages, oldest first",
                 "parameters": [
                     _SESSION,
@@ -385,34 +471,54 @@ def _paths() -> dict[str, Any]:
                         )
                         | {"required": ["messages", "next"]},
                         "a page of messages",
+                        NextPage=_link(
+                            "getMessages",
+                            "the next page",
+                            session_id="$request.path.session_id",
+                            after="$response.body#/next",
+                        ),
                     ),
-                    **_ERRORS,
+                    **_PARAM_ERRORS,
                 },
             }
         },
         "/v1/session/{session_id}/task": {
             "get": {
+                "operationId": "getTask",
                 "summary": "The session's pending task",
                 "parameters": [_SESSION],
                 "responses": {
-                    "200": _json(_object(task=_ref("Task")), "the pending task"),
-                    **_ERRORS,
+                    "200": _json(
+                        _object(task=_ref("Task")) | {"required": ["task"]},
+                        "the pending task",
+                        ResumeTask=_link(
+                            "resumeTask", "resume it", session_id="$request.path.session_id"
+                        ),
+                        DiscardTask=_link(
+                            "discardTask", "discard it", session_id="$request.path.session_id"
+                        ),
+                    ),
+                    **_PARAM_ERRORS,
                 },
             },
             "delete": {
+                "operationId": "discardTask",
                 "summary": "Discard the pending task (a user-cancel; stops a run started here)",
                 "parameters": [_SESSION],
                 "responses": {
                     "200": _json(
-                        _object(session_id=_STRING, discarded={"type": "boolean"}), "discarded"
+                        _object(session_id=_STRING, discarded={"const": True})
+                        | {"required": ["session_id", "discarded"]},
+                        "discarded",
                     ),
-                    "403": _ERROR,
-                    **_ERRORS,
+                    "409": _ERROR,
+                    **_PARAM_ERRORS,
                 },
             },
         },
         "/v1/session/{session_id}/task/resume": {
             "post": {
+                "operationId": "resumeTask",
                 "summary": "Resume the pending task, answering its saved question if given",
                 "parameters": [_SESSION],
                 "requestBody": _body("ResumeBody", required=False),
@@ -421,14 +527,16 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/session/{session_id}/run": {
             "post": {
+                "operationId": "startRun",
                 "summary": "Start a run in the session",
-                "parameters": [_SESSION],
+                "parameters": [_CHAT_SESSION],
                 "requestBody": _body("RunBody"),
-                "responses": {"202": _STARTED, "409": _ERROR, "415": _ERROR, **_BODY_ERRORS},
+                "responses": {"202": _STARTED, "409": _ERROR, **_BODY_ERRORS},
             }
         },
         "/v1/task/{task_hash}/cancel": {
             "post": {
+                "operationId": "cancelRun",
                 "summary": "Stop a task started over HTTP: pause keeps it pending",
                 "parameters": [_path_param("task_hash", "the task hash of the run")],
                 "requestBody": _body("CancelBody", required=False),
@@ -438,30 +546,45 @@ def _paths() -> dict[str, Any]:
                             task_hash=_STRING,
                             session_id=_STRING,
                             cause={"enum": [Cause.PAUSE.value, Cause.USER_CANCEL.value]},
-                        ),
+                        )
+                        | {"required": ["task_hash", "session_id", "cause"]},
                         "the run is stopping",
                     ),
-                    "403": _ERROR,
                     **_BODY_ERRORS,
                 },
             }
         },
         "/v1/questions": {
             "get": {
+                "operationId": "listQuestions",
                 "summary": "Open questions of chat- sessions (confirmations, questions, secrets)",
                 "responses": {
-                    "200": _list_of("Question", "questions", "oldest first"),
-                    "401": _ERROR,
+                    "200": _list_of(
+                        "Question",
+                        "questions",
+                        "oldest first",
+                        AnswerQuestion=_link(
+                            "answerQuestion",
+                            "answer the oldest question",
+                            question_id="$response.body#/questions/0/id",
+                        ),
+                    ),
+                    **_ERRORS,
                 },
             }
         },
         "/v1/questions/{question_id}/answer": {
             "post": {
+                "operationId": "answerQuestion",
                 "summary": "Answer an open question",
                 "parameters": [_path_param("question_id", "the question's id")],
                 "requestBody": _body("AnswerBody"),
                 "responses": {
-                    "200": {"description": "answered"},
+                    "200": _json(
+                        _object(id=_STRING, answered={"const": True})
+                        | {"required": ["id", "answered"]},
+                        "answered",
+                    ),
                     "409": _ERROR,
                     "410": _ERROR,
                     **_BODY_ERRORS,
@@ -470,10 +593,15 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/events": {
             "get": {
+                "operationId": "streamEvents",
                 "summary": "Server-sent events: run events and questions, one JSON object each, "
                 f"each with an id; the last {EVENT_RING} are replayed after Last-Event-ID",
                 "parameters": [
-                    _query("session", "only the events of this session", _STRING),
+                    _query(
+                        "session",
+                        "only the events of this session",
+                        _STRING | {"pattern": SESSION_ID_PATTERN},
+                    ),
                     {
                         "name": "Last-Event-ID",
                         "in": "header",
@@ -486,10 +614,27 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": {
                         "description": "an endless event stream",
-                        "content": {"text/event-stream": {"schema": _ref("Event")}},
+                        "content": {
+                            "text/event-stream": {
+                                "itemSchema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "data": {
+                                            "type": "string",
+                                            "contentMediaType": "application/json",
+                                            "contentSchema": _ref("Event"),
+                                        },
+                                        "event": _STRING,
+                                        "id": _STRING,
+                                        "retry": {"type": "integer", "minimum": 0},
+                                    },
+                                    "required": ["data"],
+                                }
+                            }
+                        },
                     },
                     "400": _ERROR,
-                    "401": _ERROR,
+                    **_ERRORS,
                 },
             }
         },
@@ -497,17 +642,17 @@ def _paths() -> dict[str, Any]:
 
 
 def openapi_document() -> dict[str, Any]:
-    """The API described as OpenAPI 3.1 (every route the server has, and only those)."""
+    """The API described as OpenAPI 3.2 (every route the server has, and only those)."""
     error = _object(
         error=_object(code=_STRING, message=_STRING) | {"required": ["code", "message"]}
     )
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.2.0",
         "info": {
             "title": "agentrt HTTP API",
             "version": "1",
             "description": "Runs, pending tasks and questions of an agentrt process. Every "
-            "route except the page and its files needs the token in the header "
+            "route except the page, its files and this document needs the token in the header "
             "'Authorization: Bearer TOKEN'; no cookie is read or set. A request whose Host "
             "header names another host is refused with 421.",
         },

@@ -38,11 +38,22 @@ class BadBodyError(ApiError, ValueError):
         super().__init__(400, "bad_body", message)
 
 
+def _not_blank() -> str:
+    # Every character `str.isspace` (and so `str.strip`) takes for whitespace: all of them
+    # lie in the Basic Multilingual Plane (tests/test_http.py checks that).
+    spaces = (chr(code) for code in range(0x10000) if chr(code).isspace())
+    return "[^" + "".join(f"\\u{ord(c):04x}" for c in spaces) + "]"
+
+
+#: A pattern matched by text that is not all whitespace, in the sense of `str.strip`.
+NOT_BLANK = _not_blank()
+
+
 @attrs.frozen
 class RunBody:
-    """`POST /v1/session/{id}/run`."""
+    """`POST /v1/session/{id}/run`: the text must be more than whitespace."""
 
-    text: str = attrs.field(metadata={"schema": {"minLength": 1}})
+    text: str = attrs.field(metadata={"schema": {"minLength": 1, "pattern": NOT_BLANK}})
 
 
 @attrs.frozen
