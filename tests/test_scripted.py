@@ -48,6 +48,21 @@ async def test_tool_statements_become_parallel_calls_of_one_round() -> None:
     assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "hi you"
 
 
+async def test_fail_makes_the_model_fail_after_what_came_before() -> None:
+    said: list[str] = []
+
+    async def collect(delta: ModelDelta) -> None:
+        assert isinstance(delta, TextDelta)
+        said.append(delta.text)
+
+    model = ScriptedModel(0, 0)
+    with pytest.raises(ModelError, match=r"^the provider is down$"):
+        await model.complete([Message.user("hello; fail the provider is down")], [], collect)
+    assert "".join(said) == "hello"
+    with pytest.raises(ModelError, match="told to fail"):
+        await model.complete([Message.user("fail")], [], collect)
+
+
 async def test_stream_n_streams_n_words() -> None:
     words: list[str] = []
 

@@ -15,6 +15,7 @@ the results. Grammar:
 ``stream N``           stream N words slowly (a long reply to interrupt)
 ``spawn {STATEMENTS}`` run STATEMENTS in an in-process subagent
 ``big N``              a tool whose result is N bytes (to see snapshot clamping)
+``fail MESSAGE``       the model fails with MESSAGE (a run that fails at once)
 anything else          echoed back as streamed text
 =====================  ==========================================================
 
@@ -150,6 +151,9 @@ class ScriptedModel:
         calls: list[ToolCall] = []
         for statement in split_statements(text):
             verb, _, rest = statement.partition(" ")
+            if verb == "fail":
+                # After what earlier statements said: "hi; fail" fails mid-reply.
+                raise ModelError(rest.strip() or "the scripted model was told to fail")
             if verb == "stream":
                 try:
                     count = int(_number(rest.strip(), "stream N"))
