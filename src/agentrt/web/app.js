@@ -7,21 +7,37 @@
 // credentials "omit", so the browser never attaches a cookie or a login of its
 // own; the event stream is read with fetch() for the same reason (EventSource
 // cannot send a header).
+//
+// What runs is decided by the server's events alone, in the order they come: a
+// run is shown as running from its task_started until its run_ended, and a
+// task hash once ended is never shown as running again, whatever a late answer
+// to a request says. Replies are Markdown, rendered by markdown-it (raw HTML
+// off) and passed through DOMPurify before they reach the document.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
 
 const state = {
   current: null, // the open session id
-  runs: new Map(), // session id -> task hash of its run started here, while it runs
+  runs: new Map(), // session id -> {hash, shown, resumed, generation} of its live run
+  ended: new Set(), // task hashes whose run_ended has been seen
+  sending: new Set(), // session ids with a run or resume request on its way
   logs: new Map(), // session id -> the log element of that session
-  bubbles: new Map(), // task hash -> the assistant bubble being streamed
+  bubbles: new Map(), // task hash -> {el, text, sid} of the reply being streamed
   thoughts: new Map(), // task hash -> the reasoning bubble being streamed (shown dimmed)
+  unsaved: new Map(), // task hash -> the bubbles of the model's response not saved yet
   questions: new Map(), // question id -> question
   sessions: [],
+  titles: new Map(), // session id -> its title, when the server gives one
+  generation: 0, // counts the event stream's connections
+  lastEventId: null, // the id of the last event read, when the server numbers them
+  history: null, // null: not known yet; then true or false: the history API exists
+  loaded: new Set(), // session ids whose stored messages were read into their log
 };
 
 const TOKEN_KEY = "agentrt.token";
+const SESSION_KEY = "agentrt.session";
+const PHONE = window.matchMedia("(max-width: 760px)");
 let token = sessionStorage.getItem(TOKEN_KEY) || "";
 
 function request(path, init = {}) {
@@ -68,7 +84,61 @@ function notice(text) {
 function newSessionId() {
   const bytes = new Uint8Array(5);
   crypto.getRandomValues(bytes);
-  return "chat-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  const sid = "chat-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  // A new session has no history to read; reading it while its first run is being
+  // stored would show that run twice.
+  state.loaded.add(sid);
+  return sid;
+}
+
+function announce(text) {
+  // One whole message at a time: the live region is not the log, which changes
+  // with every streamed word.
+  if (text.trim()) $("#announce").textContent = text;
+}
+
+// -- Markdown ------------------------------------------------------------------
+
+const markdown = window.markdownit({ html: false, linkify: true, breaks: true });
+
+if (window.DOMPurify) {
+  DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.tagName === "A") {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+}
+
+function renderMarkdown(el, text) {
+  const html = DOMPurify.sanitize(markdown.render(text), { USE_PROFILES: { html: true } });
+  el.innerHTML = html;
+  for (const pre of el.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    const block = document.createElement("div");
+    block.className = "code-block";
+    pre.replaceWith(block);
+    const lang = /language-([\w+#.-]+)/.exec(code ? code.className : "");
+    if (lang) {
+      const label = document.createElement("span");
+      label.className = "lang";
+      label.textContent = lang[1];
+      block.append(label);
+    }
+    const copy = button("Copy", () => copyCode(copy, (code || pre).textContent), "copy");
+    copy.setAttribute("aria-label", "Copy the code");
+    block.append(pre, copy);
+  }
+}
+
+async function copyCode(el, text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    el.textContent = "Copied";
+  } catch (error) {
+    el.textContent = "Copy failed";
+  }
+  setTimeout(() => { el.textContent = "Copy"; }, 2000);
 }
 
 // -- the conversation log ---------------------------------------------------
@@ -93,68 +163,228 @@ function add(sid, kind, text) {
   return el;
 }
 
-function showSession(sid) {
+function addReply(sid, text) {
+  const el = add(sid, "assistant md", "");
+  renderMarkdown(el, text);
+  return el;
+}
+
+function addFailure(sid, text) {
+  const el = add(sid, "status failed", text);
+  el.setAttribute("role", "alert");
+  return el;
+}
+
+// A reply streams into its bubble; the Markdown is rendered at most once a frame.
+let renderQueued = false;
+const dirty = new Set();
+
+function renderDirty() {
+  renderQueued = false;
+  for (const bubble of dirty) {
+    renderMarkdown(bubble.el, bubble.text);
+    if (bubble.sid === state.current) bubble.el.scrollIntoView({ block: "end" });
+  }
+  dirty.clear();
+}
+
+// The model's response is saved whole, with its tool calls, before any call runs: a
+// response cut short by a stop was never saved, and a resumed run says it again.
+function streamed(hash, el) {
+  if (!state.unsaved.has(hash)) state.unsaved.set(hash, []);
+  state.unsaved.get(hash).push(el);
+}
+
+function closeBubble(hash, unsaved) {
+  state.thoughts.delete(hash);
+  for (const el of state.unsaved.get(hash) || []) {
+    if (unsaved) el.dataset.unsaved = "true";
+  }
+  state.unsaved.delete(hash);
+  const bubble = state.bubbles.get(hash);
+  if (!bubble) return;
+  state.bubbles.delete(hash);
+  dirty.delete(bubble);
+  renderMarkdown(bubble.el, bubble.text);
+  if (bubble.sid === state.current) announce(bubble.text);
+}
+
+function setCurrent(sid) {
   state.current = sid;
-  if (sid) history.replaceState(null, "", "#" + encodeURIComponent(sid));
+  if (sid) sessionStorage.setItem(SESSION_KEY, sid);
+  else sessionStorage.removeItem(SESSION_KEY);
+  history.replaceState(null, "", sid ? "#" + encodeURIComponent(sid) : location.pathname);
+}
+
+function renderTitle() {
+  const sid = state.current;
+  const title = sid && state.titles.get(sid);
+  $("#session-name").hidden = !title;
+  $("#session-name").textContent = title || "";
   $("#session-title").textContent = sid || "New chat";
+}
+
+function showSession(sid) {
+  setCurrent(sid);
+  renderTitle();
   const log = $("#log");
   log.replaceChildren(sid ? logOf(sid) : document.createTextNode(""));
   notice("");
+  if (PHONE.matches) setSidebar(false);
   renderRunState();
   renderSessions();
   renderQuestions();
   refreshTask();
+  if (sid) loadHistory(sid);
 }
 
 function renderRunState() {
   const sid = state.current;
-  const hash = sid && state.runs.get(sid);
-  $("#stop").hidden = !hash;
-  $("#run-state").textContent = hash ? `running (task ${hash})` : "";
+  const run = sid && state.runs.get(sid);
+  $("#stop").hidden = !run;
+  $("#run-state").textContent = run ? `running (task ${run.hash})` : "";
+  const busy = !!sid && state.sending.has(sid);
+  $("#composer").setAttribute("aria-busy", busy ? "true" : "false");
+  // One run at a time per session: sending now would only be refused (409).
+  $("#send").disabled = busy || !!run;
+  if (!run && $("#stop-dialog").open) $("#stop-dialog").close("no");
+}
+
+// -- the history of a session, when the server keeps it ----------------------------
+
+// Stored messages come from GET /v1/sessions/{id}/messages?after=SEQ&limit=N, a page of
+// {seq, role, content, tool_calls?, tool_call_id?} and `next`. A server without that
+// route answers 404 not_found, and the page goes on without history.
+const HISTORY_PAGE = 200;
+const HISTORY_PAGES = 50;
+
+async function loadHistory(sid) {
+  if (state.history === false || state.loaded.has(sid)) return;
+  state.loaded.add(sid);
+  const messages = [];
+  let after = null;
+  try {
+    for (let page = 0; page < HISTORY_PAGES; page++) {
+      const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+      if (after !== null) query.set("after", String(after));
+      const data = await api("GET",
+        `/v1/sessions/${encodeURIComponent(sid)}/messages?${query}`);
+      state.history = true;
+      messages.push(...(data.messages || []));
+      if (data.next === null || data.next === undefined || data.next === after) break;
+      after = data.next;
+    }
+  } catch (error) {
+    if (error.status === 404 && error.code === "not_found") {
+      state.history = false; // no such route: this server keeps no history to show
+      return;
+    }
+    if (error.status !== 404) notice(`The session's messages cannot be read: ${error.message}`);
+    return;
+  }
+  // Stored messages come before whatever the live events added meanwhile.
+  const log = logOf(sid);
+  const live = [...log.childNodes];
+  log.replaceChildren();
+  const tools = new Map(); // tool call id -> the tool's name, for its result
+  for (const message of messages) showStored(sid, message, tools);
+  log.append(...live);
+  if (sid === state.current) log.lastElementChild?.scrollIntoView({ block: "end" });
+}
+
+function showStored(sid, message, tools) {
+  const content = typeof message.content === "string" ? message.content : "";
+  if (message.role === "user") {
+    add(sid, "user", content);
+  } else if (message.role === "assistant") {
+    if (content.trim()) addReply(sid, content);
+    for (const call of message.tool_calls || []) {
+      tools.set(call.id, call.name);
+      add(sid, "tool", `→ ${call.name || "tool"} ${describeArguments(call.arguments)}`);
+    }
+  } else if (message.role === "tool") {
+    const name = message.name || tools.get(message.tool_call_id) || "result";
+    add(sid, "tool", `✓ ${name}: ${content.slice(0, 200)}`);
+  }
+}
+
+function describeArguments(args) {
+  if (typeof args === "string") return args;
+  return Object.entries(args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(" ");
 }
 
 // -- events -----------------------------------------------------------------
+
+function endRun(sid, hash) {
+  state.ended.add(hash);
+  const run = state.runs.get(sid);
+  if (run && run.hash === hash) state.runs.delete(sid);
+}
+
+function markShown(sid, hash) {
+  const run = state.runs.get(sid);
+  if (run && run.hash === hash) run.shown = true;
+}
 
 const handlers = {
   ready(ev) {
     state.questions = new Map(ev.questions.map((q) => [q.id, q]));
     renderQuestions();
-    refreshSessions();
+    refreshSessions(state.generation);
     refreshTask();
   },
   task_started(ev) {
-    state.runs.set(ev.session_id, ev.task_hash);
+    if (state.ended.has(ev.task_hash)) return;
+    state.runs.set(ev.session_id, {
+      hash: ev.task_hash, shown: false, resumed: ev.resumed, generation: state.generation,
+    });
+    if (ev.resumed) {
+      // A reply the stop cut short was never saved: the model says it again now. So is
+      // reasoning cut short before any reply (the server counts the reply's words only).
+      const unsaved = [...logOf(ev.session_id).querySelectorAll(".msg[data-unsaved]")];
+      const replies = unsaved.filter((el) => el.classList.contains("assistant"));
+      if (ev.regenerated_words > 0 || replies.length === 0) {
+        for (const el of unsaved) el.remove();
+      }
+    }
     add(ev.session_id, "status", ev.resumed ? "resumed the pending task" : "run started");
     if (ev.session_id === state.current) renderRunState();
     refreshSessions();
     if (ev.session_id === state.current) refreshTask();
   },
   reasoning(ev) {
-    let bubble = state.thoughts.get(ev.task_hash);
-    if (!bubble) {
-      bubble = add(ev.session_id, "reasoning", "");
-      state.thoughts.set(ev.task_hash, bubble);
+    markShown(ev.session_id, ev.task_hash);
+    let thought = state.thoughts.get(ev.task_hash);
+    if (!thought) {
+      thought = add(ev.session_id, "reasoning", "");
+      state.thoughts.set(ev.task_hash, thought);
+      streamed(ev.task_hash, thought);
     }
-    bubble.textContent += ev.text;
-    if (ev.session_id === state.current) bubble.scrollIntoView({ block: "end" });
+    thought.textContent += ev.text;
+    if (ev.session_id === state.current) thought.scrollIntoView({ block: "end" });
   },
   text(ev) {
+    markShown(ev.session_id, ev.task_hash);
     state.thoughts.delete(ev.task_hash); // reasoning after this text starts a new bubble
     let bubble = state.bubbles.get(ev.task_hash);
     if (!bubble) {
-      bubble = add(ev.session_id, "assistant", "");
+      bubble = { el: add(ev.session_id, "assistant md", ""), text: "", sid: ev.session_id };
       state.bubbles.set(ev.task_hash, bubble);
+      streamed(ev.task_hash, bubble.el);
     }
-    bubble.textContent += ev.text;
-    if (ev.session_id === state.current) bubble.scrollIntoView({ block: "end" });
+    bubble.text += ev.text;
+    dirty.add(bubble);
+    if (!renderQueued) {
+      renderQueued = true;
+      requestAnimationFrame(renderDirty);
+    }
   },
   tool_call(ev) {
-    state.bubbles.delete(ev.task_hash);
-    state.thoughts.delete(ev.task_hash);
-    const args = Object.entries(ev.arguments)
-      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
-      .join(" ");
-    add(ev.session_id, "tool", `→ ${ev.name} ${args}`);
+    markShown(ev.session_id, ev.task_hash);
+    // The reply before a tool call was saved with the call.
+    closeBubble(ev.task_hash, false);
+    const attempt = ev.attempt > 1 ? ` (may already have run: attempt ${ev.attempt})` : "";
+    add(ev.session_id, "tool", `→ ${ev.name} ${describeArguments(ev.arguments)}${attempt}`);
   },
   tool_result(ev) {
     add(ev.session_id, "tool", `${ev.ok ? "✓" : "✗"} ${ev.name}: ${ev.preview}`);
@@ -164,18 +394,24 @@ const handlers = {
   },
   usage() {},
   run_ended(ev) {
-    state.bubbles.delete(ev.task_hash);
-    state.thoughts.delete(ev.task_hash);
-    if (state.runs.get(ev.session_id) === ev.task_hash) state.runs.delete(ev.session_id);
+    // A reply the run did not finish was not saved: a resume says it again.
+    closeBubble(ev.task_hash, ev.outcome !== "finished" && ev.outcome !== "awaiting_answer");
+    endRun(ev.session_id, ev.task_hash);
     // The server words the end (the same words as the terminal and the bots);
     // the page adds only how to go on here.
     const resumable = ev.pending_kept && ev.outcome !== "awaiting_answer";
-    add(ev.session_id, "status", ev.summary + (resumable ? ": resume it when you like" : ""));
-    if (ev.session_id === state.current) renderRunState();
+    const text = ev.summary + (resumable ? ": resume it when you like" : "");
+    if (ev.outcome === "failed") addFailure(ev.session_id, text);
+    else add(ev.session_id, "status", text);
+    if (ev.session_id === state.current) {
+      if (ev.outcome !== "failed" && ev.outcome !== "finished") announce(text);
+      renderRunState();
+    }
     refreshSessions();
     if (ev.session_id === state.current) refreshTask();
   },
   question(ev) {
+    markShown(ev.session_id, ev.task_hash);
     state.questions.set(ev.id, ev);
     renderQuestions();
     refreshSessions();
@@ -185,6 +421,17 @@ const handlers = {
     renderQuestions();
     refreshSessions();
   },
+  reload() {
+    // The events missed while away are not kept: read the conversations afresh. A reply
+    // still streaming goes on in a bubble of its own.
+    state.loaded.clear();
+    state.bubbles.clear();
+    state.thoughts.clear();
+    state.unsaved.clear();
+    dirty.clear();
+    for (const log of state.logs.values()) log.replaceChildren();
+    if (state.current) loadHistory(state.current);
+  },
 };
 
 // The live stream: server-sent events read with fetch(), reconnecting after a second.
@@ -193,6 +440,33 @@ let stream = null; // the AbortController of the running stream
 function setLive(live) {
   $("#conn").textContent = live ? "live" : "reconnecting";
   $("#conn").classList.toggle("live", live);
+}
+
+function dispatch(block) {
+  let data = [];
+  let id = null;
+  for (const line of block.split("\n")) {
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "data") data.push(value);
+    else if (field === "id") id = value;
+  }
+  if (!data.length) return; // a keep-alive comment
+  if (id !== null) {
+    // A reconnection is sent what it missed, after Last-Event-ID; an event older than the
+    // last one read was shown already. (ready, and reload after it, carry the id the
+    // stream starts from: the same id twice is not a repeat.)
+    const n = Number(id);
+    const last = Number(state.lastEventId);
+    if (state.lastEventId !== null && Number.isFinite(n) && Number.isFinite(last) && n < last) {
+      return;
+    }
+    state.lastEventId = id;
+  }
+  const ev = JSON.parse(data.join("\n"));
+  const handler = handlers[ev.type];
+  if (handler) handler(ev);
 }
 
 async function readEvents(body) {
@@ -206,14 +480,7 @@ async function readEvents(body) {
     while ((end = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
-      const data = block.split("\n")
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).replace(/^ /, ""))
-        .join("\n");
-      if (!data) continue; // a keep-alive comment or a retry hint
-      const ev = JSON.parse(data);
-      const handler = handlers[ev.type];
-      if (handler) handler(ev);
+      dispatch(block);
     }
   }
 }
@@ -224,15 +491,15 @@ async function connect() {
   stream = controller;
   while (!controller.signal.aborted) {
     try {
-      const response = await request("/v1/events", {
-        headers: { Accept: "text/event-stream" },
-        signal: controller.signal,
-      });
+      const headers = { Accept: "text/event-stream" };
+      if (state.lastEventId !== null) headers["Last-Event-ID"] = state.lastEventId;
+      const response = await request("/v1/events", { headers, signal: controller.signal });
       if (response.status === 401) {
         logOut("The server no longer accepts the token: log in again.");
         return;
       }
       if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+      state.generation += 1;
       setLive(true);
       await readEvents(response.body);
     } catch (error) {
@@ -272,6 +539,8 @@ function renderQuestion(q) {
   card.className = "question";
   card.dataset.id = q.id;
   card.dataset.kind = q.kind;
+  card.setAttribute("role", "group");
+  card.setAttribute("aria-label", `question from ${q.session_id}`);
   const meta = document.createElement("div");
   meta.className = "meta";
   meta.textContent = `${q.session_id}${q.agent ? " / " + q.agent : ""} asks` +
@@ -329,20 +598,43 @@ function renderQuestions() {
   box.replaceChildren(...mine.map(renderQuestion));
 }
 
-// -- pending tasks --------------------------------------------------------------
+// -- the sessions ---------------------------------------------------------------
 
 let sessionsTimer = null;
-function refreshSessions() {
+let reconcileAfter = null;
+
+function refreshSessions(generation) {
+  // A new connection may have missed the end of a run started before it: the list,
+  // read after its ready event, says what still runs.
+  if (generation !== undefined) reconcileAfter = generation;
   if (sessionsTimer) return;
   sessionsTimer = setTimeout(async () => {
     sessionsTimer = null;
+    const reconcile = reconcileAfter;
+    reconcileAfter = null;
     try {
-      state.sessions = (await api("GET", "/v1/sessions")).sessions;
+      const data = await api("GET", "/v1/sessions");
+      state.sessions = data.sessions || [];
+      if (reconcile !== null) dropEndedRuns(reconcile);
       renderSessions();
     } catch (error) {
       notice(error.message);
     }
   }, 50);
+}
+
+const sessionIdOf = (s) => s.session_id || s.id;
+
+function dropEndedRuns(generation) {
+  const live = new Set(state.sessions.map((s) => s.running_task).filter(Boolean));
+  for (const [sid, run] of [...state.runs]) {
+    if (run.generation < generation && !live.has(run.hash)) {
+      closeBubble(run.hash, true);
+      endRun(sid, run.hash);
+      if (sid === state.current) refreshTask(); // what it left pending, if anything
+    }
+  }
+  renderRunState();
 }
 
 function describeWaits(s) {
@@ -352,42 +644,75 @@ function describeWaits(s) {
   }).join("\n");
 }
 
+function describeWhen(seconds) {
+  if (typeof seconds !== "number") return "";
+  const when = new Date(seconds * 1000);
+  const today = new Date().toDateString() === when.toDateString();
+  return today ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : when.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
 function renderSessions() {
   const list = $("#sessions");
   const items = state.sessions.map((s) => {
+    const id = sessionIdOf(s);
+    if (s.title) state.titles.set(id, s.title);
+    const running = s.running || s.status === "running";
     const li = document.createElement("li");
-    li.className = "session" + (s.session_id === state.current ? " current" : "");
-    li.dataset.session = s.session_id;
-    // A finished session (status null) stays listed: its conversation is kept.
-    li.dataset.status = s.running ? "running" : s.status || "";
-    const sid = document.createElement("div");
-    sid.className = "sid";
-    sid.textContent = s.session_id;
-    sid.addEventListener("click", () => showSession(s.session_id));
+    li.className = "session" + (id === state.current ? " current" : "");
+    li.dataset.session = id;
+    li.dataset.status = running ? "running" : s.status || "";
+    // A button, so the list is reachable and usable from the keyboard.
+    const open = button("", () => showSession(id), "sid");
+    if (id === state.current) open.setAttribute("aria-current", "true");
+    if (s.title) {
+      const name = document.createElement("span");
+      name.className = "name";
+      name.textContent = s.title;
+      open.append(name);
+    }
+    const idLine = document.createElement("span");
+    idLine.className = "id";
+    idLine.textContent = id;
+    open.append(idLine);
+    li.append(open);
     const status = document.createElement("div");
     status.className = "status";
-    status.textContent = s.running ? "running" : !s.status ? "finished" :
+    // A finished session (status null) stays listed: its conversation is kept.
+    status.textContent = running ? "running" : !s.status ? "finished" :
       s.status.replace("_", " ") + (s.cause ? ` (${s.cause})` : "") +
       (s.error ? `: ${s.error}` : "");
+    li.append(status);
+    const when = describeWhen(s.updated_at);
+    if (when) {
+      const time = document.createElement("div");
+      time.className = "when";
+      time.textContent = when;
+      li.append(time);
+    }
     const waiting = document.createElement("div");
     waiting.className = "waiting";
     waiting.textContent = describeWaits(s);
-    li.append(sid, status, waiting);
-    if (!s.running && s.status) {
+    li.append(waiting);
+    const pending = ["interrupted", "awaiting_answer", "failed", "unreadable"];
+    if (!running && pending.includes(s.status)) {
       if (!(s.question && s.status === "awaiting_answer")) {
-        li.append(button("Resume", () => resume(s.session_id), "resume"));
+        li.append(button("Resume", () => resume(id), "resume"));
       } else {
-        li.append(button("Answer", () => showSession(s.session_id), "open"));
+        li.append(button("Answer", () => showSession(id), "open"));
       }
-      li.append(button("Discard", () => discard(s.session_id), "discard"));
-    } else if (s.stoppable) {
-      li.append(button("Stop", () => { showSession(s.session_id); askStop(); }, "stop"));
+      li.append(button("Discard", () => discard(id), "discard"));
+    } else if (running && s.stoppable) {
+      li.append(button("Stop", () => { showSession(id); askStop(); }, "stop"));
     }
     return li;
   });
   list.replaceChildren(...items);
   $("#no-sessions").hidden = items.length > 0;
+  renderTitle();
 }
+
+// -- pending tasks --------------------------------------------------------------
 
 let taskSeq = 0;
 async function refreshTask() {
@@ -402,7 +727,7 @@ async function refreshTask() {
     }
   }
   if (seq !== taskSeq) return; // a newer refresh is under way
-  const waiting = task && !task.running && !state.runs.get(sid);
+  const waiting = task && !task.running && !state.runs.get(sid) && !state.sending.has(sid);
   const saved = waiting && task.status === "awaiting_answer" && task.question;
   $("#saved").hidden = !saved;
   $("#paused").hidden = !waiting || !!saved;
@@ -421,18 +746,41 @@ async function refreshTask() {
   }
 }
 
+// A run or resume request: the session is busy until it is answered, and the run it
+// started is shown only if its run_ended has not come first.
+async function startRequest(sid, path, body) {
+  state.sending.add(sid);
+  renderRunState();
+  try {
+    const started = await api("POST", path, body);
+    if (!state.ended.has(started.task_hash) && !state.runs.has(sid)) {
+      state.runs.set(sid, {
+        hash: started.task_hash, shown: false, resumed: path.endsWith("/resume"),
+        generation: state.generation,
+      });
+    }
+    return started;
+  } finally {
+    state.sending.delete(sid);
+    if (sid === state.current) {
+      renderRunState();
+      refreshTask(); // a run that ended before this answer may have left a pending task
+    }
+  }
+}
+
 async function resume(sid, answerText) {
   if (sid !== state.current) showSession(sid);
+  $("#saved").hidden = true;
+  $("#paused").hidden = true;
+  const body = answerText === undefined ? undefined : { answer: answerText };
+  const mine = answerText !== undefined ? add(sid, "user", answerText) : null;
   try {
-    const body = answerText === undefined ? undefined : { answer: answerText };
-    if (answerText !== undefined) add(sid, "user", answerText);
-    const started = await api("POST", sessionPath(sid) + "/task/resume", body);
-    state.runs.set(sid, started.task_hash);
-    renderRunState();
-    $("#saved").hidden = true;
-    $("#paused").hidden = true;
+    await startRequest(sid, sessionPath(sid) + "/task/resume", body);
   } catch (error) {
+    mine?.remove();
     notice(error.message);
+    if (sid === state.current) refreshTask();
   }
 }
 
@@ -453,34 +801,76 @@ async function send(text) {
   if (!text.trim()) return;
   if (!state.current) showSession(newSessionId());
   const sid = state.current;
+  if (state.sending.has(sid) || state.runs.has(sid)) return; // Send is disabled meanwhile
+  notice("");
+  // The message shows at once, so it always comes before the reply.
+  const mine = add(sid, "user", text);
+  $("#input").value = "";
   try {
-    const started = await api("POST", sessionPath(sid) + "/run", { text });
-    add(sid, "user", text);
-    $("#input").value = "";
-    state.runs.set(sid, started.task_hash);
-    renderRunState();
+    await startRequest(sid, sessionPath(sid) + "/run", { text });
   } catch (error) {
+    mine.remove();
+    if (!$("#input").value) $("#input").value = text;
     notice(error.code === "pending_task_exists"
       ? "This session has a pending task: resume or discard it first."
       : error.message);
   }
 }
 
+let stopTarget = null; // {sid, hash} of the run the stop dialog is about
+
 function askStop() {
-  if (!state.runs.get(state.current)) return;
+  const sid = state.current;
+  const run = sid && state.runs.get(sid);
+  if (!run) return;
+  stopTarget = { sid, hash: run.hash };
   const dialog = $("#stop-dialog");
   dialog.returnValue = ""; // Esc closes it with this: keep running
   dialog.showModal();
 }
 
-async function stop(choice) {
-  const hash = state.runs.get(state.current);
-  if (!hash || choice === "no") return;
+async function cancelRun(hash, pause) {
   try {
-    await api("POST", `/v1/task/${encodeURIComponent(hash)}/cancel`, { pause: choice === "pause" });
+    await api("POST", `/v1/task/${encodeURIComponent(hash)}/cancel`, { pause });
   } catch (error) {
-    notice(error.message);
+    // unknown_task: the run ended meanwhile, and its run_ended says how.
+    if (error.code !== "unknown_task") notice(error.message);
   }
+}
+
+function stop(choice) {
+  const target = stopTarget;
+  stopTarget = null;
+  if (!target || (choice !== "yes" && choice !== "pause")) return;
+  const run = state.runs.get(target.sid);
+  if (!run || run.hash !== target.hash) return; // it ended while the dialog was open
+  cancelRun(target.hash, choice === "pause");
+}
+
+// Esc, as in the terminal: close what is open, else stop the run of the open
+// session: at once (a user-cancel) if nothing of it was shown yet, else ask.
+function onEscape(e) {
+  if (e.key !== "Escape" || e.defaultPrevented || $("#stop-dialog").open) return;
+  if (PHONE.matches && document.body.dataset.sidebar === "open") {
+    setSidebar(false);
+    return;
+  }
+  if (!$("#notice").hidden) {
+    notice("");
+    return;
+  }
+  const run = state.current && state.runs.get(state.current);
+  if (!run) return;
+  e.preventDefault();
+  if (run.shown || run.resumed) askStop();
+  else cancelRun(run.hash, false);
+}
+
+// -- the sidebar ----------------------------------------------------------------
+
+function setSidebar(open) {
+  document.body.dataset.sidebar = open ? "open" : "closed";
+  $("#toggle-sidebar").setAttribute("aria-expanded", open ? "true" : "false");
 }
 
 // -- logging in and out ------------------------------------------------------------
@@ -528,8 +918,10 @@ async function logIn(candidate) {
 function start() {
   document.body.dataset.auth = "in";
   $("#login").hidden = true;
+  setSidebar(!PHONE.matches);
+  // The open session survives a reload: the address names it, and so does this tab.
   const fromHash = decodeURIComponent(location.hash.slice(1));
-  showSession(fromHash || null);
+  showSession(fromHash || sessionStorage.getItem(SESSION_KEY) || null);
   connect();
 }
 
@@ -541,17 +933,34 @@ function init() {
   $("#log-out").addEventListener("click", () => logOut(""));
   $("#composer").addEventListener("submit", (e) => {
     e.preventDefault();
-    send($("#input").value);
+    if (!$("#send").disabled) send($("#input").value);
   });
   $("#input").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey) {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
-      send($("#input").value);
+      if (!$("#send").disabled) send($("#input").value);
     }
   });
   $("#new-chat").addEventListener("click", () => showSession(newSessionId()));
   $("#stop").addEventListener("click", askStop);
   $("#stop-dialog").addEventListener("close", () => stop($("#stop-dialog").returnValue));
+  $("#stop-dialog").addEventListener("keydown", (e) => {
+    const choice = { y: "yes", p: "pause", n: "no" }[e.key.toLowerCase()];
+    if (choice) {
+      e.preventDefault();
+      $("#stop-dialog").close(choice);
+    }
+  });
+  document.addEventListener("keydown", onEscape);
+  $("#toggle-sidebar").addEventListener("click", () => {
+    setSidebar(document.body.dataset.sidebar !== "open");
+  });
+  $("#backdrop").addEventListener("click", () => setSidebar(false));
+  PHONE.addEventListener("change", () => setSidebar(!PHONE.matches));
+  document.querySelector(".skip").addEventListener("click", (e) => {
+    e.preventDefault();
+    $("#input").focus();
+  });
   $("#saved-form").addEventListener("submit", (e) => {
     e.preventDefault();
     resume(state.current, $("#saved-answer").value);
