@@ -62,7 +62,7 @@ def _litellm() -> Path:
     if not exe.exists():
         pytest.fail(
             f"LiteLLM's proxy is not installed at {exe}: run `make .venv-litellm/.installed`"
-            " (`make .venv/.installed` does it too)",
+            " (`make test` and `make unit` do it too)",
             pytrace=False,
         )
     return exe
