@@ -380,6 +380,36 @@ def _like(prefix: str) -> str:
     return escaped + "%"
 
 
+def _page_rows(
+    db: sqlite3.Connection,
+    select: str,
+    table: str,
+    prefix: str,
+    after: tuple[float, str] | None,
+    limit: int | None,
+) -> tuple[list[Any], Any]:
+    """A page of `select`'s rows by session id prefix, most recent first, after a cursor.
+
+    `table` is the alias prefix of the paged table's columns (``"s."`` or
+    ``""``). Returns the page's rows and its last row when more follow (the
+    next page's cursor comes from it), else None.
+    """
+    sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
+    args: list[Any] = [_like(prefix)]
+    if after is not None:
+        sql += f" AND ({table}updated_at < ? OR ({table}updated_at = ? AND {table}session_id > ?))"
+        args += [after[0], after[0], after[1]]
+    sql += f" ORDER BY {table}updated_at DESC, {table}session_id"
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit + 1)
+    rows = db.execute(sql, args).fetchall()
+    if limit is None or len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, rows[-1] if rows else None
+
+
 def _cursor(updated_at: float, session_id: str) -> str:
     return f"{updated_at!r}:{session_id}"
 
@@ -662,21 +692,9 @@ class SqlStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[ListedTask]:
-            sql = f"{_SUMMARY_SELECT} WHERE session_id LIKE ? ESCAPE '\\'"
-            args: list[Any] = [_like(prefix)]
-            if after is not None:
-                sql += " AND (updated_at < ? OR (updated_at = ? AND session_id > ?))"
-                args += [after[0], after[0], after[1]]
-            sql += " ORDER BY updated_at DESC, session_id"
-            if limit is not None:
-                sql += " LIMIT ?"
-                args.append(limit + 1)
-            rows = db.execute(sql, args).fetchall()
-            more = limit is not None and len(rows) > limit
-            rows = rows[:limit] if limit is not None else rows
-            items = tuple(self._summary(row) for row in rows)
-            last = rows[-1] if more and rows else None
-            return Page(items, _cursor(float(last[9]), str(last[0])) if last else None)
+            rows, last = _page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
+            nxt = None if last is None else _cursor(float(last[9]), str(last[0]))
+            return Page(tuple(self._summary(row) for row in rows), nxt)
 
         return await self._run(read)
 
@@ -733,21 +751,10 @@ class SqlStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            sql = f"{_SESSION_SELECT} WHERE s.session_id LIKE ? ESCAPE '\\'"
-            args: list[Any] = [_like(prefix)]
-            if after is not None:
-                sql += " AND (s.updated_at < ? OR (s.updated_at = ? AND s.session_id > ?))"
-                args += [after[0], after[0], after[1]]
-            sql += " ORDER BY s.updated_at DESC, s.session_id"
-            if limit is not None:
-                sql += " LIMIT ?"
-                args.append(limit + 1)
-            rows = db.execute(sql, args).fetchall()
-            more = limit is not None and len(rows) > limit
-            rows = rows[:limit] if limit is not None else rows
+            rows, last = _page_rows(db, _SESSION_SELECT, "s.", prefix, after, limit)
             items = tuple(self._session_info(r) for r in rows)
-            last = items[-1] if more and items else None
-            return Page(items, _cursor(last.updated_at, last.session_id) if last else None)
+            nxt = None if last is None else _cursor(items[-1].updated_at, items[-1].session_id)
+            return Page(items, nxt)
 
         return await self._run(read)
 
