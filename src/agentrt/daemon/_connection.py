@@ -17,7 +17,7 @@ import os
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import attrs
 import trio
@@ -38,6 +38,7 @@ from .._runtime import Runtime
 from .._store import (
     BadCursorError,
     ListedTask,
+    Page,
     SessionInfo,
     StoredTask,
     StoreError,
@@ -82,6 +83,8 @@ from ._wire import (
 )
 
 log = logging.getLogger("agentrt.daemon")
+
+T = TypeVar("T")
 
 #: The origin of every session a window runs.
 ORIGIN: Final = TERMINAL
@@ -650,25 +653,34 @@ class Connection:
         return value
 
     async def _pending_list(self, frame: PendingRequest) -> None:
+        page = await self._page_of(frame, self.daemon.runtime.store.list_page)
+        if page is not None:
+            tasks = tuple(pending_task(r) for r in page.items if self._may_see(r))
+            await self.send(PendingList(tasks, page.next))
+
+    async def _page_of(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        fetch: Callable[..., Awaitable[Page[T]]],
+    ) -> Page[T] | None:
+        """The page of a listing `frame` asks for; None when an error frame answered it.
+
+        A window asking for sessions of another origin gets an empty page: it
+        lists ``cli-`` ones only.
+        """
         prefix = self._list_prefix(frame.prefix)
         if prefix is None:
-            await self.send(PendingList(()))  # a window lists cli- tasks only
-            return
+            return Page(())
         limit = await self._check_limit(frame, frame.limit, LIST_PAGE, LIST_PAGE_MAX)
         if limit is None:
-            return
+            return None
         try:
-            page = await self.daemon.runtime.store.list_page(
-                prefix, limit=limit, cursor=frame.cursor
-            )
+            return await fetch(prefix, limit=limit, cursor=frame.cursor)
         except BadCursorError as exc:
             await self.error(ErrorCode.INVALID, str(exc), frame)
-            return
         except StoreError as exc:
             await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
-            return
-        tasks = tuple(pending_task(r) for r in page.items if self._may_see(r))
-        await self.send(PendingList(tasks, page.next))
+        return None
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
         workdir = Path(frame.cwd) if frame.cwd is not None else None
@@ -735,25 +747,10 @@ class Connection:
             await self._sessions_rm(frame, info.session_id)
 
     async def _sessions_list(self, frame: SessionsRequest) -> None:
-        prefix = self._list_prefix(frame.prefix)
-        if prefix is None:
-            await self.send(SessionList(()))  # a window lists cli- sessions only
-            return
-        limit = await self._check_limit(frame, frame.limit, LIST_PAGE, LIST_PAGE_MAX)
-        if limit is None:
-            return
-        try:
-            page = await self.daemon.runtime.store.sessions(
-                prefix, limit=limit, cursor=frame.cursor
-            )
-        except BadCursorError as exc:
-            await self.error(ErrorCode.INVALID, str(exc), frame)
-            return
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
-            return
-        items = tuple(session_item(s) for s in page.items if self._may_see(s))
-        await self.send(SessionList(items, page.next))
+        page = await self._page_of(frame, self.daemon.runtime.store.sessions)
+        if page is not None:
+            items = tuple(session_item(s) for s in page.items if self._may_see(s))
+            await self.send(SessionList(items, page.next))
 
     async def _sessions_show(self, frame: SessionsRequest, info: SessionInfo) -> None:
         limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
