@@ -538,6 +538,7 @@ def esc_no_then_pause(page: Page, site: Site) -> dict[str, Any]:
     expect(reply).to_contain_text("word8")
     # P in the popup pauses: the task is kept, to resume.
     page.locator("#input").press("Escape")
+    expect(dialog).to_be_visible()  # a key pressed before it opens would go to the input
     page.keyboard.press("p")
     expect(last_status(page)).to_contain_text("stopped (pause); the task is kept")
     expect(page.locator("#paused")).to_be_visible()
