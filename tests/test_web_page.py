@@ -538,7 +538,8 @@ def esc_no_then_pause(page: Page, site: Site) -> dict[str, Any]:
     expect(reply).to_contain_text("word8")
     # P in the popup pauses: the task is kept, to resume.
     page.locator("#input").press("Escape")
-    expect(dialog).to_be_visible()  # a key pressed before it opens would go to the input
+    # A key pressed before the question has the focus would go to the input.
+    expect(page.locator("#stop-no")).to_be_focused()
     page.keyboard.press("p")
     expect(last_status(page)).to_contain_text("stopped (pause); the task is kept")
     expect(page.locator("#paused")).to_be_visible()
