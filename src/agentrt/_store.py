@@ -277,6 +277,44 @@ _STATUSES = {s.value: s for s in TaskStatus}
 _CAUSES = {c.value: c for c in Cause}
 
 
+def _task_fields(
+    status: str,
+    cause: str | None,
+    error: str,
+    question: str,
+    window: str | None,
+    task: str | None,
+    runs: int,
+    created: float,
+    updated: float,
+    text: str,
+    runner: str | None,
+    workdir: str | None,
+    lost_words: int,
+) -> dict[str, Any]:
+    """The fields a record and a listing's summary share, from their columns (`_SUMMARY_COLUMNS`).
+
+    Listings decode thousands of these: the common values (a null, a plain
+    string) are read without the JSON parser, and enums by a dict lookup.
+    """
+    saved = None if question == "null" else json.loads(question)
+    return {
+        "input": _json_text(text),
+        "status": _STATUSES.get(status) or TaskStatus(status),
+        "cause": None if cause is None else (_CAUSES.get(cause) or Cause(cause)),
+        "error": None if error == "null" else json.loads(error),
+        "question": converter.structure(saved, SavedQuestion) if saved else None,
+        "window_hash": window,
+        "task_hash": task,
+        "created_at": float(created),
+        "updated_at": float(updated),
+        "runs": int(runs),
+        "runner": runner,
+        "workdir": workdir,
+        "lost_words": int(lost_words),
+    }
+
+
 def _json_text(text: str) -> str:
     """A JSON string's value; one with no escapes is read without the JSON parser."""
     if len(text) >= 2 and text[0] == '"' and text[-1] == '"' and "\\" not in text:
@@ -1105,84 +1143,23 @@ class SqlStore:
         )
 
     def _record(self, fields: tuple[Any, ...], transcript: tuple[Message, ...]) -> TaskRecord:
-        session_id = fields[0]
+        session_id = str(fields[0])
         try:
-            (
-                status,
-                cause,
-                error,
-                question,
-                window,
-                task,
-                runs,
-                created,
-                updated,
-                text,
-                runner,
-                attempts,
-                workdir,
-                lost_words,
-            ) = fields[1:]
-            saved = json.loads(question)
+            *columns, attempts = (*fields[1:12], fields[13], fields[14], fields[12])
             return TaskRecord(
                 session_id=session_id,
-                input=json.loads(text),
                 transcript=transcript,
-                status=TaskStatus(status),
-                cause=Cause(cause) if cause is not None else None,
-                error=json.loads(error),
-                question=converter.structure(saved, SavedQuestion) if saved else None,
-                window_hash=window,
-                task_hash=task,
-                created_at=float(created),
-                updated_at=float(updated),
-                runs=int(runs),
-                runner=runner,
                 attempts={str(k): int(v) for k, v in json.loads(attempts).items()},
-                workdir=workdir,
-                lost_words=int(lost_words),
+                **_task_fields(*columns),
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
-            raise self._task_unreadable(str(session_id), _error_detail(exc)) from None
+            raise self._task_unreadable(session_id, _error_detail(exc)) from None
 
     def _summary(self, row: tuple[Any, ...]) -> ListedTask:
-        # Listings decode thousands of these: the common values (a null, a plain string)
-        # are read without the JSON parser, and enums by a dict lookup.
         session_id = str(row[0])
         try:
-            (
-                status,
-                cause,
-                error,
-                question,
-                window,
-                task,
-                runs,
-                created,
-                updated,
-                text,
-                runner,
-                workdir,
-                lost_words,
-                count,
-            ) = row[1:]
-            saved = None if question == "null" else json.loads(question)
             return TaskSummary(
-                session_id=session_id,
-                input=_json_text(text),
-                messages=int(count),
-                status=_STATUSES[status],
-                cause=None if cause is None else _CAUSES[cause],
-                error=None if error == "null" else json.loads(error),
-                question=converter.structure(saved, SavedQuestion) if saved else None,
-                window_hash=window,
-                task_hash=task,
-                created_at=float(created),
-                updated_at=float(updated),
-                runs=int(runs),
-                runner=runner,
-                workdir=workdir,
-                lost_words=int(lost_words),
+                session_id=session_id, messages=int(row[-1]), **_task_fields(*row[1:-1])
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             updated, window = row[1 + _SUMMARY_COLUMNS.index("updated_at")], row[5]
