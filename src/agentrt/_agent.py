@@ -59,6 +59,7 @@ from ._record import (
     call_was_clamped,
     unanswered_calls,
 )
+from ._reprs import fields_repr
 from ._store import StoreError
 from ._stores import Queued, Store
 from ._tools import QuestionParked, find, offered_to
@@ -92,6 +93,8 @@ class AgentRun:
     snapshot limits; it is what a later resume starts from, and nothing in a
     live run reads its calls or arguments.
     """
+
+    __repr__ = fields_repr
 
     model: Model
     registry: Registry

@@ -15,6 +15,7 @@ from types import TracebackType
 import attrs
 import trio
 
+from ._reprs import fields_repr
 from ._vocab import CAUSE_REASON_PREFIX as _REASON_PREFIX
 from ._vocab import Cause as Cause
 
@@ -55,6 +56,8 @@ class CauseScope:
     The first cause wins: a later `cancel` with another cause changes nothing, so
     a shutdown that follows a user's Pause still reports the Pause.
     """
+
+    __repr__ = fields_repr
 
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _cause: Cause | None = attrs.field(default=None, init=False)

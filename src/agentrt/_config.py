@@ -7,6 +7,7 @@ from pathlib import Path
 import attrs
 
 from ._guard import Redactor
+from ._reprs import fields_repr
 from ._secrets import SecretStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
@@ -16,6 +17,8 @@ from ._vocab import Approval
 @attrs.frozen
 class AgentConfig:
     """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
+
+    __repr__ = fields_repr
 
     workdir: Path
     secrets: SecretStore

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from ._reprs import fields_repr
 from ._vocab import ORIGINS as ORIGINS
 from ._vocab import origin_of as origin_of
 
@@ -22,6 +23,8 @@ from ._vocab import origin_of as origin_of
 @attrs.frozen
 class RequestContext:
     """Where a run's questions must go: its session, the window that started it, its task."""
+
+    __repr__ = fields_repr
 
     session_id: str
     window_hash: str | None = None

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from ._reprs import fields_repr
 from ._vocab import Cause
 from ._vocab import Outcome as Outcome
 
@@ -13,6 +14,8 @@ from ._vocab import Outcome as Outcome
 @attrs.frozen
 class TaskStarted:
     """The first event of every run: it carries the task hash a cancel must name."""
+
+    __repr__ = fields_repr
 
     task_hash: str
     session_id: str
@@ -29,6 +32,8 @@ class TaskStarted:
 class TextEvent:
     """Streamed assistant text."""
 
+    __repr__ = fields_repr
+
     task_hash: str
     text: str
     agent: str = ""
@@ -40,6 +45,8 @@ class ReasoningEvent:
 
     Not part of the reply: a front-end that shows only answers may ignore it.
     """
+
+    __repr__ = fields_repr
 
     task_hash: str
     text: str
@@ -55,6 +62,8 @@ class ToolCallEvent:
     means an earlier run started this call and stopped before its result was
     committed, so it may already have run.
     """
+
+    __repr__ = fields_repr
 
     task_hash: str
     call_id: str
@@ -93,6 +102,8 @@ class ToolCallDeltaEvent:
     The call runs (and `ToolCallEvent` follows) only once the whole response is in.
     """
 
+    __repr__ = fields_repr
+
     task_hash: str
     index: int
     call_id: str | None
@@ -105,6 +116,8 @@ class ToolCallDeltaEvent:
 class ToolResultEvent:
     """A tool call finished; `preview` is the start of its result."""
 
+    __repr__ = fields_repr
+
     task_hash: str
     call_id: str
     name: str
@@ -116,6 +129,8 @@ class ToolResultEvent:
 @attrs.frozen
 class VerifyEvent:
     """The result of checking a password typed for a restricted path."""
+
+    __repr__ = fields_repr
 
     task_hash: str
     ok: bool
@@ -132,6 +147,8 @@ class UsageEvent:
     `cache_creation_tokens` written to it.
     """
 
+    __repr__ = fields_repr
+
     task_hash: str
     input_tokens: int
     output_tokens: int
@@ -142,6 +159,8 @@ class UsageEvent:
 @attrs.frozen
 class RunEnded:
     """The last event of every run, saying how it ended."""
+
+    __repr__ = fields_repr
 
     task_hash: str
     session_id: str

@@ -45,6 +45,7 @@ from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
 from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
+from ._reprs import fields_repr
 from ._store import StoreError, TaskExistsError, TaskTakenError
 from ._stores import Queued, Store
 
@@ -86,6 +87,8 @@ def new_task_hash() -> str:
 class TaskInfo:
     """A running task: what a cancel must name, and who may cancel it."""
 
+    __repr__ = fields_repr
+
     task_hash: str
     session_id: str
     owner: object = attrs.field(repr=False)
@@ -94,6 +97,7 @@ class TaskInfo:
 
 @attrs.define(eq=False)
 class _Running:
+    __repr__ = fields_repr
     info: TaskInfo
     scope: CauseScope = attrs.field(factory=CauseScope)
     #: Set when the task was discarded while this run worked on it.
@@ -104,6 +108,8 @@ class _Running:
 class ExecutorStatistics:
     """Running tasks, and sessions with tools allowed for the session."""
 
+    __repr__ = fields_repr
+
     running: int
     sessions_with_allowances: int
 
@@ -111,6 +117,8 @@ class ExecutorStatistics:
 @attrs.define(eq=False)
 class Executor:
     """Runs sessions' tasks against one model, registry, store and configuration."""
+
+    __repr__ = fields_repr
 
     registry: Registry
     store: Store
@@ -623,6 +631,8 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
 @attrs.frozen
 class _Ending:
     """How a run ended, as classified before the store is told (see `Executor._settle`)."""
+
+    __repr__ = fields_repr
 
     outcome: Outcome
     cause: Cause | None = None

@@ -62,6 +62,7 @@ from ._pending import (
 from ._pgstore import LOCK_CLASS, NOW, PgStore, connect
 from ._process import token_alive
 from ._record import converter
+from ._reprs import fields_repr
 
 log = logging.getLogger("agentrt.fleet")
 
@@ -85,6 +86,8 @@ def _short(member: str) -> str:
 @attrs.define(eq=False)
 class Fleet:
     """One member's part in the fleet: heartbeat, reaper, cancels and questions across daemons."""
+
+    __repr__ = fields_repr
 
     store: PgStore
     executor: Executor
@@ -590,6 +593,8 @@ def _process_alive(member: str) -> bool:
 class Lease:
     """A running task and the member whose lease holds it."""
 
+    __repr__ = fields_repr
+
     session_id: str
     task_hash: str | None
     member: str
@@ -598,6 +603,8 @@ class Lease:
 @attrs.frozen
 class MemberStatus:
     """One member of the fleet as the database sees it now."""
+
+    __repr__ = fields_repr
 
     id: str
     host: str
@@ -618,6 +625,8 @@ class MemberStatus:
 @attrs.frozen
 class FleetStatus:
     """Every member, its heartbeat and its leases; the tasks its end interrupted."""
+
+    __repr__ = fields_repr
 
     location: str
     schema_version: int

@@ -24,6 +24,7 @@ import attrs
 
 from ._keys import KEYS_DIR
 from ._locations import HTTP_TOKEN_FILE
+from ._reprs import fields_repr
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
 MIN_REDACTED_LENGTH = 4
@@ -95,6 +96,8 @@ class Redactor:
     It reads the secrets folder again only when the folder or a named file changed,
     so calling it on every streamed piece of text costs a few `stat` calls.
     """
+
+    __repr__ = fields_repr
 
     secrets_dir: Path
     #: Other files whose whole content is a secret (the HTTP token), by the name to show.

@@ -26,6 +26,8 @@ from typing import Final
 
 import attrs
 
+from ._reprs import fields_repr
+
 #: The key store's folder in the state dir.
 KEYS_DIR: Final = "keys"
 
@@ -60,6 +62,8 @@ class KeyStore:
 
     Reading creates nothing; the folder is made (0700) on the first `put`.
     """
+
+    __repr__ = fields_repr
 
     path: Path
 

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from ._reprs import fields_repr
+
 
 class Role(enum.Enum):
     """Who said a message."""
@@ -21,6 +23,8 @@ class Role(enum.Enum):
 @attrs.frozen
 class ToolCall:
     """One call the model asked for. `arguments` is a JSON object."""
+
+    __repr__ = fields_repr
 
     id: str
     name: str
@@ -38,6 +42,8 @@ class ThinkingBlock:
     changed (a secret scrubbed out) loses its signature: it can no longer be
     sent back, and the provider leaves it out.
     """
+
+    __repr__ = fields_repr
 
     text: str = ""
     signature: str | None = None
@@ -60,6 +66,8 @@ class ThinkingBlock:
 @attrs.frozen
 class Message:
     """One message of a transcript."""
+
+    __repr__ = fields_repr
 
     role: Role
     content: str = ""
@@ -97,6 +105,8 @@ class Message:
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON schema of its arguments."""
 
+    __repr__ = fields_repr
+
     name: str
     description: str
     parameters: dict[str, Any]
@@ -111,6 +121,8 @@ class Usage:
     `cache_creation_tokens` were written to it (both 0 when not reported).
     """
 
+    __repr__ = fields_repr
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -121,12 +133,16 @@ class Usage:
 class TextDelta:
     """A piece of streamed assistant text."""
 
+    __repr__ = fields_repr
+
     text: str
 
 
 @attrs.frozen
 class ToolCallDelta:
     """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
+
+    __repr__ = fields_repr
 
     index: int
     id: str | None = None
@@ -138,6 +154,8 @@ class ToolCallDelta:
 class ReasoningDelta:
     """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""
 
+    __repr__ = fields_repr
+
     text: str
 
 
@@ -147,6 +165,8 @@ ModelDelta = TextDelta | ToolCallDelta | ReasoningDelta
 @attrs.frozen
 class ModelResponse:
     """A whole model response: its text, its tool calls, its usage."""
+
+    __repr__ = fields_repr
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

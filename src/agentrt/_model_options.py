@@ -9,6 +9,8 @@ from typing import Any
 
 import attrs
 
+from ._reprs import fields_repr
+
 
 @attrs.frozen
 class ModelOptions:
@@ -16,6 +18,8 @@ class ModelOptions:
 
     None (or an empty table) leaves the provider's own default.
     """
+
+    __repr__ = fields_repr
 
     #: The API's base URL (default: the provider's hosted API).
     base_url: str | None = None

@@ -30,6 +30,7 @@ import trio
 
 from ._context import RequestContext, current_context
 from ._errors import BadAnswerError
+from ._reprs import fields_repr
 from ._vocab import ALLOW_ONCE as ALLOW_ONCE
 from ._vocab import ALLOW_SESSION as ALLOW_SESSION
 from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
@@ -42,6 +43,8 @@ Match = Callable[[RequestContext], bool]
 @attrs.frozen
 class Request:
     """What a producer asks. Immutable; the registry wraps it in an `Entry`."""
+
+    __repr__ = fields_repr
 
     kind: RequestKind
     prompt: str
@@ -96,6 +99,8 @@ class Request:
 class Answer:
     """A human's reply. `secret` holds masked input and never appears in a repr."""
 
+    __repr__ = fields_repr
+
     value: str
     secret: str | None = attrs.field(default=None, repr=False)
 
@@ -141,6 +146,8 @@ class EntryState(enum.Enum):
 @attrs.define(eq=False)
 class Entry:
     """One question in the registry: a request, its context, and a one-slot reply."""
+
+    __repr__ = fields_repr
 
     id: str
     request: Request
@@ -203,6 +210,8 @@ class Entry:
 class RegistryStatistics:
     """A snapshot of the registry's queues."""
 
+    __repr__ = fields_repr
+
     waiting: int
     claimed: int
     listeners: int
@@ -211,6 +220,8 @@ class RegistryStatistics:
 @attrs.frozen
 class ListenerStatistics:
     """A snapshot of one listener's queue."""
+
+    __repr__ = fields_repr
 
     candidates: int
     claimed: int
@@ -224,6 +235,8 @@ class Listener:
     Use it as a context manager (or call `close`): leaving it unregisters it and
     fails, with `ListenerGoneError`, every question it claimed but did not answer.
     """
+
+    __repr__ = fields_repr
 
     _registry: Registry = attrs.field(repr=False)
     prefix: str
@@ -323,6 +336,8 @@ class Registry:
     A registry is an ordinary object: two can live in one process, and there is
     no module-level state.
     """
+
+    __repr__ = fields_repr
 
     _waiting: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False)
     #: The same entries, by the window of the run that asked (indexes `_waiting`).

@@ -36,6 +36,7 @@ import trio
 
 from ._process import process_token
 from ._record import TaskRecord
+from ._reprs import fields_repr
 from ._store import SqlStore, StoreError, _Call, _run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
@@ -166,6 +167,8 @@ class PgConnection:
     fails the calls made during it and no later ones.
     """
 
+    __repr__ = fields_repr
+
     conninfo: str
     lock_key: int
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
@@ -227,6 +230,8 @@ def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
 @attrs.define(eq=False)
 class PgStore(SqlStore):
     """The task store in a PostgreSQL database. Open with `await PgStore.open(url)`."""
+
+    __repr__ = fields_repr
 
     url: str = attrs.field(kw_only=True, repr=False)
     #: The NOTIFY channel of this database schema's fleet.

@@ -60,12 +60,15 @@ from typing import Final
 import attrs
 
 from ._guard import command_touches, inside
+from ._reprs import fields_repr
 from ._vocab import DISCORD, TELEGRAM, TERMINAL, WEB, Approval, origin_of
 
 
 @attrs.frozen
 class OriginRules:
     """What a session's origin allows, whichever front-end acts on it (the first table above)."""
+
+    __repr__ = fields_repr
 
     #: `ask_user` is asked inline and the same run goes on; elsewhere the run parks on it.
     asks_inline: bool
@@ -101,6 +104,8 @@ class Front(enum.Enum):
 class Actor:
     """Who is asking: a front-end kind, plus the window or chat it speaks for."""
 
+    __repr__ = fields_repr
+
     front: Front
     #: The window a terminal connection speaks for.
     window: str | None = None
@@ -132,6 +137,8 @@ class Actor:
 class LiveWindows:
     """The terminal windows that have a live connection, and which connection holds each."""
 
+    __repr__ = fields_repr
+
     _holders: dict[str, object] = attrs.field(factory=dict, init=False)
 
     def claim(self, window: str, holder: object) -> bool:
@@ -155,6 +162,8 @@ class LiveWindows:
 @attrs.define(eq=False)
 class AccessPolicy:
     """Applies the table above. `owner` is the window recorded for the session, if any."""
+
+    __repr__ = fields_repr
 
     windows: LiveWindows = attrs.field(factory=LiveWindows)
 
@@ -188,12 +197,16 @@ class AccessPolicy:
 class Edit:
     """A tool call that writes the file at `path` (resolved)."""
 
+    __repr__ = fields_repr
+
     path: Path
 
 
 @attrs.frozen
 class Command:
     """A tool call that runs a shell command."""
+
+    __repr__ = fields_repr
 
     command: str
 

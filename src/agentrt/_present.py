@@ -14,6 +14,7 @@ import attrs
 
 from ._cause import Cause
 from ._events import Outcome
+from ._reprs import fields_repr
 
 
 class Ending(Protocol):
@@ -54,6 +55,8 @@ class EndWords:
     ("stopped (pause); the task is kept", "finished"); `chat` is a message in a
     chat service ("⏸ Paused."). A front-end adds how to go on there.
     """
+
+    __repr__ = fields_repr
 
     title: str
     status: str

@@ -16,6 +16,7 @@ from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, w
 from ._errors import BadAnswerError
 from ._messages import Message, Role, ToolCall
 from ._process import token_alive
+from ._reprs import fields_repr
 from ._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
 
 
@@ -36,6 +37,8 @@ class TaskStatus(enum.Enum):
 class SavedQuestion:
     """A question a run parked on: the tool call it answers and what to show the human."""
 
+    __repr__ = fields_repr
+
     call_id: str
     prompt: str
     kind: RequestKind = RequestKind.QUESTION
@@ -55,6 +58,8 @@ class TaskRecord:
     effects was started: a call that started but never committed may already
     have run, and says so on resume.
     """
+
+    __repr__ = fields_repr
 
     session_id: str
     input: str
@@ -118,6 +123,8 @@ class TaskSummary:
     of tasks never decodes a transcript. `messages` counts the transcript's
     messages.
     """
+
+    __repr__ = fields_repr
 
     session_id: str
     input: str
@@ -208,6 +215,8 @@ def clamp_message(message: Message) -> Message:
 @attrs.frozen
 class AnswerEffects:
     """What answering a saved question changes in the run that resumes the task."""
+
+    __repr__ = fields_repr
 
     #: Call ids whose confirmation the answer gave (they run without asking again).
     approved: frozenset[str] = frozenset()

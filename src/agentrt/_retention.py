@@ -17,6 +17,7 @@ from typing import Final
 import attrs
 import trio
 
+from ._reprs import fields_repr
 from ._store import StoreError
 from ._stores import Store
 
@@ -32,6 +33,8 @@ PRUNE_EVERY: Final = 3600.0
 class RetentionStatistics:
     """Prunes done so far and the sessions they deleted."""
 
+    __repr__ = fields_repr
+
     passes: int
     pruned: int
 
@@ -44,6 +47,8 @@ class Retention:
     that returns. `clock` is the wall clock the store's timestamps are read
     against (seconds since the epoch); the wait between prunes is Trio's.
     """
+
+    __repr__ = fields_repr
 
     store: Store
     days: float

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from ._reprs import fields_repr
+
 
 @attrs.frozen
 class RetryPolicy:
@@ -20,6 +22,8 @@ class RetryPolicy:
     delivered (`agentrt.bots`). Each has its own defaults: `MODEL_RETRY`,
     `CHAT_RETRY`.
     """
+
+    __repr__ = fields_repr
 
     #: Tries in all, the first included; None retries for ever (long polls, gateways).
     max_attempts: int | None = 3

@@ -20,6 +20,7 @@ from ._locations import default_state_dir as default_state_dir
 from ._messages import Model
 from ._pending import Registry
 from ._policy import AccessPolicy
+from ._reprs import fields_repr
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
 from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
@@ -109,6 +110,8 @@ def make_model(
 @attrs.frozen
 class Runtime:
     """The registry, store, secrets and executor of one process."""
+
+    __repr__ = fields_repr
 
     state_dir: Path
     registry: Registry

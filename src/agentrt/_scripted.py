@@ -44,6 +44,7 @@ from ._messages import (
     ToolSpec,
     Usage,
 )
+from ._reprs import fields_repr
 
 
 def split_statements(text: str) -> list[str]:
@@ -122,6 +123,8 @@ class ScriptedModel:
     `word_delay` paces echoed text and `stream_delay` the words of ``stream N``;
     both go through `trio.sleep`, so tests run them on a `MockClock`.
     """
+
+    __repr__ = fields_repr
 
     word_delay: float = 0.02
     stream_delay: float = 0.1
@@ -218,6 +221,8 @@ class ScriptedModel:
 class ReplayTurn:
     """One recorded model turn."""
 
+    __repr__ = fields_repr
+
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     delay: float = 0.0
@@ -232,6 +237,8 @@ class ReplayModel:
     Turns are counted from the assistant messages already in the conversation, so
     a resumed task continues where it stopped.
     """
+
+    __repr__ = fields_repr
 
     turns: tuple[ReplayTurn, ...]
     source: str = "replay"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import attrs
 
+from ._reprs import fields_repr
 from ._statedir import fsync_dir
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -29,6 +30,8 @@ def check_secret_name(name: str) -> str:
 @attrs.define(eq=False)
 class SecretStore:
     """Named secrets on disk. Values are never logged, and `repr` shows only the folder."""
+
+    __repr__ = fields_repr
 
     path: Path
 

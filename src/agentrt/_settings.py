@@ -38,6 +38,7 @@ import attrs
 
 from ._keys import KeyNameError, KeyStore, check_key_name
 from ._locations import default_state_dir
+from ._reprs import fields_repr
 from ._vocab import Approval
 
 if TYPE_CHECKING:
@@ -124,6 +125,8 @@ class SourceKind(enum.Enum):
 @attrs.frozen
 class Source:
     """Where one value came from: its kind and which flag, variable, ``file:line`` or key."""
+
+    __repr__ = fields_repr
 
     kind: SourceKind
     where: str = ""
@@ -373,6 +376,8 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
 class ConfigFile:
     """A configuration file read and checked: its values by dotted key, and their lines."""
 
+    __repr__ = fields_repr
+
     path: Path
     values: Mapping[str, Any] = attrs.field(factory=dict)
     lines: Mapping[str, int] = attrs.field(factory=dict)
@@ -522,6 +527,8 @@ def _split_dotted(text: str) -> tuple[str, ...]:
 class ProviderSettings:
     """How to reach one provider's models: base URL, which key, the key, extra headers."""
 
+    __repr__ = fields_repr
+
     name: str
     base_url: Value[str]
     api_key_env: Value[str]
@@ -538,6 +545,8 @@ class ProviderSettings:
 class BotSettings:
     """One chat service: whether the daemon runs its bot, who may use it, its token."""
 
+    __repr__ = fields_repr
+
     service: str
     enabled: Value[bool]
     allow: Value[tuple[str, ...]]
@@ -548,6 +557,8 @@ class BotSettings:
 @attrs.frozen
 class Settings:
     """The effective configuration of one command, every value with its `Source`."""
+
+    __repr__ = fields_repr
 
     config: Value[Path]
     #: Whether the configuration file exists (a missing default file is no error).

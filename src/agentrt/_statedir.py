@@ -23,6 +23,7 @@ from typing import Final
 import attrs
 
 from ._process import process_token, token_alive
+from ._reprs import fields_repr
 
 #: The lock file a daemon holds in its state dir.
 LOCK_FILE: Final = "daemon.lock"
@@ -82,6 +83,8 @@ def prepare_state_dir(path: Path, *, uid: int | None = None) -> Path:
 @attrs.frozen
 class DaemonInfo:
     """What a daemon records in its lock file: who it is and where it listens."""
+
+    __repr__ = fields_repr
 
     pid: int
     #: The daemon's process token (pid and start time), so a reused pid is not taken for it.

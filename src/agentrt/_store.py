@@ -50,6 +50,7 @@ from ._record import (
     clamp_message,
     converter,
 )
+from ._reprs import fields_repr
 from ._statedir import fsync_dir
 
 SCHEMA_VERSION = 3
@@ -152,6 +153,8 @@ class UnreadableTask:
     and how to discard it. The plain columns are kept when they can be read.
     """
 
+    __repr__ = fields_repr
+
     session_id: str
     error: str
     updated_at: float | None = None
@@ -168,6 +171,8 @@ ListedTask = TaskSummary | UnreadableTask
 @attrs.frozen
 class SessionInfo:
     """One session as listed: its title (first message, shortened) and where it stands."""
+
+    __repr__ = fields_repr
 
     session_id: str
     title: str
@@ -186,6 +191,8 @@ class SessionInfo:
 class StoredMessage:
     """One stored message and its place in its session (`seq` counts from 0)."""
 
+    __repr__ = fields_repr
+
     seq: int
     created_at: float
     message: Message
@@ -194,6 +201,8 @@ class StoredMessage:
 @attrs.frozen
 class Page(Generic[T]):
     """A page of a listing, and the cursor of the next page (None after the last)."""
+
+    __repr__ = fields_repr
 
     items: tuple[T, ...]
     next: str | None = None
@@ -352,6 +361,8 @@ class _Memory:
     the writer thread only.
     """
 
+    __repr__ = fields_repr
+
     limit: int = 10_000
     _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
         factory=collections.OrderedDict
@@ -387,6 +398,8 @@ class _Memory:
 class _TaskRow:
     """A `tasks` row: its raw field columns and its range of messages."""
 
+    __repr__ = fields_repr
+
     fields: tuple[Any, ...]
     first_seq: int
     message_count: int
@@ -394,6 +407,7 @@ class _TaskRow:
 
 @attrs.frozen
 class _SessionRow:
+    __repr__ = fields_repr
     rev: int
     next_seq: int
 
@@ -473,6 +487,8 @@ class SqlStore:
     parameters, ``executemany``, ``in_transaction``, ``BEGIN IMMEDIATE`` for a
     transaction holding the store's write lock).
     """
+
+    __repr__ = fields_repr
 
     _db: sqlite3.Connection = attrs.field(repr=False)
     #: The token this process's runs are recorded with (`TaskRecord.runner`).
@@ -1220,6 +1236,8 @@ class SqlStore:
 class TaskStore(SqlStore):
     """Sessions' messages and pending tasks in an SQLite file. Open with `await TaskStore.open(path)`."""
 
+    __repr__ = fields_repr
+
     path: Path = attrs.field(kw_only=True)
 
     @property
@@ -1252,6 +1270,8 @@ def _first_user_text(messages: Sequence[Message]) -> str:
 class Submitted(Generic[T]):
     """A store call queued by a ``*_nowait`` method; `wait` gives its outcome."""
 
+    __repr__ = fields_repr
+
     _store: SqlStore
     _call: _Call[T]
 
@@ -1263,6 +1283,8 @@ class Submitted(Generic[T]):
 class StoreStatistics:
     """Calls and batches run so far, and calls waiting now."""
 
+    __repr__ = fields_repr
+
     calls: int
     batches: int
     waiting: int
@@ -1271,6 +1293,8 @@ class StoreStatistics:
 @attrs.define(eq=False)
 class _Call(Generic[T]):
     """One store call waiting for, or done by, the writer thread."""
+
+    __repr__ = fields_repr
 
     fn: Callable[[sqlite3.Connection], T]
     token: trio.lowlevel.TrioToken
@@ -1310,6 +1334,8 @@ class _Writer:
     Trio run that queued each call (`TrioToken.run_sync_soon`), one wake-up
     per batch.
     """
+
+    __repr__ = fields_repr
 
     db: sqlite3.Connection
     location: str

@@ -13,12 +13,15 @@ from typing import Protocol
 import attrs
 import trio
 
+from ._reprs import fields_repr
 from ._toolproc import ToolLedger, run_tool
 
 
 @attrs.frozen
 class PrivilegedResult:
     """What a command run through sudo returned."""
+
+    __repr__ = fields_repr
 
     returncode: int
     output: bytes
@@ -43,6 +46,8 @@ class Verifier(Protocol):
 @attrs.frozen
 class SudoVerifier:
     """The real thing: `sudo -n -v`, `sudo -S -v` (password on stdin), `sudo -n CMD`."""
+
+    __repr__ = fields_repr
 
     sudo: str = "sudo"
     #: Where the commands' process groups are recorded while they run (see `run_tool`).

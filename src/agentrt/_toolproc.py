@@ -42,6 +42,7 @@ import attrs
 import trio
 
 from ._process import process_token, token_alive
+from ._reprs import fields_repr
 
 log = logging.getLogger("agentrt.tools")
 
@@ -62,6 +63,8 @@ _WATCH = (
 @attrs.frozen
 class ToolOutput:
     """What a tool process returned: its exit status and its output (stderr merged in)."""
+
+    __repr__ = fields_repr
 
     returncode: int
     output: bytes
@@ -109,6 +112,8 @@ def _kill_group(pgid: int, signum: int) -> None:
 class GroupEntry:
     """One running tool group as the ledger records it."""
 
+    __repr__ = fields_repr
+
     pgid: int
     #: The start time of the group's leader (``/proc/PID/stat`` field 22), against pid reuse.
     started: str
@@ -120,6 +125,8 @@ class GroupEntry:
 @attrs.frozen
 class ToolLedger:
     """The running tool groups of every runner on one state directory, one file each."""
+
+    __repr__ = fields_repr
 
     folder: Path
 

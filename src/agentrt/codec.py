@@ -26,6 +26,7 @@ import attrs
 
 from ._clamp import clamp_arguments
 from ._json import JsonNumberError, loads
+from ._reprs import fields_repr
 from .frames import (
     ClientFrame,
     DaemonFrame,
@@ -61,6 +62,8 @@ class ProtocolError:
     `message` names the problem for a human ("expected int, got str @
     $.attempts_left"); `ref` is the offending frame's type when it was known.
     """
+
+    __repr__ = fields_repr
 
     code: ErrorCode
     message: str

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
 
 import attrs
 
+from ._reprs import fields_repr
 from ._vocab import Cause, Outcome, RequestKind
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class Hello:
     list, show, resume and discard sessions of every origin.
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "hello"
     version: int
     window: str
@@ -68,6 +71,8 @@ class Run:
     Without `session` the daemon makes a new ``cli-`` session; with one, the
     run continues that session's conversation.
     """
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "run"
     text: str
@@ -84,6 +89,8 @@ class AnswerFrame:
     `value` is the choice or the typed text; `secret` carries masked input
     (a secret's value or the system password) and is never echoed or logged.
     """
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "answer"
     ask: str
@@ -118,6 +125,8 @@ class Cancel:
     "pause"``: still read from clients that send it, never sent, and not part
     of a frame's equality.
     """
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "cancel"
     task: str
@@ -159,6 +168,8 @@ class PendingRequest:
     page before.
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "pending"
     action: PendingAction
     session: str | None = None
@@ -198,6 +209,8 @@ class SessionsRequest:
     send a `Run` naming it.
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "sessions"
     action: SessionsAction
     session: str | None = None
@@ -214,6 +227,8 @@ class SessionsRequest:
 class Welcome:
     """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "hello"
     version: int
     daemon_version: str
@@ -223,6 +238,8 @@ class Welcome:
 @attrs.frozen
 class TaskFrame:
     """A run started (or resumed); `task` is the hash a `Cancel` must name."""
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "task"
     task: str
@@ -240,6 +257,8 @@ class TaskFrame:
 class TextFrame:
     """Streamed assistant text of run `task` (`agent` names a subagent, "" for the main one)."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "text"
     task: str
     text: str
@@ -250,6 +269,8 @@ class TextFrame:
 class ReasoningFrame:
     """Streamed reasoning ("thinking") of run `task`'s model, shown apart from its answer."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "reasoning"
     task: str
     text: str
@@ -259,6 +280,8 @@ class ReasoningFrame:
 @attrs.frozen
 class ToolCallFrame:
     """A tool call of run `task` is about to run."""
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "tool_call"
     task: str
@@ -279,6 +302,8 @@ class ToolCallDeltaFrame:
     when the call runs.
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "tool_call_delta"
     task: str
     index: int
@@ -291,6 +316,8 @@ class ToolCallDeltaFrame:
 @attrs.frozen
 class ToolResultFrame:
     """A tool call finished; `preview` is the start of its result."""
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "tool_result"
     task: str
@@ -309,6 +336,8 @@ class UsageFrame:
     from the provider's prompt cache, `cache_creation_tokens` were written to it.
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "usage"
     task: str
     input_tokens: int
@@ -321,6 +350,8 @@ class UsageFrame:
 class VerifyFrame:
     """The result of checking the password typed for a restricted path."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "verify"
     task: str
     ok: bool
@@ -331,6 +362,8 @@ class VerifyFrame:
 @attrs.frozen
 class EndedFrame:
     """The last frame of every run: how it ended and whether its pending task was kept."""
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "ended"
     task: str
@@ -354,6 +387,8 @@ class AskFrame:
     again ("wrong password").
     """
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "ask"
     id: str
     task: str | None
@@ -370,6 +405,8 @@ class AskFrame:
 class AskWithdrawn:
     """Question `id` no longer waits for an answer (its run stopped); close its prompt."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "ask_withdrawn"
     id: str
     reason: str
@@ -382,6 +419,8 @@ class PendingTask:
     `status` is ``unreadable`` for a stored task that cannot be decoded; its
     `error` says what is wrong, and it can still be discarded.
     """
+
+    __repr__ = fields_repr
 
     session: str
     status: str
@@ -405,6 +444,8 @@ class PendingTask:
 class PendingList:
     """The reply to ``pending list``: the tasks this window may resume or discard."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "pending"
     tasks: tuple[PendingTask, ...] = ()
     #: The `cursor` of the next page; None on the last page.
@@ -415,6 +456,8 @@ class PendingList:
 class PendingDetail:
     """The reply to ``pending show``: one pending task and its saved transcript."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "pending_task"
     task: PendingTask
     transcript: tuple[dict[str, Any], ...] = ()
@@ -423,6 +466,8 @@ class PendingDetail:
 @attrs.frozen
 class SessionItem:
     """One session as listed in a `SessionList` (not a frame of its own)."""
+
+    __repr__ = fields_repr
 
     session: str
     #: Its first message's first line, shortened.
@@ -440,6 +485,8 @@ class SessionItem:
 class SessionList:
     """The reply to ``sessions list``: the sessions this connection may see."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "sessions"
     sessions: tuple[SessionItem, ...] = ()
     #: The `cursor` of the next page; None on the last page.
@@ -449,6 +496,8 @@ class SessionList:
 @attrs.frozen
 class SessionMessage:
     """One stored message in a `SessionMessages` page (not a frame of its own)."""
+
+    __repr__ = fields_repr
 
     seq: int
     role: str
@@ -465,6 +514,8 @@ class SessionMessage:
 class SessionMessages:
     """The reply to ``sessions show``: the session and a page of its messages, oldest first."""
 
+    __repr__ = fields_repr
+
     TYPE: ClassVar[str] = "session"
     session: SessionItem
     messages: tuple[SessionMessage, ...] = ()
@@ -479,6 +530,8 @@ class Ack:
     A ``cancel`` is acknowledged with its `task`; a ``pending discard`` and a
     ``sessions rm`` with their `session`.
     """
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "ack"
     ref: str
@@ -516,6 +569,8 @@ class ErrorCode(enum.Enum):
 @attrs.frozen
 class ErrorFrame:
     """Something the client sent was refused; `ref` is that frame's type when known."""
+
+    __repr__ = fields_repr
 
     TYPE: ClassVar[str] = "error"
     code: ErrorCode

@@ -58,6 +58,7 @@ from ._executor import ExecutorError
 from ._messages import Model, Role, TextDelta
 from ._pending import ALLOW_ONCE, Answer, Entry, RequestKind
 from ._record import TaskRecord
+from ._reprs import fields_repr
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
 from ._store import StoreError, Submitted, TaskStore, _Call
@@ -85,6 +86,8 @@ SECRET_VALUE = "lab-canary-3f9d2c7a1b"
 class Boundary:
     """One point of the baseline run: an event it emitted or a store write it made."""
 
+    __repr__ = fields_repr
+
     index: int
     kind: str  # "event" or "store"
     name: str  # "TextEvent", "ToolCallEvent shell", "store.save", ...
@@ -95,6 +98,8 @@ class Boundary:
 @attrs.frozen
 class Violation:
     """An invariant that did not hold at one point, with the command that replays it."""
+
+    __repr__ = fields_repr
 
     boundary: int
     cause: str
@@ -107,6 +112,8 @@ class Violation:
 class Cost:
     """What one interruption cost, against the baseline."""
 
+    __repr__ = fields_repr
+
     calls_rerun: int
     chars_regenerated: int
     questions_again: int
@@ -116,6 +123,8 @@ class Cost:
 @attrs.frozen
 class Point:
     """The outcome of interrupting at one boundary with one cause."""
+
+    __repr__ = fields_repr
 
     boundary: int
     cause: str
@@ -127,6 +136,8 @@ class Point:
 @attrs.frozen
 class LabReport:
     """The baseline's boundaries, and every point of the sweep."""
+
+    __repr__ = fields_repr
 
     conversation: str
     boundaries: tuple[Boundary, ...]
@@ -158,6 +169,8 @@ class _LabStore(TaskStore):
     one is in flight. After `die` every call waits forever, as if the process
     had been killed: nothing more reaches the file.
     """
+
+    __repr__ = fields_repr
 
     on_write: Callable[[str, str], None] | None = None
     dead: bool = False
@@ -260,6 +273,8 @@ def _event_name(event: Event) -> tuple[str, str]:
 class _Trace:
     """Everything one run did, as the lab sees it."""
 
+    __repr__ = fields_repr
+
     events: list[Event] = attrs.field(factory=list)
     boundaries: list[tuple[str, str, str, int]] = attrs.field(factory=list)
     asked: list[str] = attrs.field(factory=list)
@@ -313,6 +328,8 @@ class _Trace:
 class _CountingModel:
     """A model whose streamed output is counted (what a resume makes it say again)."""
 
+    __repr__ = fields_repr
+
     inner: Model
     trace: _Trace
 
@@ -332,6 +349,8 @@ class _CountingModel:
 @attrs.frozen
 class Conversation:
     """What to run: a model and the answers a person gives."""
+
+    __repr__ = fields_repr
 
     text: str
     model_spec: str = "scripted"
@@ -364,6 +383,8 @@ class Conversation:
 @attrs.define(eq=False)
 class _Interrupt:
     """Where and how to stop a run; `fired` once it did."""
+
+    __repr__ = fields_repr
 
     label: tuple[str, str, str, int]
     cause: str
@@ -537,6 +558,8 @@ def _load(root: Path) -> TaskRecord | None:
 @attrs.define
 class Lab:
     """Runs the sweep for one conversation. `replay_prefix` starts each violation's command."""
+
+    __repr__ = fields_repr
 
     conversation: Conversation
     causes: tuple[str, ...] = CAUSES

@@ -35,6 +35,7 @@ from .._messages import ToolCall, ToolSpec
 from .._pending import Answer, Request
 from .._policy import Command, Edit, auto_approves
 from .._record import SavedQuestion
+from .._reprs import fields_repr
 from .._sudo import PrivilegedResult
 from .._vocab import RequestKind
 
@@ -135,6 +136,8 @@ _JSON_TYPES: Final[Mapping[type, str]] = {str: "string", float: "number", int: "
 @attrs.frozen
 class Tool:
     """Base of every tool: subclasses are frozen attrs classes of the tool's arguments."""
+
+    __repr__ = fields_repr
 
     #: The name the model calls the tool by.
     NAME: ClassVar[str]

@@ -9,12 +9,15 @@ import trio
 
 from .._messages import ToolCall
 from .._policy import Edit
+from .._reprs import fields_repr
 from ._base import DENIED, Tool, ToolError, ToolRun, confirmed, sudo_output, via_sudo
 
 
 @attrs.frozen
 class WriteFile(Tool):
     """``write_file``: after a confirmation (with the system password on a restricted path)."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "write_file"
     DESCRIPTION: ClassVar = (
@@ -51,6 +54,8 @@ class WriteFile(Tool):
 @attrs.frozen
 class ReadFile(Tool):
     """``read_file``: no confirmation, except the system password on a restricted path."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "read_file"
     DESCRIPTION: ClassVar = "Read a text file."

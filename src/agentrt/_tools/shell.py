@@ -10,6 +10,7 @@ import trio
 from .._clamp import clamp
 from .._messages import ToolCall
 from .._policy import Command
+from .._reprs import fields_repr
 from .._toolproc import run_tool
 from ._base import DENIED, PROMPT_LIMIT, Tool, ToolError, ToolRun, confirmed, via_sudo
 
@@ -17,6 +18,8 @@ from ._base import DENIED, PROMPT_LIMIT, Tool, ToolError, ToolRun, confirmed, vi
 @attrs.frozen
 class Shell(Tool):
     """``shell``: its output and exit status; through sudo when it names a restricted path."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "shell"
     DESCRIPTION: ClassVar = (

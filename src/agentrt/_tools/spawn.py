@@ -7,12 +7,15 @@ from typing import ClassVar
 import attrs
 
 from .._messages import ToolCall
+from .._reprs import fields_repr
 from ._base import Tool, ToolRun
 
 
 @attrs.frozen
 class Spawn(Tool):
     """``spawn``: the subagent shares the registry and the request context of its parent."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "spawn"
     DESCRIPTION: ClassVar = "Run a task in a subagent and return its final answer."

@@ -12,6 +12,7 @@ import attrs
 import trio
 
 from .._messages import ToolCall
+from .._reprs import fields_repr
 from ._base import Tool, ToolError, ToolRun
 
 #: The largest result `big` makes, in bytes.
@@ -21,6 +22,8 @@ BIG_LIMIT = 64 * 1024 * 1024
 @attrs.frozen
 class Sleep(Tool):
     """``sleep``: a long-running tool, to cancel or pause."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "sleep"
     DESCRIPTION: ClassVar = "Wait for a number of seconds."
@@ -38,6 +41,8 @@ class Sleep(Tool):
 @attrs.frozen
 class Big(Tool):
     """``big``: a result of `size` bytes (over 32 KiB, the saved snapshot is clamped)."""
+
+    __repr__ = fields_repr
 
     NAME: ClassVar = "big"
     DESCRIPTION: ClassVar = "Produce a result of the given size in bytes (for testing)."

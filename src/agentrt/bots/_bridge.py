@@ -66,6 +66,7 @@ from .._pending import (
 )
 from .._policy import origin_rules
 from .._present import describe_end
+from .._reprs import fields_repr
 
 log = logging.getLogger("agentrt.bots")
 
@@ -111,6 +112,8 @@ class ConfigError(Exception):
 @attrs.frozen
 class Button:
     """One button under a message: its label and the data its press sends back."""
+
+    __repr__ = fields_repr
 
     label: str
     data: str
@@ -227,6 +230,7 @@ def _fitting(text: str, limit: int, measure: Callable[[str], int]) -> int:
 
 @attrs.define(eq=False)
 class _Segment:
+    __repr__ = fields_repr
     text: str
     #: Sealed segments take no more text; the last unsealed one grows.
     sealed: bool = False
@@ -252,6 +256,8 @@ class ChatOutput:
     blocks and never raises, so a slow or failing chat service cannot stall or
     fail the run; `pump` does the sending.
     """
+
+    __repr__ = fields_repr
 
     transport: ChatTransport
     chat: str
@@ -391,6 +397,7 @@ class _PromptKind(enum.Enum):
 
 @attrs.define(eq=False)
 class _Prompt:
+    __repr__ = fields_repr
     chat: str
     kind: _PromptKind
     entry: Entry | None = None
@@ -402,6 +409,8 @@ class _Prompt:
 @attrs.frozen
 class ButtonReply:
     """What a button press did: `text` for the presser, `ok` when it changed something."""
+
+    __repr__ = fields_repr
 
     ok: bool
     text: str
@@ -418,6 +427,8 @@ class ChatBridge:
     that nursery and end (with `Cause.SHUTDOWN`, keeping their tasks) when it
     is cancelled.
     """
+
+    __repr__ = fields_repr
 
     executor: Executor
     transport: ChatTransport

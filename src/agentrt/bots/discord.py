@@ -55,6 +55,7 @@ from trio_websocket import (
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
+from .._reprs import fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import DISCORD
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env, split_text
@@ -136,6 +137,8 @@ class DiscordError(DeliveryError):
 class DiscordConfig:
     """How to reach Discord and whom to listen to."""
 
+    __repr__ = fields_repr
+
     token: str = attrs.field(repr=False)
     #: Discord user ids allowed to talk to the agent; empty lets nobody in.
     allow: frozenset[str] = frozenset()
@@ -178,6 +181,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 @attrs.define(eq=False)
 class DiscordRest:
     """REST v10 calls; the token travels only in the Authorization header."""
+
+    __repr__ = fields_repr
 
     client: httpx.AsyncClient
     config: DiscordConfig
@@ -223,6 +228,8 @@ class DiscordRest:
 @attrs.define(eq=False)
 class DiscordTransport:
     """`ChatTransport` over REST v10."""
+
+    __repr__ = fields_repr
 
     rest: DiscordRest
     max_text: int = MAX_TEXT
@@ -280,6 +287,8 @@ class _Reconnect(Exception):
 @attrs.define(eq=False)
 class DiscordBot:
     """The Discord service: start it with ``await nursery.start(bot.run)``."""
+
+    __repr__ = fields_repr
 
     config: DiscordConfig
     executor: Executor
@@ -610,6 +619,8 @@ async def _send(ws: WebSocketConnection, op: int, data: Any) -> None:
 @attrs.define(eq=False)
 class _LazyTransport:
     """The bot's transport, usable once `run` has opened the HTTP client."""
+
+    __repr__ = fields_repr
 
     bot: DiscordBot
     max_text: int = MAX_TEXT

@@ -32,6 +32,7 @@ import trio
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
+from .._reprs import fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import TELEGRAM
 from ._bridge import (
@@ -73,6 +74,8 @@ class TelegramError(DeliveryError):
 class TelegramConfig:
     """How to reach Telegram and whom to listen to."""
 
+    __repr__ = fields_repr
+
     token: str = attrs.field(repr=False)
     #: Telegram user ids allowed to talk to the agent; empty lets nobody in.
     allow: frozenset[str] = frozenset()
@@ -112,6 +115,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 @attrs.define(eq=False)
 class TelegramApi:
     """Calls Bot API methods; the token lives only in the URL it builds here."""
+
+    __repr__ = fields_repr
 
     client: httpx.AsyncClient
     config: TelegramConfig
@@ -174,6 +179,8 @@ def _chat_id(chat: str) -> int | str:
 class TelegramTransport:
     """`ChatTransport` over the Bot API."""
 
+    __repr__ = fields_repr
+
     api: TelegramApi
     max_text: int = MAX_TEXT
     typing_every: float = TYPING_EVERY
@@ -230,6 +237,8 @@ class TelegramTransport:
 @attrs.define(eq=False)
 class TelegramBot:
     """The Telegram service: start it with ``await nursery.start(bot.run)``."""
+
+    __repr__ = fields_repr
 
     config: TelegramConfig
     executor: Executor
@@ -372,6 +381,8 @@ class TelegramBot:
 @attrs.define(eq=False)
 class _LazyTransport:
     """The bot's transport, usable once `run` has opened the HTTP client."""
+
+    __repr__ = fields_repr
 
     bot: TelegramBot
     max_text: int = MAX_TEXT

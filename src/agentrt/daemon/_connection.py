@@ -34,6 +34,7 @@ from .._executor import (
 )
 from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
 from .._policy import Actor
+from .._reprs import fields_repr
 from .._runtime import Runtime
 from .._store import (
     BadCursorError,
@@ -113,6 +114,8 @@ def new_session_id() -> str:
 class RunCounter:
     """Counts runs in flight so their owner can wait until none is left."""
 
+    __repr__ = fields_repr
+
     count: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -179,6 +182,8 @@ DRAIN_BYTES = 1 << 20
 @attrs.define(eq=False)
 class Connection:
     """The daemon's side of one client connection. Made and served by `Daemon`."""
+
+    __repr__ = fields_repr
 
     daemon: Host = attrs.field(repr=False)
     stream: trio.SocketStream = attrs.field(repr=False)

@@ -17,6 +17,8 @@ from typing import Final
 
 import attrs
 
+from .._reprs import fields_repr
+
 
 class ConnectionState(enum.Enum):
     """Where a connection is in its life."""
@@ -72,6 +74,8 @@ class IllegalStepError(Exception):
 @attrs.define
 class Lifecycle:
     """The state of one connection, moved only through `step`."""
+
+    __repr__ = fields_repr
 
     state: ConnectionState = ConnectionState.AWAIT_HELLO
 

@@ -21,6 +21,7 @@ import attrs
 
 from .._locations import default_socket_path as default_socket_path
 from .._locations import is_socket_answering as is_socket_answering
+from .._reprs import fields_repr
 
 
 class SocketPathError(Exception):
@@ -59,6 +60,8 @@ def prepare_socket_dir(socket_path: Path, *, uid: int | None = None) -> Path:
 @attrs.frozen
 class PeerCredentials:
     """Who is at the other end of a Unix socket, as the kernel says."""
+
+    __repr__ = fields_repr
 
     pid: int
     uid: int

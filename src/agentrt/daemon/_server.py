@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from .._cause import Cause
+from .._reprs import fields_repr
 from .._runtime import Runtime
 from ..codec import encode
 from ..frames import ErrorCode, ErrorFrame
@@ -51,6 +52,8 @@ def daemon_version() -> str:
 @attrs.define(eq=False)
 class Daemon:
     """Serves one runtime on one Unix socket. Start it with ``await nursery.start(daemon.serve)``."""
+
+    __repr__ = fields_repr
 
     runtime: Runtime
     socket_path: Path

@@ -48,6 +48,7 @@ from .._pending import (
     Listener,
 )
 from .._policy import Actor
+from .._reprs import fields_repr
 from .._runtime import Runtime
 from .._shapes import (
     event_to_json,
@@ -129,6 +130,8 @@ def session_id_from_path(raw: str) -> str:
 class StreamItem:
     """One event of the feed: its id, the session it is about (if any), its JSON text."""
 
+    __repr__ = fields_repr
+
     id: int
     session_id: str | None
     data: str
@@ -144,6 +147,8 @@ class Subscription:
     this front-end): the client must read the state afresh.
     """
 
+    __repr__ = fields_repr
+
     start: int
     replay: list[StreamItem]
     lost: bool
@@ -154,6 +159,8 @@ class Subscription:
 class HttpOwner:
     """The owner of every run started over HTTP with one token."""
 
+    __repr__ = fields_repr
+
     name: str = "http"
     #: What a cancel from the HTTP API of another daemon of the fleet may stop (see
     #: `Executor.cancel_from`): runs started over HTTP.
@@ -163,6 +170,8 @@ class HttpOwner:
 @attrs.define(eq=False)
 class WebFrontEnd:
     """Runs, questions and events of the HTTP API and the web page."""
+
+    __repr__ = fields_repr
 
     runtime: Runtime
     nursery: trio.Nursery

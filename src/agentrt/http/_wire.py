@@ -13,6 +13,7 @@ import attrs
 import cattrs
 
 from .._json import JsonNumberError, loads
+from .._reprs import fields_repr
 
 T = TypeVar("T")
 
@@ -53,12 +54,16 @@ NOT_BLANK = _not_blank()
 class RunBody:
     """`POST /v1/session/{id}/run`: the text must be more than whitespace."""
 
+    __repr__ = fields_repr
+
     text: str = attrs.field(metadata={"schema": {"minLength": 1, "pattern": NOT_BLANK}})
 
 
 @attrs.frozen
 class ResumeBody:
     """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any."""
+
+    __repr__ = fields_repr
 
     answer: str | None = None
 
@@ -67,12 +72,16 @@ class ResumeBody:
 class CancelBody:
     """`POST /v1/task/{hash}/cancel`: pause keeps the pending task, otherwise it is dropped."""
 
+    __repr__ = fields_repr
+
     pause: bool = False
 
 
 @attrs.frozen
 class AnswerBody:
     """`POST /v1/questions/{id}/answer`: a choice or text, and masked input in `secret`."""
+
+    __repr__ = fields_repr
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)

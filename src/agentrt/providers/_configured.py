@@ -25,6 +25,7 @@ import attrs
 from .._errors import ModelNotConfiguredError
 from .._messages import Message, ModelResponse, OnDelta, ToolSpec
 from .._model_options import ModelOptions as ModelOptions
+from .._reprs import fields_repr
 from .anthropic import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_URL, AnthropicModel
 from .openai import DEFAULT_OPENAI_URL, OPENAI_KEY_ENV, OpenAIModel
 
@@ -63,6 +64,8 @@ class ConfiguredModel:
 
     `repr` never shows a key. The provider's model is rebuilt only when the key changed.
     """
+
+    __repr__ = fields_repr
 
     provider: str
     model: str

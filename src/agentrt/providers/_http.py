@@ -25,6 +25,7 @@ import httpx
 import trio
 
 from .._messages import ModelDelta, ModelError, ModelResponse, OnDelta
+from .._reprs import fields_repr
 from .._retry import MODEL_RETRY, RetryPolicy
 
 # --------------------------------------------------------------------------- errors
@@ -135,6 +136,8 @@ class Redactor:
     are scrubbed too (credentials in custom headers). `repr` never shows them.
     """
 
+    __repr__ = fields_repr
+
     _secret: str | None = attrs.field(alias="secret", repr=False)
     min_run: int = 6
     others: tuple[str, ...] = attrs.field(default=(), repr=False)
@@ -165,6 +168,8 @@ class Redactor:
 @attrs.frozen
 class Api:
     """What sets one model API apart, as far as talking to it goes: its name and its key."""
+
+    __repr__ = fields_repr
 
     #: How users know the API: ``"OpenAI-compatible API"``, ``"Anthropic API"``.
     provider: str
@@ -211,6 +216,8 @@ def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
 @attrs.frozen
 class ErrorContext:
     """What an error message names: the API, the model, the URL, whether a key was sent."""
+
+    __repr__ = fields_repr
 
     api: Api
     model: str
@@ -374,6 +381,8 @@ async def with_retries(
 class SSEEvent:
     """One server-sent event: its ``event:`` name (``"message"`` if none) and joined ``data:``."""
 
+    __repr__ = fields_repr
+
     event: str
     data: str
 
@@ -396,6 +405,8 @@ class SSEDecoder:
     some local servers end their stream that way. An event larger than
     `max_event_bytes` raises `SSEError` rather than growing without bound.
     """
+
+    __repr__ = fields_repr
 
     max_event_bytes: int = 8 * 1024 * 1024
     _buffer: bytearray = attrs.field(factory=bytearray, init=False)
@@ -489,6 +500,8 @@ class StreamReader(Protocol):
 @attrs.frozen
 class StreamRequest:
     """Everything needed to send one streaming POST. `repr` hides the headers (they hold the key)."""
+
+    __repr__ = fields_repr
 
     url: str
     headers: Mapping[str, str] = attrs.field(repr=False)

@@ -53,6 +53,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._reprs import fields_repr
 from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
@@ -108,6 +109,8 @@ class AnthropicModel:
     shows the key or the headers. Each `complete` uses its own connection,
     which a cancel closes at once.
     """
+
+    __repr__ = fields_repr
 
     model: str
     base_url: str = DEFAULT_ANTHROPIC_URL
@@ -267,6 +270,7 @@ _ERROR_TYPES: dict[str, type[ProviderError]] = {
 
 @attrs.define
 class _Tool:
+    __repr__ = fields_repr
     id: str
     name: str
     arguments: list[str] = attrs.field(factory=list)
@@ -276,6 +280,7 @@ class _Tool:
 
 @attrs.define
 class _Thinking:
+    __repr__ = fields_repr
     text: list[str] = attrs.field(factory=list)
     signature: str = ""
     redacted: str | None = None
@@ -287,6 +292,8 @@ class _Thinking:
 @attrs.define(eq=False)
 class _Reader:
     """One reply's events, accumulated."""
+
+    __repr__ = fields_repr
 
     redactor: Redactor
     ctx: ErrorContext

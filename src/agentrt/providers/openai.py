@@ -42,6 +42,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
+from .._reprs import fields_repr
 from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
@@ -90,6 +91,8 @@ class OpenAIModel:
     default). `repr` never shows the key or the headers. Each `complete` uses
     its own connection, which a cancel closes at once.
     """
+
+    __repr__ = fields_repr
 
     model: str
     base_url: str = DEFAULT_OPENAI_URL
@@ -161,6 +164,8 @@ class AzureOpenAIModel:
     fails before sending anything. `headers` and `max_tokens` work as for
     `OpenAIModel`.
     """
+
+    __repr__ = fields_repr
 
     endpoint: str
     deployment: str
@@ -293,6 +298,7 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 @attrs.define
 class _Call:
+    __repr__ = fields_repr
     id: str | None = None
     name: str | None = None
     arguments: list[str] = attrs.field(factory=list)
@@ -301,6 +307,8 @@ class _Call:
 @attrs.define(eq=False)
 class _Reader:
     """One reply's chunks, accumulated."""
+
+    __repr__ = fields_repr
 
     redactor: Redactor
     provider: str = _PROVIDER
