@@ -310,3 +310,54 @@ def test_a_lost_store_stops_the_command_and_says_what_to_do(tmp_path: Path) -> N
     )
     assert started.returncode == 1
     assert "pending tasks and history are lost" in started.stderr
+
+
+@pytest.mark.parametrize("command", ["console script", "python -m"])
+def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
+    command: str, tmp_path: Path
+) -> None:
+    """The command exits without the interpreter's teardown, after its output is all written."""
+    from agentrt._cause import Cause
+    from agentrt._record import TaskRecord, TaskStatus
+    from agentrt._store import TaskStore
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    count = 3000  # some 300 KB of listing: several times what a pipe holds
+
+    async def fill() -> None:
+        store = await TaskStore.open(state / "tasks.db")
+        try:
+            for number in range(count):
+                text = f"task {number} " + "x" * 60
+                await store.save(
+                    TaskRecord(
+                        f"cli-{number:08x}",
+                        text,
+                        (),
+                        status=TaskStatus.INTERRUPTED,
+                        cause=Cause.PAUSE,
+                        task_hash=f"{number:012x}",
+                    )
+                )
+        finally:
+            await store.aclose()
+
+    trio.run(fill)
+    program = (
+        [str(Path(sys.executable).with_name("agentrt"))] if command == "console script" else AGENTRT
+    )
+    done = subprocess.run(
+        [*program, "pending", "list"],
+        capture_output=True,
+        text=True,
+        env=env_for(state),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == count
+    assert {line.split()[0] for line in lines} == {f"cli-{n:08x}" for n in range(count)}
+    assert done.stderr == ""
