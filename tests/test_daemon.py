@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -247,6 +248,23 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
         assert await round_trip(b) == PendingList(())
         await a.aclose()
         await b.aclose()
+
+
+async def test_an_answer_is_acknowledged_once_its_run_goes_on_with_it(daemon: Daemon) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("ask What colour?"))
+            task = await client.wait_for(TaskFrame)
+            ask = await client.wait_for(AskFrame)
+            await client.send(AnswerFrame(ask.id, "blue"))
+            frames = [await client.receive()]
+            while not isinstance(frames[-1], EndedFrame):
+                frames.append(await client.receive())
+    acks = [f for f in frames if isinstance(f, Ack)]
+    assert acks == [Ack("answer", "answered; the run goes on", task=task.task)]
+    # The acknowledgement comes before anything the resumed run sends.
+    assert frames[0] == acks[0]
+    assert frames[-1].outcome is Outcome.FINISHED
 
 
 async def test_answer_must_be_one_of_the_choices(daemon: Daemon, tmp_path: Path) -> None:
@@ -884,3 +902,81 @@ async def test_a_half_closed_connection_stops_its_run_and_still_gets_the_end(
     record = await runtime.store.load("cli-hup")
     assert record is not None
     assert record.status is TaskStatus.INTERRUPTED
+
+
+# -- how frames go out -----------------------------------------------------------
+
+
+async def test_a_frame_sent_while_nothing_waits_is_written_in_the_senders_own_turn(
+    daemon: Daemon,
+) -> None:
+    """No hop to the writer task: the peer can read the frame before the sender yields."""
+    from agentrt.daemon._connection import Connection
+
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    with ours, theirs:
+        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+        welcome = Ack("answer", "answered; the run goes on", task="0123456789ab")
+        conn.send_nowait(welcome)
+        assert theirs.recv(65536) == encode(welcome)  # no checkpoint in between
+
+
+async def test_a_cancels_ack_waits_a_turn_and_goes_out_with_the_frame_after_it(
+    daemon: Daemon,
+) -> None:
+    from agentrt.daemon._connection import Connection
+
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    with ours, theirs:
+        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+        ack = Ack("cancel", "pausing; the pending task is kept", task="0123456789ab")
+        ended = EndedFrame("0123456789ab", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn._write_loop)
+            await trio.testing.wait_all_tasks_blocked()
+            await conn.send(ack, linger=True)
+            # Nothing is written in the turn of the ack, nor in the sender's next one ...
+            with pytest.raises(BlockingIOError):
+                theirs.recv(65536)
+            await conn.send(ended)
+            with pytest.raises(BlockingIOError):
+                theirs.recv(65536)
+            await trio.testing.wait_all_tasks_blocked()
+            # ... and both arrive in one write.
+            assert theirs.recv(65536) == encode(ack) + encode(ended)
+            # Once the writer is idle again, a frame goes straight out.
+            conn.send_nowait(ended)
+            assert theirs.recv(65536) == encode(ended)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:
+    """What the socket does not take at once waits, and nothing is written out of order."""
+    from agentrt.daemon._connection import Connection
+
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    with ours, theirs:
+        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+        frames = [
+            TextFrame("0123456789ab", f"{n:06} " + "x" * 2000) for n in range(400)
+        ]  # some 800 KB: more than the socket buffers hold
+        for frame in frames:
+            conn.send_nowait(frame)
+        received = bytearray()
+        with contextlib.suppress(BlockingIOError):
+            while chunk := theirs.recv(1 << 20):
+                received += chunk
+        assert 0 < len(received) < sum(len(encode(f)) for f in frames)
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn._write_loop)
+                expected = b"".join(encode(f) for f in frames)
+                while len(received) < len(expected):
+                    await trio.testing.wait_all_tasks_blocked()
+                    with contextlib.suppress(BlockingIOError):
+                        received += theirs.recv(1 << 20)
+                nursery.cancel_scope.cancel()
+        assert bytes(received) == expected

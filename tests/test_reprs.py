@@ -26,7 +26,7 @@ def test_plain_hidden_and_custom_fields_print_as_attrs_prints_them() -> None:
         size=attrs.field(repr=lambda value: f"<{value} bytes>"),
         tags=attrs.field(factory=list),
     )
-    for args in [("a", "pw", 3), ("it's \"quoted\"\n", None, 0)]:
+    for args in [("a", "pw", 3), ('it\'s "quoted"\n', None, 0)]:
         assert repr(ours(*args)) == repr(compiled(*args))
         assert "pw" not in repr(ours(*args))
 

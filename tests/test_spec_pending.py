@@ -591,3 +591,47 @@ async def test_streamed_tool_call_pieces_arrive_as_events_before_the_call_runs(
     ]
     kinds = [type(e).__name__ for e in recorder.events]
     assert kinds.index("ToolCallDeltaEvent") < kinds.index("ToolCallEvent")
+
+
+# An answer's sender hears that the run goes on with it: `on_resumed`.
+
+
+async def test_on_resumed_is_called_once_the_producer_has_the_answer_not_before() -> None:
+    registry = Registry()
+    order: list[str] = []
+
+    async def producer() -> None:
+        answer = await registry.ask(
+            Request(RequestKind.QUESTION, "Colour?"), context=ctx("cli-1", "w")
+        )
+        order.append(f"producer resumed with {answer.value}")
+
+    async with trio.open_nursery() as nursery:
+        with registry.listen("cli-") as listener:
+            nursery.start_soon(producer)
+            entry = await listener.claim()
+            entry.answer("blue", on_resumed=lambda: order.append("acknowledged"))
+            # Delivered, but the producer has not run yet: nothing acknowledged.
+            assert order == []
+            await trio.testing.wait_all_tasks_blocked()
+    assert order == ["acknowledged", "producer resumed with blue"]
+
+
+async def test_on_resumed_is_never_called_for_a_producer_that_stopped() -> None:
+    registry = Registry()
+    called: list[str] = []
+    async with trio.open_nursery() as nursery:
+        with registry.listen("cli-") as listener:
+
+            async def producer() -> None:
+                await registry.ask(
+                    Request(RequestKind.QUESTION, "Colour?"), context=ctx("cli-1", "w")
+                )
+
+            nursery.start_soon(producer)
+            entry = await listener.claim()
+            nursery.cancel_scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(EntryGoneError):
+                entry.answer("blue", on_resumed=lambda: called.append("acknowledged"))
+    assert called == []

@@ -160,6 +160,7 @@ class Entry:
     _error: BaseException | None = attrs.field(default=None, init=False, repr=False)
     _done: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _offered: list[Listener] = attrs.field(factory=list, init=False, repr=False)
+    _on_resumed: Callable[[], object] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def done(self) -> bool:
@@ -170,15 +171,22 @@ class Entry:
         """`answer` if it fits this question (see `Request.check`); else `BadAnswerError`."""
         return self.request.check(answer, name=f"question {self.id!r}")
 
-    def answer(self, answer: Answer | str) -> None:
+    def answer(
+        self, answer: Answer | str, *, on_resumed: Callable[[], object] | None = None
+    ) -> None:
         """Deliver the reply to the waiting producer.
 
-        Raises `EntryGoneError` if the producer was cancelled meanwhile and
-        `AlreadyAnsweredError` if it was already answered.
+        `on_resumed`, when given, is called once the producer has resumed with
+        the answer (its `Registry.ask` returns it), before it does anything
+        else: a front-end acknowledges the answer then, so that its sender
+        knows the run goes on with it. Raises `EntryGoneError` if the producer
+        was cancelled meanwhile and `AlreadyAnsweredError` if it was already
+        answered.
         """
         if isinstance(answer, str):
             answer = Answer(answer)
         self._check_open()
+        self._on_resumed = on_resumed
         self._answer = answer
         self._finish(EntryState.ANSWERED)
 
@@ -430,6 +438,8 @@ class Registry:
         if entry._error is not None:
             raise entry._error
         assert entry._answer is not None
+        if entry._on_resumed is not None:
+            entry._on_resumed()
         return entry._answer
 
     def post(self, request: Request, ctx: RequestContext, *, entry_id: str | None = None) -> Entry:

@@ -200,6 +200,10 @@ class Connection:
     _outbox_bytes: int = attrs.field(default=0, init=False, repr=False)
     _outbox_ready: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _closing: bool = attrs.field(default=False, init=False, repr=False)
+    #: The writer task is writing frames it took from the outbox.
+    _writing: bool = attrs.field(default=False, init=False, repr=False)
+    #: The writer waits a turn of the scheduler before its next write (see `send`).
+    _linger: bool = attrs.field(default=False, init=False, repr=False)
     #: Set when the writer task has written all it will.
     _flushed: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _listener: Listener | None = attrs.field(default=None, init=False, repr=False)
@@ -323,17 +327,32 @@ class Connection:
 
     # -- writing ----------------------------------------------------------
 
-    async def send(self, frame: DaemonFrame) -> None:
-        """Queue one frame for the peer; it is written in the order queued.
+    async def send(self, frame: DaemonFrame, *, linger: bool = False) -> None:
+        """Send one frame to the peer; frames reach it in the order sent.
 
-        Never waits for the peer: the writer task (`_write_loop`) writes. A
-        client that left, or stopped reading (a write blocked for
-        `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
-        dropped, not raised.
+        Never waits for the peer. When nothing is waiting to be written, the
+        frame is written at once, in the caller's own turn (a non-blocking
+        write); otherwise, or for what the socket does not take at once, the
+        writer task (`_write_loop`) writes it after the others. With `linger`
+        (a cancel's ack, which its run's final event follows within a turn of
+        the scheduler) the writer waits that turn, so that both go out in one
+        write the peer reads at once. A client that left, or stopped reading (a
+        write blocked for `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes
+        waiting), is dropped, not raised.
         """
+        self.send_nowait(frame, linger=linger)
+
+    def send_nowait(self, frame: DaemonFrame, *, linger: bool = False) -> None:
+        """`send`, callable outside a task of the connection (a producer's hook)."""
         if self._broken:
             return
         data = encode(frame)
+        if linger:
+            self._linger = True
+        elif not self._outbox and not self._writing and not self._closing:
+            data = self._write_through(data)
+            if not data:
+                return
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         self._outbox_ready.set()
@@ -345,6 +364,24 @@ class Connection:
             )
             self._drop()
 
+    def _write_through(self, data: bytes) -> bytes:
+        """Write what the socket takes of `data` now, without waiting; return the rest.
+
+        Only while the connection is open (its descriptor cannot have been
+        reused) and the writer holds nothing, so the order of frames is kept.
+        """
+        fd = self.stream.socket.fileno()
+        if fd < 0:
+            return data
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self._drop()
+            return b""
+        return data[sent:]
+
     async def _write_loop(self) -> None:
         """Write what `send` queued, many frames per write when many are waiting."""
         try:
@@ -354,11 +391,12 @@ class Connection:
                         return
                     self._outbox_ready = trio.Event()
                     await self._outbox_ready.wait()
-                    # One more turn of the scheduler: the tasks woken with the frame that
-                    # woke us (a cancel's ack, then its run's final event) queue theirs
-                    # too, and they go out in one write the peer reads at once.
-                    await trio.lowlevel.checkpoint()
                     continue
+                if self._linger:
+                    # A cancel's ack: the run's final event is queued within a turn of the
+                    # scheduler, and goes out in the same write.
+                    self._linger = False
+                    await trio.lowlevel.checkpoint()
                 chunks = []
                 size = 0
                 while self._outbox and size < 65536:
@@ -366,12 +404,15 @@ class Connection:
                     chunks.append(chunk)
                     size += len(chunk)
                 self._outbox_bytes -= size
+                self._writing = True
                 try:
                     with trio.move_on_after(SEND_TIMEOUT) as timeout:
                         await self.stream.send_all(b"".join(chunks))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self._drop()
                     return
+                finally:
+                    self._writing = False
                 if timeout.cancelled_caught:
                     log.warning("connection %d stopped reading; closing it", self.number)
                     self._drop()
@@ -478,8 +519,13 @@ class Connection:
                 frame,
             )
             return
+        # Acknowledged once the run that asked has resumed with the answer, not before.
+        ack = Ack(frame.TYPE, "answered; the run goes on", task=entry.context.task_hash)
         try:
-            entry.answer(entry.check(Answer(frame.value, secret=frame.secret)))
+            entry.answer(
+                entry.check(Answer(frame.value, secret=frame.secret)),
+                on_resumed=partial(self.send_nowait, ack),
+            )
         except BadAnswerError as exc:
             await self.error(ErrorCode(exc.frame_code), str(exc), frame)
         except RegistryError as exc:
@@ -571,7 +617,7 @@ class Connection:
         detail = (
             "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
         )
-        await self.send(Ack(frame.TYPE, detail, task=frame.task))
+        await self.send(Ack(frame.TYPE, detail, task=frame.task), linger=True)
 
     # -- pending tasks ------------------------------------------------------
 
