@@ -922,7 +922,7 @@ async def test_a_frame_sent_while_nothing_waits_is_written_in_the_senders_own_tu
         assert theirs.recv(65536) == encode(welcome)  # no checkpoint in between
 
 
-async def test_a_cancels_ack_waits_a_turn_and_goes_out_with_the_frame_after_it(
+async def test_a_cancels_ack_waits_for_the_frame_after_it_and_both_go_out_in_one_write(
     daemon: Daemon,
 ) -> None:
     from agentrt.daemon._connection import Connection
@@ -937,15 +937,20 @@ async def test_a_cancels_ack_waits_a_turn_and_goes_out_with_the_frame_after_it(
             nursery.start_soon(conn._write_loop)
             await trio.testing.wait_all_tasks_blocked()
             await conn.send(ack, linger=True)
-            # Nothing is written in the turn of the ack, nor in the sender's next one ...
+            # The ack waits ...
             with pytest.raises(BlockingIOError):
                 theirs.recv(65536)
+            # ... for the run's final event, sent in the same turn here, and both go out
+            # together, in the sender's own turn.
             await conn.send(ended)
+            assert theirs.recv(65536) == encode(ack) + encode(ended)
+
+            # An ack nothing follows goes out alone, a turn of the scheduler later.
+            await conn.send(ack, linger=True)
             with pytest.raises(BlockingIOError):
                 theirs.recv(65536)
             await trio.testing.wait_all_tasks_blocked()
-            # ... and both arrive in one write.
-            assert theirs.recv(65536) == encode(ack) + encode(ended)
+            assert theirs.recv(65536) == encode(ack)
             # Once the writer is idle again, a frame goes straight out.
             conn.send_nowait(ended)
             assert theirs.recv(65536) == encode(ended)

@@ -335,8 +335,8 @@ class Connection:
         write); otherwise, or for what the socket does not take at once, the
         writer task (`_write_loop`) writes it after the others. With `linger`
         (a cancel's ack, which its run's final event follows within a turn of
-        the scheduler) the writer waits that turn, so that both go out in one
-        write the peer reads at once. A client that left, or stopped reading (a
+        the scheduler) the frame waits for the next one sent, for at most that
+        turn, and both go out in one write the peer reads at once. A client that left, or stopped reading (a
         write blocked for `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes
         waiting), is dropped, not raised.
         """
@@ -349,7 +349,13 @@ class Connection:
         data = encode(frame)
         if linger:
             self._linger = True
-        elif not self._outbox and not self._writing and not self._closing:
+        elif not self._writing and not self._closing and (not self._outbox or self._linger):
+            # Nothing waits but, perhaps, frames lingering for this one: all go out now.
+            if self._outbox:
+                data = b"".join([*self._outbox, data])
+                self._outbox.clear()
+                self._outbox_bytes = 0
+                self._linger = False
             data = self._write_through(data)
             if not data:
                 return
@@ -393,10 +399,12 @@ class Connection:
                     await self._outbox_ready.wait()
                     continue
                 if self._linger:
-                    # A cancel's ack: the run's final event is queued within a turn of the
-                    # scheduler, and goes out in the same write.
+                    # A cancel's ack: the run's final event follows within a turn of the
+                    # scheduler and takes it along (see `send_nowait`); if it does not, the
+                    # ack goes out alone after that turn.
                     self._linger = False
                     await trio.lowlevel.checkpoint()
+                    continue
                 chunks = []
                 size = 0
                 while self._outbox and size < 65536:
