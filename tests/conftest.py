@@ -30,7 +30,17 @@ import attrs
 import pytest
 import trio
 
-from agentrt import Event, Runtime, ScriptedModel, TaskStore, open_runtime
+from agentrt import (
+    Cause,
+    Event,
+    Runtime,
+    ScriptedModel,
+    TaskRecord,
+    TaskStatus,
+    TaskStore,
+    open_runtime,
+)
+from agentrt._record import SavedQuestion
 from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
@@ -395,6 +405,45 @@ def insert_unreadable(store: Store, session_id: str) -> None:
         "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?, 0, 'user', 0, ?)",
         (session_id, json.dumps({"not": "a message"})),
     )
+
+
+async def fill_mixed_store(store: Store, base: float = 1_700_000_000.0) -> None:
+    """One pending task of each kind a listing shows, the newest first in this order.
+
+    Besides the common ones (paused, plain input, short or long): crashed ones (their
+    process gone; none recorded), a running one, a question, a failure, input with
+    escapes, and unreadable ones (bad JSON, an unknown status or cause, and in SQLite
+    a number column holding text).
+    """
+    paused = TaskStatus.INTERRUPTED
+    tasks = [
+        TaskRecord("cli-paused", "a task", (), status=paused, cause=Cause.PAUSE),
+        TaskRecord("cli-crashed", "working", (), runner="999999999:1", cause=Cause.SHUTDOWN),
+        TaskRecord("cli-nobody", "working", (), runner=None),
+        TaskRecord("cli-running", "working", (), runner=store.runner),
+        TaskRecord(
+            "cli-asks",
+            "x" * 100,
+            (),
+            status=TaskStatus.AWAITING_ANSWER,
+            question=SavedQuestion(
+                "c1", "Which colour is the sky on a clear day, at noon, in June?"
+            ),
+        ),
+        TaskRecord("cli-failed", "try", (), status=TaskStatus.FAILED, error="boom"),
+        TaskRecord("cli-long", "y" * 61, (), status=paused, cause=Cause.DISCONNECT),
+        TaskRecord("cli-quoted", 'say "hi" \\ then\tbye, é', (), status=paused),
+        TaskRecord("cli-status", "odd", ()),
+        TaskRecord("cli-cause", "odd", (), status=paused),
+        TaskRecord("cli-typed", "odd", (), status=paused),
+    ]
+    for n, record in enumerate(tasks):
+        await store.save(attrs.evolve(record, updated_at=base - n))
+    insert_unreadable(store, "cli-bad")  # its question is not JSON; updated at 0
+    raw_sql(store, "UPDATE tasks SET status = 'weird' WHERE session_id = 'cli-status'")
+    raw_sql(store, "UPDATE tasks SET cause = 'boredom' WHERE session_id = 'cli-cause'")
+    if isinstance(store, TaskStore):  # PostgreSQL keeps every column to its type
+        raw_sql(store, "UPDATE tasks SET runs = 'many' WHERE session_id = 'cli-typed'")
 
 
 def insert_unreadable_record(db_path: Path, session_id: str) -> None:

@@ -9,7 +9,9 @@ import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -29,13 +31,14 @@ from agentrt import (
     TaskStore,
     ToolResultEvent,
     UnreadableTask,
+    _store,
     open_runtime,
 )
 from agentrt._statedir import prepare_state_dir
-from agentrt._store import SCHEMA_VERSION, TaskExistsError, marker_path
+from agentrt._store import SCHEMA_VERSION, TaskExistsError, brief_of, marker_path
 from agentrt._stores import Store
 
-from .conftest import Recorder, insert_unreadable
+from .conftest import Recorder, fill_mixed_store, insert_unreadable, raw_sql
 
 
 async def test_a_record_round_trips_and_is_deleted(store: Store) -> None:
@@ -370,6 +373,45 @@ async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
     assert "agentrt pending discard chat-bad" in bad.error
     assert await runtime.executor.discard("chat-bad")
     assert [t.session_id for t in await runtime.store.list_stored()] == ["chat-fine"]
+
+
+async def test_the_brief_listing_reads_what_the_full_listing_does(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_store, "_BRIEF_CHUNK", 2)  # the odd tasks are read in several queries
+    read_in_full: list[str] = []
+    summary_rows = _store.SqlStore._summary_rows
+
+    def spy(self: _store.SqlStore, db: Any, session_ids: Sequence[Any]) -> dict[Any, Any]:
+        read_in_full.extend(session_ids)
+        return summary_rows(self, db, session_ids)
+
+    monkeypatch.setattr(_store.SqlStore, "_summary_rows", spy)
+    await fill_mixed_store(store)
+    paused = TaskStatus.INTERRUPTED
+    await store.save(TaskRecord("cli-surrogate", "a \ud800", (), status=paused, updated_at=2.0))
+    typed = isinstance(store, TaskStore)  # only SQLite lets a column hold another type
+    if typed:
+        await store.save(TaskRecord("cli-blob", "", (), status=paused, updated_at=1.0))
+        raw_sql(store, "UPDATE tasks SET input = ? WHERE session_id = 'cli-blob'", (b'"x"',))
+    listed = await store.list_stored()
+    statuses = {t.session_id: t.status for t in listed}
+    assert statuses["cli-bad"] == statuses["cli-status"] == statuses["cli-cause"] == "unreadable"
+    assert statuses["cli-typed"] == ("unreadable" if typed else paused)
+    brief = await store.list_brief()
+    assert brief == [brief_of(t) for t in listed]
+    assert len(brief) == 14 if typed else 13
+    odd = ["crashed", "nobody", "running", "asks", "failed", "quoted", "status", "cause"]
+    odd += [*(["typed"] if typed else []), "surrogate", *(["blob"] if typed else []), "bad"]
+    assert read_in_full == [f"cli-{name}" for name in odd]
+    assert [t[2] for t in brief[:4]] == [False, True, True, False]  # crashed
+    assert await store.list_brief("cli-c") == [
+        brief_of(t) for t in await store.list_stored("cli-c")
+    ]
+    assert await store.list_brief("cli_") == []
+    for task in listed:
+        assert await store.delete(task.session_id)
+    assert await store.list_brief() == []
 
 
 async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothing(

@@ -23,6 +23,7 @@ from ._cause import Cause
 from ._messages import Message
 from ._record import TaskRecord, TaskStatus
 from ._store import (
+    BriefTask,
     ListedTask,
     Page,
     SessionInfo,
@@ -159,6 +160,10 @@ class Store(Protocol):
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[ListedTask]:
         """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
+        ...
+
+    async def list_brief(self, prefix: str = "") -> list[BriefTask]:
+        """What a text listing shows of `list_stored`'s tasks (`agentrt._store.brief_of`)."""
         ...
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:
