@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from .conftest import insert_unreadable_record
+from agentrt import TaskStore
+
+from .conftest import fill_mixed_store, insert_unreadable_record
 
 AGENTRT = [sys.executable, "-m", "agentrt"]
 
@@ -288,6 +290,43 @@ def test_an_unreadable_task_is_listed_and_can_be_discarded(state: Path, tmp_path
     assert discarded.stdout == "discarded the pending task of chat-bad\n"
     left = run(["pending", "list", "--json"], state, tmp_path).stdout.splitlines()
     assert [json.loads(line)["session"] for line in left] == ["chat-ok"]
+
+
+def test_the_listing_shows_each_kind_of_task_in_one_line(state: Path, tmp_path: Path) -> None:
+    async def fill() -> None:
+        store = await TaskStore.open(state / "tasks.db")
+        try:
+            await fill_mixed_store(store, base=1_700_000_000.0)
+        finally:
+            await store.aclose()
+
+    trio.run(fill)  # this process stays alive: its running task is not crashed
+    at = [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1_700_000_000 - n)) for n in range(11)]
+    epoch = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(0))
+    listed = run(["pending", "list"], state, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        f"cli-paused           interrupted (pause)          {at[0]}  a task",
+        f"cli-crashed          crashed (shutdown)           {at[1]}  working",
+        f"cli-nobody           crashed                      {at[2]}  working",
+        f"cli-running          running                      {at[3]}  working",
+        f"cli-asks             awaiting_answer              {at[4]}  "
+        "asks: Which colour is the sky on a clear day, at noon, in...",
+        f"cli-failed           failed                       {at[5]}  try",
+        f"cli-long             interrupted (disconnect)     {at[6]}  {'y' * 57}...",
+        f'cli-quoted           interrupted                  {at[7]}  say "hi" \\ then\tbye, é',
+        *(
+            f"cli-{name:<16} unreadable                   {at[n]}  "
+            f"cannot be read; discard it with: agentrt pending discard cli-{name}"
+            for n, name in ((8, "status"), (9, "cause"), (10, "typed"))
+        ),
+        f"cli-bad              unreadable                   {epoch}  "
+        "cannot be read; discard it with: agentrt pending discard cli-bad",
+    ]
+    as_json = run(["pending", "list", "--json"], state, tmp_path)
+    assert [json.loads(line)["session"] for line in as_json.stdout.splitlines()] == [
+        line.split()[0] for line in listed.stdout.splitlines()
+    ]
 
 
 def test_a_lost_store_stops_the_command_and_says_what_to_do(tmp_path: Path) -> None:

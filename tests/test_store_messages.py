@@ -260,43 +260,19 @@ async def test_prune_deletes_old_finished_sessions_and_never_one_with_a_pending_
 
 
 async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
-    from agentrt._cause import Cause
-    from agentrt._record import SavedQuestion
-    from agentrt.cli import _stored_line, _summary_line
+    from agentrt.cli import _listing_lines, _summary_row
     from agentrt.daemon._wire import pending_task
 
-    from .conftest import insert_unreadable_record
+    from .conftest import fill_mixed_store
 
-    store = await TaskStore.open(tmp_path / "t.db")
-    try:
-        await store.save(
-            TaskRecord(
-                "cli-asks",
-                "x" * 100,
-                _conversation(2),
-                status=TaskStatus.AWAITING_ANSWER,
-                question=SavedQuestion("c1", "Which colour?"),
-            )
-        )
-        await store.save(
-            TaskRecord(
-                "cli-paused",
-                "a task",
-                _conversation(1),
-                status=TaskStatus.INTERRUPTED,
-                cause=Cause.PAUSE,
-            )
-        )
-        await store.save(TaskRecord("cli-gone", "crashed", _conversation(1), runner="1:1"))
-        insert_unreadable_record(tmp_path / "t.db", "cli-bad")
-        listed = await store.list_stored()
-        assert len(listed) == 4
-        for task in listed:
-            assert _stored_line(task) == _summary_line(pending_task(task))
-    finally:
-        await store.aclose()
+    await fill_mixed_store(store)
+    lines = _listing_lines(await store.list_brief())
+    assert len(lines) == 12
+    assert lines == _listing_lines(
+        [_summary_row(pending_task(t)) for t in await store.list_stored()]
+    )
 
 
 @given(st.text())

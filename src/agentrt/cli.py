@@ -74,7 +74,7 @@ from ._statedir import (
     prepare_state_dir,
     read_daemon_info,
 )
-from ._store import ListedTask, StoreError, UnreadableTask
+from ._store import BriefTask, StoreError, UnreadableTask
 from ._stores import is_postgres
 from ._vocab import TERMINAL
 from .daemon._wire import (
@@ -581,32 +581,15 @@ def summarize(task: PendingTask) -> dict[str, Any]:
     }
 
 
-def _summary_line(task: PendingTask) -> str:
-    return _listing_line(
+def _summary_row(task: PendingTask) -> BriefTask:
+    """What a listing line shows of a task the daemon listed."""
+    return (
         task.session,
         task.status,
         task.crashed,
-        task.cause,
+        task.cause.value if task.cause else None,
         task.updated_at,
         task.question,
-        task.input,
-    )
-
-
-def _stored_line(task: ListedTask) -> str:
-    """`_summary_line` of a task as the store lists it (no `PendingTask` made on the way)."""
-    if isinstance(task, UnreadableTask):
-        return _listing_line(
-            task.session_id, task.status, False, None, task.updated_at or 0.0, None, ""
-        )
-    question = task.question.prompt if task.question is not None else None
-    return _listing_line(
-        task.session_id,
-        task.status.value,
-        task.crashed,
-        task.cause,
-        task.updated_at,
-        question,
         task.input,
     )
 
@@ -615,40 +598,43 @@ def _stored_line(task: ListedTask) -> str:
 _STAMPS: dict[int, str] = {}
 
 
-def _listing_line(
-    session: str,
-    status: str,
-    crashed: bool,
-    cause: Cause | None,
-    updated_at: float,
-    question: str | None,
-    text: str,
-) -> str:
-    shown = "crashed" if crashed else status
-    if cause:
-        shown += f" ({cause.value})"
-    second = int(updated_at)
-    age = _STAMPS.get(second)
-    if age is None:
-        age = _STAMPS[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-    if status == UNREADABLE:
-        # Not shortened: the way out must stay readable.
-        what = f"cannot be read; discard it with: agentrt pending discard {session}"
+def _listing_lines(tasks: Sequence[BriefTask]) -> list[str]:
+    """One line per task, in one pass (a listing may hold thousands)."""
+    stamps = _STAMPS
+    lines: list[str] = []
+    add = lines.append
+    for session, status, crashed, cause, updated_at, question, text in tasks:
+        shown = "crashed" if crashed else status
+        if cause:
+            shown = f"{shown} ({cause})"
+        second = int(updated_at)
+        age = stamps.get(second)
+        if age is None:
+            age = stamps[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        if status == UNREADABLE:
+            # Not shortened: the way out must stay readable.
+            what = f"cannot be read; discard it with: agentrt pending discard {session}"
+        else:
+            what = f"asks: {question}" if question is not None else text
+            if len(what) > 60:
+                what = what[:57] + "..."
+        add(f"{session:<20} {shown:<28} {age}  {what}")
+    return lines
+
+
+def _print_lines(printer: Printer, tasks: Sequence[BriefTask]) -> int:
+    if not tasks:
+        printer.line("no pending tasks")
     else:
-        what = f"asks: {question}" if question is not None else text
-        if len(what) > 60:
-            what = what[:57] + "..."
-    return f"{session:<20} {shown:<28} {age}  {what}"
+        printer.lines(_listing_lines(tasks))
+    return EXIT_FINISHED
 
 
 def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
     if printer.json_mode:
         printer.lines([json.dumps(summarize(task), ensure_ascii=False) for task in tasks])
-    elif not tasks:
-        printer.line("no pending tasks")
-    else:
-        printer.lines([_summary_line(task) for task in tasks])
-    return EXIT_FINISHED
+        return EXIT_FINISHED
+    return _print_lines(printer, [_summary_row(task) for task in tasks])
 
 
 def _print_detail(printer: Printer, detail: PendingDetail) -> int:
@@ -1033,11 +1019,10 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             return await _pending_via_daemon(args, printer, client)
     async with _open(args, settings) as rt:
         if args.action == "list":
-            listed = await rt.store.list_stored(args.prefix)
-            if printer.json_mode or not listed:
+            if printer.json_mode:
+                listed = await rt.store.list_stored(args.prefix)
                 return _print_list(printer, [pending_task(t) for t in listed])
-            printer.lines([_stored_line(t) for t in listed])
-            return EXIT_FINISHED
+            return _print_lines(printer, await rt.store.list_brief(args.prefix))
         if args.action == "show":
             stored = await rt.store.lookup(args.session)
             if stored is None:
