@@ -389,6 +389,17 @@ async def test_the_brief_listing_reads_what_the_full_listing_does(
     monkeypatch.setattr(_store.SqlStore, "_summary_rows", spy)
     await fill_mixed_store(store)
     paused = TaskStatus.INTERRUPTED
+    odd_rows = {  # changed by hand: a question asking nothing, then unreadable ones
+        "cli-emptyquestion": ("question", "{}"),
+        "cli-nocall": ("question", '{"prompt": "who?"}'),
+        "cli-noquestion": ("question", None),
+        "cli-badjson": ("error", "{oops"),
+        "cli-noerror": ("error", None),
+        "cli-badinput": ("input", '"oops'),
+    }
+    for n, (session, (column, value)) in enumerate(odd_rows.items()):
+        await store.save(TaskRecord(session, "x", (), status=paused, updated_at=9.0 - n))
+        raw_sql(store, f"UPDATE tasks SET {column} = ? WHERE session_id = ?", (value, session))
     await store.save(TaskRecord("cli-surrogate", "a \ud800", (), status=paused, updated_at=2.0))
     typed = isinstance(store, TaskStore)  # only SQLite lets a column hold another type
     if typed:
@@ -396,13 +407,16 @@ async def test_the_brief_listing_reads_what_the_full_listing_does(
         raw_sql(store, "UPDATE tasks SET input = ? WHERE session_id = 'cli-blob'", (b'"x"',))
     listed = await store.list_stored()
     statuses = {t.session_id: t.status for t in listed}
-    assert statuses["cli-bad"] == statuses["cli-status"] == statuses["cli-cause"] == "unreadable"
-    assert statuses["cli-typed"] == ("unreadable" if typed else paused)
+    unreadable = {"cli-bad", "cli-status", "cli-cause", *odd_rows}
+    unreadable.remove("cli-emptyquestion")
+    assert {s for s, status in statuses.items() if status == "unreadable"} == unreadable | (
+        {"cli-typed"} if typed else set()
+    )
     brief = await store.list_brief()
     assert brief == [brief_of(t) for t in listed]
-    assert len(brief) == 14 if typed else 13
-    odd = ["crashed", "nobody", "running", "asks", "failed", "quoted", "status", "cause"]
-    odd += [*(["typed"] if typed else []), "surrogate", *(["blob"] if typed else []), "bad"]
+    assert len(brief) == 20 if typed else 19
+    odd = ["status", "cause", *(["typed"] if typed else []), "nocall", "noquestion"]
+    odd += ["badjson", "noerror", "badinput", "bad"]
     assert read_in_full == [f"cli-{name}" for name in odd]
     assert [t[2] for t in brief[:4]] == [False, True, True, False]  # crashed
     assert await store.list_brief("cli-c") == [

@@ -170,8 +170,14 @@ class TaskSummary:
 
 
 def _crashed(status: TaskStatus, runner: str | None) -> bool:
-    if status is not TaskStatus.RUNNING:
-        return False
+    return status is TaskStatus.RUNNING and runner_gone(runner)
+
+
+def runner_gone(runner: str | None) -> bool:
+    """Whether no process runs a task recorded with `runner` (None: no runner was recorded).
+
+    A task left RUNNING by such a runner is crashed (`TaskRecord.crashed`).
+    """
     return runner is None or not token_alive(runner)
 
 

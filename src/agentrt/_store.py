@@ -49,6 +49,7 @@ from ._record import (
     TaskSummary,
     clamp_message,
     converter,
+    runner_gone,
 )
 from ._reprs import fields_repr
 from ._statedir import fsync_dir
@@ -344,6 +345,18 @@ def _task_fields(
     }
 
 
+def _prompt(question: str | None, error: str | None) -> str | None:
+    """The prompt of a saved question from its column (None for ``null``), or None.
+
+    Raises, as `_task_fields` would, if the question or the error column (None for
+    ``null``) cannot be read.
+    """
+    if error is not None:
+        json.loads(error)
+    saved = None if question is None else json.loads(question)
+    return converter.structure(saved, SavedQuestion).prompt if saved else None
+
+
 def _json_text(text: str) -> str:
     """A JSON string's value; one with no escapes is read without the JSON parser."""
     if len(text) >= 2 and text[0] == '"' and text[-1] == '"' and "\\" not in text:
@@ -444,25 +457,25 @@ def _quoted(values: Iterable[TaskStatus | Cause]) -> str:
     return ", ".join(f"'{v.value}'" for v in values)
 
 
-#: True for the common `tasks` row: one that `_summary` reads without fail, of a task not
-#: running (whether it crashed is its runner's to say) with no error and no question. Its
-#: listing needs none of `_task_fields`' decoding, only the quotes off its input
-#: (`_json_text`'s case: a JSON string with no escapes).
+#: True for a `tasks` row that `_summary` reads without fail but for its input, error and
+#: question, which `list_brief` reads itself.
 _PLAIN = (
-    f"status IN ({_quoted(s for s in TaskStatus if s is not TaskStatus.RUNNING)}) "
-    f"AND (cause IS NULL OR cause IN ({_quoted(Cause)})) "
-    "AND error = 'null' AND question = 'null' "
-    "AND input LIKE '\"%\"' AND input NOT LIKE '%\\%' ESCAPE '!'"
+    f"status IN ({_quoted(TaskStatus)}) AND (cause IS NULL OR cause IN ({_quoted(Cause)})) "
+    "AND error IS NOT NULL AND question IS NOT NULL"
 )
 
 
 def _brief_select(plain: str) -> str:
     """The query of `SqlStore.list_brief`: the input of a row `plain` holds for, else NULL.
 
-    Few columns: each costs the driver calls of its own, for every row.
+    Few columns, the last three null but in the odd row (a question, an error, a
+    task running): each column costs the driver calls of its own, for every row.
+    The input is left as stored (JSON) for `_json_text`.
     """
     return (
-        f"SELECT session_id, status, cause, updated_at, CASE WHEN {plain} THEN input END FROM tasks"
+        f"SELECT session_id, status, cause, updated_at, CASE WHEN {plain} THEN input END, "
+        "NULLIF(question, 'null'), NULLIF(error, 'null'), "
+        "CASE WHEN status = 'running' THEN runner END FROM tasks"
     )
 
 
@@ -810,8 +823,10 @@ class SqlStore:
     async def list_brief(self, prefix: str = "") -> list[BriefTask]:
         """What a text listing shows of `list_stored`'s tasks: `brief_of` each, read faster.
 
-        The common row (not running, no error, no question; see `_PLAIN`) is
-        read from its columns as they are; any other is decoded as
+        A row whose columns read as they should (see `_PLAIN`) is read from
+        them as they are, its input, question and error decoded as
+        `_task_fields` decodes them, and a running task's runner asked once
+        whether it is gone (crashed); any other row is decoded as
         `list_stored` decodes it, so an unreadable task is still listed as one.
         """
 
@@ -820,12 +835,26 @@ class SqlStore:
             out: list[BriefTask] = []
             add = out.append
             others: list[tuple[int, Any]] = []
-            for session_id, status, cause, updated, text in rows:
-                if text is None:  # not a plain row: read in full below
-                    others.append((len(out), session_id))
+            gone: dict[str | None, bool] = {}  # by runner: a dead process's tasks share it
+            for session_id, status, cause, updated, text, question, error, runner in rows:
+                if text is not None:
+                    try:
+                        shown = _json_text(text)
+                        prompt = None
+                        if question is not None or error is not None:
+                            prompt = _prompt(question, error)
+                    except Exception:  # any malformed shape: read in full below, unreadable
+                        text = None
+                if text is None:
+                    others.append((len(out), session_id))  # read in full below
                     add(_NO_TASK)
-                else:
-                    add((session_id, status, False, cause, updated, None, text[1:-1]))
+                    continue
+                crashed = False
+                if status == "running":
+                    if runner not in gone:
+                        gone[runner] = runner_gone(runner)
+                    crashed = gone[runner]
+                add((session_id, status, crashed, cause, updated, prompt, shown))
             if others:
                 full = self._summary_rows(db, [session_id for _, session_id in others])
                 for index, session_id in others:
@@ -1333,12 +1362,12 @@ class TaskStore(SqlStore):
 
     __repr__ = fields_repr
 
-    #: SQLite keeps a value of any type in any column: a plain row's values must also be
-    #: of the types `_task_fields` reads them as (text, and numbers `float` and `int`
-    #: take). A value equals itself cast to its column's type only when it is one (and
-    #: a comparison is cheaper than `typeof`).
+    #: SQLite keeps a value of any type in any column: in a plain row, the session id must
+    #: also be text and the numbers numbers `float` and `int` take, as `_summary` reads
+    #: them. A value equals itself cast to its column's type only when it is one (and a
+    #: comparison is cheaper than `typeof`).
     _BRIEF_SELECT: ClassVar[str] = _brief_select(
-        f"{_PLAIN} AND session_id = CAST(session_id AS TEXT) AND input = CAST(input AS TEXT) "
+        f"{_PLAIN} AND session_id = CAST(session_id AS TEXT) "
         "AND created_at = CAST(created_at AS REAL) AND updated_at = CAST(updated_at AS REAL) "
         "AND runs = CAST(runs AS INTEGER) AND lost_words = CAST(lost_words AS INTEGER) "
         "AND message_count = CAST(message_count AS INTEGER)"
