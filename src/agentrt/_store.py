@@ -511,6 +511,21 @@ def _page_rows(
     ``""``). Returns the page's rows and its last row when more follow (the
     next page's cursor comes from it), else None.
     """
+    rows = db.execute(*_page_query(select, table, prefix, after, limit)).fetchall()
+    if limit is None or len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, rows[-1] if rows else None
+
+
+def _page_query(
+    select: str,
+    table: str,
+    prefix: str,
+    after: tuple[float, str] | None,
+    limit: int | None,
+) -> tuple[str, list[Any]]:
+    """The query of `_page_rows` (one row more than `limit`) and its parameters."""
     sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
     args: list[Any] = [_like(prefix)]
     if after is not None:
@@ -520,11 +535,7 @@ def _page_rows(
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit + 1)
-    rows = db.execute(sql, args).fetchall()
-    if limit is None or len(rows) <= limit:
-        return rows, None
-    rows = rows[:limit]
-    return rows, rows[-1] if rows else None
+    return sql, args
 
 
 def _cursor(updated_at: float, session_id: str) -> str:
@@ -831,7 +842,8 @@ class SqlStore:
         """
 
         def read(db: sqlite3.Connection) -> list[BriefTask]:
-            rows, _ = _page_rows(db, self._BRIEF_SELECT, "", prefix, None, None)
+            # Each row is done with as it comes: thousands of them are never all kept.
+            rows = db.execute(*_page_query(self._BRIEF_SELECT, "", prefix, None, None))
             out: list[BriefTask] = []
             add = out.append
             others: list[tuple[int, Any]] = []
