@@ -601,12 +601,16 @@ _STAMPS: dict[int, str] = {}
 def _listing_lines(tasks: Sequence[BriefTask]) -> list[str]:
     """One line per task, in one pass (a listing may hold thousands)."""
     stamps = _STAMPS
+    shown_as: dict[tuple[bool, str, str | None], str] = {}  # a listing shows few of these
     lines: list[str] = []
     add = lines.append
     for session, status, crashed, cause, updated_at, question, text in tasks:
-        shown = "crashed" if crashed else status
-        if cause:
-            shown = f"{shown} ({cause})"
+        shown = shown_as.get((crashed, status, cause))
+        if shown is None:
+            shown = "crashed" if crashed else status
+            if cause:
+                shown = f"{shown} ({cause})"
+            shown = shown_as[crashed, status, cause] = f"{shown:<28}"
         second = int(updated_at)
         age = stamps.get(second)
         if age is None:
@@ -618,7 +622,7 @@ def _listing_lines(tasks: Sequence[BriefTask]) -> list[str]:
             what = f"asks: {question}" if question is not None else text
             if len(what) > 60:
                 what = what[:57] + "..."
-        add(f"{session:<20} {shown:<28} {age}  {what}")
+        add(f"{session:<20} {shown} {age}  {what}")
     return lines
 
 
