@@ -22,8 +22,9 @@ from agentrt.lab import (
     replay_answers,
 )
 
-#: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
-pytestmark = pytest.mark.deadline(120)
+#: Runs whole daemons and suites: slower than most, and two or three times slower on a busy
+#: machine (the tour of 205 points takes 60 s on a quiet one, up to 160 s on a loaded one).
+pytestmark = pytest.mark.deadline(300)
 
 TOUR = "write a.txt hi; ask Name?; sh echo x >> log; stream 5"
 
