@@ -7,7 +7,7 @@ import json
 import os
 import socket
 import stat
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -41,6 +41,7 @@ from agentrt.daemon import (
     peer_credentials,
     serve,
 )
+from agentrt.daemon._connection import Connection
 from agentrt.frames import (
     PROTOCOL_VERSION,
     Ack,
@@ -907,16 +908,22 @@ async def test_a_half_closed_connection_stops_its_run_and_still_gets_the_end(
 # -- how frames go out -----------------------------------------------------------
 
 
+@contextlib.contextmanager
+def connection_on_a_socket_pair(
+    daemon: Daemon,
+) -> Iterator[tuple[Connection, socket.socket]]:
+    """A daemon connection on one end of a real socket pair; the other end, non-blocking."""
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    with ours, theirs:
+        yield Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1), theirs
+
+
 async def test_a_frame_sent_while_nothing_waits_is_written_in_the_senders_own_turn(
     daemon: Daemon,
 ) -> None:
     """No hop to the writer task: the peer can read the frame before the sender yields."""
-    from agentrt.daemon._connection import Connection
-
-    ours, theirs = socket.socketpair()
-    theirs.setblocking(False)
-    with ours, theirs:
-        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
         welcome = Ack("answer", "answered; the run goes on", task="0123456789ab")
         conn.send_nowait(welcome)
         assert theirs.recv(65536) == encode(welcome)  # no checkpoint in between
@@ -925,12 +932,7 @@ async def test_a_frame_sent_while_nothing_waits_is_written_in_the_senders_own_tu
 async def test_a_cancels_ack_waits_for_the_frame_after_it_and_both_go_out_in_one_write(
     daemon: Daemon,
 ) -> None:
-    from agentrt.daemon._connection import Connection
-
-    ours, theirs = socket.socketpair()
-    theirs.setblocking(False)
-    with ours, theirs:
-        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
         ack = Ack("cancel", "pausing; the pending task is kept", task="0123456789ab")
         ended = EndedFrame("0123456789ab", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE)
         async with trio.open_nursery() as nursery:
@@ -959,12 +961,7 @@ async def test_a_cancels_ack_waits_for_the_frame_after_it_and_both_go_out_in_one
 
 async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:
     """What the socket does not take at once waits, and nothing is written out of order."""
-    from agentrt.daemon._connection import Connection
-
-    ours, theirs = socket.socketpair()
-    theirs.setblocking(False)
-    with ours, theirs:
-        conn = Connection(daemon, trio.SocketStream(trio.socket.from_stdlib_socket(ours)), 1)
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
         frames = [
             TextFrame("0123456789ab", f"{n:06} " + "x" * 2000) for n in range(400)
         ]  # some 800 KB: more than the socket buffers hold
