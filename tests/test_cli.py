@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -83,10 +83,10 @@ def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[byte
 
 
 def run(
-    args: list[str], state: Path, cwd: Path, stdin: str = ""
+    args: list[str], state: Path, cwd: Path, stdin: str = "", program: Sequence[str] = AGENTRT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*AGENTRT, *args],
+        [*program, *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -386,15 +386,7 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
     program = (
         [str(Path(sys.executable).with_name("agentrt"))] if command == "console script" else AGENTRT
     )
-    done = subprocess.run(
-        [*program, "pending", "list"],
-        capture_output=True,
-        text=True,
-        env=env_for(state),
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    done = run(["pending", "list"], state, tmp_path, program=program)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == count
