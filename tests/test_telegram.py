@@ -570,3 +570,19 @@ def test_any_reply_becomes_markup_telegram_accepts_and_shows_no_longer(source: s
     text, _ = parse_html(markup)  # raises as Telegram refuses: unescaped or unbalanced markup
     # Cutting the Markdown to the limit is enough: what Telegram counts is never longer.
     assert utf16(text) <= utf16(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("1\n- 1", "1\n• 1"),  # a list right under a paragraph: no blank line is added
+        ("# Plan\nsteps", "Plan\nsteps"),
+        ("first\n\n- a\n- b\n\nlast", "first\n\n• a\n• b\n\nlast"),
+    ],
+)
+def test_blocks_are_apart_by_a_blank_line_only_where_the_markdown_had_one(
+    source: str, shown: str
+) -> None:
+    text, _ = parse_html(telegram_html(source))
+    assert text == shown
+    assert utf16(text) <= utf16(source)

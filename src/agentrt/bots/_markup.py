@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -53,7 +53,7 @@ def telegram_html(markdown: str) -> str:
     """`markdown` as Telegram HTML; blocks are separated by one blank line."""
     tokens = _parser().parse(markdown)
     lines = markdown.splitlines()
-    blocks: list[tuple[str, bool]] = []  # (text, inside a list)
+    blocks: list[_Block] = []
     prefix: list[str] = []  # list markers and quote openers waiting for their first text
     counters: list[int | None] = []  # per open list: the next number, None for bullets
     quote_depth = 0
@@ -62,14 +62,15 @@ def telegram_html(markdown: str) -> str:
         token = tokens[i]
         kind = token.type
         if kind == "heading_open":
-            blocks.append((_lead(prefix) + "<b>" + _inline(tokens[i + 1]) + "</b>", bool(counters)))
+            text = "<b>" + _inline(tokens[i + 1]) + "</b>"
+            blocks.append(_Block(_lead(prefix) + text, bool(counters), token.map))
             i += 3
             continue
         if kind == "paragraph_open":
             text = _inline(tokens[i + 1])
             if quote_depth:
                 text = f"<blockquote>{text}</blockquote>"
-            blocks.append((_lead(prefix) + text, bool(counters)))
+            blocks.append(_Block(_lead(prefix) + text, bool(counters), token.map))
             i += 3
             continue
         if kind in ("fence", "code_block"):
@@ -79,15 +80,16 @@ def telegram_html(markdown: str) -> str:
                 body = f'<pre><code class="language-{escape(language)}">{code}</code></pre>'
             else:
                 body = f"<pre>{code}</pre>"
-            blocks.append((_lead(prefix) + body, bool(counters)))
+            blocks.append(_Block(_lead(prefix) + body, bool(counters), token.map))
         elif kind == "table_open":
             start, end = token.map or (0, 0)
             source = "\n".join(lines[start:end])
-            blocks.append((_lead(prefix) + f"<pre>{escape(source)}</pre>", bool(counters)))
+            body = f"<pre>{escape(source)}</pre>"
+            blocks.append(_Block(_lead(prefix) + body, bool(counters), token.map))
             while tokens[i].type != "table_close":
                 i += 1
         elif kind == "hr":
-            blocks.append((_lead(prefix) + "———", bool(counters)))
+            blocks.append(_Block(_lead(prefix) + "———", bool(counters), token.map))
         elif kind in ("bullet_list_open", "ordered_list_open"):
             start_at = token.attrGet("start")
             counters.append(
@@ -123,18 +125,40 @@ def _lead(prefix: list[str]) -> str:
     return lead
 
 
-def _join(blocks: list[tuple[str, bool]]) -> str:
+class _Block(NamedTuple):
+    """One block of the reply as Telegram HTML."""
+
+    text: str
+    #: Inside a list: the blocks of a list follow each other without a blank line.
+    in_list: bool
+    #: Its source lines (first, past the last), when the parser gave them.
+    lines: list[int] | None
+
+
+def _join(blocks: list[_Block]) -> str:
+    """The blocks, a blank line between two only where the Markdown had one (or a list ended).
+
+    Adding a blank line the source did not have would make the text longer
+    than the Markdown (``1`` then ``- 1`` on the next line).
+    """
     out = ""
-    previous_in_list = False
-    for text, in_list in blocks:
-        if not out:
-            out = text
-        elif in_list and previous_in_list:
-            out += "\n" + text  # the blocks of a list follow each other without a blank line
+    previous: _Block | None = None
+    for block in blocks:
+        if previous is None:
+            out = block.text
+        elif (block.in_list and previous.in_list) or _adjacent(previous, block):
+            out += "\n" + block.text
         else:
-            out += "\n\n" + text
-        previous_in_list = in_list
+            out += "\n\n" + block.text
+        previous = block
     return out
+
+
+def _adjacent(first: _Block, second: _Block) -> bool:
+    """Whether `second` starts on the source line right after `first` ends."""
+    return (
+        first.lines is not None and second.lines is not None and second.lines[0] <= first.lines[1]
+    )
 
 
 def _inline(token: Token) -> str:
