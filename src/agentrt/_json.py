@@ -47,4 +47,10 @@ def loads(data: bytes | str) -> Any:
     """
     # Bytes are decoded strictly: json.loads(bytes) lets an encoded surrogate through.
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    return json.loads(text, parse_int=_parse_int)
+    if text.startswith("\ufeff"):  # as json.loads says it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    # One decoder for every call: json.loads(text, parse_int=...) builds a new one each time.
+    return _DECODER.decode(text)
+
+
+_DECODER: Final = json.JSONDecoder(parse_int=_parse_int)

@@ -130,6 +130,12 @@ class FrameCodec(Generic[_F]):
                 self._partial.clear()
                 self._lines.append(_Marker.TRUNCATED)
             return
+        if not self._partial and not self._skipping and len(data) <= self._max:
+            # The usual case: whole lines, each within the cap, and perhaps the start of one.
+            lines = data.split(b"\n")
+            self._partial += lines.pop()
+            self._lines.extend(lines)
+            return
         view = memoryview(data)
         start = 0
         end = len(data)
@@ -220,8 +226,13 @@ def encode(frame: Frame, *, limit: int = MAX_FRAME_SIZE) -> bytes:
     return data
 
 
+#: Compact JSON with non-ASCII text as it is; one encoder for every frame (`json.dumps`
+#: with these options would build a new one per call).
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _dump(wire: dict[str, Any]) -> bytes:
-    text = json.dumps(wire, ensure_ascii=False, separators=(",", ":"))
+    text = _ENCODER.encode(wire)
     # A lone surrogate (a field name quoted in an error, a file name decoded with
     # surrogateescape) has no UTF-8 form; it goes out as "?" instead of failing the frame.
     return text.encode("utf-8", "replace") + b"\n"

@@ -1,0 +1,190 @@
+"""The compiled frame codec (`agentrt._wirecode`) agrees with the converter on every frame.
+
+The converter (cattrs) defines each frame's JSON object and which objects are
+frames. The compiled functions must give the same object for every frame, read
+every valid frame themselves (else they would not be used), and for anything
+else either give exactly the converter's frame or leave the object to it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Union, get_args, get_origin
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentrt.codec import FrameCodec, encode
+from agentrt.frames import (
+    CLIENT_FRAMES,
+    DAEMON_FRAMES,
+    Cancel,
+    ClientFrame,
+    DaemonFrame,
+    FrameError,
+    _decoder,
+    _encoder,
+    from_wire,
+    from_wire_slow,
+    to_wire,
+    to_wire_slow,
+)
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _values(kind: Any) -> st.SearchStrategy[Any]:
+    """Valid values of a frame field of type `kind`."""
+    origin = get_origin(kind)
+    if origin is Union or origin is type(str | None):
+        return st.one_of(*(_values(arg) for arg in get_args(kind)))
+    if kind is type(None):
+        return st.none()
+    if kind is str:
+        return st.text(max_size=20)
+    if kind is bool:
+        return st.booleans()
+    if kind is int:
+        return st.integers()
+    if kind is float:
+        return st.floats(allow_nan=False)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return st.sampled_from(list(kind))
+    if origin is tuple:
+        return st.lists(_values(get_args(kind)[0]), max_size=3).map(tuple)
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=3)
+    if attrs.has(kind):
+        return _instances(kind)
+    raise AssertionError(f"no strategy for {kind!r}")
+
+
+def _instances(cls: type) -> st.SearchStrategy[Any]:
+    attrs.resolve_types(cls)
+    fields = {f.name: _values(f.type) for f in attrs.fields(cls)}
+    if cls is Cancel:
+        # Its validator allows a cancel's causes only, and `pause` only with cause pause.
+        fields.pop("cause")
+        return st.builds(cls, **fields)
+    return st.builds(cls, **fields)
+
+
+def _same(one: Any, other: Any) -> bool:
+    """Equal in every field, those left out of ``==`` too (a cancel's `pause`)."""
+    return type(one) is type(other) and attrs.astuple(one) == attrs.astuple(other)
+
+
+def _union(cls: type) -> Any:
+    return ClientFrame if cls in CLIENT_FRAMES else DaemonFrame
+
+
+ALL_FRAMES: list[Any] = [*CLIENT_FRAMES, *DAEMON_FRAMES]
+FAST = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+
+
+@pytest.mark.parametrize("cls", ALL_FRAMES, ids=lambda cls: f"{cls.TYPE}-{cls.__name__}")
+@FAST
+@given(data=st.data())
+def test_every_frame_encodes_as_the_converter_does_and_decodes_without_it(
+    cls: Any, data: st.DataObject
+) -> None:
+    frame = data.draw(_instances(cls))
+    wire = to_wire(frame)
+    assert wire == to_wire_slow(frame)
+    assert next(iter(wire)) == "type"
+    parsed = json.loads(encode(frame))
+    if parsed != json.loads(json.dumps(wire)):
+        pytest.skip("a string was shortened to fit the frame cap")  # pragma: no cover
+    fast = _decoder(cls)(parsed)
+    assert fast is not None, f"the compiled decoder left a valid {cls.TYPE!r} frame: {parsed}"
+    assert _same(fast, from_wire_slow(parsed, _union(cls)))
+    assert _same(fast, frame) or cls is Cancel
+
+
+def _mutations(cls: Any) -> st.SearchStrategy[dict[str, Any]]:
+    """JSON objects of `cls`'s type that are often not valid frames."""
+
+    def mutate(wire: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
+        wire = dict(wire)
+        names = [name for name in wire if name != "type"]
+        for _ in range(data.draw(st.integers(1, 3))):
+            how = data.draw(st.sampled_from(["drop", "add", "replace"]))
+            if how == "drop" and names:
+                wire.pop(data.draw(st.sampled_from(names)), None)
+            elif how == "add":
+                wire[data.draw(st.text(max_size=6))] = data.draw(JSON_VALUES)
+            elif names:
+                wire[data.draw(st.sampled_from(names))] = data.draw(
+                    JSON_VALUES | st.sampled_from(["\ud800", "x\udfff", 1.0, True, 7])
+                )
+        wire["type"] = cls.TYPE
+        return wire
+
+    return st.builds(mutate, _instances(cls).map(to_wire_slow), st.data())
+
+
+@pytest.mark.parametrize("cls", ALL_FRAMES, ids=lambda cls: f"{cls.TYPE}-{cls.__name__}")
+@FAST
+@given(data=st.data())
+def test_the_compiled_decoder_gives_the_converters_frame_or_leaves_it_to_it(
+    cls: type, data: st.DataObject
+) -> None:
+    wire = data.draw(_mutations(cls))
+    union = _union(cls)
+    try:
+        expected: Any = from_wire_slow(wire, union)
+    except FrameError as exc:
+        expected = exc
+    fast = _decoder(cls)(wire)
+    if fast is not None:
+        assert not isinstance(expected, FrameError), f"accepted what the converter refuses: {wire}"
+        assert _same(fast, expected)
+    if isinstance(expected, FrameError):
+        with pytest.raises(FrameError) as caught:
+            from_wire(wire, union)
+        got = caught.value
+        assert (got.code, str(got), got.ref) == (expected.code, str(expected), expected.ref)
+    else:
+        assert _same(from_wire(wire, union), expected)
+
+
+def test_lone_surrogates_wrong_types_and_unknown_fields_are_left_to_the_converter() -> None:
+    decode = _decoder(Cancel)
+    assert _same(decode({"type": "cancel", "task": "t1", "pause": True}), Cancel("t1", True))
+    for wire in (
+        {"type": "cancel", "task": "\ud800"},
+        {"type": "cancel", "task": 5},
+        {"type": "cancel", "task": "t1", "pause": 1},
+        {"type": "cancel", "task": "t1", "cause": "disconnect"},
+        {"type": "cancel", "task": "t1", "cause": "nonsense"},
+        {"type": "cancel", "task": "t1", "extra": 1},
+        {"type": "cancel"},
+    ):
+        assert decode(wire) is None, wire
+        with pytest.raises(FrameError):
+            from_wire(wire, ClientFrame)
+
+
+def test_a_cancel_sends_its_cause_and_not_the_older_pause_field() -> None:
+    assert _encoder(Cancel)(Cancel("t1", pause=True)) == {
+        "type": "cancel",
+        "task": "t1",
+        "cause": "pause",
+    }
+
+
+def test_a_codec_reads_lines_split_anywhere_and_many_in_one_read() -> None:
+    frames = [Cancel(f"t{i}", pause=i % 2 == 0) for i in range(5)]
+    data = b"".join(encode(frame) for frame in frames)
+    for size in (1, 7, len(data)):
+        codec = FrameCodec.for_daemon()
+        for start in range(0, len(data), size):
+            codec.feed(data[start : start + size])
+        assert [codec.next_frame() for _ in frames] == frames
