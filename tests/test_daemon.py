@@ -959,6 +959,29 @@ async def test_a_cancels_ack_waits_for_the_frame_after_it_and_both_go_out_in_one
             nursery.cancel_scope.cancel()
 
 
+async def test_once_the_writer_task_has_written_the_next_frame_goes_straight_out(
+    daemon: Daemon,
+) -> None:
+    """The writer task holds no write open past the bytes it wrote: a run's final event, sent
+    right after the writer put its ack out alone, is not left for the writer's next turn."""
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
+        ack = Ack("cancel", "pausing; the pending task is kept", task="0123456789ab")
+        ended = EndedFrame("0123456789ab", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE)
+        with trio.fail_after(TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn._write_loop)
+                await trio.testing.wait_all_tasks_blocked()
+                await conn.send(ack, linger=True)
+                while True:  # one scheduler turn at a time, until the writer wrote the ack
+                    await trio.lowlevel.checkpoint()
+                    with contextlib.suppress(BlockingIOError):
+                        assert theirs.recv(65536) == encode(ack)
+                        break
+                conn.send_nowait(ended)
+                assert theirs.recv(65536) == encode(ended)  # no checkpoint in between
+                nursery.cancel_scope.cancel()
+
+
 async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:
     """What the socket does not take at once waits, and nothing is written out of order."""
     with connection_on_a_socket_pair(daemon) as (conn, theirs):

@@ -330,15 +330,16 @@ class Connection:
     async def send(self, frame: DaemonFrame, *, linger: bool = False) -> None:
         """Send one frame to the peer; frames reach it in the order sent.
 
-        Never waits for the peer. When nothing is waiting to be written, the
-        frame is written at once, in the caller's own turn (a non-blocking
-        write); otherwise, or for what the socket does not take at once, the
-        writer task (`_write_loop`) writes it after the others. With `linger`
-        (a cancel's ack, which its run's final event follows within a turn of
-        the scheduler) the frame waits for the next one sent, for at most that
-        turn, and both go out in one write the peer reads at once. A client that left, or stopped reading (a
-        write blocked for `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes
-        waiting), is dropped, not raised.
+        Never waits for the peer. Unless a write is under way (the socket was
+        full), the frame is written at once, in the caller's own turn (a
+        non-blocking write), after any frames still queued; what the socket
+        does not take, the writer task (`_write_loop`) writes once it can, in
+        order. With `linger` (a cancel's ack, which its run's final event
+        follows soon) the frame waits for the next one sent, or for a turn of
+        the writer task, and both go out in one write the peer reads at once.
+        A client that left, or stopped reading (a write blocked for
+        `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
+        dropped, not raised.
         """
         self.send_nowait(frame, linger=linger)
 
@@ -347,20 +348,16 @@ class Connection:
         if self._broken:
             return
         data = encode(frame)
-        if linger:
-            self._linger = True
-        elif not self._writing and not self._closing and (not self._outbox or self._linger):
-            # Nothing waits but, perhaps, frames lingering for this one: all go out now.
-            if self._outbox:
-                data = b"".join([*self._outbox, data])
-                self._outbox.clear()
-                self._outbox_bytes = 0
-                self._linger = False
-            data = self._write_through(data)
-            if not data:
-                return
         self._outbox.append(data)
         self._outbox_bytes += len(data)
+        if linger:
+            self._linger = True
+        elif not self._writing and not self._closing:
+            # No write is under way: what waits (frames lingering for this one, perhaps)
+            # and this frame go out now, in order, in one write.
+            self._write_outbox()
+            if not self._outbox:
+                return
         self._outbox_ready.set()
         if self._outbox_bytes > OUTBOX_LIMIT:
             log.warning(
@@ -370,15 +367,27 @@ class Connection:
             )
             self._drop()
 
-    def _write_through(self, data: bytes) -> bytes:
+    def _write_outbox(self) -> None:
+        """Write what the socket takes of the outbox now, without waiting; keep the rest."""
+        outbox = self._outbox
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        self._linger = False
+        rest = self._write_some(data)
+        if rest:
+            outbox.append(rest)
+        self._outbox_bytes = len(rest)
+
+    def _write_some(self, data: bytes) -> bytes:
         """Write what the socket takes of `data` now, without waiting; return the rest.
 
-        Only while the connection is open (its descriptor cannot have been
-        reused) and the writer holds nothing, so the order of frames is kept.
+        A peer that is gone (or a socket closed here) drops the connection,
+        and nothing is left to write.
         """
         fd = self.stream.socket.fileno()
         if fd < 0:
-            return data
+            self._drop()
+            return b""
         try:
             sent = os.write(fd, data)
         except BlockingIOError:
@@ -389,7 +398,7 @@ class Connection:
         return data[sent:]
 
     async def _write_loop(self) -> None:
-        """Write what `send` queued, many frames per write when many are waiting."""
+        """Write what `send` left queued (the socket was full), many frames per write."""
         try:
             while True:
                 if not self._outbox:
@@ -412,15 +421,20 @@ class Connection:
                     chunks.append(chunk)
                     size += len(chunk)
                 self._outbox_bytes -= size
+                data = b"".join(chunks)
+                # While it holds bytes not yet written, frames sent meanwhile queue behind them.
                 self._writing = True
                 try:
                     with trio.move_on_after(SEND_TIMEOUT) as timeout:
-                        await self.stream.send_all(b"".join(chunks))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        while data := self._write_some(data):
+                            await trio.lowlevel.wait_writable(self.stream.socket)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     self._drop()
                     return
                 finally:
                     self._writing = False
+                if self._broken:
+                    return
                 if timeout.cancelled_caught:
                     log.warning("connection %d stopped reading; closing it", self.number)
                     self._drop()
