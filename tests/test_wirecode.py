@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 import json
+import subprocess
+import sys
 from typing import Any, Union, get_args, get_origin
 
 import attrs
@@ -188,3 +190,24 @@ def test_a_codec_reads_lines_split_anywhere_and_many_in_one_read() -> None:
         for start in range(0, len(data), size):
             codec.feed(data[start : start + size])
         assert [codec.next_frame() for _ in frames] == frames
+
+
+def test_frames_of_plain_fields_need_no_converter_at_all() -> None:
+    """A client saying hello (the terminal UI starting) does not load or build cattrs."""
+    program = (
+        "import sys\n"
+        "from agentrt.codec import FrameCodec, encode\n"
+        "from agentrt.frames import Hello\n"
+        "codec = FrameCodec.for_client()\n"
+        'codec.feed(b\'{"type":"hello","version":1,"daemon_version":"1","window":"w"}\\n\')\n'
+        "print(encode(Hello(1, 'w')).decode().strip(), codec.next_frame())\n"
+        "print('cattrs' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.splitlines() == [
+        '{"type":"hello","version":1,"window":"w","scope":"window"} '
+        "Welcome(version=1, daemon_version='1', window='w')",
+        "False",
+    ]

@@ -70,12 +70,14 @@ def _fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
 
 
 def compile_encoder(
-    cls: type, conv: cattrs.Converter, *, only: Collection[str] | None = None
+    cls: type, conv: Callable[[], cattrs.Converter], *, only: Collection[str] | None = None
 ) -> Encoder:
     """A function from a `cls` frame to its JSON object: ``type`` first, then each field.
 
     `only` names the fields sent, when the converter has a hook that sends
-    fewer than all (a field that is only read).
+    fewer than all (a field that is only read). `conv` gives the converter;
+    it is called only for a field of a type other than a string, a number, a
+    boolean or an enum (or one of those or None).
     """
     names: dict[str, Any] = {}
     tag: str = cls.TYPE  # type: ignore[attr-defined]  # every frame class has one
@@ -91,7 +93,7 @@ def compile_encoder(
             value = f"(None if (v := {get}) is None else v.value)" if optional else f"{get}.value"
         else:
             hook = f"_h_{field.name}"
-            names[hook] = conv.get_unstructure_hook(field.type)
+            names[hook] = conv().get_unstructure_hook(field.type)
             value = f"{hook}({get})"
         items.append(f"{field.name!r}: {value}")
     source = "def encode(frame):\n    return {" + ", ".join(items) + "}\n"
@@ -99,10 +101,11 @@ def compile_encoder(
     return encoder
 
 
-def compile_decoder(cls: type, conv: cattrs.Converter) -> Decoder:
+def compile_decoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Decoder:
     """A function from a frame's JSON object to the `cls` frame, or None to ask the converter.
 
     The object's ``type`` has already been checked: it is allowed and skipped.
+    `conv` is called as `compile_encoder` says.
     """
     names: dict[str, Any] = {"_cls": cls, "_utf8": _utf8}
     fields = _fields(cls)
@@ -143,7 +146,9 @@ def compile_decoder(cls: type, conv: cattrs.Converter) -> Decoder:
     return decoder
 
 
-def _check(name: str, kind: Any, conv: cattrs.Converter, names: dict[str, Any]) -> list[str]:
+def _check(
+    name: str, kind: Any, conv: Callable[[], cattrs.Converter], names: dict[str, Any]
+) -> list[str]:
     """Lines that leave `v` as the structured value of field `name`, or return None."""
     if kind is str:
         return ["if type(v) is not str or not (v.isascii() or _utf8(v)):", "    return None"]
@@ -168,7 +173,7 @@ def _check(name: str, kind: Any, conv: cattrs.Converter, names: dict[str, Any]) 
         ]
     hook = f"_h_{name}"
     kind_name = f"_t_{name}"
-    names[hook] = conv.get_structure_hook(kind)
+    names[hook] = conv().get_structure_hook(kind)
     names[kind_name] = kind
     return [
         "try:",

@@ -749,14 +749,14 @@ def _plain(value: object) -> object:
 def _encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
     from ._wirecode import compile_encoder
 
-    return compile_encoder(cls, converter(), only=_SENT.get(cls))
+    return compile_encoder(cls, converter, only=_SENT.get(cls))
 
 
 @functools.cache
 def _decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
     from ._wirecode import compile_decoder
 
-    return compile_decoder(cls, converter())
+    return compile_decoder(cls, converter)
 
 
 def to_wire(frame: Frame) -> dict[str, Any]:
