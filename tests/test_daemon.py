@@ -37,6 +37,7 @@ from agentrt.daemon import (
     Daemon,
     DaemonAlreadyRunningError,
     PeerCredentials,
+    _connection,
     check_peer,
     peer_credentials,
     serve,
@@ -980,6 +981,38 @@ async def test_once_the_writer_task_has_written_the_next_frame_goes_straight_out
                 conn.send_nowait(ended)
                 assert theirs.recv(65536) == encode(ended)  # no checkpoint in between
                 nursery.cancel_scope.cancel()
+
+
+async def test_once_a_frame_the_window_waits_for_is_written_the_daemon_lets_it_run_first(
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ack, an error or a run's end is followed by a yield of the processor, made when the
+    peer can already read the frame; a streamed frame, or one left queued, is not."""
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
+        readable_at_yield: list[bytes] = []
+
+        def yield_processor() -> None:
+            readable_at_yield.append(theirs.recv(1 << 20))
+
+        monkeypatch.setattr(_connection, "_yield_processor", yield_processor)
+        text = TextFrame("0123456789ab", "hello")
+        conn.send_nowait(text)
+        assert readable_at_yield == []
+        assert theirs.recv(65536) == encode(text)
+        awaited: list[DaemonFrame] = [
+            Ack("answer", "answered; the run goes on", task="0123456789ab"),
+            ErrorFrame(ErrorCode.NOT_FOUND, "no question 'q9' is waiting", "answer"),
+            EndedFrame("0123456789ab", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE),
+        ]
+        for frame in awaited:
+            conn.send_nowait(frame)
+        assert readable_at_yield == [encode(frame) for frame in awaited]
+        # A peer that stopped reading: what is left queued is not followed by a yield.
+        big = TextFrame("0123456789ab", "x" * 60000)
+        while len(readable_at_yield) == len(awaited) and not conn._outbox:
+            conn.send_nowait(big)
+        conn.send_nowait(awaited[0])
+        assert len(readable_at_yield) == len(awaited)
 
 
 async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import trio.testing
 
 from agentrt import (
     Answer,
+    Entry,
     EntryGoneError,
     EntryState,
     ListenerGoneError,
@@ -635,3 +637,38 @@ async def test_on_resumed_is_never_called_for_a_producer_that_stopped() -> None:
             with pytest.raises(EntryGoneError):
                 entry.answer("blue", on_resumed=lambda: called.append("acknowledged"))
     assert called == []
+
+
+# A front-end learns that a question it forwarded is over: `add_done_callback`.
+
+
+async def test_done_callbacks_run_once_in_the_turn_that_settles_the_entry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = Registry()
+    seen: list[tuple[str, EntryState]] = []
+
+    def note(entry: Entry) -> None:
+        seen.append((entry.id, entry.state))
+
+    def broken(entry: Entry) -> None:
+        raise RuntimeError("a front-end's bug")
+
+    with registry.listen("cli-") as listener:
+        async with trio.open_nursery() as nursery:
+            ask = partial(registry.ask, context=ctx("cli-1", "w"))
+            for _ in range(2):
+                nursery.start_soon(ask, Request(RequestKind.QUESTION, "Colour?"))
+            answered = await listener.claim()
+            withdrawn = await listener.claim()
+            for entry in (answered, withdrawn):
+                entry.add_done_callback(broken)
+                entry.add_done_callback(note)
+            answered.answer("blue")  # a failing callback does not fail the answer
+            assert seen == [(answered.id, EntryState.ANSWERED)]  # before any checkpoint
+            nursery.cancel_scope.cancel()  # the second producer stops: its entry is withdrawn
+    assert seen == [(answered.id, EntryState.ANSWERED), (withdrawn.id, EntryState.WITHDRAWN)]
+    assert caplog.text.count("a callback of question") == 2
+    # Added to an entry that is over already: called at once.
+    answered.add_done_callback(note)
+    assert seen[-1] == (answered.id, EntryState.ANSWERED) and len(seen) == 3

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from types import TracebackType
@@ -36,6 +37,8 @@ from ._vocab import ALLOW_SESSION as ALLOW_SESSION
 from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
 from ._vocab import DENY as DENY
 from ._vocab import RequestKind as RequestKind
+
+log = logging.getLogger("agentrt.pending")
 
 Match = Callable[[RequestContext], bool]
 
@@ -161,6 +164,9 @@ class Entry:
     _done: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _offered: list[Listener] = attrs.field(factory=list, init=False, repr=False)
     _on_resumed: Callable[[], object] | None = attrs.field(default=None, init=False, repr=False)
+    _done_callbacks: list[Callable[[Entry], object]] = attrs.field(
+        factory=list, init=False, repr=False
+    )
 
     @property
     def done(self) -> bool:
@@ -196,6 +202,31 @@ class Entry:
         self._error = error
         self._finish(EntryState.FAILED)
 
+    def add_done_callback(self, callback: Callable[[Entry], object]) -> None:
+        """Call `callback` with this entry once it is answered, failed or withdrawn.
+
+        It is called in the turn that settles the entry (at once if it is
+        settled already), after the producer was woken: a front-end learns
+        that a question it forwarded is over without a task waiting for it.
+        It must be quick and must not wait; an exception it raises is logged.
+        """
+        if self.done:
+            self._call(callback)
+        else:
+            self._done_callbacks.append(callback)
+
+    def _call(self, callback: Callable[[Entry], object]) -> None:
+        try:
+            callback(self)
+        except Exception:
+            log.exception("a callback of question %s failed", self.id)
+
+    def _set_done(self) -> None:
+        self._done.set()
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for callback in callbacks:
+            self._call(callback)
+
     async def wait_done(self) -> EntryState:
         """Wait until the entry is answered, failed or withdrawn; return that state."""
         await self._done.wait()
@@ -211,7 +242,7 @@ class Entry:
 
     def _finish(self, state: EntryState) -> None:
         self._registry._settle(self, state)
-        self._done.set()
+        self._set_done()
 
 
 @attrs.frozen
@@ -574,7 +605,7 @@ class Registry:
         if entry.done:
             return
         self._settle(entry, EntryState.WITHDRAWN)
-        entry._done.set()
+        entry._set_done()
 
     def _remove_listener(self, listener: Listener) -> None:
         del self._listeners[listener]

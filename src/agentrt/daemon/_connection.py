@@ -55,14 +55,17 @@ from ..frames import (
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,
+    AskFrame,
     AskWithdrawn,
     Cancel,
     ClientFrame,
     DaemonFrame,
+    EndedFrame,
     ErrorCode,
     ErrorFrame,
     Hello,
     PendingAction,
+    PendingDetail,
     PendingList,
     PendingRequest,
     Run,
@@ -98,6 +101,23 @@ FLUSH_SECONDS: Final = 1.0
 #: How long a closing connection waits for its cancelled runs to save their tasks.
 CLEANUP_TIMEOUT: Final = 10.0
 _RECEIVE_SIZE: Final = 65536
+#: Frames a window waits for: a reply to its request, its run's end, a question for its
+#: person. Once one is written, the daemon lets the window run first (see `send`).
+_AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
+    {
+        Welcome,
+        Ack,
+        ErrorFrame,
+        EndedFrame,
+        AskFrame,
+        PendingList,
+        PendingDetail,
+        SessionList,
+        SessionMessages,
+    }
+)
+#: Gives up the processor to another runnable process, if any (a no-op where it is missing).
+_yield_processor: Final[Callable[[], None]] = getattr(os, "sched_yield", lambda: None)
 _MAX_WINDOW: Final = 128
 
 
@@ -340,6 +360,13 @@ class Connection:
         A client that left, or stopped reading (a write blocked for
         `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
         dropped, not raised.
+
+        Once a frame the window waits for (`_AWAITED`: an ack, its run's end,
+        a reply) is written, the daemon gives up the processor (`sched_yield`).
+        What follows such a frame here is more work (the resumed run, the
+        store's write of a paused task) in this thread and the store's, and on
+        a machine with few cores the window, woken by the write, would wait
+        for all of it before it could read the frame it was waiting for.
         """
         self.send_nowait(frame, linger=linger)
 
@@ -357,6 +384,8 @@ class Connection:
             # and this frame go out now, in order, in one write.
             self._write_outbox()
             if not self._outbox:
+                if type(frame) in _AWAITED:
+                    _yield_processor()
                 return
         self._outbox_ready.set()
         if self._outbox_bytes > OUTBOX_LIMIT:
@@ -508,7 +537,6 @@ class Connection:
     # -- questions ---------------------------------------------------------
 
     async def _forward_questions(self, listener: Listener) -> None:
-        assert self._nursery is not None
         while True:
             try:
                 entry = await listener.claim()
@@ -516,14 +544,14 @@ class Connection:
                 return
             self._asks[entry.id] = entry
             await self.send(ask_frame(entry))
-            self._nursery.start_soon(self._watch_question, entry)
+            entry.add_done_callback(self._question_over)
 
-    async def _watch_question(self, entry: Entry) -> None:
-        state = await entry.wait_done()
+    def _question_over(self, entry: Entry) -> None:
+        """A forwarded question was answered or withdrawn (a callback, in the settling turn)."""
         if self._asks.pop(entry.id, None) is None:
             return  # announced already, before its run's final event
-        if state is EntryState.WITHDRAWN:
-            await self.send(_withdrawn(entry))
+        if entry.state is EntryState.WITHDRAWN:
+            self.send_nowait(_withdrawn(entry))
 
     async def _announce_withdrawn(self, task_hash: str) -> None:
         """Announce the withdrawn questions of a run that ends, before its final event."""
