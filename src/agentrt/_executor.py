@@ -45,7 +45,7 @@ from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
 from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._store import StoreError, TaskExistsError, TaskTakenError
 from ._stores import Queued, Store
 
@@ -88,6 +88,8 @@ class TaskInfo:
     """A running task: what a cancel must name, and who may cancel it."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     session_id: str
@@ -109,6 +111,8 @@ class ExecutorStatistics:
     """Running tasks, and sessions with tools allowed for the session."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     running: int
     sessions_with_allowances: int
@@ -468,18 +472,29 @@ class Executor:
         caller that is itself being cancelled (a connection going away) is not
         waited on to hear it.
         """
-        ended = self._unsaved(
-            agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
-        )
         label: Queued[bool] | None = None
-        with _bounded_shield(_CLEANUP_SECONDS) as timeout:
-            try:
-                ended, label = await self._settle(agent, history, ending)
-            except StoreError as exc:
-                ended = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}")
+        try:
+            # A pause (or any stop that keeps the task) waits for nothing: no shield needed.
+            paused = self._settle_kept(agent, ending)
+        except StoreError as exc:
+            paused = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}"), None
+            log.error("run %s: %s", agent.task_hash, paused[0].error)
+        if paused is not None:
+            ended, label = paused
+        else:
+            ended = self._unsaved(
+                agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
+            )
+            with _bounded_shield(_CLEANUP_SECONDS) as timeout:
+                try:
+                    ended, label = await self._settle(agent, history, ending)
+                except StoreError as exc:
+                    ended = self._unsaved(
+                        agent, f"the outcome of the run could not be saved: {exc}"
+                    )
+                    log.error("run %s: %s", agent.task_hash, ended.error)
+            if timeout.cancelled_caught:
                 log.error("run %s: %s", agent.task_hash, ended.error)
-        if timeout.cancelled_caught:
-            log.error("run %s: %s", agent.task_hash, ended.error)
         await self._emit_final(emit, ended)
         if label is not None:
             # Let whoever reads the final event (a connection writing it to its peer) go
@@ -519,7 +534,7 @@ class Executor:
         task_hash, session_id = agent.task_hash, agent.snapshot.session_id
         if ending.outcome is Outcome.CANCELLED:
             assert ending.cause is not None
-            return await self._settle_cancel(agent, ending.cause)
+            return await self._settle_cancel(agent, ending.cause), None
         if ending.outcome is Outcome.FAILED:
             assert ending.error is not None
             return await self._settle_failure(agent, ending.error), None
@@ -538,33 +553,44 @@ class Executor:
         )
         return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
 
-    async def _settle_cancel(
-        self, agent: AgentRun, cause: Cause
-    ) -> tuple[RunEnded, Queued[bool] | None]:
+    def _settle_kept(
+        self, agent: AgentRun, ending: _Ending
+    ) -> tuple[RunEnded, Queued[bool] | None] | None:
+        """A cancel that keeps the task, settled at once: (its final event, the status write).
+
+        Every commit saved the record already, so the task is kept (durably)
+        whatever happens next; only its status and cause change, queued now
+        and awaited after the final event. None for any other ending (see
+        `_settle`).
+        """
+        cause = ending.cause
+        if ending.outcome is not Outcome.CANCELLED or cause is None or cause.deletes_pending:
+            return None
         record = agent.snapshot
-        label: Queued[bool] | None = None
         running = self._sessions.get(record.session_id)
         if running is not None and running.discarded:
-            kept = False  # the discard deleted it already
-        elif cause.deletes_pending:
-            await self.store.delete(record.session_id, self._check_held)
-            kept = False
-        else:
-            # Every commit saved the record already, so the task is kept (durably) whatever
-            # happens next; only its status and cause change, queued now and awaited after
-            # the final event.
-            label = self.store.mark_nowait(
-                record.session_id,
-                TaskStatus.INTERRUPTED,
-                cause=cause,
-                lost_words=agent.uncommitted_words,
-                runner=self._token,
-            )
-            kept = True
+            return None  # the discard deleted it already
+        label = self.store.mark_nowait(
+            record.session_id,
+            TaskStatus.INTERRUPTED,
+            cause=cause,
+            lost_words=agent.uncommitted_words,
+            runner=self._token,
+        )
         ended = RunEnded(
-            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=kept
+            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=True
         )
         return ended, label
+
+    async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
+        """A cancel that deletes the task (or whose task a discard deleted already)."""
+        record = agent.snapshot
+        running = self._sessions.get(record.session_id)
+        if running is None or not running.discarded:  # else the discard deleted it already
+            await self.store.delete(record.session_id, self._check_held)
+        return RunEnded(
+            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=False
+        )
 
     async def _settle_failure(self, agent: AgentRun, error: str) -> RunEnded:
         record = agent.snapshot
@@ -633,6 +659,8 @@ class _Ending:
     """How a run ended, as classified before the store is told (see `Executor._settle`)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     outcome: Outcome
     cause: Cause | None = None
