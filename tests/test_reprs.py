@@ -1,4 +1,5 @@
-"""`fields_repr` prints exactly what attrs' compiled `__repr__` prints, and every class uses it."""
+"""`fields_repr`, `fields_eq` and `fields_hash` do what attrs' compiled methods do, and every
+class uses them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import pkgutil
 from typing import Any
 
 import attrs
+import pytest
 
 import agentrt
-from agentrt._reprs import fields_repr
+from agentrt._reprs import fields_eq, fields_hash, fields_repr
 
 
 def _pair(**fields: Any) -> tuple[type, type]:
@@ -61,19 +63,64 @@ def test_a_nested_class_prints_its_short_name() -> None:
     assert repr(build()(1)) == "Inner(value=1)"
 
 
-def test_every_attrs_class_of_the_package_uses_fields_repr() -> None:
-    """A class that lets attrs compile its repr slows every command's start-up."""
+def _compiled_by_attrs(method: Any) -> bool:
+    code = getattr(method, "__code__", None)
+    return code is not None and code.co_filename.startswith("<attrs generated")
+
+
+def test_every_attrs_class_of_the_package_uses_the_shared_methods() -> None:
+    """A class that lets attrs compile its repr, eq or hash slows every command's start-up."""
     missing = []
     for info in pkgutil.walk_packages(agentrt.__path__, "agentrt."):
         if info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and value.__module__ == module.__name__
-                and attrs.has(value)
-                and value.__repr__.__code__.co_filename.startswith("<attrs generated")
-            ):
-                missing.append(f"{module.__name__}.{value.__qualname__}")
+            if isinstance(value, type) and value.__module__ == module.__name__ and attrs.has(value):
+                for name in ("__repr__", "__eq__", "__hash__"):
+                    if _compiled_by_attrs(vars(value).get(name)):
+                        missing.append(f"{module.__name__}.{value.__qualname__}.{name}")
     assert missing == []
+
+
+def _eq_pair(frozen: bool, **fields: Any) -> tuple[type, type]:
+    """The same attrs class built twice: with attrs' own eq and hash, and with ours."""
+    make = attrs.frozen if frozen else attrs.define
+    compiled = make(type("Thing", (), dict(fields)))
+    shared = {"__eq__": fields_eq, **({"__hash__": fields_hash} if frozen else {})}
+    ours = make(type("Thing", (), {**fields, **shared}))
+    return compiled, ours
+
+
+def test_fields_eq_and_hash_compare_as_attrs_compares() -> None:
+    nan = float("nan")
+    compiled, ours = _eq_pair(
+        True,
+        name=attrs.field(),
+        note=attrs.field(eq=False),
+        folded=attrs.field(eq=str.casefold, default=""),
+    )
+    cases = [
+        (("a", 1, "X"), ("a", 2, "x")),  # a field left out, a key function applied
+        (("a", 1, "X"), ("b", 1, "X")),
+        ((nan, 1), (nan, 2)),  # the same object: equal, as in a tuple
+        ((float("nan"), 1), (float("nan"), 1)),
+        ((1, 0), (1.0, 0)),
+    ]
+    for left, right in cases:
+        assert (ours(*left) == ours(*right)) == (compiled(*left) == compiled(*right))
+        assert (ours(*left) != ours(*right)) == (compiled(*left) != compiled(*right))
+        if ours(*left) == ours(*right):
+            assert hash(ours(*left)) == hash(ours(*right))
+    assert ours("a", 1, "X") == ours("a", 2, "x")
+    assert ours("a", 1) != compiled("a", 1)  # another class, however alike
+    assert ours("a", 1).__eq__(object()) is NotImplemented
+    assert hash(ours("a", 1)) != hash(ours("b", 1))
+
+
+def test_a_mutable_class_with_fields_eq_compares_by_fields_and_is_unhashable() -> None:
+    compiled, ours = _eq_pair(False, name=attrs.field(), items=attrs.field(factory=list))
+    assert ours("a", [1]) == ours("a", [1]) and ours("a", [1]) != ours("a", [2])
+    for cls in (compiled, ours):
+        with pytest.raises(TypeError):
+            hash(cls("a"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 
 from ._guard import Redactor
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._secrets import SecretStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
@@ -19,6 +19,8 @@ class AgentConfig:
     """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     workdir: Path
     secrets: SecretStore

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import ORIGINS as ORIGINS
 from ._vocab import origin_of as origin_of
 
@@ -25,6 +25,8 @@ class RequestContext:
     """Where a run's questions must go: its session, the window that started it, its task."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     window_hash: str | None = None

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import Cause
 from ._vocab import Outcome as Outcome
 
@@ -16,6 +16,8 @@ class TaskStarted:
     """The first event of every run: it carries the task hash a cancel must name."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     session_id: str
@@ -33,6 +35,8 @@ class TextEvent:
     """Streamed assistant text."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     text: str
@@ -47,6 +51,8 @@ class ReasoningEvent:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     text: str
@@ -64,6 +70,8 @@ class ToolCallEvent:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     call_id: str
@@ -103,6 +111,8 @@ class ToolCallDeltaEvent:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     index: int
@@ -117,6 +127,8 @@ class ToolResultEvent:
     """A tool call finished; `preview` is the start of its result."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     call_id: str
@@ -131,6 +143,8 @@ class VerifyEvent:
     """The result of checking a password typed for a restricted path."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     ok: bool
@@ -148,6 +162,8 @@ class UsageEvent:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     input_tokens: int
@@ -161,6 +177,8 @@ class RunEnded:
     """The last event of every run, saying how it ended."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     task_hash: str
     session_id: str

@@ -62,7 +62,7 @@ from ._pending import (
 from ._pgstore import LOCK_CLASS, NOW, PgStore, connect
 from ._process import token_alive
 from ._record import converter
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 log = logging.getLogger("agentrt.fleet")
 
@@ -594,6 +594,8 @@ class Lease:
     """A running task and the member whose lease holds it."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     task_hash: str | None
@@ -605,6 +607,8 @@ class MemberStatus:
     """One member of the fleet as the database sees it now."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     id: str
     host: str
@@ -627,6 +631,8 @@ class FleetStatus:
     """Every member, its heartbeat and its leases; the tasks its end interrupted."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     location: str
     schema_version: int

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 
 class Role(enum.Enum):
@@ -25,6 +25,8 @@ class ToolCall:
     """One call the model asked for. `arguments` is a JSON object."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     id: str
     name: str
@@ -44,6 +46,8 @@ class ThinkingBlock:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str = ""
     signature: str | None = None
@@ -68,6 +72,8 @@ class Message:
     """One message of a transcript."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     role: Role
     content: str = ""
@@ -106,6 +112,8 @@ class ToolSpec:
     """A tool as the model sees it: name, description, JSON schema of its arguments."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     name: str
     description: str
@@ -122,6 +130,8 @@ class Usage:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -134,6 +144,8 @@ class TextDelta:
     """A piece of streamed assistant text."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str
 
@@ -143,6 +155,8 @@ class ToolCallDelta:
     """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     index: int
     id: str | None = None
@@ -155,6 +169,8 @@ class ReasoningDelta:
     """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str
 
@@ -167,6 +183,8 @@ class ModelResponse:
     """A whole model response: its text, its tool calls, its usage."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 
 @attrs.frozen
@@ -20,6 +20,8 @@ class ModelOptions:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: The API's base URL (default: the provider's hosted API).
     base_url: str | None = None

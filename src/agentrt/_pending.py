@@ -31,7 +31,7 @@ import trio
 
 from ._context import RequestContext, current_context
 from ._errors import BadAnswerError
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import ALLOW_ONCE as ALLOW_ONCE
 from ._vocab import ALLOW_SESSION as ALLOW_SESSION
 from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
@@ -48,6 +48,8 @@ class Request:
     """What a producer asks. Immutable; the registry wraps it in an `Entry`."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     kind: RequestKind
     prompt: str
@@ -103,6 +105,8 @@ class Answer:
     """A human's reply. `secret` holds masked input and never appears in a repr."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)
@@ -250,6 +254,8 @@ class RegistryStatistics:
     """A snapshot of the registry's queues."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     waiting: int
     claimed: int
@@ -261,6 +267,8 @@ class ListenerStatistics:
     """A snapshot of one listener's queue."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     candidates: int
     claimed: int

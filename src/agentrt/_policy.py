@@ -60,7 +60,7 @@ from typing import Final
 import attrs
 
 from ._guard import command_touches, inside
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import DISCORD, TELEGRAM, TERMINAL, WEB, Approval, origin_of
 
 
@@ -69,6 +69,8 @@ class OriginRules:
     """What a session's origin allows, whichever front-end acts on it (the first table above)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: `ask_user` is asked inline and the same run goes on; elsewhere the run parks on it.
     asks_inline: bool
@@ -105,6 +107,8 @@ class Actor:
     """Who is asking: a front-end kind, plus the window or chat it speaks for."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     front: Front
     #: The window a terminal connection speaks for.
@@ -198,6 +202,8 @@ class Edit:
     """A tool call that writes the file at `path` (resolved)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     path: Path
 
@@ -207,6 +213,8 @@ class Command:
     """A tool call that runs a shell command."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     command: str
 

@@ -14,7 +14,7 @@ import attrs
 
 from ._cause import Cause
 from ._events import Outcome
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 
 class Ending(Protocol):
@@ -57,6 +57,8 @@ class EndWords:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     title: str
     status: str

@@ -16,7 +16,7 @@ from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, w
 from ._errors import BadAnswerError
 from ._messages import Message, Role, ToolCall
 from ._process import token_alive
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
 
 
@@ -38,6 +38,8 @@ class SavedQuestion:
     """A question a run parked on: the tool call it answers and what to show the human."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     call_id: str
     prompt: str
@@ -60,6 +62,8 @@ class TaskRecord:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     input: str
@@ -125,6 +129,8 @@ class TaskSummary:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     input: str
@@ -223,6 +229,8 @@ class AnswerEffects:
     """What answering a saved question changes in the run that resumes the task."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: Call ids whose confirmation the answer gave (they run without asking again).
     approved: frozenset[str] = frozenset()

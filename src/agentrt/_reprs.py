@@ -12,6 +12,7 @@ order, ``repr=False`` ones left out, a field's own repr function used, and
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -44,3 +45,63 @@ def fields_repr(self: object) -> str:
         return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({', '.join(parts)})"
     finally:
         seen.discard(id(self))
+
+
+# -- equality and hashing ----------------------------------------------------------
+#
+# attrs compiles an `__eq__` and, for a frozen class, a `__hash__` per class too: a
+# third of what building a class still cost once its repr was shared. A class whose
+# body says ``__eq__ = fields_eq`` (and, frozen, ``__hash__ = fields_hash``) gets
+# neither compiled and compares as attrs does: same class only, then each field with
+# ``eq=True`` in order (through its ``eq`` key function, if any), ``and``-ed. A mutable
+# class that shares `fields_eq` is unhashable, as attrs makes it.
+
+_Compared = tuple[tuple[str, Callable[[Any], Any] | None], ...]
+_EQ_FIELDS: dict[type, _Compared] = {}
+_HASH_FIELDS: dict[type, _Compared] = {}
+
+
+def _compared(cls: Any, *, for_hash: bool) -> _Compared:
+    return tuple(
+        (field.name, field.eq_key)
+        for field in attrs.fields(cls)
+        if (field.eq if not for_hash or field.hash is None else field.hash)
+    )
+
+
+def fields_eq(self: Any, other: object) -> Any:
+    """The ``==`` attrs gives `self`, an instance of an attrs class (or NotImplemented)."""
+    cls = self.__class__
+    if other.__class__ is not cls:
+        return NotImplemented
+    try:
+        compared = _EQ_FIELDS[cls]
+    except KeyError:
+        compared = _EQ_FIELDS[cls] = _compared(cls, for_hash=False)
+    result: Any = True
+    for name, key in compared:
+        if key is None:
+            result = getattr(self, name) == getattr(other, name)
+        else:
+            result = key(getattr(self, name)) == key(getattr(other, name))
+        if not result:
+            return result
+    return result
+
+
+def fields_hash(self: Any) -> int:
+    """A hash that agrees with `fields_eq`, for a frozen attrs class."""
+    cls = self.__class__
+    try:
+        compared = _HASH_FIELDS[cls]
+    except KeyError:
+        compared = _HASH_FIELDS[cls] = _compared(cls, for_hash=True)
+    return hash(
+        (
+            cls,
+            *(
+                getattr(self, name) if key is None else key(getattr(self, name))
+                for name, key in compared
+            ),
+        )
+    )

@@ -17,7 +17,7 @@ from typing import Final
 import attrs
 import trio
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._store import StoreError
 from ._stores import Store
 
@@ -34,6 +34,8 @@ class RetentionStatistics:
     """Prunes done so far and the sessions they deleted."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     passes: int
     pruned: int

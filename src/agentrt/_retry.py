@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 
 @attrs.frozen
@@ -24,6 +24,8 @@ class RetryPolicy:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: Tries in all, the first included; None retries for ever (long polls, gateways).
     max_attempts: int | None = 3

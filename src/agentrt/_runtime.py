@@ -20,7 +20,7 @@ from ._locations import default_state_dir as default_state_dir
 from ._messages import Model
 from ._pending import Registry
 from ._policy import AccessPolicy
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
 from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
@@ -112,6 +112,8 @@ class Runtime:
     """The registry, store, secrets and executor of one process."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     state_dir: Path
     registry: Registry

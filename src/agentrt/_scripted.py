@@ -44,7 +44,7 @@ from ._messages import (
     ToolSpec,
     Usage,
 )
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 
 def split_statements(text: str) -> list[str]:
@@ -125,6 +125,8 @@ class ScriptedModel:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     word_delay: float = 0.02
     stream_delay: float = 0.1
@@ -222,6 +224,8 @@ class ReplayTurn:
     """One recorded model turn."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -239,6 +243,8 @@ class ReplayModel:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     turns: tuple[ReplayTurn, ...]
     source: str = "replay"

@@ -38,7 +38,7 @@ import attrs
 
 from ._keys import KeyNameError, KeyStore, check_key_name
 from ._locations import default_state_dir
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import Approval
 
 if TYPE_CHECKING:
@@ -127,6 +127,8 @@ class Source:
     """Where one value came from: its kind and which flag, variable, ``file:line`` or key."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     kind: SourceKind
     where: str = ""
@@ -141,6 +143,9 @@ DEFAULT: Final = Source(SourceKind.DEFAULT)
 @attrs.frozen(repr=False)
 class Value(Generic[T]):
     """A setting's value and its `Source`. A secret's `repr` hides the value."""
+
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     value: T
     source: Source = DEFAULT
@@ -377,6 +382,8 @@ class ConfigFile:
     """A configuration file read and checked: its values by dotted key, and their lines."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     path: Path
     values: Mapping[str, Any] = attrs.field(factory=dict)
@@ -528,6 +535,8 @@ class ProviderSettings:
     """How to reach one provider's models: base URL, which key, the key, extra headers."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     name: str
     base_url: Value[str]
@@ -546,6 +555,8 @@ class BotSettings:
     """One chat service: whether the daemon runs its bot, who may use it, its token."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     service: str
     enabled: Value[bool]
@@ -559,6 +570,8 @@ class Settings:
     """The effective configuration of one command, every value with its `Source`."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     config: Value[Path]
     #: Whether the configuration file exists (a missing default file is no error).

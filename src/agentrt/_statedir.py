@@ -23,7 +23,7 @@ from typing import Final
 import attrs
 
 from ._process import process_token, token_alive
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 #: The lock file a daemon holds in its state dir.
 LOCK_FILE: Final = "daemon.lock"
@@ -85,6 +85,8 @@ class DaemonInfo:
     """What a daemon records in its lock file: who it is and where it listens."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     pid: int
     #: The daemon's process token (pid and start time), so a reused pid is not taken for it.

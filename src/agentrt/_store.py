@@ -51,7 +51,7 @@ from ._record import (
     converter,
     runner_gone,
 )
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._statedir import fsync_dir
 
 SCHEMA_VERSION = 3
@@ -155,6 +155,8 @@ class UnreadableTask:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     error: str
@@ -194,6 +196,8 @@ class SessionInfo:
     """One session as listed: its title (first message, shortened) and where it stands."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session_id: str
     title: str
@@ -213,6 +217,8 @@ class StoredMessage:
     """One stored message and its place in its session (`seq` counts from 0)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     seq: int
     created_at: float
@@ -224,6 +230,8 @@ class Page(Generic[T]):
     """A page of a listing, and the cursor of the next page (None after the last)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     items: tuple[T, ...]
     next: str | None = None
@@ -432,6 +440,8 @@ class _TaskRow:
     """A `tasks` row: its raw field columns and its range of messages."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     fields: tuple[Any, ...]
     first_seq: int
@@ -441,6 +451,8 @@ class _TaskRow:
 @attrs.frozen
 class _SessionRow:
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
     rev: int
     next_seq: int
 
@@ -1431,6 +1443,8 @@ class StoreStatistics:
     """Calls and batches run so far, and calls waiting now."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     calls: int
     batches: int

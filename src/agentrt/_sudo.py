@@ -13,7 +13,7 @@ from typing import Protocol
 import attrs
 import trio
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._toolproc import ToolLedger, run_tool
 
 
@@ -22,6 +22,8 @@ class PrivilegedResult:
     """What a command run through sudo returned."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     returncode: int
     output: bytes
@@ -48,6 +50,8 @@ class SudoVerifier:
     """The real thing: `sudo -n -v`, `sudo -S -v` (password on stdin), `sudo -n CMD`."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     sudo: str = "sudo"
     #: Where the commands' process groups are recorded while they run (see `run_tool`).

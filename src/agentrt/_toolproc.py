@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from ._process import process_token, token_alive
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 
 log = logging.getLogger("agentrt.tools")
 
@@ -65,6 +65,8 @@ class ToolOutput:
     """What a tool process returned: its exit status and its output (stderr merged in)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     returncode: int
     output: bytes
@@ -113,6 +115,8 @@ class GroupEntry:
     """One running tool group as the ledger records it."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     pgid: int
     #: The start time of the group's leader (``/proc/PID/stat`` field 22), against pid reuse.
@@ -127,6 +131,8 @@ class ToolLedger:
     """The running tool groups of every runner on one state directory, one file each."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     folder: Path
 

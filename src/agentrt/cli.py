@@ -63,7 +63,7 @@ from ._options import (
 )
 from ._pending import DENY, Answer, Entry, Request, RequestKind
 from ._present import describe_end as _describe_end
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_repr
 from ._runtime import Runtime, default_state_dir, open_runtime
 from ._settings import Settings, load_settings, model_options
 from ._shapes import SCHEMA_VERSION, event_to_json, message_json, question_json
@@ -409,6 +409,7 @@ class Printer:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
 
     json_mode: bool
     out: TextIO = attrs.field(factory=lambda: sys.stdout)

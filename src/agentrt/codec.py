@@ -26,7 +26,7 @@ import attrs
 
 from ._clamp import clamp_arguments
 from ._json import JsonNumberError, loads
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from .frames import (
     ClientFrame,
     DaemonFrame,
@@ -64,6 +64,8 @@ class ProtocolError:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     code: ErrorCode
     message: str

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
 
 import attrs
 
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import Cause, Outcome, RequestKind
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class Hello:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "hello"
     version: int
@@ -73,6 +75,8 @@ class Run:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "run"
     text: str
@@ -91,6 +95,8 @@ class AnswerFrame:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "answer"
     ask: str
@@ -127,6 +133,8 @@ class Cancel:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "cancel"
     task: str
@@ -169,6 +177,8 @@ class PendingRequest:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending"
     action: PendingAction
@@ -210,6 +220,8 @@ class SessionsRequest:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "sessions"
     action: SessionsAction
@@ -228,6 +240,8 @@ class Welcome:
     """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "hello"
     version: int
@@ -240,6 +254,8 @@ class TaskFrame:
     """A run started (or resumed); `task` is the hash a `Cancel` must name."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "task"
     task: str
@@ -258,6 +274,8 @@ class TextFrame:
     """Streamed assistant text of run `task` (`agent` names a subagent, "" for the main one)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "text"
     task: str
@@ -270,6 +288,8 @@ class ReasoningFrame:
     """Streamed reasoning ("thinking") of run `task`'s model, shown apart from its answer."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "reasoning"
     task: str
@@ -282,6 +302,8 @@ class ToolCallFrame:
     """A tool call of run `task` is about to run."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "tool_call"
     task: str
@@ -303,6 +325,8 @@ class ToolCallDeltaFrame:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "tool_call_delta"
     task: str
@@ -318,6 +342,8 @@ class ToolResultFrame:
     """A tool call finished; `preview` is the start of its result."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "tool_result"
     task: str
@@ -337,6 +363,8 @@ class UsageFrame:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "usage"
     task: str
@@ -351,6 +379,8 @@ class VerifyFrame:
     """The result of checking the password typed for a restricted path."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "verify"
     task: str
@@ -364,6 +394,8 @@ class EndedFrame:
     """The last frame of every run: how it ended and whether its pending task was kept."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ended"
     task: str
@@ -388,6 +420,8 @@ class AskFrame:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ask"
     id: str
@@ -406,6 +440,8 @@ class AskWithdrawn:
     """Question `id` no longer waits for an answer (its run stopped); close its prompt."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ask_withdrawn"
     id: str
@@ -421,6 +457,8 @@ class PendingTask:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session: str
     status: str
@@ -445,6 +483,8 @@ class PendingList:
     """The reply to ``pending list``: the tasks this window may resume or discard."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending"
     tasks: tuple[PendingTask, ...] = ()
@@ -457,6 +497,8 @@ class PendingDetail:
     """The reply to ``pending show``: one pending task and its saved transcript."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending_task"
     task: PendingTask
@@ -468,6 +510,8 @@ class SessionItem:
     """One session as listed in a `SessionList` (not a frame of its own)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     session: str
     #: Its first message's first line, shortened.
@@ -486,6 +530,8 @@ class SessionList:
     """The reply to ``sessions list``: the sessions this connection may see."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "sessions"
     sessions: tuple[SessionItem, ...] = ()
@@ -498,6 +544,8 @@ class SessionMessage:
     """One stored message in a `SessionMessages` page (not a frame of its own)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     seq: int
     role: str
@@ -515,6 +563,8 @@ class SessionMessages:
     """The reply to ``sessions show``: the session and a page of its messages, oldest first."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "session"
     session: SessionItem
@@ -532,6 +582,8 @@ class Ack:
     """
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ack"
     ref: str
@@ -571,6 +623,8 @@ class ErrorFrame:
     """Something the client sent was refused; `ref` is that frame's type when known."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "error"
     code: ErrorCode

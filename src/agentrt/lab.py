@@ -58,7 +58,7 @@ from ._executor import ExecutorError
 from ._messages import Model, Role, TextDelta
 from ._pending import ALLOW_ONCE, Answer, Entry, RequestKind
 from ._record import TaskRecord
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
 from ._store import StoreError, Submitted, TaskStore, _Call
@@ -87,6 +87,8 @@ class Boundary:
     """One point of the baseline run: an event it emitted or a store write it made."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     index: int
     kind: str  # "event" or "store"
@@ -100,6 +102,8 @@ class Violation:
     """An invariant that did not hold at one point, with the command that replays it."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     boundary: int
     cause: str
@@ -113,6 +117,8 @@ class Cost:
     """What one interruption cost, against the baseline."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     calls_rerun: int
     chars_regenerated: int
@@ -125,6 +131,8 @@ class Point:
     """The outcome of interrupting at one boundary with one cause."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     boundary: int
     cause: str
@@ -138,6 +146,8 @@ class LabReport:
     """The baseline's boundaries, and every point of the sweep."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     conversation: str
     boundaries: tuple[Boundary, ...]
@@ -351,6 +361,8 @@ class Conversation:
     """What to run: a model and the answers a person gives."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str
     model_spec: str = "scripted"
@@ -560,6 +572,7 @@ class Lab:
     """Runs the sweep for one conversation. `replay_prefix` starts each violation's command."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
 
     conversation: Conversation
     causes: tuple[str, ...] = CAUSES

@@ -35,7 +35,7 @@ from .._messages import ToolCall, ToolSpec
 from .._pending import Answer, Request
 from .._policy import Command, Edit, auto_approves
 from .._record import SavedQuestion
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._sudo import PrivilegedResult
 from .._vocab import RequestKind
 
@@ -138,6 +138,8 @@ class Tool:
     """Base of every tool: subclasses are frozen attrs classes of the tool's arguments."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: The name the model calls the tool by.
     NAME: ClassVar[str]

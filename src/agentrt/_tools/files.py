@@ -9,7 +9,7 @@ import trio
 
 from .._messages import ToolCall
 from .._policy import Edit
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from ._base import DENIED, Tool, ToolError, ToolRun, confirmed, sudo_output, via_sudo
 
 
@@ -18,6 +18,8 @@ class WriteFile(Tool):
     """``write_file``: after a confirmation (with the system password on a restricted path)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "write_file"
     DESCRIPTION: ClassVar = (
@@ -56,6 +58,8 @@ class ReadFile(Tool):
     """``read_file``: no confirmation, except the system password on a restricted path."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "read_file"
     DESCRIPTION: ClassVar = "Read a text file."

@@ -12,7 +12,7 @@ from .._messages import ToolCall
 from .._pending import Request
 from .._policy import origin_rules
 from .._record import SavedQuestion
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._secrets import SecretNameError
 from .._vocab import DENY, RequestKind
 from ._base import PROMPT_LIMIT, QuestionParked, Tool, ToolError, ToolRun
@@ -23,6 +23,8 @@ class AskUser(Tool):
     """``ask_user``: inline from a terminal; elsewhere the run parks on the question."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "ask_user"
     DESCRIPTION: ClassVar = "Ask the human a question and wait for the answer."
@@ -51,6 +53,8 @@ class StoreSecret(Tool):
     """``store_secret``: a masked field; the value is stored, the model sees only the name."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "store_secret"
     DESCRIPTION: ClassVar = (

@@ -10,7 +10,7 @@ import trio
 from .._clamp import clamp
 from .._messages import ToolCall
 from .._policy import Command
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._toolproc import run_tool
 from ._base import DENIED, PROMPT_LIMIT, Tool, ToolError, ToolRun, confirmed, via_sudo
 
@@ -20,6 +20,8 @@ class Shell(Tool):
     """``shell``: its output and exit status; through sudo when it names a restricted path."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "shell"
     DESCRIPTION: ClassVar = (

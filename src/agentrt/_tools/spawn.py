@@ -7,7 +7,7 @@ from typing import ClassVar
 import attrs
 
 from .._messages import ToolCall
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from ._base import Tool, ToolRun
 
 
@@ -16,6 +16,8 @@ class Spawn(Tool):
     """``spawn``: the subagent shares the registry and the request context of its parent."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "spawn"
     DESCRIPTION: ClassVar = "Run a task in a subagent and return its final answer."

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from .._messages import ToolCall
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from ._base import Tool, ToolError, ToolRun
 
 #: The largest result `big` makes, in bytes.
@@ -24,6 +24,8 @@ class Sleep(Tool):
     """``sleep``: a long-running tool, to cancel or pause."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "sleep"
     DESCRIPTION: ClassVar = "Wait for a number of seconds."
@@ -43,6 +45,8 @@ class Big(Tool):
     """``big``: a result of `size` bytes (over 32 KiB, the saved snapshot is clamped)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     NAME: ClassVar = "big"
     DESCRIPTION: ClassVar = "Produce a result of the given size in bytes (for testing)."

@@ -66,7 +66,7 @@ from .._pending import (
 )
 from .._policy import origin_rules
 from .._present import describe_end
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 
 log = logging.getLogger("agentrt.bots")
 
@@ -114,6 +114,8 @@ class Button:
     """One button under a message: its label and the data its press sends back."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     label: str
     data: str
@@ -411,6 +413,8 @@ class ButtonReply:
     """What a button press did: `text` for the presser, `ok` when it changed something."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     ok: bool
     text: str

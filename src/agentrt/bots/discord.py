@@ -55,7 +55,7 @@ from trio_websocket import (
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import DISCORD
 from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env, split_text
@@ -138,6 +138,8 @@ class DiscordConfig:
     """How to reach Discord and whom to listen to."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     token: str = attrs.field(repr=False)
     #: Discord user ids allowed to talk to the agent; empty lets nobody in.

@@ -32,7 +32,7 @@ import trio
 
 from .._executor import Executor
 from .._json import JsonNumberError, loads
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
 from .._vocab import TELEGRAM
 from ._bridge import (
@@ -75,6 +75,8 @@ class TelegramConfig:
     """How to reach Telegram and whom to listen to."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     token: str = attrs.field(repr=False)
     #: Telegram user ids allowed to talk to the agent; empty lets nobody in.

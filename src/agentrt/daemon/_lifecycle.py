@@ -17,7 +17,7 @@ from typing import Final
 
 import attrs
 
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_repr
 
 
 class ConnectionState(enum.Enum):
@@ -76,6 +76,7 @@ class Lifecycle:
     """The state of one connection, moved only through `step`."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
 
     state: ConnectionState = ConnectionState.AWAIT_HELLO
 

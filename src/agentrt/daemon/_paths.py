@@ -21,7 +21,7 @@ import attrs
 
 from .._locations import default_socket_path as default_socket_path
 from .._locations import is_socket_answering as is_socket_answering
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 
 
 class SocketPathError(Exception):
@@ -62,6 +62,8 @@ class PeerCredentials:
     """Who is at the other end of a Unix socket, as the kernel says."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     pid: int
     uid: int

@@ -48,7 +48,7 @@ from .._pending import (
     Listener,
 )
 from .._policy import Actor
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._runtime import Runtime
 from .._shapes import (
     event_to_json,
@@ -131,6 +131,8 @@ class StreamItem:
     """One event of the feed: its id, the session it is about (if any), its JSON text."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     id: int
     session_id: str | None

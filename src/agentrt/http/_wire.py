@@ -13,7 +13,7 @@ import attrs
 import cattrs
 
 from .._json import JsonNumberError, loads
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 
 T = TypeVar("T")
 
@@ -55,6 +55,8 @@ class RunBody:
     """`POST /v1/session/{id}/run`: the text must be more than whitespace."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     text: str = attrs.field(metadata={"schema": {"minLength": 1, "pattern": NOT_BLANK}})
 
@@ -64,6 +66,8 @@ class ResumeBody:
     """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     answer: str | None = None
 
@@ -73,6 +77,8 @@ class CancelBody:
     """`POST /v1/task/{hash}/cancel`: pause keeps the pending task, otherwise it is dropped."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     pause: bool = False
 
@@ -82,6 +88,8 @@ class AnswerBody:
     """`POST /v1/questions/{id}/answer`: a choice or text, and masked input in `secret`."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)

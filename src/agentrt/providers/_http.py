@@ -25,7 +25,7 @@ import httpx
 import trio
 
 from .._messages import ModelDelta, ModelError, ModelResponse, OnDelta
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import MODEL_RETRY, RetryPolicy
 
 # --------------------------------------------------------------------------- errors
@@ -170,6 +170,8 @@ class Api:
     """What sets one model API apart, as far as talking to it goes: its name and its key."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     #: How users know the API: ``"OpenAI-compatible API"``, ``"Anthropic API"``.
     provider: str
@@ -218,6 +220,8 @@ class ErrorContext:
     """What an error message names: the API, the model, the URL, whether a key was sent."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     api: Api
     model: str
@@ -382,6 +386,8 @@ class SSEEvent:
     """One server-sent event: its ``event:`` name (``"message"`` if none) and joined ``data:``."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     event: str
     data: str
@@ -502,6 +508,8 @@ class StreamRequest:
     """Everything needed to send one streaming POST. `repr` hides the headers (they hold the key)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     url: str
     headers: Mapping[str, str] = attrs.field(repr=False)

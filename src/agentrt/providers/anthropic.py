@@ -53,7 +53,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_repr
 from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
@@ -271,6 +271,7 @@ _ERROR_TYPES: dict[str, type[ProviderError]] = {
 @attrs.define
 class _Tool:
     __repr__ = fields_repr
+    __eq__ = fields_eq
     id: str
     name: str
     arguments: list[str] = attrs.field(factory=list)
@@ -281,6 +282,7 @@ class _Tool:
 @attrs.define
 class _Thinking:
     __repr__ = fields_repr
+    __eq__ = fields_eq
     text: list[str] = attrs.field(factory=list)
     signature: str = ""
     redacted: str | None = None

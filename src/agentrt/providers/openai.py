@@ -42,7 +42,7 @@ from .._messages import (
     ToolSpec,
     Usage,
 )
-from .._reprs import fields_repr
+from .._reprs import fields_eq, fields_repr
 from .._retry import RetryPolicy
 from ._http import (
     DEFAULT_RETRY,
@@ -299,6 +299,7 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 @attrs.define
 class _Call:
     __repr__ = fields_repr
+    __eq__ = fields_eq
     id: str | None = None
     name: str | None = None
     arguments: list[str] = attrs.field(factory=list)
