@@ -27,6 +27,7 @@ from agentrt.frames import (
     ClientFrame,
     DaemonFrame,
     FrameError,
+    PendingList,
     _decoder,
     _encoder,
     from_wire,
@@ -210,3 +211,33 @@ def test_frames_of_plain_fields_need_no_converter_at_all() -> None:
         "Welcome(version=1, daemon_version='1', window='w')",
         "False",
     ]
+
+
+@FAST
+@given(data=st.data())
+def test_a_bad_field_inside_a_listed_task_is_left_to_the_converter(data: st.DataObject) -> None:
+    """The compiled decoder reads the classes inside a frame (a page of tasks) as strictly."""
+    page = data.draw(_instances(PendingList).filter(lambda page: len(page.tasks) > 0))
+    wire = json.loads(json.dumps(to_wire(page)))
+    task = data.draw(st.sampled_from(wire["tasks"]))
+    how = data.draw(st.sampled_from(["drop", "add", "replace"]))
+    name = data.draw(st.sampled_from(sorted(task)))
+    if how == "drop":
+        del task[name]
+    elif how == "add":
+        task[data.draw(st.text(min_size=1, max_size=6))] = data.draw(JSON_VALUES)
+    else:
+        task[name] = data.draw(JSON_VALUES | st.sampled_from(["\ud800", 1.5, True, 7, None]))
+    try:
+        expected: Any = from_wire_slow(wire, DaemonFrame)
+    except FrameError as exc:
+        expected = exc
+    fast = _decoder(PendingList)(wire)
+    if isinstance(expected, FrameError):
+        assert fast is None
+        with pytest.raises(FrameError) as caught:
+            from_wire(wire, DaemonFrame)
+        assert str(caught.value) == str(expected)
+    else:
+        assert fast is None or _same(fast, expected)
+        assert _same(from_wire(wire, DaemonFrame), expected)

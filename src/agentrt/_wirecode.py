@@ -12,8 +12,10 @@ a few lines that does the same for the ordinary case:
   known enum value, no unknown field), or None for anything else: the caller
   then asks the converter, which decides (and words the error) as before.
 
-A field of another type (a list, an object, a nested class) goes through the
-converter's own hook for that type, so the two paths cannot drift apart there.
+Classes inside a frame (the tasks of a listing page) get functions of their
+own, and tuples of them, of strings or of JSON objects are read item by item
+as strictly. A field of any other type goes through the converter's own hook
+for that type, so the two paths cannot drift apart there.
 `tests/test_wirecode.py` checks both against the converter for every frame
 class.
 """
@@ -69,47 +71,109 @@ def _fields(cls: type) -> tuple[attrs.Attribute[Any], ...]:
     return fields
 
 
+def _items_of(kind: Any) -> Any:
+    """X of ``tuple[X, ...]``, else None."""
+    args = get_args(kind)
+    if get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return args[0]
+    return None
+
+
+def _is_object(kind: Any) -> bool:
+    """``dict[str, Any]``: a JSON object, passed through as it is."""
+    return get_origin(kind) is dict and get_args(kind) == (str, Any)
+
+
 def compile_encoder(
-    cls: type, conv: Callable[[], cattrs.Converter], *, only: Collection[str] | None = None
+    cls: type,
+    conv: Callable[[], cattrs.Converter],
+    *,
+    only: Collection[str] | None = None,
+    tagged: bool = True,
 ) -> Encoder:
     """A function from a `cls` frame to its JSON object: ``type`` first, then each field.
 
     `only` names the fields sent, when the converter has a hook that sends
-    fewer than all (a field that is only read). `conv` gives the converter;
-    it is called only for a field of a type other than a string, a number, a
-    boolean or an enum (or one of those or None).
+    fewer than all (a field that is only read). With `tagged` False, `cls` is
+    a class inside a frame (a listed task): no ``type``. `conv` gives the
+    converter; it is called only for a field of a type other than a string,
+    a number, a boolean, an enum, a class inside a frame, or a tuple of one
+    of those (or one of those or None).
     """
     names: dict[str, Any] = {}
-    tag: str = cls.TYPE  # type: ignore[attr-defined]  # every frame class has one
-    items = [f"'type': {tag!r}"]
+    items = []
+    if tagged:
+        tag: str = cls.TYPE  # type: ignore[attr-defined]  # every frame class has one
+        items.append(f"'type': {tag!r}")
     for field in _fields(cls):
         if only is not None and field.name not in only:
             continue
         kind, optional = _optional(field.type)
         get = f"frame.{field.name}"
+        inner = _items_of(kind)
         if kind in _PLAIN:
             value = get
-        elif _is_enum(kind):
-            value = f"(None if (v := {get}) is None else v.value)" if optional else f"{get}.value"
+        elif _is_enum(kind) or attrs.has(kind):
+            if attrs.has(kind):
+                names[f"_e_{field.name}"] = _nested_encoder(kind, conv)
+                convert = f"_e_{field.name}({{}})"
+            else:
+                convert = "{}.value"
+            if optional:
+                value = f"(None if (v := {get}) is None else {convert.format('v')})"
+            else:
+                value = convert.format(get)
+        elif inner in _PLAIN:
+            value = f"list({get})"
+        elif inner is not None and _is_enum(inner):
+            value = f"[item.value for item in {get}]"
+        elif inner is not None and attrs.has(inner):
+            names[f"_e_{field.name}"] = _nested_encoder(inner, conv)
+            value = f"[_e_{field.name}(item) for item in {get}]"
         else:
             hook = f"_h_{field.name}"
             names[hook] = conv().get_unstructure_hook(field.type)
             value = f"{hook}({get})"
+        if optional and inner is not None:
+            value = f"(None if {get} is None else {value})"
         items.append(f"{field.name!r}: {value}")
     source = "def encode(frame):\n    return {" + ", ".join(items) + "}\n"
     encoder: Encoder = _define(source, "encode", names)
     return encoder
 
 
-def compile_decoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Decoder:
+_NESTED_ENCODERS: dict[type, Encoder] = {}
+_NESTED_DECODERS: dict[type, Decoder] = {}
+
+
+def _nested_encoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Encoder:
+    try:
+        return _NESTED_ENCODERS[cls]
+    except KeyError:
+        encoder = _NESTED_ENCODERS[cls] = compile_encoder(cls, conv, tagged=False)
+        return encoder
+
+
+def _nested_decoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Decoder:
+    try:
+        return _NESTED_DECODERS[cls]
+    except KeyError:
+        decoder = _NESTED_DECODERS[cls] = compile_decoder(cls, conv, tagged=False)
+        return decoder
+
+
+def compile_decoder(
+    cls: type, conv: Callable[[], cattrs.Converter], *, tagged: bool = True
+) -> Decoder:
     """A function from a frame's JSON object to the `cls` frame, or None to ask the converter.
 
     The object's ``type`` has already been checked: it is allowed and skipped.
-    `conv` is called as `compile_encoder` says.
+    With `tagged` False, `cls` is a class inside a frame, whose object has no
+    ``type``. `conv` is called as `compile_encoder` says.
     """
     names: dict[str, Any] = {"_cls": cls, "_utf8": _utf8}
     fields = _fields(cls)
-    allowed = frozenset(["type", *(field.name for field in fields)])
+    allowed = frozenset([*(["type"] if tagged else []), *(field.name for field in fields)])
     names["_allowed"] = allowed
     lines = [
         "def decode(data):",
@@ -147,29 +211,59 @@ def compile_decoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Decoder:
 
 
 def _check(
-    name: str, kind: Any, conv: Callable[[], cattrs.Converter], names: dict[str, Any]
+    name: str,
+    kind: Any,
+    conv: Callable[[], cattrs.Converter],
+    names: dict[str, Any],
+    var: str = "v",
 ) -> list[str]:
-    """Lines that leave `v` as the structured value of field `name`, or return None."""
+    """Lines that leave `var` as the structured value of field `name`, or return None."""
     if kind is str:
-        return ["if type(v) is not str or not (v.isascii() or _utf8(v)):", "    return None"]
+        return [
+            f"if type({var}) is not str or not ({var}.isascii() or _utf8({var})):",
+            "    return None",
+        ]
     if kind is int or kind is bool:
-        return [f"if type(v) is not {kind.__name__}:", "    return None"]
+        return [f"if type({var}) is not {kind.__name__}:", "    return None"]
     if kind is float:
         return [
-            "if type(v) is int:",
-            "    v = float(v)",
-            "elif type(v) is not float:",
+            f"if type({var}) is int:",
+            f"    {var} = float({var})",
+            f"elif type({var}) is not float:",
             "    return None",
         ]
     if _is_enum(kind):
         members = f"_members_{name}"
         names[members] = {member.value: member for member in kind if isinstance(member.value, str)}
         return [
-            "if type(v) is not str:",
+            f"if type({var}) is not str:",
             "    return None",
-            f"v = {members}.get(v)",
-            "if v is None:",
+            f"{var} = {members}.get({var})",
+            f"if {var} is None:",
             "    return None",
+        ]
+    if attrs.has(kind):
+        names[f"_d_{name}"] = _nested_decoder(kind, conv)
+        return [
+            f"if type({var}) is not dict:",
+            "    return None",
+            f"{var} = _d_{name}({var})",
+            f"if {var} is None:",
+            "    return None",
+        ]
+    if _is_object(kind):
+        return [f"if type({var}) is not dict:", "    return None"]
+    inner = _items_of(kind)
+    if inner is not None and (inner is str or attrs.has(inner) or _is_object(inner)):
+        one = _check(name, inner, conv, names, "item")
+        return [
+            f"if type({var}) is not list:",
+            "    return None",
+            "items = []",
+            f"for item in {var}:",
+            *("    " + line for line in one),
+            "    items.append(item)",
+            f"{var} = tuple(items)",
         ]
     hook = f"_h_{name}"
     kind_name = f"_t_{name}"
@@ -177,7 +271,7 @@ def _check(
     names[kind_name] = kind
     return [
         "try:",
-        f"    v = {hook}(v, {kind_name})",
+        f"    {var} = {hook}({var}, {kind_name})",
         "except Exception:",
         "    return None",
     ]
