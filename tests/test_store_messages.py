@@ -27,7 +27,7 @@ from agentrt import (
 )
 from agentrt._messages import Role
 from agentrt._record import TaskSummary
-from agentrt._store import BadCursorError, TaskExistsError, UnreadableTask
+from agentrt._store import BadCursorError, TaskExistsError, UnreadableTask, _page_query
 from agentrt._stores import Store
 
 from .conftest import Recorder, open_test_store, raw_sql
@@ -288,3 +288,38 @@ async def test_one_session_is_looked_up_by_its_exact_id(runtime: Runtime) -> Non
     found = await runtime.store.session("cli-10")
     assert found is not None and (found.session_id, found.messages) == ("cli-10", 2)
     assert await runtime.store.session("cli-1%") is None  # no pattern either
+
+
+def test_a_page_deep_in_a_long_listing_costs_what_the_first_does(tmp_path: Path) -> None:
+    """The cursor's bound lets SQLite seek in the index: no page rescans the ones before it."""
+    db = sqlite3.connect(tmp_path / "pages.db")
+    db.execute("CREATE TABLE tasks (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL)")
+    db.execute("CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)")
+    db.executemany(
+        "INSERT INTO tasks VALUES (?, ?)", [(f"cli-{n:05}", n // 3) for n in range(6000)]
+    )
+    ordered = db.execute(
+        "SELECT updated_at, session_id FROM tasks ORDER BY updated_at DESC, session_id"
+    ).fetchall()
+
+    def steps_of_page(after: tuple[float, str] | None) -> int:
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        db.set_progress_handler(count, 100)  # once every 100 virtual machine instructions
+        try:
+            rows = db.execute(
+                *_page_query("SELECT session_id FROM tasks", "", "cli-", after, 100)
+            ).fetchall()
+        finally:
+            db.set_progress_handler(None, 0)
+        assert len(rows) == 101
+        return steps
+
+    first = steps_of_page(None)
+    deep = steps_of_page(ordered[5000])
+    assert deep < 2 * first, (first, deep)

@@ -541,7 +541,9 @@ def _page_query(
     sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
     args: list[Any] = [_like(prefix)]
     if after is not None:
-        sql += f" AND ({table}updated_at < ? OR ({table}updated_at = ? AND {table}session_id > ?))"
+        # The bound on updated_at alone lets the index seek to the cursor (a page
+        # deep in a long listing costs what the first does); the rest breaks ties.
+        sql += f" AND {table}updated_at <= ? AND ({table}updated_at < ? OR {table}session_id > ?)"
         args += [after[0], after[0], after[1]]
     sql += f" ORDER BY {table}updated_at DESC, {table}session_id"
     if limit is not None:
