@@ -52,7 +52,7 @@ TUI_CONNECTED = os.environ.get("AGENTRT_BENCH_TUI_CONNECTED", "idle")
 
 
 def bench_cli_pending_list(
-    root: Path, large_store: Path, rounds: int = 6, large: int = 10_000
+    root: Path, large_store: Path, rounds: int = 10, large: int = 10_000
 ) -> Result:
     """``agentrt pending list`` on a store of `large` pending tasks vs on an empty store."""
     env = isolated_env(root)

@@ -284,7 +284,7 @@ async def bench_daemon_pending_list(
     small_daemon: DaemonProcess,
     large: int,
     small: int,
-    rounds: int = 5,
+    rounds: int = 10,
 ) -> Result:
     """``pending list`` over the real socket with `large` tasks vs `small`."""
     name = f"pending_list_{large // 1000}k" if large >= 1000 else f"pending_list_{large}"
