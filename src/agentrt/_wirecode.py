@@ -23,6 +23,7 @@ class.
 from __future__ import annotations
 
 import enum
+import functools
 import keyword
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
@@ -142,24 +143,16 @@ def compile_encoder(
     return encoder
 
 
-_NESTED_ENCODERS: dict[type, Encoder] = {}
-_NESTED_DECODERS: dict[type, Decoder] = {}
-
-
+@functools.cache
 def _nested_encoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Encoder:
-    try:
-        return _NESTED_ENCODERS[cls]
-    except KeyError:
-        encoder = _NESTED_ENCODERS[cls] = compile_encoder(cls, conv, tagged=False)
-        return encoder
+    """`compile_encoder` of a class inside a frame, made once."""
+    return compile_encoder(cls, conv, tagged=False)
 
 
+@functools.cache
 def _nested_decoder(cls: type, conv: Callable[[], cattrs.Converter]) -> Decoder:
-    try:
-        return _NESTED_DECODERS[cls]
-    except KeyError:
-        decoder = _NESTED_DECODERS[cls] = compile_decoder(cls, conv, tagged=False)
-        return decoder
+    """`compile_decoder` of a class inside a frame, made once."""
+    return compile_decoder(cls, conv, tagged=False)
 
 
 def compile_decoder(
