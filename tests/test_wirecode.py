@@ -12,6 +12,7 @@ import enum
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any, Union, get_args, get_origin
 
 import attrs
@@ -92,9 +93,15 @@ ALL_FRAMES: list[Any] = [*CLIENT_FRAMES, *DAEMON_FRAMES]
 FAST = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
 
-@pytest.mark.parametrize("cls", ALL_FRAMES, ids=lambda cls: f"{cls.TYPE}-{cls.__name__}")
-@FAST
-@given(data=st.data())
+def for_every_frame(test: Callable[[Any, st.DataObject], None]) -> Any:
+    """`test(cls, data)` for each frame class, with hypothesis drawing from `data`."""
+    drawn = FAST(given(data=st.data())(test))
+    return pytest.mark.parametrize("cls", ALL_FRAMES, ids=lambda cls: f"{cls.TYPE}-{cls.__name__}")(
+        drawn
+    )
+
+
+@for_every_frame
 def test_every_frame_encodes_as_the_converter_does_and_decodes_without_it(
     cls: Any, data: st.DataObject
 ) -> None:
@@ -132,9 +139,7 @@ def _mutations(cls: Any) -> st.SearchStrategy[dict[str, Any]]:
     return st.builds(mutate, _instances(cls).map(to_wire_slow), st.data())
 
 
-@pytest.mark.parametrize("cls", ALL_FRAMES, ids=lambda cls: f"{cls.TYPE}-{cls.__name__}")
-@FAST
-@given(data=st.data())
+@for_every_frame
 def test_the_compiled_decoder_gives_the_converters_frame_or_leaves_it_to_it(
     cls: type, data: st.DataObject
 ) -> None:

@@ -11,6 +11,7 @@ order, ``repr=False`` ones left out, a field's own repr function used, and
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -57,11 +58,11 @@ def fields_repr(self: object) -> str:
 # class that shares `fields_eq` is unhashable, as attrs makes it.
 
 _Compared = tuple[tuple[str, Callable[[Any], Any] | None], ...]
-_EQ_FIELDS: dict[type, _Compared] = {}
-_HASH_FIELDS: dict[type, _Compared] = {}
 
 
-def _compared(cls: Any, *, for_hash: bool) -> _Compared:
+@functools.cache
+def _compared(cls: Any, for_hash: bool) -> _Compared:
+    """The fields `fields_eq` (or, `for_hash`, `fields_hash`) reads, with their key functions."""
     return tuple(
         (field.name, field.eq_key)
         for field in attrs.fields(cls)
@@ -71,13 +72,10 @@ def _compared(cls: Any, *, for_hash: bool) -> _Compared:
 
 def fields_eq(self: Any, other: object) -> Any:
     """The ``==`` attrs gives `self`, an instance of an attrs class (or NotImplemented)."""
-    cls = self.__class__
+    cls: Any = self.__class__
+    compared = _compared(cls, False)
     if other.__class__ is not cls:
         return NotImplemented
-    try:
-        compared = _EQ_FIELDS[cls]
-    except KeyError:
-        compared = _EQ_FIELDS[cls] = _compared(cls, for_hash=False)
     result: Any = True
     for name, key in compared:
         if key is None:
@@ -91,17 +89,13 @@ def fields_eq(self: Any, other: object) -> Any:
 
 def fields_hash(self: Any) -> int:
     """A hash that agrees with `fields_eq`, for a frozen attrs class."""
-    cls = self.__class__
-    try:
-        compared = _HASH_FIELDS[cls]
-    except KeyError:
-        compared = _HASH_FIELDS[cls] = _compared(cls, for_hash=True)
+    cls: Any = self.__class__
     return hash(
         (
             cls,
             *(
                 getattr(self, name) if key is None else key(getattr(self, name))
-                for name, key in compared
+                for name, key in _compared(cls, True)
             ),
         )
     )

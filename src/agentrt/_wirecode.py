@@ -39,7 +39,7 @@ Decoder = Callable[[dict[str, Any]], Any]
 _PLAIN = (str, int, bool, float)
 
 
-def _utf8(value: str) -> bool:
+def carries_utf8(value: str) -> bool:
     """Whether `value` has a UTF-8 form (no lone surrogate from a ``\\ud800`` escape)."""
     try:
         value.encode("utf-8")
@@ -164,7 +164,7 @@ def compile_decoder(
     With `tagged` False, `cls` is a class inside a frame, whose object has no
     ``type``. `conv` is called as `compile_encoder` says.
     """
-    names: dict[str, Any] = {"_cls": cls, "_utf8": _utf8}
+    names: dict[str, Any] = {"_cls": cls, "_utf8": carries_utf8}
     fields = _fields(cls)
     allowed = frozenset([*(["type"] if tagged else []), *(field.name for field in fields)])
     names["_allowed"] = allowed

@@ -26,6 +26,7 @@ import attrs
 
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._vocab import Cause, Outcome, RequestKind
+from ._wirecode import carries_utf8
 
 if TYPE_CHECKING:
     import cattrs
@@ -687,10 +688,8 @@ def _text(value: object, _: object) -> str:
     """
     if not isinstance(value, str):
         raise TypeError(f"expected string, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise TypeError("expected string, got one with a lone surrogate escape") from None
+    if not carries_utf8(value):
+        raise TypeError("expected string, got one with a lone surrogate escape")
     return value
 
 
