@@ -262,15 +262,17 @@ async def test_prune_deletes_old_finished_sessions_and_never_one_with_a_pending_
 async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
     store: Store,
 ) -> None:
-    from agentrt.cli import _listing_lines, _summary_row
+    from agentrt._listing import lines as listing_lines
+    from agentrt.cli import _summary_row
     from agentrt.daemon._wire import pending_task
 
     from .conftest import fill_mixed_store
 
     await fill_mixed_store(store)
-    lines = _listing_lines(await store.list_brief())
+    lines = await store.list_lines()
     assert len(lines) == 12
-    assert lines == _listing_lines(
+    assert lines == listing_lines(await store.list_brief())
+    assert lines == listing_lines(
         [_summary_row(pending_task(t)) for t in await store.list_stored()]
     )
 

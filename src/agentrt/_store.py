@@ -40,6 +40,8 @@ import cattrs
 import trio
 
 from ._cause import Cause
+from ._listing import TIME_MARK, BriefTask, line_head, stamp, template
+from ._listing import lines as listing_lines
 from ._messages import Message, Role
 from ._process import process_token
 from ._record import (
@@ -54,7 +56,7 @@ from ._record import (
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._statedir import fsync_dir
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The columns of `tasks` that hold a record's fields, in the order `_fields` gives them.
 _FIELDS = (
@@ -92,12 +94,23 @@ CREATE TABLE tasks (
     workdir TEXT,
     lost_words INTEGER NOT NULL DEFAULT 0,
     first_seq INTEGER NOT NULL DEFAULT 0,
-    message_count INTEGER NOT NULL DEFAULT 0
+    message_count INTEGER NOT NULL DEFAULT 0,
+    line TEXT
 )"""
+
+#: A task's listing line (`agentrt._listing.template`) is kept in its row by the store's
+#: own writes, each of which writes the line anew. A change that leaves the line as it was
+#: (one made by hand, or by a program that does not know it) drops it: a row with no line
+#: is listed from its record, so a damaged task is still listed as unreadable.
+_LINE_TRIGGER = """
+CREATE TRIGGER tasks_line_dropped AFTER UPDATE ON tasks
+WHEN NEW.line IS NOT NULL AND NEW.line IS OLD.line
+BEGIN UPDATE tasks SET line = NULL WHERE rowid = NEW.rowid; END"""
 
 _SCHEMA = (
     _TASKS,
     "CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)",
+    _LINE_TRIGGER,
     """CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
     window_hash TEXT,
@@ -169,11 +182,6 @@ class UnreadableTask:
 StoredTask = TaskRecord | UnreadableTask
 #: What one pending task is listed as.
 ListedTask = TaskSummary | UnreadableTask
-#: What a text listing shows of one pending task (`SqlStore.list_brief`), as plain values:
-#: (session id, status, crashed, cause, updated at, its question's prompt, input). The
-#: status and the cause are the values of `TaskStatus` and `Cause`; an unreadable task is
-#: ``(session id, "unreadable", False, None, updated at or 0.0, None, "")``.
-BriefTask = tuple[str, str, bool, str | None, float, str | None, str]
 
 
 def brief_of(task: ListedTask) -> BriefTask:
@@ -477,6 +485,24 @@ _PLAIN = (
 )
 
 
+#: `_PLAIN` for SQLite, which keeps a value of any type in any column: in a plain row, the
+#: session id must also be text and the numbers numbers `float` and `int` take, as
+#: `_summary` reads them. A value equals itself cast to its column's type only when it is
+#: one (and a comparison is cheaper than `typeof`).
+_PLAIN_TYPED = (
+    f"{_PLAIN} AND session_id = CAST(session_id AS TEXT) "
+    "AND created_at = CAST(created_at AS REAL) AND updated_at = CAST(updated_at AS REAL) "
+    "AND runs = CAST(runs AS INTEGER) AND lost_words = CAST(lost_words AS INTEGER) "
+    "AND message_count = CAST(message_count AS INTEGER)"
+)
+#: The query of `TaskStore.list_lines`: a row's line (None if it has none, or is running),
+#: the second of its last change, its session id.
+_LINES_SELECT = (
+    "SELECT CASE WHEN status <> 'running' THEN line END, CAST(updated_at AS INTEGER), "
+    "session_id FROM tasks"
+)
+
+
 def _brief_select(plain: str) -> str:
     """The query of `SqlStore.list_brief`: the input of a row `plain` holds for, else NULL.
 
@@ -552,6 +578,46 @@ def _page_query(
     return sql, args
 
 
+def _upsert_sql(line: bool) -> str:
+    """The statement `SqlStore._save` writes a task's row with (its line too, with `line`)."""
+    columns = (*_FIELDS, *(("line",) if line else ()), "first_seq", "message_count")
+    return (
+        f"INSERT INTO tasks(session_id, {', '.join(columns)}) "
+        f"VALUES ({', '.join('?' * (len(columns) + 1))}) ON CONFLICT(session_id) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in columns)
+    )
+
+
+def _update_sql(line: bool) -> str:
+    """The statement `SqlStore._update_fields` rewrites a task's fields with."""
+    columns = (*_FIELDS, *(("line",) if line else ()))
+    return f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in columns)} WHERE session_id = ?"
+
+
+def _mark_sql(line: bool) -> str:
+    """The statement of `SqlStore.mark`; with `line`, the line's head is replaced, its rest kept.
+
+    A row without a line (or whose line has no time mark) is left without one.
+    """
+    sql = "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ?, lost_words = ?"
+    if line:
+        mark = f"instr(line, char({ord(TIME_MARK)}))"
+        sql += f", line = CASE WHEN {mark} > 0 THEN ? || substr(line, {mark}) END"
+    return sql + " WHERE session_id = ?"
+
+
+def _line_of(record: TaskRecord) -> str | None:
+    """The listing line `record`'s row keeps (`agentrt._listing.template`), or None."""
+    question = record.question
+    return template(
+        record.session_id,
+        record.status.value,
+        record.cause.value if record.cause else None,
+        question.prompt if question is not None else None,
+        record.input,
+    )
+
+
 def _cursor(updated_at: float, session_id: str) -> str:
     return f"{updated_at!r}:{session_id}"
 
@@ -582,6 +648,10 @@ class SqlStore:
 
     #: The query of `list_brief`, for a database that keeps each column to its type.
     _BRIEF_SELECT: ClassVar[str] = _brief_select(_PLAIN)
+    #: The statements that write a task's row (see `_columns`, `_marked_line`).
+    _UPSERT: ClassVar[str] = _upsert_sql(line=False)
+    _UPDATE: ClassVar[str] = _update_sql(line=False)
+    _MARK: ClassVar[str] = _mark_sql(line=False)
 
     _db: sqlite3.Connection = attrs.field(repr=False)
     #: The token this process's runs are recorded with (`TaskRecord.runner`).
@@ -605,6 +675,16 @@ class SqlStore:
     def _run_batch(self, db: sqlite3.Connection, batch: list[_Call[Any]]) -> None:
         """Run a batch of calls in one transaction (writer thread); see `_run_batch`."""
         _run_batch(db, batch, self.location, self._memory)
+
+    def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
+        """The values `_UPSERT` and `_UPDATE` write of `record` (not its session's range)."""
+        return _fields(record)
+
+    def _marked_line(
+        self, session_id: str, status: TaskStatus, cause: Cause | None
+    ) -> tuple[Any, ...]:
+        """The values `_MARK` takes for the line of a task marked `status` (none here)."""
+        return ()
 
     # -- pending tasks --------------------------------------------------------
 
@@ -726,15 +806,13 @@ class SqlStore:
             with _write_transaction(db):
                 if runner is not None:
                     self._check_held(db, session_id, runner)
+                values = (status.value, cause.value if cause else None, _dumps(error), now)
                 cur = db.execute(
-                    "UPDATE tasks SET status = ?, cause = ?, error = ?, updated_at = ?, "
-                    "lost_words = ? WHERE session_id = ?",
+                    self._MARK,
                     (
-                        status.value,
-                        cause.value if cause else None,
-                        _dumps(error),
-                        now,
+                        *values,
                         lost_words,
+                        *self._marked_line(session_id, status, cause),
                         session_id,
                     ),
                 )
@@ -891,6 +969,10 @@ class SqlStore:
             return out
 
         return await self._run(read)
+
+    async def list_lines(self, prefix: str = "") -> list[str]:
+        """`list_brief`'s tasks as `agentrt pending list` shows them, a line each."""
+        return listing_lines(await self.list_brief(prefix))
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:
         """Whole pending tasks whose session id starts with `prefix`, most recent first.
@@ -1191,13 +1273,7 @@ class SqlStore:
             first = session.next_seq if session is not None else 0
             transcript = self._append(db, session_id, session, new, title=record.input)
         record = attrs.evolve(record, transcript=transcript)
-        columns = (*_FIELDS, "first_seq", "message_count")
-        db.execute(
-            f"INSERT INTO tasks(session_id, {', '.join(columns)}) "
-            f"VALUES ({', '.join('?' * (len(columns) + 1))}) ON CONFLICT(session_id) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in columns),
-            (session_id, *_fields(record), first, len(transcript)),
-        )
+        db.execute(self._UPSERT, (session_id, *self._columns(record), first, len(transcript)))
         if claim:
             self._claimed(db, record)
         return record
@@ -1268,10 +1344,7 @@ class SqlStore:
     def _update_fields(
         self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
     ) -> bool:
-        cur = db.execute(
-            f"UPDATE tasks SET {', '.join(f'{c} = ?' for c in _FIELDS)} WHERE session_id = ?",
-            (*_fields(record), record.session_id),
-        )
+        cur = db.execute(self._UPDATE, (*self._columns(record), record.session_id))
         if claim and cur.rowcount > 0:
             self._claimed(db, record)
         return cur.rowcount > 0
@@ -1388,18 +1461,52 @@ class TaskStore(SqlStore):
 
     __repr__ = fields_repr
 
-    #: SQLite keeps a value of any type in any column: in a plain row, the session id must
-    #: also be text and the numbers numbers `float` and `int` take, as `_summary` reads
-    #: them. A value equals itself cast to its column's type only when it is one (and a
-    #: comparison is cheaper than `typeof`).
-    _BRIEF_SELECT: ClassVar[str] = _brief_select(
-        f"{_PLAIN} AND session_id = CAST(session_id AS TEXT) "
-        "AND created_at = CAST(created_at AS REAL) AND updated_at = CAST(updated_at AS REAL) "
-        "AND runs = CAST(runs AS INTEGER) AND lost_words = CAST(lost_words AS INTEGER) "
-        "AND message_count = CAST(message_count AS INTEGER)"
-    )
+    #: The query of `list_brief` for a database that keeps any type in any column.
+    _BRIEF_SELECT: ClassVar[str] = _brief_select(_PLAIN_TYPED)
+    #: Each task's row keeps its listing line (see `_LINE_TRIGGER`).
+    _UPSERT: ClassVar[str] = _upsert_sql(line=True)
+    _UPDATE: ClassVar[str] = _update_sql(line=True)
+    _MARK: ClassVar[str] = _mark_sql(line=True)
 
     path: Path = attrs.field(kw_only=True)
+
+    def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
+        return (*_fields(record), _line_of(record))
+
+    def _marked_line(
+        self, session_id: str, status: TaskStatus, cause: Cause | None
+    ) -> tuple[Any, ...]:
+        return (line_head(session_id, status.value, cause.value if cause else None),)
+
+    async def list_lines(self, prefix: str = "") -> list[str]:
+        """`list_brief`'s tasks as `agentrt pending list` shows them, a line each.
+
+        Read from the lines the rows keep, the time put in: a task with no
+        line (one changed by hand, or written before lines were kept) or
+        running (its process may be gone: crashed) is read in full, as
+        `list_brief` reads it.
+        """
+
+        def read(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(*_page_query(_LINES_SELECT, "", prefix, None, None))
+            out: list[str | None] = []
+            add = out.append
+            others: list[tuple[int, Any]] = []
+            for line, second, session_id in rows:
+                if line is None:
+                    others.append((len(out), session_id))
+                    add(None)
+                else:
+                    add(line.replace(TIME_MARK, stamp(second), 1))
+            if others:
+                full = self._summary_rows(db, [session_id for _, session_id in others])
+                for index, session_id in others:
+                    row = full.get(session_id)
+                    if row is not None:
+                        out[index] = listing_lines([brief_of(self._summary(row))])[0]
+            return [line for line in out if line is not None]
+
+        return await self._run(read)
 
     @property
     def location(self) -> str:
@@ -1637,7 +1744,32 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
         db.execute("ALTER TABLE tasks ADD COLUMN lost_words INTEGER NOT NULL DEFAULT 0")
     if version < 3:
-        _migrate_to_messages(db)
+        _migrate_to_messages(db)  # its new tables keep lines already
+    elif version < 4:
+        db.execute("ALTER TABLE tasks ADD COLUMN line TEXT")
+        db.execute(_LINE_TRIGGER)
+    if version < 4:
+        _fill_lines(db)
+
+
+def _fill_lines(db: sqlite3.Connection) -> None:
+    """Version 4: each task's listing line, kept in its row, for the tasks it can be read for.
+
+    A task whose row is not plain (see `_PLAIN`) or whose input, question or error
+    cannot be read keeps no line: it is listed from its record, as before.
+    """
+    lines = []
+    for session_id, status, cause, text, question, error in db.execute(
+        "SELECT session_id, status, cause, input, NULLIF(question, 'null'), "
+        f"NULLIF(error, 'null') FROM tasks WHERE {_PLAIN_TYPED}"
+    ).fetchall():
+        try:
+            line = template(session_id, status, cause, _prompt(question, error), _json_text(text))
+        except Exception:  # any malformed value: the task keeps no line
+            continue
+        if line is not None:
+            lines.append((line, session_id))
+    db.executemany("UPDATE tasks SET line = ? WHERE session_id = ?", lines)
 
 
 def _split(text: str) -> list[tuple[str, str]]:

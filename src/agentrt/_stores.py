@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
 from ._cause import Cause
+from ._listing import BriefTask
 from ._messages import Message
 from ._record import TaskRecord, TaskStatus
 from ._store import (
-    BriefTask,
     ListedTask,
     Page,
     SessionInfo,
@@ -164,6 +164,10 @@ class Store(Protocol):
 
     async def list_brief(self, prefix: str = "") -> list[BriefTask]:
         """What a text listing shows of `list_stored`'s tasks (`agentrt._store.brief_of`)."""
+        ...
+
+    async def list_lines(self, prefix: str = "") -> list[str]:
+        """`list_brief`'s tasks as `agentrt pending list` shows them (`agentrt._listing`)."""
         ...
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:

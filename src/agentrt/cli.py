@@ -48,6 +48,8 @@ from ._events import (
 )
 from ._executor import ExecutorError, TaskInfo, UnknownTaskError
 from ._keys import KeyStore, check_key_name
+from ._listing import BriefTask
+from ._listing import lines as listing_lines
 from ._options import (
     API_KEY_ENV,
     APPROVAL,
@@ -74,7 +76,7 @@ from ._statedir import (
     prepare_state_dir,
     read_daemon_info,
 )
-from ._store import BriefTask, StoreError, UnreadableTask
+from ._store import StoreError, UnreadableTask
 from ._stores import is_postgres
 from ._vocab import TERMINAL
 from .daemon._wire import (
@@ -124,8 +126,6 @@ from .frames import (
 if TYPE_CHECKING:
     from .client import Client
 
-#: The status `agentrt pending list` shows for a stored task that cannot be read.
-UNREADABLE = "unreadable"
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -595,43 +595,11 @@ def _summary_row(task: PendingTask) -> BriefTask:
     )
 
 
-#: Formatted times by whole second: a listing's tasks often share one.
-_STAMPS: dict[int, str] = {}
-
-
-def _listing_lines(tasks: Sequence[BriefTask]) -> list[str]:
-    """One line per task, in one pass (a listing may hold thousands)."""
-    stamps = _STAMPS
-    shown_as: dict[tuple[bool, str, str | None], str] = {}  # a listing shows few of these
-    lines: list[str] = []
-    add = lines.append
-    for session, status, crashed, cause, updated_at, question, text in tasks:
-        shown = shown_as.get((crashed, status, cause))
-        if shown is None:
-            shown = "crashed" if crashed else status
-            if cause:
-                shown = f"{shown} ({cause})"
-            shown = shown_as[crashed, status, cause] = f"{shown:<28}"
-        second = int(updated_at)
-        age = stamps.get(second)
-        if age is None:
-            age = stamps[second] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        if status == UNREADABLE:
-            # Not shortened: the way out must stay readable.
-            what = f"cannot be read; discard it with: agentrt pending discard {session}"
-        else:
-            what = f"asks: {question}" if question is not None else text
-            if len(what) > 60:
-                what = what[:57] + "..."
-        add(f"{session:<20} {shown} {age}  {what}")
-    return lines
-
-
-def _print_lines(printer: Printer, tasks: Sequence[BriefTask]) -> int:
-    if not tasks:
+def _print_lines(printer: Printer, lines: Sequence[str]) -> int:
+    if not lines:
         printer.line("no pending tasks")
     else:
-        printer.lines(_listing_lines(tasks))
+        printer.lines(lines)
     return EXIT_FINISHED
 
 
@@ -639,7 +607,7 @@ def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
     if printer.json_mode:
         printer.lines([json.dumps(summarize(task), ensure_ascii=False) for task in tasks])
         return EXIT_FINISHED
-    return _print_lines(printer, [_summary_row(task) for task in tasks])
+    return _print_lines(printer, listing_lines([_summary_row(task) for task in tasks]))
 
 
 def _print_detail(printer: Printer, detail: PendingDetail) -> int:
@@ -1027,7 +995,7 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             if printer.json_mode:
                 listed = await rt.store.list_stored(args.prefix)
                 return _print_list(printer, [pending_task(t) for t in listed])
-            return _print_lines(printer, await rt.store.list_brief(args.prefix))
+            return _print_lines(printer, await rt.store.list_lines(args.prefix))
         if args.action == "show":
             stored = await rt.store.lookup(args.session)
             if stored is None:
