@@ -625,11 +625,12 @@ async def test_a_declared_body_too_large_is_refused_before_the_token_is_checked(
 
 
 async def _read_response(stream: trio.SocketStream) -> bytes:
-    """Everything the server sends until it closes the connection."""
+    """Everything the server sends until it closes the connection; then ours is closed too."""
     reply = b""
-    with trio.fail_after(30):
-        while chunk := await stream.receive_some():
-            reply += chunk
+    async with stream:
+        with trio.fail_after(30):
+            while chunk := await stream.receive_some():
+                reply += chunk
     return reply
 
 

@@ -960,15 +960,27 @@ class SqlStore:
                     crashed = gone[runner]
                 add((session_id, status, crashed, cause, updated, prompt, shown))
             if others:
-                full = self._summary_rows(db, [session_id for _, session_id in others])
-                for index, session_id in others:
-                    row = full.get(session_id)
-                    if row is not None:
-                        out[index] = brief_of(self._summary(row))
+                for index, brief in self._briefs_in_full(db, others):
+                    out[index] = brief
                 out = [task for task in out if task is not _NO_TASK]
             return out
 
         return await self._run(read)
+
+    def _briefs_in_full(
+        self, db: sqlite3.Connection, places: list[tuple[int, Any]]
+    ) -> Iterator[tuple[int, BriefTask]]:
+        """`brief_of` each task of `places` (a listing's place, a session id), read in full.
+
+        A task that is gone by now is left out.
+        """
+        if not places:
+            return
+        full = self._summary_rows(db, [session_id for _, session_id in places])
+        for index, session_id in places:
+            row = full.get(session_id)
+            if row is not None:
+                yield index, brief_of(self._summary(row))
 
     async def list_lines(self, prefix: str = "") -> list[str]:
         """`list_brief`'s tasks as `agentrt pending list` shows them, a line each."""
@@ -1498,12 +1510,8 @@ class TaskStore(SqlStore):
                     add(None)
                 else:
                     add(line.replace(TIME_MARK, stamp(second), 1))
-            if others:
-                full = self._summary_rows(db, [session_id for _, session_id in others])
-                for index, session_id in others:
-                    row = full.get(session_id)
-                    if row is not None:
-                        out[index] = listing_lines([brief_of(self._summary(row))])[0]
+            for index, brief in self._briefs_in_full(db, others):
+                out[index] = listing_lines([brief])[0]
             return [line for line in out if line is not None]
 
         return await self._run(read)
