@@ -10,7 +10,7 @@ before lines were kept.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,16 @@ def kept_lines(path: Path) -> dict[str, str | None]:
 
 
 @pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[TaskStore]:
+    """An SQLite store, the backend that keeps lines."""
+    opened = await TaskStore.open(tmp_path / "tasks.db")
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+@pytest.fixture
 def read_in_full(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The session ids the store reads in full (from their records) while listing."""
     seen: list[Any] = []
@@ -56,152 +66,126 @@ def read_in_full(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 async def test_a_paused_task_is_listed_from_its_kept_line(
-    tmp_path: Path, read_in_full: list[Any]
+    store: TaskStore, read_in_full: list[Any]
 ) -> None:
-    path = tmp_path / "tasks.db"
-    store = await TaskStore.open(path)
-    try:
-        # A run saves its task while it works; the pause marks it in place.
-        await store.save(TaskRecord("cli-one", "read a.txt", (), updated_at=5.0))
-        assert await store.mark("cli-one", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
-        question = SavedQuestion("c1", "Which colour is the sky on a clear day at noon?")
-        await store.save(
-            TaskRecord(
-                "cli-asks",
-                "x",
-                (),
-                status=TaskStatus.AWAITING_ANSWER,
-                question=question,
-                updated_at=4.0,
-            )
+    path = store.path
+    # A run saves its task while it works; the pause marks it in place.
+    await store.save(TaskRecord("cli-one", "read a.txt", (), updated_at=5.0))
+    assert await store.mark("cli-one", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
+    question = SavedQuestion("c1", "Which colour is the sky on a clear day at noon?")
+    await store.save(
+        TaskRecord(
+            "cli-asks",
+            "x",
+            (),
+            status=TaskStatus.AWAITING_ANSWER,
+            question=question,
+            updated_at=4.0,
         )
-        await store.save(TaskRecord("cli-fails", "y" * 70, (), updated_at=3.0))
-        assert await store.mark("cli-fails", TaskStatus.FAILED, error="boom")
-        lines = await store.list_lines()
-        assert lines == await expected_lines(store)
-        # A mark is the newest change: the marked tasks come first.
-        assert [line[21:49].rstrip() for line in lines] == [
-            "failed",
-            "interrupted (pause)",
-            "awaiting_answer",
-        ]
-        assert lines[0].endswith("  " + "y" * 57 + "...")
-        assert lines[2].endswith("  asks: Which colour is the sky on a clear day at noon?")
-        assert read_in_full == []  # every line was kept, none read from its record
-        kept = kept_lines(path)
-        assert kept["cli-one"] == template("cli-one", "interrupted", "pause", None, "read a.txt")
-        assert all(TIME_MARK in line for line in kept.values() if line is not None)
-    finally:
-        await store.aclose()
+    )
+    await store.save(TaskRecord("cli-fails", "y" * 70, (), updated_at=3.0))
+    assert await store.mark("cli-fails", TaskStatus.FAILED, error="boom")
+    lines = await store.list_lines()
+    assert lines == await expected_lines(store)
+    # A mark is the newest change: the marked tasks come first.
+    assert [line[21:49].rstrip() for line in lines] == [
+        "failed",
+        "interrupted (pause)",
+        "awaiting_answer",
+    ]
+    assert lines[0].endswith("  " + "y" * 57 + "...")
+    assert lines[2].endswith("  asks: Which colour is the sky on a clear day at noon?")
+    assert read_in_full == []  # every line was kept, none read from its record
+    kept = kept_lines(path)
+    assert kept["cli-one"] == template("cli-one", "interrupted", "pause", None, "read a.txt")
+    assert all(TIME_MARK in line for line in kept.values() if line is not None)
 
 
-async def test_a_mark_from_any_status_to_any_other_keeps_the_right_line(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "tasks.db"
-    store = await TaskStore.open(path)
-    try:
-        pairs = [
-            (before, after, cause)
-            for before in TaskStatus
-            for after in TaskStatus
-            for cause in (None, *Cause)
-        ]
-        for n, (before, after, cause) in enumerate(pairs):
-            session = f"cli-{n}"
-            await store.save(TaskRecord(session, f"task {n}", (), status=before))
-            assert await store.mark(session, after, cause=cause)
-        assert await store.list_lines() == await expected_lines(store)
-        kept = kept_lines(path)
-        for n, (before, after, cause) in enumerate(pairs):
-            line = kept[f"cli-{n}"]
-            if (before, None) == (after, cause):  # the same line: dropped, read in full
-                assert line is None
-            else:
-                shown = f"{after.value} ({cause.value})" if cause else after.value
-                assert line == template(
-                    f"cli-{n}", after.value, cause and cause.value, None, f"task {n}"
-                )
-                assert line is not None and line.startswith(f"{f'cli-{n}':<20} {shown} ")
-    finally:
-        await store.aclose()
+async def test_a_mark_from_any_status_to_any_other_keeps_the_right_line(store: TaskStore) -> None:
+    path = store.path
+    pairs = [
+        (before, after, cause)
+        for before in TaskStatus
+        for after in TaskStatus
+        for cause in (None, *Cause)
+    ]
+    for n, (before, after, cause) in enumerate(pairs):
+        session = f"cli-{n}"
+        await store.save(TaskRecord(session, f"task {n}", (), status=before))
+        assert await store.mark(session, after, cause=cause)
+    assert await store.list_lines() == await expected_lines(store)
+    kept = kept_lines(path)
+    for n, (before, after, cause) in enumerate(pairs):
+        line = kept[f"cli-{n}"]
+        if (before, None) == (after, cause):  # the same line: dropped, read in full
+            assert line is None
+        else:
+            shown = f"{after.value} ({cause.value})" if cause else after.value
+            assert line == template(
+                f"cli-{n}", after.value, cause and cause.value, None, f"task {n}"
+            )
+            assert line is not None and line.startswith(f"{f'cli-{n}':<20} {shown} ")
 
 
 async def test_a_row_changed_by_hand_loses_its_line_and_is_listed_from_its_record(
-    tmp_path: Path, read_in_full: list[Any]
+    store: TaskStore, read_in_full: list[Any]
 ) -> None:
-    path = tmp_path / "tasks.db"
-    store = await TaskStore.open(path)
-    try:
-        for n, session in enumerate(("cli-runs", "cli-status", "cli-input", "cli-same")):
-            record = TaskRecord(session, "work", (), status=TaskStatus.INTERRUPTED)
-            await store.save(record.evolve(updated_at=10.0 - n))
-        raw_sql(store, "UPDATE tasks SET runs = 'many' WHERE session_id = 'cli-runs'")
-        raw_sql(store, "UPDATE tasks SET status = 'weird' WHERE session_id = 'cli-status'")
-        raw_sql(store, "UPDATE tasks SET input = '\"else\"' WHERE session_id = 'cli-input'")
-        raw_sql(store, "UPDATE tasks SET updated_at = 6.0 WHERE session_id = 'cli-same'")
-        assert all(line is None for line in kept_lines(path).values())
-        lines = await store.list_lines()
-        assert lines == await expected_lines(store)
-        assert sorted(read_in_full) == ["cli-input", "cli-runs", "cli-same", "cli-status"]
-        assert "cannot be read; discard it with: agentrt pending discard cli-runs" in lines[0]
-        assert lines[2].endswith("  else")  # what the row says now, not what its line said
-        # The store's next write of a task keeps its line again.
-        loaded = await store.load("cli-input")
-        assert loaded is not None
-        await store.save(loaded.evolve(updated_at=11.0))
-        assert kept_lines(path)["cli-input"] is not None
-        assert await store.list_lines() == await expected_lines(store)
-    finally:
-        await store.aclose()
+    path = store.path
+    for n, session in enumerate(("cli-runs", "cli-status", "cli-input", "cli-same")):
+        record = TaskRecord(session, "work", (), status=TaskStatus.INTERRUPTED)
+        await store.save(record.evolve(updated_at=10.0 - n))
+    raw_sql(store, "UPDATE tasks SET runs = 'many' WHERE session_id = 'cli-runs'")
+    raw_sql(store, "UPDATE tasks SET status = 'weird' WHERE session_id = 'cli-status'")
+    raw_sql(store, "UPDATE tasks SET input = '\"else\"' WHERE session_id = 'cli-input'")
+    raw_sql(store, "UPDATE tasks SET updated_at = 6.0 WHERE session_id = 'cli-same'")
+    assert all(line is None for line in kept_lines(path).values())
+    lines = await store.list_lines()
+    assert lines == await expected_lines(store)
+    assert sorted(read_in_full) == ["cli-input", "cli-runs", "cli-same", "cli-status"]
+    assert "cannot be read; discard it with: agentrt pending discard cli-runs" in lines[0]
+    assert lines[2].endswith("  else")  # what the row says now, not what its line said
+    # The store's next write of a task keeps its line again.
+    loaded = await store.load("cli-input")
+    assert loaded is not None
+    await store.save(loaded.evolve(updated_at=11.0))
+    assert kept_lines(path)["cli-input"] is not None
+    assert await store.list_lines() == await expected_lines(store)
 
 
 async def test_a_running_task_is_read_in_full_to_say_whether_it_crashed(
-    tmp_path: Path, read_in_full: list[Any]
+    store: TaskStore, read_in_full: list[Any]
 ) -> None:
-    store = await TaskStore.open(tmp_path / "tasks.db")
-    try:
-        await store.save(TaskRecord("cli-gone", "x", (), runner="999999999:1", updated_at=2.0))
-        await store.save(TaskRecord("cli-here", "x", (), runner=store.runner, updated_at=1.0))
-        lines = await store.list_lines()
-        assert lines == await expected_lines(store)
-        assert [line[21:49].rstrip() for line in lines] == ["crashed", "running"]
-        assert read_in_full == ["cli-gone", "cli-here"]
-    finally:
-        await store.aclose()
+    await store.save(TaskRecord("cli-gone", "x", (), runner="999999999:1", updated_at=2.0))
+    await store.save(TaskRecord("cli-here", "x", (), runner=store.runner, updated_at=1.0))
+    lines = await store.list_lines()
+    assert lines == await expected_lines(store)
+    assert [line[21:49].rstrip() for line in lines] == ["crashed", "running"]
+    assert read_in_full == ["cli-gone", "cli-here"]
 
 
 async def test_tasks_whose_line_cannot_be_kept_are_listed_from_their_records(
-    tmp_path: Path,
+    store: TaskStore,
 ) -> None:
-    path = tmp_path / "tasks.db"
-    store = await TaskStore.open(path)
-    try:
-        paused = TaskStatus.INTERRUPTED
-        await store.save(TaskRecord("cli-surrogate", "a \ud800", (), status=paused))
-        await store.save(TaskRecord(f"cli-{TIME_MARK}mark", "b", (), status=paused))
-        await store.save(TaskRecord("cli-long-session-id-of-many-chars", "c", (), status=paused))
-        assert await store.mark(f"cli-{TIME_MARK}mark", paused, cause=Cause.PAUSE)
-        kept = kept_lines(path)
-        assert kept["cli-surrogate"] is None
-        assert kept[f"cli-{TIME_MARK}mark"] is None
-        assert kept["cli-long-session-id-of-many-chars"] is not None
-        assert await store.list_lines() == await expected_lines(store)
-    finally:
-        await store.aclose()
+    path = store.path
+    paused = TaskStatus.INTERRUPTED
+    await store.save(TaskRecord("cli-surrogate", "a \ud800", (), status=paused))
+    await store.save(TaskRecord(f"cli-{TIME_MARK}mark", "b", (), status=paused))
+    await store.save(TaskRecord("cli-long-session-id-of-many-chars", "c", (), status=paused))
+    assert await store.mark(f"cli-{TIME_MARK}mark", paused, cause=Cause.PAUSE)
+    kept = kept_lines(path)
+    assert kept["cli-surrogate"] is None
+    assert kept[f"cli-{TIME_MARK}mark"] is None
+    assert kept["cli-long-session-id-of-many-chars"] is not None
+    assert await store.list_lines() == await expected_lines(store)
 
 
-async def test_the_mixed_listing_reads_the_same_from_lines(tmp_path: Path) -> None:
-    store = await TaskStore.open(tmp_path / "tasks.db")
-    try:
-        await fill_mixed_store(store)
-        lines = await store.list_lines()
-        assert len(lines) == 12
-        assert lines == await expected_lines(store)
-        assert await store.list_lines("cli-c") == await expected_lines(store, "cli-c")
-        assert await store.list_lines("cli_") == []
-    finally:
-        await store.aclose()
+async def test_the_mixed_listing_reads_the_same_from_lines(store: TaskStore) -> None:
+    await fill_mixed_store(store)
+    lines = await store.list_lines()
+    assert len(lines) == 12
+    assert lines == await expected_lines(store)
+    assert await store.list_lines("cli-c") == await expected_lines(store, "cli-c")
+    assert await store.list_lines("cli_") == []
 
 
 def downgrade_to_version_3(path: Path) -> None:
