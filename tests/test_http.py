@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -665,6 +666,31 @@ async def test_shutting_the_server_down_keeps_the_running_task(runtime: Runtime)
     assert record is not None
     assert record.cause is Cause.SHUTDOWN
     assert runtime.registry.statistics().listeners == 0  # the chat- listener went with it
+
+
+async def test_shutting_the_server_down_closes_the_connections_it_was_serving(
+    runtime: Runtime,
+) -> None:
+    token = load_or_create_token(runtime.state_dir)
+    collecting = gc.isenabled()
+    gc.disable()  # only the server's own close may end the connection, not the collector
+    try:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            # A whole request, answered; the connection stays open for the next one.
+            await stream.send_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            with trio.fail_after(30):
+                reply = await stream.receive_some()
+            assert reply.startswith(b"HTTP/1.1 "), reply
+            nursery.cancel_scope.cancel()
+        async with stream:
+            with trio.fail_after(30):
+                while await stream.receive_some():
+                    pass  # the rest of the reply, if any; then the server's close
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # -- the document and the page ---------------------------------------------------

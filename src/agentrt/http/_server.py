@@ -166,9 +166,14 @@ class _Server:
 
     async def _serve(self, stream: trio.SocketStream) -> None:
         try:
-            # TCPServer tells a plain stream from a TLS one by duck typing; it takes both.
-            tls_or_plain = cast(trio.SSLStream[trio.SocketStream], stream)
-            await TCPServer(self.app, self.config, self.context, ConnectionState({}), tls_or_plain)
+            # Closed here too: TCPServer leaves the socket open when the server is
+            # cancelled (shut down) while it serves the connection.
+            async with stream:
+                # TCPServer tells a plain stream from a TLS one by duck typing; it takes both.
+                tls_or_plain = cast(trio.SSLStream[trio.SocketStream], stream)
+                await TCPServer(
+                    self.app, self.config, self.context, ConnectionState({}), tls_or_plain
+                )
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away: nothing to report
         except Exception as exc:
