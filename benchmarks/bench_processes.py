@@ -61,6 +61,8 @@ _F = TypeVar("_F", bound=DaemonFrame)
 #: How long a sample lets the daemon settle (into a tool call, or waiting for an answer)
 #: before the timed part. The in-process benchmarks wait for all tasks to block; across
 #: processes there is no such signal, so this is a short pause outside the timed part.
+#: The raw round trip they are compared with waits as long before its own timed part, so
+#: that both are measured from the same idle machine (see `_echo_sample`).
 SETTLE = 0.005
 
 
@@ -144,7 +146,13 @@ class _Window:
 
 
 async def _echo_sample(line: LineClient, message: dict[str, object]) -> float:
-    await trio.lowlevel.checkpoint()
+    """One raw round trip, after the same idle pause as a daemon sample's (`SETTLE`).
+
+    Without the pause, the echo server was sometimes still awake from the
+    sample before and sometimes not: its round trip took either about 130 µs
+    or about 300 µs on a 2-core machine, and the median fell between the two.
+    """
+    await trio.sleep(SETTLE)
     start = time.perf_counter()
     reply = await line.round_trip(message)
     elapsed = time.perf_counter() - start
