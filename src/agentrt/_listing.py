@@ -36,10 +36,15 @@ _STAMPS: dict[int, str] = {}
 
 def head(session: str, status: str, cause: str | None, crashed: bool = False) -> str:
     """A line up to its time: the session id, and the status with its cause, padded."""
+    return f"{session:<20}{_shown(status, cause, crashed)}"
+
+
+def _shown(status: str, cause: str | None, crashed: bool) -> str:
+    """The status part of a line's head, padded, between spaces."""
     shown = "crashed" if crashed else status
     if cause:
         shown = f"{shown} ({cause})"
-    return f"{session:<20} {shown:<28} "
+    return f" {shown:<28} "
 
 
 def what(prompt: str | None, text: str) -> str:
@@ -113,6 +118,6 @@ def lines(tasks: Iterable[BriefTask]) -> list[str]:
         key = (crashed, status, cause)
         shown = heads.get(key)
         if shown is None:
-            shown = heads[key] = head("", status, cause, crashed)[20:]
+            shown = heads[key] = _shown(status, cause, crashed)
         add(f"{session:<20}{shown}{age}{what(question, text)}")
     return out

@@ -806,11 +806,13 @@ class SqlStore:
             with _write_transaction(db):
                 if runner is not None:
                     self._check_held(db, session_id, runner)
-                values = (status.value, cause.value if cause else None, _dumps(error), now)
                 cur = db.execute(
                     self._MARK,
                     (
-                        *values,
+                        status.value,
+                        cause.value if cause else None,
+                        _dumps(error),
+                        now,
                         lost_words,
                         *self._marked_line(session_id, status, cause),
                         session_id,
