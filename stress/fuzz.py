@@ -601,6 +601,12 @@ def fuzz_http(
         request = client.build_request(method, path, content=content or None, headers=headers)
         try:
             response = client.send(request)
+        except httpx.TimeoutException as exc:
+            # Named in full, so that the failure says which request the server sat on.
+            raise AssertionError(
+                f"{method} {path} ({len(content)} bytes of body, content type {ctype!r}, "
+                f"auth {auth}): no answer within {client.timeout.read}s ({exc!r})"
+            ) from None
         except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError) as exc:
             if len(content) > 1024 * 1024:
                 # A body over the cap may be refused (413) before it is read, and the
