@@ -266,23 +266,22 @@ async def _connect_idle(path: Path, count: int, stack: contextlib.AsyncExitStack
 async def _list_pending(path: Path) -> tuple[float, int]:
     """Time one whole ``pending list`` on a fresh connection, every page; (seconds, tasks).
 
-    Raises `BrokenDaemonConnectionError` or `UnexpectedFrameError` when the
-    daemon cannot answer.
+    One request asks for every page (``all_pages``), as `agentrt pending list`
+    does. Raises `BrokenDaemonConnectionError` or `UnexpectedFrameError` when
+    the daemon cannot answer.
     """
     with trio.fail_after(60):
         async with await Client.connect(path, window=new_window_hash()) as client:
             listed = 0
-            cursor: str | None = None
             start = time.perf_counter()
+            await client.send(
+                PendingRequest(PendingAction.LIST, limit=LIST_PAGE_MAX, all_pages=True)
+            )
             while True:
-                await client.send(
-                    PendingRequest(PendingAction.LIST, limit=LIST_PAGE_MAX, cursor=cursor)
-                )
                 page = await _until(client, PendingList)
                 listed += len(page.tasks)
                 if page.next is None:
                     break
-                cursor = page.next
             elapsed = time.perf_counter() - start
     return elapsed, listed
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import TaskStore
+from agentrt import TaskRecord, TaskStatus, TaskStore
+from agentrt.frames import LIST_PAGE_MAX
 
 from .conftest import fill_mixed_store, insert_unreadable_record
 
@@ -290,6 +291,40 @@ def test_an_unreadable_task_is_listed_and_can_be_discarded(state: Path, tmp_path
     assert discarded.stdout == "discarded the pending task of chat-bad\n"
     left = run(["pending", "list", "--json"], state, tmp_path).stdout.splitlines()
     assert [json.loads(line)["session"] for line in left] == ["chat-ok"]
+
+
+def test_a_listing_of_more_than_a_page_shows_every_task_once(state: Path, tmp_path: Path) -> None:
+    count = LIST_PAGE_MAX + 5  # two pages through the daemon
+
+    async def fill() -> None:
+        store = await TaskStore.open(state / "tasks.db")
+        try:
+            async with trio.open_nursery() as nursery:
+                for n in range(count):
+                    record = TaskRecord(
+                        f"cli-{n:04}",
+                        f"task {n}",
+                        (),
+                        status=TaskStatus.INTERRUPTED,
+                        updated_at=1_700_000_000.0 + n,
+                    )
+                    nursery.start_soon(store.save, record)
+        finally:
+            await store.aclose()
+
+    trio.run(fill)
+    newest_first = [f"cli-{n:04}" for n in reversed(range(count))]
+    listed = run(["pending", "list", "--json"], state, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [json.loads(line)["session"] for line in listed.stdout.splitlines()] == newest_first
+    plain = run(["pending", "list"], state, tmp_path)
+    assert [line.split()[0] for line in plain.stdout.splitlines()] == newest_first
+    sessions = run(["sessions", "list", "--json"], state, tmp_path)
+    assert sessions.returncode == 0, sessions.stderr
+    shown = [json.loads(line)["session"] for line in sessions.stdout.splitlines()]
+    assert sorted(shown) == sorted(newest_first)
+    some = run(["sessions", "list", "--json", "--limit", str(count - 2)], state, tmp_path)
+    assert len(some.stdout.splitlines()) == count - 2
 
 
 def test_the_listing_shows_each_kind_of_task_in_one_line(state: Path, tmp_path: Path) -> None:

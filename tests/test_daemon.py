@@ -9,6 +9,7 @@ import socket
 import stat
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -61,6 +62,9 @@ from agentrt.frames import (
     PendingRequest,
     Run,
     Scope,
+    SessionList,
+    SessionsAction,
+    SessionsRequest,
     TaskFrame,
     TextFrame,
     VerifyFrame,
@@ -805,6 +809,99 @@ async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
                 refused = await client.receive()
                 assert isinstance(refused, ErrorFrame) and refused.code is ErrorCode.INVALID
             assert isinstance(await round_trip(client), PendingList), "the connection survives"
+
+
+async def test_all_pages_answers_one_request_with_every_page_in_order(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    for n in range(45):
+        await runtime.store.save(
+            TaskRecord(
+                f"cli-{n:02}",
+                f"task {n}",
+                (Message.user(f"task {n}"),),
+                status=TaskStatus.INTERRUPTED,
+                updated_at=float(n // 4),
+            )
+        )
+    with trio.fail_after(TIMEOUT):
+        async with await command(daemon) as client:
+            paged: list[PendingList] = []
+            cursor: str | None = None
+            while not paged or cursor is not None:
+                await client.send(PendingRequest(PendingAction.LIST, limit=10, cursor=cursor))
+                page = await client.receive()
+                assert isinstance(page, PendingList)
+                paged.append(page)
+                cursor = page.next
+            # One request; every frame sent after it is answered after its last page.
+            await client.send(PendingRequest(PendingAction.LIST, limit=10, all_pages=True))
+            await client.send(PendingRequest(PendingAction.SHOW, session="cli-07"))
+            streamed = [await client.receive() for _ in paged]
+            assert streamed == paged, "the same pages, cursors and all, as asked one by one"
+            shown = await client.receive()
+            assert isinstance(shown, PendingDetail) and shown.task.session == "cli-07"
+            # From a cursor on, and the sessions listing the same way.
+            await client.send(
+                PendingRequest(PendingAction.LIST, limit=10, cursor=paged[2].next, all_pages=True)
+            )
+            assert [await client.receive(), await client.receive()] == paged[3:]
+            await client.send(SessionsRequest(SessionsAction.LIST, limit=20, all_pages=True))
+            sessions = [await client.receive() for _ in range(3)]
+            assert all(isinstance(f, SessionList) for f in sessions)
+            assert [f.next is None for f in sessions] == [False, False, True]  # type: ignore[union-attr]
+            listed = [s.session for f in sessions for s in f.sessions]  # type: ignore[union-attr]
+            assert sorted(listed) == [f"cli-{n:02}" for n in range(45)]
+            assert isinstance(await round_trip(client), PendingList), "nothing more came"
+
+
+async def test_all_pages_waits_for_a_slow_reader_instead_of_queueing_the_listing(
+    daemon: Daemon, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages bigger than the socket takes, to a client that does not read yet."""
+    async with trio.open_nursery() as nursery:
+        for n in range(120):
+            record = TaskRecord(
+                f"cli-{n:03}",
+                f"{n:03} " + "x" * 8000,
+                (Message.user("x"),),
+                status=TaskStatus.INTERRUPTED,
+                updated_at=float(n),
+            )
+            nursery.start_soon(runtime.store.save, record)
+    queued: list[tuple[int, int]] = []  # (the frame's size, bytes waiting for the socket after it)
+    pages_read = 0
+    read_two = trio.Event()
+    send_nowait = Connection.send_nowait
+    list_page = type(runtime.store).list_page
+
+    def recording_send(self: Connection, frame: DaemonFrame, *, linger: bool = False) -> None:
+        send_nowait(self, frame, linger=linger)
+        if isinstance(frame, PendingList):
+            queued.append((len(encode(frame)), self._outbox_bytes))
+
+    async def counting_list_page(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal pages_read
+        page = await list_page(self, *args, **kwargs)
+        pages_read += 1
+        if pages_read == 2:
+            read_two.set()
+        return page
+
+    monkeypatch.setattr(Connection, "send_nowait", recording_send)
+    monkeypatch.setattr(type(runtime.store), "list_page", counting_list_page)
+    with trio.fail_after(TIMEOUT):
+        async with await command(daemon) as client:
+            await client.send(PendingRequest(PendingAction.LIST, limit=40, all_pages=True))
+            await read_two.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            # The second page is read, but not sent: the first has not left yet.
+            assert len(queued) == 1 and queued[0][1] > 0, queued
+            pages = [await client.receive() for _ in range(3)]
+    assert [len(p.tasks) for p in pages if isinstance(p, PendingList)] == [40, 40, 40]
+    assert len(queued) == 3
+    for size, waiting in queued:
+        assert waiting <= size, f"a page was queued behind another: {queued}"
 
 
 # -- the `agentrt` command's scope ------------------------------------------------

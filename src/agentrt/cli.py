@@ -1042,13 +1042,12 @@ async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client
 
 
 async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int:
-    """Every pending task the daemon lists, fetched a page at a time."""
+    """Every pending task the daemon lists: one request, its pages as they come."""
     tasks: list[PendingTask] = []
-    cursor: str | None = None
+    await client.send(
+        PendingRequest(PendingAction.LIST, prefix=prefix, limit=LIST_PAGE_MAX, all_pages=True)
+    )
     while True:
-        await client.send(
-            PendingRequest(PendingAction.LIST, prefix=prefix, limit=LIST_PAGE_MAX, cursor=cursor)
-        )
         frame = await client.receive()
         while not isinstance(frame, PendingList | ErrorFrame):
             frame = await client.receive()  # an event of another run: not ours to show
@@ -1057,7 +1056,6 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
         tasks += frame.tasks
         if frame.next is None:
             return _print_list(printer, tasks)
-        cursor = frame.next
 
 
 async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
@@ -1106,6 +1104,9 @@ async def _sessions_via_daemon(
 ) -> int:
     async def ask(request: SessionsRequest) -> DaemonFrame:
         await client.send(request)
+        return await next_reply()
+
+    async def next_reply() -> DaemonFrame:
         while True:
             frame = await client.receive()
             # An event of another run is not ours to show.
@@ -1113,21 +1114,27 @@ async def _sessions_via_daemon(
                 return frame
 
     if args.action == "list":
+        # Without a limit, every page comes for one request; with one, a page at a time
+        # until there are enough.
         items: list[SessionItem] = []
-        cursor: str | None = None
-        while args.limit is None or len(items) < args.limit:
-            listed = await ask(
-                SessionsRequest(
-                    SessionsAction.LIST, prefix=args.prefix, limit=LIST_PAGE_MAX, cursor=cursor
-                )
-            )
+        listing = SessionsRequest(
+            SessionsAction.LIST,
+            prefix=args.prefix,
+            limit=LIST_PAGE_MAX,
+            all_pages=args.limit is None,
+        )
+        listed = await ask(listing)
+        while True:
             if isinstance(listed, ErrorFrame):
                 return _error_status(listed)
             assert isinstance(listed, SessionList)
             items += listed.sessions
-            if listed.next is None:
+            if listed.next is None or (args.limit is not None and len(items) >= args.limit):
                 break
-            cursor = listed.next
+            if listing.all_pages:
+                listed = await next_reply()
+            else:
+                listed = await ask(attrs.evolve(listing, cursor=listed.next))
         return _print_sessions(printer, items[: args.limit])
     if args.action == "rm":
         done = await ask(SessionsRequest(SessionsAction.RM, args.session))
@@ -1147,8 +1154,8 @@ async def _sessions_via_daemon(
             return _error_status(shown)
         assert isinstance(shown, SessionMessages)
         if args.action == "continue":
-            request = Run(text, args.session, cwd=_workdir(args))
-            return await _drive_daemon(client, printer, request, args.session)
+            run = Run(text, args.session, cwd=_workdir(args))
+            return await _drive_daemon(client, printer, run, args.session)
         messages += shown.messages
         if shown.next is None:
             return _print_conversation(printer, shown.session, messages)

@@ -174,7 +174,9 @@ class PendingRequest:
     folder. ``list`` shows only sessions starting with `prefix`, most recently
     updated first, a page at a time: at most `limit` tasks (the daemon's page
     size when unset, at most `LIST_PAGE_MAX`) after `cursor`, the `next` of the
-    page before.
+    page before. With `all_pages`, the page and every one after it come back,
+    each its own reply, the last with no ``next``: the whole listing for one
+    request.
     """
 
     __repr__ = fields_repr
@@ -189,6 +191,7 @@ class PendingRequest:
     cwd: str | None = None
     limit: int | None = None
     cursor: str | None = None
+    all_pages: bool = False
 
 
 class SessionsAction(enum.Enum):
@@ -213,7 +216,8 @@ class SessionsRequest:
 
     ``list`` shows sessions starting with `prefix`, a page at a time: at most
     `limit` (default `LIST_PAGE`, at most `LIST_PAGE_MAX`) after `cursor`, the
-    `next` of the page before. ``show`` gives the `session` and its messages
+    `next` of the page before, or with `all_pages` every page from there on,
+    as `PendingRequest` lists them. ``show`` gives the `session` and its messages
     with a ``seq`` above `after`, at most `limit` (default `MESSAGES_PAGE`, at
     most `MESSAGES_PAGE_MAX`). ``rm`` deletes `session`; a session with a
     pending task is refused (discard the task first). To continue a session,
@@ -231,6 +235,7 @@ class SessionsRequest:
     limit: int | None = None
     cursor: str | None = None
     after: int = -1
+    all_pages: bool = False
 
 
 # -- daemon -> client --------------------------------------------------------

@@ -226,6 +226,8 @@ class Connection:
     _linger: bool = attrs.field(default=False, init=False, repr=False)
     #: Set when the writer task has written all it will.
     _flushed: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    #: Set when the socket has taken everything sent, or the peer is gone (see `_sent`).
+    _outbox_taken: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _listener: Listener | None = attrs.field(default=None, init=False, repr=False)
     #: Questions this connection claimed and forwarded, by entry id.
     _asks: dict[str, Entry] = attrs.field(factory=dict, init=False, repr=False)
@@ -431,6 +433,7 @@ class Connection:
         try:
             while True:
                 if not self._outbox:
+                    self._outbox_taken.set()
                     if self._closing or self._broken:
                         return
                     self._outbox_ready = trio.Event()
@@ -469,6 +472,7 @@ class Connection:
                     self._drop()
                     return
         finally:
+            self._outbox_taken.set()
             self._flushed.set()
 
     def _drop(self) -> None:
@@ -477,6 +481,7 @@ class Connection:
         self._outbox.clear()
         self._outbox_bytes = 0
         self._outbox_ready.set()
+        self._outbox_taken.set()
         # A run still starting (the reader waits for it) stops as the disconnect it is.
         self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
@@ -754,10 +759,39 @@ class Connection:
         return value
 
     async def _pending_list(self, frame: PendingRequest) -> None:
-        page = await self._page_of(frame, self.daemon.runtime.store.list_page)
-        if page is not None:
-            tasks = tuple(pending_task(r) for r in page.items if self._may_see(r))
-            await self.send(PendingList(tasks, page.next))
+        def reply(page: Page[ListedTask]) -> PendingList:
+            return PendingList(
+                tuple(pending_task(r) for r in page.items if self._may_see(r)), page.next
+            )
+
+        await self._listing(frame, self.daemon.runtime.store.list_page, reply)
+
+    async def _listing(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        fetch: Callable[..., Awaitable[Page[T]]],
+        reply: Callable[[Page[T]], DaemonFrame],
+    ) -> None:
+        """Answer a listing `frame` with its page; with ``all_pages``, every page on.
+
+        Each page is its own frame, the last one's ``next`` None. The next
+        page is read while the one before is on its way to the peer, and sent
+        once the socket has taken that one: a peer slow to read holds the
+        listing back rather than having it queued here.
+        """
+        page = await self._page_of(frame, fetch)
+        while page is not None:
+            await self.send(reply(page))
+            if not frame.all_pages or page.next is None:
+                return
+            page = await self._page_of(attrs.evolve(frame, cursor=page.next), fetch)
+            await self._sent()
+
+    async def _sent(self) -> None:
+        """Wait until the socket has taken every frame sent so far, or the peer is gone."""
+        while (self._outbox or self._writing) and not self._broken:
+            self._outbox_taken = trio.Event()
+            await self._outbox_taken.wait()
 
     async def _page_of(
         self,
@@ -848,10 +882,12 @@ class Connection:
             await self._sessions_rm(frame, info.session_id)
 
     async def _sessions_list(self, frame: SessionsRequest) -> None:
-        page = await self._page_of(frame, self.daemon.runtime.store.sessions)
-        if page is not None:
-            items = tuple(session_item(s) for s in page.items if self._may_see(s))
-            await self.send(SessionList(items, page.next))
+        def reply(page: Page[SessionInfo]) -> SessionList:
+            return SessionList(
+                tuple(session_item(s) for s in page.items if self._may_see(s)), page.next
+            )
+
+        await self._listing(frame, self.daemon.runtime.store.sessions, reply)
 
     async def _sessions_show(self, frame: SessionsRequest, info: SessionInfo) -> None:
         limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
