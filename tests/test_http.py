@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -9,7 +10,8 @@ import re
 import stat
 import sys
 import typing
-from collections.abc import AsyncIterator, Callable
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -691,6 +693,63 @@ async def test_shutting_the_server_down_closes_the_connections_it_was_serving(
     finally:
         if collecting:
             gc.enable()
+
+
+async def test_a_client_leaving_the_event_stream_closes_it_at_once(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client goes while the server waits to send (its socket full): the stream's
+    generator, stopped at a ``yield``, is closed by the server, not left to the collector."""
+    unsubscribed = trio.Event()
+    subscribe = WebFrontEnd.subscribe
+
+    @contextlib.contextmanager
+    def watched(self: WebFrontEnd, **kwargs: Any) -> Iterator[Any]:
+        with subscribe(self, **kwargs) as subscription:
+            try:
+                yield subscription
+            finally:
+                unsubscribed.set()
+
+    monkeypatch.setattr(WebFrontEnd, "subscribe", watched)
+    sending = trio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sending.set()
+            await trio.sleep_forever()  # a client that does not read
+
+    async def receive() -> dict[str, Any]:
+        await sending.wait()
+        return {"type": "http.disconnect"}
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/v1/events",
+        "raw_path": b"/v1/events",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with runtime.registry.listen("chat-", name="web") as listener:
+            async with trio.open_nursery() as nursery:
+                guard: Any = build_app(WebFrontEnd(runtime, nursery, listener), "t", hosts=())
+                with trio.fail_after(30):
+                    await guard.app(scope, receive, send)
+                    closed_in_time = unsubscribed.is_set()
+                    await unsubscribed.wait()
+                nursery.cancel_scope.cancel()
+    assert closed_in_time, "the subscription outlived the response"
+    collected = [str(w.message) for w in caught if "_event_stream" in str(w.message)]
+    assert collected == []
 
 
 # -- the document and the page ---------------------------------------------------

@@ -8,7 +8,7 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 import trio
@@ -278,7 +278,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         raw = request.query_params.get("session")
         session = session_id_from_path(raw) if raw is not None else None
         last = request.headers.get("last-event-id")
-        return StreamingResponse(
+        return _ClosingStreamingResponse(
             _event_stream(frontend, session=session, last_event_id=last),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
@@ -326,6 +326,25 @@ def _route(path: str, by_method: dict[str, Endpoint]) -> Route:
         return await by_method[method](request)
 
     return Route(path, dispatch, methods=list(by_method))
+
+
+class _ClosingStreamingResponse(StreamingResponse):
+    """A `StreamingResponse` that closes its generator when the response ends.
+
+    A client that goes while the server waits to send leaves the generator
+    stopped at a ``yield``; Starlette drops it there. Closed here, it lets go
+    of what it holds (the event feed's subscription) at once, not when the
+    collector finds it.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            body = self.body_iterator
+            if isinstance(body, AsyncGenerator):
+                with trio.CancelScope(shield=True):
+                    await body.aclose()
 
 
 async def _event_stream(
