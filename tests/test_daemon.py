@@ -765,19 +765,24 @@ async def test_a_client_sending_many_requests_before_reading_is_served(daemon: D
 # -- paged listing -------------------------------------------------------------
 
 
-async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
-    daemon: Daemon, runtime: Runtime
-) -> None:
-    for n in range(45):
+async def _save_paused(runtime: Runtime, count: int) -> None:
+    """`count` paused tasks, ``cli-00`` on, four to a second (ties: the session id orders them)."""
+    for n in range(count):
         await runtime.store.save(
             TaskRecord(
                 f"cli-{n:02}",
                 f"task {n}",
                 (Message.user(f"task {n}"),),
                 status=TaskStatus.INTERRUPTED,
-                updated_at=float(n // 4),  # ties: the session id orders them
+                updated_at=float(n // 4),
             )
         )
+
+
+async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    await _save_paused(runtime, 45)
     with trio.fail_after(TIMEOUT):
         async with await command(daemon) as client:
             seen: list[str] = []
@@ -814,16 +819,7 @@ async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
 async def test_all_pages_answers_one_request_with_every_page_in_order(
     daemon: Daemon, runtime: Runtime
 ) -> None:
-    for n in range(45):
-        await runtime.store.save(
-            TaskRecord(
-                f"cli-{n:02}",
-                f"task {n}",
-                (Message.user(f"task {n}"),),
-                status=TaskStatus.INTERRUPTED,
-                updated_at=float(n // 4),
-            )
-        )
+    await _save_paused(runtime, 45)
     with trio.fail_after(TIMEOUT):
         async with await command(daemon) as client:
             paged: list[PendingList] = []
