@@ -779,26 +779,29 @@ async def _save_paused(runtime: Runtime, count: int) -> None:
         )
 
 
+async def _page_by_page(client: Client, limit: int) -> list[PendingList]:
+    """Every page of ``pending list``, a request for each, following the cursors."""
+    pages: list[PendingList] = []
+    cursor: str | None = None
+    while not pages or cursor is not None:
+        await client.send(PendingRequest(PendingAction.LIST, limit=limit, cursor=cursor))
+        page = await client.receive()
+        assert isinstance(page, PendingList)
+        pages.append(page)
+        cursor = page.next
+    return pages
+
+
 async def test_a_long_pending_list_comes_in_pages_that_cover_every_task_once(
     daemon: Daemon, runtime: Runtime
 ) -> None:
     await _save_paused(runtime, 45)
     with trio.fail_after(TIMEOUT):
         async with await command(daemon) as client:
-            seen: list[str] = []
-            cursor: str | None = None
-            pages = 0
-            while True:
-                await client.send(PendingRequest(PendingAction.LIST, limit=10, cursor=cursor))
-                page = await client.receive()
-                assert isinstance(page, PendingList)
-                assert len(page.tasks) <= 10
-                pages += 1
-                seen += [t.session for t in page.tasks]
-                if page.next is None:
-                    break
-                cursor = page.next
-            assert pages == 5
+            pages = await _page_by_page(client, 10)
+            assert all(len(page.tasks) <= 10 for page in pages)
+            seen = [t.session for page in pages for t in page.tasks]
+            assert len(pages) == 5
             assert sorted(seen) == [f"cli-{n:02}" for n in range(45)]
             assert len(set(seen)) == 45
             # Without a limit the first page holds them all (fewer than the default page).
@@ -822,14 +825,7 @@ async def test_all_pages_answers_one_request_with_every_page_in_order(
     await _save_paused(runtime, 45)
     with trio.fail_after(TIMEOUT):
         async with await command(daemon) as client:
-            paged: list[PendingList] = []
-            cursor: str | None = None
-            while not paged or cursor is not None:
-                await client.send(PendingRequest(PendingAction.LIST, limit=10, cursor=cursor))
-                page = await client.receive()
-                assert isinstance(page, PendingList)
-                paged.append(page)
-                cursor = page.next
+            paged = await _page_by_page(client, 10)
             # One request; every frame sent after it is answered after its last page.
             await client.send(PendingRequest(PendingAction.LIST, limit=10, all_pages=True))
             await client.send(PendingRequest(PendingAction.SHOW, session="cli-07"))
