@@ -31,9 +31,13 @@ $(LITELLM_STAMP): constraints-litellm.txt | $(LITELLM)/bin/python
 
 ## run: start the terminal client on the embedded scripted model (starts a local daemon if none)
 run: $(STAMP)
+	@command -v bwrap >/dev/null 2>&1 || echo "make run: bubblewrap (bwrap) is not installed:" \
+		"tools cannot be sandboxed, so every command is confirmed and full-auto is refused;" \
+		"install it with: apt-get install bubblewrap (see docs/security.md)" >&2
 	$(BIN)/agenttui
 
-## system-deps: tools the end-to-end tests drive (tmux, sudo, chromium); needs root
+## system-deps: the sandbox (bubblewrap) and the tools the end-to-end tests drive (tmux, sudo,
+## chromium); needs root
 system-deps:
 	./.ci/system-deps
 

@@ -24,8 +24,19 @@ from .fleet import run_fleet
 from .fuzz import run_fuzz
 from .isolation import run_isolation
 from .load import run_load
+from .sandbox import run_sandbox
 
-SUITES = ("crash", "concurrency", "disconnect", "fuzz", "isolation", "secrets", "load", "fleet")
+SUITES = (
+    "crash",
+    "concurrency",
+    "disconnect",
+    "fuzz",
+    "isolation",
+    "secrets",
+    "sandbox",
+    "load",
+    "fleet",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fuzz": lambda: run_fuzz(args.fuzz, seed),
         "isolation": lambda: run_isolation(seed),
         "secrets": lambda: run_canary(seed),
+        "sandbox": lambda: run_sandbox(),
         "load": lambda: run_load(args.sessions, args.seconds, seed),
         "fleet": lambda: run_fleet(args.races, args.answers, args.fleet_kills, seed),
     }

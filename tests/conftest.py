@@ -181,14 +181,12 @@ class FakeVerifier:
         return ok
 
     async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
-        await trio.lowlevel.checkpoint()
+        """Runs `argv` for real, as ``sudo -n`` would once verified (the tests run as root)."""
+        from agentrt._toolproc import run_tool
+
         self.commands.append(list(argv))
-        if argv[0] == "tee":
-            await trio.Path(argv[1]).write_bytes(stdin or b"")
-            return PrivilegedResult(0, stdin or b"")
-        if argv[0] == "cat":
-            return PrivilegedResult(0, await trio.Path(argv[1]).read_bytes())
-        return PrivilegedResult(0, b"ran\n")
+        done = await run_tool(argv, stdin=stdin or b"")
+        return PrivilegedResult(done.returncode, done.output)
 
 
 @attrs.define

@@ -122,13 +122,10 @@ async def run_recording(
 WHAT_IS_ASKED = {
     # (policy, what runs): is a confirmation asked?
     ("ask", "write in workdir"): True,
-    ("ask", "write outside"): True,
     ("ask", "command"): True,
     ("auto-edit", "write in workdir"): False,
-    ("auto-edit", "write outside"): True,
     ("auto-edit", "command"): True,
     ("full-auto", "write in workdir"): False,
-    ("full-auto", "write outside"): False,
     ("full-auto", "command"): False,
 }
 
@@ -145,8 +142,7 @@ async def test_each_policy_asks_for_what_it_should(
 ) -> None:
     statement = {
         "write in workdir": "write notes/a.txt hi",
-        "write outside": f"write {outside}/b.txt hi",
-        "command": f"sh echo ran > {outside}/c.txt",
+        "command": "sh echo ran > c.txt",
     }[what]
     async with open_with(policy, tmp_path, workdir, verifier) as rt:
         asked, recorder = await run_recording(rt, statement)
@@ -156,10 +152,46 @@ async def test_each_policy_asks_for_what_it_should(
     assert result.ok, result
     done = {
         "write in workdir": workdir / "notes" / "a.txt",
-        "write outside": outside / "b.txt",
-        "command": outside / "c.txt",
+        "command": workdir / "c.txt",
     }[what]
     assert done.exists()
+
+
+@pytest.mark.parametrize("policy", [a.value for a in Approval])
+async def test_a_write_outside_the_working_folder_is_refused_before_anything_is_asked(
+    policy: str,
+    tmp_path: Path,
+    workdir: Path,
+    outside: Path,
+    verifier: FakeVerifier,
+    config_file: Path,
+) -> None:
+    async with open_with(policy, tmp_path, workdir, verifier) as rt:
+        asked, recorder = await run_recording(rt, f"write {outside}/b.txt hi")
+    assert asked == []
+    [result] = recorder.of(ToolResultEvent)
+    assert not result.ok
+    assert "outside the working folder" in result.preview
+    assert not (outside / "b.txt").exists()
+
+
+@pytest.mark.parametrize("policy", [a.value for a in Approval])
+async def test_a_confirmed_command_still_cannot_write_outside_the_working_folder(
+    policy: str,
+    tmp_path: Path,
+    workdir: Path,
+    outside: Path,
+    verifier: FakeVerifier,
+    config_file: Path,
+) -> None:
+    async with open_with(policy, tmp_path, workdir, verifier) as rt:
+        asked, _ = await run_recording(rt, f"sh echo ran > {outside}/c.txt")
+        history = await rt.store.load_history("cli-ap")
+    assert len(asked) == (0 if policy == "full-auto" else 1)
+    assert not (outside / "c.txt").exists()
+    # The host's /tmp (where the test's folders are) is not the sandbox's private one.
+    assert "Directory nonexistent" in history[-2].content
+    assert f"[sandbox: {outside / 'c.txt'} is not there for tools" in history[-2].content
 
 
 async def test_a_denied_confirmation_still_stops_the_call_under_auto_edit(
@@ -180,17 +212,31 @@ async def test_a_restricted_path_needs_the_password_under_every_policy(
     asked, _ = await run_recording(any_policy, f"write {tmp_path}/restricted/x.conf on")
     assert [e.request.kind for e in asked] == [RequestKind.PASSWORD]
     assert verifier.verified == [True]
-    assert verifier.commands == [["tee", str(tmp_path / "restricted" / "x.conf")]]
+    # Through sudo, in the sandbox, with exactly the confirmed restricted root writable.
+    [argv] = verifier.commands
+    root = str(tmp_path / "restricted")
+    assert argv[0].endswith("bwrap") and argv[-1] == str(tmp_path / "restricted" / "x.conf")
+    assert [argv[i : i + 3] for i, a in enumerate(argv) if a == "--bind"] == [
+        ["--bind", str(tmp_path / "work"), str(tmp_path / "work")],
+        ["--bind", root, root],
+    ]
+    assert (tmp_path / "restricted" / "x.conf").read_text() == "on"
 
 
-async def test_agentrt_configuration_is_confirmed_under_every_policy(
+async def test_agentrt_configuration_is_out_of_reach_under_every_policy(
     any_policy: Runtime, config_file: Path
 ) -> None:
-    asked, _ = await run_recording(any_policy, f'write {config_file} approval = "full-auto"')
-    assert [e.request.kind for e in asked] == [RequestKind.CONFIRM]
-    assert str(config_file) in asked[0].request.prompt
+    asked, recorder = await run_recording(any_policy, f'write {config_file} approval = "full-auto"')
+    assert asked == []
+    [result] = recorder.of(ToolResultEvent)
+    assert not result.ok and "refused" in result.preview
+    assert await trio.Path(config_file).read_text() == 'approval = "ask"\n'
+    # A command naming it is still confirmed early, and then cannot see it.
     asked, _ = await run_recording(any_policy, f"sh cat {config_file.parent}/config.toml")
     assert [e.request.kind for e in asked] == [RequestKind.CONFIRM]
+    history = await any_policy.store.load_history("cli-ap")
+    assert "approval" not in history[-2].content
+    assert "No such file or directory" in history[-2].content
 
 
 async def test_the_agent_state_is_refused_and_a_secret_is_asked_under_every_policy(

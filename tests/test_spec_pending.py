@@ -235,7 +235,12 @@ async def test_restricted_path_confirmation_asks_for_the_system_password(
             second.answer(Answer("allow", secret="hunter2"))
     verify = recorder.of(VerifyEvent)
     assert [(v.ok, v.attempts_left) for v in verify] == [(False, 2), (True, 1)]
-    assert verifier.commands == [["tee", str(target)]]
+    [argv] = verifier.commands  # the sandboxed writer, through sudo
+    assert (
+        argv[-1] == str(target)
+        and ["--bind", str(target.parent), str(target.parent)]
+        == [argv[i : i + 3] for i, a in enumerate(argv) if a == "--bind"][-1]
+    )
     assert target.read_text() == "x"
     # The password never reaches an event.
     assert "hunter2" not in repr(recorder.events) and "wrong" not in repr(verify[1])

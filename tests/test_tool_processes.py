@@ -1,9 +1,12 @@
 """Tool processes never outlive their call or their runner: real processes, real signals.
 
-Each shell command here records the pids of itself and of the background
-children it starts; the tests then stop the call (cancel, timeout, a normal
-end, a SIGKILL of the daemon alone, a runner that died long ago) and poll,
-with a deadline, until every one of those processes is gone.
+Each shell command here starts background children and says when they run;
+the tests find every process of the call by a tag in its command line (the
+command runs in the sandbox's own PID namespace, so the pids it could write
+down are not the ones seen from outside), then stop the call (cancel,
+timeout, a normal end, a SIGKILL of the daemon alone, a runner that died
+long ago) and poll, with a deadline, until every one of those processes is
+gone: the command's shell, its children, and the sandbox around them.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -42,9 +46,29 @@ from agentrt.frames import AnswerFrame, AskFrame, Run
 from .conftest import Recorder
 
 TIMEOUT = 20
-#: A command that starts two background children and waits, writing the three pids first.
+#: Marks the processes of this module's commands (a run of its own: others may run beside).
+TAG = f"100.{random.randrange(10**6):06d}"
+#: A command that starts two background children and waits, writing three lines first.
 #: (Braced: the scripted model splits a message at a top-level ";".)
-SPAWNER = "{ echo $$ > pids; sleep 100 & echo $! >> pids; sleep 100 & echo $! >> pids; wait; }"
+SPAWNER = (
+    f"{{ echo $$ > pids; sleep {TAG} & echo $! >> pids; sleep {TAG} & echo $! >> pids; wait; }}"
+)
+
+
+def tagged() -> list[int]:
+    """The live processes whose command line holds `TAG`, as seen from outside any sandbox."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if TAG.encode() in cmdline and alive(int(name)):
+            found.append(int(name))
+    return found
 
 
 def alive(pid: int) -> bool:
@@ -77,16 +101,22 @@ def read_pids(path: Path) -> list[int]:
         return []
 
 
-async def wait_for_pids(path: Path, count: int) -> list[int]:
-    """Poll until `path` lists `count` pids; return them."""
+async def wait_for_pids(path: Path, count: int, *, running: bool = True) -> list[int]:
+    """Poll until `path` lists `count` lines; return the tagged processes then running.
+
+    With `running`, at least `count` of them must be running (the call is still on).
+    """
     assert await poll(lambda: len(read_pids(path)) >= count), f"{path} never listed {count} pids"
-    return read_pids(path)
+    pids = tagged()
+    if running:
+        assert len(pids) >= count, f"only {pids} run with the tag {TAG}"
+    return pids
 
 
 async def wait_gone(pids: list[int], seconds: float = 10.0) -> None:
     """Poll until none of `pids` runs; fail naming the survivors after `seconds`."""
-    await poll(lambda: not any(alive(p) for p in pids), seconds)
-    survivors = [p for p in pids if alive(p)]
+    await poll(lambda: not any(alive(p) for p in pids) and not tagged(), seconds)
+    survivors = [p for p in pids if alive(p)] + [p for p in tagged() if p not in pids]
     assert not survivors, f"still running after {seconds:g}s: {survivors}"
 
 
@@ -139,7 +169,7 @@ async def test_a_shell_call_that_times_out_leaves_no_process_behind(
     recorder = Recorder()
     with trio.fail_after(TIMEOUT):
         ended = await runtime.executor.run("cli-to", f"sh {SPAWNER}", owner="t", emit=recorder)
-    pids = await wait_for_pids(workdir / "pids", 3)
+    pids = await wait_for_pids(workdir / "pids", 3, running=False)
     try:
         assert ended.outcome is Outcome.FINISHED
         assert "ran longer than 1s" in recorder.text()
@@ -152,10 +182,10 @@ async def test_a_finished_shell_call_leaves_no_background_process_behind(
     runtime: Runtime, workdir: Path, nursery: trio.Nursery
 ) -> None:
     await nursery.start(allow_everything, runtime)
-    command = "{ sleep 100 >/dev/null 2>&1 & echo $! > pids; echo started; }"
+    command = f"{{ sleep {TAG} >/dev/null 2>&1 & echo $! > pids; echo started; }}"
     with trio.fail_after(TIMEOUT):
         ended = await runtime.executor.run("cli-fin", f"sh {command}", owner="t", emit=Recorder())
-    pids = await wait_for_pids(workdir / "pids", 1)
+    pids = await wait_for_pids(workdir / "pids", 1, running=False)
     try:
         assert ended.outcome is Outcome.FINISHED
         history = await runtime.store.load_history("cli-fin")

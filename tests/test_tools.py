@@ -34,7 +34,8 @@ SPECS = (
     ToolSpec("read_file", "Read a text file.", _schema(path="string")),
     ToolSpec(
         "shell",
-        "Run a shell command in the working directory; returns its output and exit status.",
+        "Run a shell command in the working directory; returns its output and exit status. "
+        "It runs in a sandbox: only the working directory and a private /tmp are writable.",
         _schema(command="string"),
     ),
     ToolSpec(

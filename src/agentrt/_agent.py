@@ -30,7 +30,7 @@ from ._events import (
     UsageEvent,
     VerifyEvent,
 )
-from ._guard import command_touches, inside
+from ._guard import command_touches, inside, touched_roots
 from ._messages import (
     Message,
     Model,
@@ -468,10 +468,11 @@ class AgentRun:
     def resolve(self, path: str) -> Path:
         """A tool's path argument, resolved against the working directory.
 
-        Refuses (`ToolError`) a path inside the agent's own state, however spelled.
+        With the text guard on, refuses (`ToolError`) a path inside the agent's
+        own state, however spelled; the sandbox hides that state either way.
         """
         resolved = (self.config.workdir / os.path.expanduser(path)).resolve()
-        if inside(resolved, self.config.protected_paths) is not None:
+        if self.config.text_guard and inside(resolved, self.config.protected_paths) is not None:
             raise ToolError(_protected_message(path))
         return resolved
 
@@ -481,9 +482,17 @@ class AgentRun:
 
     def mentions_restricted(self, command: str) -> bool:
         """Whether a shell command names a restricted path (see `agentrt._guard`)."""
-        return (
-            command_touches(command, self.config.workdir, self.config.restricted_paths) is not None
-        )
+        return bool(self.restricted_roots(command))
+
+    def restricted_roots(self, command: str) -> tuple[Path, ...]:
+        """The restricted roots a shell command names: the ones a password makes writable.
+
+        Empty with the text guard off: the command then runs in the ordinary
+        sandbox, where every restricted path is read-only.
+        """
+        if not self.config.text_guard:
+            return ()
+        return touched_roots(command, self.config.workdir, self.config.restricted_paths)
 
     def check_command(self, command: str) -> None:
         """Refuse (`ToolError`) a shell command that names the agent's own state."""

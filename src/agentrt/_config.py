@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
 from ._guard import Redactor
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._sandbox import Sandbox, tool_environment
 from ._secrets import SecretStore
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
@@ -43,3 +46,16 @@ class AgentConfig:
     #: agentrt's own configuration: a write or command touching it is confirmed under
     #: every approval policy (it could change the policy itself).
     guarded_paths: tuple[Path, ...] = ()
+    #: How tool processes are confined (`agentrt._sandbox`); found on this machine by default.
+    sandbox: Sandbox = attrs.field(factory=Sandbox.detect)
+    #: The environment tool processes get: the runner's less every credential.
+    tool_env: Mapping[str, str] = attrs.field(factory=lambda: tool_environment(os.environ))
+    #: The early, friendly checks that read a command's text and a path's spelling (a
+    #: restricted path asks for the password, agentrt's own files are refused before
+    #: anything runs). They are conveniences: the sandbox holds without them.
+    text_guard: bool = True
+
+    @property
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """What no tool process may see: agentrt's state, socket and configuration."""
+        return (*self.protected_paths, *self.guarded_paths)

@@ -1,15 +1,15 @@
-"""What tools may touch, and what their output may show.
+"""The early, friendly checks of what a tool call names, and what its output may show.
 
-The agent's own state (the task store, the secrets, the HTTP token, the
-daemon's socket folder) is never readable or writable by a tool, however a
-path is spelled: paths are resolved (``.``, ``..``, ``~``, ``$VARS``, symlinks,
-``/proc/self/root/...``) before they are compared. A shell command cannot be
-resolved the same way, so it is judged by the paths it mentions; that is a
-heuristic with known limits (a path built at run time, ``cd`` into a folder
-then a relative name, a script that reads paths from a file), which is why any
-stored secret value that still appears in a tool's output or the model's text
-is replaced by ``[secret NAME]`` before it reaches the transcript, an event, a
-log or the model.
+What a tool may touch is enforced by the kernel (`agentrt._sandbox`): the
+agent's own state is not there inside the sandbox, and restricted paths are
+read-only. The checks here only read a call's text, to say *early* what the
+sandbox would refuse and to ask for the system password when a command names
+a restricted path plainly (that password then makes exactly the named roots
+writable). They are heuristics with known limits (a path built at run time,
+``cd`` into a folder then a relative name), and the sandbox holds without
+them. Any stored secret value that still appears in a tool's output or the
+model's text is replaced by ``[secret NAME]`` before it reaches the
+transcript, an event, a log or the model.
 """
 
 from __future__ import annotations
@@ -87,6 +87,17 @@ def command_touches(command: str, base: Path, folders: Iterable[Path]) -> Path |
         if hit is not None:
             return hit
     return None
+
+
+def touched_roots(command: str, base: Path, folders: Iterable[Path]) -> tuple[Path, ...]:
+    """Every one of `folders` that `command` mentions (see `command_touches`), in their order."""
+    folders = tuple(folders)
+    paths = mentioned_paths(command, base)
+    return tuple(
+        folder
+        for folder in folders
+        if str(folder) in command or any(inside(p, (folder,)) for p in paths)
+    )
 
 
 @attrs.define(eq=False)

@@ -26,12 +26,13 @@ WORKDIR: Final = "--workdir"
 CONFIG: Final = "--config"
 API_KEY_ENV: Final = "--api-key-env"
 APPROVAL: Final = "--approval"
+SANDBOX: Final = "--sandbox"
 RETENTION_DAYS: Final = "--retention-days"
 STORE: Final = "--store"
 
 #: The options that say which model a command runs and how to reach it: every command that
 #: runs tasks (or starts a daemon that does) takes all of them.
-MODEL_OPTIONS: Final = (CONFIG, MODEL, BASE_URL, API_KEY_ENV, APPROVAL)
+MODEL_OPTIONS: Final = (CONFIG, MODEL, BASE_URL, API_KEY_ENV, APPROVAL, SANDBOX)
 
 _OPTIONS: dict[str, dict[str, Any]] = {
     STATE_DIR: {
@@ -73,6 +74,15 @@ _OPTIONS: dict[str, dict[str, Any]] = {
         "write and command), 'auto-edit' (file writes in the working folder run at once) or "
         "'full-auto' (writes and commands run at once); restricted paths always need the "
         "system password (env AGENTRT_APPROVAL; config file: approval)",
+    },
+    SANDBOX: {
+        "metavar": "MODE",
+        "choices": ("workspace-write", "off"),
+        "help": "how tool processes are confined: 'workspace-write' (default, under every "
+        "approval policy: only the working folder and a private /tmp are writable, agentrt's "
+        "own files are hidden, restricted paths are read-only) or 'off' (DANGEROUS: tools run "
+        "with your full access; refused for chat and web sessions) (env AGENTRT_SANDBOX; "
+        "config file: sandbox; see docs/security.md)",
     },
     RETENTION_DAYS: {
         "metavar": "DAYS",

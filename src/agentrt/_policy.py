@@ -44,10 +44,14 @@ policy         ``write_file`` in the      ``write_file``          ``shell``
 ``full-auto``  runs                       runs                    runs
 =============  =========================  ======================  ==================
 
-Under every policy: a restricted path needs the system password; the agent's
-own state (store, secrets, keys, token, socket) is refused outright; a write
-to, or a command naming, agentrt's configuration is confirmed; and a call that
-may already have run (an earlier attempt was not committed) is confirmed.
+Under every policy every tool process runs in the workspace-write sandbox
+(`agentrt._sandbox`): a write outside the working folder fails however it is
+spelled, so ``write_file`` elsewhere is refused before anything is asked; a
+restricted path needs the system password (and only then becomes writable);
+the agent's own state (store, secrets, keys, token, socket) and its
+configuration are hidden from tools; a command naming agentrt's configuration
+is confirmed; and a call that may already have run (an earlier attempt was not
+committed) is confirmed. Where no sandbox can be had, every call is confirmed.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +16,7 @@ import trio
 from ._config import AgentConfig
 from ._executor import Executor
 from ._guard import Redactor
+from ._keys import KeyStore
 from ._locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
 from ._locations import default_socket_path
 from ._locations import default_state_dir as default_state_dir
@@ -21,6 +24,7 @@ from ._messages import Model
 from ._pending import Registry
 from ._policy import AccessPolicy
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._sandbox import Sandbox, tool_environment
 from ._scripted import ReplayModel, ScriptedModel
 from ._secrets import SecretStore
 from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
@@ -35,6 +39,58 @@ from ._vocab import Approval
 if TYPE_CHECKING:
     from ._fleet import Fleet
     from ._model_options import ModelOptions
+
+
+class SandboxMissingError(ValueError):
+    """``full-auto`` was asked for where no sandbox can be had."""
+
+
+#: Whether this process has said that no sandbox could be had (it says so once).
+_told_missing = False
+
+
+def _tell_missing(sandbox: Sandbox) -> None:
+    global _told_missing
+    if _told_missing:
+        return
+    _told_missing = True
+    print(
+        f"agentrt: warning: no sandbox for tools: {sandbox.why}; every command and file write "
+        "is confirmed, and full-auto is refused (see docs/security.md)",
+        file=sys.stderr,
+    )
+
+
+def check_sandbox(sandbox: Sandbox, approval: Approval) -> None:
+    """Refuse `approval` ``full-auto`` without a sandbox (`SandboxMissingError`)."""
+    if sandbox.missing and approval is Approval.FULL_AUTO:
+        raise SandboxMissingError(
+            f"--approval full-auto needs the sandbox, and there is none: {sandbox.why}; "
+            "install bubblewrap, or use --approval ask or auto-edit (or, knowing that tools "
+            "then run with your full access, --sandbox off)"
+        )
+
+
+def _secret_values(settings: Settings | None, state_dir: Path) -> tuple[list[str], list[str]]:
+    """The variables (by name) and values a tool's environment must never hold."""
+    names: list[str] = []
+    values: list[str] = []
+    if settings is not None:
+        for provider in settings.providers.values():
+            names.append(provider.api_key_env.value)
+            values.append(provider.api_key.value or "")
+        for bot in settings.bots.values():
+            names.append(bot.token_env.value)
+            values.append(bot.token.value or "")
+    keys = KeyStore.for_state_dir(state_dir)
+    with contextlib.suppress(OSError, ValueError):
+        values += [keys.get(name) or "" for name in keys.names()]
+    return names, values
+
+
+def _tool_env(settings: Settings | None, state_dir: Path) -> dict[str, str]:
+    names, values = _secret_values(settings, state_dir)
+    return tool_environment(os.environ, names=names, values=values)
 
 
 def default_restricted() -> tuple[Path, ...]:
@@ -143,6 +199,7 @@ async def open_runtime(
     store: str | Path | None = None,
     http: str | None = None,
     lease: float | None = None,
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -160,9 +217,20 @@ async def open_runtime(
     folder, or any of `protected_paths`. A state dir that others may enter is
     tightened to 0700; one of another user is refused (`StateDirError`). Tool
     process groups that a runner which has died left running are killed first.
+
+    Tool processes run in `sandbox` (else the settings' mode, found on this
+    machine; see `agentrt._sandbox`), with an environment that holds no
+    credential. Where no sandbox can be had this says so once on standard
+    error, and ``full-auto`` is refused (`SandboxMissingError`).
     """
     options: ModelOptions | None = None
     guarded: tuple[Path, ...] = ()
+    if sandbox is None:
+        sandbox = (
+            Sandbox.detect(settings.sandbox.value, network=settings.sandbox_network.value)
+            if settings is not None
+            else Sandbox.detect()
+        )
     if settings is not None:
         state_dir = state_dir if state_dir is not None else settings.state_dir.value
         model_spec = settings.model.value
@@ -176,6 +244,9 @@ async def open_runtime(
         if lease is None:
             lease = settings.lease.value
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+    check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
+    if sandbox.missing:
+        _tell_missing(sandbox)
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     if model is None:
@@ -200,6 +271,8 @@ async def open_runtime(
             tool_ledger=ledger,
             approval=approval if approval is not None else Approval.ASK,
             guarded_paths=guarded,
+            sandbox=sandbox,
+            tool_env=_tool_env(settings, state_dir),
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)

@@ -39,7 +39,7 @@ import attrs
 from ._keys import KeyNameError, KeyStore, check_key_name
 from ._locations import default_state_dir
 from ._reprs import fields_eq, fields_hash, fields_repr
-from ._vocab import Approval
+from ._vocab import Approval, SandboxMode
 
 if TYPE_CHECKING:
     from ._model_options import ModelOptions
@@ -48,6 +48,11 @@ if TYPE_CHECKING:
 CONFIG_ENV: Final = "AGENTRT_CONFIG"
 #: Paths that need the system password unless configured otherwise.
 DEFAULT_RESTRICTED: Final = ("/etc", "/usr", "/boot")
+#: What ``agentrt config show`` says of ``sandbox = "off"``.
+SANDBOX_OFF_WARNING: Final = (
+    "tools run with your full access: they can read and change every file you can, "
+    "agentrt's own state, secrets and configuration included"
+)
 #: The providers of ``openai:NAME`` and ``anthropic:NAME`` models.
 PROVIDERS: Final = ("openai", "anthropic")
 #: The hosted API each provider reaches when no base URL is configured.
@@ -256,6 +261,22 @@ def _approval(value: Any) -> Approval:
     return Approval.parse(_text(value))
 
 
+def _sandbox(value: Any) -> SandboxMode:
+    return value if isinstance(value, SandboxMode) else SandboxMode.parse(_text(value))
+
+
+def _flag_text(value: Any) -> bool:
+    """A true/false setting from the environment (text) or the file (a boolean)."""
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise TypeError("true or false")
+    return _boolean(value)
+
+
 def _paths(value: Any) -> tuple[Path, ...]:
     if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
         raise TypeError("a list of paths (strings)")
@@ -363,6 +384,8 @@ _BOT_KEYS: Final[dict[str, Check]] = {
 FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "model": _model,
     "approval": _approval,
+    "sandbox": _sandbox,
+    "sandbox_network": _boolean,
     "max_tokens": _positive_int,
     "temperature": _temperature,
     "restricted_paths": _paths,
@@ -594,6 +617,10 @@ class Settings:
     #: agentrt's own configuration (its folder, the file in use): a tool that would change
     #: it is asked about under every approval policy.
     guarded_paths: tuple[Path, ...] = ()
+    #: How tool processes are confined; ``off`` only by an explicit flag, variable or file.
+    sandbox: Value[SandboxMode] = Value(SandboxMode.WORKSPACE_WRITE)
+    #: Network for tool calls that run unasked (``full-auto``) too.
+    sandbox_network: Value[bool] = Value(False)
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -624,6 +651,8 @@ class Settings:
         yield "fleet.lease", self.lease
         yield "model", self.model
         yield "approval", self.approval
+        yield "sandbox", self.sandbox
+        yield "sandbox_network", self.sandbox_network
         yield "max_tokens", self.max_tokens
         yield "temperature", self.temperature
         yield "restricted_paths", self.restricted_paths
@@ -644,6 +673,12 @@ class Settings:
     def rows(self) -> list[tuple[str, str, str]]:
         """``(key, value as shown, source)`` for each setting; keys and tokens masked."""
         rows = [(key, value.shown(), str(value.source)) for key, value in self.items()]
+        rows = [
+            (key, f"{shown} (DANGEROUS: {SANDBOX_OFF_WARNING})", source)
+            if key == "sandbox" and self.sandbox.value is SandboxMode.OFF
+            else (key, shown, source)
+            for key, shown, source in rows
+        ]
         if not self.config_found:
             rows[0] = ("config", f"{self.config.value} (none there)", str(self.config.source))
         return rows
@@ -661,6 +696,7 @@ class Settings:
                 entry["set"] = value.value is not None
             out[key] = entry
         out["config"]["found"] = self.config_found
+        out["sandbox"]["dangerous"] = self.sandbox.value is SandboxMode.OFF
         return out
 
 
@@ -717,6 +753,18 @@ def load_settings(
         lambda v: v if isinstance(v, Approval) else Approval.parse(v),
     )
     restricted = _restricted(file, env)
+    sandbox = _checked(
+        pick(
+            "sandbox",
+            SandboxMode.WORKSPACE_WRITE,
+            option="--sandbox",
+            variable="AGENTRT_SANDBOX",
+        ),
+        _sandbox,
+    )
+    sandbox_network = _checked(
+        pick("sandbox_network", False, variable="AGENTRT_SANDBOX_NETWORK"), _flag_text
+    )
     retention = _checked(
         pick("retention_days", None, option="--retention-days", variable="AGENTRT_RETENTION_DAYS"),
         _days,
@@ -751,6 +799,8 @@ def load_settings(
         ),
         bots={service: _bot(service, file, env, keys, flag(service)) for service in BOTS},
         guarded_paths=tuple(dict.fromkeys((default_config_path(env).parent, config.value))),
+        sandbox=sandbox,
+        sandbox_network=sandbox_network,
     )
 
 

@@ -35,7 +35,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -212,6 +212,7 @@ async def run_tool(
     cwd: Path | None = None,
     stdin: bytes = b"",
     ledger: ToolLedger | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ToolOutput:
     """Run `argv` in a new process group; return its exit status and output.
 
@@ -219,7 +220,8 @@ async def run_tool(
     and its output closed; then, and on every other way out (cancelled, timed
     out, failed), the whole group is killed. A cancel sends SIGTERM to the
     group, waits up to `TERM_GRACE` for the command to exit, then SIGKILLs
-    the group. With `ledger`, the group is recorded while it runs.
+    the group. With `ledger`, the group is recorded while it runs. `env` is
+    the environment the command gets (default: this process's).
     """
     read_end, write_end = os.pipe()
     try:
@@ -230,6 +232,7 @@ async def run_tool(
             stdout=subprocess.PIPE,
             stderr=read_end,
             start_new_session=True,
+            env=dict(env) if env is not None else None,
         )
     except BaseException:
         os.close(write_end)

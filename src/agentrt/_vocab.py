@@ -106,6 +106,29 @@ class Approval(enum.Enum):
             ) from None
 
 
+class SandboxMode(enum.Enum):
+    """How tool processes are confined (see `agentrt._sandbox`); Codex CLI's sandbox levels.
+
+    Every approval policy runs tools in the workspace-write sandbox; ``full-auto``
+    never means full access. Only ``off`` runs them unconfined.
+    """
+
+    #: The file system read-only but the working folder and a private /tmp; agentrt's own
+    #: files hidden; restricted paths read-only (the default).
+    WORKSPACE_WRITE = "workspace-write"
+    #: No sandbox: tools run with the user's full access (dangerous; never for chat origins).
+    OFF = "off"
+
+    @classmethod
+    def parse(cls, text: str) -> SandboxMode:
+        """Read a mode from its name (``"off"``); raises ValueError naming the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown sandbox mode {text!r}; expected one of: {choices}") from None
+
+
 # -- origins: the prefix of a session id says which front-end it belongs to ------
 
 #: A terminal window (agenttui, the `agentrt` command).

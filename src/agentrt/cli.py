@@ -58,6 +58,7 @@ from ._options import (
     MODEL,
     MODEL_OPTIONS,
     RETENTION_DAYS,
+    SANDBOX,
     STATE_DIR,
     STORE,
     WORKDIR,
@@ -934,6 +935,7 @@ def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Pat
             (BASE_URL, args.base_url),
             (API_KEY_ENV, args.api_key_env),
             (APPROVAL, None if args.approval == info.approval else args.approval),
+            (SANDBOX, getattr(args, "sandbox", None)),
         )
         if value is not None
     ]
@@ -942,7 +944,7 @@ def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Pat
             f"a daemon (pid {info.pid}, socket {info.socket}) holds the state dir {state_dir} "
             f"and runs tasks with its own model ({info.model}) and approval policy "
             f"({info.approval}), not {' '.join(asked)}; leave out --model, --base-url, "
-            "--api-key-env and --approval to use it, or stop that daemon first"
+            "--api-key-env, --approval and --sandbox to use it, or stop that daemon first"
         )
 
 

@@ -15,6 +15,7 @@ from agentrt._options import (
     CONFIG,
     MODEL,
     MODEL_OPTIONS,
+    SANDBOX,
     SOCKET,
     STATE_DIR,
     shared_options,
@@ -64,6 +65,7 @@ def daemon_options(args: argparse.Namespace) -> list[str]:
         (CONFIG, args.config),
         (API_KEY_ENV, args.api_key_env),
         (APPROVAL, args.approval),
+        (SANDBOX, args.sandbox),
     ):
         if value is not None:
             options += [flag, str(value)]

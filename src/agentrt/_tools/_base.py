@@ -36,8 +36,9 @@ from .._pending import Answer, Request
 from .._policy import Command, Edit, auto_approves
 from .._record import SavedQuestion
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._sandbox import PRIVILEGED_VARIABLES
 from .._sudo import PrivilegedResult
-from .._vocab import RequestKind
+from .._vocab import TERMINAL, RequestKind, origin_of
 
 if TYPE_CHECKING:
     import cattrs
@@ -118,6 +119,10 @@ class ToolRun(Protocol):
 
     def mentions_restricted(self, command: str) -> bool:
         """Whether a shell command names a restricted path."""
+        ...
+
+    def restricted_roots(self, command: str) -> tuple[Path, ...]:
+        """The restricted roots a shell command names (none with the text guard off)."""
         ...
 
     def check_command(self, command: str) -> None:
@@ -243,20 +248,90 @@ def _converter() -> cattrs.Converter:
 # -- what several tools do the same way ----------------------------------------------
 
 
-async def confirmed(agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command) -> bool:
-    """Ask whether `call` may take effect and record that it starts; False when denied.
+@attrs.frozen
+class Consent:
+    """A call may take effect: whether a person said so (else the approval policy did)."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    asked: bool
+
+    def network(self, agent: ToolRun) -> bool:
+        """Whether the call keeps the network: a person confirmed it, or the file says so."""
+        return self.asked or agent.config.sandbox.network
+
+
+async def confirmed(
+    agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command
+) -> Consent | None:
+    """Ask whether `call` may take effect and record that it starts; None when denied.
 
     The approval policy may let `action` run without asking (`agentrt._policy.auto_approves`);
-    a call that may already have run (attempt 2 or later) is asked about all the same.
+    a call that may already have run (attempt 2 or later) is asked about all the same, and
+    so is every call when no sandbox can be had.
     """
     config = agent.config
-    unasked = agent.attempt(call) == 1 and auto_approves(
-        config.approval, action, workdir=config.workdir, guarded=config.guarded_paths
+    unasked = (
+        agent.attempt(call) == 1
+        and not config.sandbox.missing
+        and auto_approves(
+            config.approval,
+            action,
+            workdir=config.workdir,
+            guarded=config.guarded_paths if config.text_guard else (),
+        )
     )
     if not unasked and not await agent.confirm(call, prompt):
-        return False
+        return None
     await agent.begin_effect(call)
-    return True
+    return Consent(asked=not unasked)
+
+
+def check_confinable(agent: ToolRun) -> None:
+    """Refuse (`ToolError`) a call that would run unconfined for a session not a terminal's.
+
+    Called before anything is asked: a chat or web user never gets the user's
+    full access, so there is nothing to confirm.
+    """
+    sandbox = agent.config.sandbox
+    if not sandbox.enforced and origin_of(agent.context.session_id) != TERMINAL:
+        raise ToolError(
+            f"refused: no sandbox is in force ({sandbox.why}), and tools never run "
+            "unsandboxed for a chat or web session; run this from a terminal, or turn the "
+            "sandbox back on"
+        )
+
+
+def confine(
+    agent: ToolRun,
+    argv: Sequence[str],
+    *,
+    network: bool,
+    writable: Sequence[Path] = (),
+    privileged: bool = False,
+) -> list[str]:
+    """`argv` wrapped in the run's sandbox (`agentrt._sandbox.Sandbox.wrap`).
+
+    Refuses (`ToolError`) to run anything unconfined for a session that is not
+    a terminal's: a chat or web user never gets the user's full access.
+    """
+    check_confinable(agent)
+    config = agent.config
+    sandbox = config.sandbox
+    env = None
+    if privileged:
+        env = {k: v for k, v in config.tool_env.items() if k in PRIVILEGED_VARIABLES}
+    return sandbox.wrap(
+        argv,
+        workdir=config.workdir,
+        hidden=config.hidden_paths,
+        restricted=config.restricted_paths,
+        writable=writable,
+        network=network,
+        env=env,
+    )
 
 
 async def via_sudo(

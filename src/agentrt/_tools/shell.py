@@ -1,4 +1,4 @@
-"""The `shell` tool: a command in the working directory, after a confirmation."""
+"""The `shell` tool: a command in the working directory, in the sandbox, after a confirmation."""
 
 from __future__ import annotations
 
@@ -11,13 +11,29 @@ from .._clamp import clamp
 from .._messages import ToolCall
 from .._policy import Command
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._sandbox import refusal_note
 from .._toolproc import run_tool
-from ._base import DENIED, PROMPT_LIMIT, Tool, ToolError, ToolRun, confirmed, via_sudo
+from ._base import (
+    DENIED,
+    PROMPT_LIMIT,
+    Tool,
+    ToolError,
+    ToolRun,
+    check_confinable,
+    confine,
+    confirmed,
+    via_sudo,
+)
 
 
 @attrs.frozen
 class Shell(Tool):
-    """``shell``: its output and exit status; through sudo when it names a restricted path."""
+    """``shell``: its output and exit status; through sudo when it names a restricted path.
+
+    The command runs in the sandbox (`agentrt._sandbox`) whatever it says: the
+    text is read only to ask early for the system password when it names a
+    restricted path, and to refuse at once one that names agentrt's own state.
+    """
 
     __repr__ = fields_repr
     __eq__ = fields_eq
@@ -25,34 +41,45 @@ class Shell(Tool):
 
     NAME: ClassVar = "shell"
     DESCRIPTION: ClassVar = (
-        "Run a shell command in the working directory; returns its output and exit status."
+        "Run a shell command in the working directory; returns its output and exit status. "
+        "It runs in a sandbox: only the working directory and a private /tmp are writable."
     )
 
     command: str
 
     async def run(self, agent: ToolRun, call: ToolCall) -> str:
         command = self.command
-        agent.check_command(command)
+        config = agent.config
+        check_confinable(agent)
+        if config.text_guard:
+            agent.check_command(command)
         shown = clamp(command, PROMPT_LIMIT)
-        if agent.mentions_restricted(command):
+        roots = agent.restricted_roots(command)
+        if roots:
             prompt = f"run (restricted): {shown}"
-            result = await via_sudo(agent, call, prompt, ["sh", "-c", command])
+            argv = confine(
+                agent, ["sh", "-c", command], network=True, writable=roots, privileged=True
+            )
+            result = await via_sudo(agent, call, prompt, argv)
             if result is None:
                 return DENIED
             output, code = result.output, result.returncode
         else:
-            if not await confirmed(agent, call, f"run: {shown}", Command(command)):
+            consent = await confirmed(agent, call, f"run: {shown}", Command(command))
+            if consent is None:
                 return DENIED
-            timeout = agent.config.shell_timeout
+            argv = confine(agent, ["sh", "-c", command], network=consent.network(agent))
+            timeout = config.shell_timeout
             with trio.move_on_after(timeout) as waited:
                 # In a process group of its own that dies with the call and with its runner.
                 proc = await run_tool(
-                    ["sh", "-c", command],
-                    cwd=agent.config.workdir,
-                    ledger=agent.config.tool_ledger,
+                    argv, cwd=config.workdir, ledger=config.tool_ledger, env=config.tool_env
                 )
             if waited.cancelled_caught:
                 raise ToolError(f"the command ran longer than {timeout:g}s: {shown}")
             output, code = proc.output, proc.returncode
         text = output.decode("utf-8", "replace")
-        return f"{text}[exit status {code}]"
+        note = None
+        if config.sandbox.enforced:
+            note = refusal_note(text, workdir=config.workdir, restricted=config.restricted_paths)
+        return f"{text}[exit status {code}]" + (f"\n{note}" if note else "")

@@ -1,0 +1,338 @@
+"""The sandbox holds: every bypass attempt of `stress.sandbox`, under every policy, guard on and off.
+
+Each attempt is a real shell call in a real runtime; the kernel (bubblewrap's
+mounts and namespaces) is what refuses it. Redaction is off and the person
+allows every plain confirmation, so nothing but the sandbox stands in the way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import trio
+from stress.sandbox import (
+    ATTEMPTS,
+    Attempt,
+    attempt_once,
+    layout,
+    run_sandbox,
+    sandboxed_runtime,
+)
+from stress.sandbox import _person as person
+
+from agentrt import Runtime, ToolResultEvent
+from agentrt._sandbox import Sandbox, refusal_note, tool_environment
+from agentrt._vocab import Approval, SandboxMode
+
+from .conftest import Recorder
+from .test_tool_processes import poll
+
+pytestmark = pytest.mark.deadline(240)
+
+
+def test_there_are_at_least_thirty_spellings_of_every_kind() -> None:
+    kinds = {a.kind.split(",")[0] for a in ATTEMPTS}
+    assert len(ATTEMPTS) >= 30
+    assert kinds >= {
+        "restricted",
+        "restricted home",
+        "configuration",
+        "state",
+        "secret",
+        "key",
+        "token",
+        "environment",
+    }
+
+
+def test_the_sandbox_is_there_on_this_machine() -> None:
+    # The suite below means nothing without it; CI installs bubblewrap (.ci/system-deps).
+    sandbox = Sandbox.detect()
+    assert sandbox.enforced, sandbox.why
+
+
+@pytest.mark.parametrize("approval", list(Approval), ids=lambda a: a.value)
+@pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])
+async def test_no_attempt_escapes(approval: Approval, guard: bool) -> None:
+    result = await run_sandbox(policies=(approval,), guards=(guard,))
+    assert result.done == len(ATTEMPTS)
+    assert result.failures == []
+
+
+async def test_an_unsandboxed_run_lets_the_same_attempts_out() -> None:
+    # The checks can see an escape: with the sandbox off, these get out.
+    probes = [
+        a
+        for a in ATTEMPTS
+        if a.kind
+        in ("restricted home, cd", "configuration, sed", "secret, base64", "environment, env")
+    ]
+    assert len(probes) == 4
+    with layout() as lay:
+        async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=False) as runtime:
+            import attrs
+
+            runtime.executor.config = attrs.evolve(
+                runtime.executor.config,
+                sandbox=Sandbox.off(),
+                # As an unfiltered environment would be.
+                tool_env=dict(os.environ),
+            )
+            escaped = []
+            for n, attempt in enumerate(probes):
+                output = await attempt_once(runtime, lay, attempt, f"cli-off{n}")
+                escaped.append(attempt.escaped(lay, output))
+    assert all(escaped), escaped
+
+
+async def test_a_refused_write_names_the_restricted_root_and_how_to_get_it_confirmed() -> None:
+    with layout() as lay:
+        async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=True) as runtime:
+            attempt = Attempt("", "d=/et && echo x > ${{d}}c/{m}", lambda lay, out: None)
+            output = await attempt_once(runtime, lay, attempt, "cli-note")
+    assert "Read-only file system" in output
+    assert "[sandbox: the write was refused: /etc is a restricted path" in output
+    assert "confirmed with the system password" in output
+    assert not await trio.Path(f"/etc/{lay.mark}").exists()
+
+
+async def test_full_auto_cuts_the_network_of_unasked_calls(tmp_path: Path) -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    probe = (
+        'python3 -c "import socket,sys; s=socket.socket(); s.settimeout(5); '
+        f"print('net', s.connect_ex(('127.0.0.1', {port})))\""
+    )
+    with layout() as lay:
+        async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=True) as runtime:
+            attempt = Attempt("", probe, lambda lay, out: None)
+            cut = await attempt_once(runtime, lay, attempt, "cli-net1")
+            import attrs
+
+            runtime.executor.config = attrs.evolve(
+                runtime.executor.config,
+                sandbox=attrs.evolve(runtime.executor.config.sandbox, network=True),
+            )
+            kept = await attempt_once(runtime, lay, attempt, "cli-net2")
+        async with (
+            sandboxed_runtime(lay, Approval.ASK, text_guard=True) as runtime,
+            trio.open_nursery() as nursery,
+        ):
+            # Confirmed by a person (who allows it here): the network is there.
+            await nursery.start(person, runtime)
+            asked = await attempt_once(runtime, lay, attempt, "cli-net3")
+            nursery.cancel_scope.cancel()
+    listener.close()
+    assert "net 0" not in cut and "net " in cut
+    assert "net 0" in kept
+    assert "net 0" in asked
+
+
+def test_a_tool_environment_holds_no_credential() -> None:
+    env = tool_environment(
+        {
+            "PATH": "/usr/bin",
+            "HOME": "/home/u",
+            "LANG": "C.UTF-8",
+            "EDITOR": "vi",
+            "OPENAI_API_KEY": "k1",
+            "OPENAI_BASE_URL": "http://x",
+            "ANTHROPIC_API_KEY": "k2",
+            "AGENTRT_ANYTHING": "a",
+            "GITHUB_TOKEN": "t",
+            "aws_secret_access_key": "s",
+            "DB_PASSWORD": "p",
+            "MY_LLM": "custom-key",
+            "ELSEWHERE": "stored-key",
+        },
+        names=["MY_LLM"],
+        values=["stored-key"],
+    )
+    assert env == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "LANG": "C.UTF-8",
+        "EDITOR": "vi",
+        "TMPDIR": "/tmp",
+    }
+
+
+def test_refusal_note_without_a_known_root_says_what_is_writable() -> None:
+    note = refusal_note(
+        "sh: 1: cannot create etc/f: Read-only file system",
+        workdir=Path("/w"),
+        restricted=(Path("/etc"),),
+    )
+    assert note is not None and "only /w and a private /tmp are writable" in note
+    assert refusal_note("fine", workdir=Path("/w"), restricted=()) is None
+
+
+def test_an_explicit_off_is_not_missing_and_a_missing_bwrap_is_said() -> None:
+    off = Sandbox.detect(SandboxMode.OFF)
+    assert not off.enforced and not off.missing
+    gone = Sandbox.detect(environ={"AGENTRT_BWRAP": "/nonexistent/bwrap"})
+    assert gone.missing and "is not installed" in gone.why
+
+
+async def test_a_sandboxed_command_outlives_the_thread_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trio starts processes from worker threads, which retire when idle: a sandbox tied to
+    # its starting thread's life (bubblewrap's --die-with-parent) would be killed with it.
+    from trio._core import _thread_cache
+
+    from agentrt._toolproc import run_tool
+
+    monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.01)
+    sandbox = Sandbox.detect()
+    argv = sandbox.wrap(["sh", "-c", "sleep 0.5; echo done"], workdir=tmp_path, network=False)
+    with trio.fail_after(20):
+        out = await run_tool(argv, cwd=tmp_path)
+    assert (out.returncode, out.output) == (0, b"done\n")
+
+
+async def test_a_command_that_leaves_its_group_dies_with_the_sandbox(tmp_path: Path) -> None:
+    from agentrt._toolproc import run_tool
+
+    tag = f"77.{os.getpid()}"
+    sandbox = Sandbox.detect()
+    argv = sandbox.wrap(
+        ["sh", "-c", f"setsid sleep {tag} >/dev/null 2>&1 & echo started"],
+        workdir=tmp_path,
+        network=False,
+    )
+    with trio.fail_after(20):
+        out = await run_tool(argv, cwd=tmp_path)
+        assert out.output == b"started\n"
+
+        def running() -> bool:
+            for name in os.listdir("/proc"):
+                try:
+                    cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if name.isdigit() and f"sleep\0{tag}".encode() in cmdline:
+                    stat = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[-1]
+                    if stat.split()[0] not in (b"Z", b"X"):
+                        return True
+            return False
+
+        # The namespace's first process died with the call's group; the kernel then kills
+        # every process left in the namespace (a real process: polled with a bound).
+        assert await poll(lambda: not running())
+
+
+# -- the modes: missing, off, and what the configuration says ------------------------
+
+AGENTRT = [sys.executable, "-m", "agentrt"]
+
+
+def agentrt(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "AGENTRT_STATE_DIR": str(tmp_path / "state"), **env}
+    environ.pop("AGENTRT_MODEL", None)
+    environ.pop("AGENTRT_SOCKET", None)
+    return subprocess.run(
+        [*AGENTRT, *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_without_a_sandbox_full_auto_is_refused_at_start(tmp_path: Path) -> None:
+    done = agentrt(
+        ["run", "--approval", "full-auto", "sh echo hi"],
+        tmp_path,
+        AGENTRT_BWRAP="/nonexistent/bwrap",
+    )
+    assert done.returncode != 0
+    assert "full-auto needs the sandbox, and there is none" in done.stderr
+    assert "bubblewrap (/nonexistent/bwrap) is not installed" in done.stderr
+
+
+def test_without_a_sandbox_it_says_so_once_and_confirms_every_write(tmp_path: Path) -> None:
+    # auto-edit would write in the working folder unasked; with no sandbox it asks.
+    done = agentrt(
+        ["run", "--approval", "auto-edit", "write a.txt hi"],
+        tmp_path,
+        AGENTRT_BWRAP="/nonexistent/bwrap",
+    )
+    assert done.stderr.count("warning: no sandbox for tools") == 1, done.stderr
+    assert f"? write 2 bytes to {tmp_path / 'a.txt'}" in done.stderr
+    assert not (tmp_path / "a.txt").exists()
+
+
+async def test_without_a_sandbox_a_chat_session_runs_no_tool(runtime: Runtime) -> None:
+    import attrs
+
+    missing = Sandbox.detect(environ={"AGENTRT_BWRAP": "/nonexistent/bwrap"})
+    for sandbox in (missing, Sandbox.off()):
+        runtime.executor.config = attrs.evolve(
+            runtime.executor.config, sandbox=sandbox, approval=Approval.FULL_AUTO
+        )
+        recorder = Recorder()
+        with trio.fail_after(20):
+            await runtime.executor.run(
+                "chat-nosbx", "sh echo ran > ran.txt", owner="t", emit=recorder
+            )
+        [result] = recorder.of(ToolResultEvent)
+        assert not result.ok
+        assert "tools never run unsandboxed for a chat or web session" in result.preview
+        assert not (runtime.executor.config.workdir / "ran.txt").exists()
+
+
+async def test_sandbox_off_runs_a_terminal_command_with_full_access(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    import attrs
+
+    outside = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        runtime.executor.config = attrs.evolve(
+            runtime.executor.config, sandbox=Sandbox.off(), approval=Approval.FULL_AUTO
+        )
+        with trio.fail_after(20):
+            await runtime.executor.run(
+                "cli-off", f"sh echo ran > {outside}/ran.txt", owner="t", emit=Recorder()
+            )
+        assert (outside / "ran.txt").read_text() == "ran\n"
+    finally:
+        shutil.rmtree(outside)
+
+
+def test_config_show_marks_sandbox_off_as_dangerous(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('sandbox = "off"\nsandbox_network = true\n')
+    done = agentrt(["config", "show", "--config", str(config)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("sandbox ")]
+    assert "off (DANGEROUS: tools run with your full access" in line
+    assert f"{config}:1" in line
+    as_json = agentrt(["config", "show", "--json", "--config", str(config)], tmp_path)
+    data = json.loads(as_json.stdout)
+    assert data["sandbox"]["value"] == "off" and data["sandbox"]["dangerous"] is True
+    assert data["sandbox_network"]["value"] is True
+    default = json.loads(agentrt(["config", "show", "--json"], tmp_path).stdout)
+    assert default["sandbox"]["value"] == "workspace-write"
+    assert default["sandbox"]["dangerous"] is False
+
+
+def test_the_sandbox_flag_and_variable_are_read_and_checked(tmp_path: Path) -> None:
+    flagged = agentrt(["config", "show", "--json", "--sandbox", "off"], tmp_path)
+    assert json.loads(flagged.stdout)["sandbox"]["source"] == "flag"
+    bad = agentrt(["config", "show"], tmp_path, AGENTRT_SANDBOX="loose")
+    assert bad.returncode == 2
+    assert "unknown sandbox mode 'loose'; expected one of: workspace-write, off" in bad.stderr
