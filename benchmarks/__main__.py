@@ -57,6 +57,7 @@ ORDER = (
     "run_hello",
     "tui_first_screen",
     "answer_idle_1000",
+    "sandboxed_sh",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import os
 import sqlite3
 import statistics
 import time
@@ -597,6 +598,80 @@ async def bench_durable_commit(state_dir: Path, rounds: int = 100, batch: int = 
     )
 
 
+# -- the sandbox ------------------------------------------------------------------
+
+
+async def bench_sandboxed_sh(root: Path, rounds: int = 20, batch: int = 10) -> Result:
+    """A sandboxed ``sh -c true`` as the shell tool starts it, vs a bare ``bash -c true``.
+
+    The subject is what a confirmed shell call spawns: its process group with
+    the watcher (`agentrt._toolproc.run_tool`), bubblewrap with agentrt's
+    state hidden and the default restricted paths read-only, the namespace's
+    first process, then ``sh -c true``; the environment is the tool's. The
+    network is shared, as for every call a person confirmed; a note gives the
+    cost of the private network an unasked ``full-auto`` call gets instead.
+    """
+    from agentrt._sandbox import Sandbox, tool_environment
+    from agentrt._settings import DEFAULT_RESTRICTED
+    from agentrt._toolproc import run_tool
+
+    sandbox = Sandbox.detect()
+    work, state = root / "work", root / "state"
+    work.mkdir()
+    (state / "secrets").mkdir(parents=True)
+    env = tool_environment(os.environ)
+
+    def argv(network: bool) -> list[str]:
+        return sandbox.wrap(
+            ["sh", "-c", "true"],
+            workdir=work,
+            hidden=(state,),
+            restricted=tuple(Path(p) for p in DEFAULT_RESTRICTED),
+            network=network,
+        )
+
+    problems: list[str] = []
+    if not sandbox.enforced:
+        return Result(
+            "sandboxed_sh", 0.0, 0.0, "ratio", 3.0, 0, (), (), failure=f"no sandbox: {sandbox.why}"
+        )
+    shared, private = argv(True), argv(False)
+
+    def spawns(command: list[str], *, tool: bool) -> Batch:
+        async def timed() -> float:
+            start = time.perf_counter()
+            for _ in range(batch):
+                if tool:
+                    out = await run_tool(command, cwd=work, env=env)
+                    code = out.returncode
+                else:
+                    process = await trio.lowlevel.open_process(command)
+                    code = await process.wait()
+                if code != 0:
+                    problems.append(f"{command[0]} exited {code}")
+            return (time.perf_counter() - start) / batch
+
+        return timed
+
+    bare = spawns(["bash", "-c", "true"], tool=False)
+    subject_median, baseline_median = await interleave(spawns(shared, tool=True), bare, rounds)
+    cut_median, _ = await interleave(spawns(private, tool=True), bare, max(4, rounds // 4))
+    return Result(
+        "sandboxed_sh",
+        subject_median,
+        baseline_median,
+        "ratio",
+        3.0,
+        rounds,
+        tuple(problems[:3]),
+        (
+            f"median of {rounds} batches of {batch} spawns; bubblewrap from {sandbox.bwrap}",
+            f"with the private network of an unasked full-auto call: {cut_median * 1e3:.2f} ms "
+            f"a call ({cut_median / baseline_median:.2f}x the bare spawn)",
+        ),
+    )
+
+
 # -- running them all ------------------------------------------------------------
 
 
@@ -605,10 +680,12 @@ async def run_all(state_root: Path) -> list[Result]:
     (state_root / "cancel").mkdir()
     (state_root / "resume").mkdir()
     (state_root / "durable").mkdir()
+    (state_root / "sandbox").mkdir()
     return [
         await bench_ask_answer(),
         await bench_cancel_final(state_root / "cancel"),
         await bench_pause_resume(state_root / "resume"),
         await bench_claim_scaling(),
         await bench_durable_commit(state_root / "durable"),
+        await bench_sandboxed_sh(state_root / "sandbox"),
     ]
