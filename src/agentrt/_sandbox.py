@@ -60,6 +60,12 @@ from ._vocab import SandboxMode
 _INIT: Final = (
     'exec 3<&0; trap "kill -TERM -1 2>/dev/null; exit 143" TERM; "$@" <&3 3<&- & exec 3<&-; wait $!'
 )
+#: `_INIT` for a shell command (``sh -c COMMAND``): the command is run by a subshell of the
+#: first process (given as its ``$0``) instead of a new ``sh``, one program start fewer.
+_INIT_SHELL: Final = (
+    'exec 3<&0; trap "kill -TERM -1 2>/dev/null; exit 143" TERM; (eval "$0") <&3 3<&- & '
+    "exec 3<&-; wait $!"
+)
 #: The variable naming the bubblewrap binary to use (default: ``bwrap`` on the PATH).
 BWRAP_ENV: Final = "AGENTRT_BWRAP"
 #: The private temporary folder every sandboxed call gets.
@@ -220,6 +226,8 @@ class Sandbox:
             for name, value in env.items():
                 args += ["--setenv", name, value]
         args += ["--setenv", "TMPDIR", str(PRIVATE_TMP), "--as-pid-1", "--"]
+        if len(argv) == 3 and list(argv[:2]) == ["sh", "-c"]:
+            return [*args, "sh", "-c", _INIT_SHELL, argv[2]]
         return [*args, "sh", "-c", _INIT, "agentrt-sandbox", *argv]
 
 
