@@ -336,3 +336,75 @@ def test_the_sandbox_flag_and_variable_are_read_and_checked(tmp_path: Path) -> N
     bad = agentrt(["config", "show"], tmp_path, AGENTRT_SANDBOX="loose")
     assert bad.returncode == 2
     assert "unknown sandbox mode 'loose'; expected one of: workspace-write, off" in bad.stderr
+
+
+async def test_a_password_makes_exactly_the_named_root_writable(tmp_path: Path) -> None:
+    # The command names one restricted root plainly and reaches another through a
+    # variable: the password opens the first, and the kernel still refuses the second.
+    with layout() as lay:
+        opened = lay.home / "opened"
+        opened.mkdir()
+        async with sandboxed_runtime(lay, Approval.ASK, text_guard=True) as runtime:
+            import attrs
+
+            from .conftest import FakeVerifier
+
+            verifier = FakeVerifier(is_cached=True)
+            config = runtime.executor.config
+            runtime.executor.config = attrs.evolve(
+                config,
+                verifier=verifier,
+                restricted_paths=(*config.restricted_paths, opened),
+            )
+            # (Braces doubled twice: once for this f-string, once for the attempt's format.)
+            command = f"echo x > {opened}/f && s=.s && echo KEY >> ~/${{{{s}}}}sh/authorized_keys"
+            attempt = Attempt("", command, lambda lay, out: None)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(allow_all, runtime)
+                output = await attempt_once(runtime, lay, attempt, "cli-pw")
+                nursery.cancel_scope.cancel()
+        assert (opened / "f").read_text() == "x\n"
+        assert (lay.ssh / "authorized_keys").read_text() == "ssh-ed25519 AAAA the-owner\n"
+        assert "Read-only file system" in output
+        [argv] = verifier.commands
+        binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
+        assert binds == [str(lay.home), str(opened)]
+
+
+async def allow_all(runtime: Runtime, *, task_status: trio.TaskStatus[None]) -> None:
+    from agentrt import ALLOW_ONCE, Answer
+
+    with runtime.registry.listen("cli-", name="allow") as listener:
+        task_status.started()
+        while True:
+            entry = await listener.claim()
+            entry.answer(Answer(ALLOW_ONCE))
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])
+async def test_the_file_tools_cannot_reach_agentrt_state(guard: bool) -> None:
+    with layout() as lay:
+        secret = lay.values["secret api_token"]
+        target = lay.state / "secrets" / "api_token"
+        async with (
+            sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=guard) as runtime,
+            trio.open_nursery() as nursery,
+        ):
+            await nursery.start(allow_all, runtime)
+            recorder = Recorder()
+            with trio.fail_after(30):
+                await runtime.executor.run(
+                    "cli-files",
+                    f"read {target}; write {target} overwritten; "
+                    f"write {lay.state}/planted x; read {lay.config}",
+                    owner="t",
+                    emit=recorder,
+                )
+            nursery.cancel_scope.cancel()
+            history = await runtime.store.load_history("cli-files")
+        results = [m.content for m in history if m.role.value == "tool"]
+        assert len(results) == 4
+        assert all(r.startswith("error:") for r in results), results
+        assert not any(secret in r or "approval" in r for r in results)
+        assert target.read_text() == secret
+        assert not (lay.state / "planted").exists()
