@@ -32,7 +32,7 @@ from agentrt._sandbox import Sandbox, refusal_note, tool_environment
 from agentrt._vocab import Approval, SandboxMode
 
 from .conftest import Recorder
-from .test_tool_processes import poll
+from .test_tool_processes import allow_everything, poll
 
 pytestmark = pytest.mark.deadline(240)
 
@@ -360,7 +360,7 @@ async def test_a_password_makes_exactly_the_named_root_writable(tmp_path: Path) 
             command = f"echo x > {opened}/f && s=.s && echo KEY >> ~/${{{{s}}}}sh/authorized_keys"
             attempt = Attempt("", command, lambda lay, out: None)
             async with trio.open_nursery() as nursery:
-                await nursery.start(allow_all, runtime)
+                await nursery.start(allow_everything, runtime)
                 output = await attempt_once(runtime, lay, attempt, "cli-pw")
                 nursery.cancel_scope.cancel()
         assert (opened / "f").read_text() == "x\n"
@@ -369,16 +369,6 @@ async def test_a_password_makes_exactly_the_named_root_writable(tmp_path: Path) 
         [argv] = verifier.commands
         binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
         assert binds == [str(lay.home), str(opened)]
-
-
-async def allow_all(runtime: Runtime, *, task_status: trio.TaskStatus[None]) -> None:
-    from agentrt import ALLOW_ONCE, Answer
-
-    with runtime.registry.listen("cli-", name="allow") as listener:
-        task_status.started()
-        while True:
-            entry = await listener.claim()
-            entry.answer(Answer(ALLOW_ONCE))
 
 
 @pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])
@@ -390,7 +380,7 @@ async def test_the_file_tools_cannot_reach_agentrt_state(guard: bool) -> None:
             sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=guard) as runtime,
             trio.open_nursery() as nursery,
         ):
-            await nursery.start(allow_all, runtime)
+            await nursery.start(allow_everything, runtime)
             recorder = Recorder()
             with trio.fail_after(30):
                 await runtime.executor.run(

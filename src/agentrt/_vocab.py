@@ -9,7 +9,7 @@ loading one another.
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import Final, TypeVar
 
 #: Prefix of Trio cancel reasons that carry a `Cause` (see `agentrt._cause`).
 CAUSE_REASON_PREFIX: Final = "agentrt:"
@@ -80,6 +80,18 @@ DENY: Final = "deny"
 CONFIRM_CHOICES: tuple[str, ...] = (ALLOW_ONCE, ALLOW_SESSION, DENY)
 
 
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _parse(cls: type[E], text: str, what: str) -> E:
+    """The member of `cls` named `text`; ValueError naming `what` and the choices."""
+    try:
+        return cls(text)
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in cls)
+        raise ValueError(f"unknown {what} {text!r}; expected one of: {choices}") from None
+
+
 class Approval(enum.Enum):
     """Which side-effecting tool calls run without a confirmation (Codex CLI's approval modes).
 
@@ -97,13 +109,7 @@ class Approval(enum.Enum):
     @classmethod
     def parse(cls, text: str) -> Approval:
         """Read a policy from its name (``"auto-edit"``); raises ValueError naming the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(a.value for a in cls)
-            raise ValueError(
-                f"unknown approval policy {text!r}; expected one of: {choices}"
-            ) from None
+        return _parse(cls, text, "approval policy")
 
 
 class SandboxMode(enum.Enum):
@@ -122,11 +128,7 @@ class SandboxMode(enum.Enum):
     @classmethod
     def parse(cls, text: str) -> SandboxMode:
         """Read a mode from its name (``"off"``); raises ValueError naming the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown sandbox mode {text!r}; expected one of: {choices}") from None
+        return _parse(cls, text, "sandbox mode")
 
 
 # -- origins: the prefix of a session id says which front-end it belongs to ------
