@@ -79,6 +79,7 @@ from ._statedir import (
 )
 from ._store import StoreError, UnreadableTask
 from ._stores import is_postgres
+from ._terminal import dumps, shown_output, visible
 from ._vocab import TERMINAL
 from .daemon._wire import (
     ask_frame,
@@ -431,7 +432,7 @@ class Printer:
             event = event_of_frame(frame)
             if event is not None:
                 obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, event)}
-                self.line(json.dumps(obj, ensure_ascii=False))
+                self.line(dumps(obj))
             return
         if isinstance(frame, TextFrame):
             self.out.write(frame.text)
@@ -445,7 +446,7 @@ class Printer:
                     describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words)
                 )
         elif isinstance(frame, ToolCallFrame):
-            args = json.dumps(frame.arguments, ensure_ascii=False)
+            args = dumps(frame.arguments)
             if len(args) > 120:
                 args = args[:117] + "..."
             warning = may_have_run(frame.attempt)
@@ -606,7 +607,7 @@ def _print_lines(printer: Printer, lines: Sequence[str]) -> int:
 
 def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
     if printer.json_mode:
-        printer.lines([json.dumps(summarize(task), ensure_ascii=False) for task in tasks])
+        printer.lines([dumps(summarize(task)) for task in tasks])
         return EXIT_FINISHED
     return _print_lines(printer, listing_lines([_summary_row(task) for task in tasks]))
 
@@ -614,7 +615,7 @@ def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
 def _print_detail(printer: Printer, detail: PendingDetail) -> int:
     obj = summarize(detail.task)
     obj["transcript"] = list(detail.transcript)
-    printer.line(json.dumps(obj, ensure_ascii=False, indent=None if printer.json_mode else 2))
+    printer.line(dumps(obj, indent=None if printer.json_mode else 2))
     return EXIT_FINISHED
 
 
@@ -635,7 +636,7 @@ def _when(stamp: float) -> str:
 def _print_sessions(printer: Printer, items: Sequence[SessionItem]) -> int:
     if printer.json_mode:
         for item in items:
-            printer.line(json.dumps(attrs.asdict(item), ensure_ascii=False))
+            printer.line(dumps(attrs.asdict(item)))
     elif not items:
         printer.line("no sessions")
     else:
@@ -662,7 +663,7 @@ def _print_conversation(
                 for m in messages
             ],
         }
-        printer.line(json.dumps(shown, ensure_ascii=False))
+        printer.line(dumps(shown))
         return EXIT_FINISHED
     printer.line(f"session {item.session}: {item.title}")
     printer.line(
@@ -693,7 +694,7 @@ def _message_lines(message: SessionMessage) -> list[str]:
     if message.role != "assistant":
         lines = [f"({message.role}) {line}" for line in lines]
     for call in message.tool_calls:
-        args = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+        args = dumps(call.get("arguments", {}))
         if len(args) > 120:
             args = args[:117] + "..."
         lines.append(f"  * {call.get('name', 'tool')} {args}")
@@ -1185,9 +1186,10 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
             if daemon is None
             else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
         )
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(dumps(data, indent=2))
         return EXIT_FINISHED
-    rows = [("SETTING", "VALUE", "FROM"), *settings.rows()]
+    # Shown before the columns are measured (the output stream would show them anyway).
+    rows = [("SETTING", "VALUE", "FROM"), *(tuple(map(visible, r)) for r in settings.rows())]
     key_width = max(len(r[0]) for r in rows)
     value_width = min(max(len(r[1]) for r in rows), 48)
     for key, value, source in rows:
@@ -1223,7 +1225,7 @@ def _cmd_fleet(args: argparse.Namespace, settings: Settings) -> int:
 
     status = read_status(url)
     if args.json:
-        print(json.dumps(status.as_json(), indent=2))
+        print(dumps(status.as_json(), indent=2))
         return EXIT_FINISHED
     print(f"fleet of {status.location} (schema version {status.schema_version})")
     if not status.members:
@@ -1243,8 +1245,9 @@ def _cmd_fleet(args: argparse.Namespace, settings: Settings) -> int:
             )
         )
     if status.members:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for row in rows:
+        shown = [[visible(cell) for cell in row] for row in rows]  # measured as shown
+        widths = [max(len(r[i]) for r in shown) for i in range(len(shown[0]))]
+        for row in shown:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     leases = [(m.id.rsplit(":", 1)[-1], t) for m in status.members for t in m.leases]
     if leases:
@@ -1267,7 +1270,7 @@ def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
     if args.action == "list":
         names = keys.names()
         if args.json:
-            print(json.dumps({"keys": names}))
+            print(dumps({"keys": names}))
         elif not names:
             print(f"no keys stored (in {keys.path})")
         else:
@@ -1316,6 +1319,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .daemon import main as daemon_main
 
         return daemon_main(argv[1:])
+    # Every other command's output is plain text for a person or JSON: control characters
+    # in it (a model's, a tool's, a web user's) are shown, never obeyed (`agentrt._terminal`).
+    with shown_output():
+        return _command(argv)
+
+
+def _command(argv: list[str]) -> int:
     if argv and argv[0] == "token":
         from .http import token_main
 

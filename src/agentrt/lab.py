@@ -62,6 +62,7 @@ from ._reprs import fields_eq, fields_hash, fields_repr
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
 from ._store import StoreError, Submitted, TaskStore, _Call
+from ._terminal import own, shown_output, visible
 from ._vocab import TERMINAL
 
 T = TypeVar("T")
@@ -923,7 +924,8 @@ def format_table(report: LabReport) -> str:
     header = ["#", "boundary", *report.causes]
     rows = [header]
     for b in report.boundaries:
-        name = b.name + (f" {b.label[2]}" if b.label[2] else "")
+        # Shown before the widths are measured: a boundary's key is the conversation's text.
+        name = visible(b.name + (f" {b.label[2]}" if b.label[2] else ""))
         rows.append([str(b.index), name, *(_cell(report.point(b.index, c)) for c in report.causes)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
@@ -945,8 +947,8 @@ def format_table(report: LabReport) -> str:
         verdict = "VIOLATION" if kill.violations else "ok"
         lines.append(f"real SIGKILL of the daemon after event {kill.boundary}: {state}: {verdict}")
     for v in report.violations:
-        lines.append(f"VIOLATION at {v.boundary} ({v.cause}): {v.rule}: {v.detail}")
-        lines.append(f"  replay: {v.replay}")
+        lines.append(visible(f"VIOLATION at {v.boundary} ({v.cause}): {v.rule}: {v.detail}"))
+        lines.append(visible(f"  replay: {v.replay}"))
     return "\n".join(lines)
 
 
@@ -1084,6 +1086,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `agentrt lab`; return the exit status."""
+    # Control characters in the conversation or a replay file are shown, never obeyed.
+    with shown_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     answers: dict[str, str] = {}
     for item in args.answer:
@@ -1104,7 +1112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def progress(done: int, total: int) -> None:
         if not args.json and sys.stderr.isatty():
-            print(f"\ragentrt lab: {done}/{total} points", end="", file=sys.stderr, flush=True)
+            # The carriage return is the progress line's own: written as it is.
+            print(f"\ragentrt lab: {done}/{total} points", end="", file=own(sys.stderr), flush=True)
 
     lab = Lab(conversation, causes, on_progress=progress, only=args.at)
     try:

@@ -20,6 +20,8 @@ import attrs
 from prompt_toolkit.formatted_text import PygmentsTokens, to_formatted_text
 from prompt_toolkit.utils import get_cwidth
 
+from agentrt._terminal import visible
+
 from ._state import EntryKind, TranscriptEntry
 
 if TYPE_CHECKING:
@@ -447,7 +449,9 @@ def _table(tokens: Sequence[Token], start: int, end: int, ctx: _Context, out: li
 def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
     """The screen lines of one transcript entry at `width` columns."""
     style, prefix = PREFIX[entry.kind]
-    text = entry.text
+    # Control characters are laid out as the glyphs drawn for them (as `agentrt` prints
+    # them), so a line's width counts what the screen shows.
+    text = visible(entry.text)
     if entry.kind is EntryKind.ASSISTANT:
         label: Line = [("class:agent", f"[{entry.agent}] ")] if entry.agent else []
         lines = render_markdown(text, width - width_of(_plain(label)))
