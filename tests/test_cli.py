@@ -254,12 +254,13 @@ async def test_ctrl_c_is_a_user_cancel_and_deletes_the_task(state: Path, tmp_pat
     assert run(["pending", "list"], state, tmp_path).stdout == "no pending tasks\n"
 
 
-def test_stdin_closing_while_a_question_waits_keeps_the_task_as_a_disconnect(
+def test_stdin_closing_while_a_question_waits_keeps_the_task_with_the_question(
     state: Path, tmp_path: Path
 ) -> None:
     done = run(["run", "--session", "cli-eof", "write a.txt hey"], state, tmp_path)
     assert done.returncode == 3, done.stderr
-    assert "stopped (disconnect); the task is kept: agentrt pending resume cli-eof" in done.stderr
+    assert "standard input closed while a question waited for its answer" in done.stderr
+    assert "waiting for your answer: write 3 bytes to" in done.stderr
     assert not (tmp_path / "a.txt").exists()
     resumed = run(["pending", "resume", "cli-eof"], state, tmp_path, stdin="y\n")
     assert resumed.returncode == 0, resumed.stderr

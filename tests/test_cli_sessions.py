@@ -104,7 +104,7 @@ def test_rm_removes_a_finished_session_and_refuses_one_with_a_pending_task(
     assert "session cli-parked has a pending task" in refused.stderr
     assert "agentrt pending discard cli-parked" in refused.stderr
     listed = run(["sessions", "list"], state, tmp_path).stdout
-    assert "[interrupted]" in listed and "cli-parked" in listed
+    assert "[awaiting_answer]" in listed and "cli-parked" in listed
     removed = run(["sessions", "rm", "cli-done"], state, tmp_path)
     assert (removed.returncode, removed.stdout) == (0, "removed session cli-done\n")
     for args in (["show", "cli-done"], ["rm", "cli-done"], ["continue", "cli-done", "hi"]):

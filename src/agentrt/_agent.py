@@ -9,6 +9,7 @@ as it exists, so a committed call never runs twice.
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from ._pending import (
     ALLOW_SESSION,
     DENY,
     Answer,
+    NoAnswerComingError,
     Registry,
     Request,
     RequestKind,
@@ -81,6 +83,36 @@ TEXT_EVENT_LIMIT = 16 * 1024
 def split_text(text: str, limit: int = TEXT_EVENT_LIMIT) -> list[str]:
     """`text` cut into pieces of at most `limit` characters (none when empty)."""
     return [text[i : i + limit] for i in range(0, len(text), limit)]
+
+
+@attrs.define(eq=False)
+class _Turns:
+    """The calls of one round in the order the model issued them, for their questions.
+
+    The calls run at once, so without this their questions would reach the
+    registry in whatever order the scheduler ran them, and a person answering
+    from a pipe (`agentrt run`) would answer the wrong one. A call's question
+    is posted only once every call before it in its round has *passed*: posted
+    its own first question, begun its effect, said it will ask nothing
+    (`AgentRun.asks_nothing`) or ended. A call that forgets to say so only
+    holds the questions after it until it ends; the order is kept either way.
+    """
+
+    __repr__ = fields_repr
+
+    passed: list[trio.Event]
+
+    async def wait_for_those_before(self, index: int) -> None:
+        """Return once every call before the `index`-th has passed."""
+        for event in self.passed[:index]:
+            await event.wait()
+
+
+#: Where the running tool call stands: its round's `_Turns` and its index there, from the
+#: top-level round down to the subagent round it runs in (Trio copies it into the call's task).
+_position: contextvars.ContextVar[tuple[tuple[_Turns, int], ...]] = contextvars.ContextVar(
+    "agentrt_call_position", default=()
+)
 
 
 @attrs.define(eq=False)
@@ -279,6 +311,7 @@ class AgentRun:
             count = record.attempts_of(call.id) + 1
             return record.evolve(attempts={**record.attempts, call.id: count})
 
+        self.asks_nothing()
         await self._change(started)
 
     def attempt(self, call: ToolCall) -> int:
@@ -295,13 +328,14 @@ class AgentRun:
     async def _run_round(self, calls: Sequence[ToolCall]) -> SavedQuestion | None:
         parked: list[SavedQuestion] = []
         order = {call.id: n for n, call in enumerate(calls)}
+        turns = _Turns([trio.Event() for _ in calls])
         if len(calls) == 1:
             # One call: run here, without a task of its own to start and to wait for.
-            await self._run_call(calls[0], parked, order)
+            await self._run_call(calls[0], parked, order, turns)
         else:
             async with trio.open_nursery() as nursery:
                 for call in calls:
-                    nursery.start_soon(self._run_call, call, parked, order)
+                    nursery.start_soon(self._run_call, call, parked, order, turns)
         if not parked:
             return None
         # The round's other results are committed by now; save the question and stop.
@@ -310,6 +344,16 @@ class AgentRun:
         return question
 
     async def _run_call(
+        self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int], turns: _Turns
+    ) -> None:
+        token = _position.set((*_position.get(), (turns, order[call.id])))
+        try:
+            await self._run_call_in_turn(call, parked, order)
+        finally:
+            self.asks_nothing()
+            _position.reset(token)
+
+    async def _run_call_in_turn(
         self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int]
     ) -> None:
         await self.emit(
@@ -376,14 +420,46 @@ class AgentRun:
         With several inline questions open in one round, the record shows the
         oldest one still waiting, so answering one never hides another.
         """
+        # In the order the calls were issued: after the questions of the calls before it.
+        for turns, index in _position.get():
+            await turns.wait_for_those_before(index)
         self._asking[saved.call_id] = saved
         await self.set_record(question=self._oldest_waiting())
-        answer = await self.registry.ask(request)
+        # No checkpoint from here until `ask` has posted the entry: the calls after this
+        # one, woken now, post theirs after it.
+        self.asks_nothing()
+        try:
+            answer = await self.registry.ask(request)
+        except NoAnswerComingError:
+            del self._asking[saved.call_id]
+            raise self._nobody_to_answer(saved) from None
         del self._asking[saved.call_id]
         # Not waited for: if it is lost, the kept task shows a question that was answered,
         # and a resume asks it again, as if the answer had come a moment later.
         await self.set_record_soon(question=self._oldest_waiting())
         return answer
+
+    def _nobody_to_answer(self, saved: SavedQuestion) -> Exception:
+        """What a question that will get no answer becomes: as if nobody had been connected.
+
+        A question parks the run (saved with the task, asked again on resume);
+        so does a confirmation of the top-level run. A subagent's confirmation
+        and a secret fail their call, as they do with nobody connected.
+        """
+        if saved.kind is RequestKind.SECRET:
+            return ToolError("cannot ask for the secret: nobody is left to type it")
+        if saved.kind is RequestKind.QUESTION or not self.agent:
+            return QuestionParked(saved.prompt, saved.kind)
+        return ToolError("needs a confirmation, and nobody is left to answer it")
+
+    def asks_nothing(self) -> None:
+        """Say that the running call asks no question (any more) before it takes effect.
+
+        The questions of the calls after it in its round, held back to keep the
+        order in which the calls were issued, may then be posted (see `_Turns`).
+        """
+        for turns, index in _position.get():
+            turns.passed[index].set()
 
     def _oldest_waiting(self) -> SavedQuestion | None:
         return next(iter(self._asking.values()), None)

@@ -128,6 +128,15 @@ class ListenerGoneError(RegistryError):
     """
 
 
+class NoAnswerComingError(RegistryError):
+    """Nobody is left who could answer the question (the `agentrt` command's stdin closed).
+
+    The producer goes on as if nobody had been connected when it asked: the
+    run saves the question with its task and stops there (see
+    `AgentRun.ask_inline`); the round's other calls finish first.
+    """
+
+
 class EntryGoneError(RegistryError):
     """An answer arrived for a question that no longer waits (its run was stopped)."""
 

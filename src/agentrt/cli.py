@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import signal
@@ -64,7 +63,16 @@ from ._options import (
     WORKDIR,
     shared_options,
 )
-from ._pending import DENY, Answer, Entry, Request, RequestKind
+from ._pending import (
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    DENY,
+    Answer,
+    Entry,
+    NoAnswerComingError,
+    Request,
+    RequestKind,
+)
 from ._present import describe_end as _describe_end
 from ._reprs import fields_eq, fields_repr
 from ._runtime import Runtime, default_state_dir, open_runtime
@@ -251,9 +259,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             help="run one task, answering questions on stdin",
             description="Run TEXT as a task: in the daemon that holds the state dir, if one does, "
             "else in this process. Confirmations and questions are printed and answered "
-            "on stdin, one line each. Ctrl+C cancels (the pending task is deleted); SIGTERM pauses "
-            "and SIGHUP (or stdin closing while a question waits) disconnects (the pending task is "
-            "kept for `agentrt pending resume`). "
+            "on stdin, one line each, in the order the calls were issued; a line that is not an "
+            "answer (a confirmation takes y, a or n) is asked again. Ctrl+C cancels (the pending "
+            "task is deleted); SIGTERM pauses and SIGHUP disconnects (the pending task is kept for "
+            "`agentrt pending resume`); stdin closing while a question waits denies nothing: the "
+            "run saves the question with its task and stops (exit status 3). "
             "A --session starting with chat-, tg- or dc- takes that origin: its ask_user saves the "
             "question and ends the run, and `agentrt pending answer` resumes it.",
         )
@@ -482,8 +492,22 @@ class Printer:
     async def answer(self, ask: AskFrame) -> Answer:
         """Ask a person (or a JSON client) on stdin; return the answer.
 
+        A line that is no answer to `ask` (a confirmation answered ``blue``) is
+        never taken for one: the question is asked again, saying what it takes.
         Raises `EOFError` when stdin is closed.
         """
+        while True:
+            self._ask(ask)
+            masked = ask.masked and sys.stdin.isatty()
+            line = await trio.to_thread.run_sync(_read_answer, masked, abandon_on_cancel=True)
+            if line is None:
+                raise EOFError("stdin closed before the question was answered")
+            answer = parse_answer(ask.kind, ask.choices, line)
+            if answer is not None:
+                return answer
+            ask = attrs.evolve(ask, error=f"not an answer: {line.strip()!r}; {_takes(ask)}")
+
+    def _ask(self, ask: AskFrame) -> None:
         if self.json_mode:
             # As the HTTP API shows a question; the ask frame does not say which agent asks.
             request = Request(
@@ -491,52 +515,78 @@ class Printer:
             )
             obj = question_json(ask.id, ask.session, ask.task, None, request)
             shown = {"v": SCHEMA_VERSION, "type": "question", **obj}
-            self.line(json.dumps(shown, ensure_ascii=False))
+            self.line(dumps(shown))
         else:
             self._note(_ask_text(ask))
-        masked = ask.masked and sys.stdin.isatty()
-        line = await trio.to_thread.run_sync(_read_answer, masked, abandon_on_cancel=True)
-        if line is None:
-            raise EOFError("stdin closed before the question was answered")
-        return parse_answer(ask.kind, ask.choices, line)
+
+    def stdin_closed(self) -> None:
+        """Say that stdin closed while a question waited, and what becomes of the run."""
+        self._note(
+            "standard input closed while a question waited for its answer: it is not taken for "
+            "a deny; the run finishes the calls under way, then stops with its task kept"
+        )
 
 
 def _ask_text(ask: AskFrame) -> str:
     lines = [f"? {ask.prompt}"]
     if ask.error:
         lines.append(f"  ({ask.error})")
-    if ask.kind is RequestKind.CONFIRM:
-        lines.append("  answer y (allow once), a (allow for this session) or n (deny)")
-    elif ask.kind is RequestKind.PASSWORD:
-        lines.append("  type the system password, or an empty line to deny")
-    elif ask.kind is RequestKind.SECRET:
-        lines.append("  type the secret value (empty line to decline)")
+    takes = _takes(ask)
+    if takes:
+        lines.append(f"  {takes}")
     return "\n".join(lines)
 
 
-_CONFIRM_WORDS = {
-    "y": "allow",
-    "yes": "allow",
-    "allow": "allow",
-    "once": "allow",
-    "a": "allow_session",
-    "always": "allow_session",
-    "allow_session": "allow_session",
-    "session": "allow_session",
-    "n": DENY,
-    "no": DENY,
-    "deny": DENY,
-    "": DENY,
+#: How each choice of a confirmation is typed, and what it is called.
+_CHOICE_WORDS: Final = {
+    ALLOW_ONCE: ("y", "allow once"),
+    ALLOW_SESSION: ("a", "allow for this session"),
+    DENY: ("n", "deny"),
 }
 
 
-def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer:
-    """Turn a typed line into an answer for a request of `kind`."""
+def _takes(ask: AskFrame) -> str:
+    """What an answer to `ask` may be, as the line that asks it says."""
+    if ask.kind is RequestKind.CONFIRM:
+        offered = [
+            c for c in (ALLOW_ONCE, ALLOW_SESSION, DENY) if not ask.choices or c in ask.choices
+        ]
+        said = [f"{_CHOICE_WORDS[c][0]} ({_CHOICE_WORDS[c][1]})" for c in offered]
+        return "answer " + (", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0])
+    if ask.kind is RequestKind.PASSWORD:
+        return "type the system password, or an empty line to deny"
+    if ask.kind is RequestKind.SECRET:
+        return "type the secret value (empty line to decline)"
+    return ""
+
+
+_CONFIRM_WORDS: Final = {
+    "y": ALLOW_ONCE,
+    "yes": ALLOW_ONCE,
+    "allow": ALLOW_ONCE,
+    "once": ALLOW_ONCE,
+    "a": ALLOW_SESSION,
+    "always": ALLOW_SESSION,
+    "allow_session": ALLOW_SESSION,
+    "session": ALLOW_SESSION,
+    "n": DENY,
+    "no": DENY,
+    "deny": DENY,
+}
+
+
+def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer | None:
+    """Turn a typed line into an answer for a request of `kind`; None when it is none.
+
+    A confirmation takes one of its choices, by letter or word (`_CONFIRM_WORDS`,
+    any case); anything else, an empty line too, is no answer to it and never
+    counts as a deny.
+    """
     text = line.rstrip("\r\n")
     if kind is RequestKind.CONFIRM:
-        value = _CONFIRM_WORDS.get(text.strip().lower(), DENY)
-        if choices and value not in choices:
-            value = DENY
+        value = _CONFIRM_WORDS.get(text.strip().lower())
+        if value is None or (choices and value not in choices):
+            return None
         return Answer(value)
     if kind is RequestKind.PASSWORD:
         return Answer(DENY) if text == "" else Answer("allow", secret=text)
@@ -719,15 +769,21 @@ class _Answers:
         self._send.send_nowait((ask, reply))
 
     async def serve(self, withdrawn: Callable[[str], bool]) -> None:
+        """Answer the queued questions in turn; after stdin closed, each gets `reply(None)`."""
+        closed = False
         async for ask, reply in self._receive:
             if withdrawn(ask.id):
                 continue
-            try:
-                answer = await self.printer.answer(ask)
-            except EOFError:
+            if not closed:
+                try:
+                    answer = await self.printer.answer(ask)
+                except EOFError:
+                    closed = True
+                    self.printer.stdin_closed()
+            if closed:
+                # Never a deny: nobody is left to answer, so the run stops with its task kept.
                 await reply(None)
-                continue
-            if not withdrawn(ask.id):
+            elif not withdrawn(ask.id):
                 await reply(answer)
 
 
@@ -792,11 +848,14 @@ async def _drive_here(
                     entries[entry.id] = entry
 
                     async def reply(answer: Answer | None, entry: Entry = entry) -> None:
-                        if answer is None:
-                            # Nobody is left to answer: as if the terminal hung up.
-                            await cancel(Cause.DISCONNECT)
-                        elif not entry.done:
+                        if entry.done:
+                            pass
+                        elif answer is None:
+                            # Nobody is left to answer: the run saves the question and stops.
+                            entry.fail(NoAnswerComingError("standard input closed"))
+                        else:
                             entry.answer(answer)
+                        await trio.lowlevel.checkpoint()
 
                     answers.put(ask_frame(entry), reply)
 
@@ -837,11 +896,16 @@ async def _drive_daemon(
 
     def reply_for(ask: AskFrame) -> Reply:
         async def reply(answer: Answer | None) -> None:
-            if answer is None:
-                await cancel(Cause.DISCONNECT)
-            elif not hung_up:
-                with contextlib.suppress(ClientError):
-                    await client.send(AnswerFrame(ask.id, answer.value, secret=answer.secret))
+            if hung_up:
+                return
+            # None: nobody is left to answer; the run saves the question and stops.
+            frame = (
+                AnswerFrame(ask.id, "", unanswerable=True)
+                if answer is None
+                else AnswerFrame(ask.id, answer.value, secret=answer.secret)
+            )
+            with contextlib.suppress(ClientError):
+                await client.send(frame)
 
         return reply
 

@@ -93,6 +93,9 @@ class AnswerFrame:
 
     `value` is the choice or the typed text; `secret` carries masked input
     (a secret's value or the system password) and is never echoed or logged.
+    `unanswerable` says that no answer will come from this window (the
+    `agentrt` command's stdin closed): the run goes on as if nobody had been
+    there to ask, saving the question with its task; `value` is then ignored.
     """
 
     __repr__ = fields_repr
@@ -103,6 +106,7 @@ class AnswerFrame:
     ask: str
     value: str
     secret: str | None = attrs.field(default=None, repr=False)
+    unanswerable: bool = False
 
 
 #: The causes a client may give a `Cancel` (closing the connection is the disconnect).

@@ -101,6 +101,15 @@ class ToolRun(Protocol):
         """Confirm a call that touches a restricted path: needs the system password."""
         ...
 
+    def asks_nothing(self) -> None:
+        """Say that this call asks no question before it takes effect (see `AgentRun`).
+
+        The questions of the calls issued after it in its round wait until it
+        asks, begins its effect, says this, or ends: a tool that asks nothing
+        and may take long says so first.
+        """
+        ...
+
     async def begin_effect(self, call: ToolCall) -> None:
         """Record that `call` is about to take effect, before it does."""
         ...

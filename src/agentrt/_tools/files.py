@@ -135,6 +135,7 @@ class ReadFile(Tool):
             if result is None:
                 return DENIED
             return sudo_output(result, f"cat {path}").decode("utf-8", "replace")
+        agent.asks_nothing()  # a read may take long (a slow disk, a pipe)
         if config.sandbox.enforced:
             argv = confine(agent, ["cat", "--", str(path)], network=False)
             out = await run_tool(

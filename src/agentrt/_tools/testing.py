@@ -36,6 +36,7 @@ class Sleep(Tool):
     async def run(self, agent: ToolRun, call: ToolCall) -> str:
         if not 0 <= self.seconds <= 86400:
             raise ToolError("sleep takes 0 to 86400 seconds")
+        agent.asks_nothing()
         await trio.sleep(self.seconds)
         return f"slept {self.seconds:g}s"
 

@@ -32,7 +32,15 @@ from .._executor import (
     TaskInfo,
     UnknownTaskError,
 )
-from .._pending import Answer, ClosedListenerError, Entry, EntryState, Listener, RegistryError
+from .._pending import (
+    Answer,
+    ClosedListenerError,
+    Entry,
+    EntryState,
+    Listener,
+    NoAnswerComingError,
+    RegistryError,
+)
 from .._policy import Actor
 from .._reprs import fields_repr
 from .._runtime import Runtime
@@ -573,6 +581,10 @@ class Connection:
                 f"no question {frame.ask!r} is waiting for an answer from this window",
                 frame,
             )
+            return
+        if frame.unanswerable:
+            with contextlib.suppress(RegistryError):
+                entry.fail(NoAnswerComingError("no answer will come from this window"))
             return
         # Acknowledged once the run that asked has resumed with the answer, not before.
         ack = Ack(frame.TYPE, "answered; the run goes on", task=entry.context.task_hash)
