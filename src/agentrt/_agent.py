@@ -420,11 +420,11 @@ class AgentRun:
         With several inline questions open in one round, the record shows the
         oldest one still waiting, so answering one never hides another.
         """
-        # In the order the calls were issued: after the questions of the calls before it.
-        for turns, index in _position.get():
-            await turns.wait_for_those_before(index)
         self._asking[saved.call_id] = saved
         await self.set_record(question=self._oldest_waiting())
+        # Posted in the order the calls were issued: after the questions of the calls before.
+        for turns, index in _position.get():
+            await turns.wait_for_those_before(index)
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
         self.asks_nothing()
