@@ -10,10 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
+from agentrt import ALLOW_ONCE, Entry, Outcome, Runtime
+from agentrt._agent import AgentRun
+
+from .conftest import Recorder
 from .test_cli import run, running_daemon
+from .test_integrity import answer_all
 
 ASK_AGAIN = "(not an answer: 'blue'; answer y (allow once), a (allow for this session) or n (deny))"
 
@@ -123,3 +131,27 @@ def test_input_ending_at_the_first_confirmation_denies_nothing(state: Path, tmp_
     resumed = run(["pending", "resume", "cli-b2"], state, tmp_path, stdin="y\n")
     assert resumed.returncode == 0, resumed.stderr
     assert (tmp_path / "e.txt").read_text() == "hi"
+
+
+async def test_a_later_call_that_reaches_its_question_first_waits_for_the_earlier_one(
+    runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first call's way to its question is held until everything else is blocked: the
+    # second call gets to its own question first, and still its question is posted second.
+    asked: list[Entry] = []
+    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    set_record = AgentRun.set_record
+
+    async def first_one_late(run: AgentRun, **changes: Any) -> None:
+        question = changes.get("question")
+        if question is not None and question.prompt.endswith("one.txt"):
+            await trio.testing.wait_all_tasks_blocked()
+        await set_record(run, **changes)
+
+    monkeypatch.setattr(AgentRun, "set_record", first_one_late)
+    with trio.fail_after(10):
+        ended = await runtime.executor.run(
+            "cli-order", "write one.txt 1; write two.txt 2", owner="t", emit=Recorder()
+        )
+    assert ended.outcome is Outcome.FINISHED
+    assert [e.request.prompt.rsplit("/", 1)[-1] for e in asked] == ["one.txt", "two.txt"]
