@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
+import trio.testing
 
 from agentrt import (
     ALLOW_ONCE,
@@ -41,6 +43,7 @@ from agentrt._agent import AgentRun
 from agentrt._process import process_token
 from agentrt._tools import ToolRun
 from agentrt._tools.testing import Sleep
+from agentrt._vocab import Approval
 
 from .conftest import Recorder
 
@@ -347,17 +350,13 @@ def test_crashed_means_the_runner_is_gone_not_merely_running() -> None:
 
 
 async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
-    runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[Entry] = []
-    all_answered = trio.Event()
-
-    def allow(entry: Entry) -> str:
-        if len(asked) == 3:  # the third question, recorded just before
-            all_answered.set()
-        return ALLOW_ONCE
-
-    await nursery.start(answer_all, runtime, "cli-", allow, asked)
+    # Run unasked, so the three calls begin their effects at once (questions would be
+    # posted one call after another, in the order the calls were issued).
+    config = attrs.evolve(runtime.executor.config, approval=Approval.FULL_AUTO)
+    monkeypatch.setattr(runtime.executor, "config", config)
+    others_started = trio.Event()
     begin_effect = AgentRun.begin_effect
     save_fields = TaskStore.save_fields
     begun: list[str] = []
@@ -369,10 +368,10 @@ async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
             runtime.executor.cancel(run.task_hash, Cause.PAUSE)
 
     async def slow_save_fields(store: TaskStore, record: TaskRecord) -> bool:
-        # The first attempt's write is still on its way when the other calls, all
-        # confirmed, start theirs.
-        if record.attempts and not all_answered.is_set():
-            await all_answered.wait()
+        # The first attempt's write is still on its way when the other calls start theirs.
+        if record.attempts and not others_started.is_set():
+            await trio.testing.wait_all_tasks_blocked()
+            others_started.set()
         return await save_fields(store, record)
 
     monkeypatch.setattr(AgentRun, "begin_effect", begin_then_pause_after_all)

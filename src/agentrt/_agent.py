@@ -96,16 +96,37 @@ class _Turns:
     its own first question, begun its effect, said it will ask nothing
     (`AgentRun.asks_nothing`) or ended. A call that forgets to say so only
     holds the questions after it until it ends; the order is kept either way.
+    Waiting calls are woken one at a time, in order (the one whose turn came),
+    so the scheduler never has two of them to choose between.
     """
 
     __repr__ = fields_repr
 
-    passed: list[trio.Event]
+    passed: list[bool]
+    #: ``ready[n]`` is set once every call before the n-th has passed.
+    ready: list[trio.Event]
+    #: How many calls from the first on have passed.
+    _prefix: int = 0
+
+    @classmethod
+    def of(cls, count: int) -> _Turns:
+        """The turns of a round of `count` calls; the first call's turn has come."""
+        turns = cls([False] * count, [trio.Event() for _ in range(count)])
+        turns.ready[0].set()
+        return turns
+
+    def pass_(self, index: int) -> None:
+        """The `index`-th call has passed: the turn of the next one that has not may come."""
+        self.passed[index] = True
+        while self._prefix < len(self.passed) and self.passed[self._prefix]:
+            self._prefix += 1
+            if self._prefix < len(self.ready):
+                self.ready[self._prefix].set()
 
     async def wait_for_those_before(self, index: int) -> None:
-        """Return once every call before the `index`-th has passed."""
-        for event in self.passed[:index]:
-            await event.wait()
+        """Return once every call before the `index`-th has passed (no checkpoint if so)."""
+        if not self.ready[index].is_set():
+            await self.ready[index].wait()
 
 
 #: Where the running tool call stands: its round's `_Turns` and its index there, from the
@@ -328,7 +349,7 @@ class AgentRun:
     async def _run_round(self, calls: Sequence[ToolCall]) -> SavedQuestion | None:
         parked: list[SavedQuestion] = []
         order = {call.id: n for n, call in enumerate(calls)}
-        turns = _Turns([trio.Event() for _ in calls])
+        turns = _Turns.of(len(calls))
         if len(calls) == 1:
             # One call: run here, without a task of its own to start and to wait for.
             await self._run_call(calls[0], parked, order, turns)
@@ -420,11 +441,11 @@ class AgentRun:
         With several inline questions open in one round, the record shows the
         oldest one still waiting, so answering one never hides another.
         """
-        self._asking[saved.call_id] = saved
-        await self.set_record(question=self._oldest_waiting())
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
+        self._asking[saved.call_id] = saved
+        await self.set_record(question=self._oldest_waiting())
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
         self.asks_nothing()
@@ -459,7 +480,7 @@ class AgentRun:
         order in which the calls were issued, may then be posted (see `_Turns`).
         """
         for turns, index in _position.get():
-            turns.passed[index].set()
+            turns.pass_(index)
 
     def _oldest_waiting(self) -> SavedQuestion | None:
         return next(iter(self._asking.values()), None)
