@@ -548,8 +548,12 @@ class Executor:
                 question=ending.question,
                 pending_kept=True,
             ), None
+        # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
-            session_id, [*history, *agent.live], agent.snapshot.window_hash, runner=self._token
+            session_id,
+            [*history, *agent.snapshot.transcript],
+            agent.snapshot.window_hash,
+            runner=self._token,
         )
         return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
 
