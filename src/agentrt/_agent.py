@@ -449,9 +449,10 @@ class AgentRun:
 
         A call that may already have run (an earlier attempt started but never
         committed) is always asked about, even for a tool allowed for the session.
-        Secret values in `prompt` are shown (and saved) as ``[secret NAME]``.
+        Secret values in `prompt` are shown and saved as ``[secret NAME]`` (by
+        `ask_inline`, or by `_run_call` when the run parks).
         """
-        prompt = self.config.redactor.redact(self.describe(call, prompt))
+        prompt = self.describe(call, prompt)
         if call.id in self.preapproved:
             return True
         if call.name in self.session_allow and self.attempt(call) == 1:
@@ -471,7 +472,7 @@ class AgentRun:
     async def confirm_restricted(self, call: ToolCall, prompt: str) -> bool:
         """Confirm a call that touches a restricted path: needs the system password."""
         ctx = self.context
-        prompt = self.config.redactor.redact(self.describe(call, prompt))
+        prompt = self.describe(call, prompt)
         if not origin_rules(ctx.origin).takes_secrets:
             raise ToolError(
                 "refused: a restricted-path confirmation needs the system password, which "

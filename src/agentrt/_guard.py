@@ -107,7 +107,7 @@ def touched_roots(command: str, base: Path, folders: Iterable[Path]) -> tuple[Pa
 
 #: Between two characters of a searched form: nothing, or the line break or blank a
 #: wrapping tool puts in (``base64`` at 76 columns, ``xxd -p`` at 60, ``fold -w1``, ``od``).
-_GAP = r"(?:\r?\n|[ \t])?"
+_GAP = r"[ \t]?(?:\r?\n[ \t]?)?"
 _GAPS = re.compile(r"[\r\n \t]")
 #: What a replaced value becomes, and how such a label is found again.
 _LABEL = "[secret {name}]"
@@ -151,17 +151,11 @@ def encoded_forms(value: str) -> list[str]:
 
 
 def _pattern_of(text: str, *, any_case: bool) -> str:
-    """A regex for `text`, a wrapping break allowed between any two characters.
-
-    Its first character stays a literal, so the combined pattern keeps the
-    regex engine's quick skip over positions no secret can start at.
-    """
-    parts: list[str] = []
-    for n, char in enumerate(text):
-        if any_case and char.isalpha():
-            parts.append(char if n == 0 else f"[{char.lower()}{char.upper()}]")
-        else:
-            parts.append(re.escape(char))
+    """A regex for `text` (letters in either case with `any_case`), a break allowed between
+    any two characters."""
+    parts = [
+        f"[{c.lower()}{c.upper()}]" if any_case and c.isalpha() else re.escape(c) for c in text
+    ]
     return _GAP.join(parts)
 
 
@@ -308,11 +302,12 @@ class Redactor:
                     continue
                 forms[key] = _Form(name, text, plain)
                 if hex_form:
-                    first = text[0]
-                    # Either case; a first letter is a literal, so both cases get their own.
-                    for head in {first, first.upper()}:
-                        patterns[head + text[1:]] = head + (
-                            _GAP + _pattern_of(text[1:], any_case=True) if text[1:] else ""
+                    # Either case. The first character stays a literal (a letter gets one
+                    # pattern a case), so the combined pattern keeps the regex engine's
+                    # quick skip over positions no secret can start at.
+                    for head in {text[0], text[0].upper()}:
+                        patterns[head + text[1:]] = _GAP.join(
+                            (re.escape(head), _pattern_of(text[1:], any_case=True))
                         )
                 else:
                     patterns[text] = _pattern_of(text, any_case=False)
