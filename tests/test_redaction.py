@@ -516,3 +516,12 @@ async def test_a_label_the_model_wrote_itself_is_never_turned_into_the_value(
     with trio.fail_after(LIMIT):
         await runtime.executor.resume("chat-literal", answer=ALLOW_ONCE, owner="t", emit=Recorder())
     assert (workdir / "out.txt").read_text() == LABEL
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "_", "a" * 128, "AGENTRT_TELEGRAM_TOKEN"])
+def test_every_key_name_is_a_secret_name(tmp_path: Path, name: str) -> None:
+    KeyStore(tmp_path / "keys").put(name, VALUE)
+    assert is_secret_name(name)
+    assert Redactor(tmp_path / "none", more_dirs=(tmp_path / "keys",)).redact(VALUE) == (
+        f"[secret {name}]"
+    )
