@@ -159,6 +159,66 @@ def _pattern_of(text: str, *, any_case: bool) -> str:
     return _GAP.join(parts)
 
 
+@attrs.frozen
+class _Compiled:
+    """One secret set, ready to search: replaced whole, so a thread never sees half of one."""
+
+    stamp: tuple[int, ...] = ()
+    #: ``(name, value)``, longest value first.
+    values: tuple[tuple[str, str], ...] = ()
+    search: re.Pattern[str] | None = None
+    #: Each form with its breaks taken out (hex in lower case), to the form.
+    forms: Mapping[str, _Form] = attrs.field(factory=dict)
+    #: Each name to its value, or None when two sources give the name different values.
+    by_name: Mapping[str, str | None] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, stamp: tuple[int, ...], found: Iterable[tuple[str, str]]) -> _Compiled:
+        values = tuple(sorted(found, key=lambda nv: -len(nv[1])))
+        forms: dict[str, _Form] = {}
+        patterns: dict[str, str] = {}
+        by_name: dict[str, str | None] = {}
+        for name, value in values:
+            by_name[name] = value if by_name.get(name, value) == value else None
+            for text, plain in [(value, True), *((f, False) for f in encoded_forms(value))]:
+                key = _GAPS.sub("", text)
+                if key in forms:
+                    continue
+                forms[key] = _Form(name, text, plain)
+                if not plain and all(c in "0123456789abcdef" for c in text):
+                    # Hex, in either case. The first character stays a literal (a letter
+                    # gets one pattern a case), so the combined pattern keeps the regex
+                    # engine's quick skip over positions no secret can start at.
+                    for head in {text[0], text[0].upper()}:
+                        patterns[head + text[1:]] = _GAP.join(
+                            (re.escape(head), _pattern_of(text[1:], any_case=True))
+                        )
+                else:
+                    patterns[text] = _pattern_of(text, any_case=False)
+        # The longest first: a secret that contains another is replaced whole.
+        ordered = sorted(patterns, key=len, reverse=True)
+        search = re.compile("|".join(patterns[t] for t in ordered)) if ordered else None
+        return cls(stamp, values, search, forms, by_name)
+
+    def form_of(self, match: re.Match[str]) -> _Form:
+        """The form `match` (a match of `search`) found."""
+        key = _GAPS.sub("", match.group(0))
+        form = self.forms.get(key) or self.forms.get(key.lower())
+        assert form is not None, "every match of the search is one of its forms"
+        return form
+
+    def label(self, match: re.Match[str]) -> str:
+        """What `match` is replaced by."""
+        return _LABEL.format(name=self.form_of(match).name)
+
+    def value_of(self, match: re.Match[str]) -> str:
+        """The value a ``[secret NAME]`` label stands for; `SecretGoneError` if none."""
+        value = self.by_name.get(match.group(1))
+        if value is None:
+            raise SecretGoneError(match.group(1))
+        return value
+
+
 @attrs.define(eq=False)
 class Redactor:
     """Replaces stored secret values in text with ``[secret NAME]``, however they are spelled.
@@ -171,7 +231,9 @@ class Redactor:
 
     The folders are read again, and the one combined search compiled again,
     only when a folder or a named file changed; calling it on every streamed
-    piece of text costs a `stat` a source and one regex scan.
+    piece of text costs a `stat` a source and one regex scan. It may be called
+    from several threads (the daemon's log filter): the compiled set is
+    replaced in one assignment.
     """
 
     __repr__ = fields_repr
@@ -181,13 +243,7 @@ class Redactor:
     files: Mapping[str, Path] = attrs.field(factory=dict)
     #: Other folders of one secret a file, each shown by its file's name (the key store).
     more_dirs: tuple[Path, ...] = ()
-    _stamp: tuple[int, ...] = attrs.field(default=(), init=False)
-    _values: list[tuple[str, str]] = attrs.field(factory=list, init=False)
-    _search: re.Pattern[str] | None = attrs.field(default=None, init=False)
-    #: Each form with its breaks taken out (hex in lower case), to the form.
-    _forms: dict[str, _Form] = attrs.field(factory=dict, init=False)
-    #: Each name to its value, or None when two sources give the name different values.
-    _by_name: dict[str, str | None] = attrs.field(factory=dict, init=False)
+    _compiled: _Compiled = attrs.field(factory=_Compiled, init=False)
 
     @classmethod
     def for_state_dir(cls, state_dir: Path) -> Redactor:
@@ -200,17 +256,16 @@ class Redactor:
 
     def values(self) -> list[tuple[str, str]]:
         """``(name, value)`` of every secret to hide, longest value first."""
-        self._refresh()
-        return self._values
+        return list(self._current().values)
 
     def redact(self, text: str) -> str:
         """`text` with every secret value, in every searched spelling, replaced by its label."""
         if not text:
             return text
-        self._refresh()
-        if self._search is None:
+        compiled = self._current()
+        if compiled.search is None:
             return text
-        return self._search.sub(self._label, text)
+        return compiled.search.sub(compiled.label, text)
 
     def redact_arguments(self, value: Any) -> Any:
         """A JSON value (a tool call's arguments) with every string in it redacted."""
@@ -224,23 +279,24 @@ class Redactor:
         when a value was replaced in another spelling, or beside a label the
         original already held (a label the model wrote must never become a value).
         """
-        self._refresh()
-        if self._search is None:
+        compiled = self._current()
+        search = compiled.search
+        if search is None:
             return value, Redaction.NONE
         replaced: list[bool] = []  # for each replacement: whether the value came back whole
         labelled: list[bool] = []
 
         def label(match: re.Match[str]) -> str:
-            form = self._form_of(match)
-            replaced.append(form.plain and match.group(0) == self._by_name.get(form.name))
+            form = compiled.form_of(match)
+            whole = form.plain and match.group(0) == compiled.by_name.get(form.name)
+            replaced.append(whole)
             return _LABEL.format(name=form.name)
 
         def walk(item: Any) -> Any:
             if isinstance(item, str):
                 if _LABEL_RE.search(item):
                     labelled.append(True)
-                assert self._search is not None
-                return self._search.sub(label, item)
+                return search.sub(label, item)
             if isinstance(item, dict):
                 return {walk(k): walk(v) for k, v in item.items()}
             if isinstance(item, list):
@@ -260,64 +316,25 @@ class Redactor:
         Raises `SecretGoneError` naming a secret that is no longer stored (or
         whose name two sources now give different values).
         """
-        self._refresh()
-        if isinstance(value, str):
-            return _LABEL_RE.sub(self._value_of, value)
-        if isinstance(value, dict):
-            return {self.restore_arguments(k): self.restore_arguments(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.restore_arguments(v) for v in value]
-        return value
+        compiled = self._current()
 
-    def _value_of(self, match: re.Match[str]) -> str:
-        value = self._by_name.get(match.group(1))
-        if value is None:
-            raise SecretGoneError(match.group(1))
-        return value
+        def walk(item: Any) -> Any:
+            if isinstance(item, str):
+                return _LABEL_RE.sub(compiled.value_of, item)
+            if isinstance(item, dict):
+                return {walk(k): walk(v) for k, v in item.items()}
+            if isinstance(item, list):
+                return [walk(v) for v in item]
+            return item
 
-    def _label(self, match: re.Match[str]) -> str:
-        return _LABEL.format(name=self._form_of(match).name)
+        return walk(value)
 
-    def _form_of(self, match: re.Match[str]) -> _Form:
-        key = _GAPS.sub("", match.group(0))
-        form = self._forms.get(key) or self._forms.get(key.lower())
-        assert form is not None, "every match of the search is one of its forms"
-        return form
-
-    def _refresh(self) -> None:
+    def _current(self) -> _Compiled:
         stamp = self._current_stamp()
-        if stamp == self._stamp:
-            return
-        values = sorted(self._load(), key=lambda nv: -len(nv[1]))
-        forms: dict[str, _Form] = {}
-        patterns: dict[str, str] = {}
-        by_name: dict[str, str | None] = {}
-        for name, value in values:
-            by_name[name] = value if by_name.get(name, value) == value else None
-            spellings = [(value, True), *((f, False) for f in encoded_forms(value))]
-            for text, plain in spellings:
-                hex_form = not plain and all(c in "0123456789abcdef" for c in text)
-                key = _GAPS.sub("", text)
-                if key in forms:
-                    continue
-                forms[key] = _Form(name, text, plain)
-                if hex_form:
-                    # Either case. The first character stays a literal (a letter gets one
-                    # pattern a case), so the combined pattern keeps the regex engine's
-                    # quick skip over positions no secret can start at.
-                    for head in {text[0], text[0].upper()}:
-                        patterns[head + text[1:]] = _GAP.join(
-                            (re.escape(head), _pattern_of(text[1:], any_case=True))
-                        )
-                else:
-                    patterns[text] = _pattern_of(text, any_case=False)
-        # The longest first: a secret that contains another is replaced whole.
-        ordered = sorted(patterns, key=len, reverse=True)
-        self._search = re.compile("|".join(patterns[t] for t in ordered)) if ordered else None
-        self._forms = forms
-        self._by_name = by_name
-        self._values = values
-        self._stamp = stamp
+        compiled = self._compiled
+        if stamp != compiled.stamp:
+            compiled = self._compiled = _Compiled.of(stamp, self._load())
+        return compiled
 
     def _current_stamp(self) -> tuple[int, ...]:
         stamp: list[int] = []
