@@ -28,7 +28,7 @@ import attrs
 from ._keys import KEYS_DIR
 from ._locations import HTTP_TOKEN_FILE
 from ._messages import Redaction
-from ._reprs import fields_repr
+from ._reprs import fields_eq, fields_hash, fields_repr
 from ._secrets import is_secret_name
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
@@ -123,6 +123,10 @@ class SecretGoneError(LookupError):
 class _Form:
     """One searched spelling of a secret: its text and whether it is the value itself."""
 
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
     name: str
     text: str
     plain: bool
@@ -162,6 +166,10 @@ def _pattern_of(text: str, *, any_case: bool) -> str:
 @attrs.frozen
 class _Compiled:
     """One secret set, ready to search: replaced whole, so a thread never sees half of one."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     stamp: tuple[int, ...] = ()
     #: ``(name, value)``, longest value first.
