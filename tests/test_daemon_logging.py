@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import os
@@ -89,6 +90,14 @@ def test_a_secret_stored_while_running_is_replaced_from_then_on(
     SecretStore(state / "secrets").put("late", "stored-after-start-42")
     logger.info("now: %s", "stored-after-start-42")
     assert out.getvalue().strip() == "test.scrubbed.child: now: [secret late]"
+
+
+def test_a_stored_secret_encoded_or_wrapped_is_replaced_in_a_log_line(state: Path) -> None:
+    secret_filter = SecretFilter(redactor=Redactor.for_state_dir(state))
+    encoded = base64.b64encode(b"x" + STORED.encode()).decode()
+    shown = secret_filter.redact(f"body={encoded} hex={STORED.encode().hex().upper()}")
+    assert STORED not in shown and encoded[2:-2] not in shown
+    assert shown.count("[secret api_token]") == 2
 
 
 def test_an_unknown_telegram_token_in_a_url_is_replaced_too() -> None:

@@ -31,12 +31,13 @@ from ._events import (
     UsageEvent,
     VerifyEvent,
 )
-from ._guard import command_touches, inside, touched_roots
+from ._guard import SecretGoneError, command_touches, inside, touched_roots
 from ._messages import (
     Message,
     Model,
     ModelDelta,
     ReasoningDelta,
+    Redaction,
     Role,
     TextDelta,
     ToolCall,
@@ -143,8 +144,9 @@ class AgentRun:
     Two transcripts are kept apart on purpose. `live` is this run's working
     transcript with every value whole: the model reads it and tool calls are
     taken from it. `snapshot` is the record as saved, with values clamped to the
-    snapshot limits; it is what a later resume starts from, and nothing in a
-    live run reads its calls or arguments.
+    snapshot limits and secret values in tool calls' arguments replaced by
+    ``[secret NAME]`` (see `saved_form`); it is what a later resume starts
+    from, and nothing in a live run reads its calls or arguments.
     """
 
     __repr__ = fields_repr
@@ -269,7 +271,8 @@ class AgentRun:
                     delta.index,
                     delta.id,
                     delta.name,
-                    clamp(delta.arguments, EVENT_STRING_LIMIT),
+                    # Redacted before it is clamped, so no cut leaves a piece of a value.
+                    clamp(self.config.redactor.redact(delta.arguments), EVENT_STRING_LIMIT),
                     self.agent,
                 )
             )
@@ -281,12 +284,28 @@ class AgentRun:
             if message.role is Role.ASSISTANT:
                 self.uncommitted_words = 0
             record = self.snapshot.evolve(
-                transcript=(*self.snapshot.transcript, message), **changes
+                transcript=(*self.snapshot.transcript, self.saved_form(message)), **changes
             )
             if self.store is not None:
                 record = await self.store.save(record)
             self.snapshot = record
             await self._behind_written()
+
+    def saved_form(self, message: Message) -> Message:
+        """`message` as the snapshot keeps it: secret values in its calls' arguments replaced.
+
+        Each call records how (`Redaction`), so a resume can put whole values
+        back (`_restored_call`) and refuses a call whose values cannot be.
+        """
+        if not message.tool_calls:
+            return message
+        calls: list[ToolCall] = []
+        for call in message.tool_calls:
+            arguments, redaction = self.config.redactor.seal_arguments(call.arguments)
+            if redaction is not Redaction.NONE:
+                call = attrs.evolve(call, arguments=arguments, redaction=redaction)
+            calls.append(call)
+        return attrs.evolve(message, tool_calls=tuple(calls))
 
     async def set_record(self, **changes: Any) -> None:
         """Persist a change to the snapshot that adds no message."""
@@ -377,27 +396,25 @@ class AgentRun:
     async def _run_call_in_turn(
         self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int]
     ) -> None:
+        redactor = self.config.redactor
         await self.emit(
             ToolCallEvent(
                 self.task_hash,
                 call.id,
                 call.name,
-                clamp_arguments(call.arguments, EVENT_STRING_LIMIT),
+                # Redacted before it is clamped, so no cut leaves a piece of a value.
+                clamp_arguments(redactor.redact_arguments(call.arguments), EVENT_STRING_LIMIT),
                 self.agent,
                 attempt=self.attempt(call),
             )
         )
         ok = True
         try:
-            if call.id in self._restored and call_was_clamped(call):
-                raise ToolError(
-                    "not run: an argument of this call was shortened when the task was saved "
-                    "(it holds a '...[N bytes elided]...' marker), so running it now would use "
-                    "the wrong value; issue the call again with its full arguments"
-                )
+            if call.id in self._restored:
+                call = self._restored_call(call)
             result = await self._dispatch(call)
         except QuestionParked as park:
-            parked.append(SavedQuestion(call.id, park.prompt, park.kind))
+            parked.append(SavedQuestion(call.id, redactor.redact(park.prompt), park.kind))
             # Saved at once: if the run stops before the round ends, the kept task still
             # shows (and accepts an answer to) the question it waits for.
             first = min(parked, key=lambda q: order[q.call_id])
@@ -428,6 +445,36 @@ class AgentRun:
             ToolResultEvent(self.task_hash, call.id, call.name, preview, ok, self.agent)
         )
 
+    def _restored_call(self, call: ToolCall) -> ToolCall:
+        """A call taken over from the snapshot, with the values its arguments stand for.
+
+        Raises `ToolError` when they cannot all be had: an argument was clamped,
+        a secret's value was saved from another spelling of it, or a secret it
+        names is no longer stored.
+        """
+        if call_was_clamped(call):
+            raise ToolError(
+                "not run: an argument of this call was shortened when the task was saved "
+                "(it holds a '...[N bytes elided]...' marker), so running it now would use "
+                "the wrong value; issue the call again with its full arguments"
+            )
+        if call.redaction is Redaction.LOST:
+            raise ToolError(
+                "not run: an argument of this call held a secret in an encoded or wrapped "
+                "form, saved as '[secret NAME]', so running it now would use the wrong value; "
+                "issue the call again with its full arguments"
+            )
+        if call.redaction is Redaction.NONE:
+            return call
+        try:
+            arguments = self.config.redactor.restore_arguments(call.arguments)
+        except SecretGoneError as gone:
+            raise ToolError(
+                f"not run: an argument of this call holds secret {gone.args[0]!r}, which is "
+                "no longer stored; store it again (store_secret) or issue the call without it"
+            ) from None
+        return attrs.evolve(call, arguments=arguments, redaction=Redaction.NONE)
+
     async def _dispatch(self, call: ToolCall) -> str:
         tool = find(call.name)
         return await tool.parse(call).run(self, call)
@@ -440,7 +487,11 @@ class AgentRun:
         If the run stops before the answer, the kept task shows the question.
         With several inline questions open in one round, the record shows the
         oldest one still waiting, so answering one never hides another.
+        Secret values in the prompt are shown (and saved) as ``[secret NAME]``.
         """
+        redact = self.config.redactor.redact
+        saved = attrs.evolve(saved, prompt=redact(saved.prompt))
+        request = attrs.evolve(request, prompt=redact(request.prompt))
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
@@ -495,6 +546,8 @@ class AgentRun:
 
         A call that may already have run (an earlier attempt started but never
         committed) is always asked about, even for a tool allowed for the session.
+        Secret values in `prompt` are shown and saved as ``[secret NAME]`` (by
+        `ask_inline`, or by `_run_call` when the run parks).
         """
         prompt = self.describe(call, prompt)
         if call.id in self.preapproved:

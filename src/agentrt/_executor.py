@@ -171,10 +171,13 @@ class Executor:
         folder = check_workdir(workdir) if workdir is not None else None
         running = self._register(session_id, owner, window_hash)
         try:
+            # A stored secret typed into the message is saved as its name; the run itself
+            # reads the message as typed.
+            said = self.config.redactor.redact(text)
             record = TaskRecord(
                 session_id,
-                text,
-                (Message.user(text),),
+                said,
+                (Message.user(said),),
                 window_hash=window_hash,
                 task_hash=running.info.task_hash,
                 runner=self._token,
@@ -185,7 +188,13 @@ class Executor:
             except TaskExistsError as exc:
                 raise PendingTaskExistsError(str(exc)) from None
             return await self._drive(
-                running, record, history, emit, resumed=False, task_status=task_status
+                running,
+                record,
+                history,
+                emit,
+                resumed=False,
+                live=(Message.user(text),),
+                task_status=task_status,
             )
         finally:
             self._unregister(running)
@@ -400,10 +409,13 @@ class Executor:
         *,
         resumed: bool,
         answered: AnswerEffects | None = None,
+        live: tuple[Message, ...] = (),
         task_status: trio.TaskStatus[TaskInfo],
     ) -> RunEnded:
         info = running.info
-        agent = self._agent(running, record, history, emit, resumed, answered or AnswerEffects())
+        agent = self._agent(
+            running, record, history, emit, resumed, answered or AnswerEffects(), live
+        )
         with bind_context(RequestContext(info.session_id, info.window_hash, info.task_hash)):
             # create() / update() persisted the record as RUNNING already. The first event
             # goes out whatever happens next: a cancel that arrived while the record was
@@ -439,6 +451,7 @@ class Executor:
         emit: Emit,
         resumed: bool,
         answered: AnswerEffects,
+        live: tuple[Message, ...] = (),
     ) -> AgentRun:
         info = running.info
         config = self.config
@@ -457,6 +470,7 @@ class Executor:
             preapproved=set(answered.approved),
             prefilled=dict(answered.prefilled),
             resumed=resumed,
+            live=list(live),
         )
 
     async def _conclude(
@@ -548,8 +562,12 @@ class Executor:
                 question=ending.question,
                 pending_kept=True,
             ), None
+        # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
-            session_id, [*history, *agent.live], agent.snapshot.window_hash, runner=self._token
+            session_id,
+            [*history, *agent.snapshot.transcript],
+            agent.snapshot.window_hash,
+            runner=self._token,
         )
         return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
 

@@ -31,6 +31,8 @@ from ._reprs import fields_repr
 #: The key store's folder in the state dir.
 KEYS_DIR: Final = "keys"
 
+#: A key's name: an environment variable's. Each is a secret name too (the one rule,
+#: `agentrt._secrets.is_secret_name`, by which `KeyStore.put` writes and the redactor reads).
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: Provider names people may type instead of the variable's name.
 _VARIABLE_OF: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

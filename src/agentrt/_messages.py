@@ -20,6 +20,19 @@ class Role(enum.Enum):
     TOOL = "tool"
 
 
+class Redaction(enum.Enum):
+    """What was done to a saved tool call's arguments to keep secret values out of the store."""
+
+    #: Nothing: the arguments are as the model gave them.
+    NONE = "none"
+    #: Whole secret values were replaced, and each ``[secret NAME]`` in the arguments
+    #: stands for the value of that secret: a resumed call runs with them put back.
+    NAMED = "named"
+    #: A value was replaced in another spelling (encoded, wrapped), or beside a label
+    #: the model wrote itself: the original cannot be put back, so the call is not resumed.
+    LOST = "lost"
+
+
 @attrs.frozen
 class ToolCall:
     """One call the model asked for. `arguments` is a JSON object."""
@@ -31,6 +44,8 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict)
+    #: Set on a call as saved (see `Redaction`); a live call is always `Redaction.NONE`.
+    redaction: Redaction = Redaction.NONE
 
 
 @attrs.frozen

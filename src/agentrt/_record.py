@@ -282,6 +282,12 @@ def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEff
 
 #: The one converter for records on disk.
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
+# A call with nothing redacted from its arguments is written without the field (registered
+# before Message's hook, which takes the hooks of its fields' types when it is made).
+converter.register_unstructure_hook(
+    ToolCall,
+    make_dict_unstructure_fn(ToolCall, converter, redaction=override(omit_if_default=True)),
+)
 # Most messages have no kept thinking: they are written without the field, as before it existed.
 converter.register_unstructure_hook(
     Message,

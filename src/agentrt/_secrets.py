@@ -11,18 +11,33 @@ import attrs
 from ._reprs import fields_repr
 from ._statedir import fsync_dir
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+#: A secret's name. A leading '.' is refused: the store writes its temporary files as
+#: ``.NAME.tmp``, so a name with a leading '.' could be mistaken for (or overwrite) one,
+#: and '.' and '..' are folders, not files.
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
 class SecretNameError(ValueError):
     """A secret name that cannot be stored."""
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether `name` can name a stored secret.
+
+    The one rule for secret names: the secret store accepts exactly these
+    names, the key store's names are a subset of them, and the redactor
+    (`agentrt._guard.Redactor`) hides the value of every file so named, so a
+    value the store accepted can never escape redaction by its name.
+    """
+    return _NAME.fullmatch(name) is not None
+
+
 def check_secret_name(name: str) -> str:
     """Return `name` if it is a valid secret name; raise `SecretNameError` saying why not."""
-    if not _NAME.match(name) or name in (".", ".."):
+    if not is_secret_name(name):
         raise SecretNameError(
-            f"invalid secret name {name!r}: use 1-128 letters, digits, '_', '-' or '.'"
+            f"invalid secret name {name!r}: use 1-128 letters, digits, '_', '-' or '.', "
+            "not starting with '.'"
         )
     return name
 

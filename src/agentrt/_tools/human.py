@@ -32,7 +32,8 @@ class AskUser(Tool):
     question: str
 
     async def run(self, agent: ToolRun, call: ToolCall) -> str:
-        prompt = clamp(self.question, PROMPT_LIMIT)
+        # Redacted as the saved question is, so an answer given ahead is found by it.
+        prompt = clamp(agent.config.redactor.redact(self.question), PROMPT_LIMIT)
         if prompt in agent.prefilled:
             # A subagent asked this before its parent parked on it; the answer came with
             # the resume.

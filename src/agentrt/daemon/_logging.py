@@ -6,7 +6,8 @@ message can quote a header or a value. So instead of trusting each logger,
 the daemon puts `SecretFilter` on its log handlers, where every record ends
 up whatever logger made it, and replaces each known secret with ``[secret
 NAME]``: the bot tokens and API keys in the environment, the HTTP API's
-token, and every value in the secret store (read again when the store or the
+token, and every value in the secret store and the key store, in every
+spelling `agentrt._guard.Redactor` finds (read again when the store or the
 token file changes).
 """
 
@@ -43,18 +44,23 @@ class SecretFilter(logging.Filter):
 
     Put it on handlers, not loggers: a logger's filters see only the records
     logged on that very logger, a handler's see every record it writes.
-    `sources` are called for each record; each returns ``(name, value)`` pairs.
+    `sources` are called for each record; each returns ``(name, value)`` pairs,
+    found as they are and URL-quoted. `redactor`, if given, is applied first,
+    with every spelling it knows (encodings, wrapped lines).
     """
 
-    def __init__(self, *sources: Callable[[], Secrets]) -> None:
+    def __init__(self, *sources: Callable[[], Secrets], redactor: Redactor | None = None) -> None:
         super().__init__()
         self._sources = sources
+        self._redactor = redactor
         self._known: tuple[tuple[str, str], ...] = ()
         self._pattern: re.Pattern[str] | None = None
         self._names: dict[str, str] = {}
 
     def redact(self, text: str) -> str:
         """`text` with every known secret replaced."""
+        if self._redactor is not None:
+            text = self._redactor.redact(text)
         self._refresh()
         if self._pattern is not None:
             text = self._pattern.sub(lambda m: f"[secret {self._names[m.group(0)]}]", text)
@@ -107,7 +113,7 @@ def configure_logging(state_dir: Path, *, verbose: bool) -> SecretFilter:
         format="agentrt daemon: %(message)s",
     )
     stored = Redactor.for_state_dir(state_dir)
-    secret_filter = SecretFilter(environment_secrets, stored.values)
+    secret_filter = SecretFilter(environment_secrets, stored.values, redactor=stored)
     for handler in logging.getLogger().handlers:
         handler.addFilter(secret_filter)
 
