@@ -14,39 +14,60 @@ its runner's lease lives; a member whose lease expired has its running tasks
 turned into interrupted ones (cause ``disconnect``) by whichever member
 notices first.
 
+**Fencing.** A member's lease has an *epoch*, a number drawn from the
+sequence ``lease_epochs`` when the member joins and again whenever it joins
+once more after its lease ran out; epochs are never reused. Every write of
+the store carries the epoch the member held when the write was queued, and
+the write's own transaction first checks, under the write lock, that it is the
+member's epoch in ``daemons`` and that the lease is live there; a task a run
+takes records the epoch it was taken under (``tasks.epoch``), and a run's
+later writes to it must carry that epoch. Any other write is refused by the
+database (`StaleLeaseError`) and changes nothing: a member that stalled past
+its lease, or was cut off from the database, cannot write over the work of
+the member that took its tasks, even a moment after it wakes.
+
 Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
-worker threads); its LISTEN connection is driven by Trio directly (see
+worker threads), through a pool (psycopg_pool) that checks a connection
+before lending it, so the first call after an outage reconnects instead of
+failing; the LISTEN connection is driven by Trio directly (see
 `agentrt._fleet`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import secrets
 import socket
 import sqlite3
-from typing import Any, Final, cast
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 import psycopg
 import psycopg.conninfo
 import trio
+from psycopg_pool import ConnectionPool
 
 from ._process import process_token
+from ._messages import Message
 from ._record import TaskRecord
 from ._reprs import fields_repr
-from ._store import SqlStore, StoreError, _Call, _run_batch
+from ._store import SqlStore, StaleLeaseError, StoreError, _Call, _run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 #: Seconds a member's lease lasts from its last heartbeat.
 DEFAULT_LEASE: Final = 10.0
 #: The first key of every advisory lock agentrt takes ('agrt'); the second is the schema's.
 LOCK_CLASS: Final = 0x61677274
 #: The database's clock, as seconds since the epoch: every lease is on this one clock.
 NOW: Final = "extract(epoch from clock_timestamp())"
+#: Seconds a store call waits for a working connection before it fails (the database is away).
+CONNECT_WAIT: Final = 3.0
 
 _TABLES = (
     """CREATE TABLE tasks (
@@ -110,8 +131,15 @@ _TABLES = (
 )""",
 )
 
+#: Lease epochs (fencing tokens): a member's lease, and the tasks its runs took under it.
+_EPOCHS = (
+    "CREATE SEQUENCE lease_epochs",
+    "ALTER TABLE daemons ADD COLUMN epoch bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN epoch bigint",
+)
+
 #: The statements that bring the schema from version N - 1 to version N.
-MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _TABLES}
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _TABLES, 2: _EPOCHS}
 
 
 def display_url(url: str) -> str:
@@ -155,22 +183,26 @@ def new_member_id() -> str:
 
 
 _PARAMETER = re.compile(r"\?")
+T = TypeVar("T")
 
 
 @attrs.define(eq=False)
 class PgConnection:
-    """A psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
+    """A pooled psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
 
     ``?`` parameters become ``%s``; ``BEGIN IMMEDIATE`` opens a transaction and
-    takes the fleet's write lock. A connection that broke (the server restarted,
-    the network went) is opened again at the next transaction, so an outage
-    fails the calls made during it and no later ones.
+    takes the fleet's write lock. Each batch of store calls borrows the pool's
+    connection (`lent`); the pool checks it first and, when it broke (the
+    server restarted, the network went, the backend was terminated), connects
+    again, so an outage fails the calls made during it and no later ones.
     """
 
     __repr__ = fields_repr
 
-    conninfo: str
+    pool: ConnectionPool[Any] = attrs.field(repr=False)
     lock_key: int
+    #: The lease epoch the store call being run carries (see `PgStore._submit`).
+    epoch: int = 0
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _sql: dict[str, str] = attrs.field(factory=dict, init=False)
 
@@ -182,38 +214,37 @@ class PgConnection:
             psycopg.pq.TransactionStatus.UNKNOWN,
         )
 
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[None]:
+        """Borrow the pool's connection (checked, or made anew) for one batch of calls."""
+        with self.pool.connection() as conn:
+            self._conn = conn
+            try:
+                yield
+            finally:
+                self._conn = None
+
     def connection(self) -> psycopg.Connection[Any]:
-        """The open connection, opened (again) if there is none or it broke."""
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            self.discard()
-            conn = self._conn = connect(self.conninfo)
-        return conn
+        """The connection lent for the batch being run."""
+        if self._conn is None:
+            raise psycopg.OperationalError("no connection is lent to the store")
+        return self._conn
 
     def execute(self, sql: str, parameters: Any = ()) -> psycopg.Cursor[Any]:
+        conn = self.connection()
         if sql == "BEGIN IMMEDIATE":
-            conn = self.connection()
             conn.execute("BEGIN")
             return conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.lock_key))
-        conn = self._conn if self._conn is not None else self.connection()
         if not parameters:  # no placeholders to fill: the text goes as it is
             return conn.execute(cast(Any, sql))
         return conn.execute(cast(Any, self._translate(sql)), parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
-        conn = self._conn if self._conn is not None else self.connection()
-        with conn.cursor() as cursor:
+        with self.connection().cursor() as cursor:
             cursor.executemany(cast(Any, self._translate(sql)), list(rows))
 
-    def discard(self) -> None:
-        """Drop the connection (broken, or the store closing); the next use opens another."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-
     def close(self) -> None:
-        self.discard()
+        self.pool.close()
 
     def _translate(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -225,6 +256,29 @@ class PgConnection:
 def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
     """An autocommit connection (transactions are begun by hand, as with SQLite's)."""
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=max(1, round(timeout)))
+
+
+def open_pool(conninfo: str, name: str) -> ConnectionPool[Any]:
+    """The store's pool: one autocommit connection, checked before each lending.
+
+    A call waits up to `CONNECT_WAIT` for a working connection, then fails
+    (the database is away). The pool gives up reconnecting in the background
+    after as long, so that a call made once the database is back connects at
+    once instead of waiting for a late retry.
+    """
+    pool: ConnectionPool[Any] = ConnectionPool(
+        conninfo,
+        kwargs={"autocommit": True, "connect_timeout": 2},
+        min_size=1,
+        max_size=1,
+        open=False,
+        name=name,
+        timeout=CONNECT_WAIT,
+        reconnect_timeout=CONNECT_WAIT,
+        check=ConnectionPool.check_connection,
+    )
+    pool.open(wait=False)
+    return pool
 
 
 @attrs.define(eq=False)
@@ -240,6 +294,16 @@ class PgStore(SqlStore):
     lease: float = attrs.field(kw_only=True, default=DEFAULT_LEASE)
     #: The second key of the fleet's write lock (the schema's).
     lock_key: int = attrs.field(kw_only=True)
+    #: The epoch of this member's lease: what its writes carry (0: none, every write refused).
+    epoch: int = attrs.field(kw_only=True, default=0)
+    #: `time.monotonic()` from which this member takes its lease to be lost (its fleet
+    #: service sets it at each renewal): writes queued from then on carry no epoch.
+    fenced_at: float = attrs.field(kw_only=True, default=math.inf)
+    #: Takes a lease anew (the fleet's heartbeat, once): called before a write that starts
+    #: something (a new run, a resume, a discard) while this member's lease is lost.
+    rejoin: Callable[[], Awaitable[None]] | None = attrs.field(
+        kw_only=True, default=None, repr=False
+    )
     _display: str = attrs.field(kw_only=True)
 
     @property
@@ -260,7 +324,7 @@ class PgStore(SqlStore):
         display = display_url(url)
         runner = new_member_id()
 
-        def start() -> tuple[str, int]:
+        def start() -> tuple[str, int, int]:
             try:
                 conn = connect(url)
             except psycopg.Error as exc:
@@ -272,8 +336,8 @@ class PgStore(SqlStore):
             finally:
                 conn.close()
 
-        channel, key = await trio.to_thread.run_sync(start)
-        db = PgConnection(url, key)
+        channel, key, epoch = await trio.to_thread.run_sync(start)
+        db = PgConnection(open_pool(url, f"agentrt store {runner}"), key)
         return cls(
             cast(sqlite3.Connection, db),
             runner=runner,
@@ -281,26 +345,106 @@ class PgStore(SqlStore):
             channel=channel,
             lease=lease,
             lock_key=key,
+            epoch=epoch,
             display=display,
         )
+
+    async def _live(self) -> None:
+        """Take a new lease first if this member's is lost (a run under the old one stays refused)."""
+        if time.monotonic() >= self.fenced_at and self.rejoin is not None:
+            with contextlib.suppress(Exception):  # else the write says what is wrong
+                await self.rejoin()
+
+    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+        await self._live()
+        return await super().create(record)
+
+    async def update(
+        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+        await self._live()
+        return await super().update(session_id, change)
+
+    async def delete(
+        self, session_id: str, check: Callable[[str, str | None], None] | None = None
+    ) -> bool:
+        await self._live()
+        return await super().delete(session_id, check)
+
+    async def forget(self, session_id: str) -> bool:
+        await self._live()
+        return await super().forget(session_id)
+
+    async def prune(self, older_than: float) -> int:
+        await self._live()
+        return await super().prune(older_than)
+
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> _Call[T]:
+        """Queue `fn` carrying this member's lease epoch as it is now (see `_fence`)."""
+        epoch = self.epoch if time.monotonic() < self.fenced_at else 0
+
+        def carried(db: sqlite3.Connection) -> T:
+            cast(PgConnection, db).epoch = epoch
+            return fn(db)
+
+        return super()._submit(carried, defer=defer)
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[_Call[Any]]) -> None:
         location = self.location
         try:
-            _run_batch(
-                db,
-                batch,
-                location,
-                self._memory,
-                errors=(psycopg.Error,),
-                failed=lambda exc: _failed(location, exc),
-            )
+            with cast(PgConnection, db).lent():
+                _run_batch(
+                    db,
+                    batch,
+                    location,
+                    self._memory,
+                    errors=(psycopg.Error,),
+                    failed=lambda exc: _failed(location, exc),
+                )
         except psycopg.Error as exc:
-            # The connection broke between statements: nothing of the batch committed.
+            # No connection, or it broke between statements: nothing of the batch committed.
             self._memory.clear()
-            cast(PgConnection, db).discard()
             for call in batch:
                 call.fail(_failed(location, exc))
+
+    def _fence(self, db: sqlite3.Connection) -> None:
+        """Refuse the write unless it carries this member's live lease epoch (in its transaction).
+
+        Under the write lock, which the heartbeats that renew leases and
+        interrupt the tasks of lapsed members take too: a write either sees a
+        live lease or is refused, never one that runs out in between.
+        """
+        epoch = cast(PgConnection, db).epoch
+        row = db.execute(
+            f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = ?", (self.runner,)
+        ).fetchone()
+        if row is not None and row[1] and epoch != 0 and int(row[0]) == epoch:
+            return
+        if row is None or not row[1]:
+            why = "its lease in the fleet has run out (it stalled, or was cut off from the database)"
+        else:
+            why = "it joined the fleet again since, under a new lease epoch"
+        raise StaleLeaseError(
+            f"a write of this agentrt process to the task store {self.location} was refused: "
+            f"{why}; it carried lease epoch {epoch or 'none'}, and changed nothing"
+        )
+
+    def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
+        """Refuse a run's write (any status) to a task another runner or epoch holds now."""
+        if record.runner is not None:
+            self._check_held(db, record.session_id, record.runner)
+
+    def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
+        """As `SqlStore._check_held`, and the task must be held under the epoch the write carries."""
+        super()._check_held(db, session_id, runner)
+        row = db.execute("SELECT epoch FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
+        epoch = cast(PgConnection, db).epoch
+        if row is not None and row[0] is not None and int(row[0]) != epoch:
+            raise StaleLeaseError(
+                f"the pending task of session {session_id} was taken under lease epoch {row[0]}, "
+                f"and this write carried {epoch or 'none'} (this agentrt process joined the fleet "
+                "again since, or another took the task); this run's change was not saved"
+            )
 
     async def aclose(self) -> None:
         """Finish the queued calls, close, and leave the fleet (this member's row goes)."""
@@ -316,25 +460,22 @@ class PgStore(SqlStore):
             await trio.to_thread.run_sync(leave)
 
     def _claimed(self, db: sqlite3.Connection, record: TaskRecord) -> None:
-        """Refuse to take a task while this member's own lease has lapsed.
+        """Record the lease epoch the task is taken under (`_fence` checked it is live).
 
         A member cut off from the database past its lease may have had its
-        tasks taken over; until its heartbeat renews the lease, it takes none.
+        tasks taken over; until its heartbeat renews the lease, `_fence`
+        refuses it every write, a new run or a resume included.
         """
-        row = db.execute(
-            f"SELECT lease_until > {NOW} FROM daemons WHERE id = ?", (self.runner,)
-        ).fetchone()
-        if row is None or not row[0]:
-            raise StoreError(
-                f"this agentrt process's lease in the fleet at {self.location} has lapsed "
-                "(it was cut off from the database); it takes no task until it is renewed"
-            )
+        db.execute(
+            "UPDATE tasks SET epoch = ? WHERE session_id = ?",
+            (cast(PgConnection, db).epoch, record.session_id),
+        )
 
 
 def _prepare(
     conn: psycopg.Connection[Any], display: str, runner: str, lease: float, http: str | None
-) -> tuple[str, int]:
-    """Create or migrate the schema, register `runner`; the NOTIFY channel and the lock key."""
+) -> tuple[str, int, int]:
+    """Create or migrate the schema, register `runner`; the channel, lock key and lease epoch."""
     schema = conn.execute("SELECT current_schema()").fetchone()
     if schema is None or schema[0] is None:
         path = conn.execute("SHOW search_path").fetchone()
@@ -364,13 +505,15 @@ def _prepare(
             for statement in MIGRATIONS[step]:
                 conn.execute(cast(Any, statement))
             conn.execute("UPDATE agentrt_schema SET version = %s", (step,))
-        conn.execute(
-            f"INSERT INTO daemons(id, host, pid, started_at, beat_at, lease_until, http) "
-            f"VALUES (%s, %s, %s, {NOW}, {NOW}, {NOW} + %s, %s)",
+        row = conn.execute(
+            f"INSERT INTO daemons(id, host, pid, started_at, beat_at, lease_until, http, epoch) "
+            f"VALUES (%s, %s, %s, {NOW}, {NOW}, {NOW} + %s, %s, nextval('lease_epochs')) "
+            "RETURNING epoch",
             (runner, socket.gethostname(), os.getpid(), lease, http),
-        )
+        ).fetchone()
+        assert row is not None
     channel = "agentrt_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
-    return channel[:63], key
+    return channel[:63], key, int(row[0])
 
 
 def _version(conn: psycopg.Connection[Any]) -> int:

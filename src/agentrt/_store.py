@@ -158,6 +158,15 @@ class TaskTakenError(StoreError):
     """
 
 
+class StaleLeaseError(TaskTakenError):
+    """A fleet member wrote under a lease epoch that is no longer its live one (see `agentrt._pgstore`).
+
+    The member's lease ran out (it stalled, or was cut off from the database),
+    or it joined the fleet again since the run that wrote took its task. The
+    database refused the write in the write's own transaction; it changed nothing.
+    """
+
+
 @attrs.frozen
 class UnreadableTask:
     """A stored pending task that cannot be decoded (bad JSON, a damaged field).
@@ -711,7 +720,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> TaskRecord:
-            with _write_transaction(db):
+            with self._write(db):
                 self._check_record_held(db, record)
                 return self._save(db, record)
 
@@ -724,7 +733,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> tuple[Message, ...]:
-            with _write_transaction(db):
+            with self._write(db):
                 if self._task_row(db, record.session_id) is not None:
                     raise TaskExistsError(
                         f"session {record.session_id} has a pending task; resume it or "
@@ -750,7 +759,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
-            with _write_transaction(db):
+            with self._write(db):
                 old, history = self._load(db, session_id)
                 if old is None:
                     return None
@@ -779,7 +788,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
-            with _write_transaction(db):
+            with self._write(db):
                 self._check_record_held(db, record)
                 return self._update_fields(db, record)
 
@@ -803,7 +812,7 @@ class SqlStore:
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
-            with _write_transaction(db):
+            with self._write(db):
                 if runner is not None:
                     self._check_held(db, session_id, runner)
                 cur = db.execute(
@@ -854,7 +863,7 @@ class SqlStore:
         """
 
         def delete(db: sqlite3.Connection) -> bool:
-            with _write_transaction(db):
+            with self._write(db):
                 row = db.execute(
                     "SELECT status, runner, first_seq FROM tasks WHERE session_id = ?",
                     (session_id,),
@@ -887,7 +896,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> None:
-            with _write_transaction(db):
+            with self._write(db):
                 if runner is not None:
                     self._check_held(db, session_id, runner)
                 session = self._session_row(db, session_id)
@@ -1109,7 +1118,7 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
-            with _write_transaction(db):
+            with self._write(db):
                 if self._task_row(db, session_id) is not None:
                     raise TaskExistsError(
                         f"session {session_id} has a pending task; resume it or discard it "
@@ -1126,7 +1135,7 @@ class SqlStore:
         """Delete the sessions with no pending task last active before `older_than`; how many."""
 
         def write(db: sqlite3.Connection) -> int:
-            with _write_transaction(db):
+            with self._write(db):
                 ids = [
                     str(r[0])
                     for r in db.execute(
@@ -1294,6 +1303,16 @@ class SqlStore:
 
     def _claimed(self, db: sqlite3.Connection, record: TaskRecord) -> None:
         """A run took the task (inside the claiming transaction); a fleet's store starts its lease."""
+
+    @contextlib.contextmanager
+    def _write(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """A write transaction (`_write_transaction`) that a fleet's store fences first."""
+        with _write_transaction(db):
+            self._fence(db)
+            yield db
+
+    def _fence(self, db: sqlite3.Connection) -> None:
+        """Refuse every write of a member whose lease is not live (`agentrt._pgstore`); none here."""
 
     def _append(
         self,
