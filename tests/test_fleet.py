@@ -36,7 +36,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._executor import TaskInfo
-from agentrt._pgstore import NOW
+from agentrt._pgstore import NOW, SCHEMA_VERSION
 
 from .conftest import FakeVerifier, Recorder
 from .fakes.tcp_proxy import TcpProxy
@@ -282,7 +282,7 @@ async def test_fleet_status_lists_the_daemons_their_heartbeats_and_the_tasks_the
         out = capsys.readouterr().out
         short = a.fleet.member.rsplit(":", 1)[-1]
         assert status == 0
-        assert "(schema version 1)" in out
+        assert f"(schema version {SCHEMA_VERSION})" in out
         assert f"\n{short}  {socket.gethostname()}" in out
         assert f"chat-held  task {info.task_hash}  held by {short}" in out
         await trio.to_thread.run_sync(main, ["fleet", "status", "--json", "--store", postgres_url])

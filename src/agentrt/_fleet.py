@@ -8,10 +8,17 @@ runs beside its executor, does three things:
   seconds (on the database's clock) and, in the same transaction, turns the
   running tasks of every member whose lease expired into interrupted tasks
   with cause ``disconnect``: any member may then list and resume them. A
-  member on this machine whose process is gone expires at once. A member that
-  cannot renew its own lease before it runs out stops its runs (cause
-  ``disconnect``) rather than race the member that will take them over; its
-  late writes are refused anyway (`agentrt._store.TaskTakenError`).
+  member on this machine whose process is gone expires at once.
+* **Fencing.** A lease has an epoch, and every store write carries it; the
+  database refuses a write whose epoch is not the member's live one
+  (`agentrt._pgstore`). A member that cannot renew its lease fences itself
+  `FENCE_AT` of a lease after it sent its last renewal: its runs stop (cause
+  ``disconnect``), its tools' process groups are killed and its writes carry
+  no epoch. A member that cannot act (stopped) is fenced by its watchdog
+  (`agentrt._fencewatch`), which kills the tool groups at `KILL_AT` of a
+  lease. Either is a quarter lease or more before another member may take the
+  tasks over. A lease that ran out is not renewed: the member joins again
+  under a new epoch, and says in its log what was refused and killed.
 * **Cancels.** A cancel for a task running on another member is sent to it
   (``NOTIFY``) and applied there with its cause, as if it had arrived there:
   `Fleet.cancel` returns once that member says it was done.
@@ -37,9 +44,13 @@ import contextlib
 import json
 import logging
 import math
+import os
 import secrets
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -60,7 +71,7 @@ from ._pending import (
     Request,
 )
 from ._pgstore import LOCK_CLASS, NOW, PgStore, connect
-from ._process import token_alive
+from ._process import process_token, token_alive
 from ._record import converter
 from ._reprs import fields_eq, fields_hash, fields_repr
 
@@ -72,6 +83,14 @@ REPLY_SECONDS: Final = 5.0
 MAX_NOTIFY: Final = 7900
 #: Members whose lease ran out this many leases ago leave `agentrt fleet status`.
 FORGET_AFTER_LEASES: Final = 30
+#: The part of a lease, from the moment its last renewal was sent, after which a member
+#: that could not renew it fences itself: stops its runs, kills its tools, writes nothing.
+FENCE_AT: Final = 0.7
+#: The part of a lease after which the watchdog kills the member's tool groups, in case
+#: the member itself cannot (stopped). Another member may take its tasks only after the
+#: whole lease, counted from when the database received that renewal: the rest (a quarter
+#: lease) is the margin for the kill to land.
+KILL_AT: Final = 0.75
 
 
 class FleetError(Exception):
@@ -107,10 +126,15 @@ class Fleet:
     _proxies: dict[str, trio.CancelScope] = attrs.field(factory=dict, init=False)
     #: The prefixes the other live members' front-ends listen to.
     _elsewhere: set[str] = attrs.field(factory=set, init=False)
-    #: `time.monotonic()` until which this member's lease is surely valid.
-    _held_until: float = attrs.field(default=math.inf, init=False)
-    _lapsed: bool = attrs.field(default=False, init=False)
+    #: Whether this member fenced itself since its last renewal (its runs stopped).
+    _fenced: bool = attrs.field(default=False, init=False)
+    #: Set (and replaced) at each renewal: wakes the fence timer.
+    _renewed: trio.Event = attrs.field(factory=trio.Event, init=False)
+    #: The file the watchdog reads this member's kill deadline from.
+    _deadline_file: Path | None = attrs.field(default=None, init=False)
     beats: int = attrs.field(default=0, init=False)
+    #: How many times this member fenced itself (its lease could not be renewed in time).
+    fences: int = attrs.field(default=0, init=False)
 
     @property
     def member(self) -> str:
@@ -129,20 +153,109 @@ class Fleet:
         self.registry.id_prefix = f"{_short(self.member)}-"
         self.registry.elsewhere = self._taken_elsewhere
         self.registry.observe(self._posted)
+        self.store.rejoin = self.beat
+        watchdog: trio.Process | None = None
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                watchdog = await self._start_watchdog()
                 await self._connect_listener()
                 await self.beat()
                 nursery.start_soon(self._heartbeat)
+                nursery.start_soon(self._fence_timer)
                 nursery.start_soon(self._receive)
                 await self._mirror_open_questions()
                 task_status.started(self)
         finally:
             self.registry.elsewhere = None
+            self.store.rejoin = None
             for conn in (self._listen, self._beat_conn, self._send_conn):
                 if conn is not None:
                     conn.close()
+            if watchdog is not None:
+                with trio.CancelScope(shield=True):
+                    await self._stop_watchdog(watchdog)
+
+    # -- fencing -----------------------------------------------------------------
+
+    async def _start_watchdog(self) -> trio.Process | None:
+        """Start the process that kills this member's tools if it stalls (`agentrt._fencewatch`)."""
+        ledger = self.executor.config.tool_ledger
+        if ledger is None:
+            return None
+        ledger.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._deadline_file = ledger.folder / f"fence-{os.getpid()}"
+        self._write_deadline(math.inf)
+        script = Path(__file__).with_name("_fencewatch.py")
+        argv = [sys.executable, "-I", os.fspath(script), os.fspath(ledger.folder)]
+        argv += [os.fspath(self._deadline_file), process_token()]
+        # Its own session: a signal to this member's process group does not stop it too.
+        return await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True
+        )
+
+    async def _stop_watchdog(self, watchdog: trio.Process) -> None:
+        if watchdog.stdin is not None:
+            await watchdog.stdin.aclose()  # end of input: it ends
+        with trio.move_on_after(REPLY_SECONDS):
+            await watchdog.wait()
+        if watchdog.returncode is None:
+            watchdog.kill()
+            await watchdog.wait()
+        if self._deadline_file is not None:
+            self._deadline_file.unlink(missing_ok=True)
+
+    def _write_deadline(self, deadline: float) -> None:
+        path = self._deadline_file
+        if path is None:
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_text(f"{deadline!r}\n", encoding="ascii")
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("could not write the fence deadline %s: %s", path, exc)
+
+    def _renew(self, sent: float, epoch: int) -> None:
+        """The lease was renewed (or taken anew) by a heartbeat sent at `sent` (monotonic)."""
+        lease = self.store.lease
+        # The watchdog's deadline first, then the epoch that lets writes through again.
+        self._write_deadline(sent + lease * KILL_AT)
+        self.store.epoch = epoch
+        self.store.fenced_at = sent + lease * FENCE_AT
+        self._fenced = False
+        self._renewed.set()
+        self._renewed = trio.Event()
+
+    def _fence(self, why: str) -> None:
+        """Stop everything this member does under its lease: runs, tools, writes."""
+        self._fenced = True
+        self.fences += 1
+        self.store.fenced_at = -math.inf  # writes queued from now on carry no epoch
+        stopped = self.executor.cancel_all(Cause.DISCONNECT)
+        ledger = self.executor.config.tool_ledger
+        killed = ledger.kill_runner() if ledger is not None else []
+        log.error(
+            "%s: this daemon fenced itself in the fleet: %d runs stopped (disconnect), tool "
+            "process groups killed: %s; its writes under lease epoch %d are refused",
+            why,
+            stopped,
+            " ".join(map(str, killed)) or "none",
+            self.store.epoch,
+        )
+
+    async def _fence_timer(self) -> None:
+        """Fence this member once `FENCE_AT` of its lease passed without a renewal."""
+        while True:
+            renewed = self._renewed
+            left = self.store.fenced_at - time.monotonic()
+            if left <= 0 and not self._fenced:
+                self._fence(
+                    f"the lease could not be renewed for {FENCE_AT:g} of a lease "
+                    f"({self.store.lease * FENCE_AT:.2f}s; the database did not answer)"
+                )
+            with trio.move_on_after(left if left > 0 and not self._fenced else math.inf):
+                await renewed.wait()
 
     # -- leases ------------------------------------------------------------------
 
@@ -155,19 +268,37 @@ class Fleet:
         sent = time.monotonic()
         listens = " ".join(self.registry.general_prefixes())
         here = [info.session_id for info in self.executor.running()]
+        # A member that fenced itself does not renew the old lease: its stopped runs'
+        # writes are to stay refused. It takes a new one.
+        epoch = 0 if self._fenced else self.store.epoch
         with trio.move_on_after(self.store.lease / 2) as waited:
             result = await trio.to_thread.run_sync(
-                self._beat_sync, listens, here, abandon_on_cancel=True
+                self._beat_sync, listens, here, epoch, abandon_on_cancel=True
             )
         if waited.cancelled_caught:
             self._beat_conn = None  # the abandoned thread keeps it; the next beat opens another
             raise FleetError("the heartbeat got no answer from the database")
-        renewed, elsewhere, reaped, questions = result
+        new_epoch, overdue, elsewhere, reaped, questions = result
         self.beats += 1
         self._elsewhere = elsewhere
-        if renewed:
-            self._held_until = sent + self.store.lease
-            self._lapsed = False
+        if new_epoch != self.store.epoch:
+            if not self._fenced:
+                # Woken from a stall: nothing of the runs under the old lease may go on.
+                self._fence(f"the lease in the fleet ran out {overdue:.2f}s ago")
+            when = (
+                f"ran out {overdue:.2f}s before it could renew it"
+                if overdue > 0
+                else "was not renewed in time"
+            )
+            log.error(
+                "this daemon's lease in the fleet %s (it stalled, or was cut off from the "
+                "database): writes under lease epoch %d are refused by the database, its tools "
+                "were killed; it joins again under epoch %d",
+                when,
+                self.store.epoch,
+                new_epoch,
+            )
+        self._renew(sent, new_epoch)
         for session_id, runner in reaped:
             log.warning(
                 "the lease of %s ran out: session %s is interrupted (disconnect)",
@@ -178,26 +309,49 @@ class Fleet:
             await self.send({"kind": "closed", "ids": questions})
 
     def _beat_sync(
-        self, listens: str, running_here: list[str]
-    ) -> tuple[bool, set[str], list[tuple[str, str]], list[str]]:
-        conn = self._beat_conn
-        if conn is None or conn.closed or conn.broken:
-            conn = self._beat_conn = connect(self.store.url)
+        self, listens: str, running_here: list[str], epoch: int
+    ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
+        for attempt in (1, 2):
+            conn = self._beat_conn
+            if conn is None or conn.closed or conn.broken:
+                conn = self._beat_conn = connect(self.store.url)
+            try:
+                return self._beat_transaction(conn, listens, running_here, epoch)
+            except psycopg.OperationalError:
+                # A connection that broke while idle (the database restarted): once more
+                # on a new one; the transaction that failed changed nothing.
+                self._beat_conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _beat_transaction(
+        self, conn: psycopg.Connection[Any], listens: str, running_here: list[str], epoch: int
+    ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
+        overdue = 0.0
         with conn.transaction():
             # The store's write lock: a task is interrupted between two transactions of a
-            # resume, never in the middle of one.
+            # resume, never in the middle of one, and a write sees a lease as it is.
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", self._lock())
             renewed = conn.execute(
                 f"UPDATE daemons SET beat_at = {NOW}, lease_until = {NOW} + %s, listens = %s, "
-                "http = %s WHERE id = %s RETURNING id",
-                (self.store.lease, listens, self.http, self.member),
+                f"http = %s WHERE id = %s AND epoch = %s AND lease_until > {NOW} RETURNING epoch",
+                (self.store.lease, listens, self.http, self.member, epoch),
             ).fetchone()
             if renewed is None:
-                # Cut off past the lease, and given up for dead: join again. Whatever
-                # ran here was interrupted meanwhile, and may be another's by now.
-                conn.execute(
-                    f"INSERT INTO daemons(id, host, pid, started_at, beat_at, lease_until, http, "
-                    f"listens) VALUES (%s, %s, %s, {NOW}, {NOW}, {NOW} + %s, %s, %s)",
+                # The lease ran out (or this member fenced itself): a new one, under a new
+                # epoch. Whatever ran here under the old one may be another's by now; the
+                # database refuses the old epoch's writes from now on.
+                late = conn.execute(
+                    f"SELECT {NOW} - lease_until FROM daemons WHERE id = %s", (self.member,)
+                ).fetchone()
+                overdue = float(late[0]) if late is not None else math.inf
+                renewed = conn.execute(
+                    "INSERT INTO daemons(id, host, pid, started_at, beat_at, lease_until, http, "
+                    f"listens, epoch) VALUES (%s, %s, %s, {NOW}, {NOW}, {NOW} + %s, %s, %s, "
+                    "nextval('lease_epochs')) ON CONFLICT (id) DO UPDATE SET beat_at = "
+                    "excluded.beat_at, lease_until = excluded.lease_until, http = excluded.http, "
+                    "listens = excluded.listens, epoch = excluded.epoch RETURNING epoch",
                     (
                         self.member,
                         socket.gethostname(),
@@ -206,7 +360,9 @@ class Fleet:
                         self.http,
                         listens,
                     ),
-                )
+                ).fetchone()
+                assert renewed is not None
+            new_epoch = int(renewed[0])
             this_host = socket.gethostname()
             others = conn.execute(
                 f"SELECT id, host, lease_until > {NOW}, listens FROM daemons WHERE id <> %s",
@@ -230,12 +386,13 @@ class Fleet:
                 (time.time(),),
             ).fetchall()
             # And this member's own tasks that it runs no more: their run ended while the
-            # database was away, and could not say so.
+            # database was away, and could not say so; or they were taken under an epoch
+            # of this member's that is stale now.
             reaped += conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
-                "WHERE status = 'running' AND runner = %s AND NOT (session_id = ANY(%s)) "
-                "RETURNING session_id, runner",
-                (time.time(), self.member, running_here),
+                "WHERE status = 'running' AND runner = %s AND (NOT (session_id = ANY(%s)) OR "
+                "epoch IS DISTINCT FROM %s) RETURNING session_id, runner",
+                (time.time(), self.member, running_here, new_epoch),
             ).fetchall()
             gone = conn.execute(
                 "DELETE FROM questions q WHERE NOT EXISTS (SELECT 1 FROM daemons d WHERE "
@@ -246,7 +403,8 @@ class Fleet:
                 (self.store.lease * FORGET_AFTER_LEASES,),
             )
         return (
-            renewed is not None,
+            new_epoch,
+            overdue,
             elsewhere,
             [(str(s), str(r)) for s, r in reaped],
             [str(q) for (q,) in gone],
@@ -256,22 +414,20 @@ class Fleet:
         return LOCK_CLASS, self.store.lock_key
 
     async def _heartbeat(self) -> None:
+        failing = False
         while True:
             await trio.sleep(self.beat_seconds)
             try:
                 await self.beat()
             except (psycopg.Error, FleetError) as exc:
                 self._beat_conn = None
-                log.warning("fleet heartbeat failed: %s", " ".join(str(exc).split()))
-            if time.monotonic() > self._held_until and not self._lapsed:
-                # Another member may take these tasks over now: stop them first.
-                self._lapsed = True
-                stopped = self.executor.cancel_all(Cause.DISCONNECT)
-                log.error(
-                    "this daemon's lease in the fleet ran out (the database did not answer); "
-                    "%d runs stopped (disconnect)",
-                    stopped,
-                )
+                if not failing:  # said once per outage, not at every beat
+                    log.warning("fleet heartbeat failed: %s", " ".join(str(exc).split()))
+                failing = True
+            else:
+                if failing:
+                    log.warning("fleet heartbeat: the database answers again")
+                failing = False
 
     # -- messages ------------------------------------------------------------------
 

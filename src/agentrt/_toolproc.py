@@ -188,6 +188,23 @@ class ToolLedger:
                 path.unlink()
         return killed
 
+    def kill_runner(self, runner: str | None = None) -> list[int]:
+        """SIGKILL every live group `runner` (this process by default) started; return their pgids.
+
+        For a fleet member that may have lost its lease: no tool of its runs may
+        go on while another member takes their tasks over (`agentrt._fleet`).
+        The entries stay; each call's own cleanup removes them.
+        """
+        token = process_token() if runner is None else runner
+        boot = _boot_id()
+        killed = []
+        for _path, entry in self.entries():
+            if entry is not None and entry.runner == token and entry.boot == boot:
+                if self._ours(entry):
+                    _kill_group(entry.pgid, signal.SIGKILL)
+                    killed.append(entry.pgid)
+        return killed
+
     @staticmethod
     def _ours(entry: GroupEntry) -> bool:
         leader = _stat(entry.pgid)
