@@ -52,8 +52,8 @@ import psycopg.conninfo
 import trio
 from psycopg_pool import ConnectionPool
 
-from ._process import process_token
 from ._messages import Message
+from ._process import process_token
 from ._record import TaskRecord
 from ._reprs import fields_repr
 from ._store import SqlStore, StaleLeaseError, StoreError, _Call, _run_batch
@@ -421,7 +421,9 @@ class PgStore(SqlStore):
         if row is not None and row[1] and epoch != 0 and int(row[0]) == epoch:
             return
         if row is None or not row[1]:
-            why = "its lease in the fleet has run out (it stalled, or was cut off from the database)"
+            why = (
+                "its lease in the fleet has run out (it stalled, or was cut off from the database)"
+            )
         else:
             why = "it joined the fleet again since, under a new lease epoch"
         raise StaleLeaseError(

@@ -199,10 +199,10 @@ class ToolLedger:
         boot = _boot_id()
         killed = []
         for _path, entry in self.entries():
-            if entry is not None and entry.runner == token and entry.boot == boot:
-                if self._ours(entry):
-                    _kill_group(entry.pgid, signal.SIGKILL)
-                    killed.append(entry.pgid)
+            mine = entry is not None and entry.runner == token and entry.boot == boot
+            if mine and entry is not None and self._ours(entry):
+                _kill_group(entry.pgid, signal.SIGKILL)
+                killed.append(entry.pgid)
         return killed
 
     @staticmethod
