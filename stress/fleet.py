@@ -31,7 +31,7 @@ import os
 import random
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -140,17 +140,26 @@ def question_of(session: str) -> Callable[[dict[str, Any]], bool]:
 
 @asynccontextmanager
 async def start_fleet(
-    root: Path, url: str, nursery: trio.Nursery, names: tuple[str, ...], work: Path
+    root: Path,
+    url: str,
+    nursery: trio.Nursery,
+    names: tuple[str, ...],
+    work: Path,
+    urls: Mapping[str, str] | None = None,
 ) -> AsyncIterator[dict[str, Node]]:
-    """Daemons `names` on the store at `url`, each with its HTTP API, tools working in `work`."""
+    """Daemons `names` on the store at `url`, each with its HTTP API, tools working in `work`.
+
+    `urls` gives some of them another URL of the same store (through a proxy).
+    """
     env = {**os.environ, "AGENTRT_FLEET_LEASE": str(LEASE)}
+    urls = urls or {}
     processes = {
         name: DaemonProcess(
             socket_path=root / name / "d.sock",
             state_dir=root / name / "state",
             workdir=work,
             log_path=root / f"{name}.log",
-            extra_args=("--store", url, "--http", "127.0.0.1:0"),
+            extra_args=("--store", urls.get(name, url), "--http", "127.0.0.1:0"),
             env=env,
         )
         for name in names

@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from stress.fleet import LEASE, question_of, start_fleet, wait_interrupted
 from stress.fleet import ended as run_ended
-from stress.fleet import start_fleet, wait_interrupted
+
+from agentrt._toolproc import group_members
+
+from .fakes.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deadline(150)]
 
@@ -126,3 +132,116 @@ async def test_three_daemons_share_runs_questions_pauses_and_a_killed_daemons_ta
         members = json.loads(status.stdout)["members"]
         live = sorted(m["http"] for m in members if m["live"])
         assert live == sorted(n.address for n in (a, c))
+
+
+def _state(pid: int) -> str:
+    """The state letter of process `pid` (``T``: stopped)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().decode().rsplit(")", 1)[-1].split()[0]
+
+
+async def _tool_group(state_dir: Path) -> int:
+    """The pgid of the one tool group a daemon's ledger records (it is written as it starts)."""
+    with trio.fail_after(10):
+        while True:
+            entries = list((state_dir / "tools").glob("*.json"))
+            if entries:
+                return int(json.loads(entries[0].read_text())["pgid"])
+            await trio.sleep(0.02)
+
+
+async def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    """Another process's doing: poll `condition` until it holds, for at most `seconds`."""
+    with trio.move_on_after(seconds):
+        while True:
+            if condition():
+                return
+            await trio.sleep(0.02)
+    assert condition(), what
+
+
+@pytest.mark.parametrize("stall", ["sigstop", "cut_from_the_database"])
+async def test_a_stalled_member_is_fenced_while_another_resumes_its_task(
+    tmp_path: Path, postgres_url: str, nursery: trio.Nursery, stall: str
+) -> None:
+    """A is stopped (or cut off) in a tool call; B resumes the task; A's tool and writes are dead.
+
+    With a lease of 2 s: A's tool group dies before B may take the task (the
+    watchdog's doing while A is stopped). A wakes while the task, interrupted,
+    still names it as its runner: its late writes are refused by the database
+    (its lease epoch is stale) and it says so in its log. B then runs the call
+    once, as attempt 2.
+    """
+    work = tmp_path / "work"
+    work.mkdir()
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    async with start_fleet(
+        tmp_path, postgres_url, nursery, ("a", "b"), work, urls={"a": through}
+    ) as nodes:
+        a, b = nodes["a"], nodes["b"]
+        assert a.process.process is not None
+        pid = a.process.process.pid
+        async with a.events() as on_a, b.events() as on_b:
+            started = await a.client.post(
+                "/v1/session/stall/run", json={"text": "sh sleep 4 && date +%s.%N >> log"}
+            )
+            assert started.status_code == 202, started.text
+            confirm = await on_b.wait_for(question_of("chat-stall"))
+            await b.client.post(f"/v1/questions/{confirm['id']}/answer", json={"value": "allow"})
+            await on_a.wait_for(lambda e: e["type"] == "tool_call" and e["name"] == "shell")
+        pgid = await _tool_group(a.process.state_dir)
+        assert group_members(pgid)
+        if stall == "sigstop":
+            os.kill(pid, signal.SIGSTOP)
+        else:
+            proxy.cut()
+        try:
+            # Dead before the lease (2 s) can run out, while A cannot act if it is stopped.
+            await _until(lambda: not group_members(pgid), 2 * LEASE, "A's tool still runs")
+            if stall == "sigstop":
+                assert _state(pid) == "T"  # not A's doing: A is stopped
+            task = await wait_interrupted(b, "chat-stall", 10 * LEASE)
+            assert task is not None
+            assert (task["status"], task["cause"]) == ("interrupted", "disconnect"), task
+        finally:
+            if stall == "sigstop":
+                os.kill(pid, signal.SIGCONT)
+            else:
+                proxy.restore()
+        # A wakes (or reaches the database again): the database refuses what its run still
+        # writes, and A says so.
+        await _until(
+            lambda: (
+                "joins again under epoch" in a.process.log_text()
+                and "was refused" in a.process.log_text()
+            ),
+            10 * LEASE,
+            "A's log says nothing of its fencing",
+        )
+        log_text = a.process.log_text()
+        assert "writes under lease epoch" in log_text and "are refused" in log_text, log_text
+        task = await b.task("chat-stall")
+        assert task is not None
+        assert (task["status"], task["cause"]) == ("interrupted", "disconnect"), task
+        async with b.events() as on_b:
+            resumed = await b.client.post("/v1/session/stall/task/resume", json={})
+            assert resumed.status_code == 202, resumed.text
+            again = await on_b.wait_for(question_of("chat-stall"))
+            assert "may already have run (attempt 2)" in again["prompt"], again
+            await b.client.post(f"/v1/questions/{again['id']}/answer", json={"value": "allow"})
+            end = await on_b.wait_for(ended("stall"))
+        assert end["outcome"] == "finished", end
+        # A is a member again that takes new work under its new lease.
+        async with a.events() as on_a:
+            fresh = await a.client.post("/v1/session/after/run", json={"text": "hello"})
+            assert fresh.status_code == 202, fresh.text
+            assert (await on_a.wait_for(ended("after")))["outcome"] == "finished"
+        # One run of the call: one timestamp, one result in the session's history.
+        assert len((work / "log").read_text().splitlines()) == 1
+        history = (await b.client.get("/v1/sessions/chat-stall/messages")).json()
+        results = [m for m in history["messages"] if m.get("role") == "tool"]
+        assert len(results) == 1, history
+        assert await b.task("chat-stall") is None

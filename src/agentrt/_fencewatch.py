@@ -31,6 +31,9 @@ from pathlib import Path
 
 #: Seconds between looks once the deadline has passed (a renewal moves it again).
 LAPSED_POLL = 0.1
+#: The longest sleep before the deadline is read again (the member only moves it later,
+#: but a file that could not be written or read must not leave the watchdog asleep).
+LONGEST_SLEEP = 1.0
 
 
 def read_deadline(path: Path) -> float:
@@ -80,7 +83,7 @@ def kill_groups(folder: Path, runner: str, started_before: float) -> list[int]:
 
 def watch(folder: Path, deadline_file: Path, runner: str) -> None:
     """Kill `runner`'s groups whenever its deadline passes unrenewed; return when stdin ends."""
-    reported = -math.inf
+    reported: set[int] = set()
     while True:
         deadline = read_deadline(deadline_file)
         now = time.monotonic()
@@ -88,17 +91,17 @@ def watch(folder: Path, deadline_file: Path, runner: str) -> None:
         if wait <= 0:
             wall = time.time() - (now - deadline)
             killed = kill_groups(folder, runner, wall)
-            if killed or deadline != reported:
-                reported = deadline
+            if set(killed) - reported:
+                reported.update(killed)
                 print(
                     f"agentrt fence: the lease of fleet member {runner} was not renewed "
                     f"{-wait:.2f}s past its kill deadline; killed its tool process groups: "
-                    f"{' '.join(map(str, killed)) or 'none running'}",
+                    f"{' '.join(map(str, killed))}",
                     file=sys.stderr,
                     flush=True,
                 )
             wait = LAPSED_POLL
-        readable, _, _ = select.select([sys.stdin], [], [], min(wait, 3600.0))
+        readable, _, _ = select.select([sys.stdin], [], [], min(wait, LONGEST_SLEEP))
         if readable and not os.read(sys.stdin.fileno(), 512):
             return  # the member is gone
 

@@ -185,7 +185,8 @@ class Fleet:
             return None
         ledger.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._deadline_file = ledger.folder / f"fence-{os.getpid()}"
-        self._write_deadline(math.inf)
+        # The lease was taken as the store opened, a moment ago.
+        self._write_deadline(time.monotonic() + self.store.lease * KILL_AT)
         script = Path(__file__).with_name("_fencewatch.py")
         argv = [sys.executable, "-I", os.fspath(script), os.fspath(ledger.folder)]
         argv += [os.fspath(self._deadline_file), process_token()]

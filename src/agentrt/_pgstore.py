@@ -67,7 +67,7 @@ LOCK_CLASS: Final = 0x61677274
 #: The database's clock, as seconds since the epoch: every lease is on this one clock.
 NOW: Final = "extract(epoch from clock_timestamp())"
 #: Seconds a store call waits for a working connection before it fails (the database is away).
-CONNECT_WAIT: Final = 3.0
+CONNECT_WAIT: Final = 5.0
 
 _TABLES = (
     """CREATE TABLE tasks (
