@@ -29,6 +29,7 @@ from agentrt import (
     Runtime,
     ScriptedModel,
     SessionBusyError,
+    StoreError,
     TaskRecord,
     TaskStatus,
     ToolCallEvent,
@@ -293,3 +294,35 @@ async def test_fleet_status_lists_the_daemons_their_heartbeats_and_the_tasks_the
         a.executor.cancel(info.task_hash, Cause.PAUSE)
     assert await trio.to_thread.run_sync(main, ["fleet", "status"]) == 2
     assert "the store is not PostgreSQL, so there is no fleet" in capsys.readouterr().err
+
+
+async def test_a_member_past_its_own_lease_takes_no_task_until_it_joins_again(
+    tmp_path: Path, postgres_url: str, workdir: Path
+) -> None:
+    async with two_members(tmp_path, postgres_url, workdir) as (a, b):
+        assert a.fleet is not None
+        parked = await a.executor.run(
+            "chat-lapse", "sh echo lapse >> counter", owner="o", emit=Recorder()
+        )
+        assert parked.outcome is Outcome.AWAITING_ANSWER
+        before = await b.store.load("chat-lapse")
+        # Its heartbeat held back, the member's lease runs out in the database.
+        async with a.fleet._beat_lock:
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute(
+                    f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (a.fleet.member,)
+                )
+            with pytest.raises(StoreError, match="lease in the fleet has run out"):
+                await a.executor.run("chat-new", "hello", owner="o", emit=Recorder())
+            with pytest.raises(StoreError, match="lease in the fleet has run out"):
+                await a.executor.resume("chat-lapse", answer="allow", owner="o", emit=Recorder())
+        assert await b.store.load("chat-new") is None
+        assert await b.store.load("chat-lapse") == before
+        assert _runs_of(workdir, "lapse") == 0
+        # Its next heartbeat joins again, under a new epoch: it takes tasks again.
+        old = a.store.epoch
+        await a.fleet.beat()
+        assert a.store.epoch > old
+        resumed = await a.executor.resume("chat-lapse", answer="allow", owner="o", emit=Recorder())
+        assert resumed.outcome is Outcome.FINISHED
+        assert _runs_of(workdir, "lapse") == 1

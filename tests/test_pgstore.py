@@ -12,12 +12,13 @@ from pathlib import Path
 import psycopg
 import pytest
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from agentrt import Message, Outcome, StoreError, TaskRecord, TaskStatus, ToolCallEvent
-from agentrt._pgstore import LOCK_CLASS, SCHEMA_VERSION, PgStore, display_url
+from agentrt._pgstore import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, display_url
 from agentrt._runtime import open_runtime
 from agentrt._scripted import ScriptedModel
-from agentrt._store import TaskTakenError
+from agentrt._store import StaleLeaseError, TaskTakenError
 from agentrt._stores import Store
 
 from .conftest import Recorder, with_schema
@@ -156,3 +157,126 @@ async def test_an_outage_fails_runs_clearly_and_loses_nothing(
         again = await runtime.executor.resume("chat-p", owner="o", emit=Recorder())
         assert again.outcome is Outcome.FINISHED, again
         assert "kept" in (again.text or "")
+
+
+async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_database(
+    postgres_url: str,
+) -> None:
+    store = await PgStore.open(postgres_url, lease=3600)
+    try:
+        mine = TaskRecord("chat-e", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            row = conn.execute("SELECT epoch FROM tasks WHERE session_id = 'chat-e'").fetchone()
+            assert row == (store.epoch,)  # taken under the member's epoch
+            # The member joined again meanwhile (as after a stall): a new epoch in the database.
+            conn.execute(
+                "UPDATE daemons SET epoch = nextval('lease_epochs') WHERE id = %s", (store.runner,)
+            )
+        late = mine.evolve(transcript=(*mine.transcript, Message.assistant("late")))
+        # The store still carries its old epoch: only the database can tell it is stale.
+        with pytest.raises(StaleLeaseError, match="joined the fleet again since"):
+            await store.save(late)
+        with pytest.raises(StaleLeaseError):
+            await store.mark("chat-e", TaskStatus.INTERRUPTED, runner=store.runner)
+        with pytest.raises(StaleLeaseError):
+            await store.create(TaskRecord("chat-f", "y", (Message.user("y"),)))
+        # Under the new epoch, the task taken under the old one is still refused to its run.
+        with psycopg.connect(postgres_url) as conn:
+            row = conn.execute(
+                "SELECT epoch FROM daemons WHERE id = %s", (store.runner,)
+            ).fetchone()
+        assert row is not None
+        store.epoch = int(row[0])
+        with pytest.raises(StaleLeaseError, match="was taken under lease epoch"):
+            await store.save(late)
+        await store.create(TaskRecord("chat-f", "y", (Message.user("y"),)))  # a new one: taken
+        # A lease that ran out refuses every write, whatever epoch it carries.
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
+            )
+        with pytest.raises(StaleLeaseError, match="lease in the fleet has run out"):
+            await store.delete("chat-f")
+        record = await store.load("chat-e")
+        assert record is not None
+        assert (record.transcript, record.status) == (mine.transcript, mine.status)
+        assert await store.load("chat-f") is not None
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_database(
+    postgres_url: str, nursery: trio.Nursery
+) -> None:
+    """Cut off with a write on its way; meanwhile the lease runs out: the late write changes nothing."""
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    store = await PgStore.open(through, lease=3600)
+    try:
+        mine = TaskRecord("chat-h", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        proxy.cut()
+        late = mine.evolve(transcript=(*mine.transcript, Message.assistant("late")))
+        outcome: list[BaseException | None] = []
+        written = trio.Event()
+
+        async def write() -> None:
+            try:
+                await store.save(late)
+                outcome.append(None)
+            except StoreError as exc:
+                outcome.append(exc)
+            written.set()
+
+        nursery.start_soon(write)
+        await wait_all_tasks_blocked()
+        # Another member's heartbeat: this member's lease ran out, its task is interrupted.
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
+            )
+        proxy.restore()
+        await written.wait()
+        assert len(outcome) == 1 and isinstance(outcome[0], StaleLeaseError), outcome
+        record = await PgStore.open(postgres_url, lease=3600)
+        try:
+            loaded = await record.load("chat-h")
+            assert loaded is not None and loaded.transcript == mine.transcript
+        finally:
+            await record.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
+    postgres_url: str, nursery: trio.Nursery
+) -> None:
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    store = await PgStore.open(through, lease=3600)
+    try:
+        await store.save(TaskRecord("chat-r", "x", (Message.user("x"),), status=TaskStatus.FAILED))
+        # The server ends the store's connection (a restart, an administrator): the first
+        # call after it reconnects.
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "application_name = %s",
+                (f"agentrt store {store.runner}"[:63],),
+            ).fetchall()
+        assert ended == [(True,)]
+        assert await store.load("chat-r") is not None
+        # The database goes away: one clear error per call, nothing lost; then the first
+        # call once it is back succeeds.
+        proxy.cut()
+        with pytest.raises(StoreError, match=r"cannot be reached .* nothing it has stored is lost"):
+            await store.load("chat-r")
+        proxy.restore()
+        assert [t.session_id for t in await store.list_stored()] == ["chat-r"]
+    finally:
+        await store.aclose()

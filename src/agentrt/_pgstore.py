@@ -268,7 +268,7 @@ def open_pool(conninfo: str, name: str) -> ConnectionPool[Any]:
     """
     pool: ConnectionPool[Any] = ConnectionPool(
         conninfo,
-        kwargs={"autocommit": True, "connect_timeout": 2},
+        kwargs={"autocommit": True, "connect_timeout": 2, "application_name": name[:63]},
         min_size=1,
         max_size=1,
         open=False,
