@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from . import bench_commands, bench_core, bench_processes, bench_scale
+from . import bench_commands, bench_core, bench_fleet, bench_processes, bench_scale
 from ._harness import Result, format_table
 from ._processes import ensure_store
 
@@ -39,6 +39,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "commands": lambda root: bench_commands.run_all(
         root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
+    "fleet": lambda root: trio.run(bench_fleet.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -58,6 +59,7 @@ ORDER = (
     "tui_first_screen",
     "answer_idle_1000",
     "sandboxed_sh",
+    "fleet_takeover",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

@@ -1,0 +1,97 @@
+"""The fleet: how soon a task of a member killed with SIGKILL can be resumed on another.
+
+Two daemon processes share one PostgreSQL schema (``AGENTRT_TEST_POSTGRES``,
+default ``postgresql://postgres@127.0.0.1:5432/test``) with the stress suite's
+lease (2 s). Each sample starts a run on one daemon, waits for its ``sleep``
+call, kills the daemon's process group with SIGKILL and reads the task through
+the other daemon's HTTP API until it is interrupted (cause ``disconnect``),
+that is resumable there. The figure is the median of those times over the
+lease; the 99th percentile is printed beside it and must meet the same target.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import psycopg
+import trio
+from stress.fleet import LEASE, postgres_base, postgres_schema, start_fleet
+
+from ._harness import Result
+
+#: Kills measured.
+KILLS = 20
+#: Seconds between two reads of the task through the other daemon.
+POLL = 0.01
+
+
+async def _takeover(root: Path, url: str, kills: int) -> list[float]:
+    work = root / "work"
+    work.mkdir()
+    times: list[float] = []
+    async with trio.open_nursery() as nursery:
+        async with start_fleet(root, url, nursery, ("a", "b"), work) as nodes:
+            victim, rescuer = nodes["a"], nodes["b"]
+            for n in range(kills):
+                session = f"take{n}"
+                async with victim.events() as feed:
+                    started = await victim.client.post(
+                        f"/v1/session/{session}/run", json={"text": "sleep 60"}
+                    )
+                    if started.status_code != 202:
+                        raise RuntimeError(f"the run was refused: {started.text}")
+                    await feed.wait_for(lambda e: e["type"] == "tool_call" and e["name"] == "sleep")
+                killed = time.monotonic()
+                await victim.process.kill()
+                with trio.fail_after(LEASE * 10):
+                    while True:
+                        task = await rescuer.task(f"chat-{session}")
+                        if task is not None and task["status"] == "interrupted":
+                            break
+                        await trio.sleep(POLL)
+                times.append(time.monotonic() - killed)
+                await victim.restart(nursery)
+        nursery.cancel_scope.cancel()
+    return times
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+async def bench_fleet_takeover(root: Path, kills: int = KILLS) -> Result:
+    """SIGKILL of a member -> its task resumable on another, over the lease (p50; p99 noted)."""
+    name, target = "fleet_takeover", 1.5
+    base = postgres_base()
+    try:
+        with psycopg.connect(base, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return Result.failed(name, f"no PostgreSQL at {base} ({exc})".strip(), LEASE, target, 0)
+    async with postgres_schema(base) as url:
+        times = await _takeover(root, url, kills)
+    p50, p99 = statistics.median(times), _percentile(times, 0.99)
+    problems = () if p99 / LEASE <= target else (f"p99 {p99 / LEASE:.2f}x the lease",)
+    return Result(
+        name,
+        p50,
+        LEASE,
+        "ratio",
+        target,
+        len(times),
+        problems=problems,
+        notes=(
+            f"{len(times)} kills, lease {LEASE:g} s: p50 {p50:.3f} s ({p50 / LEASE:.2f}x), "
+            f"p99 {p99:.3f} s ({p99 / LEASE:.2f}x), max {max(times):.3f} s; on one machine "
+            "another member sees the dead process at its next heartbeat (lease / 5), before "
+            "the lease runs out",
+        ),
+    )
+
+
+async def run_all(root: Path) -> list[Result]:
+    """Every fleet benchmark."""
+    return [await bench_fleet_takeover(root)]
