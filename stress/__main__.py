@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fleet-kills", type=int, default=10, help="fleet daemons SIGKILLed mid-run (fleet)"
     )
+    parser.add_argument(
+        "--fleet-stalls",
+        type=int,
+        default=5,
+        help="fleet daemons SIGSTOPped past their lease in a tool call (fleet)",
+    )
     parser.add_argument("--connections", type=int, default=1000, help="vanishing connections")
     parser.add_argument(
         "--fuzz", type=int, default=30_000, help="hypothesis examples (each holds 1 to 8 inputs)"
@@ -86,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "secrets": lambda: run_canary(seed),
         "sandbox": lambda: run_sandbox(),
         "load": lambda: run_load(args.sessions, args.seconds, seed),
-        "fleet": lambda: run_fleet(args.races, args.answers, args.fleet_kills, seed),
+        "fleet": lambda: run_fleet(
+            args.races, args.answers, args.fleet_kills, seed, args.fleet_stalls
+        ),
     }
     results: list[SuiteResult] = []
     started = time.monotonic()

@@ -18,6 +18,15 @@ schedule runs three kinds of step:
   interrupted with cause ``disconnect``, another daemon resumes it to the end,
   and the committed call never ran again. A task that is lost, or that no
   daemon can resume, is a failure. The killed daemon is started again.
+* **stalls** (``--fleet-stalls``): a run on one daemon commits a shell call and
+  is in a second one (``sleep 3`` and then a marker) when its daemon is
+  stopped with SIGSTOP. Another daemon resumes the task once it is
+  interrupted, while the stalled one is still stopped, and runs it to the end;
+  then the stalled daemon is continued. Correct when the stalled daemon's
+  tool was dead before the task was taken (fenced: its watchdog's doing), the
+  committed call never ran again, the interrupted call ran once (on the
+  other daemon, shown as attempt 2), and the stalled daemon logs that it was
+  fenced and joins again.
 
 Needs PostgreSQL: ``AGENTRT_TEST_POSTGRES`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); the suite works in a schema of
@@ -30,6 +39,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -43,6 +53,7 @@ import trio
 
 from agentrt._runtime import open_runtime
 from agentrt._scripted import ScriptedModel
+from agentrt._toolproc import group_members
 from agentrt.http import load_or_create_token
 
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, http_base, short_tempdir
@@ -53,6 +64,8 @@ DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 #: Seconds a daemon's lease lasts here: a killed daemon's tasks are free soon after.
 LEASE = 2.0
 _COUNTER = "counter"
+#: What a daemon's log says once it joins the fleet again after its lease ran out.
+_REJOINED = "joins again under epoch"
 
 
 def postgres_base() -> str:
@@ -220,6 +233,10 @@ class _Tally:
     answers: int = 0
     kills: int = 0
     rerun_after_kill: int = 0
+    stalls: int = 0
+    rerun_after_stall: int = 0
+    #: Calls a stalled daemon had started that ran to their end anyway (not fenced).
+    unfenced: int = 0
 
     def race(self, outcome: str) -> None:
         self.races[outcome] = self.races.get(outcome, 0) + 1
@@ -347,15 +364,103 @@ async def _kill_and_resume(
     await victim.restart(nursery)
 
 
-async def run_fleet(races: int, answers: int, kills: int, seed: int) -> SuiteResult:
+async def _poll(condition: Callable[[], bool], seconds: float) -> bool:
+    """Another process's doing: whether `condition` holds within `seconds` (polled)."""
+    with trio.move_on_after(seconds):
+        while True:
+            if condition():
+                return True
+            await trio.sleep(0.02)
+    return condition()
+
+
+async def _stall_and_resume(
+    victim: Node, rescuer: Node, n: int, work: Path, result: SuiteResult, tally: _Tally, replay: str
+) -> None:
+    """SIGSTOP `victim` in a tool call after a committed one; `rescuer` resumes the task."""
+    session = f"chat-stall{n}"
+    first, second = f"c{n}", f"s{n}"
+    script = f"sh echo {first} >> {_COUNTER}; sh sleep 3 && echo {second} >> {_COUNTER}"
+    assert victim.process.process is not None
+    pid = victim.process.process.pid
+    async with victim.events() as on_victim, rescuer.events() as on_rescuer:
+        started = await victim.client.post(f"/v1/session/{session}/run", json={"text": script})
+        if started.status_code != 202:
+            result.fail(f"stall {n}: the run was refused: {started.text} {replay}")
+            return
+        for _ in range(2):
+            question = await on_rescuer.wait_for(question_of(session))
+            await rescuer.client.post(
+                f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
+            )
+            await on_victim.wait_for(lambda e: e["type"] == "tool_call" and e["name"] == "shell")
+    tools = victim.process.state_dir / "tools"
+
+    def groups() -> list[int]:
+        return [int(json.loads(p.read_text())["pgid"]) for p in tools.glob("*.json")]
+
+    if not await _poll(lambda: bool(groups()), STEP_TIMEOUT / 3):
+        result.fail(f"stall {n}: no tool group of {victim.name} was recorded {replay}")
+        return
+    pgid = groups()[0]
+    rejoined = victim.process.log_text().count(_REJOINED)
+    os.kill(pid, signal.SIGSTOP)
+    tally.stalls += 1
+    try:
+        if not await _poll(lambda: not group_members(pgid), LEASE * 2):
+            tally.unfenced += 1
+            result.fail(f"stall {n}: {victim.name}'s tool still ran past its lease {replay}")
+        task = await wait_interrupted(rescuer, session, LEASE * 5 + STEP_TIMEOUT / 3)
+        if task is None or (task["status"], task["cause"]) != ("interrupted", "disconnect"):
+            result.fail(f"stall {n}: the task of {session} is {task} {replay}")
+            return
+        async with rescuer.events() as on_rescuer:
+            resumed = await rescuer.client.post(f"/v1/session/{session}/task/resume", json={})
+            if resumed.status_code != 202:
+                result.fail(f"stall {n}: {rescuer.name} could not resume: {resumed.text} {replay}")
+                return
+            prompts: list[str] = []
+            while True:  # every confirmation the resumed run asks is allowed
+                event = await on_rescuer.wait_for(
+                    lambda e: e["type"] in ("question", "run_ended") and e["session_id"] == session
+                )
+                if event["type"] == "run_ended":
+                    end = event
+                    break
+                prompts.append(event["prompt"])
+                await rescuer.client.post(
+                    f"/v1/questions/{event['id']}/answer", json={"value": "allow"}
+                )
+            if not any("may already have run (attempt 2)" in p for p in prompts):
+                result.fail(f"stall {n}: the call was not shown as attempt 2: {prompts} {replay}")
+            if end["outcome"] != "finished":
+                result.fail(f"stall {n}: the resumed run ended {end['outcome']} {replay}")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    if not await _poll(
+        lambda: victim.process.log_text().count(_REJOINED) > rejoined, STEP_TIMEOUT / 3
+    ):
+        result.fail(f"stall {n}: {victim.name} does not say it was fenced {replay}")
+    runs = (_runs_of(work, first), _runs_of(work, second))
+    if runs[0] != 1:
+        tally.rerun_after_stall += 1
+        result.fail(f"stall {n}: the committed call ran {runs[0]} times {replay}")
+    if runs[1] != 1:
+        tally.unfenced += 1
+        result.fail(f"stall {n}: the interrupted call ran {runs[1]} times {replay}")
+
+
+async def run_fleet(
+    races: int, answers: int, kills: int, seed: int, stalls: int = 0
+) -> SuiteResult:
     """Run the steps on three daemons sharing one PostgreSQL schema; count what went wrong."""
     result = SuiteResult(
-        "fleet", "steps (races, answers, kills)", "double runs, lost or wrong", seed=seed
+        "fleet", "steps (races, answers, kills, stalls)", "double runs, lost or wrong", seed=seed
     )
     started = time.monotonic()
     replay = (
         f"(replay: python -m stress --only fleet --seed {seed} --races {races} "
-        f"--answers {answers} --fleet-kills {kills})"
+        f"--answers {answers} --fleet-kills {kills} --fleet-stalls {stalls})"
     )
     base = postgres_base()
     try:
@@ -379,11 +484,16 @@ async def run_fleet(races: int, answers: int, kills: int, seed: int) -> SuiteRes
             async with start_fleet(root, url, nursery, ("a", "b", "c"), work) as nodes:
                 everyone = list(nodes.values())
                 steps = ["race"] * races + ["answer"] * answers + ["kill"] * kills
+                steps += ["stall"] * stalls
                 rng.shuffle(steps)
                 for step in steps:
                     picked = rng.sample(everyone, 3)
                     if step == "race":
                         await _race(picked[:2], raced.pop(), work, result, tally, replay)
+                    elif step == "stall":
+                        await _stall_and_resume(
+                            picked[0], picked[1], tally.stalls, work, result, tally, replay
+                        )
                     elif step == "answer":
                         tally.answers += 1
                         await _misrouted_answer(
@@ -407,6 +517,11 @@ async def run_fleet(races: int, answers: int, kills: int, seed: int) -> SuiteRes
     result.detail = (
         f"double runs: {doubles}; committed calls re-run after a kill: {tally.rerun_after_kill}"
     )
+    if stalls:
+        result.detail += (
+            f"; after a stall: {tally.rerun_after_stall}; stalled tools not fenced: "
+            f"{tally.unfenced}"
+        )
     result.notes.append(
         f"{races} simultaneous resumes on two daemons: {dict(sorted(tally.races.items()))}"
     )
@@ -414,5 +529,10 @@ async def run_fleet(races: int, answers: int, kills: int, seed: int) -> SuiteRes
     result.notes.append(
         f"{tally.kills} daemons killed (SIGKILL) mid-run, each task resumed on another daemon"
     )
+    if stalls:
+        result.notes.append(
+            f"{tally.stalls} daemons stopped (SIGSTOP) past their lease in a tool call, each "
+            "task resumed on another daemon meanwhile, then continued"
+        )
     result.seconds = time.monotonic() - started
     return result

@@ -320,9 +320,9 @@ async def test_a_member_past_its_own_lease_takes_no_task_until_it_joins_again(
         assert await b.store.load("chat-lapse") == before
         assert _runs_of(workdir, "lapse") == 0
         # Its next heartbeat joins again, under a new epoch: it takes tasks again.
-        old = a.store.epoch
+        old = a.fleet.store.epoch
         await a.fleet.beat()
-        assert a.store.epoch > old
+        assert a.fleet.store.epoch > old
         resumed = await a.executor.resume("chat-lapse", answer="allow", owner="o", emit=Recorder())
         assert resumed.outcome is Outcome.FINISHED
         assert _runs_of(workdir, "lapse") == 1

@@ -146,8 +146,12 @@ async def test_a_fleet_under_kills_races_and_misrouted_answers_runs_each_task_on
     postgres_base: str,
 ) -> None:
     with trio.fail_after(100):
-        result = await run_fleet(4, 2, 1, SEED)
+        result = await run_fleet(4, 2, 1, SEED, stalls=1)
     assert passed(result), result.failures
-    assert result.done == 7
-    assert result.detail == "double runs: 0; committed calls re-run after a kill: 0"
+    assert result.done == 8
+    assert result.detail == (
+        "double runs: 0; committed calls re-run after a kill: 0; after a stall: 0; "
+        "stalled tools not fenced: 0"
+    )
     assert "1 daemons killed (SIGKILL) mid-run" in result.notes[2]
+    assert "1 daemons stopped (SIGSTOP) past their lease" in result.notes[3]

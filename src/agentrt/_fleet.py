@@ -70,7 +70,7 @@ from ._pending import (
     RegistryError,
     Request,
 )
-from ._pgstore import LOCK_CLASS, NOW, PgStore, connect
+from ._pgstore import LOCK_CLASS, NOW, PgStore, connect, idle_limit
 from ._process import process_token, token_alive
 from ._record import converter
 from ._reprs import fields_eq, fields_hash, fields_repr
@@ -316,6 +316,7 @@ class Fleet:
             conn = self._beat_conn
             if conn is None or conn.closed or conn.broken:
                 conn = self._beat_conn = connect(self.store.url)
+                idle_limit(conn, self.store.lease)
             try:
                 return self._beat_transaction(conn, listens, running_here, epoch)
             except psycopg.OperationalError:

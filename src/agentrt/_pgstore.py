@@ -258,7 +258,19 @@ def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=max(1, round(timeout)))
 
 
-def open_pool(conninfo: str, name: str) -> ConnectionPool[Any]:
+def idle_limit(conn: psycopg.Connection[Any], lease: float) -> None:
+    """Have the server end this connection's transaction when it waits on us for half a lease.
+
+    A member stopped (or cut off) in the middle of a transaction would hold the
+    fleet's write lock, and every other member's writes with it, for as long as
+    it is stopped: the server rolls such a transaction back and closes the
+    connection instead, so the member's lease can run out and its tasks be taken.
+    """
+    limit = max(500, round(lease * 500))
+    conn.execute(f"SET idle_in_transaction_session_timeout = {limit}")
+
+
+def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
     """The store's pool: one autocommit connection, checked before each lending.
 
     A call waits up to `CONNECT_WAIT` for a working connection, then fails
@@ -276,6 +288,7 @@ def open_pool(conninfo: str, name: str) -> ConnectionPool[Any]:
         timeout=CONNECT_WAIT,
         reconnect_timeout=CONNECT_WAIT,
         check=ConnectionPool.check_connection,
+        configure=lambda conn: idle_limit(conn, lease),
     )
     pool.open(wait=False)
     return pool
@@ -337,7 +350,7 @@ class PgStore(SqlStore):
                 conn.close()
 
         channel, key, epoch = await trio.to_thread.run_sync(start)
-        db = PgConnection(open_pool(url, f"agentrt store {runner}"), key)
+        db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key)
         return cls(
             cast(sqlite3.Connection, db),
             runner=runner,
