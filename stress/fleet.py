@@ -18,9 +18,9 @@ schedule runs three kinds of step:
   interrupted with cause ``disconnect``, another daemon resumes it to the end,
   and the committed call never ran again. A task that is lost, or that no
   daemon can resume, is a failure. The killed daemon is started again.
-* **stalls** (``--fleet-stalls``): a run on one daemon commits a shell call and
-  is in a second one (``sleep 3`` and then a marker) when its daemon is
-  stopped with SIGSTOP. Another daemon resumes the task once it is
+* **stalls** (``--fleet-stalls``): a run on one daemon commits one of its two
+  shell calls and is in the other (``sleep 3`` and then a marker) when its
+  daemon is stopped with SIGSTOP. Another daemon resumes the task once it is
   interrupted, while the stalled one is still stopped, and runs it to the end;
   then the stalled daemon is continued. Correct when the stalled daemon's
   tool was dead before the task was taken (fenced: its watchdog's doing), the
@@ -383,17 +383,29 @@ async def _stall_and_resume(
     script = f"sh echo {first} >> {_COUNTER}; sh sleep 3 && echo {second} >> {_COUNTER}"
     assert victim.process.process is not None
     pid = victim.process.process.pid
+    prompts: list[str] = []
     async with victim.events() as on_victim, rescuer.events() as on_rescuer:
         started = await victim.client.post(f"/v1/session/{session}/run", json={"text": script})
         if started.status_code != 202:
             result.fail(f"stall {n}: the run was refused: {started.text} {replay}")
             return
+        # Both calls run in one round; the questions come in either order.
+        answered: set[str] = set()
         for _ in range(2):
-            question = await on_rescuer.wait_for(question_of(session))
+            question = await on_rescuer.wait_for(
+                lambda e: question_of(session)(e) and e["id"] not in answered
+            )
+            answered.add(question["id"])
             await rescuer.client.post(
                 f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
             )
-            await on_victim.wait_for(lambda e: e["type"] == "tool_call" and e["name"] == "shell")
+        quick = await on_victim.wait_for(
+            lambda e: e["type"] == "tool_call" and f"echo {first} " in str(e["arguments"])
+        )
+        # Committed once its result is out (and its group gone from the ledger).
+        await on_victim.wait_for(
+            lambda e: e["type"] == "tool_result" and e["call_id"] == quick["call_id"]
+        )
     tools = victim.process.state_dir / "tools"
 
     def groups() -> list[int]:
@@ -419,7 +431,6 @@ async def _stall_and_resume(
             if resumed.status_code != 202:
                 result.fail(f"stall {n}: {rescuer.name} could not resume: {resumed.text} {replay}")
                 return
-            prompts: list[str] = []
             while True:  # every confirmation the resumed run asks is allowed
                 event = await on_rescuer.wait_for(
                     lambda e: e["type"] in ("question", "run_ended") and e["session_id"] == session
@@ -444,7 +455,10 @@ async def _stall_and_resume(
     runs = (_runs_of(work, first), _runs_of(work, second))
     if runs[0] != 1:
         tally.rerun_after_stall += 1
-        result.fail(f"stall {n}: the committed call ran {runs[0]} times {replay}")
+        result.fail(
+            f"stall {n}: the committed call ran {runs[0]} times (asked on resume: {prompts}) "
+            f"{replay}"
+        )
     if runs[1] != 1:
         tally.unfenced += 1
         result.fail(f"stall {n}: the interrupted call ran {runs[1]} times {replay}")
