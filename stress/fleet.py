@@ -159,12 +159,15 @@ async def start_fleet(
     names: tuple[str, ...],
     work: Path,
     urls: Mapping[str, str] | None = None,
+    lease: float = LEASE,
 ) -> AsyncIterator[dict[str, Node]]:
     """Daemons `names` on the store at `url`, each with its HTTP API, tools working in `work`.
 
-    `urls` gives some of them another URL of the same store (through a proxy).
+    `urls` gives some of them another URL of the same store (through a proxy). A member
+    whose renewals are late by 0.7 of `lease` fences itself: a test that is not about
+    stalls may want a lease that a busy machine's delays never come near.
     """
-    env = {**os.environ, "AGENTRT_FLEET_LEASE": str(LEASE)}
+    env = {**os.environ, "AGENTRT_FLEET_LEASE": str(lease)}
     urls = urls or {}
     processes = {
         name: DaemonProcess(
