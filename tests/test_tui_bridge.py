@@ -27,7 +27,8 @@ from agentrt.frames import (
 from agenttui import _bridge
 from agenttui._app import TuiApp
 from agenttui._bridge import BACKOFF, Bridge, backoff
-from agenttui._state import TuiState, status_text
+from agenttui._state import TuiState
+from agenttui._status import status_text
 
 SOCKET = Path("/nonexistent/d.sock")
 

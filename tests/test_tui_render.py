@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agenttui._render import Line, LineCache, entry_lines, render_markdown, width_of, wrap
-from agenttui._state import HELP_TEXT, EntryKind, TranscriptEntry
+from agenttui._state import EntryKind, TranscriptEntry
+from agenttui._words import HELP_TEXT
 
 REPLY = """\
 # Deploying

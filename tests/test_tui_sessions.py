@@ -24,19 +24,19 @@ from agenttui._state import (
     EntryKind,
     RememberInput,
     Send,
+    SessionsPicker,
     SetInput,
     TuiState,
-    disconnected,
+)
+from agenttui._transitions_daemon import disconnected, on_error, on_frame, on_task
+from agenttui._transitions_keys import (
     input_changed,
-    on_error,
-    on_frame,
-    on_task,
     press_down,
     press_enter,
     press_escape,
     press_up,
-    session_line,
 )
+from agenttui._words import session_line
 
 LIST = Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))
 
@@ -120,10 +120,11 @@ def test_a_long_list_is_fetched_page_by_page_before_the_picker_opens() -> None:
     ]
     assert not is_("sessions_open", state)
     assert on_frame(state, SessionList((item("cli-9", "talk 9"),))) == []
-    assert state.sessions is not None
-    assert [i.session for i in state.sessions] == ["cli-0", "cli-1", "cli-2", "cli-9"]
+    assert isinstance(state.overlay, SessionsPicker)
+    assert [i.session for i in state.overlay.items] == ["cli-0", "cli-1", "cli-2", "cli-9"]
     press_up(state)
-    assert state.sessions_index == 3  # wraps round to the last
+    assert isinstance(state.overlay, SessionsPicker)
+    assert state.overlay.index == 3  # wraps round to the last
 
 
 def test_a_conversation_with_a_pending_task_is_resumed_instead() -> None:
@@ -149,7 +150,8 @@ def test_the_running_session_is_not_listed_and_switching_waits_for_the_run() -> 
     on_task(state, TaskFrame("t1", "cli-now"))
     _command(state, "/sessions")
     on_frame(state, SessionList((item("cli-now", "stream 50"), item("cli-old", "old"))))
-    assert state.sessions == [item("cli-old", "old")]
+    assert isinstance(state.overlay, SessionsPicker)
+    assert state.overlay.items == (item("cli-old", "old"),)
     assert press_enter(state, now=1.0) == []
     assert state.session == "cli-now"
     assert state.notice is not None and "A run is in progress" in state.notice.text

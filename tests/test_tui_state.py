@@ -28,29 +28,30 @@ from agentrt.frames import (
     VerifyFrame,
     Welcome,
 )
+from agenttui._scroll import scroll_by, scroll_pages, scroll_top
 from agenttui._state import (
-    COMMANDS,
-    POPUP_CHOICES,
-    QUIT_CHOICES,
     EndedPopup,
     EntryKind,
-    EscapeStep,
     Notice,
     NoticeLevel,
+    PendingPicker,
     Quit,
+    QuitPopup,
     RememberInput,
     RunPhase,
     RunState,
     Send,
     SetInput,
+    StopPopup,
     TranscriptEntry,
     TuiState,
-    choose_popup,
+)
+from agenttui._status import status_text
+from agenttui._transitions_commands import run_command
+from agenttui._transitions_daemon import (
     connect_failed,
     connected,
     disconnected,
-    escape_step,
-    input_changed,
     on_ask,
     on_ask_withdrawn,
     on_ended,
@@ -62,7 +63,13 @@ from agenttui._state import (
     on_tool_call,
     on_usage,
     on_verify,
-    pending_line,
+    starting_daemon,
+)
+from agenttui._transitions_keys import (
+    EscapeStep,
+    choose_popup,
+    escape_step,
+    input_changed,
     press_ctrl_c,
     press_ctrl_d,
     press_down,
@@ -74,14 +81,8 @@ from agenttui._state import (
     press_tab,
     press_up,
     restore_input,
-    run_command,
-    scroll_by,
-    scroll_pages,
-    scroll_top,
-    short_path,
-    starting_daemon,
-    status_text,
 )
+from agenttui._words import COMMANDS, POPUP_CHOICES, QUIT_CHOICES, pending_line, short_path
 
 
 def is_(flag: str, state: TuiState) -> bool:
@@ -304,7 +305,7 @@ def test_popup_keys_move_and_choose() -> None:
     state = started()
     on_text(state, TextFrame("t1", "x"))
     press_escape(state)
-    assert POPUP_CHOICES[state.popup or 0] == "Pause"
+    assert state.overlay == StopPopup(POPUP_CHOICES.index("Pause"))
     assert press_up(state)
     assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=False))]
 
@@ -515,7 +516,8 @@ def test_pending_discard_with_d() -> None:
     state = TuiState(connected=True)
     on_pending(state, listed(task_record("cli-a"), task_record("cli-b")))
     assert press_hotkey(state, "d") == [Send(PendingRequest(PendingAction.DISCARD, "cli-a"))]
-    assert state.pending == [task_record("cli-b")]
+    assert isinstance(state.overlay, PendingPicker)
+    assert state.overlay.tasks == (task_record("cli-b"),)
     press_hotkey(state, "d")
     assert not is_("pending_open", state)
 
@@ -819,7 +821,8 @@ def test_pending_during_a_run_does_not_list_the_run_itself() -> None:
     state = started(session="cli-running")
     running = PendingTask("cli-running", "running", "hello", 0.0, task="t1")
     on_pending(state, listed(running, task_record("cli-old")))
-    assert state.pending == [task_record("cli-old")]
+    assert isinstance(state.overlay, PendingPicker)
+    assert state.overlay.tasks == (task_record("cli-old"),)
     on_pending(state, listed(running))
     assert not is_("pending_open", state)
     assert state.notice is not None
@@ -833,7 +836,7 @@ def test_quit_during_a_run_asks_first() -> None:
     assert Quit() not in press_enter(state, now=1.0)
     assert is_("quit_popup_open", state)
     assert is_("input_locked", state)
-    assert QUIT_CHOICES[state.quit_popup or 0] == "Pause and quit"
+    assert state.overlay == QuitPopup(QUIT_CHOICES.index("Pause and quit"))
     assert press_escape(state) == []
     assert not is_("quit_popup_open", state)
     assert state.run is not None
@@ -880,7 +883,7 @@ def test_a_popup_open_when_its_run_ends_says_the_run_ended() -> None:
     assert is_("popup_open", state)
     ended(state, Outcome.FINISHED)
     assert not is_("popup_open", state)
-    assert state.ended_popup == EndedPopup("The run ended before you chose: Done")
+    assert state.overlay == EndedPopup("The run ended before you chose: Done")
     assert is_("input_locked", state)
     assert press_enter(state, now=2.0) == []
     assert not is_("ended_popup_open", state)
@@ -888,7 +891,7 @@ def test_a_popup_open_when_its_run_ends_says_the_run_ended() -> None:
     state = started()
     run_command(state, "/quit")
     ended(state, Outcome.FINISHED)
-    assert state.ended_popup == EndedPopup("The run ended before you chose: Done", quitting=True)
+    assert state.overlay == EndedPopup("The run ended before you chose: Done", quitting=True)
     assert press_enter(state, now=2.0) == [Quit()]
 
 

@@ -33,23 +33,31 @@ from prompt_toolkit.widgets import Frame, SearchToolbar
 
 from agentrt.frames import ClientFrame, DaemonFrame
 
-from . import _state as st
+from . import _scroll, _transitions_daemon, _words
 from ._keys import load_tui_bindings
 from ._render import Line, LineCache, wrap_text
 from ._state import (
-    CHOICE_LABELS,
-    POPUP_CHOICES,
-    QUIT_CHOICES,
     WHEEL_LINES,
     Action,
+    EndedPopup,
+    Notice,
     NoticeLevel,
+    PendingPicker,
     Quit,
+    QuitPopup,
     RememberInput,
     Send,
+    SessionsPicker,
     SetInput,
+    StopPopup,
     TranscriptEntry,
     TuiState,
+    has_choices,
+    is_masked,
 )
+from ._status import status_text
+from ._transitions_keys import input_changed
+from ._words import CHOICE_LABELS, POPUP_CHOICES, QUIT_CHOICES
 
 if TYPE_CHECKING:
     from prompt_toolkit.key_binding.key_bindings import NotImplementedOrNone
@@ -123,7 +131,7 @@ class TuiApp:
             history=self.history,
             multiline=True,
             read_only=Condition(lambda: state.input_locked),
-            on_text_changed=lambda buf: self.apply(st.input_changed(state, buf.text)),
+            on_text_changed=lambda buf: self.apply(input_changed(state, buf.text)),
         )
         self.transcript = TranscriptControl(state)
         self.application = Application(
@@ -180,28 +188,28 @@ class TuiApp:
 
     def receive(self, frame: DaemonFrame) -> None:
         """A frame from the daemon."""
-        self.apply(st.on_frame(self.state, frame))
+        self.apply(_transitions_daemon.on_frame(self.state, frame))
 
     def disconnected(self, reason: str, retry_at: float | None = None) -> None:
         """The connection ended; the next attempt is due at `retry_at` (on `clock`)."""
-        self.apply(st.disconnected(self.state, reason, retry_at))
+        self.apply(_transitions_daemon.disconnected(self.state, reason, retry_at))
 
     def connect_failed(self, reason: str, retry_at: float) -> None:
         """A connection attempt failed; the next is due at `retry_at` (on `clock`)."""
-        self.apply(st.connect_failed(self.state, reason, retry_at))
+        self.apply(_transitions_daemon.connect_failed(self.state, reason, retry_at))
 
     def starting_daemon(self, where: str) -> None:
         """No daemon answered: one is being started."""
-        self.apply(st.starting_daemon(self.state, where))
+        self.apply(_transitions_daemon.starting_daemon(self.state, where))
 
     def daemon_started(self, text: str) -> None:
         """A daemon was started for this window; `text` says which and where its log is."""
-        self.apply(st.daemon_started(self.state, text))
+        self.apply(_transitions_daemon.daemon_started(self.state, text))
 
     def notify(self, text: str, *, error: bool = False) -> None:
         """Show a notice that does not come from a frame or key."""
         level = NoticeLevel.ERROR if error else NoticeLevel.INFO
-        self.state.notice = st.Notice(text, level)
+        self.state.notice = Notice(text, level)
         self.application.invalidate()
 
     def fail(self, error: BaseException) -> None:
@@ -237,7 +245,7 @@ class TranscriptControl(UIControl):
             return []
         self.cache.forget_before(entries[0].serial)
         height = self.height
-        top = st.scroll_top(self.state, self.count, height)
+        top = _scroll.scroll_top(self.state, self.count, height)
         rows: list[Line] = []
         if top is None:
             index = len(entries) - 1
@@ -258,9 +266,9 @@ class TranscriptControl(UIControl):
     def scroll(self, *, lines: int = 0, pages: int = 0) -> None:
         """Scroll by lines or pages (negative: back)."""
         if pages:
-            st.scroll_pages(self.state, pages, self.count, self.height)
+            _scroll.scroll_pages(self.state, pages, self.count, self.height)
         if lines:
-            st.scroll_by(self.state, lines, self.count, self.height)
+            _scroll.scroll_by(self.state, lines, self.count, self.height)
 
     def mouse_handler(self, mouse_event: MouseEvent) -> NotImplementedOrNone:
         """The mouse wheel scrolls the transcript."""
@@ -323,7 +331,7 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
     fragments: StyleAndTextTuples = [("class:ask", f"? {ask.prompt}{waiting}\n")]
     if ask.error:
         fragments.append(("class:ask.error", f"  ({ask.error})\n"))
-    if st.has_choices(ask):
+    if has_choices(ask):
         for index, choice in enumerate(ask.choices):
             selected = index == state.choice_index
             style = "class:choice.selected" if selected else "class:choice"
@@ -334,7 +342,7 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
         fragments.append(("", f"\n(Left/Right or {digits}, Enter)"))
     elif ask.kind.value == "password":
         fragments.append(("", "Type the password and Enter; Enter on an empty field denies"))
-    elif st.is_masked(ask):
+    elif is_masked(ask):
         fragments.append(("", "The value is hidden as you type; Enter sends it"))
     else:
         fragments.append(("", "Type the answer and Enter"))
@@ -370,7 +378,7 @@ def _popup(state: TuiState) -> StyleAndTextTuples:
         ("", "Stop this run?\n\n"),
         ("", "Yes: stop and discard the task\nPause: stop and keep it for /pending\n"),
         ("", "No: keep running\n\n"),
-        *_choices(POPUP_CHOICES, state.popup),
+        *_choices(POPUP_CHOICES, _highlighted(state, StopPopup)),
     ]
 
 
@@ -379,13 +387,18 @@ def _quit_popup(state: TuiState) -> StyleAndTextTuples:
         ("", "A run is in progress. Quit anyway?\n\n"),
         ("", "Pause and quit: keep its task for /pending\n"),
         ("", "Stop and quit: discard its task\nCancel: stay here\n\n"),
-        *_choices(QUIT_CHOICES, state.quit_popup),
+        *_choices(QUIT_CHOICES, _highlighted(state, QuitPopup)),
     ]
 
 
+def _highlighted(state: TuiState, kind: type[StopPopup | QuitPopup]) -> int | None:
+    overlay = state.overlay
+    return overlay.highlighted if isinstance(overlay, kind) else None
+
+
 def _ended_popup(state: TuiState) -> StyleAndTextTuples:
-    ended = state.ended_popup
-    if ended is None:
+    ended = state.overlay
+    if not isinstance(ended, EndedPopup):
         return []
     if ended.quitting:
         return [("", ended.text + "\n\n"), ("class:choice.selected", "[Quit]"), ("", "  Esc stays")]
@@ -393,35 +406,40 @@ def _ended_popup(state: TuiState) -> StyleAndTextTuples:
 
 
 def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
-    tasks = state.pending or []
+    picker = state.overlay
     fragments: StyleAndTextTuples = [
         ("", "Paused tasks (Enter resumes, d discards, Esc closes)\n\n")
     ]
-    for index, task in enumerate(tasks):
-        selected = index == state.pending_index
+    if not isinstance(picker, PendingPicker):
+        return fragments
+    for index, task in enumerate(picker.tasks):
+        selected = index == picker.index
         style = "class:choice.selected" if selected else "class:choice"
         pointer = ">" if selected else " "
-        fragments.append((style, f"{pointer} {st.pending_line(task, wall_now)} \n"))
+        fragments.append((style, f"{pointer} {_words.pending_line(task, wall_now)} \n"))
     return fragments
 
 
 def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
+    picker = state.overlay
     fragments: StyleAndTextTuples = [
         ("", "Earlier conversations (Enter continues one here, Esc closes)\n\n")
     ]
-    for index, item in enumerate(state.sessions or []):
-        selected = index == state.sessions_index
+    if not isinstance(picker, SessionsPicker):
+        return fragments
+    for index, item in enumerate(picker.items):
+        selected = index == picker.index
         style = "class:choice.selected" if selected else "class:choice"
         pointer = ">" if selected else " "
         if selected:
             # The window scrolls to keep this position in view: a long list stays usable.
             fragments.append(("[SetCursorPosition]", ""))
-        fragments.append((style, f"{pointer} {st.session_line(item, wall_now)} \n"))
+        fragments.append((style, f"{pointer} {_words.session_line(item, wall_now)} \n"))
     return fragments
 
 
 def _status(state: TuiState, clock: Callable[[], float]) -> StyleAndTextTuples:
-    return [("class:status", " " + st.status_text(state, clock()) + "  |  Esc stop  /help ")]
+    return [("class:status", " " + status_text(state, clock()) + "  |  Esc stop  /help ")]
 
 
 def _float(

@@ -8,7 +8,7 @@ from typing import Protocol
 from prompt_toolkit.filters import Condition, is_searching
 from prompt_toolkit.key_binding import ConditionalKeyBindings, KeyBindings, KeyPressEvent
 
-from . import _state as st
+from . import _transitions_keys as on_key
 from ._state import Action, TuiState
 
 
@@ -53,15 +53,15 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
 
     # Not eager: Esc followed by Enter in the same read is Alt+Enter. A lone Esc still acts
     # at once, because the application waits no time for a longer sequence.
-    kb.add("escape")(run(st.press_escape))
-    kb.add("c-c")(run(st.press_ctrl_c))
-    kb.add("c-d", filter=empty_input)(run(st.press_ctrl_d))
-    kb.add("tab", filter=picker)(run(st.press_tab))
-    kb.add("c-_", filter=restorable)(run(st.restore_input))
+    kb.add("escape")(run(on_key.press_escape))
+    kb.add("c-c")(run(on_key.press_ctrl_c))
+    kb.add("c-d", filter=empty_input)(run(on_key.press_ctrl_d))
+    kb.add("tab", filter=picker)(run(on_key.press_tab))
+    kb.add("c-_", filter=restorable)(run(on_key.restore_input))
 
     @kb.add("enter")
     def _enter(event: KeyPressEvent) -> None:
-        dispatcher.apply(st.press_enter(state, dispatcher.now()))
+        dispatcher.apply(on_key.press_enter(state, dispatcher.now()))
 
     @kb.add("escape", "enter", filter=editable)
     @kb.add("c-j", filter=editable)
@@ -70,19 +70,19 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
 
     @kb.add("up", filter=in_list)
     def _up(event: KeyPressEvent) -> None:
-        st.press_up(state)
+        on_key.press_up(state)
 
     @kb.add("down", filter=in_list)
     def _down(event: KeyPressEvent) -> None:
-        st.press_down(state)
+        on_key.press_down(state)
 
     @kb.add("left", filter=sideways)
     def _left(event: KeyPressEvent) -> None:
-        st.press_left(state)
+        on_key.press_left(state)
 
     @kb.add("right", filter=sideways)
     def _right(event: KeyPressEvent) -> None:
-        st.press_right(state)
+        on_key.press_right(state)
 
     @kb.add("pageup")
     def _page_up(event: KeyPressEvent) -> None:
@@ -94,7 +94,7 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
 
     def hotkey(key: str) -> Callable[[KeyPressEvent], None]:
         def handler(event: KeyPressEvent) -> None:
-            dispatcher.apply(st.press_hotkey(state, key))
+            dispatcher.apply(on_key.press_hotkey(state, key))
 
         return handler
 

@@ -1,0 +1,48 @@
+"""The status line: the link, the run's state, task hash and elapsed time, the tokens."""
+
+from __future__ import annotations
+
+from ._state import TuiState
+from ._words import short_path
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def _link_text(state: TuiState, now: float) -> str:
+    if state.starting_daemon:
+        return "starting the daemon…"
+    if state.link_error is None:
+        return "connecting…"
+    lost = "lost the daemon" if state.was_connected else "no daemon"
+    if state.retry_at is not None and state.retry_at > now:
+        return f"{lost}: reconnecting in {state.retry_at - now:.0f}s"
+    return f"{lost}: reconnecting…"
+
+
+def status_text(state: TuiState, now: float) -> str:
+    """The status line: the link, the run's state, task hash and elapsed time, the tokens."""
+    parts: list[str] = []
+    run = state.run
+    if not state.connected:
+        parts.append(_link_text(state, now))
+    elif run is None:
+        parts.append("idle")
+        if state.session:
+            parts.append(f"session {state.session}")
+    else:
+        elapsed = max(0.0, now - run.started_at)
+        spin = SPINNER[int(elapsed * 10) % len(SPINNER)]
+        label = run.phase.value
+        if state.ask is not None:
+            label = "waiting for your answer"
+        parts.append(f"{spin} {label}")
+        parts.append(f"task {run.task[:12]}" if run.task else "task ...")
+        parts.append(f"{elapsed:.1f}s")
+    if state.cwd:
+        parts.append(f"in {short_path(state.cwd)}")
+    if state.input_tokens or state.output_tokens:
+        cached = f" ({state.cached_tokens} cached)" if state.cached_tokens else ""
+        parts.append(f"tokens in {state.input_tokens}{cached} / out {state.output_tokens}")
+    if state.can_restore_input:
+        parts.append("Esc brings back the cleared text")
+    return "  |  ".join(parts)

@@ -1,0 +1,470 @@
+"""Transitions for what comes from the daemon: the link going up and down, and its frames.
+
+A list the user asked for (`/pending`, `/sessions`) opens when its last page
+arrives, replacing the one overlay field; it is not opened over a popup, which
+holds a choice about the run the user has not made yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentrt import Outcome, describe_end, describe_resume, may_have_run
+from agentrt.frames import (
+    Ack,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    DaemonFrame,
+    EndedFrame,
+    ErrorFrame,
+    PendingAction,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    ReasoningFrame,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
+    TaskFrame,
+    TextFrame,
+    ToolCallDeltaFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    UsageFrame,
+    VerifyFrame,
+    Welcome,
+)
+
+from ._state import (
+    SESSIONS_PAGE,
+    SESSIONS_SHOWN,
+    Action,
+    EndedPopup,
+    EntryKind,
+    Notice,
+    NoticeLevel,
+    PendingPicker,
+    Popup,
+    Quit,
+    QuitPopup,
+    RunPhase,
+    Send,
+    SessionsPicker,
+    SetInput,
+    StopPopup,
+    TuiState,
+)
+
+
+def connected(state: TuiState, welcome: Welcome) -> list[Action]:
+    """The daemon answered `hello`; after a lost connection, ask what was left pending."""
+    again = state.was_connected
+    state.connected = True
+    state.was_connected = True
+    state.link_error = None
+    state.starting_daemon = False
+    state.retry_at = None
+    state.window = welcome.window
+    if not again:
+        return []
+    state.info("Reconnected to the daemon")
+    state.quiet_pending = True
+    return [Send(PendingRequest(PendingAction.LIST))]
+
+
+def starting_daemon(state: TuiState, where: str) -> list[Action]:
+    """No daemon answered: one is being started for this window."""
+    state.starting_daemon = True
+    state.retry_at = None
+    starting = f"Starting the daemon on {where}..."
+    notice = state.notice
+    if state.was_connected and notice is not None and notice.text.startswith("Lost the daemon"):
+        # What was lost, and what is kept, stays on screen while the daemon starts.
+        state.notice = Notice(f"{notice.text} {starting}", notice.level)
+    else:
+        state.info(starting)
+    return []
+
+
+def daemon_started(state: TuiState, text: str) -> list[Action]:
+    """A daemon was started for this window: said in the notice box and kept in the transcript."""
+    state.starting_daemon = False
+    state.add(EntryKind.INFO, text)
+    state.info(text)
+    return []
+
+
+def connect_failed(state: TuiState, reason: str, retry_at: float) -> list[Action]:
+    """A connection attempt failed; the next one is due at `retry_at`."""
+    state.connected = False
+    state.starting_daemon = False
+    state.link_error = reason
+    state.retry_at = retry_at
+    what = "Still cannot reach the daemon" if state.was_connected else "Cannot reach the daemon"
+    state.error(f"{what}: {reason}")
+    return []
+
+
+def disconnected(state: TuiState, reason: str, retry_at: float | None = None) -> list[Action]:
+    """The connection to the daemon is gone: the run (if any) is over for this window.
+
+    Nothing typed is lost: a message the daemon may not have received, the draft a
+    question had put aside, and a typed (unmasked) answer all come back to the input box.
+    """
+    state.connected = False
+    state.link_error = reason
+    state.retry_at = retry_at
+    run, state.run = state.run, None
+    state.overlay = None
+    state.quiet_pending = False
+    state.sessions_pages = []
+    state.history_for = None
+    pieces: list[str] = []
+    unsent = run.text if run is not None and run.task is None else None
+    if unsent:
+        pieces.append(unsent)
+    if state.asks:
+        pieces += [state.draft or "", "" if state.masked else state.input]
+        state.asks.clear()
+        state.draft = None
+    else:
+        pieces.append(state.input)
+    text = "\n".join(piece for piece in pieces if piece)
+    actions: list[Action] = []
+    if text != state.input:
+        state.input = text
+        actions.append(SetInput(text))
+    words = [f"Lost the daemon: {reason}. Reconnecting..."]
+    if run is not None and run.task is not None:
+        # The daemon keeps an interrupted task; its session must be resumed, not continued.
+        state.session = None
+        state.add(EntryKind.ERROR, "Interrupted: lost the daemon; the task is kept", run.task)
+        words.append("The run's task is kept: /pending resumes it once reconnected.")
+    elif unsent:
+        words.append("Your message may not have reached it: it is back in the input box.")
+    state.error(" ".join(words))
+    if state.quit_after_run:
+        state.quit_after_run = False
+        actions.append(Quit())
+    return actions
+
+
+def _ours(state: TuiState, task: str | None) -> bool:
+    current = state.run.task if state.run is not None else None
+    return task is None or current is None or task == current
+
+
+def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
+    """A `task` frame: the run's hash; a cancel held until now is sent."""
+    run = state.run
+    if run is None or run.task is not None:
+        return []
+    run.task = frame.task
+    run.session = frame.session
+    state.session = frame.session
+    if frame.resumed:
+        state.add(
+            EntryKind.INFO,
+            describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words),
+            frame.task,
+        )
+    if run.held_cancel is not None:
+        pause = run.held_cancel
+        run.held_cancel = None
+        run.sent_cancel = pause
+        run.phase = RunPhase.STOPPING
+        return [Send(Cancel(frame.task, pause))]
+    run.phase = RunPhase.RUNNING
+    return []
+
+
+def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
+    """Streamed assistant text."""
+    if not frame.text or not _ours(state, frame.task):
+        return []
+    state.mark_shown()
+    last = state.transcript[-1] if state.transcript else None
+    if (
+        last is not None
+        and last.kind is EntryKind.ASSISTANT
+        and last.task == frame.task
+        and last.agent == frame.agent
+    ):
+        last.parts.append(frame.text)
+        return []
+    # A subagent's text gets its own block, labelled when shown, so it never runs into
+    # the main reply.
+    state.add(EntryKind.ASSISTANT, frame.text, frame.task)
+    state.transcript[-1].agent = frame.agent
+    return []
+
+
+def on_reasoning(state: TuiState, frame: ReasoningFrame) -> list[Action]:
+    """Streamed reasoning of the model: a dimmed block of its own, apart from the reply."""
+    if not frame.text or not _ours(state, frame.task):
+        return []
+    state.mark_shown()
+    last = state.transcript[-1] if state.transcript else None
+    if (
+        last is not None
+        and last.kind is EntryKind.REASONING
+        and last.task == frame.task
+        and last.agent == frame.agent
+    ):
+        last.parts.append(frame.text)
+        return []
+    state.add(EntryKind.REASONING, frame.text, frame.task)
+    state.transcript[-1].agent = frame.agent
+    return []
+
+
+def _short(arguments: dict[str, Any]) -> str:
+    text = " ".join(f"{key}={value!r}" for key, value in arguments.items())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
+    """A tool call is about to run."""
+    if not _ours(state, frame.task):
+        return []
+    state.mark_shown()
+    who = f"[{frame.agent}] " if frame.agent else ""
+    warning = may_have_run(frame.attempt)
+    note = f" ({warning})" if warning else ""
+    state.add(
+        EntryKind.TOOL_CALL,
+        f"{who}{frame.name} {_short(frame.arguments)}{note}",
+        frame.task,
+    )
+    return []
+
+
+def on_tool_call_delta(state: TuiState, frame: ToolCallDeltaFrame) -> list[Action]:
+    """The model is still writing a tool call: the call is shown when it runs."""
+    return []
+
+
+def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
+    """A tool call finished."""
+    if not _ours(state, frame.task):
+        return []
+    state.mark_shown()
+    kind = EntryKind.TOOL_RESULT if frame.ok else EntryKind.ERROR
+    state.add(kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task)
+    return []
+
+
+def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
+    """Token usage of one model response."""
+    state.input_tokens += frame.input_tokens
+    state.output_tokens += frame.output_tokens
+    state.cached_tokens += frame.cache_read_tokens
+    return []
+
+
+def on_verify(state: TuiState, frame: VerifyFrame) -> list[Action]:
+    """The result of checking a typed password, in the notice box."""
+    if frame.ok:
+        state.info("Password accepted")
+        return []
+    # The daemon's own words only when they say more than "wrong password".
+    message = frame.message.strip()
+    what = "Wrong password" if not message or "wrong password" in message.lower() else message
+    if frame.attempts_left > 0:
+        tries = "try" if frame.attempts_left == 1 else "tries"
+        state.error(f"{what} ({frame.attempts_left} {tries} left)")
+    else:
+        state.error(f"{what}: no tries left, the operation was denied")
+    return []
+
+
+def on_ask(state: TuiState, frame: AskFrame) -> list[Action]:
+    """A question for this window: a confirmation, a question, a secret or a password."""
+    state.mark_shown()
+    return state.push_ask(frame)
+
+
+def on_ask_withdrawn(state: TuiState, frame: AskWithdrawn) -> list[Action]:
+    """The daemon took a question back (its run stopped)."""
+    for index, ask in enumerate(state.asks):
+        if ask.id == frame.id:
+            reason = frame.reason
+            state.info(f"Question withdrawn: {reason}" if reason else "Question withdrawn")
+            return state.pop_ask(index)
+    return []
+
+
+def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
+    """The run ended: say how, and what became of its pending task."""
+    run = state.run
+    if run is None or (run.task is not None and frame.task != run.task):
+        return []
+    state.run = None
+    quitting = isinstance(state.overlay, QuitPopup)
+    interrupted_choice = isinstance(state.overlay, StopPopup | QuitPopup)
+    state.close(StopPopup, QuitPopup)
+    actions: list[Action] = []
+    for index in reversed(range(len(state.asks))):
+        if state.asks[index].task in (None, frame.task):
+            actions += state.pop_ask(index)
+    line, level = _ended_line(frame)
+    state.add(EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task)
+    if interrupted_choice:
+        # The popup does not just vanish under the user's hand: it says why.
+        state.overlay = EndedPopup(f"The run ended before you chose: {line}", quitting)
+    if frame.pending_kept:
+        # The task stays resumable; the next message must not continue its session.
+        state.session = None
+        state.notice = Notice(
+            f"{line}. Its task is kept: type /pending to resume it "
+            "(the next message starts a new session)",
+            level,
+        )
+    elif level is NoticeLevel.ERROR:
+        state.notice = Notice(line, level)
+    elif run.stopping:
+        state.notice = None
+    if state.quit_after_run:
+        state.quit_after_run = False
+        actions.append(Quit())
+    return actions
+
+
+def _ended_line(frame: EndedFrame) -> tuple[str, NoticeLevel]:
+    level = NoticeLevel.ERROR if frame.outcome is Outcome.FAILED else NoticeLevel.INFO
+    return describe_end(frame).title, level
+
+
+def _is_current_run(state: TuiState, task: PendingTask) -> bool:
+    run = state.run
+    if run is None:
+        return False
+    return (run.session is not None and task.session == run.session) or (
+        run.task is not None and task.task == run.task
+    )
+
+
+def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
+    """A page of the `/pending` list arrived; the list is shown once the last one has.
+
+    The run in progress is not one of its tasks.
+    """
+    state.pending_pages += [task for task in frame.tasks if not _is_current_run(state, task)]
+    if frame.next is not None:
+        return [Send(PendingRequest(PendingAction.LIST, cursor=frame.next))]
+    tasks, state.pending_pages = state.pending_pages, []
+    if state.quiet_pending:
+        state.quiet_pending = False
+        if tasks:
+            some = "1 interrupted task is" if len(tasks) == 1 else f"{len(tasks)} tasks are"
+            state.info(f"Reconnected to the daemon. {some} kept: type /pending to resume")
+        return []
+    if not tasks:
+        state.close(PendingPicker)
+        state.info("No paused tasks in this window")
+        return []
+    _open_list(state, PendingPicker(tuple(tasks)))
+    return []
+
+
+def on_sessions(state: TuiState, frame: SessionList) -> list[Action]:
+    """A page of the `/sessions` list; the picker opens once enough (or all) have come.
+
+    The session of the run in progress is not one of them.
+    """
+    running = state.run.session if state.run is not None else None
+    state.sessions_pages += [item for item in frame.sessions if item.session != running]
+    if frame.next is not None and len(state.sessions_pages) < SESSIONS_SHOWN:
+        return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE, cursor=frame.next))]
+    items, state.sessions_pages = state.sessions_pages[:SESSIONS_SHOWN], []
+    if not items:
+        state.close(SessionsPicker)
+        state.info("No earlier conversations yet: the next message starts one")
+        return []
+    _open_list(state, SessionsPicker(tuple(items)))
+    return []
+
+
+def _open_list(state: TuiState, picker: PendingPicker | SessionsPicker) -> None:
+    """Open a list that arrived, in place of whatever overlay is open, except a popup."""
+    if isinstance(state.overlay, Popup):
+        name = "/pending" if isinstance(picker, PendingPicker) else "/sessions"
+        state.info(f"The {name} list came while a popup was open: type {name} again to see it")
+        return
+    state.overlay = picker
+
+
+def on_session_messages(state: TuiState, frame: SessionMessages) -> list[Action]:
+    """The last messages of the conversation being continued: shown in the transcript."""
+    if frame.session.session != state.history_for:
+        return []
+    state.history_for = None
+    if frame.messages and frame.messages[0].seq > 0:
+        state.add(EntryKind.INFO, f"(the {frame.messages[0].seq} earlier messages are not shown)")
+    for message in frame.messages:
+        for kind, text in _history_entries(message):
+            state.add(kind, text)
+    return []
+
+
+def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
+    """A stored message as the entries a live run would have shown."""
+    if message.role == "user":
+        return [(EntryKind.USER, message.content)]
+    if message.role == "tool":
+        return [(EntryKind.TOOL_RESULT, f"{message.name or 'result'}: {message.content}".rstrip())]
+    if message.role != "assistant":
+        return []
+    entries = [(EntryKind.ASSISTANT, message.content)] if message.content.strip() else []
+    for call in message.tool_calls:
+        arguments = call.get("arguments")
+        shown = _short(arguments) if isinstance(arguments, dict) else ""
+        entries.append((EntryKind.TOOL_CALL, f"{call.get('name', 'tool')} {shown}".rstrip()))
+    return entries
+
+
+def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
+    """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
+    run = state.run
+    if run is not None and run.task is None and frame.ref in ("run", "pending"):
+        state.run = None
+    if frame.ref == "sessions" and state.history_for is not None:
+        # The conversation to continue is gone (removed meanwhile): start afresh instead.
+        state.session = state.history_for = None
+    state.error(frame.message)
+    return []
+
+
+def on_ack(state: TuiState, frame: Ack) -> list[Action]:
+    """A request was carried out; nothing to show."""
+    return []
+
+
+_HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
+    Welcome: connected,
+    TaskFrame: on_task,
+    TextFrame: on_text,
+    ReasoningFrame: on_reasoning,
+    ToolCallDeltaFrame: on_tool_call_delta,
+    ToolCallFrame: on_tool_call,
+    ToolResultFrame: on_tool_result,
+    UsageFrame: on_usage,
+    VerifyFrame: on_verify,
+    EndedFrame: on_ended,
+    AskFrame: on_ask,
+    AskWithdrawn: on_ask_withdrawn,
+    PendingList: on_pending,
+    SessionList: on_sessions,
+    SessionMessages: on_session_messages,
+    Ack: on_ack,
+    ErrorFrame: on_error,
+}
+
+
+def on_frame(state: TuiState, frame: DaemonFrame) -> list[Action]:
+    """Any frame from the daemon, dispatched by its type."""
+    return _HANDLERS[type(frame)](state, frame)

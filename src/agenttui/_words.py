@@ -1,0 +1,132 @@
+"""What the window says: the commands and popup choices, the help text, and the lines
+that describe a pending task or an earlier conversation."""
+
+from __future__ import annotations
+
+import os
+
+from agentrt import Cause
+from agentrt.frames import PendingTask, SessionItem
+
+#: The `/` commands, with the line the picker shows for each.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
+    ("/new", "start a new session"),
+    ("/sessions", "earlier conversations: pick one to continue it"),
+    ("/help", "keys and commands"),
+    ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
+)
+
+#: The choices of the cancel popup, in display order.
+POPUP_CHOICES: tuple[str, ...] = ("Yes", "Pause", "No")
+#: The choice the popup opens on: stopping without losing anything.
+POPUP_DEFAULT = 1
+
+#: The choices of the popup `/quit` opens during a run, in display order.
+QUIT_CHOICES: tuple[str, ...] = ("Pause and quit", "Stop and quit", "Cancel")
+#: The choice it opens on: quitting without losing anything.
+QUIT_DEFAULT = 0
+
+#: How the confirmation choices of the daemon are shown.
+CHOICE_LABELS: dict[str, str] = {
+    "allow": "Allow once",
+    "allow_session": "Allow for this session",
+    "deny": "Deny",
+}
+
+#: The most transcript entries kept; older ones scroll away for good.
+
+HELP_TEXT = """\
+Keys
+  Enter              send the message; answer the question; pick in a list or popup
+  Alt+Enter, Ctrl+J  start a new line in the message
+  Up / Down          earlier messages (kept across restarts); move in a list or picker
+  Ctrl+R             search earlier messages: type, Ctrl+R again for older, Enter takes it
+  Left / Right       move between the choices of a confirmation or a popup
+  Tab                complete the highlighted / command
+  PageUp / PageDown  scroll the transcript back and forth (so does the mouse wheel);
+                     new output does not move it, and back at the end it follows again
+  Esc                close the / picker, then the notice, then stop the run (at once if
+                     nothing of it was shown yet, else ask: Yes / Pause / No), then
+                     clear the input; Esc once more brings the cleared text back
+  Ctrl+_             bring back the text Esc cleared (otherwise: undo)
+  Ctrl+C             stop the run and discard its task; with no run, twice quits
+  Ctrl+D             quit (on an empty input)
+  1 2 3              pick a confirmation choice
+  y / p / n          Yes / Pause / No in the stop popup
+  p / s / c          Pause and quit / Stop and quit / Cancel in the quit popup
+  d, Delete          discard the highlighted task in the /pending list
+Commands
+  /pending           this window's paused and interrupted tasks, with their age and
+                     why they stopped: Enter resumes one here, d discards it
+  /new               start a new session with the next message
+  /sessions          earlier conversations (yesterday's too): Enter continues one here,
+                     its last messages shown; the next message goes there with its history
+  /help              this text
+  /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
+The daemon keeps running after you quit. If it goes away, the window says so in
+the status line and reconnects, starting a daemon if none answers; nothing typed
+is lost, and an interrupted run's task waits in /pending."""
+
+
+def short_path(path: str, home: str | None = None) -> str:
+    """`path` with the home folder written ``~``."""
+    home = os.path.expanduser("~") if home is None else home
+    if home and home != "/" and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home) :]
+    return path
+
+
+def age_text(seconds: float) -> str:
+    """How long ago, in words a person reads at a glance: ``"12 s ago"``, ``"3 h ago"``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{int(seconds)} s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    return f"{days} day{'s' if days != 1 else ''} ago"
+
+
+_CAUSE_WORDS: dict[Cause, str] = {
+    Cause.PAUSE: "paused",
+    Cause.DISCONNECT: "window closed",
+    Cause.SHUTDOWN: "daemon stopped",
+    Cause.USER_CANCEL: "cancelled",
+}
+
+
+def pending_reason(task: PendingTask) -> str:
+    """Why a listed task stopped, in words."""
+    if task.status == "awaiting_answer":
+        return "waiting for an answer"
+    if task.status == "failed":
+        return "failed"
+    if task.cause is not None:
+        return _CAUSE_WORDS.get(task.cause, task.cause.value)
+    if task.status == "running":
+        # Listed as running although nothing runs it: the process running it died.
+        return "daemon died"
+    return task.status
+
+
+def pending_line(task: PendingTask, wall_now: float) -> str:
+    """One task of the `/pending` list: session, why it stopped and when, and what it is."""
+    what = f"asks: {task.question}" if task.question else task.input
+    what = " ".join(what.split())
+    if len(what) > 60:
+        what = what[:59] + "…"
+    when = age_text(wall_now - task.updated_at)
+    return f"{task.session}  {pending_reason(task)}, {when}: {what}"
+
+
+def session_line(item: SessionItem, wall_now: float) -> str:
+    """One conversation of the `/sessions` picker: its title, when, how long, and its id."""
+    title = " ".join(item.title.split()) or "(no title)"
+    if len(title) > 60:
+        title = title[:59] + "…"
+    count = f"{item.messages} message{'' if item.messages == 1 else 's'}"
+    pending = f", {item.status.replace('_', ' ')}: Enter resumes it" if item.status else ""
+    return f"{title}  ({age_text(wall_now - item.updated_at)}, {count}{pending})  {item.session}"

@@ -1,0 +1,161 @@
+"""The overlays over the input box: one field, so never two at once, whatever the order of events."""
+
+from __future__ import annotations
+
+import typing
+
+import attrs
+import pytest
+
+from agentrt import Outcome
+from agentrt.frames import (
+    EndedFrame,
+    PendingList,
+    PendingTask,
+    SessionItem,
+    SessionList,
+    TaskFrame,
+    TextFrame,
+)
+from agenttui._state import (
+    EndedPopup,
+    Overlay,
+    PendingPicker,
+    QuitPopup,
+    SessionsPicker,
+    StopPopup,
+    TuiState,
+)
+from agenttui._transitions_commands import run_command
+from agenttui._transitions_daemon import disconnected, on_frame
+from agenttui._transitions_keys import input_changed, press_ctrl_c, press_enter, press_escape
+
+#: Every overlay the window has, and the flag that says it is open.
+FLAGS: dict[type[Overlay], str] = {
+    StopPopup: "popup_open",
+    QuitPopup: "quit_popup_open",
+    EndedPopup: "ended_popup_open",
+    PendingPicker: "pending_open",
+    SessionsPicker: "sessions_open",
+}
+
+
+def task(session: str) -> PendingTask:
+    return PendingTask(session, "interrupted", "stream 5", 0.0)
+
+
+def conversation(session: str) -> SessionItem:
+    return SessionItem(session, "a talk", 100.0, 200.0, 4, None)
+
+
+def shown_run() -> TuiState:
+    """A window whose run has its task hash and has shown some text (Esc asks first)."""
+    state = TuiState(connected=True)
+    input_changed(state, "hello")
+    press_enter(state, now=0.0)
+    on_frame(state, TaskFrame("t1", "cli-s1"))
+    on_frame(state, TextFrame("t1", "some text"))
+    return state
+
+
+def shown(state: TuiState) -> Overlay | None:
+    """The overlay, read through a call so that the type checker does not narrow it."""
+    return state.overlay
+
+
+def open_flags(state: TuiState) -> list[str]:
+    return [flag for flag in FLAGS.values() if getattr(state, flag)]
+
+
+def test_the_state_has_one_overlay_field_and_the_union_names_every_overlay() -> None:
+    hints = typing.get_type_hints(TuiState)
+    overlay_types = set(FLAGS)
+    holding = [
+        field.name
+        for field in attrs.fields(TuiState)
+        if overlay_types & set(typing.get_args(hints[field.name]))
+    ]
+    assert holding == ["overlay"]
+    assert set(typing.get_args(hints["overlay"])) == {*overlay_types, type(None)}
+    # Each is a value: moving in a list replaces the overlay, it does not change it.
+    examples: list[Overlay] = [
+        StopPopup(),
+        QuitPopup(),
+        EndedPopup("ended"),
+        PendingPicker((task("cli-a"),)),
+        SessionsPicker((conversation("cli-a"),)),
+    ]
+    assert {type(example) for example in examples} == overlay_types
+    for example in examples:
+        name = attrs.fields(type(example))[0].name
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(example, name, None)
+
+
+def test_a_sequence_that_used_to_need_clearing_by_hand_shows_one_overlay_at_each_step() -> None:
+    state = shown_run()
+    # /pending and /sessions are asked for; both answers come back later.
+    for command in ("/pending", "/sessions"):
+        run_command(state, command)
+    on_frame(state, PendingList((task("cli-a"), task("cli-b"))))
+    assert shown(state) == PendingPicker((task("cli-a"), task("cli-b")))
+    # The list asked for last takes the place of the first.
+    on_frame(state, SessionList((conversation("cli-old"),)))
+    assert shown(state) == SessionsPicker((conversation("cli-old"),))
+    assert open_flags(state) == ["sessions_open"]
+    press_escape(state)
+    assert shown(state) is None
+    # Esc opens the stop popup; a list that arrives now does not open under it.
+    press_escape(state)
+    assert shown(state) == StopPopup()
+    on_frame(state, PendingList((task("cli-c"),)))
+    assert shown(state) == StopPopup()
+    assert state.notice is not None
+    assert state.notice.text == (
+        "The /pending list came while a popup was open: type /pending again to see it"
+    )
+    on_frame(state, SessionList((conversation("cli-old"),)))
+    assert open_flags(state) == ["popup_open"]
+    # The run ends with the popup open: the popup becomes the one saying so.
+    on_frame(state, EndedFrame("t1", "cli-s1", Outcome.FINISHED))
+    assert shown(state) == EndedPopup("The run ended before you chose: Done")
+    assert open_flags(state) == ["ended_popup_open"]
+    on_frame(state, PendingList((task("cli-d"),)))
+    assert open_flags(state) == ["ended_popup_open"]
+    press_enter(state, now=1.0)
+    assert shown(state) is None
+    # With no run, Ctrl+C closes a list before arming quit.
+    run_command(state, "/pending")
+    on_frame(state, PendingList((task("cli-d"),)))
+    assert open_flags(state) == ["pending_open"]
+    press_ctrl_c(state)
+    assert shown(state) is None
+
+
+def test_quit_popup_then_the_daemon_goes_away_leaves_no_overlay() -> None:
+    state = shown_run()
+    run_command(state, "/quit")
+    assert shown(state) == QuitPopup()
+    disconnected(state, "gone")
+    assert shown(state) is None
+    assert open_flags(state) == []
+
+
+def test_ctrl_c_while_stopping_closes_the_popups_and_keeps_a_list() -> None:
+    state = shown_run()
+    press_ctrl_c(state)
+    assert state.run is not None and state.run.stopping
+    run_command(state, "/quit")
+    assert open_flags(state) == ["quit_popup_open"]
+    press_ctrl_c(state)
+    assert shown(state) is None
+    run_command(state, "/pending")
+    on_frame(state, PendingList((task("cli-a"),)))
+    press_ctrl_c(state)
+    assert shown(state) == PendingPicker((task("cli-a"),))
+
+
+@pytest.mark.parametrize("kind", [PendingPicker, SessionsPicker])
+def test_an_empty_list_cannot_be_made(kind: type[PendingPicker | SessionsPicker]) -> None:
+    with pytest.raises(ValueError, match="Length of"):
+        kind(())
