@@ -31,8 +31,11 @@ import pytest
 import trio
 
 from agentrt import (
+    Answer,
     Cause,
+    Entry,
     Event,
+    RunEnded,
     Runtime,
     ScriptedModel,
     TaskRecord,
@@ -44,6 +47,8 @@ from agentrt._record import SavedQuestion
 from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
+
+from .cli_process import running_daemon
 
 #: Seconds of real time a test may take unless it says otherwise.
 DEFAULT_DEADLINE = 30.0
@@ -250,6 +255,20 @@ def short_dir() -> Iterator[Path]:
 def sock_path(short_dir: Path) -> Path:
     """Where the `daemon` fixture listens (in a folder of its own, as the default is)."""
     return short_dir / "run" / "daemon.sock"
+
+
+@pytest.fixture(params=["no daemon", "daemon"])
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """The state folder of an `agentrt` command run as a process, once with no daemon (the command
+    works on the store itself) and once with a daemon process holding it (the command goes
+    through it)."""
+    path = tmp_path / "state"
+    if request.param == "daemon":
+        # The daemon works elsewhere: the command's own folder must still be where tools work.
+        with running_daemon(path, tmp_path / "daemon-work"):
+            yield path
+    else:
+        yield path
 
 
 @pytest.fixture
@@ -465,3 +484,29 @@ def insert_unreadable_record(db_path: Path, session_id: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def run_answering(
+    runtime: Runtime,
+    session: str,
+    text: str,
+    answer: Callable[[Entry], Awaitable[Answer]],
+    limit: float = 10,
+) -> tuple[RunEnded, Recorder]:
+    """Run `text` as a task of `session` while a listener claims every question of the terminal
+    sessions (``cli-``) and gives it what `answer` says; the run's end and its events."""
+    recorder = Recorder()
+    async with trio.open_nursery() as nursery:
+
+        async def listen(task_status: trio.TaskStatus[None]) -> None:
+            with runtime.registry.listen("cli-") as listener:
+                task_status.started()
+                while True:
+                    entry = await listener.claim()
+                    entry.answer(await answer(entry))
+
+        await nursery.start(listen)
+        with trio.fail_after(limit):
+            ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
+        nursery.cancel_scope.cancel()
+    return ended, recorder

@@ -38,7 +38,7 @@ from agentrt._policy import Command, Edit, auto_approves
 from agentrt._settings import load_settings
 from agentrt._vocab import Approval
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier, Recorder, run_answering
 
 LIMIT = 10
 ALLOW = Answer(ALLOW_ONCE)
@@ -94,28 +94,18 @@ async def run_recording(
 ) -> tuple[list[Entry], Recorder]:
     """Run `text` in a terminal session, recording (and answering) every question."""
     asked: list[Entry] = []
-    recorder = Recorder()
-    async with trio.open_nursery() as nursery:
 
-        async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with runtime.registry.listen("cli-") as listener:
-                task_status.started()
-                while True:
-                    entry = await listener.claim()
-                    asked.append(entry)
-                    kind = entry.request.kind
-                    if kind is RequestKind.PASSWORD:
-                        entry.answer(Answer(ALLOW_ONCE, secret="hunter2"))
-                    elif kind is RequestKind.SECRET:
-                        entry.answer(Answer("", secret="s3cr3t-value"))
-                    else:
-                        entry.answer(answer)
+    async def give(entry: Entry) -> Answer:
+        asked.append(entry)
+        kind = entry.request.kind
+        if kind is RequestKind.PASSWORD:
+            return Answer(ALLOW_ONCE, secret="hunter2")
+        if kind is RequestKind.SECRET:
+            return Answer("", secret="s3cr3t-value")
+        return answer
 
-        await nursery.start(listen)
-        with trio.fail_after(LIMIT):
-            ended = await runtime.executor.run("cli-ap", text, owner="t", emit=recorder)
-        assert ended.outcome is Outcome.FINISHED, ended
-        nursery.cancel_scope.cancel()
+    ended, recorder = await run_answering(runtime, "cli-ap", text, give, LIMIT)
+    assert ended.outcome is Outcome.FINISHED, ended
     return asked, recorder
 
 

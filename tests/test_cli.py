@@ -7,17 +7,11 @@ output and the exit status must be the same.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import selectors
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,87 +20,8 @@ import trio
 from agentrt import TaskRecord, TaskStatus, TaskStore
 from agentrt.frames import LIST_PAGE_MAX
 
+from .cli_process import AGENTRT, env_for, run
 from .conftest import fill_mixed_store, insert_unreadable_record
-
-AGENTRT = [sys.executable, "-m", "agentrt"]
-
-
-def env_for(state: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["AGENTRT_STATE_DIR"] = str(state)
-    env.pop("AGENTRT_MODEL", None)
-    env.pop("AGENTRT_SOCKET", None)
-    return env
-
-
-@contextlib.contextmanager
-def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A daemon process holding `state`, with its own socket and its own working folder."""
-    workdir.mkdir(exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="agc-"))  # short: a socket path has a length limit
-    process = subprocess.Popen(
-        [
-            *AGENTRT,
-            "daemon",
-            "--socket",
-            str(folder / "d.sock"),
-            "--state-dir",
-            str(state),
-            "--workdir",
-            str(workdir),
-        ],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env_for(state),
-    )
-    try:
-        assert process.stderr is not None
-        seen = b""
-        deadline = time.monotonic() + 30
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stderr, selectors.EVENT_READ)
-            while b"listening on" not in seen:
-                left = deadline - time.monotonic()
-                assert left > 0, f"the daemon did not start: {seen!r}"
-                if selector.select(left):
-                    chunk = os.read(process.stderr.fileno(), 4096)
-                    assert chunk, f"the daemon exited: {seen!r}"
-                    seen += chunk
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def run(
-    args: list[str], state: Path, cwd: Path, stdin: str = "", program: Sequence[str] = AGENTRT
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*program, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env_for(state),
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
-
-
-@pytest.fixture(params=["no daemon", "daemon"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state"
-    if request.param == "daemon":
-        # The daemon works elsewhere: the command's own folder must still be where tools work.
-        with running_daemon(path, tmp_path / "daemon-work"):
-            yield path
-    else:
-        yield path
 
 
 def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ state dir: both must behave alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +18,11 @@ import trio.testing
 from agentrt import ALLOW_ONCE, Entry, Outcome, Runtime
 from agentrt._agent import AgentRun
 
+from .cli_process import run
 from .conftest import Recorder
-from .test_cli import run, running_daemon
 from .test_integrity import answer_all
 
 ASK_AGAIN = "(not an answer: 'blue'; answer y (allow once), a (allow for this session) or n (deny))"
-
-
-@pytest.fixture(params=["no daemon", "daemon"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state"
-    if request.param == "daemon":
-        with running_daemon(path, tmp_path / "daemon-work"):
-            yield path
-    else:
-        yield path
 
 
 def test_a_line_that_is_no_answer_is_asked_again_and_the_end_of_input_keeps_the_task(

@@ -7,25 +7,13 @@ daemon holding the state dir. Output and exit status must be the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import trio
 
+from .cli_process import run
 from .fakes.llm_server import LLMServer, sse
-from .test_cli import run, running_daemon
 from .test_configured_entry_points import reply
-
-
-@pytest.fixture(params=["no daemon", "daemon"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state"
-    if request.param == "daemon":
-        with running_daemon(path, tmp_path / "daemon-work"):
-            yield path
-    else:
-        yield path
 
 
 def test_list_show_and_continue_yesterdays_conversation(

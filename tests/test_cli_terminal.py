@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,18 +23,7 @@ import trio
 from agentrt._terminal import dumps, visible
 from agentrt.http import load_or_create_token
 
-from .test_cli import AGENTRT, env_for, run, running_daemon
-
-
-@pytest.fixture(params=["no daemon", "daemon"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state"
-    if request.param == "daemon":
-        with running_daemon(path, tmp_path / "daemon-work"):
-            yield path
-    else:
-        yield path
-
+from .cli_process import AGENTRT, env_for, run
 
 #: Everything a terminal acts on, one of each kind. No ';' outside the escapes' own, so the
 #: scripted model echoes it as one statement... except OSC's own ';', which it splits at.

@@ -10,7 +10,7 @@ its message from standard input.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from agentrt import Runtime
 from agentrt._shapes import EVENT_TYPES, SCHEMA_VERSION
 from agentrt.http import load_or_create_token, openapi_document, serve_http
 
-from .test_cli import run, running_daemon
+from .cli_process import run
 
 Json = dict[str, Any]
 
@@ -55,16 +55,6 @@ def test_the_event_schemas_are_exact_and_cover_every_event_type() -> None:
         validator.validate({"type": "text", "task_hash": "t", "text": "x", "agent": "", "x": 1})
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({"type": "text", "task_hash": "t", "agent": "", "session_id": "s"})
-
-
-@pytest.fixture(params=["no daemon", "daemon"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "state"
-    if request.param == "daemon":
-        with running_daemon(path, tmp_path / "daemon-work"):
-            yield path
-    else:
-        yield path
 
 
 SCRIPT = "write a.txt hey; sh echo hi; stream 3"

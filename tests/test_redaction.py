@@ -42,7 +42,7 @@ from agentrt._messages import Redaction, Role
 from agentrt._runtime import HTTP_TOKEN_FILE
 from agentrt._secrets import SecretNameError, is_secret_name
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier, Recorder, run_answering
 
 LIMIT = 10
 #: A value whose base64 holds '+' and '/' in every alignment, so URL-safe base64 differs.
@@ -309,25 +309,16 @@ async def allowing_run(
     answer: Answer | None = None,
 ) -> Recorder:
     """Run `text`, allowing every confirmation; what was asked and saved meanwhile is kept."""
-    recorder = Recorder()
-    async with trio.open_nursery() as nursery:
 
-        async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with runtime.registry.listen("cli-") as listener:
-                task_status.started()
-                while True:
-                    entry = await listener.claim()
-                    asked.append(entry)
-                    if seen is not None:
-                        record = await runtime.store.load(session)
-                        seen.append(record.question if record else None)
-                        seen.append(db_bytes(runtime))
-                    entry.answer(answer or Answer(ALLOW_ONCE))
+    async def give(entry: Entry) -> Answer:
+        asked.append(entry)
+        if seen is not None:
+            record = await runtime.store.load(session)
+            seen.append(record.question if record else None)
+            seen.append(db_bytes(runtime))
+        return answer or Answer(ALLOW_ONCE)
 
-        await nursery.start(listen)
-        with trio.fail_after(LIMIT):
-            await runtime.executor.run(session, text, owner="t", emit=recorder)
-        nursery.cancel_scope.cancel()
+    _, recorder = await run_answering(runtime, session, text, give, LIMIT)
     return recorder
 
 

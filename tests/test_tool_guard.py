@@ -28,7 +28,7 @@ from agentrt import (
 from agentrt._guard import Redactor, command_touches, mentioned_paths
 from agentrt._runtime import HTTP_TOKEN_FILE
 
-from .conftest import Recorder
+from .conftest import Recorder, run_answering
 
 LIMIT = 10
 SECRET = "sk-canary-7f3a9b2e"
@@ -47,21 +47,12 @@ async def asked_nothing_run(
     runtime: Runtime, session: str, text: str, asked: list[Entry]
 ) -> Recorder:
     """Run `text` with a listener that records (and allows) whatever is asked."""
-    recorder = Recorder()
-    async with trio.open_nursery() as nursery:
 
-        async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with runtime.registry.listen("cli-") as listener:
-                task_status.started()
-                while True:
-                    entry = await listener.claim()
-                    asked.append(entry)
-                    entry.answer(Answer(ALLOW_ONCE))
+    async def give(entry: Entry) -> Answer:
+        asked.append(entry)
+        return Answer(ALLOW_ONCE)
 
-        await nursery.start(listen)
-        with trio.fail_after(LIMIT):
-            await runtime.executor.run(session, text, owner="t", emit=recorder)
-        nursery.cancel_scope.cancel()
+    _, recorder = await run_answering(runtime, session, text, give, LIMIT)
     return recorder
 
 
