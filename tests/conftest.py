@@ -43,6 +43,7 @@ from agentrt import (
     TaskStore,
     open_runtime,
 )
+from agentrt._messages import ModelDelta
 from agentrt._record import SavedQuestion
 from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
@@ -192,6 +193,16 @@ class FakeVerifier:
         self.commands.append(list(argv))
         done = await run_tool(argv, stdin=stdin or b"")
         return PrivilegedResult(done.returncode, done.output)
+
+
+class Collect:
+    """A model's `on_delta`: keeps every delta it is given."""
+
+    def __init__(self) -> None:
+        self.deltas: list[ModelDelta] = []
+
+    async def __call__(self, delta: ModelDelta) -> None:
+        self.deltas.append(delta)
 
 
 @attrs.define
