@@ -228,6 +228,26 @@ class Recorder:
         return "".join(e.text for e in self.events if isinstance(e, TextEvent))
 
 
+def scripted_runtime(
+    state: Path,
+    workdir: Path,
+    *,
+    stream_delay: float = 0,
+    restricted_paths: Sequence[Path] = (),
+    **options: Any,
+) -> contextlib.AbstractAsyncContextManager[Runtime]:
+    """A runtime with its state in `state` and its tools in `workdir`, on the scripted model
+    (its words at once, its streamed pieces `stream_delay` seconds apart); `options` go to
+    `open_runtime` as they are."""
+    return open_runtime(
+        state,
+        model=ScriptedModel(word_delay=0, stream_delay=stream_delay),
+        workdir=workdir,
+        restricted_paths=list(restricted_paths),
+        **options,
+    )
+
+
 @pytest.fixture
 def verifier() -> FakeVerifier:
     return FakeVerifier()
@@ -242,12 +262,8 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, workdir: Path, verifier: FakeVerifier) -> AsyncIterator[Runtime]:
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        restricted_paths=[tmp_path / "restricted"],
-        verifier=verifier,
+    async with scripted_runtime(
+        tmp_path / "state", workdir, restricted_paths=[tmp_path / "restricted"], verifier=verifier
     ) as rt:
         yield rt
 
@@ -384,10 +400,9 @@ async def any_runtime(
     store_location: str | Path, tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> AsyncIterator[Runtime]:
     """The `runtime` fixture on each backend (the test runs once for each)."""
-    async with open_runtime(
+    async with scripted_runtime(
         tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
+        workdir,
         restricted_paths=[tmp_path / "restricted"],
         verifier=verifier,
         store=store_location,

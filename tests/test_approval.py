@@ -28,17 +28,15 @@ from agentrt import (
     Outcome,
     RequestKind,
     Runtime,
-    ScriptedModel,
     TaskStarted,
     ToolCallEvent,
     ToolResultEvent,
-    open_runtime,
 )
 from agentrt._policy import Command, Edit, auto_approves
 from agentrt._settings import load_settings
 from agentrt._vocab import Approval
 
-from .conftest import FakeVerifier, Recorder, run_answering
+from .conftest import FakeVerifier, Recorder, run_answering, scripted_runtime
 
 LIMIT = 10
 ALLOW = Answer(ALLOW_ONCE)
@@ -66,10 +64,9 @@ async def open_with(
     """A runtime whose approval policy and own configuration come from the settings."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     settings = load_settings(argparse.Namespace(approval=approval), env)
-    async with open_runtime(
+    async with scripted_runtime(
         tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
+        workdir,
         restricted_paths=[tmp_path / "restricted"],
         verifier=verifier,
         settings=settings,

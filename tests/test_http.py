@@ -12,6 +12,7 @@ import sys
 import typing
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,9 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
 
-@pytest.fixture
-async def server(runtime: Runtime) -> AsyncIterator[Server]:
+@asynccontextmanager
+async def serving_http(runtime: Runtime) -> AsyncIterator[Server]:
+    """The HTTP server on `runtime` on a free loopback port, with a client logged in to it."""
     token = load_or_create_token(runtime.state_dir)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
@@ -73,6 +75,12 @@ async def server(runtime: Runtime) -> AsyncIterator[Server]:
         ) as client:
             yield Server(runtime, port, token, client)
         nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def server(runtime: Runtime) -> AsyncIterator[Server]:
+    async with serving_http(runtime) as served:
+        yield served
 
 
 class Events:

@@ -24,8 +24,10 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Runtime, ScriptedModel, open_runtime
+from agentrt import Runtime
 from agentrt.http import load_or_create_token, serve_http
+
+from .conftest import scripted_runtime
 
 pytestmark = pytest.mark.e2e
 
@@ -39,13 +41,8 @@ SCHEMATHESIS = shutil.which("st", path=str(Path(sys.executable).parent))
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     (tmp_path / "work").mkdir()
-    async with open_runtime(
-        tmp_path / "state",
-        # Paced, so the streaming run is still streaming while the fuzzer reads events.
-        model=ScriptedModel(word_delay=0, stream_delay=0.05),
-        workdir=tmp_path / "work",
-        restricted_paths=[],
-    ) as rt:
+    # Paced, so the streaming run is still streaming while the fuzzer reads events.
+    async with scripted_runtime(tmp_path / "state", tmp_path / "work", stream_delay=0.05) as rt:
         yield rt
 
 

@@ -12,33 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
 import jsonschema
 import pytest
 import trio
 
 from agentrt import Cause, Runtime, TaskInfo
 from agentrt.http import _frontend as frontend_module
-from agentrt.http import load_or_create_token, openapi_document, serve_http
+from agentrt.http import openapi_document
 
 from .conftest import Recorder
-from .test_http import Server, assert_error, start
+from .test_http import Server, assert_error, serving_http, start
 
 Json = dict[str, Any]
 
 
 @pytest.fixture
 async def server(runtime: Runtime) -> AsyncIterator[Server]:
-    token = load_or_create_token(runtime.state_dir)
-    async with trio.open_nursery() as nursery:
-        port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
-        ) as client:
-            yield Server(runtime, port, token, client)
-        nursery.cancel_scope.cancel()
+    async with serving_http(runtime) as served:
+        yield served
 
 
 def schema_validator(name: str) -> jsonschema.protocols.Validator:
@@ -307,35 +298,26 @@ async def test_a_stream_whose_events_were_pushed_out_of_the_ring_is_told_to_relo
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(frontend_module, "EVENT_RING", 4)
-    token = load_or_create_token(runtime.state_dir)
-    async with trio.open_nursery() as nursery:
-        port = await nursery.start(partial(serve_http, runtime, "127.0.0.1", 0, token=token))
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
-        ) as client:
-            server = Server(runtime, port, token, client)
-            async with stream(server) as watcher:
-                ready_id, _ = await watcher.until("ready")
-                for name in ("small", "again"):
-                    await start(server, name, "hello")
-                    await watcher.until("run_ended", session_id=f"chat-{name}")
-                assert len(watcher.seen) > 1 + 4  # more events than the ring keeps
-                newest = watcher.seen[-1][0]
-            async with stream(server, last=str(ready_id)) as late:
-                assert (await late.next())[1]["type"] == "ready"
-                assert (await late.next())[1]["type"] == "reload"
-            # The newest four are still there to replay.
-            async with stream(server, last=str(newest - 4)) as recent:
-                assert (await recent.next())[0] == newest - 4
-                assert [(await recent.next())[0] for _ in range(4)] == [
-                    newest - 3,
-                    newest - 2,
-                    newest - 1,
-                    newest,
-                ]
-        nursery.cancel_scope.cancel()
+    async with serving_http(runtime) as server:
+        async with stream(server) as watcher:
+            ready_id, _ = await watcher.until("ready")
+            for name in ("small", "again"):
+                await start(server, name, "hello")
+                await watcher.until("run_ended", session_id=f"chat-{name}")
+            assert len(watcher.seen) > 1 + 4  # more events than the ring keeps
+            newest = watcher.seen[-1][0]
+        async with stream(server, last=str(ready_id)) as late:
+            assert (await late.next())[1]["type"] == "ready"
+            assert (await late.next())[1]["type"] == "reload"
+        # The newest four are still there to replay.
+        async with stream(server, last=str(newest - 4)) as recent:
+            assert (await recent.next())[0] == newest - 4
+            assert [(await recent.next())[0] for _ in range(4)] == [
+                newest - 3,
+                newest - 2,
+                newest - 1,
+                newest,
+            ]
 
 
 async def test_a_stream_can_follow_one_session(server: Server) -> None:

@@ -12,10 +12,11 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Runtime, ScriptedModel, open_runtime
+from agentrt import Runtime
 from agentrt.http import load_or_create_token, serve_http
 
 from .browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS
+from .conftest import scripted_runtime
 from .fakes.other_origin import OtherOrigin
 
 if TYPE_CHECKING:
@@ -27,13 +28,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     (tmp_path / "work").mkdir()
-    async with open_runtime(
-        tmp_path / "state",
-        # Streamed words are paced so a Stop lands while the reply is still streaming.
-        model=ScriptedModel(word_delay=0, stream_delay=0.02),
-        workdir=tmp_path / "work",
-        restricted_paths=[],
-    ) as rt:
+    # Streamed words are paced so a Stop lands while the reply is still streaming.
+    async with scripted_runtime(tmp_path / "state", tmp_path / "work", stream_delay=0.02) as rt:
         yield rt
 
 

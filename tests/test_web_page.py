@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from agentrt import Runtime, ScriptedModel, open_runtime
+from agentrt import Runtime, open_runtime
 from agentrt.http._frontend import EVENT_RING
 from agentrt.providers import OpenAIModel
 
 from .browser import DESKTOP, NARROW, PHONE, Site, in_browser, needs_chromium
+from .conftest import scripted_runtime
 
 if TYPE_CHECKING:
     from playwright.sync_api import APIResponse, Page, Route
@@ -34,13 +35,8 @@ WIDTHS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "3
 @pytest.fixture
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     (tmp_path / "work").mkdir()
-    async with open_runtime(
-        tmp_path / "state",
-        # Streamed words are paced so a stop lands while the reply is still streaming.
-        model=ScriptedModel(word_delay=0, stream_delay=0.02),
-        workdir=tmp_path / "work",
-        restricted_paths=[],
-    ) as rt:
+    # Streamed words are paced so a stop lands while the reply is still streaming.
+    async with scripted_runtime(tmp_path / "state", tmp_path / "work", stream_delay=0.02) as rt:
         yield rt
 
 
@@ -415,12 +411,7 @@ def missed_events_are_gone(page: Page, site: Site) -> dict[str, Any]:
 async def test_when_missed_events_are_no_longer_kept_the_page_reloads_and_shows_no_ended_run(
     tmp_path: Path, viewport: dict[str, int]
 ) -> None:
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=tmp_path,
-        restricted_paths=[],
-    ) as fast:
+    async with scripted_runtime(tmp_path / "state", tmp_path) as fast:
         seen = await in_browser(fast, missed_events_are_gone, viewport=viewport, through_proxy=True)
     # The page never heard the run's end: the session list, read on reconnecting, told it
     # that the run is over, and the stored conversation replaced what it had shown.
@@ -590,12 +581,7 @@ async def test_esc_before_anything_is_shown_stops_at_once(
     tmp_path: Path, viewport: dict[str, int]
 ) -> None:
     # A model slow to say its first word: nothing of the run is on screen when Esc comes.
-    async with open_runtime(
-        tmp_path / "slow",
-        model=ScriptedModel(word_delay=0, stream_delay=600),
-        workdir=tmp_path,
-        restricted_paths=[],
-    ) as slow:
+    async with scripted_runtime(tmp_path / "slow", tmp_path, stream_delay=600) as slow:
         seen = await in_browser(slow, esc_before_anything_shows, viewport=viewport)
         assert await slow.store.load(seen["session"]) is None  # a user-cancel drops it
     assert seen["dialog_opened"] is False
