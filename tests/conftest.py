@@ -248,6 +248,20 @@ def scripted_runtime(
     )
 
 
+def runtime_in(
+    tmp_path: Path, workdir: Path, verifier: FakeVerifier, **options: Any
+) -> contextlib.AbstractAsyncContextManager[Runtime]:
+    """The `runtime` fixture's runtime: its state in ``tmp_path/state``, ``tmp_path/restricted``
+    out of the tools' reach; `options` go to `open_runtime` as they are."""
+    return scripted_runtime(
+        tmp_path / "state",
+        workdir,
+        restricted_paths=[tmp_path / "restricted"],
+        verifier=verifier,
+        **options,
+    )
+
+
 @pytest.fixture
 def verifier() -> FakeVerifier:
     return FakeVerifier()
@@ -262,9 +276,7 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, workdir: Path, verifier: FakeVerifier) -> AsyncIterator[Runtime]:
-    async with scripted_runtime(
-        tmp_path / "state", workdir, restricted_paths=[tmp_path / "restricted"], verifier=verifier
-    ) as rt:
+    async with runtime_in(tmp_path, workdir, verifier) as rt:
         yield rt
 
 
@@ -400,13 +412,7 @@ async def any_runtime(
     store_location: str | Path, tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> AsyncIterator[Runtime]:
     """The `runtime` fixture on each backend (the test runs once for each)."""
-    async with scripted_runtime(
-        tmp_path / "state",
-        workdir,
-        restricted_paths=[tmp_path / "restricted"],
-        verifier=verifier,
-        store=store_location,
-    ) as rt:
+    async with runtime_in(tmp_path, workdir, verifier, store=store_location) as rt:
         yield rt
 
 

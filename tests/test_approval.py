@@ -36,7 +36,7 @@ from agentrt._policy import Command, Edit, auto_approves
 from agentrt._settings import load_settings
 from agentrt._vocab import Approval
 
-from .conftest import FakeVerifier, Recorder, run_answering, scripted_runtime
+from .conftest import FakeVerifier, Recorder, run_answering, runtime_in
 
 LIMIT = 10
 ALLOW = Answer(ALLOW_ONCE)
@@ -64,13 +64,7 @@ async def open_with(
     """A runtime whose approval policy and own configuration come from the settings."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     settings = load_settings(argparse.Namespace(approval=approval), env)
-    async with scripted_runtime(
-        tmp_path / "state",
-        workdir,
-        restricted_paths=[tmp_path / "restricted"],
-        verifier=verifier,
-        settings=settings,
-    ) as rt:
+    async with runtime_in(tmp_path, workdir, verifier, settings=settings) as rt:
         yield rt
 
 

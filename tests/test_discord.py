@@ -117,23 +117,6 @@ async def test_confirmation_is_posted_with_buttons_and_a_press_answers_it(
     assert await runtime.store.load(f"dc-{CHANNEL}") is None
 
 
-async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
-    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
-) -> None:
-    session = f"dc-{CHANNEL}"
-    with trio.fail_after(LIMIT):
-        server.user_says(CHANNEL, OWNER, "ask which branch?")
-        await server.wait_for(lambda: "which branch?" in last(server))
-        await bot.bridge.wait_idle()
-        record = await runtime.store.load(session)
-        assert record is not None
-        assert record.question is not None
-        server.user_says(CHANNEL, OWNER, "main")
-        await server.wait_for(lambda: "You answered: main" in last(server))
-        await bot.bridge.wait_idle()
-    assert await runtime.store.load(session) is None
-
-
 async def test_unknown_user_is_refused_and_reaches_nothing(
     runtime: Runtime, server: FakeDiscord, bot: DiscordBot, tmp_path: Path
 ) -> None:
@@ -157,36 +140,6 @@ async def test_unknown_user_is_refused_and_reaches_nothing(
         server.press(OWNER, message_id, custom_id(server, message_id, "Deny"))
         await server.wait_for(lambda: "Done." in last(server))
     assert not (tmp_path / "work" / "out.txt").exists()
-
-
-async def test_secret_request_is_refused_and_the_refusal_is_shown(
-    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
-) -> None:
-    with trio.fail_after(LIMIT):
-        server.user_says(CHANNEL, OWNER, "secret TOKEN_X")
-        await server.wait_for(lambda: "Done." in last(server))
-    shown = [c for c in server.contents(CHANNEL) if "must not travel through a chat service" in c]
-    assert shown
-    assert shown[0].startswith("⚠️ store_secret: error: refused: secret 'TOKEN_X'")
-
-
-async def test_rate_limited_post_is_retried_after_retry_after(
-    runtime: Runtime, server: FakeDiscord, bot: DiscordBot
-) -> None:
-    server.fail_next(
-        "create",
-        429,
-        {"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
-        {"retry-after": "1", "x-ratelimit-scope": "user"},
-    )
-    with trio.fail_after(LIMIT):
-        server.user_says(CHANNEL, OWNER, "hello there")
-        await server.wait_for(lambda: last(server) == "hello there")
-    creates = server.calls_of("create")
-    assert [c.status for c in creates] == [429, 200]
-    # The body's precise retry_after wins over the header's whole seconds.
-    assert 0.05 <= creates[1].at - creates[0].at < 1.0
-    assert server.contents(CHANNEL) == ["hello there"]
 
 
 async def test_dropped_gateway_resumes_with_the_last_sequence_and_no_question_is_lost_or_answered_twice(
@@ -277,15 +230,6 @@ async def test_stop_command_throws_the_running_task_away(
         await server.wait_for(lambda: "thrown away" in last(server))
         await bot.bridge.wait_idle()
     assert await runtime.store.load(session) is None
-
-
-async def test_bad_token_fails_start_with_a_config_error(
-    runtime: Runtime, server: FakeDiscord
-) -> None:
-    config = DiscordConfig("wrong", frozenset({OWNER}), server.api_url)
-    bot = DiscordBot(config, runtime.executor)
-    with trio.fail_after(LIMIT), pytest.raises(ConfigError, match="AGENTRT_DISCORD_TOKEN"):
-        await bot.run()
 
 
 def test_config_from_env_reads_token_and_allow_list() -> None:

@@ -14,7 +14,7 @@ import hypothesis.strategies
 import pytest
 import trio
 
-from agentrt import RequestKind, Runtime, ScriptedModel
+from agentrt import Runtime, ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
 from agentrt.bots._markup import telegram_html
 
@@ -145,28 +145,6 @@ async def test_a_repeated_update_is_handled_once(
     assert len(server.calls_of("answerCallbackQuery")) == 1
 
 
-async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
-    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
-) -> None:
-    session = f"tg-{CHAT}"
-    with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "ask what colour?")
-        await server.wait_for(lambda: "what colour?" in last_text(server))
-        await bot.bridge.wait_idle()
-        record = await runtime.store.load(session)
-        assert record is not None
-        assert record.question is not None
-        assert record.question.kind is RequestKind.QUESTION
-        assert not runtime.executor.is_running(session)  # the run ended, parked
-
-        server.user_says(CHAT, OWNER, "blue")
-        await server.wait_for(lambda: "You answered: blue" in last_text(server))
-        await bot.bridge.wait_idle()
-    assert await runtime.store.load(session) is None
-    history = await runtime.store.load_history(session)
-    assert any(m.content == "blue" for m in history)
-
-
 async def test_unknown_user_is_refused_and_reaches_nothing(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
@@ -204,20 +182,6 @@ async def test_unknown_user_is_refused_and_reaches_nothing(
     assert runtime.executor.running() == []
 
 
-async def test_secret_request_is_refused_and_the_refusal_is_shown(
-    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
-) -> None:
-    with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "secret API_KEY")
-        await server.wait_for(
-            lambda: any("must not travel through a chat service" in t for t in server.texts(CHAT))
-        )
-        await server.wait_for(lambda: "Done." in last_text(server))
-    shown = [t for t in server.texts(CHAT) if "must not travel" in t]
-    assert shown[0].startswith("⚠️ store_secret: error: refused: secret 'API_KEY'")
-    assert runtime.secrets.get("API_KEY") is None
-
-
 async def test_restricted_path_password_is_refused_and_the_refusal_is_shown(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
@@ -227,28 +191,6 @@ async def test_restricted_path_password_is_refused_and_the_refusal_is_shown(
         await server.wait_for(lambda: "Done." in last_text(server))
     assert any("never travels through a chat service" in t for t in server.texts(CHAT))
     assert confirmation(server) is None
-
-
-async def test_rate_limited_send_is_retried_after_retry_after(
-    runtime: Runtime, server: FakeTelegram, bot: TelegramBot
-) -> None:
-    server.fail_next(
-        "sendMessage",
-        429,
-        {
-            "ok": False,
-            "error_code": 429,
-            "description": "Too Many Requests: retry after 0.05",
-            "parameters": {"retry_after": 0.05},
-        },
-    )
-    with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "hello there")
-        await server.wait_for(lambda: last_text(server) == "hello there")
-    sends = server.calls_of("sendMessage")
-    assert [c.status for c in sends] == [429, 200]
-    assert sends[1].at - sends[0].at >= 0.05
-    assert server.texts(CHAT) == ["hello there"]
 
 
 async def test_server_errors_on_get_updates_are_retried(
@@ -335,16 +277,6 @@ async def test_stop_throws_a_paused_task_away(
         server.user_says(CHAT, OWNER, "/stop")
         await server.wait_for(lambda: "thrown away" in last_text(server))
     assert await runtime.store.load(session) is None
-
-
-async def test_bad_token_fails_start_with_a_config_error(
-    runtime: Runtime, server: FakeTelegram
-) -> None:
-    bot = TelegramBot(
-        TelegramConfig("999:wrong", frozenset({str(OWNER)}), server.base_url), runtime.executor
-    )
-    with trio.fail_after(LIMIT), pytest.raises(ConfigError, match="AGENTRT_TELEGRAM_TOKEN"):
-        await bot.run()
 
 
 def test_config_from_env_reads_token_allow_list_and_base_url() -> None:

@@ -1,0 +1,209 @@
+"""What the Discord and the Telegram front-ends do alike, each against its own fake service on
+loopback: each test runs once for each service, a `Service` giving what differs (the fake, the
+ids, how a message is read back, how a rate limit is said)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from agentrt import RequestKind, Runtime
+from agentrt.bots import ConfigError, DiscordBot, TelegramBot, TelegramConfig
+from agentrt.bots.discord import DiscordConfig
+
+from .fakes.discord_server import FakeDiscord
+from .fakes.telegram_server import FakeTelegram
+from .test_discord import CHANNEL
+from .test_discord import OWNER as DISCORD_OWNER
+from .test_discord import make_bot as make_discord_bot
+from .test_telegram import CHAT
+from .test_telegram import OWNER as TELEGRAM_OWNER
+from .test_telegram import make_bot as make_telegram_bot
+
+LIMIT = 10
+
+Fake = FakeDiscord | FakeTelegram
+Bot = DiscordBot | TelegramBot
+
+
+@attrs.frozen
+class Service:
+    """One chat service: its fake, how a bot is made on it, and where the owner talks."""
+
+    name: str
+    fake: Callable[[], Fake]
+    bot: Callable[[Runtime, Any], Bot]
+    #: A bot whose token the service refuses, and the variable the error names.
+    bad_token_bot: Callable[[Runtime, Any], Bot]
+    token_variable: str
+    #: The owner's chat, the owner, and the session the chat's runs go to.
+    chat: Any
+    owner: Any
+    session: str
+    #: Everything the bot has posted in a chat.
+    texts: Callable[[Any, Any], list[str]]
+    #: Makes the next message the bot posts get a 429 that asks to wait 0.05 s; the fake's name
+    #: of that call; and the wait that must not be reached (a header asking for more loses).
+    rate_limit_next: Callable[[Any], None]
+    post_call: str
+    waits_less_than: float | None
+
+
+def _discord_rate_limit(fake: FakeDiscord) -> None:
+    fake.fail_next(
+        "create",
+        429,
+        {"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
+        {"retry-after": "1", "x-ratelimit-scope": "user"},
+    )
+
+
+def _telegram_rate_limit(fake: FakeTelegram) -> None:
+    fake.fail_next(
+        "sendMessage",
+        429,
+        {
+            "ok": False,
+            "error_code": 429,
+            "description": "Too Many Requests: retry after 0.05",
+            "parameters": {"retry_after": 0.05},
+        },
+    )
+
+
+DISCORD = Service(
+    name="discord",
+    fake=lambda: FakeDiscord(heartbeat_ms=100),
+    bot=make_discord_bot,
+    bad_token_bot=lambda runtime, fake: DiscordBot(
+        DiscordConfig("wrong", frozenset({DISCORD_OWNER}), fake.api_url), runtime.executor
+    ),
+    token_variable="AGENTRT_DISCORD_TOKEN",
+    chat=CHANNEL,
+    owner=DISCORD_OWNER,
+    session=f"dc-{CHANNEL}",
+    texts=lambda fake, chat: fake.contents(chat),
+    rate_limit_next=_discord_rate_limit,
+    post_call="create",
+    # The body's precise retry_after wins over the header's whole seconds.
+    waits_less_than=1.0,
+)
+
+TELEGRAM = Service(
+    name="telegram",
+    fake=FakeTelegram,
+    bot=make_telegram_bot,
+    bad_token_bot=lambda runtime, fake: TelegramBot(
+        TelegramConfig("999:wrong", frozenset({str(TELEGRAM_OWNER)}), fake.base_url),
+        runtime.executor,
+    ),
+    token_variable="AGENTRT_TELEGRAM_TOKEN",
+    chat=CHAT,
+    owner=TELEGRAM_OWNER,
+    session=f"tg-{CHAT}",
+    texts=lambda fake, chat: fake.texts(chat),
+    rate_limit_next=_telegram_rate_limit,
+    post_call="sendMessage",
+    waits_less_than=None,
+)
+
+
+@attrs.frozen
+class Chat:
+    """A service's fake running, and the owner's chat on it."""
+
+    service: Service
+    fake: Any
+
+    def says(self, text: str) -> None:
+        self.fake.user_says(self.service.chat, self.service.owner, text)
+
+    def texts(self) -> list[str]:
+        return self.service.texts(self.fake, self.service.chat)
+
+    def last(self) -> str:
+        texts = self.texts()
+        return texts[-1] if texts else ""
+
+    async def wait_for(self, predicate: Callable[[], object]) -> None:
+        await self.fake.wait_for(predicate)
+
+
+@pytest.fixture(params=[DISCORD, TELEGRAM], ids=lambda service: service.name)
+async def chat(request: pytest.FixtureRequest, nursery: trio.Nursery) -> Chat:
+    service: Service = request.param
+    fake = service.fake()
+    await nursery.start(fake.run)
+    return Chat(service, fake)
+
+
+@pytest.fixture
+async def bot(runtime: Runtime, chat: Chat, nursery: trio.Nursery) -> Bot:
+    started = chat.service.bot(runtime, chat.fake)
+    await nursery.start(started.run)
+    return started
+
+
+async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
+    runtime: Runtime, chat: Chat, bot: Bot
+) -> None:
+    session = chat.service.session
+    with trio.fail_after(LIMIT):
+        chat.says("ask which branch?")
+        await chat.wait_for(lambda: "which branch?" in chat.last())
+        await bot.bridge.wait_idle()
+        record = await runtime.store.load(session)
+        assert record is not None
+        assert record.question is not None
+        assert record.question.kind is RequestKind.QUESTION
+        assert not runtime.executor.is_running(session)  # the run ended, parked
+
+        chat.says("main")
+        await chat.wait_for(lambda: "You answered: main" in chat.last())
+        await bot.bridge.wait_idle()
+    assert await runtime.store.load(session) is None
+    history = await runtime.store.load_history(session)
+    assert any(m.content == "main" for m in history)
+
+
+async def test_secret_request_is_refused_and_the_refusal_is_shown(
+    runtime: Runtime, chat: Chat, bot: Bot
+) -> None:
+    with trio.fail_after(LIMIT):
+        chat.says("secret API_KEY")
+        await chat.wait_for(
+            lambda: any("must not travel through a chat service" in t for t in chat.texts())
+        )
+        await chat.wait_for(lambda: "Done." in chat.last())
+    shown = [t for t in chat.texts() if "must not travel through a chat service" in t]
+    assert shown[0].startswith("⚠️ store_secret: error: refused: secret 'API_KEY'")
+    assert runtime.secrets.get("API_KEY") is None
+
+
+async def test_rate_limited_post_is_retried_after_retry_after(
+    runtime: Runtime, chat: Chat, bot: Bot
+) -> None:
+    chat.service.rate_limit_next(chat.fake)
+    with trio.fail_after(LIMIT):
+        chat.says("hello there")
+        await chat.wait_for(lambda: chat.last() == "hello there")
+    posts = chat.fake.calls_of(chat.service.post_call)
+    assert [c.status for c in posts] == [429, 200]
+    waited = posts[1].at - posts[0].at
+    assert waited >= 0.05
+    if chat.service.waits_less_than is not None:
+        assert waited < chat.service.waits_less_than
+    assert chat.texts() == ["hello there"]
+
+
+async def test_bad_token_fails_start_with_a_config_error(runtime: Runtime, chat: Chat) -> None:
+    bot = chat.service.bad_token_bot(runtime, chat.fake)
+    with (
+        trio.fail_after(LIMIT),
+        pytest.raises(ConfigError, match=chat.service.token_variable),
+    ):
+        await bot.run()
