@@ -30,17 +30,17 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from .loopback import Changes, serve_app
 
 TOKEN = "discord-test-token"
 BOT_ID = "900"
@@ -94,7 +94,7 @@ class FakeDiscord:
     _ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1_000_000))
     _live: trio.MemorySendChannel[dict[str, Any]] | None = None
     _ws: WebSocketConnection | None = None
-    _changed: trio.Event = attrs.field(factory=trio.Event)
+    _changes: Changes = attrs.field(factory=Changes)
 
     @property
     def api_url(self) -> str:
@@ -128,15 +128,8 @@ class FakeDiscord:
                 Route("/api/v10/webhooks/{app}/{itoken}", self._followup, methods=["POST"]),
             ]
         )
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        config.errorlog = None
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                lambda task_status: serve(cast(Any, app), config, task_status=task_status)
-            )
-            self.rest_port = int(binds[0].rsplit(":", 1)[1])
+            self.rest_port = await serve_app(app, nursery)
             server = await nursery.start(serve_websocket, self._connection, "127.0.0.1", 0, None)
             self.gateway_port = server.port
             task_status.started()
@@ -260,16 +253,11 @@ class FakeDiscord:
         return [c for row in rows for c in row.get("components", [])]
 
     async def wait_for(self, predicate: Callable[[], Any]) -> Any:
-        """Wait until `predicate()` is truthy (checked after every change); return it."""
-        while True:
-            value = predicate()
-            if value:
-                return value
-            await self._changed.wait()
+        """Wait until `predicate()` is truthy (checked after every change); return its value."""
+        return await self._changes.wait_for(predicate)
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        self._changes.notify()
 
     def _snowflake(self) -> str:
         return str(next(self._ids))

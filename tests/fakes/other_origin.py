@@ -8,16 +8,14 @@ header, anything an attacker could replay.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 import attrs
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
+
+from .loopback import serve_app
 
 
 @attrs.frozen
@@ -50,15 +48,8 @@ class OtherOrigin:
                 Route("/{rest:path}", self._any, methods=["GET", "POST", "OPTIONS"]),
             ]
         )
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        config.errorlog = None
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                lambda task_status: serve(cast(Any, app), config, task_status=task_status)
-            )
-            self.port = int(binds[0].rsplit(":", 1)[1])
+            self.port = await serve_app(app, nursery)
             task_status.started()
 
     def _record(self, request: Request) -> None:

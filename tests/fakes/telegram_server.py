@@ -24,16 +24,16 @@ import itertools
 import time
 from collections.abc import Callable
 from html.parser import HTMLParser
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from .loopback import Changes, serve_app
 
 TOKEN = "123456:TEST-token"
 BOT_ID = 123456
@@ -157,7 +157,7 @@ class FakeTelegram:
     _update_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000))
     _message_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _callback_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
-    _changed: trio.Event = attrs.field(factory=trio.Event)
+    _changes: Changes = attrs.field(factory=Changes)
 
     @property
     def base_url(self) -> str:
@@ -167,15 +167,8 @@ class FakeTelegram:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve on an ephemeral loopback port until cancelled."""
         app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["POST"])])
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = None
-        config.errorlog = None
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                lambda task_status: serve(cast(Any, app), config, task_status=task_status)
-            )
-            self.port = int(binds[0].rsplit(":", 1)[1])
+            self.port = await serve_app(app, nursery)
             task_status.started()
 
     # -- playing the users ---------------------------------------------------
@@ -242,16 +235,11 @@ class FakeTelegram:
         return [b for row in markup.get("inline_keyboard", []) for b in row]
 
     async def wait_for(self, predicate: Callable[[], Any]) -> Any:
-        """Wait until `predicate()` is truthy (checked after every call); return its value."""
-        while True:
-            value = predicate()
-            if value:
-                return value
-            await self._changed.wait()
+        """Wait until `predicate()` is truthy (checked after every change); return its value."""
+        return await self._changes.wait_for(predicate)
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        self._changes.notify()
 
     # -- the API -------------------------------------------------------------
 
@@ -357,7 +345,7 @@ class FakeTelegram:
         timeout = float(payload.get("timeout", 0))
         with trio.move_on_after(timeout):
             while not any(u["update_id"] >= offset for u in self.updates):
-                await self._changed.wait()
+                await self._changes.wait()
         # Telegram forgets the updates before an acknowledged offset.
         self.updates = [u for u in self.updates if u["update_id"] >= offset]
         return list(self.updates)
