@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -15,7 +16,11 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import trio
+
 AGENTRT = [sys.executable, "-m", "agentrt"]
+#: The daemon's own module, run as a program.
+DAEMON = [sys.executable, "-m", "agentrt.daemon"]
 
 
 def env_for(state: Path) -> dict[str, str]:
@@ -26,22 +31,37 @@ def env_for(state: Path) -> dict[str, str]:
     return env
 
 
+def daemon_command(
+    socket_path: Path,
+    state: Path | None,
+    workdir: Path,
+    *flags: str,
+    program: Sequence[str] = (*AGENTRT, "daemon"),
+) -> list[str]:
+    """The command line of a daemon on `socket_path` holding `state` (else the environment's
+    state dir), its tools in `workdir`; `program` is ``agentrt daemon`` or `DAEMON`."""
+    holding = ["--state-dir", str(state)] if state is not None else []
+    return [*program, "--socket", str(socket_path), *holding, "--workdir", str(workdir), *flags]
+
+
+async def read_past(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
+    """Read `stream` until it has said `marker`; all it said."""
+    seen = b""
+    while marker not in seen:
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            raise AssertionError(f"the daemon exited before saying {marker!r}: {seen!r}")
+        seen += chunk
+    return seen
+
+
 @contextlib.contextmanager
 def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A daemon process holding `state`, with its own socket and its own working folder."""
     workdir.mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="agc-"))  # short: a socket path has a length limit
     process = subprocess.Popen(
-        [
-            *AGENTRT,
-            "daemon",
-            "--socket",
-            str(folder / "d.sock"),
-            "--state-dir",
-            str(state),
-            "--workdir",
-            str(workdir),
-        ],
+        daemon_command(folder / "d.sock", state, workdir),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env_for(state),
@@ -73,13 +93,39 @@ def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[byte
 def run(
     args: list[str], state: Path, cwd: Path, stdin: str = "", program: Sequence[str] = AGENTRT
 ) -> subprocess.CompletedProcess[str]:
+    return run_in(args, env_for(state), cwd, stdin, program)
+
+
+def run_in(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path | None,
+    stdin: str = "",
+    program: Sequence[str] = AGENTRT,
+) -> subprocess.CompletedProcess[str]:
+    """Run the command with `args` in the environment `env` to its end (at most a minute),
+    `stdin` its input, its output captured as text."""
     return subprocess.run(
         [*program, *args],
         input=stdin,
         capture_output=True,
         text=True,
-        env=env_for(state),
+        env=env,
         cwd=cwd,
         timeout=60,
         check=False,
     )
+
+
+async def read_match(
+    stream: trio.abc.ReceiveStream, pattern: str, seen: bytearray, seconds: float = 30
+) -> str:
+    """Read `stream` into `seen` until `pattern` matches what it said; its first group."""
+    with trio.fail_after(seconds):
+        while True:
+            found = re.search(pattern, seen.decode(errors="replace"))
+            if found:
+                return found.group(1)
+            chunk = await stream.receive_some()
+            assert chunk, f"the daemon exited; it said: {seen.decode()}"
+            seen += chunk

@@ -542,3 +542,11 @@ async def run_answering(
             ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
         nursery.cancel_scope.cancel()
     return ended, recorder
+
+
+def write_config(env: dict[str, str], text: str) -> Path:
+    """Write `text` as the configuration file of the environment `env` (its XDG_CONFIG_HOME)."""
+    path = Path(env["XDG_CONFIG_HOME"]) / "agentrt" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

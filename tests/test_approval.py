@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +68,14 @@ async def open_with(
         yield rt
 
 
+@pytest.fixture
+def under(
+    tmp_path: Path, workdir: Path, verifier: FakeVerifier, config_file: Path
+) -> Callable[[str], AbstractAsyncContextManager[Runtime]]:
+    """Opens a runtime under the approval policy it is given, the configuration file in place."""
+    return lambda approval: open_with(approval, tmp_path, workdir, verifier)
+
+
 @pytest.fixture(params=[a.value for a in Approval])
 async def any_policy(
     request: pytest.FixtureRequest,
@@ -115,17 +123,15 @@ WHAT_IS_ASKED = {
 async def test_each_policy_asks_for_what_it_should(
     policy: str,
     what: str,
-    tmp_path: Path,
     workdir: Path,
     outside: Path,
-    verifier: FakeVerifier,
-    config_file: Path,
+    under: Callable[[str], AbstractAsyncContextManager[Runtime]],
 ) -> None:
     statement = {
         "write in workdir": "write notes/a.txt hi",
         "command": "sh echo ran > c.txt",
     }[what]
-    async with open_with(policy, tmp_path, workdir, verifier) as rt:
+    async with under(policy) as rt:
         asked, recorder = await run_recording(rt, statement)
     expected = WHAT_IS_ASKED[policy, what]
     assert [e.request.kind for e in asked] == ([RequestKind.CONFIRM] if expected else [])
@@ -141,13 +147,10 @@ async def test_each_policy_asks_for_what_it_should(
 @pytest.mark.parametrize("policy", [a.value for a in Approval])
 async def test_nothing_writes_outside_the_working_folder_under_any_policy(
     policy: str,
-    tmp_path: Path,
-    workdir: Path,
     outside: Path,
-    verifier: FakeVerifier,
-    config_file: Path,
+    under: Callable[[str], AbstractAsyncContextManager[Runtime]],
 ) -> None:
-    async with open_with(policy, tmp_path, workdir, verifier) as rt:
+    async with under(policy) as rt:
         # write_file is refused before anything is asked: the sandbox would refuse it.
         asked, recorder = await run_recording(rt, f"write {outside}/b.txt hi")
         assert asked == []
@@ -166,9 +169,9 @@ async def test_nothing_writes_outside_the_working_folder_under_any_policy(
 
 
 async def test_a_denied_confirmation_still_stops_the_call_under_auto_edit(
-    tmp_path: Path, workdir: Path, outside: Path, verifier: FakeVerifier, config_file: Path
+    outside: Path, under: Callable[[str], AbstractAsyncContextManager[Runtime]]
 ) -> None:
-    async with open_with("auto-edit", tmp_path, workdir, verifier) as rt:
+    async with under("auto-edit") as rt:
         asked, recorder = await run_recording(rt, f"sh touch {outside}/x", Answer(DENY))
     assert len(asked) == 1
     assert not (outside / "x").exists()

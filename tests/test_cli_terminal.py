@@ -23,7 +23,7 @@ import trio
 from agentrt._terminal import dumps, visible
 from agentrt.http import load_or_create_token
 
-from .cli_process import AGENTRT, env_for, run
+from .cli_process import AGENTRT, env_for, read_match, run
 
 #: Everything a terminal acts on, one of each kind. No ';' outside the escapes' own, so the
 #: scripted model echoes it as one statement... except OSC's own ';', which it splits at.
@@ -210,17 +210,6 @@ def test_fleet_status_shows_a_member_row_as_stored(postgres_url: str, tmp_path: 
     assert member["host"] == host
 
 
-async def _read_until(stream: trio.abc.ReceiveStream, pattern: str, seen: bytearray) -> str:
-    with trio.fail_after(30):
-        while True:
-            found = re.search(pattern, seen.decode(errors="replace"))
-            if found:
-                return found.group(1)
-            chunk = await stream.receive_some()
-            assert chunk, f"the daemon exited; it said: {seen.decode()}"
-            seen += chunk
-
-
 async def test_a_message_posted_over_http_is_shown_by_sessions_list(tmp_path: Path) -> None:
     state = tmp_path / "state"
     work = tmp_path / "work"
@@ -231,7 +220,7 @@ async def test_a_message_posted_over_http_is_shown_by_sessions_list(tmp_path: Pa
     process = await trio.lowlevel.open_process(argv, stderr=subprocess.PIPE, env=env)
     try:
         assert process.stderr is not None
-        base = await _read_until(
+        base = await read_match(
             process.stderr, r"web chat on (http://127\.0\.0\.1:\d+)/", bytearray()
         )
         token = load_or_create_token(state)

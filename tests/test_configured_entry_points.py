@@ -38,10 +38,10 @@ from agentrt.frames import (
 from agentrt.http import load_or_create_token
 from agenttui._launch import start_daemon
 
+from .cli_process import AGENTRT, DAEMON, daemon_command, read_past, run_in
+from .conftest import write_config
 from .fakes.llm_server import OA_DONE, LLMServer, oa_finish, oa_text, sse
-from .test_daemon_process import read_until
 
-AGENTRT = [sys.executable, "-m", "agentrt"]
 KEY = "sk-stored-while-running-4c5d6e"
 LIMIT = 30
 
@@ -55,26 +55,10 @@ def env(short_dir: Path) -> dict[str, str]:
     return environ
 
 
-def write_config(env: dict[str, str], text: str) -> Path:
-    path = Path(env["XDG_CONFIG_HOME"]) / "agentrt" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 def agentrt(
     args: list[str], env: dict[str, str], stdin: str = "", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*AGENTRT, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+    return run_in(args, env, cwd, stdin)
 
 
 @asynccontextmanager
@@ -84,25 +68,16 @@ async def daemon(
     """A daemon process on `folder`/run/d.sock; yields it and what it said while starting
     (until its HTTP API listens, with `http`)."""
     process = await trio.lowlevel.open_process(
-        [
-            sys.executable,
-            "-m",
-            "agentrt.daemon",
-            "--socket",
-            str(folder / "run" / "d.sock"),
-            "--workdir",
-            str(folder),
-            *flags,
-        ],
+        daemon_command(folder / "run" / "d.sock", None, folder, *flags, program=DAEMON),
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         env=env,
     )
     try:
         assert process.stderr is not None
-        said = await read_until(process.stderr, b"listening on")
+        said = await read_past(process.stderr, b"listening on")
         if http and b"web chat on" not in said:
-            said += await read_until(process.stderr, b"web chat on")
+            said += await read_past(process.stderr, b"web chat on")
         yield process, said
     finally:
         if process.returncode is None:

@@ -26,6 +26,9 @@ from agentrt.frames import (
     TaskFrame,
 )
 
+from .cli_process import DAEMON, read_past
+from .cli_process import daemon_command as command_of_daemon
+
 TIMEOUT = 20
 
 
@@ -36,27 +39,9 @@ def folder(short_dir: Path) -> Path:
 
 
 def daemon_command(folder: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "agentrt.daemon",
-        "--socket",
-        str(folder / "run" / "daemon.sock"),
-        "--state-dir",
-        str(folder / "state"),
-        "--workdir",
-        str(folder),
-    ]
-
-
-async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
-    seen = b""
-    while marker not in seen:
-        chunk = await stream.receive_some(4096)
-        if not chunk:
-            raise AssertionError(f"the daemon exited before saying {marker!r}: {seen!r}")
-        seen += chunk
-    return seen
+    return command_of_daemon(
+        folder / "run" / "daemon.sock", folder / "state", folder, program=DAEMON
+    )
 
 
 @asynccontextmanager
@@ -66,7 +51,7 @@ async def daemon_process(folder: Path) -> AsyncIterator[trio.Process]:
     )
     try:
         assert process.stderr is not None
-        await read_until(process.stderr, b"listening on")
+        await read_past(process.stderr, b"listening on")
         yield process
     finally:
         if process.returncode is None:

@@ -53,6 +53,12 @@ def last(server: FakeDiscord, channel: str = CHANNEL) -> str:
     return contents[-1] if contents else ""
 
 
+async def echoed(server: FakeDiscord, text: str) -> None:
+    """The owner says `text` in the channel; wait until the scripted model's echo is posted."""
+    server.user_says(CHANNEL, OWNER, text)
+    await server.wait_for(lambda: last(server) == text)
+
+
 def confirmations(server: FakeDiscord, channel: str = CHANNEL) -> list[str]:
     return [
         mid
@@ -180,8 +186,7 @@ async def test_reconnect_opcode_makes_the_bot_resume(
 ) -> None:
     with trio.fail_after(LIMIT):
         await server.send_reconnect()
-        server.user_says(CHANNEL, OWNER, "after reconnect")
-        await server.wait_for(lambda: last(server) == "after reconnect")
+        await echoed(server, "after reconnect")
     assert len(server.ops(6)) == 1
     assert len(server.ops(2)) == 1
     assert server.connections == 2
@@ -197,8 +202,7 @@ async def test_a_payload_with_an_integer_of_5000_digits_makes_the_bot_resume(
     with trio.fail_after(LIMIT):
         await server.send_raw('{"op": 0, "t": "MESSAGE_CREATE", "s": ' + "9" * 5000 + ', "d": {}}')
         await server.wait_for(lambda: len(server.ops(6)) == 1)
-        server.user_says(CHANNEL, OWNER, "after the bad payload")
-        await server.wait_for(lambda: last(server) == "after the bad payload")
+        await echoed(server, "after the bad payload")
     assert server.connections == 2
     said = [r.getMessage() for r in caplog.records if r.name.startswith("agentrt.bots")]
     assert any("an integer of 5000 digits" in m for m in said), said
@@ -212,8 +216,7 @@ async def test_invalid_session_makes_the_bot_identify_afresh(
     with trio.fail_after(LIMIT):
         await server.drop()
         await server.wait_for(lambda: len(server.ops(2)) == 2)
-        server.user_says(CHANNEL, OWNER, "fresh start")
-        await server.wait_for(lambda: last(server) == "fresh start")
+        await echoed(server, "fresh start")
     assert len(server.ops(6)) == 1
     assert bot.session_id == server.session_id != old_session
 

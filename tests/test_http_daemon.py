@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import sqlite3
 import subprocess
@@ -15,19 +14,9 @@ import trio
 
 from agentrt.http import load_or_create_token
 
+from .cli_process import read_match
+
 pytestmark = pytest.mark.e2e
-
-
-async def _read_until(stream: trio.abc.ReceiveStream, pattern: str, seen: bytearray) -> str:
-    with trio.fail_after(20):
-        while True:
-            found = re.search(pattern, seen.decode(errors="replace"))
-            if found:
-                return found.group(1)
-            chunk = await stream.receive_some()
-            if not chunk:
-                raise AssertionError(f"the daemon exited; it said: {seen.decode()}")
-            seen += chunk
 
 
 async def test_daemon_with_http_serves_the_api_and_a_sigterm_keeps_http_runs_pending(
@@ -42,7 +31,7 @@ async def test_daemon_with_http_serves_the_api_and_a_sigterm_keeps_http_runs_pen
     try:
         assert process.stderr is not None
         said = bytearray()
-        base = await _read_until(process.stderr, r"web chat on (http://127\.0\.0\.1:\d+)/", said)
+        base = await read_match(process.stderr, r"web chat on (http://127\.0\.0\.1:\d+)/", said, 20)
         token = load_or_create_token(state)
         async with httpx.AsyncClient(
             base_url=base, headers={"Authorization": f"Bearer {token}"}

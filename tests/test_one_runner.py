@@ -6,11 +6,9 @@ state dir, and the `agentrt` command next to a running daemon.
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,12 +19,12 @@ import trio
 from agentrt import Outcome, ScriptedModel, open_runtime
 from agentrt._process import process_token
 
+from .cli_process import AGENTRT, daemon_command, env_for
 from .conftest import Recorder
 
 #: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
 pytestmark = pytest.mark.deadline(120)
 
-AGENTRT = [sys.executable, "-m", "agentrt"]
 #: How many times the two commands race; one double run in any trial fails the test.
 TRIALS = 20
 
@@ -41,14 +39,6 @@ async def park_a_shell_call(state: Path, workdir: Path, session: str) -> None:
             session, "sh echo ran >> runs.txt", owner="test", emit=Recorder()
         )
     assert ended.outcome is Outcome.AWAITING_ANSWER, ended
-
-
-def env_for(state: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["AGENTRT_STATE_DIR"] = str(state)
-    env.pop("AGENTRT_MODEL", None)
-    env.pop("AGENTRT_SOCKET", None)
-    return env
 
 
 async def answer_twice_at_once(state: Path, work: Path, session: str) -> list[int]:
@@ -87,19 +77,6 @@ async def test_two_answers_started_together_run_the_tool_once(tmp_path: Path) ->
 
 
 # -- daemons ----------------------------------------------------------------------
-
-
-def daemon_command(socket_path: Path, state: Path, workdir: Path) -> list[str]:
-    return [
-        *AGENTRT,
-        "daemon",
-        "--socket",
-        str(socket_path),
-        "--state-dir",
-        str(state),
-        "--workdir",
-        str(workdir),
-    ]
 
 
 @asynccontextmanager
@@ -153,6 +130,21 @@ async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
         assert first.returncode is None
 
 
+async def agentrt(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the `agentrt` command to its end (at most a minute), its output captured."""
+    with trio.fail_after(60):
+        return await trio.run_process(
+            [*AGENTRT, *args],
+            check=False,
+            capture_stdout=True,
+            capture_stderr=True,
+            env=env,
+            cwd=cwd,
+        )
+
+
 async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
     tmp_path: Path, short_dir: Path
 ) -> None:
@@ -161,14 +153,7 @@ async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
         env = env_for(state)
         # A model this command could not even start on its own: only the daemon's is used.
         env["AGENTRT_MODEL"] = "no-such-model"
-        with trio.fail_after(60):
-            parked = await trio.run_process(
-                [*AGENTRT, "run", "--session", "chat-1", "ask Name?"],
-                check=False,
-                capture_stderr=True,
-                env=env,
-                cwd=tmp_path,
-            )
+        parked = await agentrt(["run", "--session", "chat-1", "ask Name?"], env, tmp_path)
         assert parked.returncode == 3, parked.stderr
         assert b"agentrt pending answer chat-1" in parked.stderr
         db = sqlite3.connect(state / "tasks.db")
@@ -177,15 +162,7 @@ async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
         finally:
             db.close()
         assert runner == process_token(daemon.pid)
-        with trio.fail_after(60):
-            answered = await trio.run_process(
-                [*AGENTRT, "pending", "answer", "chat-1", "Ada"],
-                check=False,
-                capture_stdout=True,
-                capture_stderr=True,
-                env=env,
-                cwd=tmp_path,
-            )
+        answered = await agentrt(["pending", "answer", "chat-1", "Ada"], env, tmp_path)
         assert answered.returncode == 0, answered.stderr
         assert b"You answered: Ada" in answered.stdout
 

@@ -30,6 +30,7 @@ from agentrt import (
     RequestKind,
     Runtime,
     SecretStore,
+    TaskRecord,
     ToolCall,
     ToolCallDelta,
     ToolCallDeltaEvent,
@@ -427,29 +428,30 @@ class Watching:
         return getattr(self.inner, name)
 
 
-async def park(runtime: Runtime, session: str, text: str) -> None:
+async def park(runtime: Runtime, session: str, text: str) -> TaskRecord:
+    """Run `text` until it waits for an answer; the saved record, which never holds the value."""
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run(session, text, owner="t", emit=Recorder())
     assert ended.outcome is Outcome.AWAITING_ANSWER
     assert VALUE.encode() not in db_bytes(runtime)
+    record = await runtime.store.load(session)
+    assert record is not None and record.question is not None
+    return record
 
 
 async def test_a_parked_confirmation_saves_its_prompt_redacted(
     runtime: Runtime, planted: str, workdir: Path
 ) -> None:
-    await park(runtime, "chat-prompt", f"write {VALUE}.txt x")
-    record = await runtime.store.load("chat-prompt")
-    assert record is not None and record.question is not None
-    assert record.question.kind is RequestKind.CONFIRM
-    assert record.question.prompt == f"write 1 bytes to {workdir / LABEL}.txt"
+    question = (await park(runtime, "chat-prompt", f"write {VALUE}.txt x")).question
+    assert question is not None
+    assert question.kind is RequestKind.CONFIRM
+    assert question.prompt == f"write 1 bytes to {workdir / LABEL}.txt"
 
 
 async def test_a_resumed_call_runs_with_the_real_value_while_the_model_reads_the_label(
     runtime: Runtime, planted: str, workdir: Path
 ) -> None:
-    await park(runtime, "chat-resume", f"write out.txt {VALUE}")
-    record = await runtime.store.load("chat-resume")
-    assert record is not None and record.question is not None
+    record = await park(runtime, "chat-resume", f"write out.txt {VALUE}")
     (call,) = record.unanswered_calls()
     assert call.arguments["content"] == LABEL
     watching = Watching(runtime.executor.model)
@@ -487,9 +489,7 @@ async def test_a_resumed_call_that_held_an_encoded_secret_is_refused(
     runtime: Runtime, planted: str, workdir: Path
 ) -> None:
     encoded = base64.b64encode(VALUE.encode()).decode()
-    await park(runtime, "chat-lost", f"write out.txt {encoded}")
-    record = await runtime.store.load("chat-lost")
-    assert record is not None
+    record = await park(runtime, "chat-lost", f"write out.txt {encoded}")
     (call,) = record.unanswered_calls()
     assert call.redaction is Redaction.LOST
     resumed = Recorder()

@@ -21,8 +21,8 @@ from agentrt import Runtime, TaskStore, open_runtime
 from agentrt._retention import DAY, Retention
 from agentrt._settings import ConfigError, SourceKind, load_settings
 
-from .conftest import Recorder
-from .test_daemon_process import read_until
+from .cli_process import read_past
+from .conftest import Recorder, write_config
 
 
 def _home(tmp_path: Path) -> dict[str, str]:
@@ -32,20 +32,13 @@ def _home(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _write_config(env: dict[str, str], text: str) -> Path:
-    path = Path(env["XDG_CONFIG_HOME"]) / "agentrt" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 def test_retention_days_comes_from_flag_env_or_file_and_keeps_everything_by_default(
     tmp_path: Path,
 ) -> None:
     home = _home(tmp_path)
     default = load_settings(argparse.Namespace(), home).retention_days
     assert default.value is None and default.source.kind is SourceKind.DEFAULT
-    path = _write_config(home, "model = 'scripted'\nretention_days = 30\n")
+    path = write_config(home, "model = 'scripted'\nretention_days = 30\n")
     from_file = load_settings(argparse.Namespace(), home).retention_days
     assert (from_file.value, str(from_file.source)) == (30, f"file {path}:2")
     env = {**home, "AGENTRT_RETENTION_DAYS": "7"}
@@ -63,7 +56,7 @@ def test_a_retention_that_is_not_a_positive_whole_number_is_refused_naming_where
         load_settings(argparse.Namespace(), {**home, "AGENTRT_RETENTION_DAYS": "soon"})
     with pytest.raises(ConfigError, match="flag --retention-days: must be a positive integer"):
         load_settings(argparse.Namespace(retention_days=0), home)
-    path = _write_config(home, "retention_days = 1.5\n")
+    path = write_config(home, "retention_days = 1.5\n")
     with pytest.raises(ConfigError, match=rf"{path}:1: retention_days: must be a positive"):
         load_settings(argparse.Namespace(), home)
 
@@ -151,7 +144,7 @@ async def test_a_daemon_started_with_retention_days_prunes_before_it_listens(
     try:
         assert process.stderr is not None
         with trio.fail_after(30):
-            await read_until(process.stderr, b"listening on")
+            await read_past(process.stderr, b"listening on")
         db = sqlite3.connect(state / "tasks.db")
         try:
             left = {r[0] for r in db.execute("SELECT session_id FROM sessions")}

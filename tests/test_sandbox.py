@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from agentrt import Runtime, ToolResultEvent
 from agentrt._sandbox import Sandbox, refusal_note, tool_environment
 from agentrt._vocab import Approval, SandboxMode
 
+from .cli_process import run_in
 from .conftest import Recorder
 from .test_tool_processes import allow_everything, poll
 
@@ -233,23 +233,12 @@ async def test_a_command_that_leaves_its_group_dies_with_the_sandbox(tmp_path: P
 
 # -- the modes: missing, off, and what the configuration says ------------------------
 
-AGENTRT = [sys.executable, "-m", "agentrt"]
-
 
 def agentrt(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "AGENTRT_STATE_DIR": str(tmp_path / "state"), **env}
     environ.pop("AGENTRT_MODEL", None)
     environ.pop("AGENTRT_SOCKET", None)
-    return subprocess.run(
-        [*AGENTRT, *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_in(args, environ, tmp_path)
 
 
 def test_without_a_sandbox_full_auto_is_refused_at_start(tmp_path: Path) -> None:

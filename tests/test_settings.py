@@ -28,6 +28,8 @@ from agentrt.providers import ConfiguredModel, ModelOptions
 from agentrt.providers.anthropic import DEFAULT_ANTHROPIC_URL, AnthropicModel
 from agentrt.providers.openai import DEFAULT_OPENAI_URL
 
+from .conftest import write_config
+
 CANARY = "sk-settings-canary-8c1d2e3f4a5b"
 
 
@@ -42,13 +44,6 @@ def home(tmp_path: Path) -> dict[str, str]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "AGENTRT_STATE_DIR": str(tmp_path / "state"),
     }
-
-
-def write_config(env: dict[str, str], text: str) -> Path:
-    path = Path(env["XDG_CONFIG_HOME"]) / "agentrt" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def load(env: dict[str, str], **given: Any) -> Settings:

@@ -18,7 +18,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,6 +42,7 @@ from agentrt._toolproc import ToolLedger, group_members
 from agentrt.client import Client
 from agentrt.frames import AnswerFrame, AskFrame, Run
 
+from .cli_process import DAEMON, daemon_command, read_past
 from .conftest import Recorder
 
 TIMEOUT = 20
@@ -231,17 +231,9 @@ def folder() -> Iterator[Path]:
 async def test_a_shell_command_dies_with_a_daemon_killed_alone(folder: Path) -> None:
     (folder / "work").mkdir()
     process = await trio.lowlevel.open_process(
-        [
-            sys.executable,
-            "-m",
-            "agentrt.daemon",
-            "--socket",
-            str(folder / "run" / "d.sock"),
-            "--state-dir",
-            str(folder / "state"),
-            "--workdir",
-            str(folder / "work"),
-        ],
+        daemon_command(
+            folder / "run" / "d.sock", folder / "state", folder / "work", program=DAEMON
+        ),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         # Its own session, so that only the daemon itself is killed below: no group kill
@@ -252,11 +244,7 @@ async def test_a_shell_command_dies_with_a_daemon_killed_alone(folder: Path) -> 
     try:
         assert process.stderr is not None
         with trio.fail_after(TIMEOUT):
-            said = b""
-            while b"listening on" not in said:
-                chunk = await process.stderr.receive_some(4096)
-                assert chunk, f"the daemon exited: {said!r}"
-                said += chunk
+            await read_past(process.stderr, b"listening on")
             async with await Client.connect(folder / "run" / "d.sock") as client:
                 await client.send(Run(f"sh {SPAWNER}", session="cli-orphan"))
                 ask = await client.wait_for(AskFrame)
