@@ -205,25 +205,11 @@ def test_a_bad_base_url_or_provider_is_refused_by_every_entry_point(
         (["--model", "mistral:large"], "flag --model: unknown model 'mistral:large'"),
         (["--model", "openai:m", "--base-url", "nope"], "flag --base-url: 'nope' is not"),
     ):
-        started = subprocess.run(
-            [sys.executable, "-m", "agentrt.daemon", *socket, *flags],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        started = run_in([*socket, *flags], env, None, program=DAEMON)
         assert started.returncode == 2
         assert f"agentrt daemon: {said}" in started.stderr
     config = write_config(env, '[openai]\nbase_url = "localhost"\n')
-    tui = subprocess.run(
-        [sys.executable, "-m", "agenttui", *socket],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    tui = run_in(socket, env, None, program=[sys.executable, "-m", "agenttui"])
     assert tui.returncode == 2
     assert f"agenttui: {config}:2: openai.base_url: 'localhost' is not" in tui.stderr
     assert not (short_dir / "d.sock").exists()

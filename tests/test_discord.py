@@ -18,6 +18,8 @@ from .fakes.discord_server import TOKEN, FakeDiscord
 OWNER = "1001"
 STRANGER = "6666"
 CHANNEL = "5000"
+#: The session the owner's channel runs in.
+SESSION = f"dc-{CHANNEL}"
 LIMIT = 10
 
 
@@ -120,7 +122,7 @@ async def test_confirmation_is_posted_with_buttons_and_a_press_answers_it(
     assert callback_types(server) == [6]
     assert server.messages[message_id]["components"] == []
     assert "Allowed once" in server.messages[message_id]["content"]
-    assert await runtime.store.load(f"dc-{CHANNEL}") is None
+    assert await runtime.store.load(SESSION) is None
 
 
 async def test_unknown_user_is_refused_and_reaches_nothing(
@@ -224,15 +226,14 @@ async def test_invalid_session_makes_the_bot_identify_afresh(
 async def test_stop_command_throws_the_running_task_away(
     runtime: Runtime, server: FakeDiscord, bot: DiscordBot
 ) -> None:
-    session = f"dc-{CHANNEL}"
     with trio.fail_after(LIMIT):
         server.user_says(CHANNEL, OWNER, "working; sleep 60")
         await server.wait_for(lambda: last(server) == "working")
-        assert runtime.executor.is_running(session)
+        assert runtime.executor.is_running(SESSION)
         server.user_says(CHANNEL, OWNER, "/stop")
         await server.wait_for(lambda: "thrown away" in last(server))
         await bot.bridge.wait_idle()
-    assert await runtime.store.load(session) is None
+    assert await runtime.store.load(SESSION) is None
 
 
 def test_config_from_env_reads_token_and_allow_list() -> None:
@@ -262,27 +263,26 @@ async def test_slash_commands_are_registered_at_start(server: FakeDiscord, bot: 
 async def test_slash_pause_pending_and_stop_are_acknowledged_first_then_answered(
     runtime: Runtime, server: FakeDiscord, bot: DiscordBot
 ) -> None:
-    session = f"dc-{CHANNEL}"
     with trio.fail_after(LIMIT):
         server.user_says(CHANNEL, OWNER, "sleep 60")
-        await server.wait_for(lambda: runtime.executor.is_running(session))
+        await server.wait_for(lambda: runtime.executor.is_running(SESSION))
 
         pause = server.slash(OWNER, CHANNEL, "pause")
         await server.wait_for(lambda: answer_of(server, pause))
         assert answer_of(server, pause) == "⏸ Pausing the task."
         await server.wait_for(lambda: "Paused" in last(server))
         await bot.bridge.wait_idle()
-        assert await runtime.store.load(session) is not None
+        assert await runtime.store.load(SESSION) is not None
 
         pending = server.slash(OWNER, CHANNEL, "pending")
         await server.wait_for(lambda: answer_of(server, pending))
         assert answer_of(server, pending) == "Resuming: sleep 60"
-        await server.wait_for(lambda: runtime.executor.is_running(session))
+        await server.wait_for(lambda: runtime.executor.is_running(SESSION))
 
         stop = server.slash(OWNER, CHANNEL, "stop")
         await server.wait_for(lambda: "thrown away" in last(server))
         await bot.bridge.wait_idle()
-    assert await runtime.store.load(session) is None
+    assert await runtime.store.load(SESSION) is None
     assert answer_of(server, stop) == "⏹ Stopping the task."
     # Each was acknowledged with "thinking..." (type 5) before its answer was put there.
     assert callback_types(server) == [5, 5, 5]

@@ -100,6 +100,19 @@ async def server(nursery: trio.Nursery) -> LLMServer:
     return srv
 
 
+def noticing(text: str) -> tuple[Recorder, trio.Event]:
+    """A recorder, and an event it sets once the text `text` has streamed."""
+    recorder = Recorder()
+    seen = trio.Event()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, TextEvent) and event.text == text:
+            seen.set()
+
+    recorder.hooks.append(on_event)
+    return recorder, seen
+
+
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 async def test_tool_conversation_pause_and_resume(
     provider: str, server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
@@ -108,14 +121,7 @@ async def test_tool_conversation_pause_and_resume(
     (workdir / "notes.txt").write_text(NOTE)
     server.script(*script())
     owner = object()
-    first = Recorder()
-    streaming = trio.Event()
-
-    def on_event(event: object) -> None:
-        if isinstance(event, TextEvent) and event.text == "Reading":
-            streaming.set()
-
-    first.hooks.append(on_event)
+    first, streaming = noticing("Reading")
     ended: list[RunEnded] = []
     with trio.fail_after(10):
         async with open_runtime(
@@ -219,14 +225,7 @@ async def test_anthropic_thinking_is_shown_kept_in_the_task_and_sent_back_after_
     )
     model = AnthropicModel("m", server.base_url, api_key=CANARY, thinking_budget=1024)
     owner = object()
-    first = Recorder()
-    streaming = trio.Event()
-
-    def on_event(event: object) -> None:
-        if isinstance(event, TextEvent) and event.text == "Reading":
-            streaming.set()
-
-    first.hooks.append(on_event)
+    first, streaming = noticing("Reading")
     with trio.fail_after(10):
         async with open_runtime(
             tmp_path / "state", model=model, workdir=workdir, restricted_paths=[], verifier=verifier
