@@ -86,6 +86,16 @@ async def daemon(
             await process.wait()
 
 
+def http_client(said: bytes, state: Path) -> httpx.AsyncClient:
+    """A client of the web API the daemon said it serves, with the token of `state`."""
+    port = re.search(rb"http://127\.0\.0\.1:(\d+)/", said)
+    assert port is not None, said
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{int(port.group(1))}",
+        headers={"Authorization": f"Bearer {load_or_create_token(state)}"},
+    )
+
+
 async def run_over_socket(socket: Path, text: str) -> EndedFrame | ErrorFrame:
     async with await Client.connect(socket) as client:
         await client.send(Run(text))
@@ -126,13 +136,7 @@ async def test_a_daemon_configured_by_env_and_file_reaches_a_local_server(
             assert request.json()["model"] == "local-model"
             assert "authorization" not in request.headers  # no key: a local server needs none
 
-            port = re.search(rb"http://127\.0\.0\.1:(\d+)/", said)
-            assert port is not None, said
-            token = load_or_create_token(short_dir / "state")
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{int(port.group(1))}",
-                headers={"Authorization": f"Bearer {token}"},
-            ) as http:
+            async with http_client(said, short_dir / "state") as http:
                 started = await http.post("/v1/session/w1/run", json={"text": "hi"})
                 assert started.status_code == 202, started.text
                 exchange = await server.wait_request(2)
@@ -163,13 +167,7 @@ async def test_a_daemon_without_a_key_refuses_runs_and_keeps_no_failed_task(
                 assert refused.code is ErrorCode.STATE
                 assert "no API key for the OpenAI API (model openai:gpt-4o)" in refused.message
                 assert "agentrt keys set OPENAI_API_KEY" in refused.message
-            port = re.search(rb"http://127\.0\.0\.1:(\d+)/", said)
-            assert port is not None
-            token = load_or_create_token(short_dir / "state")
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{int(port.group(1))}",
-                headers={"Authorization": f"Bearer {token}"},
-            ) as http:
+            async with http_client(said, short_dir / "state") as http:
                 answer = await http.post("/v1/session/k/run", json={"text": "hi"})
             assert answer.status_code == 503
             assert answer.json()["error"]["code"] == "model_not_configured"
