@@ -63,6 +63,12 @@ async def until(app: TuiApp, condition: Callable[[], bool], what: str) -> None:
         app.application.after_render -= wake
 
 
+async def press(app: TuiApp, pipe: PipeInput, keys: str, text: str, what: str) -> None:
+    """Send `keys` and wait until the input holds `text`."""
+    pipe.send_text(keys)
+    await until(app, lambda: app.buffer.text == text, what)
+
+
 def drive(
     pipe: PipeInput,
     scenario: Callable[[TuiApp, list[ClientFrame]], Awaitable[None]],
@@ -125,10 +131,8 @@ def test_escape_cascade_through_the_keyboard(pipe: PipeInput) -> None:
         pipe.send_text(ESC)
         await until(app, lambda: state.notice is None, "Esc closed the notice")
         assert app.buffer.text == "/"
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared the input")
-        pipe.send_text("/q\t")
-        await until(app, lambda: app.buffer.text == "/quit", "Tab completed the command")
+        await press(app, pipe, ESC, "", "Esc cleared the input")
+        await press(app, pipe, "/q\t", "/quit", "Tab completed the command")
         pipe.send_text(ENTER)
 
     drive(pipe, scenario)
@@ -167,8 +171,7 @@ def test_confirmation_and_masked_secret_from_the_keyboard(pipe: PipeInput) -> No
         assert sent[-1] == AnswerFrame("s1", "", secret="hunter2")
         assert "hunter2" not in app.buffer.history.get_strings()
         assert app.buffer.text == "draft"
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared the draft")
+        await press(app, pipe, ESC, "", "Esc cleared the draft")
         pipe.send_text("/quit")
         await until(app, lambda: state.picker_open, "the picker opened")
         # Esc and Enter arriving together are Alt+Enter: a person presses them apart.
@@ -212,24 +215,18 @@ def test_up_recalls_sent_messages_and_they_survive_a_restart(
         pipe.send_text("second message" + ENTER)
         await until(app, lambda: len(sent) == 2, "the second run was sent")
         finish(app, "t2")
-        pipe.send_text(UP)
-        await until(app, lambda: app.buffer.text == "second message", "Up recalled the last")
-        pipe.send_text(UP)
-        await until(app, lambda: app.buffer.text == "first message", "Up recalled the first")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
+        await press(app, pipe, UP, "second message", "Up recalled the last")
+        await press(app, pipe, UP, "first message", "Up recalled the first")
+        await press(app, pipe, ESC, "", "Esc cleared it")
         pipe.send_text(CTRL_D)
 
     drive(pipe, first, FileHistory(path))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
     async def again(app: TuiApp, sent: list[ClientFrame]) -> None:
-        pipe.send_text(UP)
-        await until(app, lambda: app.buffer.text == "second message", "Up after a restart")
-        pipe.send_text(UP)
-        await until(app, lambda: app.buffer.text == "first message", "and further back")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
+        await press(app, pipe, UP, "second message", "Up after a restart")
+        await press(app, pipe, UP, "first message", "and further back")
+        await press(app, pipe, ESC, "", "Esc cleared it")
         pipe.send_text(CTRL_D)
 
     with create_pipe_input() as second_pipe:
@@ -272,8 +269,13 @@ def test_ctrl_r_searches_earlier_messages(pipe: PipeInput) -> None:
 
 def test_alt_enter_and_ctrl_j_start_new_lines(pipe: PipeInput) -> None:
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
-        pipe.send_text("one" + ALT_ENTER + "two" + CTRL_J + "three")
-        await until(app, lambda: app.buffer.text == "one\ntwo\nthree", "three lines typed")
+        await press(
+            app,
+            pipe,
+            "one" + ALT_ENTER + "two" + CTRL_J + "three",
+            "one\ntwo\nthree",
+            "three lines typed",
+        )
         assert sent == []
         pipe.send_text(ENTER)
         await until(app, lambda: sent == [Run("one\ntwo\nthree", None)], "sent as one message")
@@ -285,18 +287,12 @@ def test_alt_enter_and_ctrl_j_start_new_lines(pipe: PipeInput) -> None:
 
 def test_escape_clears_and_ctrl_underscore_or_escape_brings_it_back(pipe: PipeInput) -> None:
     async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
-        pipe.send_text("a long draft")
-        await until(app, lambda: app.buffer.text == "a long draft", "typed")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared it")
-        pipe.send_text(CTRL_UNDERSCORE)
-        await until(app, lambda: app.buffer.text == "a long draft", "Ctrl+_ brought it back")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "Esc cleared it again")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "a long draft", "a second Esc restored it")
-        pipe.send_text(ESC)
-        await until(app, lambda: app.buffer.text == "", "cleared")
+        await press(app, pipe, "a long draft", "a long draft", "typed")
+        await press(app, pipe, ESC, "", "Esc cleared it")
+        await press(app, pipe, CTRL_UNDERSCORE, "a long draft", "Ctrl+_ brought it back")
+        await press(app, pipe, ESC, "", "Esc cleared it again")
+        await press(app, pipe, ESC, "a long draft", "a second Esc restored it")
+        await press(app, pipe, ESC, "", "cleared")
         pipe.send_text(CTRL_D)
 
     drive(pipe, scenario)
