@@ -19,7 +19,6 @@ from agentrt import (
 from agentrt._messages import Usage
 from agentrt.providers import (
     AnthropicModel,
-    ModelMaxTokensError,
     ModelRateLimitError,
     ModelRequestError,
     ModelServerError,
@@ -369,28 +368,6 @@ async def test_cache_read_and_creation_tokens_are_reported_apart(server: LLMServ
 
 
 # --------------------------------------------------------------------------- max_tokens
-
-
-async def test_a_max_tokens_stop_inside_a_tool_call_says_the_reply_was_cut(
-    server: LLMServer,
-) -> None:
-    server.script(
-        sse(
-            [
-                an_start(),
-                *an_text_block(0, ["Writing."]),
-                *an_tool_block(1, "toolu_1", "write_file", ['{"path": "a.txt", "content": "lor']),
-                *an_end("max_tokens", 64),
-            ]
-        )
-    )
-    with trio.fail_after(5), pytest.raises(ModelMaxTokensError) as caught:
-        await model(server, max_tokens=64).complete([Message.user("w")], TOOLS, Collect())
-    message = str(caught.value)
-    assert message.startswith("the reply was cut at max_tokens (64)")
-    assert "'write_file'" in message
-    assert "JSON" not in message
-    assert len(server.requests) == 1
 
 
 async def test_a_max_tokens_stop_in_text_after_whole_calls_keeps_the_reply(

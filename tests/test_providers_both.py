@@ -15,11 +15,12 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Message, TextDelta
+from agentrt import Message, TextDelta, ToolSpec
 from agentrt._messages import ModelDelta, Usage
 from agentrt.providers import (
     AnthropicModel,
     ModelAuthError,
+    ModelMaxTokensError,
     ModelNotFoundError,
     OpenAIModel,
     RetryPolicy,
@@ -34,10 +35,12 @@ from .fakes.llm_server import (
     an_event,
     an_start,
     an_text_block,
+    an_tool_block,
     cut,
     json_error,
     oa_finish,
     oa_text,
+    oa_tool,
     oa_usage,
     sse,
     stall,
@@ -47,6 +50,7 @@ FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
 AN_CANARY = "sk-ant-canary-91c4e7d2a6b8f0e3"
 OA_CANARY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
 OA_MASKED = OA_CANARY[:8] + "*" * 10 + OA_CANARY[-4:]
+TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {}}})]
 
 Model = AnthropicModel | OpenAIModel
 
@@ -56,8 +60,8 @@ class Wire:
     """One provider: how it is built and what its server says."""
 
     name: str
-    #: The model on the scripted server, with the canary key and fast retries.
-    build: Callable[[LLMServer], Model]
+    #: The model on the scripted server, with the canary key and fast retries (and options).
+    build: Callable[..., Model]
     #: The model on the hosted API with no key.
     hosted: Callable[[], Model]
     #: A whole reply streaming "Hel", "lo", and the tokens it reports.
@@ -69,6 +73,8 @@ class Wire:
     partial: list[bytes]
     #: What a cut before any delta has sent.
     before_any_delta: list[bytes]
+    #: A reply that stops for max_tokens inside a call of write_file, its JSON cut.
+    cut_in_a_call: list[bytes]
     #: The body of a 401 that quotes the key, what the error keeps of it, what it must hide.
     auth_body: Any
     auth_says: str
@@ -85,8 +91,8 @@ class Wire:
 
 ANTHROPIC = Wire(
     name="anthropic",
-    build=lambda server: AnthropicModel(
-        "claude-test", server.base_url, api_key=AN_CANARY, retry=FAST
+    build=lambda server, **options: AnthropicModel(
+        "claude-test", server.base_url, **{"api_key": AN_CANARY, "retry": FAST, **options}
     ),
     hosted=lambda: AnthropicModel("claude-sonnet-4-5"),
     # A ping among the events is passed over.
@@ -100,6 +106,12 @@ ANTHROPIC = Wire(
     ok=[an_start(7), *an_text_block(0, ["ok"]), *an_end("end_turn", 4)],
     partial=[an_start(), *an_text_block(0, ["partial"])[:2]],
     before_any_delta=[an_start()],
+    cut_in_a_call=[
+        an_start(),
+        *an_text_block(0, ["Writing."]),
+        *an_tool_block(1, "toolu_1", "write_file", ['{"path": "a.txt", "content": "lor']),
+        *an_end("max_tokens", 64),
+    ],
     auth_body=an_error("authentication_error", f"invalid x-api-key: {AN_CANARY}"),
     auth_says="invalid x-api-key",
     auth_match="ANTHROPIC_API_KEY",
@@ -113,8 +125,8 @@ ANTHROPIC = Wire(
 
 OPENAI = Wire(
     name="openai",
-    build=lambda server: OpenAIModel(
-        "test-model", server.base_url + "/v1", api_key=OA_CANARY, retry=FAST
+    build=lambda server, **options: OpenAIModel(
+        "test-model", server.base_url + "/v1", **{"api_key": OA_CANARY, "retry": FAST, **options}
     ),
     hosted=lambda: OpenAIModel("gpt-4o-mini"),
     hello=[oa_text("Hel"), oa_text("lo"), oa_finish(), oa_usage(12, 3), OA_DONE],
@@ -122,6 +134,12 @@ OPENAI = Wire(
     ok=[oa_text("ok"), oa_finish(), OA_DONE],
     partial=[oa_text("partial")],
     before_any_delta=[],
+    cut_in_a_call=[
+        oa_tool(0, id="call_1", name="write_file"),
+        oa_tool(0, arguments='{"path": "a.txt", "content": "lorem ip'),
+        oa_finish("length"),
+        OA_DONE,
+    ],
     auth_body={
         "error": {
             "message": f"Incorrect API key provided: {OA_CANARY}. Also known as {OA_MASKED}.",
@@ -248,3 +266,19 @@ async def test_a_cut_before_any_delta_is_retried(server: LLMServer, wire: Wire) 
         response = await wire.build(server).complete([Message.user("hi")], [], Collect())
     assert response.text == "ok"
     assert len(server.requests) == 2
+
+
+async def test_a_max_tokens_stop_inside_a_tool_call_says_the_reply_was_cut(
+    server: LLMServer, wire: Wire
+) -> None:
+    server.script(sse(wire.cut_in_a_call))
+    model = wire.build(server, max_tokens=64)
+    with trio.fail_after(5), pytest.raises(ModelMaxTokensError) as caught:
+        await model.complete([Message.user("write")], TOOLS, Collect())
+    message = str(caught.value)
+    assert message.startswith("the reply was cut at max_tokens (64)")
+    assert "'write_file'" in message
+    assert "JSON" not in message
+    # Asking again the same way would stop at the same place: no retry.
+    assert len(server.requests) == 1
+    assert server.requests[0].json()["max_tokens"] == 64
