@@ -15,12 +15,12 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import ALLOW_ONCE, Entry, Outcome, Runtime
+from agentrt import ALLOW_ONCE, Outcome, Runtime
 from agentrt._agent import AgentRun
 
 from .cli_process import run
 from .conftest import Recorder
-from .test_integrity import answer_all
+from .test_integrity import answering
 
 ASK_AGAIN = "(not an answer: 'blue'; answer y (allow once), a (allow for this session) or n (deny))"
 
@@ -127,8 +127,7 @@ async def test_a_later_call_that_reaches_its_question_first_waits_for_the_earlie
 ) -> None:
     # The first call's way to its question is held until everything else is blocked: the
     # second call gets to its own question first, and still its question is posted second.
-    asked: list[Entry] = []
-    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    asked = await answering(nursery, runtime, lambda e: ALLOW_ONCE)
     set_record = AgentRun.set_record
 
     async def first_one_late(run: AgentRun, **changes: Any) -> None:

@@ -72,6 +72,18 @@ async def answer_all(
                 entry.answer(Answer(value))
 
 
+async def answering(
+    nursery: trio.Nursery,
+    runtime: Runtime,
+    answer: Callable[[Entry], str | None],
+    prefix: str = "cli-",
+) -> list[Entry]:
+    """Start `answer_all` for `prefix` in `nursery`; the list of what it is asked."""
+    asked: list[Entry] = []
+    await nursery.start(answer_all, runtime, prefix, answer, asked)
+    return asked
+
+
 # -- 1. live runs use full values; snapshots alone are clamped ---------------
 
 
@@ -79,8 +91,7 @@ async def test_live_write_writes_every_byte_and_the_confirmation_counts_them(
     runtime: Runtime, workdir: Path, nursery: trio.Nursery
 ) -> None:
     content = "x" * 6_000 + "0123456789"  # 6,010 bytes: over the 4 KiB argument limit
-    asked: list[Entry] = []
-    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    asked = await answering(nursery, runtime, lambda e: ALLOW_ONCE)
     recorder = Recorder()
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run(
@@ -183,9 +194,8 @@ async def test_a_pause_right_after_a_tool_returned_still_commits_its_result(
 async def test_a_call_that_started_and_never_committed_says_it_may_already_have_run(
     runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[Entry] = []
     # Allowed for the whole session: a call that may already have run is asked about anyway.
-    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_SESSION, asked)
+    asked = await answering(nursery, runtime, lambda e: ALLOW_SESSION)
     begin_effect = AgentRun.begin_effect
 
     async def begin_then_pause(run: AgentRun, call: ToolCall) -> None:
@@ -294,9 +304,8 @@ async def test_password_and_secret_prompts_are_saved_with_the_task(
 async def test_a_subagents_question_in_a_chat_session_parks_like_its_parent(
     runtime: Runtime, nursery: trio.Nursery
 ) -> None:
-    asked: list[Entry] = []
     # A web page is serving chat- sessions, and still the question is not asked inline.
-    await nursery.start(answer_all, runtime, "chat-", lambda e: ALLOW_ONCE, asked)
+    asked = await answering(nursery, runtime, lambda e: ALLOW_ONCE, "chat-")
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run(
             "chat-sub", "spawn {ask Favourite colour?}", owner="t", emit=Recorder()
@@ -389,8 +398,7 @@ async def test_calls_of_one_round_that_start_together_all_keep_their_attempts(
 async def test_a_resume_says_what_the_stop_cost(
     runtime: Runtime, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[Entry] = []
-    await nursery.start(answer_all, runtime, "cli-", lambda e: ALLOW_ONCE, asked)
+    await answering(nursery, runtime, lambda e: ALLOW_ONCE)
     begin_effect = AgentRun.begin_effect
 
     # The three calls run side by side: the shell pauses once the other two have committed
