@@ -21,6 +21,7 @@ from agentrt import (
     Entry,
     Message,
     Outcome,
+    RunEnded,
     Runtime,
     TaskRecord,
     TaskStore,
@@ -82,6 +83,13 @@ async def pause_at_confirmation(runtime: Runtime, session: str, text: str) -> Re
     return recorder
 
 
+def ended_of(recorder: Recorder) -> RunEnded:
+    """The run's `RunEnded`, appended last."""
+    ended = recorder.events[-1]
+    assert isinstance(ended, RunEnded)
+    return ended
+
+
 async def resume_allowing(runtime: Runtime, session: str) -> Recorder:
     recorder = Recorder()
     async with trio.open_nursery() as nursery:
@@ -109,14 +117,14 @@ async def test_a_paused_call_with_a_long_argument_runs_whole_on_resume(
     paused = await pause_at_confirmation(
         runtime, "cli-clamp", f"write clamp.txt {content}; big 100000; sleep 1"
     )
-    assert paused.events[-1].error is None  # nothing will have to be issued again
+    assert ended_of(paused).error is None  # nothing will have to be issued again
     record = await runtime.store.load("cli-clamp")
     assert record is not None
     (write,) = [c for c in record.unanswered_calls() if c.name == "write_file"]
     assert "elided" in write.arguments["content"]  # the snapshot stays clamped
     assert record.arguments[write.id]["content"] == content
     resumed = await resume_allowing(runtime, "cli-clamp")
-    ended = resumed.events[-1]
+    ended = ended_of(resumed)
     assert ended.outcome is Outcome.FINISHED
     assert (workdir / "clamp.txt").read_text() == content
     results = {e.name: e for e in resumed.of(ToolResultEvent)}
@@ -133,7 +141,7 @@ async def test_arguments_past_the_bound_are_not_kept_and_the_pause_says_which_ca
     assert record is not None
     assert record.arguments == {}
     (write,) = record.unanswered_calls()
-    note = paused.events[-1].error
+    note = ended_of(paused).error
     assert note == (
         f"the full arguments of write_file {write.id} were past the 8 MiB a task keeps; "
         "on resume the model will have to issue that call again"
