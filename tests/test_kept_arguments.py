@@ -248,3 +248,28 @@ async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT version FROM agentrt_schema").fetchone()
     assert row == (SCHEMA_VERSION,) == (2,)
+
+
+async def test_kept_arguments_hold_a_secret_as_its_label_and_the_resumed_call_gets_its_value(
+    runtime: Runtime, workdir: Path
+) -> None:
+    value = "k3y-canary-value-of-the-kept-args-5d1e"
+    runtime.secrets.put("deploy_key", value)
+    content = value + "x" * 6_000  # over 4 KiB: kept beside the clamped snapshot
+    with trio.fail_after(LIMIT):
+        ended = await runtime.executor.run(
+            "chat-kept-secret", f"write out.txt {content}", owner="t", emit=Recorder()
+        )
+    assert ended.outcome is Outcome.AWAITING_ANSWER
+    record = await runtime.store.load("chat-kept-secret")
+    assert record is not None
+    (kept,) = record.arguments.values()
+    assert kept["content"] == "[secret deploy_key]" + "x" * 6_000
+    stored = b"".join(p.read_bytes() for p in sorted(runtime.state_dir.glob("tasks.db*")))
+    assert value.encode() not in stored
+    with trio.fail_after(LIMIT):
+        final = await runtime.executor.resume(
+            "chat-kept-secret", answer=ALLOW_ONCE, owner="t", emit=Recorder()
+        )
+    assert final.outcome is Outcome.FINISHED
+    assert (workdir / "out.txt").read_text() == content
