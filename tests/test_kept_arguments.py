@@ -247,7 +247,7 @@ async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres
         await store.aclose()
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT version FROM agentrt_schema").fetchone()
-    assert row == (SCHEMA_VERSION,) == (2,)
+    assert row == (SCHEMA_VERSION,) == (3,)
 
 
 async def test_kept_arguments_hold_a_secret_as_its_label_and_the_resumed_call_gets_its_value(
