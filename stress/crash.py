@@ -28,7 +28,15 @@ Every kill is followed by a restart and an audit:
   runs a kill left uncommitted (reported: after a crash, a call that ran but
   whose result was not saved runs again); any run beyond those is a committed
   call run again (or an orphan that finished after its daemon died), and a
-  failure.
+  failure;
+* a call that a kill left started and uncommitted must say so when it runs
+  again: its ``tool_call`` frame has attempt 2 or more;
+* every file a ``write`` call targets holds, after each kill, either its old
+  content or the whole new one (a half-written file is a failure).
+
+Some conversations run their calls inside subagents (``spawn {...}``, nested
+too): a subagent journals its calls in its parent's task, so everything above
+holds for them as well. The table's notes count each of these per kind of kill.
 
 Every unfinished session is resumed to completion at the end (and now and
 then in between, so resumes get killed too).
@@ -42,12 +50,14 @@ import random
 import signal
 import sqlite3
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
 import trio
 
 from agentrt._messages import Message, Role
+from agentrt._record import SubagentJournal, TaskRecord
 from agentrt._store import StoreError, TaskStore
 from agentrt.client import (
     BrokenDaemonConnectionError,
@@ -66,6 +76,7 @@ from agentrt.frames import (
     PendingRequest,
     Run,
     TaskFrame,
+    ToolCallFrame,
 )
 
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, poll_until, short_tempdir
@@ -78,6 +89,14 @@ _KILL_WEIGHTS = (0.45, 0.3, 0.25)
 _ORPHAN_SECONDS = 10.0
 #: A shell call that runs later than this after its daemon died was an orphan at work.
 _ORPHAN_GRACE = 0.25
+#: What the notes count per kind of kill (see `_Harness.by_kind`).
+_PER_KIND = (
+    "kills",
+    "committed re-run",
+    "uncommitted re-run",
+    "shown as attempt>=2",
+    "half-written",
+)
 #: What a kill interrupted, named by the last frame the client saw before it.
 _STAGES = {
     "TaskFrame": "run or resume starting",
@@ -102,11 +121,25 @@ class _Session:
     #: Per marker: its count at the last kill that found its call uncommitted.
     uncommitted_count: dict[str, int] = attrs.field(factory=dict)
     kills: int = 0
+    #: Files its write calls target: name -> (old content, new content).
+    files: dict[str, tuple[bytes, bytes]] = attrs.field(factory=dict)
+    #: Markers of the calls the last kill left started and uncommitted.
+    started_uncommitted: set[str] = attrs.field(factory=set)
+    #: How the daemon was last killed while running this session.
+    last_kind: str = ""
 
 
-def _script(rng: random.Random, index: int) -> tuple[str, tuple[str, ...]]:
+#: How many bytes a write call writes (large enough that a kill may land inside it).
+_WRITE_BYTES = 256 * 1024
+
+
+def _script(
+    rng: random.Random, index: int
+) -> tuple[str, tuple[str, ...], dict[str, tuple[bytes, bytes]]]:
+    """A conversation, the markers of its shell calls, and the files it writes (old, new)."""
     parts: list[str] = []
     markers: list[str] = []
+    files: dict[str, tuple[bytes, bytes]] = {}
     if rng.random() < 0.5:
         parts.append(f"stream {rng.randint(1, 6)}")
     for j in range(rng.randint(1, 3)):
@@ -124,19 +157,64 @@ def _script(rng: random.Random, index: int) -> tuple[str, tuple[str, ...]]:
         parts.append("ask favourite colour?")
     if rng.random() < 0.2:
         parts.append("sleep 0.2")
+    if rng.random() < 0.35:
+        name = f"f{index}.txt"
+        new = (f"new{index}-" * (_WRITE_BYTES // 8))[:_WRITE_BYTES]
+        files[name] = (f"old content of {name}\n".encode(), new.encode())
+        parts.append(f"write {name} {new}")
     rng.shuffle(parts)
-    return "; ".join(parts), tuple(markers)
+    if len(parts) > 1 and rng.random() < 0.4:
+        # A subagent runs some of the calls; now and then one of its own does too.
+        cut = rng.randint(1, len(parts) - 1)
+        inner = parts[cut:]
+        if len(inner) > 1 and rng.random() < 0.3:
+            inner = [*inner[:1], "spawn {" + "; ".join(inner[1:]) + "}"]
+        parts = [*parts[:cut], "spawn {" + "; ".join(inner) + "}"]
+    return "; ".join(parts), tuple(markers), files
 
 
-def _committed_markers(transcript: tuple[Message, ...], markers: tuple[str, ...]) -> set[str]:
-    """The markers whose shell call has a committed result in `transcript`."""
+def _committed_markers(
+    transcript: tuple[Message, ...],
+    markers: tuple[str, ...],
+    subagents: Iterable[SubagentJournal] = (),
+) -> set[str]:
+    """The markers whose shell call has a committed result in `transcript` or a journal.
+
+    A spawn's committed result stands for every call inside it: its subagent
+    committed them all before it returned (and its journal went with it).
+    """
+    return _markers_of(transcript, markers, committed=True, journals=subagents)
+
+
+def _started_markers(record: TaskRecord, markers: tuple[str, ...]) -> set[str]:
+    """The markers whose shell call `record` says was started and has no committed result."""
+    found = _markers_of(record.transcript, markers, attempts=record.attempts)
+    for journal in record.subagents.values():
+        found |= _markers_of(journal.transcript, markers, attempts=journal.attempts)
+    return found - _committed_markers(record.transcript, markers, record.subagents.values())
+
+
+def _markers_of(
+    transcript: tuple[Message, ...],
+    markers: tuple[str, ...],
+    *,
+    committed: bool = False,
+    attempts: Mapping[str, int] | None = None,
+    journals: Iterable[SubagentJournal] = (),
+) -> set[str]:
     done = {m.tool_call_id for m in transcript if m.role is Role.TOOL}
     out: set[str] = set()
     for message in transcript:
         for call in message.tool_calls:
-            command = call.arguments.get("command")
-            if call.name == "shell" and isinstance(command, str) and call.id in done:
-                out.update(m for m in markers if f"echo {m} " in command)
+            if committed and call.id not in done:
+                continue
+            if attempts is not None and (call.id in done or attempts.get(call.id, 0) == 0):
+                continue
+            text = call.arguments.get("command" if call.name == "shell" else "task")
+            if call.name in ("shell", "spawn") and isinstance(text, str):
+                out.update(m for m in markers if f"echo {m} " in text)
+    for journal in journals:
+        out |= _markers_of(journal.transcript, markers, committed=committed)
     return out
 
 
@@ -222,6 +300,14 @@ class _Harness:
     #: committed one (a committed call run again, or an orphan finishing late): must be 0.
     uncommitted_reruns: int = 0
     committed_reruns: int = 0
+    #: Per kind of kill: committed calls run again (must be 0), calls a kill left started
+    #: and uncommitted that ran again, those of them shown as attempt 2 or more (must be
+    #: all), and files left neither old nor new (must be 0).
+    by_kind: dict[str, dict[str, int]] = attrs.field(factory=dict)
+
+    def count(self, kind: str, what: str, n: int = 1) -> None:
+        row = self.by_kind.setdefault(kind, dict.fromkeys(_PER_KIND, 0))
+        row[what] += n
 
     @property
     def workdir(self) -> Path:
@@ -254,6 +340,8 @@ class _Harness:
             assert kind is not None
             self.stages[stage] = self.stages.get(stage, 0) + 1
             self.kinds[kind] = self.kinds.get(kind, 0) + 1
+            self.count(kind, "kills")
+            state.last_kind = kind
             self.resume_kills += resuming
 
         def last_stage() -> str:
@@ -296,6 +384,8 @@ class _Harness:
                             frames.append(frame)
                             if isinstance(frame, TaskFrame):
                                 state.started = True
+                            if isinstance(frame, ToolCallFrame):
+                                self.note_call(state, frame)
                             at_frame = kind in ("all", "daemon") and mode == "frame"
                             if at_frame and len(frames) == kill_at_frame:
                                 await do_kill()
@@ -337,6 +427,41 @@ class _Harness:
             self.note_end(state, ended[0], time.monotonic() - started_at)
         return killed
 
+    def note_call(self, state: _Session, frame: ToolCallFrame) -> None:
+        """A shell call the last kill left started and uncommitted must say it may have run."""
+        command = frame.arguments.get("command")
+        if frame.name != "shell" or not isinstance(command, str):
+            return
+        for marker in [m for m in state.started_uncommitted if f"echo {m} " in command]:
+            state.started_uncommitted.discard(marker)
+            self.count(state.last_kind, "uncommitted re-run")
+            if frame.attempt >= 2:
+                self.count(state.last_kind, "shown as attempt>=2")
+            else:
+                where = f" in {frame.agent}" if frame.agent else ""
+                self.fail(
+                    f"{state.session}: call {marker}{where} started before a kill "
+                    f"({state.last_kind}) and ran again as attempt {frame.attempt}, not "
+                    "saying it may already have run"
+                )
+
+    def check_files(self) -> None:
+        """Every file a write call targets holds its old content or the whole new one."""
+        for state in self.sessions:
+            for name, (old, new) in state.files.items():
+                try:
+                    data = (self.workdir / name).read_bytes()
+                except FileNotFoundError:
+                    data = b""
+                if data not in (old, new):
+                    kind = state.last_kind or "none"
+                    self.count(kind, "half-written")
+                    self.fail(
+                        f"{state.session}: {name} is half-written after a kill ({kind}): "
+                        f"{len(data)} bytes, neither its old {len(old)} nor its new {len(new)}"
+                    )
+                    (self.workdir / name).write_bytes(old)  # counted once, not at every kill
+
     async def after_kill(self) -> None:
         """Check no tool outlived the daemon, restart it (armed for the next kill), audit."""
         self.orphan_checks += 1
@@ -358,6 +483,7 @@ class _Harness:
                 f"{len(late)} shell calls ran after their daemon died (orphans at work): "
                 f"{', '.join(late[:5])}"
             )
+        self.check_files()
         await self.start()
         self.integrity_checks += 1
         verdict = await trio.to_thread.run_sync(integrity_check, self.daemon.state_dir / "tasks.db")
@@ -423,6 +549,11 @@ class _Harness:
                     if record is not None:
                         self.fail(f"{state.session}: finished, yet its pending task is still there")
                     committed = _committed_markers(history, state.markers)
+                    if state.started_uncommitted:
+                        self.fail(
+                            f"{state.session}: calls started before a kill never ran again "
+                            f"nor were reported: {sorted(state.started_uncommitted)}"
+                        )
                     for marker in state.markers:
                         left_uncommitted = state.uncommitted_count.get(marker, 0)
                         got = counts.get(marker, 0)
@@ -438,6 +569,7 @@ class _Harness:
                             beyond = got - left_uncommitted - 1
                             if beyond:
                                 self.committed_reruns += beyond
+                                self.count(state.last_kind or "none", "committed re-run", beyond)
                                 self.fail(
                                     f"{state.session}: call {marker} ran {got} times: once "
                                     f"committed, {left_uncommitted} left uncommitted by a kill, "
@@ -450,10 +582,13 @@ class _Harness:
                         self.fail(f"{state.session}: pending task lost after a kill")
                     continue
                 if after_kill:
-                    committed = _committed_markers(record.transcript, state.markers)
+                    committed = _committed_markers(
+                        record.transcript, state.markers, record.subagents.values()
+                    )
                     for marker in state.markers:
                         if marker not in committed:
                             state.uncommitted_count[marker] = counts.get(marker, 0)
+                    state.started_uncommitted = _started_markers(record, state.markers)
         finally:
             await store.aclose()
 
@@ -482,6 +617,21 @@ class _Harness:
             if not state.finished:
                 self.fail(f"{state.session}: did not finish when resumed without kills")
         await self.audit(after_kill=False)
+
+
+def per_kind_table(by_kind: dict[str, dict[str, int]]) -> list[str]:
+    """The per-kind counts as table lines: a row per kind of kill, a column per count."""
+    header = ["kill", *_PER_KIND]
+    rows = [header] + [
+        [kind, *(str(by_kind[kind][what]) for what in _PER_KIND)] for kind in sorted(by_kind)
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
 
 
 async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
@@ -515,8 +665,11 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
                     if open_sessions and (len(open_sessions) >= max_open or rng.random() < 0.5):
                         state = rng.choice(open_sessions)
                     else:
-                        script, markers = _script(rng, index)
+                        script, markers, files = _script(rng, index)
                         state = _Session(f"cli-crash{seed % 10000}-{index}", script, markers)
+                        state.files = files
+                        for name, (old, _new) in files.items():
+                            (workdir / name).write_bytes(old)
                         index += 1
                         harness.sessions.append(state)
                     with trio.fail_after(STEP_TIMEOUT * 2):
@@ -554,5 +707,13 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
                 f"after a kill left them uncommitted: {harness.uncommitted_reruns}, committed "
                 f"calls re-run: {harness.committed_reruns}"
             )
+            subagents = sum(1 for s in harness.sessions if "spawn {" in s.script)
+            writes = sum(len(s.files) for s in harness.sessions)
+            result.notes.append(
+                f"{subagents} of {len(harness.sessions)} conversations ran calls in subagents; "
+                f"{writes} write calls of {_WRITE_BYTES // 1024} KiB checked for half-written "
+                "files after every kill"
+            )
+            result.notes.extend(per_kind_table(harness.by_kind))
     result.seconds = time.monotonic() - started
     return result

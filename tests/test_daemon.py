@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from agentrt import (
@@ -31,6 +32,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._errors import ExecutorError
+from agentrt._pending import RegistryStatistics
 from agentrt._sudo import PrivilegedResult
 from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
 from agentrt.codec import MAX_FRAME_SIZE, encode
@@ -1127,3 +1129,36 @@ async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon:
                         received += theirs.recv(1 << 20)
                 nursery.cancel_scope.cancel()
         assert bytes(received) == expected
+
+
+# -- a closed window leaves nothing registered -------------------------------------------
+
+
+async def wait_listeners(runtime: Runtime, count: int) -> None:
+    """Wait until the registry has `count` listeners (every task settled in between)."""
+    while runtime.registry.statistics().listeners != count:
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize("how", ["idle", "mid_question", "many"])
+async def test_a_closed_windows_listener_is_unregistered(
+    daemon: Daemon, runtime: Runtime, how: str
+) -> None:
+    baseline = runtime.registry.statistics().listeners
+    with trio.fail_after(TIMEOUT):
+        windows = 5 if how == "many" else 1
+        clients = [await connect(daemon, f"win-{n}") for n in range(windows)]
+        for client in clients:
+            await round_trip(client)  # the connection is served by now
+        # Each open window listens for the questions of its own runs.
+        assert runtime.registry.statistics().listeners == baseline + windows
+        if how == "mid_question":
+            await clients[0].send(Run("ask What colour?"))
+            await clients[0].wait_for(AskFrame)
+            assert runtime.registry.statistics().claimed == 1
+        for client in clients:
+            await client.aclose()
+        await daemon.runs.wait_idle()
+        await wait_listeners(runtime, baseline)
+    assert runtime.registry.statistics() == RegistryStatistics(0, 0, baseline)

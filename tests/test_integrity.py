@@ -126,9 +126,11 @@ async def test_snapshot_is_clamped_while_the_live_run_keeps_full_values(
     assert "elided" in saved.arguments["content"]
 
 
-async def test_a_resumed_call_whose_argument_was_elided_is_refused_not_run_with_the_marker(
+async def test_a_resumed_call_whose_argument_was_elided_runs_with_its_full_value(
     runtime: Runtime, workdir: Path
 ) -> None:
+    # The snapshot is clamped; the full arguments are kept beside it (and past their
+    # bound the call is refused: see tests/test_kept_arguments.py).
     content = "z" * 10_000
     with trio.fail_after(LIMIT):
         await runtime.executor.run(
@@ -139,10 +141,9 @@ async def test_a_resumed_call_whose_argument_was_elided_is_refused_not_run_with_
             "chat-elided", owner="t", emit=recorder, answer=ALLOW_ONCE
         )
     assert ended.outcome is Outcome.FINISHED
-    assert not (workdir / "big.txt").exists()
+    assert (workdir / "big.txt").read_text() == content
     (result,) = recorder.of(ToolResultEvent)
-    assert not result.ok
-    assert "shortened when the task was saved" in result.preview
+    assert result.ok
 
 
 # -- 2. outgoing frames stay under the peer's cap ----------------------------

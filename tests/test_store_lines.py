@@ -194,6 +194,7 @@ def downgrade_to_version_3(path: Path) -> None:
     try:
         db.execute("DROP TRIGGER tasks_line_dropped")
         db.execute("ALTER TABLE tasks DROP COLUMN line")
+        db.execute("ALTER TABLE tasks DROP COLUMN journal")
         db.execute("PRAGMA user_version = 3")
         db.commit()
     finally:
@@ -230,7 +231,7 @@ async def test_a_version_3_store_gets_its_lines_when_opened(
     finally:
         await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     db.close()
 
 

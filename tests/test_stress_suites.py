@@ -15,7 +15,13 @@ import trio
 from stress._common import SuiteResult
 from stress.canary import run_canary
 from stress.concurrency import _judge, _Outcomes, run_concurrency
-from stress.crash import _committed_markers, integrity_check, run_crash
+from stress.crash import (
+    _committed_markers,
+    _started_markers,
+    integrity_check,
+    per_kind_table,
+    run_crash,
+)
 from stress.disconnect import run_disconnect
 from stress.fleet import run_fleet
 from stress.fuzz import run_fuzz
@@ -65,6 +71,51 @@ def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcr
     assert _committed_markers(planned, ("m0x0", "m0x1")) == set()
     done = (*planned, Message.tool_result(call, "[exit status 0]"))
     assert _committed_markers(done, ("m0x0", "m0x1")) == {"m0x0"}
+
+
+def test_a_subagents_calls_count_as_committed_in_its_journal_or_with_its_spawn() -> None:
+    from agentrt import TaskRecord
+    from agentrt._record import SubagentJournal
+
+    markers = ("m0x0", "m0x1", "m0x2")
+    spawn = ToolCall("c1", "spawn", {"task": "sh echo m0x0 >> counter; sh echo m0x1 >> counter"})
+    top = ToolCall("c2", "shell", {"command": "echo m0x2 >> counter"})
+    inner = ToolCall("c1", "shell", {"command": "echo m0x0 >> counter"})
+    other = ToolCall("c2", "shell", {"command": "echo m0x1 >> counter"})
+    journal = SubagentJournal(
+        "sub1",
+        (
+            Message.user("..."),
+            Message.assistant("", (inner, other)),
+            Message.tool_result(inner, "[exit status 0]"),
+        ),
+        attempts={"c1": 1, "c2": 1},
+    )
+    planned = (Message.user("x"), Message.assistant("", (spawn, top)))
+    record = TaskRecord("cli-x", "x", planned, attempts={"c2": 1}, subagents={"c1": journal})
+    assert _committed_markers(planned, markers, [journal]) == {"m0x0"}
+    # Started, not committed: the subagent's second call and the task's own shell.
+    assert _started_markers(record, markers) == {"m0x1", "m0x2"}
+    # Once the spawn's result is committed, every call inside it is.
+    done = (*planned, Message.tool_result(spawn, "done"))
+    assert _committed_markers(done, markers) == {"m0x0", "m0x1"}
+
+
+def test_the_per_kind_counts_are_a_row_per_kind_of_kill() -> None:
+    row = {
+        "kills": 3,
+        "committed re-run": 0,
+        "uncommitted re-run": 2,
+        "shown as attempt>=2": 2,
+        "half-written": 1,
+    }
+    lines = per_kind_table({"daemon": row, "all": {**row, "kills": 10}})
+    assert lines[0].split() == [
+        "kill", "kills", "committed", "re-run", "uncommitted", "re-run", "shown", "as",
+        "attempt>=2", "half-written",
+    ]  # fmt: skip
+    assert lines[1].split() == ["all", "10", "0", "2", "2", "1"]
+    assert lines[2].split() == ["daemon", "3", "0", "2", "2", "1"]
 
 
 def test_a_race_where_the_task_ran_twice_is_a_double_run_and_a_failure() -> None:

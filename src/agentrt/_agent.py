@@ -55,11 +55,17 @@ from ._pending import (
 )
 from ._policy import origin_rules
 from ._record import (
+    ARGUMENTS_BOUND,
     RESUME_NOTE,
     SavedQuestion,
+    SubagentJournal,
     TaskRecord,
     TaskStatus,
     call_was_clamped,
+    clamp_message,
+    keep_arguments,
+    kept_size,
+    restore_arguments,
     unanswered_calls,
 )
 from ._reprs import fields_repr
@@ -139,7 +145,12 @@ _position: contextvars.ContextVar[tuple[tuple[_Turns, int], ...]] = contextvars.
 
 @attrs.define(eq=False)
 class AgentRun:
-    """One run of a session's task (or of a subagent, when `store` is None).
+    """One run of a session's task, or of one of its subagents (then `root` is the task's run).
+
+    A subagent journals its calls in the task's record, as the task's own run
+    does: its snapshot is a view of its `SubagentJournal` there (keyed by
+    `journal_key`), and every write it makes goes through `root`, in the
+    same store transactions as the rest of the task.
 
     Two transcripts are kept apart on purpose. `live` is this run's working
     transcript with every value whole: the model reads it and tool calls are
@@ -170,6 +181,12 @@ class AgentRun:
     agent: str = ""
     #: The full transcript of this run (see the class docstring).
     live: list[Message] = attrs.field(factory=list)
+    #: The run of the task a subagent belongs to (None for the task's own run).
+    root: AgentRun | None = None
+    #: Where a subagent's journal is kept in the task's record (its spawn call chain).
+    journal_key: str = ""
+    #: A subagent's journal as it starts, before anything of it is in the record.
+    journal_start: SubagentJournal | None = None
     #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
     uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -177,13 +194,16 @@ class AgentRun:
     _behind: list[Queued[bool]] = attrs.field(factory=list, init=False)
     _subagents: int = attrs.field(default=0, init=False)
     #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
-    _asking: dict[str, SavedQuestion] = attrs.field(factory=dict, init=False)
-    #: Ids of the calls this run took over from the snapshot (their arguments may be clamped).
+    _asking: dict[object, SavedQuestion] = attrs.field(factory=dict, init=False)
+    #: Ids of the calls this run took over from the snapshot (see `_restored_call`).
     _restored: set[str] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
+        # The calls not run yet get their full arguments back from the record (as saved:
+        # `_restored_call` puts their secret values back, and refuses one still clamped).
+        restored, _ = restore_arguments(self.snapshot.transcript, self.snapshot.arguments)
         if not self.live:
-            self.live = list(self.snapshot.transcript)
+            self.live = restored
         self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
 
     @property
@@ -283,9 +303,11 @@ class AgentRun:
             self.live.append(message)
             if message.role is Role.ASSISTANT:
                 self.uncommitted_words = 0
-            record = self.snapshot.evolve(
-                transcript=(*self.snapshot.transcript, self.saved_form(message)), **changes
-            )
+            if self.root is not None:
+                await self.root._change(lambda task: self._committed(task, message))
+                self.snapshot = self._view(self.root.snapshot)
+                return
+            record = self._committed(self.snapshot, message).evolve(**changes)
             if self.store is not None:
                 record = await self.store.save(record)
             self.snapshot = record
@@ -307,14 +329,88 @@ class AgentRun:
             calls.append(call)
         return attrs.evolve(message, tool_calls=tuple(calls))
 
+    def _committed(self, task: TaskRecord, message: Message) -> TaskRecord:
+        """The task's record once this run's `message` is committed.
+
+        The message is saved in its `saved_form`. The full arguments of its
+        calls that the snapshot clamps are kept in that form too (secret values
+        sealed), within `ARGUMENTS_BOUND` a task; those of a call whose result
+        it is are let go; a spawn's result ends the journals of its subagents.
+        """
+        message = self.saved_form(message)
+        room = ARGUMENTS_BOUND - kept_size(task)
+        subagents = dict(task.subagents)
+        if message.role is Role.TOOL and message.name == "spawn":
+            done = self._key_of(message.tool_call_id or "")
+            subagents = {
+                k: j for k, j in subagents.items() if k != done and not k.startswith(done + "/")
+            }
+        if self.root is None:
+            return task.evolve(
+                transcript=(*task.transcript, message),
+                arguments=keep_arguments(task.arguments, message, room),
+                subagents=subagents,
+            )
+        journal = subagents.get(self.journal_key) or self._journal_start()
+        subagents[self.journal_key] = attrs.evolve(
+            journal,
+            transcript=(*journal.transcript, clamp_message(message)),
+            arguments=keep_arguments(journal.arguments, message, room),
+        )
+        return task.evolve(subagents=subagents)
+
+    def _key_of(self, spawn_id: str) -> str:
+        """The journal key of the subagent this run's spawn call `spawn_id` runs."""
+        return f"{self.journal_key}/{spawn_id}" if self.journal_key else spawn_id
+
+    def _journal_start(self) -> SubagentJournal:
+        assert self.journal_start is not None, "a subagent's run is given its journal_start"
+        return self.journal_start
+
+    def _view(self, task: TaskRecord) -> TaskRecord:
+        """A subagent's snapshot: its journal in the task's record `task`."""
+        journal = task.subagents.get(self.journal_key) or self._journal_start()
+        return attrs.evolve(
+            self.snapshot,
+            transcript=journal.transcript,
+            attempts=journal.attempts,
+            arguments=journal.arguments,
+        )
+
+    def _lifted(
+        self, change: Callable[[TaskRecord], TaskRecord]
+    ) -> Callable[[TaskRecord], TaskRecord]:
+        """A change of this subagent's snapshot as a change of the task's record.
+
+        Only what a journal holds is kept (attempts, transcript, arguments): a
+        subagent's status and questions are its parent's to record.
+        """
+
+        def lifted(task: TaskRecord) -> TaskRecord:
+            view = self._view(task)
+            new = change(view)
+            if (new.attempts, new.arguments) == (view.attempts, view.arguments):
+                return task
+            journal = task.subagents.get(self.journal_key) or self._journal_start()
+            journal = attrs.evolve(journal, attempts=new.attempts, arguments=new.arguments)
+            return task.evolve(subagents={**task.subagents, self.journal_key: journal})
+
+        return lifted
+
     async def set_record(self, **changes: Any) -> None:
         """Persist a change to the snapshot that adds no message."""
         await self._change(lambda record: record.evolve(**changes))
 
     async def _change(self, change: Callable[[TaskRecord], TaskRecord]) -> None:
         """Persist `change` applied to the snapshot as it is once the commit lock is held."""
+        if self.root is not None:
+            await self.root._change(self._lifted(change))
+            self.snapshot = self._view(self.root.snapshot)
+            return
         async with self._commit_lock:
             record = change(self.snapshot)
+            if _unchanged(record, self.snapshot):
+                return  # (a question shown already; a subagent's change of what it does not journal)
             if self.store is not None and not await self.store.save_fields(record):
                 record = await self.store.save(record)
             self.snapshot = record
@@ -329,6 +425,8 @@ class AgentRun:
         """
         async with self._commit_lock:
             record = self.snapshot.evolve(**changes)
+            if _unchanged(record, self.snapshot):
+                return
             if self.store is not None:
                 self._behind.append(self.store.save_fields_nowait(record))
             self.snapshot = record
@@ -495,7 +593,21 @@ class AgentRun:
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
-        self._asking[saved.call_id] = saved
+        if self.root is not None:
+            # The task's record shows a subagent's question as its spawn's (the first call
+            # of the chain): a resume runs that spawn, and the subagent asks again.
+            shown = attrs.evolve(saved, call_id=self.journal_key.split("/", 1)[0])
+        else:
+            shown = saved
+        try:
+            return await (self.root or self)._ask_recorded(shown, request)
+        except NoAnswerComingError:
+            raise self._nobody_to_answer(saved) from None
+
+    async def _ask_recorded(self, saved: SavedQuestion, request: Request) -> Answer:
+        """Ask `request` while `saved` is the task's question (a method of the task's run)."""
+        token = object()  # (the questions of one subagent share their spawn's call id)
+        self._asking[token] = saved
         await self.set_record(question=self._oldest_waiting())
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
@@ -503,9 +615,9 @@ class AgentRun:
         try:
             answer = await self.registry.ask(request)
         except NoAnswerComingError:
-            del self._asking[saved.call_id]
-            raise self._nobody_to_answer(saved) from None
-        del self._asking[saved.call_id]
+            del self._asking[token]
+            raise
+        del self._asking[token]
         # Not waited for: if it is lost, the kept task shows a question that was answered,
         # and a resume asks it again, as if the answer had come a moment later.
         await self.set_record_soon(question=self._oldest_waiting())
@@ -650,11 +762,37 @@ class AgentRun:
         if hit is not None:
             raise ToolError(_protected_message(str(hit)))
 
-    async def spawn(self, task: str) -> str:
-        """Run `task` in an in-process subagent that shares the registry and context."""
-        self._subagents += 1
-        name = f"{self.agent}/sub{self._subagents}" if self.agent else f"sub{self._subagents}"
-        child_record = TaskRecord(self.snapshot.session_id, task, (Message.user(task),))
+    async def spawn(self, task: str, call: ToolCall) -> str:
+        """Run `task` in an in-process subagent that shares the registry and context.
+
+        The subagent journals its calls in the task's record under the chain
+        of spawn call ids leading to it; a spawn that runs again (on resume)
+        takes up that journal, so the subagent's committed calls never run
+        again and a call it started says it may already have run.
+        """
+        root = self.root or self
+        key = self._key_of(call.id)
+        journal = root.snapshot.subagents.get(key)
+        if journal is None:
+            taken = {j.agent for j in root.snapshot.subagents.values()}
+            while True:
+                self._subagents += 1
+                name = (
+                    f"{self.agent}/sub{self._subagents}" if self.agent else f"sub{self._subagents}"
+                )
+                if name not in taken:
+                    break
+            # Saved as the record keeps any text: no secret value reaches the store.
+            start = SubagentJournal(name, (Message.user(self.config.redactor.redact(task)),))
+        else:
+            name, start = journal.agent, journal
+        child_record = TaskRecord(
+            self.snapshot.session_id,
+            task,
+            start.transcript,
+            attempts=start.attempts,
+            arguments=start.arguments,
+        )
         child = AgentRun(
             model=self.model,
             registry=self.registry,
@@ -665,7 +803,11 @@ class AgentRun:
             store=None,
             session_allow=self.session_allow,
             prefilled=self.prefilled,
+            resumed=journal is not None,
             agent=name,
+            root=root,
+            journal_key=key,
+            journal_start=start,
         )
         with bind_context(attrs.evolve(self.context, agent_path=name)):
             text, parked = await child.drive()
@@ -677,6 +819,11 @@ class AgentRun:
 
 
 # -- the tools ------------------------------------------------------------
+
+
+def _unchanged(record: TaskRecord, before: TaskRecord) -> bool:
+    """Whether `record` says nothing `before` did not (its time of update aside)."""
+    return record is before or attrs.evolve(record, updated_at=before.updated_at) == before
 
 
 def _protected_message(path: str) -> str:

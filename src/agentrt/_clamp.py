@@ -15,6 +15,8 @@ TOOL_RESULT_LIMIT = 32 * 1024
 ARGUMENT_LIMIT = 4 * 1024
 
 _MARKER = "...[{n} bytes elided]..."
+#: Rounds of handing back what a shorter marker leaves (each N has fewer digits, at most 20).
+_FILL_TRIES = 24
 MARKER_RE = re.compile(r"\.\.\.\[(\d+) bytes elided\]\.\.\.")
 
 
@@ -39,17 +41,29 @@ def clamp(text: str, limit: int) -> str:
     """Return `text` if it fits in `limit` UTF-8 bytes, else head + marker + tail.
 
     The marker's ``N`` is the exact count of bytes removed. The result fits in
-    `limit` bytes whenever `limit` leaves room for the marker itself.
+    `limit` bytes whenever `limit` leaves room for the marker itself, and fills
+    it exactly unless a character would have to be split.
     """
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= limit:
         return text
     # The marker's own length depends on N, which depends on how much we keep:
-    # start from the widest N (all bytes removed) so the result never exceeds the limit.
-    marker_len = len(_MARKER.format(n=len(data)))
-    room = max(limit - marker_len, 0)
-    head = _cut_head(data, room - room // 2)
-    tail = _cut_tail(data, room // 2)
+    # start from the widest N (all bytes removed) so the result never exceeds the limit,
+    # then give the bytes a shorter N leaves back to head and tail. Keeping more only
+    # shortens N, so the result never grows past the limit.
+    room = max(limit - len(_MARKER.format(n=len(data))), 0)
+    head, tail = _cut_head(data, room - room // 2), _cut_tail(data, room // 2)
+    for _ in range(_FILL_TRIES):
+        removed = len(data) - len(head) - len(tail)
+        spare = limit - len(head) - len(tail) - len(_MARKER.format(n=removed))
+        if spare <= 0 or room + spare >= len(data):
+            break
+        room += spare
+        wider = _cut_head(data, room - room // 2), _cut_tail(data, room // 2)
+        kept = len(wider[0]) + len(wider[1])
+        if kept + len(_MARKER.format(n=len(data) - kept)) > limit:
+            break  # (a character cut back earlier fits now, but not with the marker)
+        head, tail = wider
     removed = len(data) - len(head) - len(tail)
     return (
         head.decode("utf-8", "surrogatepass")

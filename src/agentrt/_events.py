@@ -184,6 +184,7 @@ class RunEnded:
     session_id: str
     outcome: Outcome
     cause: Cause | None = None
+    #: What made a failed run fail; on a kept stop, a call its resume cannot run as it was.
     error: str | None = None
     #: The saved question, when the run parked on one.
     question: str | None = None

@@ -44,7 +44,15 @@ from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
-from ._record import AnswerEffects, SavedQuestion, TaskRecord, TaskStatus, apply_answer
+from ._record import (
+    AnswerEffects,
+    SavedQuestion,
+    TaskRecord,
+    TaskStatus,
+    apply_answer,
+    reissue_note,
+    unanswered_calls,
+)
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._store import StoreError, TaskExistsError, TaskTakenError
 from ._stores import Queued, Store
@@ -595,8 +603,15 @@ class Executor:
             lost_words=agent.uncommitted_words,
             runner=self._token,
         )
+        # A call whose full arguments were past what a task keeps cannot run on resume:
+        # the stop says which, so nobody expects it to.
         ended = RunEnded(
-            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=True
+            agent.task_hash,
+            record.session_id,
+            Outcome.CANCELLED,
+            cause=cause,
+            error=reissue_note(record),
+            pending_kept=True,
         )
         return ended, label
 
@@ -669,6 +684,9 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
         return TaskStarted(info.task_hash, info.session_id)
     kept = sum(1 for m in record.transcript if m.role is Role.TOOL)
     rerun = sum(1 for c in record.unanswered_calls() if record.attempts_of(c.id) > 0)
+    for journal in record.subagents.values():  # and inside its subagents
+        started = {k for k, n in journal.attempts.items() if n > 0}
+        rerun += sum(1 for c in unanswered_calls(journal.transcript) if c.id in started)
     return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
 
 

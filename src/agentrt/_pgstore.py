@@ -59,7 +59,7 @@ from ._reprs import fields_repr
 from ._store import SqlStore, StaleLeaseError, StoreError, _Call, _run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 #: Seconds a member's lease lasts from its last heartbeat.
 DEFAULT_LEASE: Final = 10.0
 #: The first key of every advisory lock agentrt takes ('agrt'); the second is the schema's.
@@ -139,7 +139,12 @@ _EPOCHS = (
 )
 
 #: The statements that bring the schema from version N - 1 to version N.
-MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {1: _TABLES, 2: _EPOCHS}
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
+    1: _TABLES,
+    2: _EPOCHS,
+    # Full arguments of calls not run yet, and subagents' journals (see `agentrt._store`).
+    3: ("ALTER TABLE tasks ADD COLUMN journal text NOT NULL DEFAULT '{}'",),
+}
 
 
 def display_url(url: str) -> str:

@@ -42,7 +42,7 @@ class Ending(Protocol):
 
     @property
     def error(self) -> str | None:
-        """What made a failed run fail."""
+        """What made a failed run fail; for a kept stop, what its resume will not do."""
         ...
 
 
@@ -82,6 +82,8 @@ def describe_end(ended: Ending) -> EndWords:
         return EndWords(
             "Stopped; the task was discarded", status, "⏹ Stopped. The task was thrown away."
         )
+    # A kept stop's `error` is a warning for the resume (a call that must be issued again).
+    note = f": {ended.error}" if ended.error else ""
     if ended.cause is Cause.PAUSE:
-        return EndWords("Paused", status, "⏸ Paused.")
-    return EndWords(f"Stopped ({cause})", status, f"⏸ Interrupted ({cause}).")
+        return EndWords(f"Paused{note}", status + note, f"⏸ Paused{note}.")
+    return EndWords(f"Stopped ({cause}){note}", status + note, f"⏸ Interrupted ({cause}){note}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,6 +47,34 @@ class SavedQuestion:
     kind: RequestKind = RequestKind.QUESTION
 
 
+#: The most bytes (JSON) of full arguments a task keeps for its calls that have not run.
+ARGUMENTS_BOUND = 8 * 1024 * 1024
+
+
+@attrs.frozen
+class SubagentJournal:
+    """What one subagent of a task has committed, kept in the task's record.
+
+    A subagent journals its calls as a top-level run does: its `transcript`
+    (clamped as the snapshot is), the `attempts` of its side-effecting calls,
+    and the full `arguments` of its calls that have not run. It is keyed in
+    `TaskRecord.subagents` by the chain of spawn call ids that leads to it
+    (``call_0_0``, ``call_0_0/call_1_0`` for a subagent of that subagent),
+    and written in the same store transaction as the rest of the record. It
+    goes once the spawn's own result is committed.
+    """
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    #: The subagent's path as events show it (``sub1``, ``sub1/sub1``).
+    agent: str
+    transcript: tuple[Message, ...] = ()
+    attempts: Mapping[str, int] = attrs.field(factory=dict)
+    arguments: Mapping[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
 @attrs.frozen
 class TaskRecord:
     """A session's unfinished task, as saved: everything needed to resume it without redoing work.
@@ -87,6 +116,10 @@ class TaskRecord:
     #: Words of a reply the model was streaming when the run stopped, never saved: a resume
     #: makes the model say them again.
     lost_words: int = 0
+    #: Full arguments of clamped calls that have not run, by call id; see `TaskRecord`.
+    arguments: Mapping[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: What the task's subagents committed, by spawn call chain; see `SubagentJournal`.
+    subagents: Mapping[str, SubagentJournal] = attrs.field(factory=dict)
 
     @property
     def crashed(self) -> bool:
@@ -208,6 +241,103 @@ def _strings(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return [value]
+
+
+def arguments_size(arguments: Mapping[str, dict[str, Any]]) -> int:
+    """The bytes (UTF-8 JSON) that kept full arguments take."""
+    return sum(len(json.dumps(a, ensure_ascii=False).encode("utf-8")) for a in arguments.values())
+
+
+def kept_size(record: TaskRecord) -> int:
+    """The bytes of full arguments `record` keeps, its subagents' included."""
+    return arguments_size(record.arguments) + sum(
+        arguments_size(j.arguments) for j in record.subagents.values()
+    )
+
+
+def keep_arguments(
+    arguments: Mapping[str, dict[str, Any]], message: Message, room: int
+) -> dict[str, dict[str, Any]]:
+    """The full arguments kept once `message` is committed, within `room` more bytes.
+
+    A committed result ends the keeping of its call's arguments; an assistant
+    message's calls whose snapshot form is clamped have theirs kept, while they
+    fit. A call that does not fit has only its clamped form saved: a resume
+    refuses to run it and the model is asked to issue it again.
+    """
+    kept = dict(arguments)
+    if message.role is Role.TOOL:
+        kept.pop(message.tool_call_id or "", None)
+        return kept
+    for call in message.tool_calls:
+        if clamp_arguments(call.arguments, ARGUMENT_LIMIT) == call.arguments:
+            continue
+        size = arguments_size({call.id: call.arguments})
+        if size <= room:
+            kept[call.id] = call.arguments
+            room -= size
+    return kept
+
+
+def restore_arguments(
+    transcript: Sequence[Message], arguments: Mapping[str, dict[str, Any]]
+) -> tuple[list[Message], set[str]]:
+    """`transcript` with its unanswered calls given back their kept full arguments.
+
+    Also the ids of the unanswered calls whose arguments stay clamped (none
+    were kept): such a call must not run.
+    """
+    unanswered = {call.id for call in unanswered_calls(transcript)}
+    if not unanswered:
+        return list(transcript), set()
+    restored: list[Message] = []
+    for message in transcript:
+        if any(call.id in unanswered and call.id in arguments for call in message.tool_calls):
+            calls = tuple(
+                attrs.evolve(call, arguments=arguments[call.id])
+                if call.id in unanswered and call.id in arguments
+                else call
+                for call in message.tool_calls
+            )
+            message = attrs.evolve(message, tool_calls=calls)
+        restored.append(message)
+    shortened = {
+        call.id
+        for call in unanswered_calls(restored)
+        if call.id not in arguments and call_was_clamped(call)
+    }
+    return restored, shortened
+
+
+def shortened_calls(record: TaskRecord) -> list[tuple[str, ToolCall]]:
+    """The calls of `record` not run yet whose full arguments it could not keep.
+
+    Each as (agent path, call): ``""`` for the task's own calls.
+    """
+    found = [("", c) for c in record.unanswered_calls() if _lost(c, record.arguments)]
+    for journal in record.subagents.values():
+        found += [
+            (journal.agent, c)
+            for c in unanswered_calls(journal.transcript)
+            if _lost(c, journal.arguments)
+        ]
+    return found
+
+
+def _lost(call: ToolCall, arguments: Mapping[str, dict[str, Any]]) -> bool:
+    return call.id not in arguments and call_was_clamped(call)
+
+
+def reissue_note(record: TaskRecord) -> str | None:
+    """What a stop must say of calls that will have to be issued again, or None."""
+    lost = shortened_calls(record)
+    if not lost:
+        return None
+    names = ", ".join(f"{call.name} {call.id}" + (f" ({a})" if a else "") for a, call in lost)
+    return (
+        f"the full arguments of {names} were past the {ARGUMENTS_BOUND // (1024 * 1024)} MiB a "
+        "task keeps; on resume the model will have to issue that call again"
+    )
 
 
 def clamp_message(message: Message) -> Message:

@@ -46,6 +46,7 @@ from ._messages import Message, Role
 from ._process import process_token
 from ._record import (
     SavedQuestion,
+    SubagentJournal,
     TaskRecord,
     TaskStatus,
     TaskSummary,
@@ -56,10 +57,10 @@ from ._record import (
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._statedir import fsync_dir
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
-#: The columns of `tasks` that hold a record's fields, in the order `_fields` gives them.
-_FIELDS = (
+#: The columns of `tasks` that held a record's fields up to schema version 4.
+_FIELDS_V4 = (
     "status",
     "cause",
     "error",
@@ -75,6 +76,8 @@ _FIELDS = (
     "workdir",
     "lost_words",
 )
+#: The columns of `tasks` that hold a record's fields, in the order `_fields` gives them.
+_FIELDS = (*_FIELDS_V4, "journal")
 
 _TASKS = """
 CREATE TABLE tasks (
@@ -93,6 +96,7 @@ CREATE TABLE tasks (
     attempts TEXT NOT NULL DEFAULT '{}',
     workdir TEXT,
     lost_words INTEGER NOT NULL DEFAULT 0,
+    journal TEXT NOT NULL DEFAULT '{}',
     first_seq INTEGER NOT NULL DEFAULT 0,
     message_count INTEGER NOT NULL DEFAULT 0,
     line TEXT
@@ -325,7 +329,38 @@ def _fields(record: TaskRecord) -> tuple[Any, ...]:
         _dumps(dict(record.attempts)),
         record.workdir,
         record.lost_words,
+        _journal_json(record),
     )
+
+
+def _journal_json(record: TaskRecord) -> str:
+    """The ``journal`` column: a record's kept full arguments and its subagents' journals.
+
+    Both are usually empty, and the column then holds ``{}``.
+    """
+    journal: dict[str, Any] = {}
+    if record.arguments:
+        journal["arguments"] = dict(record.arguments)
+    if record.subagents:
+        journal["subagents"] = {
+            key: converter.unstructure(sub, SubagentJournal)
+            for key, sub in record.subagents.items()
+        }
+    return _dumps(journal)
+
+
+def _journal_fields(text: str) -> dict[str, Any]:
+    """The record fields the ``journal`` column holds (see `_journal_json`)."""
+    if text == "{}":
+        return {}
+    data = json.loads(text)
+    return {
+        "arguments": {str(k): dict(v) for k, v in data.get("arguments", {}).items()},
+        "subagents": {
+            str(k): converter.structure(v, SubagentJournal)
+            for k, v in data.get("subagents", {}).items()
+        },
+    }
 
 
 _STATUSES = {s.value: s for s in TaskStatus}
@@ -478,7 +513,7 @@ _TASK_SELECT = (
     f"SELECT session_id, {', '.join(_FIELDS)}, first_seq, message_count FROM tasks "
     "WHERE session_id = ?"
 )
-_SUMMARY_COLUMNS = tuple(c for c in _FIELDS if c != "attempts")
+_SUMMARY_COLUMNS = tuple(c for c in _FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
 
 
@@ -1413,6 +1448,7 @@ class SqlStore:
                 transcript=transcript,
                 attempts={str(k): int(v) for k, v in json.loads(attempts).items()},
                 **_task_fields(*columns),
+                **_journal_fields(fields[15]),
             )
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
             raise self._task_unreadable(session_id, _error_detail(exc)) from None
@@ -1777,6 +1813,9 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
     elif version < 4:
         db.execute("ALTER TABLE tasks ADD COLUMN line TEXT")
         db.execute(_LINE_TRIGGER)
+    if version >= 3:  # (an older file got the column with its version-3 tables)
+        # Version 5 keeps full arguments of calls not run yet and subagents' journals.
+        db.execute("ALTER TABLE tasks ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'")
     if version < 4:
         _fill_lines(db)
 
@@ -1841,17 +1880,17 @@ def _migrate_to_messages(db: sqlite3.Connection) -> None:
     ).fetchall():
         add(str(session_id), _split(transcript), float(updated))
         sessions[str(session_id)][0] = window
-    columns = ", ".join(_FIELDS)
+    columns = ", ".join(_FIELDS_V4)
     for row in db.execute(f"SELECT session_id, {columns}, transcript FROM tasks_v2").fetchall():
         session_id, fields, transcript = str(row[0]), row[1:-1], row[-1]
-        created = fields[_FIELDS.index("created_at")]
+        created = fields[_FIELDS_V4.index("created_at")]
         rows = _split(transcript)
         first = add(session_id, rows, float(created) if isinstance(created, int | float) else 0.0)
         if sessions[session_id][0] is None:
-            sessions[session_id][0] = fields[_FIELDS.index("window_hash")]
+            sessions[session_id][0] = fields[_FIELDS_V4.index("window_hash")]
         db.execute(
             f"INSERT INTO tasks(session_id, {columns}, first_seq, message_count) "
-            f"VALUES ({', '.join('?' * (len(_FIELDS) + 3))})",
+            f"VALUES ({', '.join('?' * (len(_FIELDS_V4) + 3))})",
             (session_id, *fields, first, len(rows)),
         )
     db.executemany(

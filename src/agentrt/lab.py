@@ -76,6 +76,8 @@ _CAUSE_OF = {
     "shutdown": Cause.SHUTDOWN,
 }
 SESSION = f"{TERMINAL}lab"
+#: How many times a point is run to meet its boundary, when the run took another path.
+PATH_TRIES = 5
 #: The value a `store_secret` is given in the lab; it must never show up anywhere.
 SECRET_VALUE = "lab-canary-3f9d2c7a1b"
 
@@ -255,26 +257,77 @@ class _LabStore(TaskStore):
         self._wrote("finish")
 
 
+def call_key(agent: str, call_id: str) -> str:
+    """A call's identity across a task and its subagents: ``call_1_0``, ``sub1:call_1_0``.
+
+    A subagent's call ids may repeat its parent's; its path tells them apart.
+    """
+    return f"{agent}:{call_id}" if agent else call_id
+
+
+def committed_calls(record: TaskRecord) -> set[str]:
+    """The calls (`call_key`) whose results `record` holds, its subagents' included."""
+    done = {m.tool_call_id or "" for m in record.transcript if m.role is Role.TOOL}
+    for journal in record.subagents.values():
+        done |= {
+            call_key(journal.agent, m.tool_call_id or "")
+            for m in journal.transcript
+            if m.role is Role.TOOL
+        }
+    return done
+
+
+def started_calls(record: TaskRecord) -> set[str]:
+    """The calls (`call_key`) `record` says were started, its subagents' included."""
+    began = {cid for cid, n in record.attempts.items() if n > 0}
+    for journal in record.subagents.values():
+        began |= {call_key(journal.agent, cid) for cid, n in journal.attempts.items() if n > 0}
+    return began
+
+
 def _changed(before: TaskRecord | None, after: TaskRecord) -> str:
-    """What a field update changed, named stably: ``question ask_user``, ``attempts call_1_2``."""
+    """What a field update changed, named stably: ``question ask_user``, ``attempts call_1_2``.
+
+    A subagent's attempts are named by `call_key` (``attempts sub1:call_1_0``).
+    """
     if before is None:
         return ""
     parts: list[str] = []
     if before.question != after.question:
-        parts.append(f"question {after.question.call_id if after.question else 'cleared'}")
-    new = sorted(k for k, n in after.attempts.items() if before.attempts.get(k) != n)
+        # By its prompt too: a subagent's questions are all saved as its spawn's.
+        shown = after.question
+        parts.append(f"question {shown.call_id} {shown.prompt}" if shown else "question cleared")
+    old, now = started_calls(before), started_calls(after)
+    new = sorted(k for k in now if k not in old or _attempt(after, k) != _attempt(before, k))
     if new:
         parts.append("attempts " + ",".join(new))
+    for key in sorted(after.subagents):
+        journal = after.subagents[key]
+        was = before.subagents.get(key)
+        if was is None or len(was.transcript) != len(journal.transcript):
+            last = journal.transcript[-1] if journal.transcript else None
+            what = f"{last.role.value} {last.tool_call_id or ''}".strip() if last else ""
+            parts.append(f"journal {journal.agent} {what}".strip())
     if before.status != after.status:
         parts.append(f"status {after.status.value}")
     return "; ".join(parts)
+
+
+def _attempt(record: TaskRecord, key: str) -> int:
+    agent, _, call_id = key.rpartition(":")
+    if not agent:
+        return record.attempts_of(call_id)
+    for journal in record.subagents.values():
+        if journal.agent == agent:
+            return journal.attempts.get(call_id, 0)
+    return 0
 
 
 def _event_name(event: Event) -> tuple[str, str]:
     """A boundary's name and key for an event."""
     kind = type(event).__name__
     if isinstance(event, ToolCallEvent | ToolResultEvent):
-        return f"{kind} {event.name}", event.call_id
+        return f"{kind} {event.name}", call_key(event.agent, event.call_id)
     if isinstance(event, RunEnded):
         return f"{kind} {event.outcome.value}", ""
     return kind, ""
@@ -323,7 +376,8 @@ class _Trace:
         return [e for e in self.events if isinstance(e, ToolCallEvent)]
 
     def reported(self) -> set[str]:
-        return {e.call_id for e in self.events if isinstance(e, ToolResultEvent)}
+        """The calls (`call_key`) whose results the run reported."""
+        return {call_key(e.agent, e.call_id) for e in self.events if isinstance(e, ToolResultEvent)}
 
     def began(self) -> set[str]:
         """Calls whose effect began: their attempt was written to the store."""
@@ -640,11 +694,18 @@ class Lab:
         def fail(rule: str, detail: str) -> None:
             violations.append(Violation(boundary.index, cause, rule, detail, replay))
 
-        first = _Trace()
-        interrupt = _Interrupt(boundary.label, cause)
-        self._trio_run(
-            partial_drive(root, self.conversation, first, resume=False, interrupt=interrupt)
-        )
+        for _ in range(PATH_TRIES):
+            _reset(root)
+            first = _Trace()
+            interrupt = _Interrupt(boundary.label, cause)
+            self._trio_run(
+                partial_drive(root, self.conversation, first, resume=False, interrupt=interrupt)
+            )
+            if interrupt.fired:
+                break
+            # A tool working in a thread or a process takes real time, so calls of one round
+            # may finish in another order than in the baseline (a question then shows up
+            # after another one was answered, not beside it); try the path again.
         if not interrupt.fired:
             fail("boundary", f"boundary {boundary.label} never came in the interrupted run")
         _check_first_event(first, fail)
@@ -668,8 +729,8 @@ class Lab:
         if record is not None and interrupt.question_open and record.question is None:
             fail("kept", f"{cause} kept the task without the question that was open")
         if record is not None and cause != "user_cancel":
-            committed = {m.tool_call_id for m in record.transcript if m.role is Role.TOOL}
-            started = {cid for cid, n in record.attempts.items() if n > 0} - committed
+            committed = committed_calls(record)
+            started = started_calls(record) - committed
             second = _Trace()
             self._trio_run(partial_drive(root, self.conversation, second, resume=True))
             _check_first_event(second, fail)
@@ -677,12 +738,16 @@ class Lab:
             if ended is None or ended.outcome.value != "finished":
                 outcome = ended.outcome.value if ended else "no final event"
                 fail("resume", f"the resumed task did not finish ({outcome})")
-            reran = [c for c in second.calls() if c.call_id in committed | first.reported()]
+            done = committed | first.reported()
+            reran = [c for c in second.calls() if call_key(c.agent, c.call_id) in done]
             for call in reran:
-                fail("committed-rerun", f"{call.name} {call.call_id} ran again after commit")
+                fail(
+                    "committed-rerun",
+                    f"{call.name} {call_key(call.agent, call.call_id)} ran again after commit",
+                )
             flagged = set()
             for call in second.calls():
-                if call.call_id in started:
+                if call_key(call.agent, call.call_id) in started:
                     if call.may_have_run is None:
                         fail(
                             "unflagged-rerun",
@@ -690,7 +755,7 @@ class Lab:
                             "without saying it may already have run",
                         )
                     else:
-                        flagged.add(call.call_id)
+                        flagged.add(call_key(call.agent, call.call_id))
             if ended is not None and base.ended is not None and ended.text != base.ended.text:
                 fail("same-end", f"final answer {ended.text!r} differs from the baseline's")
             files = _files(root)
@@ -756,7 +821,8 @@ def _cost(base: _Trace, first: _Trace, second: _Trace | None) -> Cost:
     # A call "ran" in the interrupted run if it reported a result or began its effect; it
     # "ran again" if the resume called it once more.
     worked = first.reported() | first.began()
-    rerun = len(worked & {c.call_id for c in second.calls()}) if second is not None else 0
+    again = {call_key(c.agent, c.call_id) for c in second.calls()} if second is not None else set()
+    rerun = len(worked & again)
     chars = sum(run.generated for run in runs) - base.generated
     asked = sum(len(run.asked) for run in runs) - len(base.asked)
     seconds = sum(run.duration for run in runs) - base.duration
@@ -885,14 +951,15 @@ def _real_kill(
     if record is None and not finished:
         fail("kept", "the task was lost when the daemon was killed")
     if record is not None:
-        committed = {m.tool_call_id for m in record.transcript if m.role is Role.TOOL}
-        started = {c for c, n in record.attempts.items() if n > 0} - committed
+        committed = committed_calls(record)
+        started = started_calls(record) - committed
         for frame in second:
             if isinstance(frame, ToolCallFrame):
-                if frame.call_id in committed:
-                    fail("committed-rerun", f"{frame.name} {frame.call_id} ran again")
-                if frame.call_id in started and frame.attempt < 2:
-                    fail("unflagged-rerun", f"{frame.name} {frame.call_id} was not flagged")
+                key = call_key(frame.agent, frame.call_id)
+                if key in committed:
+                    fail("committed-rerun", f"{frame.name} {key} ran again")
+                if key in started and frame.attempt < 2:
+                    fail("unflagged-rerun", f"{frame.name} {key} was not flagged")
         ended = next((f for f in second if isinstance(f, EndedFrame)), None)
         if ended is None or ended.outcome.value != "finished":
             fail("resume", "the task did not finish after the restart")

@@ -138,8 +138,8 @@ class ToolRun(Protocol):
         """Refuse a shell command that names the agent's own state."""
         ...
 
-    async def spawn(self, task: str) -> str:
-        """Run `task` in an in-process subagent; its final answer."""
+    async def spawn(self, task: str, call: ToolCall) -> str:
+        """Run `task` in an in-process subagent journaled under `call`; its final answer."""
         ...
 
 

@@ -25,7 +25,6 @@ class Spawn(Tool):
     task: str
 
     async def run(self, agent: ToolRun, call: ToolCall) -> str:
-        # What a subagent does is not committed call by call: a spawn that started and
-        # never returned may have had effects.
-        await agent.begin_effect(call)
-        return await agent.spawn(self.task)
+        # The spawn itself has no effect: its subagent journals each of its calls in the
+        # task's record, and a spawn run again on resume takes up that journal.
+        return await agent.spawn(self.task, call)
