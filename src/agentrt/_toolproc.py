@@ -12,8 +12,10 @@ resume would run it again. Two guards do that:
 
 * A **watcher** in the group: a small ``sh`` that blocks reading a pipe whose
   only writer is the runner. When the runner dies, the kernel closes its end,
-  the read returns, and the watcher kills its own group (SIGTERM, then SIGKILL
-  a second later). ``PR_SET_PDEATHSIG`` would not do: it fires when the
+  the read returns, and the watcher kills its own group with SIGKILL at once
+  (nobody is left to hear how the command ended, and a sandboxed command's
+  first process ignores SIGTERM until its handler is in place: a grace period
+  would let a command that was just starting run on). ``PR_SET_PDEATHSIG`` would not do: it fires when the
   *thread* that forked the child exits (Trio forks from worker threads that
   retire after idling), and it reaches only the direct child, not the
   command's own children.
@@ -48,14 +50,18 @@ log = logging.getLogger("agentrt.tools")
 
 #: How long a stopped tool's group has between SIGTERM and SIGKILL.
 TERM_GRACE = 1.0
+#: How often SIGTERM is sent again within `TERM_GRACE`: a sandboxed command's first process
+#: (the first of its PID namespace) ignores SIGTERM until its handler is set, so one sent
+#: while it starts is lost; the next one reaches it.
+TERM_AGAIN = 0.05
 
 # Runs as ``sh -c WATCH agentrt-tool ARGV...`` with the watch pipe's read end as its standard
 # error (dash can only name descriptors 0 to 9, and the pipe's number in the runner is larger).
 # The watcher takes that end as fd 9; the command gets the output pipe as its standard error,
-# so it never holds the watch pipe. The watcher ignores SIGTERM so that it outlives the
-# group's SIGTERM and keeps the group id in use until the final SIGKILL.
+# so it never holds the watch pipe. The watcher ignores SIGTERM so that it outlives a
+# cancel's SIGTERM and keeps the group id in use until the final SIGKILL.
 _WATCH = (
-    '{ trap "" TERM HUP; read -r _ <&9; kill -TERM 0; sleep 1; kill -KILL 0; }'
+    '{ trap "" TERM HUP; read -r _ <&9; kill -KILL 0; }'
     ' 9<&2 </dev/null >/dev/null 2>&1 & exec 2>&1; exec "$@"'
 )
 
@@ -236,8 +242,9 @@ async def run_tool(
     Standard error is merged into the output. Returns once the command exited
     and its output closed; then, and on every other way out (cancelled, timed
     out, failed), the whole group is killed. A cancel sends SIGTERM to the
-    group, waits up to `TERM_GRACE` for the command to exit, then SIGKILLs
-    the group. With `ledger`, the group is recorded while it runs. `env` is
+    group (again every `TERM_AGAIN`), waits up to `TERM_GRACE` for the
+    command to exit, then SIGKILLs the group. With `ledger`, the group is
+    recorded while it runs. `env` is
     the environment the command gets (default: this process's).
     """
     read_end, write_end = os.pipe()
@@ -274,9 +281,11 @@ async def run_tool(
     finally:
         with trio.CancelScope(shield=True):
             if not done:
-                _kill_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(TERM_GRACE):
-                    await process.wait()
+                    while process.returncode is None:
+                        _kill_group(pgid, signal.SIGTERM)
+                        with trio.move_on_after(TERM_AGAIN):
+                            await process.wait()
             # What is left (background children, the watcher) goes now.
             _kill_group(pgid, signal.SIGKILL)
             os.close(write_end)
