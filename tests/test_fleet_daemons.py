@@ -81,7 +81,9 @@ async def test_three_daemons_share_runs_questions_pauses_and_a_killed_daemons_ta
                 "pause",
                 True,
             )
-            task = await c.task("chat-nap")
+            # The final event may come before the pause's status is written (it is queued
+            # behind the last commit, which made the task durable): read it once written.
+            task = await wait_interrupted(c, "chat-nap", 10 * LEASE)
             assert task is not None and (task["status"], task["cause"]) == ("interrupted", "pause")
             resumed = await b.client.post("/v1/session/nap/task/resume", json={})
             assert resumed.status_code == 202, resumed.text

@@ -184,40 +184,33 @@ def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
 
 def on_text(state: TuiState, frame: TextFrame) -> list[Action]:
     """Streamed assistant text."""
-    if not frame.text or not _ours(state, frame.task):
-        return []
-    state.mark_shown()
-    last = state.transcript[-1] if state.transcript else None
-    if (
-        last is not None
-        and last.kind is EntryKind.ASSISTANT
-        and last.task == frame.task
-        and last.agent == frame.agent
-    ):
-        last.parts.append(frame.text)
-        return []
-    # A subagent's text gets its own block, labelled when shown, so it never runs into
-    # the main reply.
-    state.add(EntryKind.ASSISTANT, frame.text, frame.task)
-    state.transcript[-1].agent = frame.agent
-    return []
+    return _stream(state, frame, EntryKind.ASSISTANT)
 
 
 def on_reasoning(state: TuiState, frame: ReasoningFrame) -> list[Action]:
     """Streamed reasoning of the model: a dimmed block of its own, apart from the reply."""
+    return _stream(state, frame, EntryKind.REASONING)
+
+
+def _stream(state: TuiState, frame: TextFrame | ReasoningFrame, kind: EntryKind) -> list[Action]:
+    """Add a streamed piece to the block of `kind` it continues, or start one.
+
+    A subagent's text gets its own block, labelled when shown, so it never runs
+    into the main reply.
+    """
     if not frame.text or not _ours(state, frame.task):
         return []
     state.mark_shown()
     last = state.transcript[-1] if state.transcript else None
     if (
         last is not None
-        and last.kind is EntryKind.REASONING
+        and last.kind is kind
         and last.task == frame.task
         and last.agent == frame.agent
     ):
         last.parts.append(frame.text)
         return []
-    state.add(EntryKind.REASONING, frame.text, frame.task)
+    state.add(kind, frame.text, frame.task)
     state.transcript[-1].agent = frame.agent
     return []
 
