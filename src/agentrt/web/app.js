@@ -943,7 +943,13 @@ function init() {
   });
   $("#new-chat").addEventListener("click", () => showSession(newSessionId()));
   $("#stop").addEventListener("click", askStop);
-  $("#stop-dialog").addEventListener("close", () => stop($("#stop-dialog").returnValue));
+  $("#stop-dialog").addEventListener("close", () => {
+    // A close event is dispatched later than the close itself: one that comes after the
+    // dialog was opened again (Esc right after No) belongs to the earlier question, and
+    // must not take the new one's target with it.
+    if ($("#stop-dialog").open) return;
+    stop($("#stop-dialog").returnValue);
+  });
   $("#stop-dialog").addEventListener("keydown", (e) => {
     const choice = { y: "yes", p: "pause", n: "no" }[e.key.toLowerCase()];
     if (choice) {
