@@ -742,10 +742,6 @@ class AgentRun:
         """Whether `path` lies inside a configured restricted path."""
         return inside(path, self.config.restricted_paths) is not None
 
-    def mentions_restricted(self, command: str) -> bool:
-        """Whether a shell command names a restricted path (see `agentrt._guard`)."""
-        return bool(self.restricted_roots(command))
-
     def restricted_roots(self, command: str) -> tuple[Path, ...]:
         """The restricted roots a shell command names: the ones a password makes writable.
 

@@ -126,10 +126,6 @@ class ToolRun(Protocol):
         """Whether `path` lies inside a restricted path."""
         ...
 
-    def mentions_restricted(self, command: str) -> bool:
-        """Whether a shell command names a restricted path."""
-        ...
-
     def restricted_roots(self, command: str) -> tuple[Path, ...]:
         """The restricted roots a shell command names (none with the text guard off)."""
         ...
