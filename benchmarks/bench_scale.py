@@ -35,8 +35,8 @@ from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome
 from agentrt._messages import Message
 from agentrt._pending import Entry, Listener, Registry, Request
-from agentrt._record import TaskRecord, converter
 from agentrt._runtime import Runtime
+from agentrt.store.record import TaskRecord, converter
 
 from ._harness import Result, format_time, interleave, interleave_sync
 from ._workload import conversation, extra_message

@@ -57,8 +57,6 @@ import attrs
 import trio
 
 from agentrt._messages import Message, Role
-from agentrt._record import SubagentJournal, TaskRecord
-from agentrt._store import StoreError, TaskStore
 from agentrt.client import (
     BrokenDaemonConnectionError,
     Client,
@@ -78,6 +76,9 @@ from agentrt.frames import (
     TaskFrame,
     ToolCallFrame,
 )
+from agentrt.store import StoreError
+from agentrt.store.record import SubagentJournal, TaskRecord
+from agentrt.store.sqlite import TaskStore
 
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, poll_until, short_tempdir
 

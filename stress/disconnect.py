@@ -23,7 +23,6 @@ import attrs
 import trio
 
 from agentrt._cause import Cause
-from agentrt._record import TaskStatus
 from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
 from agentrt.codec import encode
 from agentrt.frames import (
@@ -38,6 +37,7 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
+from agentrt.store.record import TaskStatus
 
 from ._common import STEP_TIMEOUT, SuiteResult, inprocess_daemon, short_tempdir
 

@@ -29,7 +29,6 @@ import trio
 from agentrt._agent import AgentRun
 from agentrt._events import Outcome
 from agentrt._pending import Entry
-from agentrt._record import TaskStatus
 from agentrt.client import Client
 from agentrt.daemon import Connection
 from agentrt.frames import (
@@ -46,6 +45,7 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
+from agentrt.store.record import TaskStatus
 
 from ._common import (
     STEP_TIMEOUT,

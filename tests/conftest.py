@@ -44,10 +44,10 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._messages import ModelDelta
-from agentrt._record import SavedQuestion
-from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
+from agentrt.store import Store
+from agentrt.store.record import SavedQuestion
 
 from .cli_process import running_daemon
 
@@ -391,7 +391,7 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path
 async def open_test_store(location: str | Path) -> Store:
     """A store at `location`; on PostgreSQL with a lease long enough for any test."""
     if isinstance(location, str):
-        from agentrt._pgstore import PgStore
+        from agentrt.store.postgres import PgStore
 
         return await PgStore.open(location, lease=3600)
     return await TaskStore.open(location)
@@ -428,7 +428,7 @@ def raw_sql(store: Store, sql: str, params: Sequence[Any] = ()) -> None:
         return
     import psycopg
 
-    from agentrt._pgstore import PgStore
+    from agentrt.store.postgres import PgStore
 
     assert isinstance(store, PgStore)
     with psycopg.connect(store.url, autocommit=True) as conn:

@@ -185,7 +185,7 @@ def test_keys_list_shows_a_hostile_file_name(tmp_path: Path) -> None:
 def test_fleet_status_shows_a_member_row_as_stored(postgres_url: str, tmp_path: Path) -> None:
     import psycopg
 
-    from agentrt._pgstore import PgStore
+    from agentrt.store.postgres import PgStore
 
     async def create() -> None:
         store = await PgStore.open(postgres_url, lease=60)

@@ -37,7 +37,7 @@ from agentrt import (
     open_runtime,
 )
 from agentrt._executor import TaskInfo
-from agentrt._pgstore import NOW, SCHEMA_VERSION
+from agentrt.store.postgres import NOW, SCHEMA_VERSION
 
 from .conftest import FakeVerifier, Recorder
 from .fakes.tcp_proxy import TcpProxy

@@ -29,7 +29,6 @@ from starlette.routing import Route
 
 from agentrt import Answer, BadSessionIdError, Cause, Event, RequestKind, Runtime, TaskStatus
 from agentrt._shapes import EVENT_TYPES, event_to_json
-from agentrt._store import _parse_cursor as parse_cursor
 from agentrt.http import (
     BODY_SECONDS,
     MAX_BODY,
@@ -44,6 +43,7 @@ from agentrt.http import (
 )
 from agentrt.http._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, SESSION_ID_PATTERN
 from agentrt.http._wire import NOT_BLANK, AnswerBody, CancelBody, ResumeBody, RunBody
+from agentrt.store.sql import _parse_cursor as parse_cursor
 
 from .conftest import Recorder, insert_unreadable
 

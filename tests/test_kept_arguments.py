@@ -29,13 +29,13 @@ from agentrt import (
     ToolResultEvent,
 )
 from agentrt._clamp import ARGUMENT_LIMIT
-from agentrt._record import (
+from agentrt.store import Store
+from agentrt.store.record import (
     ARGUMENTS_BOUND,
     SubagentJournal,
     arguments_size,
     keep_arguments,
 )
-from agentrt._stores import Store
 
 from .conftest import Recorder
 
@@ -224,7 +224,7 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
 async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres_url: str) -> None:
     import psycopg
 
-    from agentrt._pgstore import MIGRATIONS, SCHEMA_VERSION, PgStore
+    from agentrt.store.postgres import MIGRATIONS, SCHEMA_VERSION, PgStore
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE agentrt_schema (version integer NOT NULL)")

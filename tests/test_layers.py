@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -71,24 +72,31 @@ def place_of(module: str, table: list[tuple[str, Place]]) -> Place | None:
     return max(matches, key=lambda m: (m[0], m[1]))[2] if matches else None
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
-    """The agentrt and agenttui modules `module` imports, wherever the import statement is."""
+def import_statements(module: str, path: Path) -> Iterator[tuple[str | None, list[str]]]:
+    """Each import statement of `module`, wherever it is: (the module a ``from`` names, names).
+
+    For a plain ``import``, the module is None and the names are the modules imported.
+    """
     is_package = path.name == "__init__.py"
     package = module.split(".") if is_package else module.split(".")[:-1]
-    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            yield None, [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - node.level + 1]
                 target = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 target = node.module or ""
-            # `from . import x` and `from .pkg import mod` import modules, not names.
-            targets = [target] + [f"{target}.{alias.name}" for alias in node.names]
-        else:
-            continue
+            yield target, [alias.name for alias in node.names]
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The agentrt and agenttui modules `module` imports, wherever the import statement is."""
+    found: set[str] = set()
+    for source, names in import_statements(module, path):
+        # `from . import x` and `from .pkg import mod` import modules, not names.
+        targets = names if source is None else [source, *(f"{source}.{n}" for n in names)]
         found |= {t for t in targets if t in known}
     found.discard(module)
     return found
@@ -123,9 +131,35 @@ def test_the_check_sees_an_import_that_goes_up(tmp_path: Path) -> None:
     # The check itself: a protocol module importing the store would be caught.
     table = read_table()
     frames = place_of("agentrt.frames", table)
-    store = place_of("agentrt._store", table)
+    store = place_of("agentrt.store.sqlite", table)
     assert frames is not None and store is not None
     assert store.rank > frames.rank
     fake = tmp_path / "frames.py"
-    fake.write_text("from ._store import TaskStore\n")
-    assert imports_of("agentrt.frames", fake, set(modules())) == {"agentrt._store"}
+    fake.write_text("from .store.sqlite import TaskStore\n")
+    assert imports_of("agentrt.frames", fake, set(modules())) == {"agentrt.store.sqlite"}
+
+
+def private_store_names(module: str, path: Path) -> list[str]:
+    """The underscore names `module` imports from another module of `agentrt.store`."""
+    return [
+        f"{source}.{name}"
+        for source, names in import_statements(module, path)
+        if source is not None
+        and source != module
+        and (source == "agentrt.store" or source.startswith("agentrt.store."))
+        for name in names
+        if name.startswith("_")
+    ]
+
+
+def test_no_module_imports_a_private_name_of_the_store_package() -> None:
+    # The backends share `agentrt.store.sql`, `columns` and `writer` through their public
+    # names; nothing in src/ reaches into a store module for an underscore name.
+    wrong = {m: names for m, path in modules().items() if (names := private_store_names(m, path))}
+    assert wrong == {}
+
+
+def test_the_check_sees_a_private_name_of_the_store_package(tmp_path: Path) -> None:
+    fake = tmp_path / "postgres.py"
+    fake.write_text("from .sql import SqlStore, _Memory\nfrom .postgres import _local\n")
+    assert private_store_names("agentrt.store.postgres", fake) == ["agentrt.store.sql._Memory"]

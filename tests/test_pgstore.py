@@ -15,11 +15,10 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from agentrt import Message, Outcome, StoreError, TaskRecord, TaskStatus, ToolCallEvent
-from agentrt._pgstore import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, display_url
 from agentrt._runtime import open_runtime
 from agentrt._scripted import ScriptedModel
-from agentrt._store import StaleLeaseError, TaskTakenError
-from agentrt._stores import Store
+from agentrt.store import StaleLeaseError, Store, TaskTakenError
+from agentrt.store.postgres import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, display_url
 
 from .conftest import Recorder, with_schema
 from .fakes.tcp_proxy import TcpProxy

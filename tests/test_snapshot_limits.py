@@ -12,8 +12,8 @@ import re
 import pytest
 
 from agentrt import Message, TaskRecord, ToolCall
-from agentrt._record import clamp_message
-from agentrt._stores import Store
+from agentrt.store import Store
+from agentrt.store.record import clamp_message
 
 RESULT_LIMIT = 32 * 1024
 ARGUMENT_LIMIT = 4 * 1024

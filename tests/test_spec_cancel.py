@@ -29,7 +29,7 @@ from agentrt import (
     cause_of,
 )
 from agentrt._messages import Role
-from agentrt._stores import Queued
+from agentrt.store import Queued
 
 from .conftest import Recorder
 

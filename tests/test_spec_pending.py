@@ -37,7 +37,7 @@ from agentrt import (
 from agentrt._clamp import ARGUMENT_LIMIT, MARKER_RE, TOOL_RESULT_LIMIT
 from agentrt._messages import Role
 from agentrt._pending import NoRequestContextError
-from agentrt._record import RESUME_NOTE
+from agentrt.store.record import RESUME_NOTE
 
 from .conftest import FakeVerifier, Recorder
 

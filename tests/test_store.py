@@ -31,12 +31,11 @@ from agentrt import (
     TaskStore,
     ToolResultEvent,
     UnreadableTask,
-    _store,
     open_runtime,
 )
 from agentrt._statedir import prepare_state_dir
-from agentrt._store import SCHEMA_VERSION, TaskExistsError, brief_of, marker_path
-from agentrt._stores import Store
+from agentrt.store import Store, TaskExistsError, brief_of, sql
+from agentrt.store.sqlite import SCHEMA_VERSION, marker_path
 
 from .conftest import Recorder, fill_mixed_store, insert_unreadable, raw_sql
 
@@ -378,15 +377,15 @@ async def test_an_unreadable_record_is_listed_as_such_and_can_be_discarded(
 async def test_the_brief_listing_reads_what_the_full_listing_does(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_store, "_BRIEF_CHUNK", 2)  # the odd tasks are read in several queries
+    monkeypatch.setattr(sql, "_BRIEF_CHUNK", 2)  # the odd tasks are read in several queries
     read_in_full: list[str] = []
-    summary_rows = _store.SqlStore._summary_rows
+    summary_rows = sql.SqlStore._summary_rows
 
-    def spy(self: _store.SqlStore, db: Any, session_ids: Sequence[Any]) -> dict[Any, Any]:
+    def spy(self: sql.SqlStore, db: Any, session_ids: Sequence[Any]) -> dict[Any, Any]:
         read_in_full.extend(session_ids)
         return summary_rows(self, db, session_ids)
 
-    monkeypatch.setattr(_store.SqlStore, "_summary_rows", spy)
+    monkeypatch.setattr(sql.SqlStore, "_summary_rows", spy)
     await fill_mixed_store(store)
     paused = TaskStatus.INTERRUPTED
     odd_rows = {  # changed by hand: a question asking nothing, then unreadable ones
@@ -456,7 +455,7 @@ async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothin
 def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before() -> None:
     from agentrt import ThinkingBlock
     from agentrt._messages import Role
-    from agentrt._record import converter
+    from agentrt.store.record import converter
 
     plain = converter.unstructure(Message.user("hi"))
     assert "thinking" not in plain  # rows written before thinking existed look the same

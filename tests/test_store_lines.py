@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 from agentrt import Cause, TaskRecord, TaskStatus, TaskStore
 from agentrt._listing import TIME_MARK, template
 from agentrt._listing import lines as listing_lines
-from agentrt._record import SavedQuestion
-from agentrt._store import SCHEMA_VERSION, SqlStore, brief_of
+from agentrt.store import brief_of
+from agentrt.store.record import SavedQuestion
+from agentrt.store.sql import SqlStore
+from agentrt.store.sqlite import SCHEMA_VERSION
 
 from .conftest import fill_mixed_store, raw_sql
 

@@ -26,9 +26,9 @@ from agentrt import (
     UnknownSessionError,
 )
 from agentrt._messages import Role
-from agentrt._record import TaskSummary
-from agentrt._store import BadCursorError, TaskExistsError, UnreadableTask, _page_query
-from agentrt._stores import Store
+from agentrt.store import BadCursorError, Store, TaskExistsError, UnreadableTask
+from agentrt.store.record import TaskSummary
+from agentrt.store.sql import page_query
 
 from .conftest import Recorder, open_test_store, raw_sql
 
@@ -279,9 +279,9 @@ async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
 
 @given(st.text())
 def test_a_stored_string_reads_back_the_same_with_or_without_the_parser(text: str) -> None:
-    from agentrt._store import _dumps, _json_text
+    from agentrt.store.columns import dumps, json_text
 
-    assert _json_text(_dumps(text)) == text
+    assert json_text(dumps(text)) == text
 
 
 async def test_one_session_is_looked_up_by_its_exact_id(runtime: Runtime) -> None:
@@ -315,7 +315,7 @@ def test_a_page_deep_in_a_long_listing_costs_what_the_first_does(tmp_path: Path)
         db.set_progress_handler(count, 100)  # once every 100 virtual machine instructions
         try:
             rows = db.execute(
-                *_page_query("SELECT session_id FROM tasks", "", "cli-", after, 100)
+                *page_query("SELECT session_id FROM tasks", "", "cli-", after, 100)
             ).fetchall()
         finally:
             db.set_progress_handler(None, 0)

@@ -10,7 +10,7 @@ import pytest
 
 from agentrt import Message, StoreError, TaskStatus, TaskStore
 from agentrt._messages import Role
-from agentrt._store import SCHEMA_VERSION
+from agentrt.store.sqlite import SCHEMA_VERSION
 
 SCHEMA_V1 = """
 CREATE TABLE tasks (

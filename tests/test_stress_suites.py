@@ -75,7 +75,7 @@ def test_a_shell_call_counts_as_committed_only_once_its_result_is_in_the_transcr
 
 def test_a_subagents_calls_count_as_committed_in_its_journal_or_with_its_spawn() -> None:
     from agentrt import TaskRecord
-    from agentrt._record import SubagentJournal
+    from agentrt.store.record import SubagentJournal
 
     markers = ("m0x0", "m0x1", "m0x2")
     spawn = ToolCall("c1", "spawn", {"task": "sh echo m0x0 >> counter; sh echo m0x1 >> counter"})

@@ -69,9 +69,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._pending import Request as Request
     from ._present import EndWords as EndWords
     from ._present import describe_end as describe_end
-    from ._record import SavedQuestion as SavedQuestion
-    from ._record import TaskRecord as TaskRecord
-    from ._record import TaskStatus as TaskStatus
     from ._runtime import Runtime as Runtime
     from ._runtime import make_model as make_model
     from ._runtime import open_runtime as open_runtime
@@ -79,9 +76,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._scripted import ScriptedModel as ScriptedModel
     from ._secrets import SecretStore as SecretStore
     from ._statedir import StateDirError as StateDirError
-    from ._store import StoreError as StoreError
-    from ._store import TaskStore as TaskStore
-    from ._store import UnreadableTask as UnreadableTask
     from ._sudo import SudoVerifier as SudoVerifier
     from ._sudo import Verifier as Verifier
     from ._tools import ToolError as ToolError
@@ -94,6 +88,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._vocab import Outcome as Outcome
     from ._vocab import RequestKind as RequestKind
     from ._vocab import origin_of as origin_of
+    from .store.errors import StoreError as StoreError
+    from .store.record import SavedQuestion as SavedQuestion
+    from .store.record import TaskRecord as TaskRecord
+    from .store.record import TaskStatus as TaskStatus
+    from .store.sqlite import TaskStore as TaskStore
+    from .store.types import UnreadableTask as UnreadableTask
 
 #: Where each public name is defined; `__getattr__` imports it from there when first asked.
 _WHERE: dict[str, str] = {
@@ -152,9 +152,9 @@ _WHERE: dict[str, str] = {
     "Registry": "_pending",
     "RegistryStatistics": "_pending",
     "Request": "_pending",
-    "SavedQuestion": "_record",
-    "TaskRecord": "_record",
-    "TaskStatus": "_record",
+    "SavedQuestion": "store.record",
+    "TaskRecord": "store.record",
+    "TaskStatus": "store.record",
     "Runtime": "_runtime",
     "make_model": "_runtime",
     "open_runtime": "_runtime",
@@ -162,9 +162,9 @@ _WHERE: dict[str, str] = {
     "ScriptedModel": "_scripted",
     "SecretStore": "_secrets",
     "StateDirError": "_statedir",
-    "StoreError": "_store",
-    "TaskStore": "_store",
-    "UnreadableTask": "_store",
+    "StoreError": "store.errors",
+    "TaskStore": "store.sqlite",
+    "UnreadableTask": "store.types",
     "SudoVerifier": "_sudo",
     "Verifier": "_sudo",
     "ToolError": "_tools",

@@ -54,7 +54,11 @@ from ._pending import (
     RequestKind,
 )
 from ._policy import origin_rules
-from ._record import (
+from ._reprs import fields_repr
+from ._tools import QuestionParked, find, offered_to
+from ._tools import ToolError as ToolError
+from .store import Queued, Store, StoreError
+from .store.record import (
     ARGUMENTS_BOUND,
     RESUME_NOTE,
     SavedQuestion,
@@ -68,11 +72,6 @@ from ._record import (
     restore_arguments,
     unanswered_calls,
 )
-from ._reprs import fields_repr
-from ._store import StoreError
-from ._stores import Queued, Store
-from ._tools import QuestionParked, find, offered_to
-from ._tools import ToolError as ToolError
 
 Emit = Callable[[Event], Awaitable[None]]
 

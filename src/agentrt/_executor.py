@@ -44,7 +44,9 @@ from ._events import Outcome, RunEnded, TaskStarted
 from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
-from ._record import (
+from ._reprs import fields_eq, fields_hash, fields_repr
+from .store import Queued, Store, StoreError, TaskExistsError, TaskTakenError
+from .store.record import (
     AnswerEffects,
     SavedQuestion,
     TaskRecord,
@@ -53,9 +55,6 @@ from ._record import (
     reissue_note,
     unanswered_calls,
 )
-from ._reprs import fields_eq, fields_hash, fields_repr
-from ._store import StoreError, TaskExistsError, TaskTakenError
-from ._stores import Queued, Store
 
 log = logging.getLogger("agentrt.executor")
 

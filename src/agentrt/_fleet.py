@@ -1,7 +1,7 @@
 """The fleet: daemons that share one PostgreSQL store, their leases, and what they tell each other.
 
 Every process that opens a PostgreSQL store is a *member*: a row in
-``daemons`` (see `agentrt._pgstore`). `Fleet.run`, a Trio service each member
+``daemons`` (see `agentrt.store.postgres`). `Fleet.run`, a Trio service each member
 runs beside its executor, does three things:
 
 * **Leases.** A heartbeat renews the member's lease every ``lease / 5``
@@ -11,7 +11,7 @@ runs beside its executor, does three things:
   member on this machine whose process is gone expires at once.
 * **Fencing.** A lease has an epoch, and every store write carries it; the
   database refuses a write whose epoch is not the member's live one
-  (`agentrt._pgstore`). A member that cannot renew its lease fences itself
+  (`agentrt.store.postgres`). A member that cannot renew its lease fences itself
   `FENCE_AT` of a lease after it sent its last renewal: its runs stop (cause
   ``disconnect``), its tools' process groups are killed and its writes carry
   no epoch. A member that cannot act (stopped) is fenced by its watchdog
@@ -70,10 +70,10 @@ from ._pending import (
     RegistryError,
     Request,
 )
-from ._pgstore import LOCK_CLASS, NOW, PgStore, connect, idle_limit
 from ._process import process_token, token_alive
-from ._record import converter
 from ._reprs import fields_eq, fields_hash, fields_repr
+from .store.postgres import LOCK_CLASS, NOW, PgStore, connect, idle_limit
+from .store.record import converter
 
 log = logging.getLogger("agentrt.fleet")
 
@@ -833,14 +833,14 @@ def read_status(url: str) -> FleetStatus:
 
     Raises `StoreError` when the database cannot be reached or holds no agentrt store.
     """
-    from ._pgstore import _failed, _unreachable, display_url
-    from ._store import StoreError
+    from .store import StoreError
+    from .store.postgres import display_url, failed_error, unreachable_error
 
     location = display_url(url)
     try:
         conn = connect(url)
     except psycopg.Error as exc:
-        raise _unreachable(location, exc) from None
+        raise unreachable_error(location, exc) from None
     try:
         with conn:
             exists = conn.execute("SELECT to_regclass('agentrt_schema')").fetchone()
@@ -859,7 +859,7 @@ def read_status(url: str) -> FleetStatus:
                 "SELECT count(*) FROM tasks WHERE status = 'interrupted' AND cause = 'disconnect'"
             ).fetchone()
     except psycopg.Error as exc:
-        raise _failed(location, exc) from None
+        raise failed_error(location, exc) from None
     by_member: dict[str, list[Lease]] = {}
     for session_id, task_hash, runner in running:
         by_member.setdefault(str(runner), []).append(Lease(str(session_id), task_hash, str(runner)))

@@ -31,7 +31,7 @@ def process_token(pid: int | None = None) -> str:
     return f"{pid}:{_start_time(pid)}"
 
 
-#: How the token of a member of a PostgreSQL fleet starts (see `agentrt._pgstore`).
+#: How the token of a member of a PostgreSQL fleet starts (see `agentrt.store.postgres`).
 FLEET_PREFIX = "fleet:"
 
 

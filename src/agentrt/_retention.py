@@ -18,8 +18,7 @@ import attrs
 import trio
 
 from ._reprs import fields_eq, fields_hash, fields_repr
-from ._store import StoreError
-from ._stores import Store
+from .store import Store, StoreError
 
 log = logging.getLogger("agentrt.retention")
 

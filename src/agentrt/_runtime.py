@@ -31,10 +31,10 @@ from ._settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
 from ._settings import Settings, check_base_url, find_api_key, model_options
 from ._settings import check_model_spec as check_model_spec
 from ._statedir import prepare_state_dir
-from ._stores import Store, is_postgres, open_store
 from ._sudo import SudoVerifier, Verifier
 from ._toolproc import ToolLedger
 from ._vocab import Approval
+from .store import Store, is_postgres, open_store
 
 if TYPE_CHECKING:
     from ._fleet import Fleet
@@ -281,7 +281,7 @@ async def open_runtime(
             yield runtime
             return
         from ._fleet import Fleet
-        from ._pgstore import PgStore
+        from .store.postgres import PgStore
 
         assert isinstance(opened, PgStore)
         failure: BaseException | None = None

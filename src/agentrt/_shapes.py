@@ -30,8 +30,8 @@ from ._events import (
 from ._messages import Role, ToolCall
 from ._pending import Entry, Request
 from ._present import describe_end
-from ._record import TaskRecord, TaskSummary
-from ._store import StoredMessage, UnreadableTask
+from .store import StoredMessage, UnreadableTask
+from .store.record import TaskRecord, TaskSummary
 
 #: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
 #: API carries it in its paths (``/v1/``). A change a reader could trip on raises it.

@@ -85,8 +85,6 @@ from ._statedir import (
     prepare_state_dir,
     read_daemon_info,
 )
-from ._store import StoreError, UnreadableTask
-from ._stores import is_postgres
 from ._terminal import dumps, shown_output, visible
 from ._vocab import TERMINAL
 from .daemon._wire import (
@@ -132,6 +130,7 @@ from .frames import (
     UsageFrame,
     VerifyFrame,
 )
+from .store import StoreError, UnreadableTask, is_postgres
 
 if TYPE_CHECKING:
     from .client import Client

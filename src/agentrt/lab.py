@@ -57,13 +57,16 @@ from ._events import Event, RunEnded, TaskStarted, TextEvent, ToolCallEvent, Too
 from ._executor import ExecutorError
 from ._messages import Model, Role, TextDelta
 from ._pending import ALLOW_ONCE, Answer, Entry, RequestKind
-from ._record import TaskRecord
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._runtime import open_runtime
 from ._scripted import ReplayModel, ScriptedModel
-from ._store import StoreError, Submitted, TaskStore, _Call
 from ._terminal import own, shown_output, visible
 from ._vocab import TERMINAL
+from .store import StoreError
+from .store.record import TaskRecord
+from .store.sql import Submitted
+from .store.sqlite import TaskStore
+from .store.writer import Call
 
 T = TypeVar("T")
 
@@ -194,8 +197,8 @@ class _LabStore(TaskStore):
         """From now on, nothing reaches the file."""
         self.dead = True
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> _Call[T]:
-        call: _Call[T] = _Call(fn, trio.lowlevel.current_trio_token())
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> Call[T]:
+        call: Call[T] = Call(fn, trio.lowlevel.current_trio_token())
         if self.dead:
             call.abandonable = True
             return call  # never run, never done: as if the process had been killed

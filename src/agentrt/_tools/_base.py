@@ -34,11 +34,11 @@ from .._context import RequestContext
 from .._messages import ToolCall, ToolSpec
 from .._pending import Answer, Request
 from .._policy import Command, Edit, auto_approves
-from .._record import SavedQuestion
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._sandbox import PRIVILEGED_VARIABLES
 from .._sudo import PrivilegedResult
 from .._vocab import TERMINAL, RequestKind, origin_of
+from ..store.record import SavedQuestion
 
 if TYPE_CHECKING:
     import cattrs

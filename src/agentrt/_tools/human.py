@@ -11,10 +11,10 @@ from .._clamp import clamp
 from .._messages import ToolCall
 from .._pending import Request
 from .._policy import origin_rules
-from .._record import SavedQuestion
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._secrets import SecretNameError
 from .._vocab import DENY, RequestKind
+from ..store.record import SavedQuestion
 from ._base import PROMPT_LIMIT, QuestionParked, Tool, ToolError, ToolRun
 
 

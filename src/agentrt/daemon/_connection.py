@@ -44,15 +44,6 @@ from .._pending import (
 from .._policy import Actor
 from .._reprs import fields_repr
 from .._runtime import Runtime
-from .._store import (
-    BadCursorError,
-    ListedTask,
-    Page,
-    SessionInfo,
-    StoredTask,
-    StoreError,
-    UnreadableTask,
-)
 from .._vocab import TERMINAL
 from ..codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
 from ..frames import (
@@ -83,6 +74,15 @@ from ..frames import (
     SessionsAction,
     SessionsRequest,
     Welcome,
+)
+from ..store import (
+    BadCursorError,
+    ListedTask,
+    Page,
+    SessionInfo,
+    StoredTask,
+    StoreError,
+    UnreadableTask,
 )
 from ._lifecycle import IllegalStepError, Lifecycle, Step
 from ._wire import (

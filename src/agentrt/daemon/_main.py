@@ -24,7 +24,7 @@ from .._retention import Retention
 from .._runtime import Runtime, open_runtime
 from .._settings import Settings, bot_environ, load_settings, parse_host_port
 from .._statedir import DaemonLock, StateDirError, prepare_state_dir
-from .._store import StoreError
+from ..store import StoreError
 from ._logging import configure_logging
 from ._paths import DaemonAlreadyRunningError, SocketPathError, default_socket_path
 from ._server import Daemon

@@ -21,10 +21,7 @@ from .._events import (
     VerifyEvent,
 )
 from .._pending import Entry
-from .._record import TaskRecord, TaskSummary
-from .._record import converter as record_converter
 from .._shapes import tool_call_json
-from .._store import SessionInfo, StoredMessage, StoredTask, UnreadableTask
 from ..frames import (
     AskFrame,
     DaemonFrame,
@@ -42,6 +39,9 @@ from ..frames import (
     UsageFrame,
     VerifyFrame,
 )
+from ..store import SessionInfo, StoredMessage, StoredTask, UnreadableTask
+from ..store.record import TaskRecord, TaskSummary
+from ..store.record import converter as record_converter
 
 
 def frame_for_event(event: Event) -> DaemonFrame:

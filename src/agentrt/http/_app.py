@@ -22,8 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import ExecutorError, NoPendingTaskError
 from .._pending import AlreadyAnsweredError, EntryGoneError
-from .._store import BadCursorError, StoreError
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
+from ..store import BadCursorError, StoreError
 from ._files import page_files
 from ._frontend import (
     CURSOR_PATTERN,

@@ -57,8 +57,8 @@ from .._shapes import (
     task_to_json,
     unreadable_to_json,
 )
-from .._store import SessionInfo, UnreadableTask
 from .._vocab import ORIGINS, WEB
+from ..store import SessionInfo, UnreadableTask
 from ._wire import ApiError
 
 log = logging.getLogger("agentrt.http")

@@ -1,7 +1,7 @@
 """The task store in PostgreSQL: one database shared by a fleet of daemons.
 
-The same store as the embedded SQLite one (`agentrt._store.SqlStore` holds
-the logic and the SQL of both): append-only messages, summary listings, paging
+The same store as the embedded SQLite one (`agentrt.store.sql.SqlStore`
+holds the logic and the SQL of both): append-only messages, summary listings, paging
 cursors, one writer thread that commits what is queued in one transaction. A
 transaction takes the fleet's write lock first (a transaction-level advisory
 lock), as SQLite's ``BEGIN IMMEDIATE`` takes the file's: a read-check-write
@@ -52,11 +52,13 @@ import psycopg.conninfo
 import trio
 from psycopg_pool import ConnectionPool
 
-from ._messages import Message
-from ._process import process_token
-from ._record import TaskRecord
-from ._reprs import fields_repr
-from ._store import SqlStore, StaleLeaseError, StoreError, _Call, _run_batch
+from .._messages import Message
+from .._process import process_token
+from .._reprs import fields_repr
+from .errors import StaleLeaseError, StoreError
+from .record import TaskRecord
+from .sql import SqlStore
+from .writer import Call, run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
 SCHEMA_VERSION: Final = 3
@@ -142,7 +144,7 @@ _EPOCHS = (
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: _TABLES,
     2: _EPOCHS,
-    # Full arguments of calls not run yet, and subagents' journals (see `agentrt._store`).
+    # Full arguments of calls not run yet, and subagents' journals (see `agentrt.store.sql`).
     3: ("ALTER TABLE tasks ADD COLUMN journal text NOT NULL DEFAULT '{}'",),
 }
 
@@ -166,7 +168,7 @@ def _search_path(options: str) -> str | None:
     return found.group(1) if found else None
 
 
-def _unreachable(location: str, exc: Exception) -> StoreError:
+def unreachable_error(location: str, exc: Exception) -> StoreError:
     detail = " ".join(str(exc).split()) or type(exc).__name__
     return StoreError(
         f"the PostgreSQL task store {location} cannot be reached ({detail}); runs fail until "
@@ -174,9 +176,9 @@ def _unreachable(location: str, exc: Exception) -> StoreError:
     )
 
 
-def _failed(location: str, exc: Exception) -> StoreError:
+def failed_error(location: str, exc: Exception) -> StoreError:
     if isinstance(exc, psycopg.OperationalError):
-        return _unreachable(location, exc)
+        return unreachable_error(location, exc)
     detail = " ".join(str(exc).split()) or type(exc).__name__
     return StoreError(f"the PostgreSQL task store {location} failed: {detail}")
 
@@ -346,11 +348,11 @@ class PgStore(SqlStore):
             try:
                 conn = connect(url)
             except psycopg.Error as exc:
-                raise _unreachable(display, exc) from None
+                raise unreachable_error(display, exc) from None
             try:
                 return _prepare(conn, display, runner, lease, http)
             except psycopg.Error as exc:
-                raise _failed(display, exc) from None
+                raise failed_error(display, exc) from None
             finally:
                 conn.close()
 
@@ -397,7 +399,7 @@ class PgStore(SqlStore):
         await self._live()
         return await super().prune(older_than)
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> _Call[T]:
+    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> Call[T]:
         """Queue `fn` carrying this member's lease epoch as it is now (see `_fence`)."""
         epoch = self.epoch if time.monotonic() < self.fenced_at else 0
 
@@ -407,23 +409,23 @@ class PgStore(SqlStore):
 
         return super()._submit(carried, defer=defer)
 
-    def _run_batch(self, db: sqlite3.Connection, batch: list[_Call[Any]]) -> None:
+    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
         location = self.location
         try:
             with cast(PgConnection, db).lent():
-                _run_batch(
+                run_batch(
                     db,
                     batch,
                     location,
-                    self._memory,
+                    self._memory.clear,
                     errors=(psycopg.Error,),
-                    failed=lambda exc: _failed(location, exc),
+                    failed=lambda exc: failed_error(location, exc),
                 )
         except psycopg.Error as exc:
             # No connection, or it broke between statements: nothing of the batch committed.
             self._memory.clear()
             for call in batch:
-                call.fail(_failed(location, exc))
+                call.fail(failed_error(location, exc))
 
     def _fence(self, db: sqlite3.Connection) -> None:
         """Refuse the write unless it carries this member's live lease epoch (in its transaction).

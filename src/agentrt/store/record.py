@@ -12,13 +12,13 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from ._cause import Cause
-from ._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
-from ._errors import BadAnswerError
-from ._messages import Message, Role, ToolCall
-from ._process import token_alive
-from ._reprs import fields_eq, fields_hash, fields_repr
-from ._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
+from .._cause import Cause
+from .._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
+from .._errors import BadAnswerError
+from .._messages import Message, Role, ToolCall
+from .._process import token_alive
+from .._reprs import fields_eq, fields_hash, fields_repr
+from .._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
 
 
 class TaskStatus(enum.Enum):

@@ -4,9 +4,9 @@ The executor, the agent loop, the daemon, the HTTP API, the bots and the
 `agentrt` command depend on `Store`, never on a backend. Two backends provide
 it with the same meaning (the same tests run against both):
 
-* `agentrt._store.TaskStore`: an embedded SQLite file in the state dir, the
-  default for one person on one machine;
-* `agentrt._pgstore.PgStore`: a PostgreSQL database shared by a fleet of
+* `agentrt.store.sqlite.TaskStore`: an embedded SQLite file in the state dir,
+  the default for one person on one machine;
+* `agentrt.store.postgres.PgStore`: a PostgreSQL database shared by a fleet of
   daemons (see ``docs/fleet.md``).
 
 Every method but `statistics` and `aclose` is one transaction: durable
@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
-from ._cause import Cause
-from ._listing import BriefTask
-from ._messages import Message
-from ._record import TaskRecord, TaskStatus
-from ._store import (
+from .._cause import Cause
+from .._listing import BriefTask
+from .._messages import Message
+from .record import TaskRecord, TaskStatus
+from .types import (
     ListedTask,
     Page,
     SessionInfo,
@@ -57,7 +57,7 @@ class Store(Protocol):
     Messages are append-only; a session's pending task is a row of fields plus
     the range of its messages after its history. Listings read summary
     columns only and come a page at a time. A call, once made, runs: a caller
-    cancelled while waiting still waits for it (see `agentrt._store`).
+    cancelled while waiting still waits for it (see `agentrt.store.sql`).
     """
 
     @property
@@ -163,7 +163,7 @@ class Store(Protocol):
         ...
 
     async def list_brief(self, prefix: str = "") -> list[BriefTask]:
-        """What a text listing shows of `list_stored`'s tasks (`agentrt._store.brief_of`)."""
+        """What a text listing shows of `list_stored`'s tasks (`agentrt.store.types.brief_of`)."""
         ...
 
     async def list_lines(self, prefix: str = "") -> list[str]:
@@ -226,14 +226,14 @@ async def open_store(
 
     A PostgreSQL store makes this process a member of the fleet sharing it,
     whose lease lasts `lease` seconds, serving HTTP at `http` (see
-    `agentrt._pgstore`). Raises `StoreError` saying what is wrong and what to do.
+    `agentrt.store.postgres`). Raises `StoreError` saying what is wrong and what to do.
     """
     if is_postgres(location):
-        from ._pgstore import DEFAULT_LEASE, PgStore
+        from .postgres import DEFAULT_LEASE, PgStore
 
         return await PgStore.open(
             str(location), lease=lease if lease is not None else DEFAULT_LEASE, http=http
         )
-    from ._store import TaskStore
+    from .sqlite import TaskStore
 
     return await TaskStore.open(location)

@@ -1,0 +1,193 @@
+"""A task's record as the columns of its row, and back; a message as its row's JSON body.
+
+Both backends write the same columns (`FIELDS`) with the same values: free
+text as JSON, enums by value. Reading them back is the hot path of every
+listing, so the common values are read without the JSON parser.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import cattrs
+
+from .._cause import Cause
+from .._messages import Message
+from .record import SavedQuestion, SubagentJournal, TaskRecord, TaskStatus, converter
+
+#: The columns of `tasks` that hold a record's fields, in the order `fields_of` gives them.
+FIELDS = (
+    "status",
+    "cause",
+    "error",
+    "question",
+    "window_hash",
+    "task_hash",
+    "runs",
+    "created_at",
+    "updated_at",
+    "input",
+    "runner",
+    "attempts",
+    "workdir",
+    "lost_words",
+    "journal",
+)
+
+#: How many characters of a session's first message its title keeps.
+TITLE_CHARS = 80
+
+
+def dumps(value: Any) -> str:
+    """JSON text for SQLite, UTF-8 where possible."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (a model's or a chat's JSON may carry one) has no UTF-8 form;
+        # escaped, it is plain ASCII and reads back as the same string.
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def _plain(text: str) -> str:
+    """`text` as SQLite can hold it as plain UTF-8 (a lone surrogate becomes U+FFFD)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def title_of(text: str) -> str:
+    """A session's title: the first line of its first message, shortened."""
+    line = _plain(text).strip().split("\n", 1)[0]
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 3] + "..."
+
+
+def fields_of(record: TaskRecord) -> tuple[Any, ...]:
+    """The column values of `record` but its transcript. Free text is stored as JSON."""
+    question = converter.unstructure(record.question) if record.question else None
+    return (
+        record.status.value,
+        record.cause.value if record.cause else None,
+        dumps(record.error),
+        dumps(question),
+        record.window_hash,
+        record.task_hash,
+        record.runs,
+        record.created_at,
+        record.updated_at,
+        dumps(record.input),
+        record.runner,
+        dumps(dict(record.attempts)),
+        record.workdir,
+        record.lost_words,
+        _journal_json(record),
+    )
+
+
+def _journal_json(record: TaskRecord) -> str:
+    """The ``journal`` column: a record's kept full arguments and its subagents' journals.
+
+    Both are usually empty, and the column then holds ``{}``.
+    """
+    journal: dict[str, Any] = {}
+    if record.arguments:
+        journal["arguments"] = dict(record.arguments)
+    if record.subagents:
+        journal["subagents"] = {
+            key: converter.unstructure(sub, SubagentJournal)
+            for key, sub in record.subagents.items()
+        }
+    return dumps(journal)
+
+
+def journal_fields(text: str) -> dict[str, Any]:
+    """The record fields the ``journal`` column holds (see `_journal_json`)."""
+    if text == "{}":
+        return {}
+    data = json.loads(text)
+    return {
+        "arguments": {str(k): dict(v) for k, v in data.get("arguments", {}).items()},
+        "subagents": {
+            str(k): converter.structure(v, SubagentJournal)
+            for k, v in data.get("subagents", {}).items()
+        },
+    }
+
+
+_STATUSES = {s.value: s for s in TaskStatus}
+_CAUSES = {c.value: c for c in Cause}
+
+
+def task_fields(
+    status: str,
+    cause: str | None,
+    error: str,
+    question: str,
+    window: str | None,
+    task: str | None,
+    runs: int,
+    created: float,
+    updated: float,
+    text: str,
+    runner: str | None,
+    workdir: str | None,
+    lost_words: int,
+) -> dict[str, Any]:
+    """The fields a record and a listing's summary share, read from their columns.
+
+    Listings decode thousands of these: the common values (a null, a plain
+    string) are read without the JSON parser, and enums by a dict lookup.
+    """
+    saved = None if question == "null" else json.loads(question)
+    return {
+        "input": json_text(text),
+        "status": _STATUSES.get(status) or TaskStatus(status),
+        "cause": None if cause is None else (_CAUSES.get(cause) or Cause(cause)),
+        "error": None if error == "null" else json.loads(error),
+        "question": converter.structure(saved, SavedQuestion) if saved else None,
+        "window_hash": window,
+        "task_hash": task,
+        "created_at": float(created),
+        "updated_at": float(updated),
+        "runs": int(runs),
+        "runner": runner,
+        "workdir": workdir,
+        "lost_words": int(lost_words),
+    }
+
+
+def prompt_of(question: str | None, error: str | None) -> str | None:
+    """The prompt of a saved question from its column (None for ``null``), or None.
+
+    Raises, as `task_fields` would, if the question or the error column (None for
+    ``null``) cannot be read.
+    """
+    if error is not None:
+        json.loads(error)
+    saved = None if question is None else json.loads(question)
+    return converter.structure(saved, SavedQuestion).prompt if saved else None
+
+
+def json_text(text: str) -> str:
+    """A JSON string's value; one with no escapes is read without the JSON parser."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"' and "\\" not in text:
+        return text[1:-1]
+    value = json.loads(text)
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {text[:40]!r}")
+    return value
+
+
+def encode_message(message: Message) -> tuple[str, str]:
+    """A (clamped) message's role and JSON body, as its row holds them."""
+    return message.role.value, dumps(converter.unstructure(message, Message))
+
+
+def decode_message(body: str) -> Message:
+    return converter.structure(json.loads(body), Message)
+
+
+def error_detail(exc: Exception) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(exc))
+    return str(exc)

@@ -1,0 +1,428 @@
+"""The task store in an embedded SQLite file: `TaskStore`, its schema, its file and its migrations.
+
+The SQL and the logic are `SqlStore`'s (`agentrt.store.sql`); this backend
+adds what SQLite needs of them. A change that reads before it writes takes
+SQLite's write lock with `BEGIN IMMEDIATE`, so another process on the same
+file waits for it. The file uses WAL, so a reader in another process never
+waits for a writer, and ``synchronous=FULL``, so that a commit is on disk
+before it returns. Each task's row also keeps its listing line, so that
+`agentrt pending list` reads one column per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import trio
+
+from .._cause import Cause
+from .._listing import TIME_MARK, line_head, stamp, template
+from .._listing import lines as listing_lines
+from .._messages import Role
+from .._reprs import fields_repr
+from .._statedir import fsync_dir
+from .columns import FIELDS, dumps, fields_of, json_text, prompt_of, title_of
+from .errors import StoreError
+from .record import TaskRecord, TaskStatus
+from .sql import (
+    PLAIN,
+    SqlStore,
+    brief_select,
+    mark_sql,
+    page_query,
+    update_sql,
+    upsert_sql,
+    write_transaction,
+)
+
+SCHEMA_VERSION = 5
+
+#: The columns of `tasks` that held a record's fields up to schema version 4: all but
+#: ``journal``, which version 5 added.
+_FIELDS_V4 = FIELDS[: FIELDS.index("journal")]
+
+_TASKS = """
+CREATE TABLE tasks (
+    session_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    cause TEXT,
+    error TEXT,
+    question TEXT,
+    window_hash TEXT,
+    task_hash TEXT,
+    runs INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    input TEXT NOT NULL,
+    runner TEXT,
+    attempts TEXT NOT NULL DEFAULT '{}',
+    workdir TEXT,
+    lost_words INTEGER NOT NULL DEFAULT 0,
+    journal TEXT NOT NULL DEFAULT '{}',
+    first_seq INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    line TEXT
+)"""
+
+#: A task's listing line (`agentrt._listing.template`) is kept in its row by the store's
+#: own writes, each of which writes the line anew. A change that leaves the line as it was
+#: (one made by hand, or by a program that does not know it) drops it: a row with no line
+#: is listed from its record, so a damaged task is still listed as unreadable.
+_LINE_TRIGGER = """
+CREATE TRIGGER tasks_line_dropped AFTER UPDATE ON tasks
+WHEN NEW.line IS NOT NULL AND NEW.line IS OLD.line
+BEGIN UPDATE tasks SET line = NULL WHERE rowid = NEW.rowid; END"""
+
+_SCHEMA = (
+    _TASKS,
+    "CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)",
+    _LINE_TRIGGER,
+    """CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    window_hash TEXT,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    rev INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX sessions_by_time ON sessions(updated_at DESC, session_id)",
+    """CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID""",
+)
+
+#: `PLAIN` for SQLite, which keeps a value of any type in any column: in a plain row, the
+#: session id must also be text and the numbers numbers `float` and `int` take, as
+#: `_summary` reads them. A value equals itself cast to its column's type only when it is
+#: one (and a comparison is cheaper than `typeof`).
+_PLAIN_TYPED = (
+    f"{PLAIN} AND session_id = CAST(session_id AS TEXT) "
+    "AND created_at = CAST(created_at AS REAL) AND updated_at = CAST(updated_at AS REAL) "
+    "AND runs = CAST(runs AS INTEGER) AND lost_words = CAST(lost_words AS INTEGER) "
+    "AND message_count = CAST(message_count AS INTEGER)"
+)
+#: The query of `TaskStore.list_lines`: a row's line (None if it has none, or is running),
+#: the second of its last change, its session id.
+_LINES_SELECT = (
+    "SELECT CASE WHEN status <> 'running' THEN line END, CAST(updated_at AS INTEGER), "
+    "session_id FROM tasks"
+)
+
+
+def _line_of(record: TaskRecord) -> str | None:
+    """The listing line `record`'s row keeps (`agentrt._listing.template`), or None."""
+    question = record.question
+    return template(
+        record.session_id,
+        record.status.value,
+        record.cause.value if record.cause else None,
+        question.prompt if question is not None else None,
+        record.input,
+    )
+
+
+@attrs.define(eq=False)
+class TaskStore(SqlStore):
+    """Sessions' messages and pending tasks in an SQLite file. Open with `await TaskStore.open(path)`."""
+
+    __repr__ = fields_repr
+
+    #: The query of `list_brief` for a database that keeps any type in any column.
+    _BRIEF_SELECT: ClassVar[str] = brief_select(_PLAIN_TYPED)
+    #: Each task's row keeps its listing line (see `_LINE_TRIGGER`).
+    _UPSERT: ClassVar[str] = upsert_sql(line=True)
+    _UPDATE: ClassVar[str] = update_sql(line=True)
+    _MARK: ClassVar[str] = mark_sql(line=True)
+
+    path: Path = attrs.field(kw_only=True)
+
+    def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
+        return (*fields_of(record), _line_of(record))
+
+    def _marked_line(
+        self, session_id: str, status: TaskStatus, cause: Cause | None
+    ) -> tuple[Any, ...]:
+        return (line_head(session_id, status.value, cause.value if cause else None),)
+
+    async def list_lines(self, prefix: str = "") -> list[str]:
+        """`list_brief`'s tasks as `agentrt pending list` shows them, a line each.
+
+        Read from the lines the rows keep, the time put in: a task with no
+        line (one changed by hand, or written before lines were kept) or
+        running (its process may be gone: crashed) is read in full, as
+        `list_brief` reads it.
+        """
+
+        def read(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(*page_query(_LINES_SELECT, "", prefix, None, None))
+            out: list[str | None] = []
+            add = out.append
+            others: list[tuple[int, Any]] = []
+            for line, second, session_id in rows:
+                if line is None:
+                    others.append((len(out), session_id))
+                    add(None)
+                else:
+                    add(line.replace(TIME_MARK, stamp(second), 1))
+            for index, brief in self._briefs_in_full(db, others):
+                out[index] = listing_lines([brief])[0]
+            return [line for line in out if line is not None]
+
+        return await self._run(read)
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, as its messages name it: the file."""
+        return str(self.path)
+
+    @classmethod
+    async def open(cls, path: Path | str) -> TaskStore:
+        """Open (creating if needed) the store file at `path`.
+
+        Raises `StoreError` when the file is not an agentrt store or was written
+        by a newer agentrt.
+        """
+        path = Path(path)
+        db = await trio.to_thread.run_sync(_connect, path)
+        return cls(db, path=path)
+
+
+def _migrate(db: sqlite3.Connection, version: int) -> None:
+    """Bring a store of schema `version` (0: a new file) to `SCHEMA_VERSION`."""
+    if version == 0:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        return
+    if version < 2:
+        # Version 1 had no attempt records (every call counts as never started) and did
+        # not record which window a finished session belonged to.
+        db.execute("ALTER TABLE tasks ADD COLUMN attempts TEXT NOT NULL DEFAULT '{}'")
+        db.execute("ALTER TABLE history ADD COLUMN window_hash TEXT")
+        db.execute("ALTER TABLE tasks ADD COLUMN workdir TEXT")
+        db.execute("ALTER TABLE tasks ADD COLUMN lost_words INTEGER NOT NULL DEFAULT 0")
+    if version < 3:
+        _migrate_to_messages(db)  # its new tables keep lines already
+    elif version < 4:
+        db.execute("ALTER TABLE tasks ADD COLUMN line TEXT")
+        db.execute(_LINE_TRIGGER)
+    if version >= 3:  # (an older file got the column with its version-3 tables)
+        # Version 5 keeps full arguments of calls not run yet and subagents' journals.
+        db.execute("ALTER TABLE tasks ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'")
+    if version < 4:
+        _fill_lines(db)
+
+
+def _fill_lines(db: sqlite3.Connection) -> None:
+    """Version 4: each task's listing line, kept in its row, for the tasks it can be read for.
+
+    A task whose row is not plain (see `PLAIN`) or whose input, question or error
+    cannot be read keeps no line: it is listed from its record, as before.
+    """
+    lines = []
+    for session_id, status, cause, text, question, error in db.execute(
+        "SELECT session_id, status, cause, input, NULLIF(question, 'null'), "
+        f"NULLIF(error, 'null') FROM tasks WHERE {_PLAIN_TYPED}"
+    ).fetchall():
+        try:
+            line = template(session_id, status, cause, prompt_of(question, error), json_text(text))
+        except Exception:  # any malformed value: the task keeps no line
+            continue
+        if line is not None:
+            lines.append((line, session_id))
+    db.executemany("UPDATE tasks SET line = ? WHERE session_id = ?", lines)
+
+
+def _split(text: str) -> list[tuple[str, str]]:
+    """A version-2 transcript (a JSON list) as (role, body) rows.
+
+    One that is not a list of objects is kept as a single row holding the text
+    as it was: it reads back as unreadable (and can be discarded), as before.
+    """
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return [("unknown", text)]
+    return [(str(item.get("role", "unknown")), dumps(item)) for item in items]
+
+
+def _migrate_to_messages(db: sqlite3.Connection) -> None:
+    """Version 3: transcripts become message rows; finished history joins them; sessions."""
+    db.execute("ALTER TABLE tasks RENAME TO tasks_v2")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    sessions: dict[str, list[Any]] = {}  # id -> [window, title, created, updated, next_seq]
+
+    def add(session_id: str, rows: list[tuple[str, str]], stamp: float) -> int:
+        entry = sessions.setdefault(session_id, [None, "", stamp, stamp, 0])
+        first = int(entry[4])
+        db.executemany(
+            "INSERT INTO messages(session_id, seq, role, created_at, body) VALUES (?,?,?,?,?)",
+            [(session_id, first + n, role, stamp, body) for n, (role, body) in enumerate(rows)],
+        )
+        entry[4] = first + len(rows)
+        entry[3] = max(float(entry[3]), stamp)
+        if not entry[1]:
+            entry[1] = _title_of_rows(rows)
+        return first
+
+    for session_id, updated, transcript, window in db.execute(
+        "SELECT session_id, updated_at, transcript, window_hash FROM history"
+    ).fetchall():
+        add(str(session_id), _split(transcript), float(updated))
+        sessions[str(session_id)][0] = window
+    columns = ", ".join(_FIELDS_V4)
+    for row in db.execute(f"SELECT session_id, {columns}, transcript FROM tasks_v2").fetchall():
+        session_id, fields, transcript = str(row[0]), row[1:-1], row[-1]
+        created = fields[_FIELDS_V4.index("created_at")]
+        rows = _split(transcript)
+        first = add(session_id, rows, float(created) if isinstance(created, int | float) else 0.0)
+        if sessions[session_id][0] is None:
+            sessions[session_id][0] = fields[_FIELDS_V4.index("window_hash")]
+        db.execute(
+            f"INSERT INTO tasks(session_id, {columns}, first_seq, message_count) "
+            f"VALUES ({', '.join('?' * (len(_FIELDS_V4) + 3))})",
+            (session_id, *fields, first, len(rows)),
+        )
+    db.executemany(
+        "INSERT INTO sessions(session_id, window_hash, title, created_at, updated_at, next_seq, "
+        "rev) VALUES (?,?,?,?,?,?,1)",
+        [(sid, *entry) for sid, entry in sessions.items()],
+    )
+    db.execute("DROP TABLE tasks_v2")
+    db.execute("DROP TABLE history")
+
+
+def _title_of_rows(rows: list[tuple[str, str]]) -> str:
+    for role, body in rows:
+        if role == Role.USER.value:
+            with contextlib.suppress(ValueError, AttributeError):
+                return title_of(str(json.loads(body).get("content", "")))
+    return ""
+
+
+#: The files SQLite keeps beside the store in WAL mode (and a rollback journal, if one is left).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def marker_path(path: Path) -> Path:
+    """The file written beside the store when the store is first created.
+
+    While it exists, a store file that is missing or empty means the store was
+    lost (truncated or deleted), not that this is a first start.
+    """
+    return path.with_name(path.name + ".created")
+
+
+def _store_lost(path: Path, marker: Path, what: str) -> StoreError:
+    return StoreError(
+        f"the task store {path} {what}, but {marker} says a store was created here before: "
+        "its pending tasks and history are lost (the file was truncated or deleted). Restore "
+        f"{path.name} from a backup; or, to start over with an empty store, delete {marker}"
+    )
+
+
+def _make_private(path: Path) -> None:
+    """Create the store file mode 0600 (or tighten it) before SQLite opens it.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the mode of the store
+    file, so they are 0600 from birth too; side files left by a crash are
+    tightened here as well.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in _SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(path.with_name(path.name + suffix), 0o600, follow_symlinks=False)
+
+
+def _write_marker(marker: Path) -> None:
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.write(
+            fd,
+            (
+                f"agentrt created its task store here at {time.strftime('%Y-%m-%d %H:%M:%S')}.\n"
+                "While this file exists, a missing or empty task store is reported as lost\n"
+                "instead of being silently replaced by an empty one.\n"
+            ).encode("ascii"),
+        )
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(marker.parent)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = marker_path(path)
+    # Looked at before the store: a process that creates the store writes the marker
+    # only after its schema is committed, so seeing the marker means the schema exists.
+    used_before = marker.exists()
+    if used_before and not path.exists():
+        raise _store_lost(path, marker, "is missing")
+    try:
+        _make_private(path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the task store {path}: {exc.strerror or exc}; check that it is a "
+            "file of yours, or use another --state-dir"
+        ) from None
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the task store {path}: {exc}") from None
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the task store {path} has schema version {version}, newer than this agentrt "
+                f"understands ({SCHEMA_VERSION}); upgrade agentrt or use another --state-dir"
+            )
+        if version == 0 and used_before:
+            raise _store_lost(path, marker, "is empty")
+        db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk (the WAL fsynced) before it returns, so what the
+        # store says it kept survives a power cut too, not only a killed process.
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        if version < SCHEMA_VERSION:
+            with write_transaction(db):
+                _migrate(db, version)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("SELECT count(*) FROM tasks").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreError(
+            f"{path} is not a usable agentrt task store ({exc}); move it aside or use "
+            "another --state-dir"
+        ) from None
+    except StoreError:
+        db.close()
+        raise
+    try:
+        _write_marker(marker)
+    except OSError as exc:
+        db.close()
+        raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
+    return db

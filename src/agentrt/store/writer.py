@@ -1,0 +1,194 @@
+"""The store's writer thread: every call of a store runs there, what is queued in one transaction.
+
+SQLite (and psycopg) block, so a store runs its calls in one long-lived
+thread. Whatever is queued when the thread comes round goes in one
+transaction (group commit: one sync to disk for the lot), each call in a
+savepoint of its own, so that a call that fails changes nothing and the
+others still commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import attrs
+import trio
+
+from .._reprs import fields_repr
+from .errors import StoreError
+from .types import StoreStatistics
+
+T = TypeVar("T")
+
+
+@attrs.define(eq=False)
+class Call(Generic[T]):
+    """One store call waiting for, or done by, the writer thread."""
+
+    __repr__ = fields_repr
+
+    fn: Callable[[sqlite3.Connection], T]
+    token: trio.lowlevel.TrioToken
+    event: trio.Event = attrs.field(factory=trio.Event)
+    #: True for a call that will never run (a store that stopped working): its
+    #: caller may stop waiting when cancelled.
+    abandonable: bool = False
+    _value: T | None = None
+    _error: BaseException | None = None
+
+    def run(self, db: sqlite3.Connection) -> None:
+        """Run the call now, in this thread (its outcome is kept; `event` is left alone)."""
+        try:
+            self._value = self.fn(db)
+        except BaseException as exc:
+            self._error = exc
+            raise
+
+    def fail(self, error: BaseException) -> None:
+        self._value, self._error = None, error
+
+    def result(self) -> T:
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+#: The most calls one batch takes, so that a long queue is served in turns.
+_BATCH_LIMIT = 64
+
+
+@attrs.define(eq=False)
+class Writer:
+    """The thread that runs every store call, batching what is queued into one transaction.
+
+    Started with the first call and stopped by `stop`. Results go back to the
+    Trio run that queued each call (`TrioToken.run_sync_soon`), one wake-up
+    per batch.
+    """
+
+    __repr__ = fields_repr
+
+    db: sqlite3.Connection
+    location: str
+    #: Runs one batch in one transaction (the backend's: see `run_batch`).
+    run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], None]
+    _queue: queue.SimpleQueue[Call[Any] | None] = attrs.field(factory=queue.SimpleQueue, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _start_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _calls: int = attrs.field(default=0, init=False)
+    _batches: int = attrs.field(default=0, init=False)
+
+    def submit(self, call: Call[Any]) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop,
+                        name=f"agentrt store {Path(self.location).name}",
+                        daemon=True,
+                    )
+                    self._thread.start()
+        self._queue.put(call)
+
+    def statistics(self) -> StoreStatistics:
+        return StoreStatistics(self._calls, self._batches, self._queue.qsize())
+
+    async def stop(self) -> None:
+        """Run what is queued, then end the thread and close the file."""
+        thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            await trio.to_thread.run_sync(thread.join)
+        await trio.to_thread.run_sync(self.db.close)
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _BATCH_LIMIT:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True  # run what came before the stop, then end
+                    break
+                batch.append(more)
+            self.run_batch(self.db, batch)
+            self._calls += len(batch)
+            self._batches += 1
+            _deliver(batch)
+
+
+def _deliver(batch: list[Call[Any]]) -> None:
+    """Wake the Trio runs waiting for `batch`: one wake-up per run."""
+    by_token: dict[trio.lowlevel.TrioToken, list[Call[Any]]] = {}
+    for call in batch:
+        by_token.setdefault(call.token, []).append(call)
+    for token, calls in by_token.items():
+        with contextlib.suppress(trio.RunFinishedError):
+            token.run_sync_soon(_set_all, calls)
+
+
+def _set_all(calls: list[Call[Any]]) -> None:
+    for call in calls:
+        call.event.set()
+
+
+def run_batch(
+    db: sqlite3.Connection,
+    batch: list[Call[Any]],
+    location: str,
+    forget: Callable[[], None],
+    errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
+    failed: Callable[[Exception], StoreError] | None = None,
+) -> None:
+    """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
+
+    A call that fails changes nothing (its savepoint is rolled back) and the
+    others still commit. `forget` is called whenever something is rolled back,
+    so that what the store keeps in memory never holds what the file does not.
+    """
+
+    def store_failed(exc: Exception) -> StoreError:
+        return StoreError(f"the task store {location} failed: {exc}")
+
+    failed = failed or store_failed
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except errors as exc:
+        for call in batch:
+            call.fail(failed(exc))
+        return
+    ran: list[Call[Any]] = []
+    for call in batch:
+        db.execute("SAVEPOINT batch_call")
+        try:
+            call.run(db)
+        except errors as exc:
+            db.execute("ROLLBACK TO batch_call")
+            forget()
+            call.fail(failed(exc))
+        except Exception:  # the call's own error (a bad answer, a task that exists): kept
+            db.execute("ROLLBACK TO batch_call")
+            forget()
+        else:
+            ran.append(call)
+        db.execute("RELEASE batch_call")
+    try:
+        db.execute("COMMIT")
+    except errors as exc:
+        forget()
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        for call in ran:
+            call.fail(failed(exc))
