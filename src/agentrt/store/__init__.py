@@ -19,7 +19,7 @@ The modules of the package:
 from __future__ import annotations
 
 from .errors import BadCursorError, StaleLeaseError, StoreError, TaskExistsError, TaskTakenError
-from .protocol import POSTGRES_SCHEMES, Queued, Store, is_postgres, open_store
+from .protocol import Queued, Store, is_postgres, open_store
 from .types import (
     ListedTask,
     Page,
@@ -32,7 +32,6 @@ from .types import (
 )
 
 __all__ = [
-    "POSTGRES_SCHEMES",
     "BadCursorError",
     "ListedTask",
     "Page",
