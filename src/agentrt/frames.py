@@ -113,18 +113,12 @@ class AnswerFrame:
 CANCEL_CAUSES: Final = (Cause.USER_CANCEL, Cause.PAUSE)
 
 
-def _pause_if_asked(self: Cancel) -> Cause:
-    return Cause.PAUSE if self.pause else Cause.USER_CANCEL
-
-
 def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -> None:
     if cause not in CANCEL_CAUSES:
         raise ValueError(
             f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}; "
             "close the connection to disconnect"
         )
-    if self.pause and cause is not Cause.PAUSE:
-        raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
 
 
 @attrs.frozen
@@ -132,9 +126,9 @@ class Cancel:
     """Stop the run `task` this connection started, for `cause`.
 
     ``user_cancel`` (the default) deletes the run's pending task; ``pause``
-    keeps it for a later resume. `pause` is the older spelling of ``cause:
-    "pause"``: still read from clients that send it, never sent, and not part
-    of a frame's equality.
+    keeps it for a later resume. Older clients spell a pause ``"pause": true``
+    (and a user-cancel ``"pause": false``): the converter's structure hook for
+    this frame reads that spelling into `cause`; it is never sent.
     """
 
     __repr__ = fields_repr
@@ -143,10 +137,7 @@ class Cancel:
 
     TYPE: ClassVar[str] = "cancel"
     task: str
-    pause: bool = attrs.field(default=False, eq=False)
-    cause: Cause = attrs.field(
-        default=attrs.Factory(_pause_if_asked, takes_self=True), validator=_check_cancel_cause
-    )
+    cause: Cause = attrs.field(default=Cause.USER_CANCEL, validator=_check_cancel_cause)
 
 
 class PendingAction(enum.Enum):
@@ -725,6 +716,35 @@ def _format_error(exc: BaseException, kind: Any) -> str:
     return f"invalid value ({exc})"
 
 
+def _cancel_hook(conv: cattrs.Converter) -> Callable[[Mapping[str, Any], object], Cancel]:
+    """The structure hook of `Cancel`: the one place the older ``"pause"`` flag is read.
+
+    ``"pause": true`` is a pause and ``false`` a user-cancel; given beside a
+    ``cause`` other than ``pause``, a true one is refused. The flag is never sent.
+    """
+    from cattrs.errors import AttributeValidationNote, ClassValidationError
+
+    plain = conv.gen_structure_attrs_fromdict(Cancel)
+
+    def hook(value: Mapping[str, Any], _: object) -> Cancel:
+        if "pause" not in value:
+            return plain(value, Cancel)
+        rest = dict(value)
+        try:
+            pause = conv.structure(rest.pop("pause"), bool)
+        except TypeError as exc:
+            exc.add_note(AttributeValidationNote("Structuring Cancel @ pause", "pause", bool))
+            raise ClassValidationError("While structuring Cancel", [exc], Cancel) from None
+        cancel = plain(rest, Cancel)
+        if not pause:
+            return cancel
+        if "cause" in rest and cancel.cause is not Cause.PAUSE:
+            raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
+        return Cancel(cancel.task, Cause.PAUSE)
+
+    return hook
+
+
 @functools.cache
 def converter() -> cattrs.Converter:
     """The one converter of the protocol, built on first use.
@@ -773,10 +793,7 @@ def converter() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
-    # `pause` is only read (from older clients); `cause` says it.
-    conv.register_unstructure_hook(
-        Cancel, lambda c: {name: _plain(getattr(c, name)) for name in _SENT[Cancel]}
-    )
+    conv.register_structure_hook(Cancel, _cancel_hook(conv))
 
     tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
     configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")
@@ -799,19 +816,11 @@ class FrameError(ValueError):
         self.ref = ref
 
 
-#: The fields sent of a frame that has fields which are only read.
-_SENT: Final[Mapping[type, tuple[str, ...]]] = {Cancel: ("task", "cause")}
-
-
-def _plain(value: object) -> object:
-    return value.value if isinstance(value, enum.Enum) else value
-
-
 @functools.cache
 def _encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
     from ._wirecode import compile_encoder
 
-    return compile_encoder(cls, converter, only=_SENT.get(cls))
+    return compile_encoder(cls, converter)
 
 
 @functools.cache
