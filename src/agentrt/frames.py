@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, get_args
 
 import attrs
 
@@ -128,7 +128,8 @@ class Cancel:
     ``user_cancel`` (the default) deletes the run's pending task; ``pause``
     keeps it for a later resume. Older clients spell a pause ``"pause": true``
     (and a user-cancel ``"pause": false``): the converter's structure hook for
-    this frame reads that spelling into `cause`; it is never sent.
+    this frame (`older_pause_hook`) reads that spelling into `cause`; it is
+    never sent.
     """
 
     __repr__ = fields_repr
@@ -716,31 +717,48 @@ def _format_error(exc: BaseException, kind: Any) -> str:
     return f"invalid value ({exc})"
 
 
-def _cancel_hook(conv: cattrs.Converter) -> Callable[[Mapping[str, Any], object], Cancel]:
-    """The structure hook of `Cancel`: the one place the older ``"pause"`` flag is read.
+class _Cancelling(Protocol):
+    """A cancel as some converter structures it: a `Cancel` frame, an HTTP cancel body."""
 
-    ``"pause": true`` is a pause and ``false`` a user-cancel; given beside a
-    ``cause`` other than ``pause``, a true one is refused. The flag is never sent.
+    @property
+    def cause(self) -> Cause: ...
+
+
+C = TypeVar("C", bound=_Cancelling)
+
+
+def older_pause_hook(
+    conv: cattrs.Converter, cls: type[C]
+) -> Callable[[Mapping[str, Any], object], C]:
+    """The structure hook of a cancel `cls`: the one place the older ``"pause"`` flag is read.
+
+    ``"pause": true`` is a pause and ``false`` a user-cancel, into `cls`'s
+    cause; true beside a ``cause`` other than ``pause`` is refused. The flag is
+    never written: a cancel has only its cause.
     """
     from cattrs.errors import AttributeValidationNote, ClassValidationError
 
-    plain = conv.gen_structure_attrs_fromdict(Cancel)
+    plain = conv.gen_structure_attrs_fromdict(cls)
+    where = f"While structuring {cls.__name__}"
 
-    def hook(value: Mapping[str, Any], _: object) -> Cancel:
+    def hook(value: Mapping[str, Any], _: object) -> C:
         if "pause" not in value:
-            return plain(value, Cancel)
+            return plain(value, cls)
         rest = dict(value)
         try:
             pause = conv.structure(rest.pop("pause"), bool)
         except TypeError as exc:
-            exc.add_note(AttributeValidationNote("Structuring Cancel @ pause", "pause", bool))
-            raise ClassValidationError("While structuring Cancel", [exc], Cancel) from None
-        cancel = plain(rest, Cancel)
-        if not pause:
+            exc.add_note(
+                AttributeValidationNote(f"Structuring {cls.__name__} @ pause", "pause", bool)
+            )
+            raise ClassValidationError(where, [exc], cls) from None
+        cancel = plain(rest, cls)
+        if not pause or cancel.cause is Cause.PAUSE:
             return cancel
-        if "cause" in rest and cancel.cause is not Cause.PAUSE:
-            raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
-        return Cancel(cancel.task, Cause.PAUSE)
+        if "cause" in rest:
+            problem = ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
+            raise ClassValidationError(where, [problem], cls)
+        return plain({**rest, "cause": Cause.PAUSE.value}, cls)
 
     return hook
 
@@ -793,7 +811,7 @@ def converter() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
-    conv.register_structure_hook(Cancel, _cancel_hook(conv))
+    conv.register_structure_hook(Cancel, older_pause_hook(conv, Cancel))
 
     tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
     configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")

@@ -12,13 +12,12 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
-from cattrs.errors import AttributeValidationNote
 from cattrs.v import format_exception
 
 from .._json import JsonNumberError, loads
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._vocab import Cause
-from ..frames import CANCEL_CAUSES
+from ..frames import CANCEL_CAUSES, older_pause_hook
 
 T = TypeVar("T")
 
@@ -87,8 +86,9 @@ class CancelBody:
     """`POST /v1/task/{hash}/cancel`: cause ``pause`` keeps the pending task, ``user_cancel``
     (the default) drops it.
 
-    Older clients send ``"pause": true`` (or ``false``) instead: only `parse_body`
-    reads that spelling (see `OLDER_FIELDS`), into `cause`.
+    Older clients send ``"pause": true`` (or ``false``) instead: only the
+    converter's hook for this body (`agentrt.frames.older_pause_hook`, as for the
+    ``cancel`` frame) reads that spelling, into `cause` (see `OLDER_FIELDS`).
     """
 
     __repr__ = fields_repr
@@ -160,30 +160,7 @@ OLDER_FIELDS: Mapping[type, dict[str, Any]] = {
 }
 
 
-def _structure_cancel_body(data: Mapping[str, Any], _: object) -> CancelBody:
-    """A `CancelBody`: the one place the older ``"pause"`` flag becomes its cause."""
-    if "pause" not in data:
-        return _plain_cancel_body(data, CancelBody)
-    rest = dict(data)
-    try:
-        pause = converter.structure(rest.pop("pause"), bool)
-    except TypeError as exc:
-        exc.add_note(AttributeValidationNote("Structuring CancelBody @ pause", "pause", bool))
-        raise cattrs.ClassValidationError(
-            "While structuring CancelBody", [exc], CancelBody
-        ) from None
-    body = _plain_cancel_body(rest, CancelBody)
-    if not pause:
-        return body
-    if "cause" in rest and body.cause is not Cause.PAUSE:
-        raise BadBodyError(
-            "the body does not fit: 'pause' is true but 'cause' is not 'pause'; send only 'cause'"
-        )
-    return CancelBody(Cause.PAUSE)
-
-
-_plain_cancel_body = converter.gen_structure_attrs_fromdict(CancelBody)
-converter.register_structure_hook(CancelBody, _structure_cancel_body)
+converter.register_structure_hook(CancelBody, older_pause_hook(converter, CancelBody))
 
 
 def parse_body(raw: bytes, cls: type[T]) -> T:
