@@ -106,7 +106,7 @@ class _Window:
             await _until(self.client, ToolCallFrame, lambda f: f.name == "sleep")
             await trio.sleep(SETTLE)
             start = time.perf_counter()
-            await self.client.send(Cancel(task.task, pause=True))
+            await self.client.send(Cancel(task.task, Cause.PAUSE))
             ended = await _until(self.client, EndedFrame)
             elapsed = time.perf_counter() - start
             if ended.cause is not Cause.PAUSE or not ended.pending_kept:

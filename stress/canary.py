@@ -31,6 +31,7 @@ import attrs
 import httpx
 import trio
 
+from agentrt._vocab import Cause
 from agentrt.client import BrokenDaemonConnectionError, Client
 from agentrt.codec import encode
 from agentrt.frames import (
@@ -125,7 +126,7 @@ class _Socket:
                         await client.send(AnswerFrame(got.id, "blue"))
                 elif isinstance(got, ToolResultFrame):
                     if got.name == pause_after:
-                        await client.send(Cancel(task, pause=True))
+                        await client.send(Cancel(task, Cause.PAUSE))
                     if got.name == kill_after:
                         await self.daemon.kill()
                         return None

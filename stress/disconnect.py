@@ -203,9 +203,9 @@ async def _vanish(
         elif scenario == "cancel_then_vanish":
             frame = await _read_some(client, track, 1, kinds=(TaskFrame,))
             if isinstance(frame, TaskFrame):
-                pause = rng.random() < 0.5
-                await client.send(Cancel(frame.task, pause=pause))
-                if pause:
+                cause = Cause.PAUSE if rng.random() < 0.5 else Cause.USER_CANCEL
+                await client.send(Cancel(frame.task, cause))
+                if cause is Cause.PAUSE:
                     track.paused = True
                 else:
                     track.user_cancelled = True

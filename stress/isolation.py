@@ -38,6 +38,7 @@ import httpx
 import trio
 
 from agentrt._runtime import Runtime
+from agentrt._vocab import Cause
 from agentrt.client import Client
 from agentrt.frames import (
     AnswerFrame,
@@ -129,7 +130,7 @@ async def run_isolation(seed: int) -> SuiteResult:
                 await a.until(TextFrame, "")
                 await a_client.send(Run("ask paused question?", session=s["paused"]))
                 await a.until(AskFrame, s["paused"])
-                await a_client.send(Cancel(a.tasks[s["paused"]], pause=True))
+                await a_client.send(Cancel(a.tasks[s["paused"]], Cause.PAUSE))
                 await a.until(EndedFrame, s["paused"])
                 secrets_of_a = {
                     *s.values(),
@@ -162,7 +163,7 @@ async def _other_window(
 ) -> None:
     attempts: list[Any] = []
     for task in a.tasks.values():
-        attempts += [Cancel(task), Cancel(task, pause=True)]
+        attempts += [Cancel(task), Cancel(task, Cause.PAUSE)]
     for ask in a.asks.values():
         attempts += [AnswerFrame(ask.id, "allow"), AnswerFrame(ask.id, "blue", secret="x")]
     for session in s.values():

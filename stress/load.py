@@ -29,6 +29,7 @@ import trio
 from agentrt._agent import AgentRun
 from agentrt._events import Outcome
 from agentrt._pending import Entry
+from agentrt._vocab import Cause
 from agentrt.client import Client
 from agentrt.daemon import Connection
 from agentrt.frames import (
@@ -331,7 +332,7 @@ async def _converse(
         elif isinstance(frame, AskFrame):
             if action == "pause_resume" and not paused:
                 paused = True
-                await client.send(Cancel(task, pause=True))
+                await client.send(Cancel(task, Cause.PAUSE))
             else:
                 await client.send(AnswerFrame(frame.id, "allow" if frame.choices else "ok"))
         elif isinstance(frame, EndedFrame):

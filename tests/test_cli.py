@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import TaskRecord, TaskStatus, TaskStore
-from agentrt.frames import LIST_PAGE_MAX
+from agentrt import Cause, Outcome, TaskRecord, TaskStatus, TaskStore
+from agentrt.cli import exit_status
+from agentrt.frames import LIST_PAGE_MAX, EndedFrame
 
 from .cli_process import AGENTRT, env_for, run
 from .conftest import fill_mixed_store, insert_unreadable_record
@@ -117,6 +118,26 @@ def test_help_explains_exit_statuses() -> None:
     assert "130 cancelled by the user" in " ".join(done.stdout.split())
     sub = subprocess.run([*AGENTRT, "run", "--help"], capture_output=True, text=True, check=True)
     assert "SIGTERM pauses" in " ".join(sub.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("outcome", "cause", "kept", "status"),
+    [
+        (Outcome.FINISHED, None, False, 0),
+        (Outcome.FAILED, None, True, 1),
+        # A user-cancel whose task could not be deleted ends failed, not cancelled.
+        (Outcome.FAILED, None, False, 1),
+        (Outcome.CANCELLED, Cause.USER_CANCEL, False, 130),
+        (Outcome.CANCELLED, Cause.PAUSE, True, 3),
+        (Outcome.CANCELLED, Cause.DISCONNECT, True, 3),
+        (Outcome.CANCELLED, Cause.SHUTDOWN, True, 3),
+        (Outcome.AWAITING_ANSWER, None, True, 3),
+    ],
+)
+def test_the_exit_status_says_the_ending_by_its_outcome_and_cause(
+    outcome: Outcome, cause: Cause | None, kept: bool, status: int
+) -> None:
+    assert exit_status(EndedFrame("t", "cli-s", outcome, cause, pending_kept=kept)) == status
 
 
 async def _signal_run(

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentrt import Cause
 from agentrt.codec import (
     EOF,
     MAX_FRAME_SIZE,
@@ -18,6 +19,7 @@ from agentrt.codec import (
     encode,
 )
 from agentrt.frames import (
+    CANCEL_CAUSES,
     AnswerFrame,
     Cancel,
     ClientFrame,
@@ -64,7 +66,7 @@ FRAMES: list[ClientFrame] = [
     Hello(1, "w\u00e9-\U0001f600"),
     Run("line one\nline two", session="cli-x"),
     AnswerFrame("q1", "allow", secret="p\u00e4ss"),
-    Cancel("t-1", pause=True),
+    Cancel("t-1", Cause.PAUSE),
     PendingRequest(PendingAction.RESUME, session="cli-x", answer="yes"),
 ]
 STREAM = (
@@ -113,7 +115,7 @@ def test_any_chunking_gives_the_same_frames(cuts: list[int]) -> None:
 @given(
     st.lists(
         st.builds(Run, st.text(), st.none() | st.text(max_size=10))
-        | st.builds(Cancel, st.text(max_size=12), st.booleans())
+        | st.builds(Cancel, st.text(max_size=12), st.sampled_from(CANCEL_CAUSES))
         | st.builds(AnswerFrame, st.text(max_size=8), st.text(), st.none() | st.text()),
         max_size=8,
     ),

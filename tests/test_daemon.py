@@ -347,7 +347,7 @@ async def test_withdrawn_question_is_announced(daemon: Daemon) -> None:
             await client.send(Run("ask Really?"))
             task = await client.wait_for(TaskFrame)
             ask = await client.wait_for(AskFrame)
-            await client.send(Cancel(task.task, pause=True))
+            await client.send(Cancel(task.task, Cause.PAUSE))
             frames = await collect_until_ended(client)
     withdrawn = [f for f in frames if isinstance(f, AskWithdrawn)]
     assert [w.id for w in withdrawn] == [ask.id]
@@ -360,7 +360,7 @@ async def test_a_refusal_has_the_code_its_http_status_stands_for(daemon: Daemon)
         async with await connect(daemon) as client:
             await client.send(Run("sleep 30"))
             paused = await client.wait_for(TaskFrame)
-            await client.send(Cancel(paused.task, pause=True))
+            await client.send(Cancel(paused.task, Cause.PAUSE))
             await client.wait_for(EndedFrame)
             await client.send(Run("again", paused.session))
             exists = await client.wait_for(ErrorFrame)
@@ -385,7 +385,7 @@ async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtim
         async with await connect(daemon) as client:
             await client.send(Run("sleep 30"))
             paused = await client.wait_for(TaskFrame)
-            await client.send(Cancel(paused.task, pause=True))
+            await client.send(Cancel(paused.task, Cause.PAUSE))
             ended = await client.wait_for(EndedFrame)
             assert (ended.outcome, ended.cause, ended.pending_kept) == (
                 Outcome.CANCELLED,
@@ -483,7 +483,7 @@ async def test_pending_list_hides_tasks_of_other_live_windows(
         b = await connect(daemon, "win-b")
         await a.send(Run("sleep 30"))
         task = await a.wait_for(TaskFrame)
-        await a.send(Cancel(task.task, pause=True))
+        await a.send(Cancel(task.task, Cause.PAUSE))
         await a.wait_for(EndedFrame)
         # Paused, A's window still open: A sees it, B does not.
         listed = await round_trip(a)

@@ -42,7 +42,16 @@ from agentrt.http import (
     token_main,
 )
 from agentrt.http._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, SESSION_ID_PATTERN
-from agentrt.http._wire import NOT_BLANK, AnswerBody, CancelBody, ResumeBody, RunBody
+from agentrt.http._wire import (
+    NOT_BLANK,
+    OLDER_FIELDS,
+    AnswerBody,
+    BadBodyError,
+    CancelBody,
+    ResumeBody,
+    RunBody,
+    parse_body,
+)
 from agentrt.store.sql import _parse_cursor as parse_cursor
 
 from .conftest import Recorder, insert_unreadable
@@ -394,6 +403,55 @@ async def test_stop_without_pause_drops_the_pending_task(server: Server, events:
     ended = await events.expect("run_ended", task_hash=started["task_hash"])
     assert (ended["cause"], ended["pending_kept"]) == ("user_cancel", False)
     assert_error(await server.client.get("/v1/session/s1/task"), 404, "no_pending_task")
+
+
+async def test_a_cancel_body_names_its_cause(server: Server, events: Events) -> None:
+    started = await start(server, "c2", "sleep 60")
+    await events.expect("tool_call", task_hash=started["task_hash"])
+    stopped = await server.client.post(
+        f"/v1/task/{started['task_hash']}/cancel", json={"cause": "pause"}
+    )
+    assert stopped.json()["cause"] == "pause"
+    ended = await events.expect("run_ended", task_hash=started["task_hash"])
+    assert (ended["cause"], ended["pending_kept"]) == ("pause", True)
+
+
+@pytest.mark.parametrize(
+    ("body", "cause"),
+    [
+        ({}, Cause.USER_CANCEL),
+        ({"cause": "user_cancel"}, Cause.USER_CANCEL),
+        ({"cause": "pause"}, Cause.PAUSE),
+        # The older spelling, read by the body's decode step alone.
+        ({"pause": True}, Cause.PAUSE),
+        ({"pause": False}, Cause.USER_CANCEL),
+        ({"pause": False, "cause": "pause"}, Cause.PAUSE),
+        ({"pause": True, "cause": "pause"}, Cause.PAUSE),
+    ],
+)
+def test_a_cancel_body_reads_its_cause_and_the_older_pause_flag(
+    body: dict[str, Any], cause: Cause
+) -> None:
+    assert parse_body(json.dumps(body).encode(), CancelBody) == CancelBody(cause)
+    assert [field.name for field in attrs.fields(CancelBody)] == ["cause"]
+    assert _validator("CancelBody").is_valid(body)  # and the API document says so
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"pause": True, "cause": "user_cancel"}, "'pause' is true but 'cause' is not 'pause'"),
+        ({"cause": "disconnect"}, "a cancel's cause is 'user_cancel' or 'pause', not 'disconnect'"),
+        ({"cause": "nonsense"}, "expected Cause @ $.cause"),
+        ({"pause": 1}, "expected bool @ $.pause"),
+    ],
+)
+def test_a_cancel_body_refuses_other_causes_and_two_that_disagree(
+    body: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(BadBodyError, match=re.escape(says)):
+        parse_body(json.dumps(body).encode(), CancelBody)
+    assert not _validator("CancelBody").is_valid(body)  # as the API document says
 
 
 async def test_cancel_reaches_only_tasks_started_over_http(server: Server) -> None:
@@ -783,8 +841,12 @@ async def test_openapi_documents_exactly_the_routes_the_server_has(server: Serve
 def test_openapi_bodies_and_enums_come_from_the_classes() -> None:
     schemas = openapi_document()["components"]["schemas"]
     for cls in (RunBody, ResumeBody, CancelBody, AnswerBody):
-        assert set(schemas[cls.__name__]["properties"]) == {f.name for f in attrs.fields(cls)}
+        older = set(OLDER_FIELDS.get(cls, {}).get("properties", {}))
+        fields = {f.name for f in attrs.fields(cls)}
+        assert set(schemas[cls.__name__]["properties"]) == fields | older
+        assert all(schemas[cls.__name__]["properties"][name]["deprecated"] for name in older)
         assert schemas[cls.__name__]["additionalProperties"] is False
+    assert schemas["CancelBody"]["properties"]["cause"]["enum"] == ["user_cancel", "pause"]
     assert schemas["RunBody"]["required"] == ["text"]
     assert schemas["Task"]["properties"]["status"]["enum"] == [s.value for s in TaskStatus]
     assert schemas["Question"]["properties"]["kind"]["enum"] == [k.value for k in RequestKind]

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Cause, Message, ToolResultEvent
+from agentrt import Cause, Message, Outcome, ToolResultEvent
 from agentrt._agent import AgentRun
 from agentrt._messages import Role
+from agentrt._vocab import SETTLE, Settle
 from agentrt.lab import (
     CAUSES,
     Conversation,
@@ -76,7 +77,7 @@ def test_costs_are_measured_against_the_baseline(tour_report: LabReport) -> None
 
 
 def test_a_planted_bug_pause_deletes_the_task_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Cause, "deletes_pending", property(lambda self: self is not Cause.SHUTDOWN))
+    monkeypatch.setitem(SETTLE, (Outcome.CANCELLED, Cause.PAUSE), Settle.DELETE)
     report = Lab(Conversation("sleep 5; stream 3"), causes=("pause", "shutdown")).run()
     found = {(v.cause, v.rule) for v in report.violations}
     assert ("pause", "kept") in found

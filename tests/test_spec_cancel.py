@@ -29,6 +29,7 @@ from agentrt import (
     cause_of,
 )
 from agentrt._messages import Role
+from agentrt._vocab import SETTLE, Settle
 from agentrt.store import Queued
 
 from .conftest import Recorder
@@ -96,6 +97,92 @@ async def run_and_cancel_on(
     recorder.hooks.append(hook)
     ended = await runtime.executor.run(session, text, owner="owner", emit=recorder)
     return ended, recorder
+
+
+# -- what the store does with every ending: the spec's sentences, the code's table, the doc ---
+
+
+def _spec_settle(outcome: Outcome, cause: Cause | None) -> Settle:
+    """What the spec says the store does when a run ends `outcome` for `cause`."""
+    if outcome is Outcome.CANCELLED:
+        # "Only a cancel that names runtime.ErrUserCanceled [...] deletes the pending task.
+        #  Any other cancel, including the popup's Pause, tears down the run but leaves the
+        #  pending record in place."
+        return Settle.DELETE if cause is Cause.USER_CANCEL else Settle.KEEP_INTERRUPTED
+    if outcome is Outcome.AWAITING_ANSWER:
+        # "a pending snapshot is written [...], the run ends, and the answer resumes it"
+        return Settle.KEEP_QUESTION
+    if outcome is Outcome.FAILED:
+        # "An ask_user reply that fails for a reason other than user cancellation no longer
+        #  discards the pending task either."
+        return Settle.KEEP_FAILED
+    return Settle.FINISH  # the conversation is history; nothing is left to resume
+
+
+_ENDINGS = [
+    (outcome, cause)
+    for outcome in Outcome
+    for cause in (None, *Cause)
+    # A cancelled run always has a cause (at worst a shutdown); no other run has one.
+    if (outcome is Outcome.CANCELLED) == (cause is not None)
+]
+
+
+@pytest.mark.parametrize(("outcome", "cause"), _ENDINGS)
+def test_every_ending_settles_as_the_spec_says(outcome: Outcome, cause: Cause | None) -> None:
+    assert SETTLE[(outcome, cause)] is _spec_settle(outcome, cause)
+    if cause is not None:
+        assert cause.deletes_pending is (SETTLE[(outcome, cause)] is Settle.DELETE)
+
+
+def test_the_table_has_every_ending_and_nothing_else() -> None:
+    assert sorted(SETTLE, key=repr) == sorted(_ENDINGS, key=repr)
+
+
+def test_the_table_is_the_one_docs_cancellation_shows() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "cancellation.md").read_text()
+    section = text.split("## What the store does", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [cell.strip(" `") for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
+    documented = {
+        (Outcome(outcome), None if cause == "none" else Cause(cause)): Settle(
+            store.split("`")[0].split(":")[0]
+        )
+        for outcome, cause, store in rows
+    }
+    assert documented == SETTLE
+
+
+async def test_a_discard_while_a_paused_run_unwinds_ends_it_as_a_user_cancel(
+    runtime: Runtime,
+) -> None:
+    ended: list[RunEnded] = []
+    async with trio.open_nursery() as nursery:
+        started = trio.Event()
+        hashes: list[str] = []
+
+        async def emit(event: Event) -> None:
+            if isinstance(event, ToolCallEvent):
+                hashes.append(event.task_hash)
+                started.set()
+
+        async def run() -> None:
+            ended.append(await runtime.executor.run("cli-pd", "sleep 100", owner="o", emit=emit))
+
+        nursery.start_soon(run)
+        await started.wait()
+        # The pause is the first cause; the discard deletes the task before the run unwinds.
+        runtime.executor.cancel(hashes[0], Cause.PAUSE, owner="o")
+        assert await runtime.executor.discard("cli-pd")
+    assert (ended[0].outcome, ended[0].cause, ended[0].pending_kept) == (
+        Outcome.CANCELLED,
+        Cause.USER_CANCEL,
+        False,
+    )
+    assert await runtime.store.load("cli-pd") is None
 
 
 # "Only a cancel that names runtime.ErrUserCanceled — Ctrl+C in the TUI, or Yes in the Esc

@@ -106,7 +106,7 @@ def test_message_escape_popup_pause_and_quit(pipe: PipeInput) -> None:
         pipe.send_text(ESC)
         await until(app, lambda: state.popup_open, "Esc opened the popup")
         pipe.send_text("p")
-        await until(app, lambda: sent[-1] == Cancel("t1", pause=True), "Pause sent a cancel")
+        await until(app, lambda: sent[-1] == Cancel("t1", Cause.PAUSE), "Pause sent a cancel")
         app.receive(
             EndedFrame("t1", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
         )
@@ -146,7 +146,7 @@ def test_escape_before_the_first_event_is_held_then_sent(pipe: PipeInput) -> Non
         await until(app, lambda: app.state.notice is not None, "the cancel is held")
         assert len(sent) == 1
         app.receive(TaskFrame("t5", "cli-5"))
-        assert sent[-1] == Cancel("t5", pause=False)
+        assert sent[-1] == Cancel("t5", Cause.USER_CANCEL)
         app.receive(EndedFrame("t5", "cli-5", Outcome.CANCELLED, cause=Cause.USER_CANCEL))
         pipe.send_text("\x04")  # Ctrl+D
 
@@ -368,7 +368,7 @@ def test_quit_during_a_run_asks_and_pause_and_quit_waits_for_the_end(pipe: PipeI
         pipe.send_text(ENTER)
         await until(app, lambda: state.quit_popup_open, "the quit popup again")
         pipe.send_text("p")
-        await until(app, lambda: sent[-1] == Cancel("t1", pause=True), "Pause and quit pauses")
+        await until(app, lambda: sent[-1] == Cancel("t1", Cause.PAUSE), "Pause and quit pauses")
         assert app.application.is_running
         app.receive(
             EndedFrame("t1", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)

@@ -222,7 +222,7 @@ def test_escape_cascade_every_step_in_order() -> None:
     assert state.run is not None
     # Pick "No" then the cascade would open the popup again; cancel through it instead.
     press_escape(state)
-    assert choose_popup(state, "Yes") == [Send(Cancel("t1", pause=False))]
+    assert choose_popup(state, "Yes") == [Send(Cancel("t1", Cause.USER_CANCEL))]
     assert escape_step(state) is EscapeStep.CLOSE_NOTICE  # "Stopping the run..."
     press_escape(state)
     assert escape_step(state) is EscapeStep.CLEAR_INPUT
@@ -233,7 +233,7 @@ def test_escape_cascade_every_step_in_order() -> None:
 def test_escape_before_anything_is_shown_cancels_at_once() -> None:
     state = started()
     assert escape_step(state) is EscapeStep.CANCEL_RUN
-    assert press_escape(state) == [Send(Cancel("t1", pause=False))]
+    assert press_escape(state) == [Send(Cancel("t1", Cause.USER_CANCEL))]
     assert not is_("popup_open", state)
     assert state.run is not None
     assert state.run.phase is RunPhase.STOPPING
@@ -266,8 +266,8 @@ def test_cancel_before_the_task_hash_is_held_and_sent_with_the_first_task_frame(
     press_enter(state, now=0.0)
     assert press_escape(state) == []  # nothing shown, no hash yet: held
     assert state.run is not None
-    assert state.run.held_cancel is False
-    assert on_task(state, TaskFrame("t9", "cli-x")) == [Send(Cancel("t9", pause=False))]
+    assert state.run.held_cancel is Cause.USER_CANCEL
+    assert on_task(state, TaskFrame("t9", "cli-x")) == [Send(Cancel("t9", Cause.USER_CANCEL))]
     assert on_task(state, TaskFrame("t9", "cli-x")) == []  # sent once
 
 
@@ -277,7 +277,7 @@ def test_ctrl_c_before_the_task_hash_is_held_too() -> None:
     press_enter(state, now=0.0)
     assert press_ctrl_c(state) == []
     assert press_ctrl_c(state) == []  # already held: not twice
-    assert on_task(state, TaskFrame("t2", "cli-x")) == [Send(Cancel("t2", pause=False))]
+    assert on_task(state, TaskFrame("t2", "cli-x")) == [Send(Cancel("t2", Cause.USER_CANCEL))]
 
 
 # -- the popup ---------------------------------------------------------------------------------
@@ -286,8 +286,8 @@ def test_ctrl_c_before_the_task_hash_is_held_too() -> None:
 @pytest.mark.parametrize(
     ("choice", "expected"),
     [
-        ("Yes", [Send(Cancel("t1", pause=False))]),
-        ("Pause", [Send(Cancel("t1", pause=True))]),
+        ("Yes", [Send(Cancel("t1", Cause.USER_CANCEL))]),
+        ("Pause", [Send(Cancel("t1", Cause.PAUSE))]),
         ("No", []),
     ],
 )
@@ -307,14 +307,14 @@ def test_popup_keys_move_and_choose() -> None:
     press_escape(state)
     assert state.overlay == StopPopup(POPUP_CHOICES.index("Pause"))
     assert press_up(state)
-    assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=False))]
+    assert press_enter(state, now=1.0) == [Send(Cancel("t1", Cause.USER_CANCEL))]
 
 
 def test_popup_hotkey_p_pauses() -> None:
     state = started()
     on_text(state, TextFrame("t1", "x"))
     press_escape(state)
-    assert press_hotkey(state, "p") == [Send(Cancel("t1", pause=True))]
+    assert press_hotkey(state, "p") == [Send(Cancel("t1", Cause.PAUSE))]
 
 
 def test_unknown_popup_choice_names_the_choices() -> None:
@@ -341,7 +341,7 @@ def test_pause_end_keeps_the_task_and_the_next_message_starts_a_new_session() ->
 def test_ctrl_c_with_a_run_is_a_user_cancel() -> None:
     state = started()
     on_text(state, TextFrame("t1", "x"))
-    assert press_ctrl_c(state) == [Send(Cancel("t1", pause=False))]
+    assert press_ctrl_c(state) == [Send(Cancel("t1", Cause.USER_CANCEL))]
     assert not is_("popup_open", state)
 
 
@@ -844,7 +844,7 @@ def test_quit_during_a_run_asks_first() -> None:
 def test_pause_and_quit_pauses_then_quits_when_the_run_has_ended() -> None:
     state = started()
     run_command(state, "/quit")
-    assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=True))]
+    assert press_enter(state, now=1.0) == [Send(Cancel("t1", Cause.PAUSE))]
     assert state.notice is not None
     assert "then quitting" in state.notice.text
     actions = on_ended(
@@ -857,7 +857,7 @@ def test_stop_and_quit_and_cancel_in_the_quit_popup() -> None:
     state = started()
     run_command(state, "/quit")
     assert press_right(state)
-    assert press_enter(state, now=1.0) == [Send(Cancel("t1", pause=False))]
+    assert press_enter(state, now=1.0) == [Send(Cancel("t1", Cause.USER_CANCEL))]
     assert on_ended(
         state, EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.USER_CANCEL)
     ) == [Quit()]

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentrt import Cause
 from agentrt.codec import FrameCodec, encode
 from agentrt.frames import (
     CLIENT_FRAMES,
@@ -164,7 +165,13 @@ def test_the_compiled_decoder_gives_the_converters_frame_or_leaves_it_to_it(
 
 def test_lone_surrogates_wrong_types_and_unknown_fields_are_left_to_the_converter() -> None:
     decode = _decoder(Cancel)
-    assert _same(decode({"type": "cancel", "task": "t1", "pause": True}), Cancel("t1", True))
+    assert _same(
+        decode({"type": "cancel", "task": "t1", "cause": "pause"}), Cancel("t1", Cause.PAUSE)
+    )
+    # The older spelling of a pause is left to the converter, whose hook reads it.
+    older = {"type": "cancel", "task": "t1", "pause": True}
+    assert decode(older) is None
+    assert from_wire(older, ClientFrame) == Cancel("t1", Cause.PAUSE)
     for wire in (
         {"type": "cancel", "task": "\ud800"},
         {"type": "cancel", "task": 5},
@@ -180,7 +187,7 @@ def test_lone_surrogates_wrong_types_and_unknown_fields_are_left_to_the_converte
 
 
 def test_a_cancel_sends_its_cause_and_not_the_older_pause_field() -> None:
-    assert _encoder(Cancel)(Cancel("t1", pause=True)) == {
+    assert _encoder(Cancel)(Cancel("t1", Cause.PAUSE)) == {
         "type": "cancel",
         "task": "t1",
         "cause": "pause",
@@ -188,7 +195,7 @@ def test_a_cancel_sends_its_cause_and_not_the_older_pause_field() -> None:
 
 
 def test_a_codec_reads_lines_split_anywhere_and_many_in_one_read() -> None:
-    frames = [Cancel(f"t{i}", pause=i % 2 == 0) for i in range(5)]
+    frames = [Cancel(f"t{i}", (Cause.PAUSE, Cause.USER_CANCEL)[i % 2]) for i in range(5)]
     data = b"".join(encode(frame) for frame in frames)
     for size in (1, 7, len(data)):
         codec = FrameCodec.for_daemon()

@@ -2,17 +2,10 @@
 
 `Executor.run` makes the task hash and registers the run's cancel *before* the
 run emits its first event (which carries the hash), so a cancel works from the
-first event on. Every run ends with exactly one `RunEnded` event, and what
-happens to the session's pending task depends on why it ended:
-
-==================  ===========================
-finished            deleted (the conversation is kept as history)
-user-cancel         deleted
-pause / disconnect  kept, status ``interrupted``, with the cause
-shutdown            kept, status ``interrupted``, with the cause
-parked on question  kept, status ``awaiting_answer``, with the question
-error               kept, status ``failed``, with the error
-==================  ===========================
+first event on. Every run ends with exactly one `RunEnded` event. How it ended
+(`Outcome`) and, when it was stopped, why (`Cause`, said by `_ending_cause`)
+decide what happens to the session's pending task: `agentrt._vocab.SETTLE`
+maps the pair to a `Settle`, and `Executor._conclude` does what it says.
 """
 
 from __future__ import annotations
@@ -45,6 +38,7 @@ from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._vocab import SETTLE, Settle
 from .store import Queued, Store, StoreError, TaskExistsError, TaskTakenError
 from .store.record import (
     AnswerEffects,
@@ -435,7 +429,7 @@ class Executor:
                 with running.scope:
                     text, question = await agent.drive()
             except BaseException as exc:
-                ending, again = _classify_failure(running.scope, exc)
+                ending, again = _classify_failure(running, exc)
                 if ending is None:
                     raise  # KeyboardInterrupt, SystemExit: not ours to handle
                 if ending.outcome is Outcome.FAILED:
@@ -447,7 +441,7 @@ class Executor:
                     raise  # an outer cancel is under way: do not swallow it
                 return ended
             return await self._conclude(
-                emit, agent, history, _classify_return(running.scope, text, question)
+                emit, agent, history, _classify_return(running, text, question)
             )
 
     def _agent(
@@ -483,32 +477,34 @@ class Executor:
     async def _conclude(
         self, emit: Emit, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
     ) -> RunEnded:
-        """Persist how a run ended, shielded from outside cancels; then emit the final event.
+        """Do what `SETTLE` says for the run's ending, then emit the final event.
 
-        A cancel with a cause is caught by the run's own scope; if the process
-        starts shutting down right then, the save must still reach the store, or
-        the task would be left marked as running. The save is bounded: past the
-        limit the task is left as it stands (kept, since its record exists); a
-        store that fails leaves it so too. The final event is not shielded: a
-        caller that is itself being cancelled (a connection going away) is not
-        waited on to hear it.
+        A stop that keeps the task waits for nothing: every commit saved the
+        record already, so only its status and cause change, queued now and
+        awaited after the final event. Every other ending is written shielded
+        from outside cancels: a cancel with a cause is caught by the run's own
+        scope, and if the process starts shutting down right then, the write
+        must still reach the store, or the task would be left marked as
+        running. That write is bounded: past the limit the task is left as it
+        stands (kept, since its record exists); a store that fails leaves it so
+        too. The final event is not shielded: a caller that is itself being
+        cancelled (a connection going away) is not waited on to hear it.
         """
         label: Queued[bool] | None = None
-        try:
-            # A pause (or any stop that keeps the task) waits for nothing: no shield needed.
-            paused = self._settle_kept(agent, ending)
-        except StoreError as exc:
-            paused = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}"), None
-            log.error("run %s: %s", agent.task_hash, paused[0].error)
-        if paused is not None:
-            ended, label = paused
+        settle = SETTLE[(ending.outcome, ending.cause)]
+        if settle is Settle.KEEP_INTERRUPTED:
+            try:
+                ended, label = self._keep_interrupted(agent, ending)
+            except StoreError as exc:
+                ended = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}")
+                log.error("run %s: %s", agent.task_hash, ended.error)
         else:
             ended = self._unsaved(
                 agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
             )
             with _bounded_shield(_CLEANUP_SECONDS) as timeout:
                 try:
-                    ended, label = await self._settle(agent, history, ending)
+                    ended = await self._settle(settle, agent, history, ending)
                 except StoreError as exc:
                     ended = self._unsaved(
                         agent, f"the outcome of the run could not be saved: {exc}"
@@ -544,31 +540,24 @@ class Executor:
         )
 
     async def _settle(
-        self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
-    ) -> tuple[RunEnded, Queued[bool] | None]:
-        """Tell the store how the run ended (see the table at the top); the final event.
-
-        A kept task's new status may still be on its way to the disk (returned
-        beside the event, to be awaited once the event is out): the task itself
-        is durable already, since every commit was.
-        """
+        self, settle: Settle, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+    ) -> RunEnded:
+        """Tell the store `settle` (any but `Settle.KEEP_INTERRUPTED`); the final event."""
         task_hash, session_id = agent.task_hash, agent.snapshot.session_id
-        if ending.outcome is Outcome.CANCELLED:
-            assert ending.cause is not None
-            return await self._settle_cancel(agent, ending.cause), None
-        if ending.outcome is Outcome.FAILED:
-            assert ending.error is not None
-            return await self._settle_failure(agent, ending.error), None
-        if ending.outcome is Outcome.AWAITING_ANSWER:
+        if settle is Settle.DELETE:
+            return await self._delete(agent, ending)
+        if settle is Settle.KEEP_FAILED:
+            return await self._keep_failed(agent, ending)
+        if settle is Settle.KEEP_QUESTION:
             # The round saved the question with the task already: nothing to write.
             await trio.lowlevel.checkpoint()
             return RunEnded(
                 task_hash,
                 session_id,
-                Outcome.AWAITING_ANSWER,
+                ending.outcome,
                 question=ending.question,
                 pending_kept=True,
-            ), None
+            )
         # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
             session_id,
@@ -576,29 +565,15 @@ class Executor:
             agent.snapshot.window_hash,
             runner=self._token,
         )
-        return RunEnded(task_hash, session_id, Outcome.FINISHED, text=ending.text), None
+        return RunEnded(task_hash, session_id, ending.outcome, text=ending.text)
 
-    def _settle_kept(
-        self, agent: AgentRun, ending: _Ending
-    ) -> tuple[RunEnded, Queued[bool] | None] | None:
-        """A cancel that keeps the task, settled at once: (its final event, the status write).
-
-        Every commit saved the record already, so the task is kept (durably)
-        whatever happens next; only its status and cause change, queued now
-        and awaited after the final event. None for any other ending (see
-        `_settle`).
-        """
-        cause = ending.cause
-        if ending.outcome is not Outcome.CANCELLED or cause is None or cause.deletes_pending:
-            return None
+    def _keep_interrupted(self, agent: AgentRun, ending: _Ending) -> tuple[RunEnded, Queued[bool]]:
+        """A stop that keeps the task: (its final event, the status write queued for it)."""
         record = agent.snapshot
-        running = self._sessions.get(record.session_id)
-        if running is not None and running.discarded:
-            return None  # the discard deleted it already
         label = self.store.mark_nowait(
             record.session_id,
             TaskStatus.INTERRUPTED,
-            cause=cause,
+            cause=ending.cause,
             lost_words=agent.uncommitted_words,
             runner=self._token,
         )
@@ -607,25 +582,31 @@ class Executor:
         ended = RunEnded(
             agent.task_hash,
             record.session_id,
-            Outcome.CANCELLED,
-            cause=cause,
+            ending.outcome,
+            cause=ending.cause,
             error=reissue_note(record),
             pending_kept=True,
         )
         return ended, label
 
-    async def _settle_cancel(self, agent: AgentRun, cause: Cause) -> RunEnded:
-        """A cancel that deletes the task (or whose task a discard deleted already)."""
+    async def _delete(self, agent: AgentRun, ending: _Ending) -> RunEnded:
+        """A user-cancel: the task is deleted (unless a discard of it did that already)."""
         record = agent.snapshot
         running = self._sessions.get(record.session_id)
         if running is None or not running.discarded:  # else the discard deleted it already
             await self.store.delete(record.session_id, self._check_held)
         return RunEnded(
-            agent.task_hash, record.session_id, Outcome.CANCELLED, cause=cause, pending_kept=False
+            agent.task_hash,
+            record.session_id,
+            ending.outcome,
+            cause=ending.cause,
+            pending_kept=False,
         )
 
-    async def _settle_failure(self, agent: AgentRun, error: str) -> RunEnded:
+    async def _keep_failed(self, agent: AgentRun, ending: _Ending) -> RunEnded:
         record = agent.snapshot
+        error = ending.error
+        assert error is not None  # a failure says what failed
         kept = True
         try:
             await self.store.mark(
@@ -640,7 +621,7 @@ class Executor:
             kept = False
             error = f"{error}; and the pending task could not be saved: {exc}"
         return RunEnded(
-            agent.task_hash, record.session_id, Outcome.FAILED, error=error, pending_kept=kept
+            agent.task_hash, record.session_id, ending.outcome, error=error, pending_kept=kept
         )
 
     async def _emit_first(self, emit: Emit, started: TaskStarted) -> None:
@@ -689,34 +670,56 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
     return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
 
 
+def _check_ending(self: _Ending, _: attrs.Attribute[Cause | None], cause: Cause | None) -> None:
+    if (self.outcome, cause) not in SETTLE:
+        raise ValueError(f"no run ends {self.outcome.value} with cause {cause}")
+
+
 @attrs.frozen
 class _Ending:
-    """How a run ended, as classified before the store is told (see `Executor._settle`)."""
+    """How a run ended, as classified before the store is told (see `Executor._conclude`).
+
+    Its (outcome, cause) is one of `SETTLE`'s: a cancelled run has a cause, no other has.
+    """
 
     __repr__ = fields_repr
     __eq__ = fields_eq
     __hash__ = fields_hash
 
     outcome: Outcome
-    cause: Cause | None = None
+    cause: Cause | None = attrs.field(default=None, validator=_check_ending)
     error: str | None = None
     text: str | None = None
     #: The prompt of the question a parked run saved.
     question: str | None = None
 
 
+def _ending_cause(running: _Running, exc: BaseException | None = None) -> Cause:
+    """Why a cancelled run stopped: the one place the cause of an ending is said.
+
+    A discard of the run's task makes it a user-cancel, whatever stopped the run
+    first: the task is gone. Otherwise the first cause the run's scope was
+    given; else the one the `Cancelled` it raised (`exc`) carries; else a
+    shutdown (a nursery above the run was cancelled).
+    """
+    if running.discarded:
+        return Cause.USER_CANCEL
+    carried = cause_of(exc) if exc is not None else None
+    return running.scope.cause or carried or Cause.SHUTDOWN
+
+
 def _classify_return(
-    scope: CauseScope, text: str | None, question: SavedQuestion | None
+    running: _Running, text: str | None, question: SavedQuestion | None
 ) -> _Ending:
     """The ending of a run whose agent returned (or whose own scope caught a cancel)."""
-    if scope.cancelled_caught:
-        return _Ending(Outcome.CANCELLED, cause=scope.cause or Cause.SHUTDOWN)
+    if running.scope.cancelled_caught:
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running))
     if question is not None:
         return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt)
     return _Ending(Outcome.FINISHED, text=text)
 
 
-def _classify_failure(scope: CauseScope, exc: BaseException) -> tuple[_Ending | None, bool]:
+def _classify_failure(running: _Running, exc: BaseException) -> tuple[_Ending | None, bool]:
     """The ending of a run whose agent raised `exc`, and whether `exc` must propagate after it.
 
     None for an exception that is not the run's to settle (KeyboardInterrupt,
@@ -726,13 +729,12 @@ def _classify_failure(scope: CauseScope, exc: BaseException) -> tuple[_Ending | 
     """
     cancelled, rest = _split(exc, trio.Cancelled)
     if rest is None:
-        cause = scope.cause or cause_of(exc) or Cause.SHUTDOWN
-        return _Ending(Outcome.CANCELLED, cause=cause), True
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), True
     errors, _ = _split(exc, Exception)
     if errors is None:
         return None, True
-    if scope.cause is not None:
-        return _Ending(Outcome.CANCELLED, cause=scope.cause), False
+    if running.scope.cause is not None:
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), False
     return _Ending(Outcome.FAILED, error=_describe(_first_leaf(errors))), cancelled is not None
 
 

@@ -1,4 +1,4 @@
-"""The words every layer shares: causes, outcomes, request kinds, choices, approval, origins.
+"""Words every layer shares: causes, outcomes, settling, requests, choices, approval, origins.
 
 This module is the bottom layer (see ``docs/architecture.md``): it imports
 nothing from agentrt, so the protocol (`agentrt.frames`), the runtime and the
@@ -9,6 +9,7 @@ loading one another.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Final, TypeVar
 
 #: Prefix of Trio cancel reasons that carry a `Cause` (see `agentrt._cause`).
@@ -29,8 +30,8 @@ class Cause(enum.Enum):
 
     @property
     def deletes_pending(self) -> bool:
-        """True only for `USER_CANCEL`: every other cause keeps the pending task."""
-        return self is Cause.USER_CANCEL
+        """True only for `USER_CANCEL`: every other cause keeps the pending task (`SETTLE`)."""
+        return SETTLE[(Outcome.CANCELLED, self)] is Settle.DELETE
 
     @property
     def reason(self) -> str:
@@ -58,6 +59,34 @@ class Outcome(enum.Enum):
     AWAITING_ANSWER = "awaiting_answer"
     #: An error ended it; the pending task is kept so it can be resumed.
     FAILED = "failed"
+
+
+class Settle(enum.Enum):
+    """What the store does with a session's pending task when a run ends (`SETTLE`)."""
+
+    #: The conversation is kept as history; the pending task is deleted.
+    FINISH = "finish"
+    #: The pending task is deleted (thrown away).
+    DELETE = "delete"
+    #: The pending task is kept, status ``interrupted``, with the cause: to resume.
+    KEEP_INTERRUPTED = "keep_interrupted"
+    #: The pending task is kept as the run left it: it saved its question already.
+    KEEP_QUESTION = "keep_question"
+    #: The pending task is kept, status ``failed``, with the error: to resume.
+    KEEP_FAILED = "keep_failed"
+
+
+#: Every ending a run can have, (how it ended, why it was stopped), and what the store does
+#: with its pending task: the one table the executor consults (docs/cancellation.md shows it).
+SETTLE: Final[Mapping[tuple[Outcome, Cause | None], Settle]] = {
+    (Outcome.FINISHED, None): Settle.FINISH,
+    (Outcome.CANCELLED, Cause.USER_CANCEL): Settle.DELETE,
+    (Outcome.CANCELLED, Cause.PAUSE): Settle.KEEP_INTERRUPTED,
+    (Outcome.CANCELLED, Cause.DISCONNECT): Settle.KEEP_INTERRUPTED,
+    (Outcome.CANCELLED, Cause.SHUTDOWN): Settle.KEEP_INTERRUPTED,
+    (Outcome.AWAITING_ANSWER, None): Settle.KEEP_QUESTION,
+    (Outcome.FAILED, None): Settle.KEEP_FAILED,
+}
 
 
 class RequestKind(enum.Enum):

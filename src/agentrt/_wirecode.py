@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import keyword
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 import attrs
@@ -89,17 +89,14 @@ def compile_encoder(
     cls: type,
     conv: Callable[[], cattrs.Converter],
     *,
-    only: Collection[str] | None = None,
     tagged: bool = True,
 ) -> Encoder:
     """A function from a `cls` frame to its JSON object: ``type`` first, then each field.
 
-    `only` names the fields sent, when the converter has a hook that sends
-    fewer than all (a field that is only read). With `tagged` False, `cls` is
-    a class inside a frame (a listed task): no ``type``. `conv` gives the
-    converter; it is called only for a field of a type other than a string,
-    a number, a boolean, an enum, a class inside a frame, or a tuple of one
-    of those (or one of those or None).
+    With `tagged` False, `cls` is a class inside a frame (a listed task): no
+    ``type``. `conv` gives the converter; it is called only for a field of a
+    type other than a string, a number, a boolean, an enum, a class inside a
+    frame, or a tuple of one of those (or one of those or None).
     """
     names: dict[str, Any] = {}
     items = []
@@ -107,8 +104,6 @@ def compile_encoder(
         tag: str = cls.TYPE  # type: ignore[attr-defined]  # every frame class has one
         items.append(f"'type': {tag!r}")
     for field in _fields(cls):
-        if only is not None and field.name not in only:
-            continue
         kind, optional = _optional(field.type)
         get = f"frame.{field.name}"
         inner = _items_of(kind)

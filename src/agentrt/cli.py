@@ -175,7 +175,7 @@ def exit_status(ended: EndedFrame) -> int:
         return EXIT_FINISHED
     if ended.outcome is Outcome.FAILED:
         return EXIT_FAILED
-    if ended.outcome is Outcome.CANCELLED and not ended.pending_kept:
+    if ended.cause is Cause.USER_CANCEL:
         return EXIT_USER_CANCEL
     return EXIT_KEPT
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, get_args
 
 import attrs
 
@@ -113,18 +113,12 @@ class AnswerFrame:
 CANCEL_CAUSES: Final = (Cause.USER_CANCEL, Cause.PAUSE)
 
 
-def _pause_if_asked(self: Cancel) -> Cause:
-    return Cause.PAUSE if self.pause else Cause.USER_CANCEL
-
-
 def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -> None:
     if cause not in CANCEL_CAUSES:
         raise ValueError(
             f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}; "
             "close the connection to disconnect"
         )
-    if self.pause and cause is not Cause.PAUSE:
-        raise ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
 
 
 @attrs.frozen
@@ -132,9 +126,10 @@ class Cancel:
     """Stop the run `task` this connection started, for `cause`.
 
     ``user_cancel`` (the default) deletes the run's pending task; ``pause``
-    keeps it for a later resume. `pause` is the older spelling of ``cause:
-    "pause"``: still read from clients that send it, never sent, and not part
-    of a frame's equality.
+    keeps it for a later resume. Older clients spell a pause ``"pause": true``
+    (and a user-cancel ``"pause": false``): the converter's structure hook for
+    this frame (`older_pause_hook`) reads that spelling into `cause`; it is
+    never sent.
     """
 
     __repr__ = fields_repr
@@ -143,10 +138,7 @@ class Cancel:
 
     TYPE: ClassVar[str] = "cancel"
     task: str
-    pause: bool = attrs.field(default=False, eq=False)
-    cause: Cause = attrs.field(
-        default=attrs.Factory(_pause_if_asked, takes_self=True), validator=_check_cancel_cause
-    )
+    cause: Cause = attrs.field(default=Cause.USER_CANCEL, validator=_check_cancel_cause)
 
 
 class PendingAction(enum.Enum):
@@ -725,6 +717,52 @@ def _format_error(exc: BaseException, kind: Any) -> str:
     return f"invalid value ({exc})"
 
 
+class _Cancelling(Protocol):
+    """A cancel as some converter structures it: a `Cancel` frame, an HTTP cancel body."""
+
+    @property
+    def cause(self) -> Cause: ...
+
+
+C = TypeVar("C", bound=_Cancelling)
+
+
+def older_pause_hook(
+    conv: cattrs.Converter, cls: type[C]
+) -> Callable[[Mapping[str, Any], object], C]:
+    """The structure hook of a cancel `cls`: the one place the older ``"pause"`` flag is read.
+
+    ``"pause": true`` is a pause and ``false`` a user-cancel, into `cls`'s
+    cause; true beside a ``cause`` other than ``pause`` is refused. The flag is
+    never written: a cancel has only its cause.
+    """
+    from cattrs.errors import AttributeValidationNote, ClassValidationError
+
+    plain = conv.gen_structure_attrs_fromdict(cls)
+    where = f"While structuring {cls.__name__}"
+
+    def hook(value: Mapping[str, Any], _: object) -> C:
+        if "pause" not in value:
+            return plain(value, cls)
+        rest = dict(value)
+        try:
+            pause = conv.structure(rest.pop("pause"), bool)
+        except TypeError as exc:
+            exc.add_note(
+                AttributeValidationNote(f"Structuring {cls.__name__} @ pause", "pause", bool)
+            )
+            raise ClassValidationError(where, [exc], cls) from None
+        cancel = plain(rest, cls)
+        if not pause or cancel.cause is Cause.PAUSE:
+            return cancel
+        if "cause" in rest:
+            problem = ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
+            raise ClassValidationError(where, [problem], cls)
+        return plain({**rest, "cause": Cause.PAUSE.value}, cls)
+
+    return hook
+
+
 @functools.cache
 def converter() -> cattrs.Converter:
     """The one converter of the protocol, built on first use.
@@ -773,10 +811,7 @@ def converter() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
 
-    # `pause` is only read (from older clients); `cause` says it.
-    conv.register_unstructure_hook(
-        Cancel, lambda c: {name: _plain(getattr(c, name)) for name in _SENT[Cancel]}
-    )
+    conv.register_structure_hook(Cancel, older_pause_hook(conv, Cancel))
 
     tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
     configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")
@@ -799,19 +834,11 @@ class FrameError(ValueError):
         self.ref = ref
 
 
-#: The fields sent of a frame that has fields which are only read.
-_SENT: Final[Mapping[type, tuple[str, ...]]] = {Cancel: ("task", "cause")}
-
-
-def _plain(value: object) -> object:
-    return value.value if isinstance(value, enum.Enum) else value
-
-
 @functools.cache
 def _encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
     from ._wirecode import compile_encoder
 
-    return compile_encoder(cls, converter, only=_SENT.get(cls))
+    return compile_encoder(cls, converter)
 
 
 @functools.cache

@@ -20,7 +20,7 @@ import enum
 
 import attrs
 
-from agentrt import RequestKind
+from agentrt import Cause, RequestKind
 from agentrt.frames import AskFrame, ClientFrame, PendingTask, SessionItem
 
 from ._words import COMMANDS, POPUP_DEFAULT, QUIT_DEFAULT
@@ -155,10 +155,10 @@ class RunState:
     phase: RunPhase = RunPhase.STARTING
     #: True once anything of this run was shown (text, a tool call, a question).
     shown: bool = False
-    #: A cancel asked for before the task hash arrived: its `pause` flag.
-    held_cancel: bool | None = None
-    #: The `pause` flag of the cancel that was sent, if any.
-    sent_cancel: bool | None = None
+    #: A cancel asked for before the task hash arrived: its cause.
+    held_cancel: Cause | None = None
+    #: The cause of the cancel that was sent, if any.
+    sent_cancel: Cause | None = None
     resumed: bool = False
     #: The message that started the run (None for a resume).
     text: str | None = None

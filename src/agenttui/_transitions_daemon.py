@@ -173,11 +173,11 @@ def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
             frame.task,
         )
     if run.held_cancel is not None:
-        pause = run.held_cancel
+        cause = run.held_cancel
         run.held_cancel = None
-        run.sent_cancel = pause
+        run.sent_cancel = cause
         run.phase = RunPhase.STOPPING
-        return [Send(Cancel(frame.task, pause))]
+        return [Send(Cancel(frame.task, cause))]
     run.phase = RunPhase.RUNNING
     return []
 

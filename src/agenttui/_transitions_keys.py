@@ -11,7 +11,7 @@ import enum
 
 import attrs
 
-from agentrt import ALLOW_ONCE, DENY, RequestKind
+from agentrt import ALLOW_ONCE, DENY, Cause, RequestKind
 from agentrt.frames import AnswerFrame, AskFrame, Cancel, Run
 
 from ._state import (
@@ -33,24 +33,31 @@ from ._state import (
     is_masked,
 )
 from ._transitions_commands import continue_session, discard_pending, resume_pending, run_command
-from ._words import CHOICE_LABELS, POPUP_CHOICES, QUIT_CHOICES
+from ._words import (
+    CHOICE_LABELS,
+    POPUP_CAUSES,
+    POPUP_CHOICES,
+    QUIT_CAUSES,
+    QUIT_CHOICES,
+    STOPPING_WORDS,
+)
 
 
-def _request_cancel(state: TuiState, *, pause: bool) -> list[Action]:
-    """Stop the run: at once when its task hash is known, else once it arrives."""
+def _request_cancel(state: TuiState, cause: Cause) -> list[Action]:
+    """Stop the run for `cause`: at once when its task hash is known, else once it arrives."""
     run = state.run
     state.close(StopPopup, QuitPopup)
     if run is None or run.stopping:
         return []
-    what = "Pausing" if pause else "Stopping"
+    what = STOPPING_WORDS[cause]
     if run.task is None:
-        run.held_cancel = pause
+        run.held_cancel = cause
         state.info(f"{what} the run as soon as it starts...")
         return []
-    run.sent_cancel = pause
+    run.sent_cancel = cause
     run.phase = RunPhase.STOPPING
     state.info(f"{what} the run...")
-    return [Send(Cancel(run.task, pause))]
+    return [Send(Cancel(run.task, cause))]
 
 
 # -- keys --------------------------------------------------------------------------------
@@ -97,7 +104,7 @@ def press_escape(state: TuiState) -> list[Action]:
         return []
     if step is EscapeStep.CANCEL_RUN:
         # Nothing was shown, so nothing is lost: a plain user-cancel.
-        return _request_cancel(state, pause=False)
+        return _request_cancel(state, Cause.USER_CANCEL)
     if step is EscapeStep.OPEN_POPUP:
         state.overlay = StopPopup()
         return []
@@ -125,9 +132,10 @@ def choose_popup(state: TuiState, choice: str) -> list[Action]:
     if choice not in POPUP_CHOICES:
         raise ValueError(f"unknown popup choice {choice!r}; expected one of {POPUP_CHOICES}")
     state.close(StopPopup)
-    if choice == "No":
+    cause = POPUP_CAUSES[choice]
+    if cause is None:
         return []
-    return _request_cancel(state, pause=choice == "Pause")
+    return _request_cancel(state, cause)
 
 
 def choose_quit(state: TuiState, choice: str) -> list[Action]:
@@ -135,7 +143,8 @@ def choose_quit(state: TuiState, choice: str) -> list[Action]:
     if choice not in QUIT_CHOICES:
         raise ValueError(f"unknown quit choice {choice!r}; expected one of {QUIT_CHOICES}")
     state.close(QuitPopup)
-    if choice == "Cancel":
+    cause = QUIT_CAUSES[choice]
+    if cause is None:
         return []
     run = state.run
     if run is None:
@@ -144,9 +153,8 @@ def choose_quit(state: TuiState, choice: str) -> list[Action]:
     state.quit_after_run = True
     if run.stopping:
         return []
-    pause = choice == "Pause and quit"
-    actions = _request_cancel(state, pause=pause)
-    state.info(f"{'Pausing' if pause else 'Stopping'} the run, then quitting...")
+    actions = _request_cancel(state, cause)
+    state.info(f"{STOPPING_WORDS[cause]} the run, then quitting...")
     return actions
 
 
@@ -159,7 +167,7 @@ def press_ctrl_c(state: TuiState) -> list[Action]:
             state.info("Already stopping; Ctrl+D quits")
             return []
         state.close()
-        return _request_cancel(state, pause=False)
+        return _request_cancel(state, Cause.USER_CANCEL)
     state.close()
     if state.quit_armed:
         return [Quit()]

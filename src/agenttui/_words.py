@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from agentrt import Cause
+from agentrt import Cause, TaskStatus
 from agentrt.frames import PendingTask, SessionItem
 
 #: The `/` commands, with the line the picker shows for each.
@@ -17,15 +17,30 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
 
-#: The choices of the cancel popup, in display order.
-POPUP_CHOICES: tuple[str, ...] = ("Yes", "Pause", "No")
+#: The choices of the cancel popup, in display order, with the cause each stops the run
+#: for (None: it keeps running).
+POPUP_CAUSES: dict[str, Cause | None] = {
+    "Yes": Cause.USER_CANCEL,
+    "Pause": Cause.PAUSE,
+    "No": None,
+}
+POPUP_CHOICES: tuple[str, ...] = tuple(POPUP_CAUSES)
 #: The choice the popup opens on: stopping without losing anything.
 POPUP_DEFAULT = 1
 
-#: The choices of the popup `/quit` opens during a run, in display order.
-QUIT_CHOICES: tuple[str, ...] = ("Pause and quit", "Stop and quit", "Cancel")
+#: The choices of the popup `/quit` opens during a run, in display order, with the cause
+#: each stops the run for before quitting (None: neither stop nor quit).
+QUIT_CAUSES: dict[str, Cause | None] = {
+    "Pause and quit": Cause.PAUSE,
+    "Stop and quit": Cause.USER_CANCEL,
+    "Cancel": None,
+}
+QUIT_CHOICES: tuple[str, ...] = tuple(QUIT_CAUSES)
 #: The choice it opens on: quitting without losing anything.
 QUIT_DEFAULT = 0
+
+#: What the window says while a cancel of each cause a window sends is on its way.
+STOPPING_WORDS: dict[Cause, str] = {Cause.PAUSE: "Pausing", Cause.USER_CANCEL: "Stopping"}
 
 #: How the confirmation choices of the daemon are shown.
 CHOICE_LABELS: dict[str, str] = {
@@ -100,13 +115,13 @@ _CAUSE_WORDS: dict[Cause, str] = {
 
 def pending_reason(task: PendingTask) -> str:
     """Why a listed task stopped, in words."""
-    if task.status == "awaiting_answer":
+    if task.status == TaskStatus.AWAITING_ANSWER.value:
         return "waiting for an answer"
-    if task.status == "failed":
+    if task.status == TaskStatus.FAILED.value:
         return "failed"
     if task.cause is not None:
         return _CAUSE_WORDS.get(task.cause, task.cause.value)
-    if task.status == "running":
+    if task.status == TaskStatus.RUNNING.value:
         # Listed as running although nothing runs it: the process running it died.
         return "daemon died"
     return task.status

@@ -256,13 +256,9 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
 
     async def cancel(request: Request) -> Response:
         body = await read_body(request, CancelBody)
-        info = await frontend.cancel_anywhere(request.path_params["task_hash"], pause=body.pause)
+        info = await frontend.cancel_anywhere(request.path_params["task_hash"], body.cause)
         return JSONResponse(
-            {
-                "task_hash": info.task_hash,
-                "session_id": info.session_id,
-                "cause": "pause" if body.pause else "user_cancel",
-            }
+            {"task_hash": info.task_hash, "session_id": info.session_id, "cause": body.cause.value}
         )
 
     async def questions(request: Request) -> Response:

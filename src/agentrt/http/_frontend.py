@@ -230,9 +230,8 @@ class WebFrontEnd:
         info: TaskInfo = await self.nursery.start(partial(start, owner=self.owner, emit=emit))
         return info.task_hash
 
-    def cancel(self, task_hash: str, *, pause: bool) -> TaskInfo:
-        """Stop a task started over HTTP: pause keeps its pending task, otherwise it is dropped."""
-        cause = Cause.PAUSE if pause else Cause.USER_CANCEL
+    def cancel(self, task_hash: str, cause: Cause) -> TaskInfo:
+        """Stop a task started over HTTP for `cause`: a pause keeps its pending task."""
         try:
             return self.runtime.executor.cancel(task_hash, cause, owner=self.owner)
         except NotOwnerError:
@@ -241,15 +240,14 @@ class WebFrontEnd:
                 f"no running task {task_hash!r}: unknown or already finished"
             ) from None
 
-    async def cancel_anywhere(self, task_hash: str, *, pause: bool) -> TaskInfo:
+    async def cancel_anywhere(self, task_hash: str, cause: Cause) -> TaskInfo:
         """`cancel`, or in a fleet, the cancel of a task started over HTTP on another daemon."""
         try:
-            return self.cancel(task_hash, pause=pause)
+            return self.cancel(task_hash, cause)
         except UnknownTaskError:
             fleet = self.runtime.fleet
             if fleet is None:
                 raise
-        cause = Cause.PAUSE if pause else Cause.USER_CANCEL
         return await fleet.cancel(task_hash, cause, kind=self.owner.kind)
 
     async def discard(self, session_id: str) -> bool:

@@ -32,7 +32,7 @@ from ..store import UnreadableTask
 from ..store.record import TaskStatus
 from ._files import page_files
 from ._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, EVENT_RING, SESSION_ID_PATTERN
-from ._wire import AnswerBody, CancelBody, ResumeBody, RunBody
+from ._wire import OLDER_FIELDS, AnswerBody, CancelBody, ResumeBody, RunBody
 
 _PRIMITIVES: dict[Any, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
 
@@ -58,7 +58,9 @@ def type_schema(hint: Any) -> dict[str, Any]:
 def body_schema(cls: type) -> dict[str, Any]:
     """The JSON Schema of a request body: the attrs class `cls`, no other keys allowed.
 
-    A field's ``metadata["schema"]`` adds to its schema (``minLength``, say).
+    A field's ``metadata["schema"]`` adds to its schema (``minLength``, say);
+    an older spelling the body's decode step still reads (`OLDER_FIELDS`) is
+    stated beside the fields.
     """
     hints = typing.get_type_hints(cls)
     properties: dict[str, Any] = {}
@@ -67,13 +69,16 @@ def body_schema(cls: type) -> dict[str, Any]:
         schema = type_schema(hints[field.name])
         if field.default is attrs.NOTHING:
             required.append(field.name)
+        elif isinstance(field.default, enum.Enum):
+            schema["default"] = field.default.value
         elif field.default is not None:
             schema["default"] = field.default
         properties[field.name] = schema | dict(field.metadata.get("schema", {}))
-    out: dict[str, Any] = {"type": "object", "properties": properties}
+    older = dict(OLDER_FIELDS.get(cls, {}))
+    out: dict[str, Any] = {"type": "object", "properties": properties | older.pop("properties", {})}
     if required:
         out["required"] = required
-    return out | {"additionalProperties": False}
+    return out | older | {"additionalProperties": False}
 
 
 #: The status a stored task that cannot be read is listed with.
@@ -537,7 +542,7 @@ def _paths() -> dict[str, Any]:
         "/v1/task/{task_hash}/cancel": {
             "post": {
                 "operationId": "cancelRun",
-                "summary": "Stop a task started over HTTP: pause keeps it pending",
+                "summary": "Stop a task started over HTTP: cause pause keeps it pending",
                 "parameters": [_path_param("task_hash", "the task hash of the run")],
                 "requestBody": _body("CancelBody", required=False),
                 "responses": {

@@ -7,13 +7,17 @@ Events, questions and tasks go out in the shapes of `agentrt._shapes`, which
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.v import format_exception
 
 from .._json import JsonNumberError, loads
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._vocab import Cause
+from ..frames import CANCEL_CAUSES, older_pause_hook
 
 T = TypeVar("T")
 
@@ -72,15 +76,30 @@ class ResumeBody:
     answer: str | None = None
 
 
+def _check_cancel_cause(self: CancelBody, _: attrs.Attribute[Cause], cause: Cause) -> None:
+    if cause not in CANCEL_CAUSES:
+        raise ValueError(f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}")
+
+
 @attrs.frozen
 class CancelBody:
-    """`POST /v1/task/{hash}/cancel`: pause keeps the pending task, otherwise it is dropped."""
+    """`POST /v1/task/{hash}/cancel`: cause ``pause`` keeps the pending task, ``user_cancel``
+    (the default) drops it.
+
+    Older clients send ``"pause": true`` (or ``false``) instead: only the
+    converter's hook for this body (`agentrt.frames.older_pause_hook`, as for the
+    ``cancel`` frame) reads that spelling, into `cause` (see `OLDER_FIELDS`).
+    """
 
     __repr__ = fields_repr
     __eq__ = fields_eq
     __hash__ = fields_hash
 
-    pause: bool = False
+    cause: Cause = attrs.field(
+        default=Cause.USER_CANCEL,
+        validator=_check_cancel_cause,
+        metadata={"schema": {"enum": [cause.value for cause in CANCEL_CAUSES]}},
+    )
 
 
 @attrs.frozen
@@ -117,6 +136,33 @@ converter.register_structure_hook(str, _strict(str))
 converter.register_structure_hook(bool, _strict(bool))
 
 
+#: Fields a body's decode step reads beside the body's own: older clients' spellings, never
+#: written. The API document states each as this schema (merged into the body's), so that
+#: what it says a body may hold is exactly what `parse_body` takes.
+OLDER_FIELDS: Mapping[type, dict[str, Any]] = {
+    CancelBody: {
+        "properties": {
+            "pause": {
+                "type": "boolean",
+                "deprecated": True,
+                "description": "the older spelling of the cause: true is 'pause', false "
+                "'user_cancel'; true beside another cause is refused",
+            }
+        },
+        "not": {
+            "required": ["cause", "pause"],
+            "properties": {
+                "cause": {"const": Cause.USER_CANCEL.value},
+                "pause": {"const": True},
+            },
+        },
+    }
+}
+
+
+converter.register_structure_hook(CancelBody, older_pause_hook(converter, CancelBody))
+
+
 def parse_body(raw: bytes, cls: type[T]) -> T:
     """Structure a JSON body into `cls`; an empty body is ``{}``.
 
@@ -139,8 +185,15 @@ def parse_body(raw: bytes, cls: type[T]) -> T:
     try:
         return converter.structure(data, cls)
     except cattrs.BaseValidationError as exc:
-        problems = "; ".join(_clean(m) for m in cattrs.transform_error(exc))
+        problems = "; ".join(_clean(m) for m in cattrs.transform_error(exc, "$", _problem))
         raise BadBodyError(f"the body does not fit: {problems}") from None
+
+
+def _problem(exc: BaseException, kind: type | None) -> str:
+    # A body's own check (a cancel's cause) says what is wrong; cattrs would say "invalid value".
+    if kind is None and isinstance(exc, ValueError):
+        return str(exc)
+    return format_exception(exc, kind)
 
 
 def _json_problem(exc: ValueError) -> str:

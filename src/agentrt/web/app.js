@@ -829,9 +829,9 @@ function askStop() {
   dialog.showModal();
 }
 
-async function cancelRun(hash, pause) {
+async function cancelRun(hash, cause) {
   try {
-    await api("POST", `/v1/task/${encodeURIComponent(hash)}/cancel`, { pause });
+    await api("POST", `/v1/task/${encodeURIComponent(hash)}/cancel`, { cause });
   } catch (error) {
     // unknown_task: the run ended meanwhile, and its run_ended says how.
     if (error.code !== "unknown_task") notice(error.message);
@@ -844,7 +844,7 @@ function stop(choice) {
   if (!target || (choice !== "yes" && choice !== "pause")) return;
   const run = state.runs.get(target.sid);
   if (!run || run.hash !== target.hash) return; // it ended while the dialog was open
-  cancelRun(target.hash, choice === "pause");
+  cancelRun(target.hash, choice === "pause" ? "pause" : "user_cancel");
 }
 
 // Esc, as in the terminal: close what is open, else stop the run of the open
@@ -863,7 +863,7 @@ function onEscape(e) {
   if (!run) return;
   e.preventDefault();
   if (run.shown || run.resumed) askStop();
-  else cancelRun(run.hash, false);
+  else cancelRun(run.hash, "user_cancel");
 }
 
 // -- the sidebar ----------------------------------------------------------------
