@@ -93,6 +93,8 @@ from ._wire import (
 log = logging.getLogger("agentrt.daemon")
 
 T = TypeVar("T")
+#: What a session's look-up finds (None: nothing), for `Connection._visible`.
+R = TypeVar("R", StoredTask | None, SessionInfo | None)
 
 #: The origin of every session a window runs.
 ORIGIN: Final = TERMINAL
@@ -677,20 +679,8 @@ class Connection:
         if frame.action is PendingAction.LIST:
             await self._pending_list(frame)
             return
-        if frame.session is None:
-            await self.error(
-                ErrorCode.INVALID,
-                f"pending {frame.action.value} needs the session to {frame.action.value}",
-                frame,
-            )
-            return
-        try:
-            stored = await self.daemon.runtime.store.lookup(frame.session)
-        except REFUSED as exc:
-            await self.refuse(exc, frame)
-            return
-        if stored is None or not self._may_see(stored):
-            await self._no_pending_task(frame, frame.session)
+        stored = await self._visible(frame, self.daemon.runtime.store.lookup, self._no_pending)
+        if stored is None:
             return
         if frame.action is PendingAction.SHOW:
             if isinstance(stored, UnreadableTask):
@@ -702,14 +692,42 @@ class Connection:
         else:
             await self._pending_discard(frame, stored.session_id)
 
-    async def _no_pending_task(self, frame: PendingRequest, session: str) -> None:
-        # A window gets one answer for an unknown and a hidden session alike.
-        message = (
-            f"session {session} has no pending task"
-            if self.scope is Scope.ALL
-            else f"no pending task of session {session!r} is visible to this window"
-        )
-        await self.error(ErrorCode.NOT_FOUND, message, frame)
+    async def _visible(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        look_up: Callable[[str], Awaitable[R]],
+        missing: Callable[[str], str],
+    ) -> R:
+        """What `look_up` finds of the session `frame` names, if this connection may see it.
+
+        None once an error frame said why not: no session named, the store
+        failed, or `missing` (one answer for an unknown and a hidden session alike).
+        """
+        if frame.session is None:
+            action = frame.action.value
+            await self.error(
+                ErrorCode.INVALID, f"{frame.TYPE} {action} needs the session to {action}", frame
+            )
+            return None
+        try:
+            record = await look_up(frame.session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return None
+        if record is None or not self._may_see(record):
+            await self.error(ErrorCode.NOT_FOUND, missing(frame.session), frame)
+            return None
+        return record
+
+    def _no_pending(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"session {session} has no pending task"
+        return f"no pending task of session {session!r} is visible to this window"
+
+    def _no_session(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"no session {session}"
+        return f"no session {session!r} is visible to this window"
 
     def _actor(self) -> Actor:
         if self.scope is Scope.ALL:
@@ -837,7 +855,7 @@ class Connection:
             await self.refuse(exc, frame)
             return
         if not existed:
-            await self._no_pending_task(frame, session)
+            await self.error(ErrorCode.NOT_FOUND, self._no_pending(session), frame)
             return
         await self.send(Ack(frame.TYPE, "discarded", session=session))
 
@@ -847,26 +865,8 @@ class Connection:
         if frame.action is SessionsAction.LIST:
             await self._sessions_list(frame)
             return
-        if frame.session is None:
-            await self.error(
-                ErrorCode.INVALID,
-                f"sessions {frame.action.value} needs the session to {frame.action.value}",
-                frame,
-            )
-            return
-        try:
-            info = await self.daemon.runtime.store.session(frame.session)
-        except REFUSED as exc:
-            await self.refuse(exc, frame)
-            return
-        if info is None or not self._may_see(info):
-            # One answer for an unknown and a hidden session alike.
-            message = (
-                f"no session {frame.session}"
-                if self.scope is Scope.ALL
-                else f"no session {frame.session!r} is visible to this window"
-            )
-            await self.error(ErrorCode.NOT_FOUND, message, frame)
+        info = await self._visible(frame, self.daemon.runtime.store.session, self._no_session)
+        if info is None:
             return
         if frame.action is SessionsAction.SHOW:
             await self._sessions_show(frame, info)
