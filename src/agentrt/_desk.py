@@ -113,8 +113,9 @@ class Desk(Generic[T]):
         front-end that must say a question is over before what follows (a
         run's next event) calls this first.
         """
-        for entry_id, (entry, shown) in list(self._open.items()):
-            if entry.done and self._open.pop(entry_id, None) is not None:
+        over = [(entry, shown) for entry, shown in self._open.values() if entry.done]
+        for entry, shown in over:
+            if self._open.pop(entry.id, None) is not None:
                 await self.closed(entry, entry.state, shown)
 
     def find(self, entry_id: str) -> Entry | None:

@@ -452,8 +452,6 @@ class ChatBridge:
     allow_env: str
     edit_interval: float = 1.0
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
-    #: Claims, forwards and answers this prefix's questions while `serve` runs.
-    _desk: Desk[_Prompt | None] | None = attrs.field(default=None, init=False)
     _prompts: dict[str, _Prompt] = attrs.field(factory=dict, init=False)
     _active: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -475,7 +473,7 @@ class ChatBridge:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Claim this prefix's questions and keep the runs; until cancelled."""
-        self._desk = desk = Desk.open(
+        desk = Desk.open(
             self.executor.registry,
             self.prefix,
             name=f"{self.service} bot",
