@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from .._cause import Cause
+from .._desk import REFUSED, Desk, refusal
 from .._events import (
     Event,
     Outcome,
@@ -46,7 +47,6 @@ from .._events import (
 from .._executor import (
     BadAnswerError,
     Executor,
-    ExecutorError,
     NoPendingTaskError,
     NotOwnerError,
     PendingTaskExistsError,
@@ -406,6 +406,12 @@ class _Prompt:
     session_id: str = ""
     choice: str | None = None
     used: bool = False
+    #: A live entry's: its key in `ChatBridge._prompts`, its text and buttons, and the
+    #: id of the message that shows them once delivered.
+    token: str = ""
+    text: str = ""
+    buttons: Sequence[Button] = ()
+    message_id: str | None = None
 
 
 @attrs.frozen
@@ -467,19 +473,26 @@ class ChatBridge:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Claim this prefix's questions and keep the runs; until cancelled."""
-        registry = self.executor.registry
-        with registry.listen(self.prefix, name=f"{self.service} bot") as listener:
+        desk = Desk.open(
+            self.executor.registry,
+            self.prefix,
+            name=f"{self.service} bot",
+            forward=self._forward,
+            deliver=self._deliver,
+            closed=self._question_closed,
+        )
+        try:
             # The nursery closes before the listener: runs end as a shutdown (keeping
             # their tasks) before the listener fails the questions it still holds.
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 task_status.started()
                 try:
-                    while True:
-                        entry = await listener.claim()
-                        nursery.start_soon(self._present, entry)
+                    await desk.serve()
                 finally:
                     self._nursery = None
+        finally:
+            desk.close()
 
     async def wait_idle(self) -> None:
         """Wait until every run started here has ended and its output is shown."""
@@ -562,7 +575,7 @@ class ChatBridge:
     def _answer_entry(self, prompt: _Prompt, value: str) -> ButtonReply:
         assert prompt.entry is not None
         try:
-            prompt.entry.answer(prompt.entry.check(Answer(value)))
+            Desk.answer(prompt.entry, Answer(value))
         except BadAnswerError:
             # Only a forged or stale press offers a choice the question does not take.
             return ButtonReply(False, ALREADY_ANSWERED)
@@ -704,8 +717,8 @@ class ChatBridge:
                 output.notice("Still working on your last message. /stop or /pause it first.")
             except (PendingTaskExistsError, NoPendingTaskError, BadAnswerError) as exc:
                 output.notice(f"{exc}.")
-            except ExecutorError as exc:
-                output.notice(f"Could not start: {exc}")
+            except REFUSED as exc:
+                output.notice(f"Could not start: {refusal(exc).message}")
             finally:
                 working.cancel()
                 output.close()
@@ -734,40 +747,63 @@ class ChatBridge:
 
     # -- questions --------------------------------------------------------
 
-    async def _present(self, entry: Entry) -> None:
-        chat = entry.context.session_id.removeprefix(self.prefix)
+    def _forward(self, entry: Entry) -> _Prompt | None:
+        """Register a claimed question's prompt; None for one never to be shown here."""
         request = entry.request
-        masked = request.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
-        if masked and not origin_rules(self.prefix).takes_secrets:
+        if request.masked and not origin_rules(self.prefix).takes_secrets:
             # The core refuses these for chat origins before asking; should one come
             # anyway, it is declined here and never shown as something to type.
             with contextlib.suppress(AlreadyAnsweredError, EntryGoneError):
                 entry.answer(DENY)
+            return None
+        token = self._new_token()
+        if request.kind is RequestKind.CONFIRM:
+            text = f"🔐 Allow this?\n{request.prompt}"
+            buttons = _buttons(token, request.choices or (ALLOW_ONCE, DENY))
+        else:
+            text = f"❓ {request.prompt}"
+            buttons = []
+        chat = entry.context.session_id.removeprefix(self.prefix)
+        prompt = _Prompt(
+            chat, _PromptKind.ENTRY, entry=entry, token=token, text=text, buttons=buttons
+        )
+        self._prompts[token] = prompt
+        return prompt
+
+    async def _deliver(self, entry: Entry, prompt: _Prompt | None) -> None:
+        """Send a question until it is delivered or no longer waits."""
+        if prompt is None:
             await self.say(
-                chat,
-                f"🔒 Refused: {request.prompt}. Secrets and passwords never travel through "
-                f"{self.service}; use the terminal (agenttui) or the web page.",
+                entry.context.session_id.removeprefix(self.prefix),
+                f"🔒 Refused: {entry.request.prompt}. Secrets and passwords never travel "
+                f"through {self.service}; use the terminal (agenttui) or the web page.",
             )
             return
-        token = self._new_token()
-        prompt = _Prompt(chat, _PromptKind.ENTRY, entry=entry)
-        self._prompts[token] = prompt
-        try:
-            if request.kind is RequestKind.CONFIRM:
-                text = f"🔐 Allow this?\n{request.prompt}"
-                buttons = _buttons(token, request.choices or (ALLOW_ONCE, DENY))
-            else:
-                text = f"❓ {request.prompt}"
-                buttons = []
-            hint = "" if buttons else "\n(Your next message answers this question.)"
-            message_id = await self._deliver(chat, text + hint, buttons, entry)
-            state = await entry.wait_done()
-        finally:
-            self._prompts.pop(token, None)
-        if message_id is None:
+        hint = "" if prompt.buttons else "\n(Your next message answers this question.)"
+        delay = 0.5
+        while not entry.done:
+            try:
+                prompt.message_id = await self.transport.send(
+                    prompt.chat, prompt.text + hint, prompt.buttons
+                )
+                return
+            except DeliveryError as exc:
+                log.warning("chat %s: question not delivered yet, will retry: %s", prompt.chat, exc)
+            with trio.move_on_after(delay):
+                await entry.wait_done()
+            delay = min(delay * 2, _MAX_REDELIVERY_DELAY)
+
+    async def _question_closed(
+        self, entry: Entry, state: EntryState, prompt: _Prompt | None
+    ) -> None:
+        """Mark a delivered question as settled in its message."""
+        if prompt is None:
+            return
+        self._prompts.pop(prompt.token, None)
+        if prompt.message_id is None:
             return
         if state is EntryState.ANSWERED:
-            if request.kind is RequestKind.CONFIRM and prompt.choice in CHOICE_DONE:
+            if entry.request.kind is RequestKind.CONFIRM and prompt.choice in CHOICE_DONE:
                 outcome = f"✔ {CHOICE_DONE[prompt.choice].capitalize()}."
             else:
                 outcome = "✔ Answered."
@@ -776,24 +812,9 @@ class ChatBridge:
         else:
             outcome = "✖ Not answered."
         try:
-            await self.transport.edit(chat, message_id, f"{text}\n{outcome}")
+            await self.transport.edit(prompt.chat, prompt.message_id, f"{prompt.text}\n{outcome}")
         except DeliveryError as exc:
-            log.info("chat %s: could not mark a question as settled: %s", chat, exc)
-
-    async def _deliver(
-        self, chat: str, text: str, buttons: Sequence[Button], entry: Entry
-    ) -> str | None:
-        """Send a question until it is delivered or no longer waits; its message id."""
-        delay = 0.5
-        while not entry.done:
-            try:
-                return await self.transport.send(chat, text, buttons)
-            except DeliveryError as exc:
-                log.warning("chat %s: question not delivered yet, will retry: %s", chat, exc)
-            with trio.move_on_after(delay):
-                await entry.wait_done()
-            delay = min(delay * 2, _MAX_REDELIVERY_DELAY)
-        return None
+            log.info("chat %s: could not mark a question as settled: %s", prompt.chat, exc)
 
     async def say(self, chat: str, text: str) -> None:
         """Send `text` to `chat`, logging (not raising) when the service refuses it."""

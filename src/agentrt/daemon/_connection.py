@@ -23,10 +23,9 @@ import attrs
 import trio
 
 from .._cause import Cause
+from .._desk import REFUSED, Desk, refusal
 from .._events import Event, RunEnded
 from .._executor import (
-    BadAnswerError,
-    ExecutorError,
     NotOwnerError,
     SessionBusyError,
     TaskInfo,
@@ -34,10 +33,8 @@ from .._executor import (
 )
 from .._pending import (
     Answer,
-    ClosedListenerError,
     Entry,
     EntryState,
-    Listener,
     NoAnswerComingError,
     RegistryError,
 )
@@ -76,7 +73,6 @@ from ..frames import (
     Welcome,
 )
 from ..store import (
-    BadCursorError,
     ListedTask,
     Page,
     SessionInfo,
@@ -97,6 +93,8 @@ from ._wire import (
 log = logging.getLogger("agentrt.daemon")
 
 T = TypeVar("T")
+#: What a session's look-up finds (None: nothing), for `Connection._visible`.
+R = TypeVar("R", StoredTask | None, SessionInfo | None)
 
 #: The origin of every session a window runs.
 ORIGIN: Final = TERMINAL
@@ -127,10 +125,6 @@ _AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
 #: Gives up the processor to another runnable process, if any (a no-op where it is missing).
 _yield_processor: Final[Callable[[], None]] = getattr(os, "sched_yield", lambda: None)
 _MAX_WINDOW: Final = 128
-
-
-def _withdrawn(entry: Entry) -> AskWithdrawn:
-    return AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
 
 
 def new_session_id() -> str:
@@ -236,9 +230,8 @@ class Connection:
     _flushed: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     #: Set when the socket has taken everything sent, or the peer is gone (see `_sent`).
     _outbox_taken: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
-    _listener: Listener | None = attrs.field(default=None, init=False, repr=False)
-    #: Questions this connection claimed and forwarded, by entry id.
-    _asks: dict[str, Entry] = attrs.field(factory=dict, init=False, repr=False)
+    #: Claims, forwards and answers the window's questions (from its hello on).
+    _desk: Desk[None] | None = attrs.field(default=None, init=False, repr=False)
     _runs: RunCounter = attrs.field(factory=RunCounter, init=False, repr=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False, repr=False)
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
@@ -319,8 +312,8 @@ class Connection:
         # Cancel first: a producer cancelled with a cause withdraws its question,
         # so the run ends as a disconnect rather than a failed answer.
         self.daemon.runtime.executor.cancel_owner(self, Cause.DISCONNECT)
-        if self._listener is not None:
-            self._listener.close("the window closed")
+        if self._desk is not None:
+            self._desk.close("the window closed")
         self.daemon.release_window(self)
         self.lifecycle.step(Step.CLOSE)
 
@@ -500,9 +493,17 @@ class Connection:
         ref = about if isinstance(about, str) or about is None else about.TYPE
         await self.send(ErrorFrame(code, message, ref))
 
+    async def refuse(self, exc: Exception, about: ClientFrame) -> None:
+        """Send the `error` frame that refuses `about` for `exc`, one of `REFUSED`."""
+        said = refusal(exc)
+        if isinstance(exc, StoreError):
+            log.error("connection %d: task store failed: %s", self.number, exc)
+        await self.error(ErrorCode(said.frame_code), said.message, about)
+
     async def _emit(self, event: Event) -> None:
-        if isinstance(event, RunEnded):
-            await self._announce_withdrawn(event.task_hash)
+        if self._desk is not None:
+            # A question its run withdrew is announced before the run's next event.
+            await self._desk.close_done()
         await self.send(frame_for_event(event))
 
     # -- hello ------------------------------------------------------------
@@ -540,41 +541,32 @@ class Connection:
         # The `agentrt` command runs sessions of any origin; each run's questions still
         # come back only to the connection that started it (the listener is bound to its window).
         prefix = "" if self.scope is Scope.ALL else ORIGIN
-        self._listener = self.daemon.runtime.registry.listen(
-            prefix, name=f"daemon connection {self.number}", window=window
+        self._desk = Desk.open(
+            self.daemon.runtime.registry,
+            prefix,
+            name=f"daemon connection {self.number}",
+            window=window,
+            forward=self._forward,
+            closed=self._question_closed,
         )
         assert self._nursery is not None
-        self._nursery.start_soon(self._forward_questions, self._listener)
+        self._nursery.start_soon(self._desk.serve)
         await self.send(Welcome(PROTOCOL_VERSION, self.daemon.version, window))
 
     # -- questions ---------------------------------------------------------
 
-    async def _forward_questions(self, listener: Listener) -> None:
-        while True:
-            try:
-                entry = await listener.claim()
-            except ClosedListenerError:
-                return
-            self._asks[entry.id] = entry
-            await self.send(ask_frame(entry))
-            entry.add_done_callback(self._question_over)
+    def _forward(self, entry: Entry) -> None:
+        self.send_nowait(ask_frame(entry))
 
-    def _question_over(self, entry: Entry) -> None:
-        """A forwarded question was answered or withdrawn (a callback, in the settling turn)."""
-        if self._asks.pop(entry.id, None) is None:
-            return  # announced already, before its run's final event
-        if entry.state is EntryState.WITHDRAWN:
-            self.send_nowait(_withdrawn(entry))
-
-    async def _announce_withdrawn(self, task_hash: str) -> None:
-        """Announce the withdrawn questions of a run that ends, before its final event."""
-        for entry in list(self._asks.values()):
-            if entry.context.task_hash == task_hash and entry.state is EntryState.WITHDRAWN:
-                del self._asks[entry.id]
-                await self.send(_withdrawn(entry))
+    async def _question_closed(self, entry: Entry, state: EntryState, shown: None) -> None:
+        if state is EntryState.WITHDRAWN:
+            await self.send(
+                AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
+            )
 
     async def _on_answer(self, frame: AnswerFrame) -> None:
-        entry = self._asks.get(frame.ask)
+        assert self._desk is not None
+        entry = self._desk.find(frame.ask)
         if entry is None or entry.done:
             await self.error(
                 ErrorCode.NOT_FOUND,
@@ -589,14 +581,13 @@ class Connection:
         # Acknowledged once the run that asked has resumed with the answer, not before.
         ack = Ack(frame.TYPE, "answered; the run goes on", task=entry.context.task_hash)
         try:
-            entry.answer(
-                entry.check(Answer(frame.value, secret=frame.secret)),
+            self._desk.answer(
+                entry,
+                Answer(frame.value, secret=frame.secret),
                 on_resumed=partial(self.send_nowait, ack),
             )
-        except BadAnswerError as exc:
-            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
-        except RegistryError as exc:
-            await self.error(ErrorCode.NOT_FOUND, str(exc), frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
 
     # -- runs -------------------------------------------------------------
 
@@ -614,8 +605,8 @@ class Connection:
         if frame.session is not None:
             try:
                 owner = await runtime.store.owner(session)
-            except StoreError as exc:
-                await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+            except REFUSED as exc:
+                await self.refuse(exc, frame)
                 return
             if not runtime.policy.may_start(self._actor(), session, owner):
                 await self.error(
@@ -649,12 +640,8 @@ class Connection:
         run = partial(start, owner=self, emit=self._emit, window_hash=self.window)
         try:
             await self._nursery.start(self._run, run)
-        except ExecutorError as exc:
-            # Each refusal names its own code, the one HTTP's status stands for too.
-            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
-        except StoreError as exc:
-            log.error("connection %d: task store failed: %s", self.number, exc)
-            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
 
     async def _run(
         self,
@@ -692,20 +679,8 @@ class Connection:
         if frame.action is PendingAction.LIST:
             await self._pending_list(frame)
             return
-        if frame.session is None:
-            await self.error(
-                ErrorCode.INVALID,
-                f"pending {frame.action.value} needs the session to {frame.action.value}",
-                frame,
-            )
-            return
-        try:
-            stored = await self.daemon.runtime.store.lookup(frame.session)
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
-            return
-        if stored is None or not self._may_see(stored):
-            await self._no_pending_task(frame, frame.session)
+        stored = await self._visible(frame, self.daemon.runtime.store.lookup, self._no_pending)
+        if stored is None:
             return
         if frame.action is PendingAction.SHOW:
             if isinstance(stored, UnreadableTask):
@@ -717,14 +692,42 @@ class Connection:
         else:
             await self._pending_discard(frame, stored.session_id)
 
-    async def _no_pending_task(self, frame: PendingRequest, session: str) -> None:
-        # A window gets one answer for an unknown and a hidden session alike.
-        message = (
-            f"session {session} has no pending task"
-            if self.scope is Scope.ALL
-            else f"no pending task of session {session!r} is visible to this window"
-        )
-        await self.error(ErrorCode.NOT_FOUND, message, frame)
+    async def _visible(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        look_up: Callable[[str], Awaitable[R]],
+        missing: Callable[[str], str],
+    ) -> R:
+        """What `look_up` finds of the session `frame` names, if this connection may see it.
+
+        None once an error frame said why not: no session named, the store
+        failed, or `missing` (one answer for an unknown and a hidden session alike).
+        """
+        if frame.session is None:
+            action = frame.action.value
+            await self.error(
+                ErrorCode.INVALID, f"{frame.TYPE} {action} needs the session to {action}", frame
+            )
+            return None
+        try:
+            record = await look_up(frame.session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return None
+        if record is None or not self._may_see(record):
+            await self.error(ErrorCode.NOT_FOUND, missing(frame.session), frame)
+            return None
+        return record
+
+    def _no_pending(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"session {session} has no pending task"
+        return f"no pending task of session {session!r} is visible to this window"
+
+    def _no_session(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"no session {session}"
+        return f"no session {session!r} is visible to this window"
 
     def _actor(self) -> Actor:
         if self.scope is Scope.ALL:
@@ -823,10 +826,8 @@ class Connection:
             return None
         try:
             return await fetch(prefix, limit=limit, cursor=frame.cursor)
-        except BadCursorError as exc:
-            await self.error(ErrorCode.INVALID, str(exc), frame)
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
         return None
 
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
@@ -850,14 +851,11 @@ class Connection:
             return
         try:
             existed = await executor.discard(session)
-        except ExecutorError as exc:
-            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
-            return
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, str(exc), frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
             return
         if not existed:
-            await self._no_pending_task(frame, session)
+            await self.error(ErrorCode.NOT_FOUND, self._no_pending(session), frame)
             return
         await self.send(Ack(frame.TYPE, "discarded", session=session))
 
@@ -867,26 +865,8 @@ class Connection:
         if frame.action is SessionsAction.LIST:
             await self._sessions_list(frame)
             return
-        if frame.session is None:
-            await self.error(
-                ErrorCode.INVALID,
-                f"sessions {frame.action.value} needs the session to {frame.action.value}",
-                frame,
-            )
-            return
-        try:
-            info = await self.daemon.runtime.store.session(frame.session)
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, f"the task store failed: {exc}", frame)
-            return
-        if info is None or not self._may_see(info):
-            # One answer for an unknown and a hidden session alike.
-            message = (
-                f"no session {frame.session}"
-                if self.scope is Scope.ALL
-                else f"no session {frame.session!r} is visible to this window"
-            )
-            await self.error(ErrorCode.NOT_FOUND, message, frame)
+        info = await self._visible(frame, self.daemon.runtime.store.session, self._no_session)
+        if info is None:
             return
         if frame.action is SessionsAction.SHOW:
             await self._sessions_show(frame, info)
@@ -909,8 +889,8 @@ class Connection:
             page = await self.daemon.runtime.store.messages(
                 info.session_id, after=frame.after, limit=limit
             )
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, str(exc), frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
             return
         await self.send(
             SessionMessages(
@@ -923,10 +903,7 @@ class Connection:
     async def _sessions_rm(self, frame: SessionsRequest, session: str) -> None:
         try:
             await self.daemon.runtime.executor.forget(session)
-        except ExecutorError as exc:
-            await self.error(ErrorCode(exc.frame_code), str(exc), frame)
-            return
-        except StoreError as exc:
-            await self.error(ErrorCode.FAILED, str(exc), frame)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
             return
         await self.send(Ack(frame.TYPE, "removed", session=session))

@@ -20,10 +20,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._errors import ExecutorError, NoPendingTaskError
-from .._pending import AlreadyAnsweredError, EntryGoneError
+from .._desk import REFUSED, refusal
+from .._errors import NoPendingTaskError
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
-from ..store import BadCursorError, StoreError
 from ._files import page_files
 from ._frontend import (
     CURSOR_PATTERN,
@@ -75,22 +74,15 @@ def json_error(status: int, code: str, message: str, **headers: str) -> JSONResp
     return JSONResponse(error_body(code, message), status_code=status, headers=headers or None)
 
 
-def _answer_with(status: int, code: str) -> Handler:
-    async def handler(request: Request, exc: Exception) -> Response:
-        return json_error(status, code, str(exc))
-
-    return handler
-
-
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return json_error(exc.status, exc.code, exc.message)
 
 
-async def _executor_error(request: Request, exc: Exception) -> Response:
-    # Each of the runtime's refusals carries its own status and code (agentrt._errors).
-    assert isinstance(exc, ExecutorError)
-    return json_error(exc.http_status, exc.code, str(exc))
+async def _refused(request: Request, exc: Exception) -> Response:
+    # The runtime's refusals are answered as every front-end answers them (agentrt._desk).
+    said = refusal(exc)
+    return json_error(said.http_status, said.code, said.message)
 
 
 async def _client_disconnected(request: Request, exc: Exception) -> Response:
@@ -121,10 +113,7 @@ async def _internal(request: Request, exc: Exception) -> Response:
 #: Which failure becomes which answer; Starlette picks the handler by the error's class.
 EXCEPTION_HANDLERS: dict[Any, Handler] = {
     ApiError: _api_error,
-    ExecutorError: _executor_error,
-    AlreadyAnsweredError: _answer_with(409, "already_answered"),
-    EntryGoneError: _answer_with(410, "question_gone"),
-    StoreError: _answer_with(500, "store_error"),
+    **dict.fromkeys(REFUSED, _refused),
     ClientDisconnect: _client_disconnected,
     HTTPException: _http_error,
     Exception: _internal,
@@ -210,10 +199,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
                 "bad_query",
                 f"not a listing cursor: {cursor[:40]!r}; pass the `next` of a page",
             )
-        try:
-            listed, after = await frontend.sessions(limit=limit, cursor=cursor)
-        except BadCursorError as exc:
-            raise ApiError(400, "bad_query", str(exc)) from None
+        listed, after = await frontend.sessions(limit=limit, cursor=cursor)
         return JSONResponse({"sessions": listed, "next": after})
 
     async def session_messages(request: Request) -> Response:

@@ -29,6 +29,7 @@ import trio
 
 from .._cause import Cause
 from .._context import origin_of
+from .._desk import Desk
 from .._events import Event, RunEnded
 from .._executor import _MAX_SESSION_ID as MAX_SESSION_ID
 from .._executor import (
@@ -179,7 +180,8 @@ class WebFrontEnd:
     nursery: trio.Nursery
     listener: Listener
     owner: HttpOwner = attrs.field(factory=HttpOwner)
-    _questions: dict[str, Entry] = attrs.field(factory=dict, init=False)
+    #: Claims, forwards and answers the questions of `listener`.
+    _desk: Desk[None] = attrs.field(init=False)
     _subscribers: dict[trio.MemorySendChannel[StreamItem], str | None] = attrs.field(
         factory=dict, init=False
     )
@@ -194,6 +196,7 @@ class WebFrontEnd:
 
     def __attrs_post_init__(self) -> None:
         self._last_id = self._dropped = self._base
+        self._desk = Desk(self.listener, self._forward, self._question_closed)
 
     # -- runs ---------------------------------------------------------------
 
@@ -404,7 +407,7 @@ class WebFrontEnd:
 
     def questions(self) -> list[dict[str, Any]]:
         """The questions the `chat-` listener claimed and nobody has answered yet."""
-        return [question_to_json(e) for e in self._questions.values() if not e.done]
+        return [question_to_json(e) for e in self._desk.entries() if not e.done]
 
     def answer(self, question_id: str, value: str, secret: str | None) -> None:
         """Answer a claimed question.
@@ -414,27 +417,23 @@ class WebFrontEnd:
 
         The registry raises `EntryGoneError` when the question's run stopped meanwhile.
         """
-        entry = self._questions.get(question_id)
+        entry = self._desk.find(question_id)
         if entry is None:
             raise ApiError(
                 404,
                 "unknown_question",
                 f"no open question {question_id!r}; list them at /v1/questions",
             )
-        entry.answer(entry.check(Answer(value, secret=secret)))
+        self._desk.answer(entry, Answer(value, secret=secret))
 
     async def serve_questions(self) -> None:
         """Claim every `chat-` question as it is asked and show it to the subscribers."""
-        async with trio.open_nursery() as nursery:
-            while True:
-                entry = await self.listener.claim()
-                self._questions[entry.id] = entry
-                self._publish({"type": "question", **question_to_json(entry)})
-                nursery.start_soon(self._watch_question, entry)
+        await self._desk.serve()
 
-    async def _watch_question(self, entry: Entry) -> None:
-        state = await entry.wait_done()
-        self._questions.pop(entry.id, None)
+    def _forward(self, entry: Entry) -> None:
+        self._publish({"type": "question", **question_to_json(entry)})
+
+    async def _question_closed(self, entry: Entry, state: EntryState, shown: None) -> None:
         self._publish(
             {
                 "type": "question_closed",
