@@ -6,8 +6,9 @@ from pathlib import Path
 
 from agentrt._cause import Cause
 from agentrt._messages import Message, ToolCall
-from agentrt._record import TaskRecord, TaskStatus
+from agentrt._record import TaskRecord
 from agentrt._store import TaskStore
+from agentrt._vocab import TaskStatus
 
 _RESULT = "line of a file the agent read, as a tool returns it; " * 3
 _THOUGHT = "Reading the two files the user named before answering."

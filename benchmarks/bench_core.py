@@ -50,11 +50,12 @@ from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
 from agentrt._messages import Message
 from agentrt._pending import Answer, Listener, Registry, Request
-from agentrt._record import TaskRecord, TaskStatus, converter
+from agentrt._record import TaskRecord, converter
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
 from agentrt._store import SqlStore, TaskStore
 from agentrt._stores import Store
+from agentrt._vocab import TaskStatus
 
 from ._harness import Batch as Batch
 from ._harness import Result as Result

@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from agentrt._cause import Cause
-from agentrt._record import TaskStatus
+from agentrt._vocab import TaskStatus
 from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
 from agentrt.codec import encode
 from agentrt.frames import (
@@ -204,7 +204,7 @@ async def _vanish(
             frame = await _read_some(client, track, 1, kinds=(TaskFrame,))
             if isinstance(frame, TaskFrame):
                 pause = rng.random() < 0.5
-                await client.send(Cancel(frame.task, pause=pause))
+                await client.send(Cancel(frame.task_hash, pause=pause))
                 if pause:
                     track.paused = True
                 else:

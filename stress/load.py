@@ -29,7 +29,7 @@ import trio
 from agentrt._agent import AgentRun
 from agentrt._events import Outcome
 from agentrt._pending import Entry
-from agentrt._record import TaskStatus
+from agentrt._vocab import TaskStatus
 from agentrt.client import Client
 from agentrt.daemon import Connection
 from agentrt.frames import (
@@ -307,7 +307,7 @@ async def _converse(
         frame: DaemonFrame = await client.receive()
         tally.heard(session, frame.TYPE)
         if isinstance(frame, TaskFrame):
-            task = frame.task
+            task = frame.task_hash
         elif isinstance(frame, ErrorFrame):
             if frame.ref == "cancel" and frame.code is ErrorCode.NOT_FOUND:
                 # The run ended on its own before the cancel arrived: its ended frame

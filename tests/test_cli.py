@@ -308,8 +308,9 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
 ) -> None:
     """The command exits without the interpreter's teardown, after its output is all written."""
     from agentrt._cause import Cause
-    from agentrt._record import TaskRecord, TaskStatus
+    from agentrt._record import TaskRecord
     from agentrt._store import TaskStore
+    from agentrt._vocab import TaskStatus
 
     state = tmp_path / "state"
     state.mkdir(mode=0o700)

@@ -71,7 +71,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._present import describe_end as describe_end
     from ._record import SavedQuestion as SavedQuestion
     from ._record import TaskRecord as TaskRecord
-    from ._record import TaskStatus as TaskStatus
     from ._runtime import Runtime as Runtime
     from ._runtime import make_model as make_model
     from ._runtime import open_runtime as open_runtime
@@ -93,6 +92,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._vocab import Cause as Cause
     from ._vocab import Outcome as Outcome
     from ._vocab import RequestKind as RequestKind
+    from ._vocab import TaskStatus as TaskStatus
     from ._vocab import origin_of as origin_of
 
 #: Where each public name is defined; `__getattr__` imports it from there when first asked.
@@ -154,7 +154,7 @@ _WHERE: dict[str, str] = {
     "Request": "_pending",
     "SavedQuestion": "_record",
     "TaskRecord": "_record",
-    "TaskStatus": "_record",
+    "TaskStatus": "_vocab",
     "Runtime": "_runtime",
     "make_model": "_runtime",
     "open_runtime": "_runtime",

@@ -60,7 +60,6 @@ from ._record import (
     SavedQuestion,
     SubagentJournal,
     TaskRecord,
-    TaskStatus,
     call_was_clamped,
     clamp_message,
     keep_arguments,
@@ -73,6 +72,7 @@ from ._store import StoreError
 from ._stores import Queued, Store
 from ._tools import QuestionParked, find, offered_to
 from ._tools import ToolError as ToolError
+from ._vocab import TaskStatus
 
 Emit = Callable[[Event], Awaitable[None]]
 

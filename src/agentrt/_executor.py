@@ -48,7 +48,6 @@ from ._record import (
     AnswerEffects,
     SavedQuestion,
     TaskRecord,
-    TaskStatus,
     apply_answer,
     reissue_note,
     unanswered_calls,
@@ -56,6 +55,7 @@ from ._record import (
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._store import StoreError, TaskExistsError, TaskTakenError
 from ._stores import Queued, Store
+from ._vocab import TaskStatus
 
 log = logging.getLogger("agentrt.executor")
 

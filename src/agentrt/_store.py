@@ -48,7 +48,6 @@ from ._record import (
     SavedQuestion,
     SubagentJournal,
     TaskRecord,
-    TaskStatus,
     TaskSummary,
     clamp_message,
     converter,
@@ -56,6 +55,7 @@ from ._record import (
 )
 from ._reprs import fields_eq, fields_hash, fields_repr
 from ._statedir import fsync_dir
+from ._vocab import TaskStatus
 
 SCHEMA_VERSION = 5
 

@@ -22,7 +22,7 @@ from typing import Final, Protocol, TypeVar
 from ._cause import Cause
 from ._listing import BriefTask
 from ._messages import Message
-from ._record import TaskRecord, TaskStatus
+from ._record import TaskRecord
 from ._store import (
     ListedTask,
     Page,
@@ -31,6 +31,7 @@ from ._store import (
     StoredTask,
     StoreStatistics,
 )
+from ._vocab import TaskStatus
 
 T_co = TypeVar("T_co", covariant=True)
 

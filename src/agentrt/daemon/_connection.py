@@ -83,11 +83,11 @@ from ..frames import (
     SessionsAction,
     SessionsRequest,
     Welcome,
+    frame_of,
 )
 from ._lifecycle import IllegalStepError, Lifecycle, Step
 from ._wire import (
     ask_frame,
-    frame_for_event,
     pending_detail,
     pending_task,
     session_item,
@@ -503,7 +503,7 @@ class Connection:
     async def _emit(self, event: Event) -> None:
         if isinstance(event, RunEnded):
             await self._announce_withdrawn(event.task_hash)
-        await self.send(frame_for_event(event))
+        await self.send(frame_of(event))
 
     # -- hello ------------------------------------------------------------
 

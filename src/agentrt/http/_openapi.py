@@ -26,9 +26,9 @@ from .._cause import Cause
 from .._events import RunEnded
 from .._messages import Role
 from .._pending import EntryState, RequestKind
-from .._record import TaskStatus
 from .._shapes import EVENT_TYPES
 from .._store import UnreadableTask
+from .._vocab import TaskStatus
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
 from ._files import page_files
 from ._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, EVENT_RING, SESSION_ID_PATTERN
