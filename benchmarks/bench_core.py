@@ -49,8 +49,9 @@ from agentrt._cause import Cause
 from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
 from agentrt._messages import Message
-from agentrt._pending import Answer, Listener, Registry, Request
+from agentrt._pending import Answer, Listener, Registry
 from agentrt._record import TaskRecord, converter
+from agentrt._request import Request
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
 from agentrt._store import SqlStore, TaskStore

@@ -322,7 +322,6 @@ async def test_ask_frame_of_an_entry() -> None:
         RequestKind.PASSWORD,
         "Password for /etc",
         ("allow", "deny"),
-        masked=True,
         tool="write",
         error="wrong",
     )

@@ -297,7 +297,8 @@ class Terminal:
         await self.client.send(AnswerFrame(question.id, f"tui answer {n}"))
         ended = await self.feed.wait_for(
             lambda items: next(
-                (f for f in items if isinstance(f, EndedFrame) and f.task_hash == task.task_hash), None
+                (f for f in items if isinstance(f, EndedFrame) and f.task_hash == task.task_hash),
+                None,
             )
         )
         assert ended.outcome is Outcome.FINISHED, ended
@@ -306,7 +307,9 @@ class Terminal:
         report.writes = sum(
             1
             for f in self.feed.items
-            if isinstance(f, ToolResultFrame) and f.task_hash == task.task_hash and f.name == "write_file"
+            if isinstance(f, ToolResultFrame)
+            and f.task_hash == task.task_hash
+            and f.name == "write_file"
         )
         report.ended = ended.outcome.value
         return report

@@ -66,11 +66,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._pending import ListenerGoneError as ListenerGoneError
     from ._pending import Registry as Registry
     from ._pending import RegistryStatistics as RegistryStatistics
-    from ._pending import Request as Request
     from ._present import EndWords as EndWords
     from ._present import describe_end as describe_end
     from ._record import SavedQuestion as SavedQuestion
     from ._record import TaskRecord as TaskRecord
+    from ._request import Request as Request
     from ._runtime import Runtime as Runtime
     from ._runtime import make_model as make_model
     from ._runtime import open_runtime as open_runtime
@@ -151,7 +151,7 @@ _WHERE: dict[str, str] = {
     "ListenerGoneError": "_pending",
     "Registry": "_pending",
     "RegistryStatistics": "_pending",
-    "Request": "_pending",
+    "Request": "_request",
     "SavedQuestion": "_record",
     "TaskRecord": "_record",
     "TaskStatus": "_vocab",

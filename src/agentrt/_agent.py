@@ -50,7 +50,6 @@ from ._pending import (
     Answer,
     NoAnswerComingError,
     Registry,
-    Request,
     RequestKind,
 )
 from ._policy import origin_rules
@@ -68,6 +67,7 @@ from ._record import (
     unanswered_calls,
 )
 from ._reprs import fields_repr
+from ._request import Request
 from ._store import StoreError
 from ._stores import Queued, Store
 from ._tools import QuestionParked, find, offered_to
@@ -579,8 +579,8 @@ class AgentRun:
 
     # -- asking the human --------------------------------------------------
 
-    async def ask_inline(self, saved: SavedQuestion, request: Request) -> Answer:
-        """Ask through the registry while the question is saved with the task.
+    async def ask_inline(self, call_id: str, request: Request) -> Answer:
+        """Ask through the registry while the question is saved with the task (for `call_id`).
 
         If the run stops before the answer, the kept task shows the question.
         With several inline questions open in one round, the record shows the
@@ -588,8 +588,8 @@ class AgentRun:
         Secret values in the prompt are shown (and saved) as ``[secret NAME]``.
         """
         redact = self.config.redactor.redact
-        saved = attrs.evolve(saved, prompt=redact(saved.prompt))
         request = attrs.evolve(request, prompt=redact(request.prompt))
+        saved = SavedQuestion(call_id, request.prompt, request.kind)
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
@@ -670,9 +670,7 @@ class AgentRun:
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
-        answer = await self.ask_inline(
-            SavedQuestion(call.id, prompt, RequestKind.CONFIRM), Request.confirm(call.name, prompt)
-        )
+        answer = await self.ask_inline(call.id, Request.confirm(call.name, prompt))
         if answer.value == ALLOW_SESSION:
             self.session_allow.add(call.name)
             return True
@@ -697,19 +695,17 @@ class AgentRun:
         verifier = self.config.verifier
         if await verifier.cached():
             answer = await self.ask_inline(
-                SavedQuestion(call.id, prompt, RequestKind.CONFIRM),
-                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name),
+                call.id, Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name)
             )
             return answer.value == ALLOW_ONCE
         error: str | None = None
         for attempt in range(1, PASSWORD_TRIES + 1):
             answer = await self.ask_inline(
-                SavedQuestion(call.id, prompt, RequestKind.PASSWORD),
+                call.id,
                 Request(
                     RequestKind.PASSWORD,
                     prompt,
                     (ALLOW_ONCE, DENY),
-                    masked=True,
                     tool=call.name,
                     error=error,
                 ),

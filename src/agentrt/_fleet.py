@@ -68,12 +68,12 @@ from ._pending import (
     EntryGoneError,
     Registry,
     RegistryError,
-    Request,
 )
 from ._pgstore import LOCK_CLASS, NOW, PgStore, connect, idle_limit
 from ._process import process_token, token_alive
 from ._record import converter
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._request import Request
 
 log = logging.getLogger("agentrt.fleet")
 

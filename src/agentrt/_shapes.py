@@ -10,9 +10,11 @@ daemon frame; docs/protocol.md says where the two shapes differ.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import attrs
 import cattrs
 
 from ._events import (
@@ -28,9 +30,10 @@ from ._events import (
     VerifyEvent,
 )
 from ._messages import Role, ToolCall
-from ._pending import Entry, Request
+from ._pending import Entry
 from ._present import describe_end
 from ._record import TaskRecord, TaskSummary
+from ._request import Request
 from ._store import StoredMessage, UnreadableTask
 
 #: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
@@ -100,13 +103,16 @@ def question_json(
         "session_id": session_id,
         "task_hash": task_hash,
         "agent": agent,
-        "kind": request.kind.value,
-        "prompt": request.prompt,
-        "choices": list(request.choices),
-        "masked": request.masked,
-        "tool": request.tool,
-        "error": request.error,
+        **{
+            field.name: _json_value(getattr(request, field.name)) for field in attrs.fields(Request)
+        },
     }
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value
 
 
 def question_to_json(entry: Entry) -> dict[str, Any]:

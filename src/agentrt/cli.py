@@ -56,7 +56,6 @@ from ._pending import (
     Answer,
     Entry,
     NoAnswerComingError,
-    Request,
     RequestKind,
 )
 from ._present import describe_end as _describe_end
@@ -466,10 +465,7 @@ class Printer:
     def _ask(self, ask: AskFrame) -> None:
         if self.json_mode:
             # As the HTTP API shows a question; the ask frame does not say which agent asks.
-            request = Request(
-                ask.kind, ask.prompt, ask.choices, ask.masked, tool=ask.tool, error=ask.error
-            )
-            obj = question_json(ask.id, ask.session, ask.task, None, request)
+            obj = question_json(ask.id, ask.session, ask.task, None, ask.request)
             shown = {"v": SCHEMA_VERSION, "type": "question", **obj}
             self.line(dumps(shown))
         else:

@@ -37,6 +37,7 @@ from ._events import (
     VerifyEvent,
 )
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._request import Request
 from ._vocab import Cause, RequestKind
 from ._wirecode import carries_utf8
 
@@ -384,12 +385,23 @@ class AskFrame:
     id: str
     task: str | None
     session: str
+    # The fields of the question's `Request`, in its order:
     kind: RequestKind
     prompt: str
     choices: tuple[str, ...] = ()
     masked: bool = False
     tool: str | None = None
     error: str | None = None
+
+    @classmethod
+    def of(cls, id: str, task: str | None, session: str, request: Request) -> AskFrame:
+        """The frame of question `id` of run `task` in `session`: `request`'s fields after these."""
+        return cls(id, task, session, *attrs.astuple(request, recurse=False))
+
+    @property
+    def request(self) -> Request:
+        """The question asked; masked exactly as its kind says (`Request.masked`)."""
+        return Request(self.kind, self.prompt, self.choices, tool=self.tool, error=self.error)
 
 
 @attrs.frozen

@@ -305,7 +305,9 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
         if state.asks[index].task in (None, frame.task_hash):
             actions += state.pop_ask(index)
     line, level = _ended_line(frame)
-    state.add(EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task_hash)
+    state.add(
+        EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task_hash
+    )
     if interrupted_choice:
         # The popup does not just vanish under the user's hand: it says why.
         state.overlay = EndedPopup(f"The run ended before you chose: {line}", quitting)

@@ -737,8 +737,7 @@ class ChatBridge:
     async def _present(self, entry: Entry) -> None:
         chat = entry.context.session_id.removeprefix(self.prefix)
         request = entry.request
-        masked = request.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
-        if masked and not origin_rules(self.prefix).takes_secrets:
+        if request.masked and not origin_rules(self.prefix).takes_secrets:
             # The core refuses these for chat origins before asking; should one come
             # anyway, it is declined here and never shown as something to type.
             with contextlib.suppress(AlreadyAnsweredError, EntryGoneError):

@@ -19,18 +19,7 @@ from ..frames import AskFrame, PendingDetail, PendingTask, SessionItem, SessionM
 
 def ask_frame(entry: Entry) -> AskFrame:
     """The frame that forwards a claimed registry entry."""
-    request = entry.request
-    return AskFrame(
-        id=entry.id,
-        task=entry.context.task_hash,
-        session=entry.context.session_id,
-        kind=request.kind,
-        prompt=request.prompt,
-        choices=request.choices,
-        masked=request.masked,
-        tool=request.tool,
-        error=request.error,
-    )
+    return AskFrame.of(entry.id, entry.context.task_hash, entry.context.session_id, entry.request)
 
 
 def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:
