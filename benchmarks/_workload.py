@@ -6,7 +6,8 @@ from pathlib import Path
 
 from agentrt._cause import Cause
 from agentrt._messages import Message, ToolCall
-from agentrt.store.record import TaskRecord, TaskStatus
+from agentrt._vocab import TaskStatus
+from agentrt.store.record import TaskRecord
 from agentrt.store.sqlite import TaskStore
 
 _RESULT = "line of a file the agent read, as a tool returns it; " * 3

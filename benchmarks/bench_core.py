@@ -49,11 +49,13 @@ from agentrt._cause import Cause
 from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
 from agentrt._messages import Message
-from agentrt._pending import Answer, Listener, Registry, Request
+from agentrt._pending import Answer, Listener, Registry
+from agentrt._request import Request
 from agentrt._runtime import Runtime, open_runtime
 from agentrt._scripted import ScriptedModel
+from agentrt._vocab import TaskStatus
 from agentrt.store import Store
-from agentrt.store.record import TaskRecord, TaskStatus, converter
+from agentrt.store.record import TaskRecord, converter
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import TaskStore
 

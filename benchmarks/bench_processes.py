@@ -106,13 +106,13 @@ class _Window:
             await _until(self.client, ToolCallFrame, lambda f: f.name == "sleep")
             await trio.sleep(SETTLE)
             start = time.perf_counter()
-            await self.client.send(Cancel(task.task, Cause.PAUSE))
+            await self.client.send(Cancel(task.task_hash, Cause.PAUSE))
             ended = await _until(self.client, EndedFrame)
             elapsed = time.perf_counter() - start
             if ended.cause is not Cause.PAUSE or not ended.pending_kept:
                 self.problems.append(f"a pause ended with {ended!r}")
-            await self.client.send(PendingRequest(PendingAction.DISCARD, task.session))
-            await _until(self.client, Ack, lambda f: f.session == task.session)
+            await self.client.send(PendingRequest(PendingAction.DISCARD, task.session_id))
+            await _until(self.client, Ack, lambda f: f.session == task.session_id)
         return elapsed
 
     async def ask_sample(self) -> float:
@@ -135,12 +135,12 @@ class _Window:
             elapsed = time.perf_counter() - start
             result = await _until(self.client, ToolResultFrame)
             self.tool_results.append(time.perf_counter() - start)
-            if ack.task != task.task:
+            if ack.task != task.task_hash:
                 self.problems.append(f"the answer was acknowledged as {ack!r}")
             if result.name != "ask_user" or "blue" not in result.preview:
                 self.problems.append(f"the answer came back as {result!r}")
             # The model's closing summary is not measured: stop it (the task is discarded).
-            await self.client.send(Cancel(task.task))
+            await self.client.send(Cancel(task.task_hash))
             await _until(self.client, EndedFrame, tolerate=("cancel",))
         return elapsed
 

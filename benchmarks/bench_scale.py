@@ -34,7 +34,8 @@ from agentrt._agent import AgentRun
 from agentrt._context import RequestContext
 from agentrt._events import Event, Outcome
 from agentrt._messages import Message
-from agentrt._pending import Entry, Listener, Registry, Request
+from agentrt._pending import Entry, Listener, Registry
+from agentrt._request import Request
 from agentrt._runtime import Runtime
 from agentrt.store.record import TaskRecord, converter
 

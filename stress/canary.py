@@ -109,7 +109,7 @@ class _Socket:
                     return None
                 self.seen.frame(got)
                 if isinstance(got, TaskFrame):
-                    task = got.task
+                    task = got.task_hash
                 elif isinstance(got, AskFrame):
                     if got.kind.value == "secret":
                         await client.send(AnswerFrame(got.id, "allow", secret=self.secret))
@@ -130,7 +130,7 @@ class _Socket:
                     if got.name == kill_after:
                         await self.daemon.kill()
                         return None
-                elif isinstance(got, EndedFrame) and got.session == session:
+                elif isinstance(got, EndedFrame) and got.session_id == session:
                     return got
 
 

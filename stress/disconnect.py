@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from agentrt._cause import Cause
+from agentrt._vocab import TaskStatus
 from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
 from agentrt.codec import encode
 from agentrt.frames import (
@@ -37,7 +38,6 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
-from agentrt.store.record import TaskStatus
 
 from ._common import STEP_TIMEOUT, SuiteResult, inprocess_daemon, short_tempdir
 
@@ -204,7 +204,7 @@ async def _vanish(
             frame = await _read_some(client, track, 1, kinds=(TaskFrame,))
             if isinstance(frame, TaskFrame):
                 cause = Cause.PAUSE if rng.random() < 0.5 else Cause.USER_CANCEL
-                await client.send(Cancel(frame.task, cause))
+                await client.send(Cancel(frame.task_hash, cause))
                 if cause is Cause.PAUSE:
                     track.paused = True
                 else:

@@ -103,7 +103,7 @@ class _WindowA:
             if isinstance(frame, AskFrame):
                 self.asks[frame.session] = frame
             if isinstance(frame, TaskFrame):
-                self.tasks[frame.session] = frame.task
+                self.tasks[frame.session_id] = frame.task_hash
             if isinstance(frame, want) and getattr(frame, "session", session) == session:
                 return frame
 

@@ -29,7 +29,7 @@ import trio
 from agentrt._agent import AgentRun
 from agentrt._events import Outcome
 from agentrt._pending import Entry
-from agentrt._vocab import Cause
+from agentrt._vocab import Cause, TaskStatus
 from agentrt.client import Client
 from agentrt.daemon import Connection
 from agentrt.frames import (
@@ -46,7 +46,6 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
-from agentrt.store.record import TaskStatus
 
 from ._common import (
     STEP_TIMEOUT,
@@ -308,7 +307,7 @@ async def _converse(
         frame: DaemonFrame = await client.receive()
         tally.heard(session, frame.TYPE)
         if isinstance(frame, TaskFrame):
-            task = frame.task
+            task = frame.task_hash
         elif isinstance(frame, ErrorFrame):
             if frame.ref == "cancel" and frame.code is ErrorCode.NOT_FOUND:
                 # The run ended on its own before the cancel arrived: its ended frame

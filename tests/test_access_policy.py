@@ -168,7 +168,7 @@ async def test_each_windows_runs_work_in_its_own_folder_and_a_resume_stays_there
             # A task paused in project one...
             await first.send(Run("sleep 30; write b.txt later", session="cli-p", cwd=str(one)))
             task = await first.wait_for(TaskFrame)
-            await first.send(Cancel(task.task, Cause.PAUSE))
+            await first.send(Cancel(task.task_hash, Cause.PAUSE))
             ended = await first.wait_for(EndedFrame)
             assert ended.pending_kept
         # ...resumed from another window opened elsewhere still works in project one.
@@ -176,7 +176,7 @@ async def test_each_windows_runs_work_in_its_own_folder_and_a_resume_stays_there
             await third.send(PendingRequest(PendingAction.RESUME, "cli-p"))
             task = await third.wait_for(TaskFrame)
             # The sleep runs again; stop waiting for it by pausing and checking the record.
-            await third.send(Cancel(task.task, Cause.PAUSE))
+            await third.send(Cancel(task.task_hash, Cause.PAUSE))
             await third.wait_for(EndedFrame)
     assert (one / "a.txt").read_text() == "one"
     assert (two / "a.txt").read_text() == "two"
@@ -219,7 +219,7 @@ async def test_http_sees_a_windows_task_only_once_the_window_is_gone_and_never_a
             async with await Client.connect(daemon.socket_path, window="w-live") as window:
                 await window.send(Run("sleep 30", session="cli-live"))
                 task = await window.wait_for(TaskFrame)
-                await window.send(Cancel(task.task, Cause.PAUSE))
+                await window.send(Cancel(task.task_hash, Cause.PAUSE))
                 await window.wait_for(EndedFrame)
                 # Paused, but its window is still open: not HTTP's.
                 assert await answers("cli-live") == unknown

@@ -329,7 +329,8 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
 ) -> None:
     """The command exits without the interpreter's teardown, after its output is all written."""
     from agentrt._cause import Cause
-    from agentrt.store.record import TaskRecord, TaskStatus
+    from agentrt._vocab import TaskStatus
+    from agentrt.store.record import TaskRecord
     from agentrt.store.sqlite import TaskStore
 
     state = tmp_path / "state"

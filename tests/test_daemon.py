@@ -143,13 +143,13 @@ async def test_hello_then_a_run_streams_to_the_end(daemon: Daemon) -> None:
             frames = await collect_until_ended(client)
     task = frames[0]
     assert isinstance(task, TaskFrame)
-    assert task.session.startswith("cli-")
+    assert task.session_id.startswith("cli-")
     text = "".join(f.text for f in frames if isinstance(f, TextFrame))
     assert text == "hello there"
     ended = frames[-1]
     assert isinstance(ended, EndedFrame)
     assert ended.outcome is Outcome.FINISHED
-    assert ended.task == task.task
+    assert ended.task_hash == task.task_hash
 
 
 async def test_request_before_hello_is_refused_and_hello_still_works(daemon: Daemon) -> None:
@@ -209,7 +209,7 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
         ask = await a.wait_for(AskFrame)
         assert ask.kind is RequestKind.QUESTION
         assert ask.prompt == "What colour?"
-        assert ask.task == task.task
+        assert ask.task == task.task_hash
 
         # B got no question and sees no task of A's.
         listed = await round_trip(b)
@@ -225,24 +225,24 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
         )
 
         # ... nor cancel A's task, and the refusal is the one an unknown hash gets.
-        await b.send(Cancel(task.task))
+        await b.send(Cancel(task.task_hash))
         foreign = await b.receive()
         await b.send(Cancel("0123456789ab"))
         unknown = await b.receive()
         assert isinstance(foreign, ErrorFrame)
         assert isinstance(unknown, ErrorFrame)
         assert foreign.code is unknown.code is ErrorCode.NOT_FOUND
-        assert foreign.message.replace(task.task, "X") == unknown.message.replace(
+        assert foreign.message.replace(task.task_hash, "X") == unknown.message.replace(
             "0123456789ab", "X"
         )
         # ... nor resume or discard it.
-        await b.send(PendingRequest(PendingAction.DISCARD, session=task.session))
+        await b.send(PendingRequest(PendingAction.DISCARD, session=task.session_id))
         hidden = await b.receive()
         await b.send(PendingRequest(PendingAction.DISCARD, session="cli-nosuchsession"))
         missing = await b.receive()
         assert isinstance(hidden, ErrorFrame)
         assert isinstance(missing, ErrorFrame)
-        assert hidden.message.replace(task.session, "X") == missing.message.replace(
+        assert hidden.message.replace(task.session_id, "X") == missing.message.replace(
             "cli-nosuchsession", "X"
         )
 
@@ -269,7 +269,7 @@ async def test_an_answer_is_acknowledged_once_its_run_goes_on_with_it(daemon: Da
             while not isinstance(frames[-1], EndedFrame):
                 frames.append(await client.receive())
     acks = [f for f in frames if isinstance(f, Ack)]
-    assert acks == [Ack("answer", "answered; the run goes on", task=task.task)]
+    assert acks == [Ack("answer", "answered; the run goes on", task=task.task_hash)]
     # The acknowledgement comes before anything the resumed run sends.
     assert frames[0] == acks[0]
     assert frames[-1].outcome is Outcome.FINISHED
@@ -302,14 +302,14 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
         await a.send(Run("ask What colour?"))
         task = await a.wait_for(TaskFrame)
         ask = await a.wait_for(AskFrame)
-        entry = runtime.registry.waiting_for(task.session)[0]
+        entry = runtime.registry.waiting_for(task.session_id)[0]
         assert entry.id == ask.id
         await a.aclose()
         state = await entry.wait_done()
         assert state in (EntryState.FAILED, EntryState.WITHDRAWN)
         await daemon.runs.wait_idle()
 
-        record = await runtime.store.load(task.session)
+        record = await runtime.store.load(task.session_id)
         assert record is not None
         assert record.status is TaskStatus.INTERRUPTED
         assert record.cause is Cause.DISCONNECT
@@ -321,15 +321,15 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
         listed = await round_trip(c)
         assert isinstance(listed, PendingList)
         [pending] = listed.tasks
-        assert pending.session == task.session
+        assert pending.session == task.session_id
         assert pending.cause is Cause.DISCONNECT
         assert pending.status == "interrupted"
         assert pending.input == "ask What colour?"
 
-        await c.send(PendingRequest(PendingAction.RESUME, session=task.session))
+        await c.send(PendingRequest(PendingAction.RESUME, session=task.session_id))
         resumed = await c.wait_for(TaskFrame)
         assert resumed.resumed
-        assert resumed.session == task.session
+        assert resumed.session_id == task.session_id
         again = await c.wait_for(AskFrame)
         assert again.prompt == "What colour?"
         await c.send(AnswerFrame(again.id, "red"))
@@ -337,7 +337,7 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
         assert ended.outcome is Outcome.FINISHED
         assert ended.text is not None
         assert "You answered: red" in ended.text
-        assert await runtime.store.load(task.session) is None
+        assert await runtime.store.load(task.session_id) is None
         await c.aclose()
 
 
@@ -347,11 +347,11 @@ async def test_withdrawn_question_is_announced(daemon: Daemon) -> None:
             await client.send(Run("ask Really?"))
             task = await client.wait_for(TaskFrame)
             ask = await client.wait_for(AskFrame)
-            await client.send(Cancel(task.task, Cause.PAUSE))
+            await client.send(Cancel(task.task_hash, Cause.PAUSE))
             frames = await collect_until_ended(client)
     withdrawn = [f for f in frames if isinstance(f, AskWithdrawn)]
     assert [w.id for w in withdrawn] == [ask.id]
-    assert Ack("cancel", "pausing; the pending task is kept", task=task.task) in frames
+    assert Ack("cancel", "pausing; the pending task is kept", task=task.task_hash) in frames
 
 
 async def test_a_refusal_has_the_code_its_http_status_stands_for(daemon: Daemon) -> None:
@@ -360,9 +360,9 @@ async def test_a_refusal_has_the_code_its_http_status_stands_for(daemon: Daemon)
         async with await connect(daemon) as client:
             await client.send(Run("sleep 30"))
             paused = await client.wait_for(TaskFrame)
-            await client.send(Cancel(paused.task, Cause.PAUSE))
+            await client.send(Cancel(paused.task_hash, Cause.PAUSE))
             await client.wait_for(EndedFrame)
-            await client.send(Run("again", paused.session))
+            await client.send(Run("again", paused.session_id))
             exists = await client.wait_for(ErrorFrame)
             assert (exists.code, exists.ref) == (ErrorCode.STATE, "run")
             assert "pending task" in exists.message
@@ -385,26 +385,26 @@ async def test_pause_keeps_the_task_and_cancel_deletes_it(daemon: Daemon, runtim
         async with await connect(daemon) as client:
             await client.send(Run("sleep 30"))
             paused = await client.wait_for(TaskFrame)
-            await client.send(Cancel(paused.task, Cause.PAUSE))
+            await client.send(Cancel(paused.task_hash, Cause.PAUSE))
             ended = await client.wait_for(EndedFrame)
             assert (ended.outcome, ended.cause, ended.pending_kept) == (
                 Outcome.CANCELLED,
                 Cause.PAUSE,
                 True,
             )
-            assert await runtime.store.load(paused.session) is not None
+            assert await runtime.store.load(paused.session_id) is not None
 
             await client.send(Run("sleep 30"))
             cancelled = await client.wait_for(TaskFrame)
-            await client.send(Cancel(cancelled.task))
+            await client.send(Cancel(cancelled.task_hash))
             ack = await client.wait_for(Ack)
-            assert ack == Ack("cancel", "cancelling", task=cancelled.task)
+            assert ack == Ack("cancel", "cancelling", task=cancelled.task_hash)
             ended = await client.wait_for(EndedFrame)
             assert (ended.cause, ended.pending_kept) == (Cause.USER_CANCEL, False)
-            assert await runtime.store.load(cancelled.session) is None
+            assert await runtime.store.load(cancelled.session_id) is None
 
             # A finished task can no longer be cancelled.
-            await client.send(Cancel(cancelled.task))
+            await client.send(Cancel(cancelled.task_hash))
             late = await client.wait_for(ErrorFrame)
             assert late.code is ErrorCode.NOT_FOUND
 
@@ -414,14 +414,14 @@ async def test_an_older_clients_pause_flag_still_pauses(daemon: Daemon, runtime:
         async with await connect(daemon) as client:
             await client.send(Run("sleep 30"))
             task = await client.wait_for(TaskFrame)
-            line = {"type": "cancel", "task": task.task, "pause": True}
+            line = {"type": "cancel", "task": task.task_hash, "pause": True}
             await client.send_raw(json.dumps(line).encode() + b"\n")
             assert await client.wait_for(Ack) == Ack(
-                "cancel", "pausing; the pending task is kept", task=task.task
+                "cancel", "pausing; the pending task is kept", task=task.task_hash
             )
             ended = await client.wait_for(EndedFrame)
     assert (ended.cause, ended.pending_kept) == (Cause.PAUSE, True)
-    assert await runtime.store.load(task.session) is not None
+    assert await runtime.store.load(task.session_id) is not None
 
 
 async def test_saved_question_is_asked_inline_on_resume(daemon: Daemon, runtime: Runtime) -> None:
@@ -483,14 +483,14 @@ async def test_pending_list_hides_tasks_of_other_live_windows(
         b = await connect(daemon, "win-b")
         await a.send(Run("sleep 30"))
         task = await a.wait_for(TaskFrame)
-        await a.send(Cancel(task.task, Cause.PAUSE))
+        await a.send(Cancel(task.task_hash, Cause.PAUSE))
         await a.wait_for(EndedFrame)
         # Paused, A's window still open: A sees it, B does not.
         listed = await round_trip(a)
         assert isinstance(listed, PendingList)
-        assert [t.session for t in listed.tasks] == [task.session]
+        assert [t.session for t in listed.tasks] == [task.session_id]
         assert await round_trip(b) == PendingList(())
-        await b.send(PendingRequest(PendingAction.RESUME, session=task.session))
+        await b.send(PendingRequest(PendingAction.RESUME, session=task.session_id))
         refused = await b.receive()
         assert isinstance(refused, ErrorFrame)
         assert refused.code is ErrorCode.NOT_FOUND
@@ -498,7 +498,7 @@ async def test_pending_list_hides_tasks_of_other_live_windows(
         await a.aclose()
         listed = await round_trip(b)
         assert isinstance(listed, PendingList)
-        assert [t.session for t in listed.tasks] == [task.session]
+        assert [t.session for t in listed.tasks] == [task.session_id]
         await b.aclose()
 
 
@@ -578,7 +578,7 @@ async def test_an_integer_of_5000_digits_gets_an_error_frame_and_the_run_goes_on
             await client.send(Run("ask Deploy where?"))
             task = await client.wait_for(TaskFrame)
             ask = await client.wait_for(AskFrame)
-            await client.send_raw(b'{"type":"cancel","task":"' + task.task.encode() + b'",')
+            await client.send_raw(b'{"type":"cancel","task":"' + task.task_hash.encode() + b'",')
             await client.send_raw(b'"pause":' + b"7" * 5000 + b"}\n")
             refused = await client.receive()
             assert refused == ErrorFrame(
@@ -591,7 +591,7 @@ async def test_an_integer_of_5000_digits_gets_an_error_frame_and_the_run_goes_on
             ended = await client.wait_for(EndedFrame)
             assert ended.outcome is Outcome.FINISHED
             assert ended.text is not None and "staging" in ended.text
-        assert await runtime.store.load(task.session) is None
+        assert await runtime.store.load(task.session_id) is None
 
 
 async def test_a_peer_that_vanishes_mid_run_does_not_hurt_the_daemon(
@@ -604,7 +604,7 @@ async def test_a_peer_that_vanishes_mid_run_does_not_hurt_the_daemon(
         await client.wait_for(TextFrame)
         await client.aclose()
         await daemon.runs.wait_idle()
-        record = await runtime.store.load(task.session)
+        record = await runtime.store.load(task.session_id)
         assert record is not None
         assert record.cause is Cause.DISCONNECT
         async with await connect(daemon) as again:
@@ -684,7 +684,7 @@ async def test_shutdown_ends_runs_with_shutdown_and_removes_the_socket(
                 ended = await client.wait_for(EndedFrame)
             assert (ended.cause, ended.pending_kept) == (Cause.SHUTDOWN, True)
     assert not daemon.socket_path.exists()
-    record = await runtime.store.load(task.session)
+    record = await runtime.store.load(task.session_id)
     assert record is not None
     assert record.cause is Cause.SHUTDOWN
 
@@ -966,7 +966,7 @@ async def test_a_command_cannot_discard_a_task_another_client_runs(daemon: Daemo
                 "it there first"
             )
             assert daemon.runtime.executor.is_running("cli-busy")
-            await window.send(Cancel(task.task))
+            await window.send(Cancel(task.task_hash))
             await window.wait_for(EndedFrame)
 
 

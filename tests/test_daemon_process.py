@@ -86,8 +86,8 @@ async def test_sigterm_mid_run_keeps_the_task_and_a_restarted_daemon_resumes_it(
                 await client.send(PendingRequest(PendingAction.LIST))
                 listed = await client.wait_for(PendingList)
                 [pending] = listed.tasks
-                assert (pending.session, pending.cause) == (task.session, Cause.SHUTDOWN)
-                await client.send(PendingRequest(PendingAction.RESUME, session=task.session))
+                assert (pending.session, pending.cause) == (task.session_id, Cause.SHUTDOWN)
+                await client.send(PendingRequest(PendingAction.RESUME, session=task.session_id))
                 ask = await client.wait_for(AskFrame)
                 assert ask.prompt == "Deploy where?"
                 await client.send(AnswerFrame(ask.id, "staging"))

@@ -19,8 +19,8 @@ from agentrt._pending import (
     EntryState,
     ListenerGoneError,
     Registry,
-    Request,
 )
+from agentrt._request import Request
 from agentrt.store import BadCursorError, StoreError
 
 

@@ -29,7 +29,7 @@ from agentrt import (
 )
 from agentrt._shapes import event_to_json
 from agentrt.codec import encode
-from agentrt.daemon._wire import ask_frame, frame_for_event
+from agentrt.daemon._wire import ask_frame
 from agentrt.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
@@ -68,6 +68,7 @@ from agentrt.frames import (
     UsageFrame,
     VerifyFrame,
     Welcome,
+    frame_of,
     from_wire,
     from_wire_slow,
     to_wire,
@@ -309,7 +310,7 @@ def test_every_event_has_a_frame() -> None:
         VerifyEvent("t", True, 3, "ok"),
         RunEnded("t", "cli-1", Outcome.FINISHED, text="done"),
     ]
-    frames: list[Frame] = [frame_for_event(e) for e in events]
+    frames: list[Frame] = [frame_of(e) for e in events]
     assert [f.TYPE for f in frames] == [
         "task",
         "text",
@@ -343,7 +344,6 @@ async def test_ask_frame_of_an_entry() -> None:
         RequestKind.PASSWORD,
         "Password for /etc",
         ("allow", "deny"),
-        masked=True,
         tool="write",
         error="wrong",
     )

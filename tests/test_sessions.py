@@ -85,26 +85,26 @@ async def test_a_window_lists_its_finished_sessions_and_continues_one_with_its_h
     with trio.fail_after(TIMEOUT):
         async with await Client.connect(daemon.socket_path, window="w-1") as window:
             first = await finish(window, "hello there")
-            await finish(window, "and a second thing", first.session)
+            await finish(window, "and a second thing", first.session_id)
             other = await finish(window, "another talk")
             listed = await ask(window, SessionsRequest(SessionsAction.LIST))
             assert isinstance(listed, SessionList) and listed.next is None
             assert [(s.session, s.title, s.messages, s.status) for s in listed.sessions] == [
-                (other.session, "another talk", 2, None),
-                (first.session, "hello there", 4, None),
+                (other.session_id, "another talk", 2, None),
+                (first.session_id, "hello there", 4, None),
             ]
         # Yesterday's window is gone; a new one continues the conversation with its history.
         async with await Client.connect(daemon.socket_path, window="w-2") as window:
             listed = await ask(window, SessionsRequest(SessionsAction.LIST))
             assert isinstance(listed, SessionList) and len(listed.sessions) == 2
-            await finish(window, "third", first.session)
+            await finish(window, "third", first.session_id)
             given = model.seen[-1]
             assert [m.content for m in given if m.role.value == "user"] == [
                 "hello there",
                 "and a second thing",
                 "third",
             ]
-            shown = await ask(window, SessionsRequest(SessionsAction.SHOW, first.session))
+            shown = await ask(window, SessionsRequest(SessionsAction.SHOW, first.session_id))
             assert isinstance(shown, SessionMessages) and shown.next is None
             assert shown.session.messages == 6
             assert [(m.seq, m.role) for m in shown.messages] == [
@@ -177,8 +177,8 @@ async def test_a_window_never_sees_another_live_windows_sessions_nor_other_origi
             listed = await ask(b, SessionsRequest(SessionsAction.LIST))
             assert listed == SessionList(())
             for request in (
-                SessionsRequest(SessionsAction.SHOW, mine.session),
-                SessionsRequest(SessionsAction.RM, mine.session),
+                SessionsRequest(SessionsAction.SHOW, mine.session_id),
+                SessionsRequest(SessionsAction.RM, mine.session_id),
                 SessionsRequest(SessionsAction.SHOW, "chat-web"),
                 SessionsRequest(SessionsAction.SHOW, "cli-nothing"),
             ):
@@ -186,12 +186,12 @@ async def test_a_window_never_sees_another_live_windows_sessions_nor_other_origi
                 assert isinstance(refused, ErrorFrame) and refused.code is ErrorCode.NOT_FOUND
                 assert "is visible to this window" in refused.message
             # Continuing it from the other window is refused too.
-            await b.send(Run("let me in", mine.session))
+            await b.send(Run("let me in", mine.session_id))
             refused = await b.receive()
             assert isinstance(refused, ErrorFrame) and refused.code is ErrorCode.NOT_FOUND
             everything = await ask(command, SessionsRequest(SessionsAction.LIST))
             assert isinstance(everything, SessionList)
-            assert {s.session for s in everything.sessions} == {mine.session, "chat-web"}
+            assert {s.session for s in everything.sessions} == {mine.session_id, "chat-web"}
             shown = await ask(command, SessionsRequest(SessionsAction.SHOW, "chat-web"))
             assert isinstance(shown, SessionMessages)
             assert shown.messages[0].content == "hello"
@@ -218,10 +218,10 @@ async def test_rm_deletes_a_finished_session_and_refuses_one_with_a_pending_task
             assert isinstance(refused, ErrorFrame) and refused.code is ErrorCode.STATE
             assert f"agentrt pending discard {question.session}" in refused.message
             assert await runtime.store.session(question.session) is not None
-            gone = await ask(window, SessionsRequest(SessionsAction.RM, done.session))
-            assert gone == Ack("sessions", "removed", session=done.session)
-            assert await runtime.store.session(done.session) is None
-            again = await ask(window, SessionsRequest(SessionsAction.RM, done.session))
+            gone = await ask(window, SessionsRequest(SessionsAction.RM, done.session_id))
+            assert gone == Ack("sessions", "removed", session=done.session_id)
+            assert await runtime.store.session(done.session_id) is None
+            again = await ask(window, SessionsRequest(SessionsAction.RM, done.session_id))
             assert isinstance(again, ErrorFrame) and again.code is ErrorCode.NOT_FOUND
 
 

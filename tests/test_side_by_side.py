@@ -276,10 +276,10 @@ class Terminal:
         task = await self.feed.wait_for(
             lambda items: next((f for f in items[mark:] if isinstance(f, TaskFrame)), None)
         )
-        self.sessions.append(task.session)
+        self.sessions.append(task.session_id)
 
         def both(items: list[DaemonFrame]) -> list[AskFrame] | None:
-            asks = [f for f in items[mark:] if isinstance(f, AskFrame) and f.task == task.task]
+            asks = [f for f in items[mark:] if isinstance(f, AskFrame) and f.task == task.task_hash]
             return asks if len(asks) == 2 else None
 
         asks = sorted(await self.feed.wait_for(both), key=lambda a: a.kind.value)
@@ -297,7 +297,8 @@ class Terminal:
         await self.client.send(AnswerFrame(question.id, f"tui answer {n}"))
         ended = await self.feed.wait_for(
             lambda items: next(
-                (f for f in items if isinstance(f, EndedFrame) and f.task == task.task), None
+                (f for f in items if isinstance(f, EndedFrame) and f.task_hash == task.task_hash),
+                None,
             )
         )
         assert ended.outcome is Outcome.FINISHED, ended
@@ -306,7 +307,9 @@ class Terminal:
         report.writes = sum(
             1
             for f in self.feed.items
-            if isinstance(f, ToolResultFrame) and f.task == task.task and f.name == "write_file"
+            if isinstance(f, ToolResultFrame)
+            and f.task_hash == task.task_hash
+            and f.name == "write_file"
         )
         report.ended = ended.outcome.value
         return report
@@ -545,7 +548,7 @@ async def side_by_side(
 
         # -- phase 2: the window closes mid-question; the others go on meanwhile -----
         task_2, asks_2 = await terminal.start("write tui-2.txt x; ask tui question 2?")
-        tui_2 = task_2.session
+        tui_2 = task_2.session_id
         gate = Gate(3)
         reports, (listed, questions) = await together(
             gate,
@@ -636,7 +639,7 @@ async def side_by_side(
         tui_asks = [f for f in terminal.feed.items if isinstance(f, AskFrame)]
         assert {a.session for a in tui_asks} == {tui_1, tui_2}
         assert all(
-            f.session in (tui_1, tui_2)
+            f.session_id in (tui_1, tui_2)
             for f in terminal.feed.items
             if isinstance(f, TaskFrame | EndedFrame)
         )

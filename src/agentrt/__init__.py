@@ -66,9 +66,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._pending import ListenerGoneError as ListenerGoneError
     from ._pending import Registry as Registry
     from ._pending import RegistryStatistics as RegistryStatistics
-    from ._pending import Request as Request
     from ._present import EndWords as EndWords
     from ._present import describe_end as describe_end
+    from ._request import Request as Request
     from ._runtime import Runtime as Runtime
     from ._runtime import make_model as make_model
     from ._runtime import open_runtime as open_runtime
@@ -87,11 +87,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from ._vocab import Cause as Cause
     from ._vocab import Outcome as Outcome
     from ._vocab import RequestKind as RequestKind
+    from ._vocab import TaskStatus as TaskStatus
     from ._vocab import origin_of as origin_of
     from .store.errors import StoreError as StoreError
     from .store.record import SavedQuestion as SavedQuestion
     from .store.record import TaskRecord as TaskRecord
-    from .store.record import TaskStatus as TaskStatus
     from .store.sqlite import TaskStore as TaskStore
     from .store.types import UnreadableTask as UnreadableTask
 
@@ -151,10 +151,10 @@ _WHERE: dict[str, str] = {
     "ListenerGoneError": "_pending",
     "Registry": "_pending",
     "RegistryStatistics": "_pending",
-    "Request": "_pending",
+    "Request": "_request",
     "SavedQuestion": "store.record",
     "TaskRecord": "store.record",
-    "TaskStatus": "store.record",
+    "TaskStatus": "_vocab",
     "Runtime": "_runtime",
     "make_model": "_runtime",
     "open_runtime": "_runtime",

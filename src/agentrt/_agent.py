@@ -50,13 +50,14 @@ from ._pending import (
     Answer,
     NoAnswerComingError,
     Registry,
-    Request,
     RequestKind,
 )
 from ._policy import origin_rules
 from ._reprs import fields_repr
+from ._request import Request
 from ._tools import QuestionParked, find, offered_to
 from ._tools import ToolError as ToolError
+from ._vocab import TaskStatus
 from .store import Queued, Store, StoreError
 from .store.record import (
     ARGUMENTS_BOUND,
@@ -64,7 +65,6 @@ from .store.record import (
     SavedQuestion,
     SubagentJournal,
     TaskRecord,
-    TaskStatus,
     call_was_clamped,
     clamp_message,
     keep_arguments,
@@ -578,8 +578,8 @@ class AgentRun:
 
     # -- asking the human --------------------------------------------------
 
-    async def ask_inline(self, saved: SavedQuestion, request: Request) -> Answer:
-        """Ask through the registry while the question is saved with the task.
+    async def ask_inline(self, call_id: str, request: Request) -> Answer:
+        """Ask through the registry while the question is saved with the task (for `call_id`).
 
         If the run stops before the answer, the kept task shows the question.
         With several inline questions open in one round, the record shows the
@@ -587,8 +587,8 @@ class AgentRun:
         Secret values in the prompt are shown (and saved) as ``[secret NAME]``.
         """
         redact = self.config.redactor.redact
-        saved = attrs.evolve(saved, prompt=redact(saved.prompt))
         request = attrs.evolve(request, prompt=redact(request.prompt))
+        saved = SavedQuestion(call_id, request.prompt, request.kind)
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
@@ -669,9 +669,7 @@ class AgentRun:
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
-        answer = await self.ask_inline(
-            SavedQuestion(call.id, prompt, RequestKind.CONFIRM), Request.confirm(call.name, prompt)
-        )
+        answer = await self.ask_inline(call.id, Request.confirm(call.name, prompt))
         if answer.value == ALLOW_SESSION:
             self.session_allow.add(call.name)
             return True
@@ -696,19 +694,17 @@ class AgentRun:
         verifier = self.config.verifier
         if await verifier.cached():
             answer = await self.ask_inline(
-                SavedQuestion(call.id, prompt, RequestKind.CONFIRM),
-                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name),
+                call.id, Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name)
             )
             return answer.value == ALLOW_ONCE
         error: str | None = None
         for attempt in range(1, PASSWORD_TRIES + 1):
             answer = await self.ask_inline(
-                SavedQuestion(call.id, prompt, RequestKind.PASSWORD),
+                call.id,
                 Request(
                     RequestKind.PASSWORD,
                     prompt,
                     (ALLOW_ONCE, DENY),
-                    masked=True,
                     tool=call.name,
                     error=error,
                 ),

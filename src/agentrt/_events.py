@@ -1,4 +1,10 @@
-"""What a run tells the world while it runs, ending with exactly one `RunEnded`."""
+"""What a run tells the world while it runs, ending with exactly one `RunEnded`.
+
+Each event is declared here once, in the vocabulary layer: the daemon's frame
+for it (`agentrt.frames`) is this class with its wire ``type``, and its JSON
+shape (`agentrt._shapes.event_to_json`) is its fields, so a field has one name
+wherever the event goes.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ class TaskStarted:
 
 @attrs.frozen
 class TextEvent:
-    """Streamed assistant text."""
+    """Streamed assistant text (`agent` names a subagent, "" for the main one)."""
 
     __repr__ = fields_repr
     __eq__ = fields_eq
@@ -76,7 +82,7 @@ class ToolCallEvent:
     task_hash: str
     call_id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] = attrs.field(factory=dict)
     agent: str = ""
     attempt: int = 1
 
@@ -116,9 +122,11 @@ class ToolCallDeltaEvent:
 
     task_hash: str
     index: int
-    call_id: str | None
-    name: str | None
-    arguments: str
+    #: The call's id and the tool's name come with the first piece of call `index`;
+    call_id: str | None = None
+    name: str | None = None
+    #: each piece carries the next part of its JSON argument text.
+    arguments: str = ""
     agent: str = ""
 
 

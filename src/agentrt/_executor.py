@@ -38,13 +38,12 @@ from ._messages import Message, Model, ModelError, Role
 from ._pending import Registry
 from ._process import token_alive, token_pid
 from ._reprs import fields_eq, fields_hash, fields_repr
-from ._vocab import SETTLE, Settle
+from ._vocab import SETTLE, Settle, TaskStatus
 from .store import Queued, Store, StoreError, TaskExistsError, TaskTakenError
 from .store.record import (
     AnswerEffects,
     SavedQuestion,
     TaskRecord,
-    TaskStatus,
     apply_answer,
     reissue_note,
     unanswered_calls,

@@ -68,10 +68,10 @@ from ._pending import (
     EntryGoneError,
     Registry,
     RegistryError,
-    Request,
 )
 from ._process import process_token, token_alive
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._request import Request
 from .store.postgres import LOCK_CLASS, NOW, PgStore, connect, idle_limit
 from .store.record import converter
 

@@ -32,6 +32,7 @@ import trio
 from ._context import RequestContext, current_context
 from ._errors import BadAnswerError
 from ._reprs import fields_eq, fields_hash, fields_repr
+from ._request import Request
 from ._vocab import ALLOW_ONCE as ALLOW_ONCE
 from ._vocab import ALLOW_SESSION as ALLOW_SESSION
 from ._vocab import CONFIRM_CHOICES as CONFIRM_CHOICES
@@ -41,63 +42,6 @@ from ._vocab import RequestKind as RequestKind
 log = logging.getLogger("agentrt.pending")
 
 Match = Callable[[RequestContext], bool]
-
-
-@attrs.frozen
-class Request:
-    """What a producer asks. Immutable; the registry wraps it in an `Entry`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    kind: RequestKind
-    prompt: str
-    choices: tuple[str, ...] = ()
-    #: True when the answer must be typed into a masked field.
-    masked: bool = False
-    #: The tool whose call raised the request, if any.
-    tool: str | None = None
-    #: The previous attempt's failure, shown with a retried request ("wrong password").
-    error: str | None = None
-
-    def check(self, answer: Answer, *, name: str = "this question") -> Answer:
-        """`answer` if it fits this request; else `BadAnswerError` saying what fits.
-
-        The one rule set of every front-end (the daemon, HTTP, the bots): a value
-        among the `choices` when there are any; a secret or a password in
-        `Answer.secret` unless the value declines (``deny``); and no masked value
-        carried along where none was asked for. `name` says which question it is.
-        """
-        if self.choices and answer.value not in self.choices:
-            raise BadAnswerError(f"{name} takes one of: {', '.join(self.choices)}")
-        masked = self.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
-        if masked and answer.value != DENY and answer.secret is None:
-            if self.kind is RequestKind.PASSWORD:
-                raise BadAnswerError(f"{name} needs the system password in 'secret'")
-            raise BadAnswerError(
-                f"{name} asks for a secret: send it in 'secret', or value {DENY!r} to decline"
-            )
-        if not masked and answer.secret is not None:
-            return Answer(answer.value)
-        return answer
-
-    @classmethod
-    def confirm(cls, tool: str, prompt: str) -> Request:
-        """A tool-call confirmation with the standard choices."""
-        return cls(RequestKind.CONFIRM, prompt, CONFIRM_CHOICES, tool=tool)
-
-    @classmethod
-    def question(cls, prompt: str) -> Request:
-        """An `ask_user` question."""
-        return cls(RequestKind.QUESTION, prompt, tool="ask_user")
-
-    @classmethod
-    def secret(cls, name: str) -> Request:
-        """A masked request for the value of secret `name`."""
-        return cls(
-            RequestKind.SECRET, f"Value for secret {name!r}", masked=True, tool="store_secret"
-        )
 
 
 @attrs.frozen
@@ -187,8 +131,25 @@ class Entry:
         return self._done.is_set()
 
     def check(self, answer: Answer) -> Answer:
-        """`answer` if it fits this question (see `Request.check`); else `BadAnswerError`."""
-        return self.request.check(answer, name=f"question {self.id!r}")
+        """`answer` if it fits this question; else `BadAnswerError` saying what fits.
+
+        The one rule set of every front-end (the daemon, HTTP, the bots): a value
+        among the request's `choices` when there are any; a secret or a password
+        in `Answer.secret` unless the value declines (``deny``); and no masked
+        value carried along where none was asked for.
+        """
+        request, name = self.request, f"question {self.id!r}"
+        if request.choices and answer.value not in request.choices:
+            raise BadAnswerError(f"{name} takes one of: {', '.join(request.choices)}")
+        if request.masked and answer.value != DENY and answer.secret is None:
+            if request.kind is RequestKind.PASSWORD:
+                raise BadAnswerError(f"{name} needs the system password in 'secret'")
+            raise BadAnswerError(
+                f"{name} asks for a secret: send it in 'secret', or value {DENY!r} to decline"
+            )
+        if not request.masked and answer.secret is not None:
+            return Answer(answer.value)
+        return answer
 
     def answer(
         self, answer: Answer | str, *, on_resumed: Callable[[], object] | None = None

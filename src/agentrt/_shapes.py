@@ -4,15 +4,17 @@ as JSON.
 The HTTP API (`/v1/events`, `/v1/questions`, `/v1/session/{id}/task`) and
 ``agentrt run --json`` print these same objects, in the runtime's own words
 (``task_hash``, ``session_id``, ``task_started``, ``run_ended``, ``question``).
-The daemon's frames keep their shorter names; docs/protocol.md maps one onto
-the other.
+An event's fields are those of its declaration (`agentrt._events`), as in its
+daemon frame; docs/protocol.md says where the two shapes differ.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import attrs
 import cattrs
 
 from ._events import (
@@ -28,8 +30,9 @@ from ._events import (
     VerifyEvent,
 )
 from ._messages import Role, ToolCall
-from ._pending import Entry, Request
+from ._pending import Entry
 from ._present import describe_end
+from ._request import Request
 from .store import StoredMessage, UnreadableTask
 from .store.record import TaskRecord, TaskSummary
 
@@ -61,14 +64,15 @@ def event_to_json(session_id: str, event: Event) -> dict[str, Any]:
     """A run event as `/v1/events` and ``agentrt run --json`` show it.
 
     Its fields plus ``type`` and ``session_id``; a tool call's long argument
-    strings are shortened.
+    strings are shortened. The event may come as its daemon frame (`agentrt.frames`),
+    which is the event under another class.
 
     ``run_ended`` also carries ``summary``, how the run ended in words (`describe_end`).
     """
     obj: dict[str, Any] = _converter.unstructure(event)
     if isinstance(event, ToolCallEvent):
         obj["arguments"] = {k: _shorten(v) for k, v in event.arguments.items()}
-    obj["type"] = EVENT_TYPES[type(event)]
+    obj["type"] = next(EVENT_TYPES[cls] for cls in type(event).__mro__ if cls in EVENT_TYPES)
     obj["session_id"] = session_id
     if isinstance(event, RunEnded):
         # The words every front-end uses for this end, so the page need not make its own.
@@ -99,13 +103,16 @@ def question_json(
         "session_id": session_id,
         "task_hash": task_hash,
         "agent": agent,
-        "kind": request.kind.value,
-        "prompt": request.prompt,
-        "choices": list(request.choices),
-        "masked": request.masked,
-        "tool": request.tool,
-        "error": request.error,
+        **{
+            field.name: _json_value(getattr(request, field.name)) for field in attrs.fields(Request)
+        },
     }
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value
 
 
 def question_to_json(entry: Entry) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Words every layer shares: causes, outcomes, settling, requests, choices, approval, origins.
+"""The words every layer shares: causes, outcomes, settling, request kinds, task statuses,
+choices, approval, origins.
 
 This module is the bottom layer (see ``docs/architecture.md``): it imports
 nothing from agentrt, so the protocol (`agentrt.frames`), the runtime and the
@@ -100,6 +101,19 @@ class RequestKind(enum.Enum):
     SECRET = "secret"
     #: A restricted-path confirmation: choices plus the system password in `Answer.secret`.
     PASSWORD = "password"
+
+
+class TaskStatus(enum.Enum):
+    """Where a session's pending task stands."""
+
+    #: A run is working on it (or was, when the process died: see `TaskRecord.crashed`).
+    RUNNING = "running"
+    #: Stopped by pause, disconnect or shutdown; resumable.
+    INTERRUPTED = "interrupted"
+    #: Parked on a saved question; resumed by an answer.
+    AWAITING_ANSWER = "awaiting_answer"
+    #: Ended by an error; resumable.
+    FAILED = "failed"
 
 
 #: Choices of a tool-call confirmation.

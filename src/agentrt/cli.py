@@ -30,21 +30,7 @@ import trio
 
 from . import __version__
 from ._cause import Cause
-from ._events import (
-    Event,
-    Outcome,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-    describe_resume,
-    may_have_run,
-)
+from ._events import Event, Outcome, RunEnded, describe_resume, may_have_run
 from ._executor import ExecutorError, TaskInfo, UnknownTaskError
 from ._keys import KeyStore, check_key_name
 from ._listing import BriefTask
@@ -70,7 +56,6 @@ from ._pending import (
     Answer,
     Entry,
     NoAnswerComingError,
-    Request,
     RequestKind,
 )
 from ._present import describe_end as _describe_end
@@ -89,14 +74,13 @@ from ._terminal import dumps, shown_output, visible
 from ._vocab import TERMINAL
 from .daemon._wire import (
     ask_frame,
-    ended_frame,
-    frame_for_event,
     pending_detail,
     pending_task,
     session_item,
     session_message,
 )
 from .frames import (
+    EVENT_FRAMES,
     LIST_PAGE_MAX,
     MESSAGES_PAGE_MAX,
     Ack,
@@ -113,7 +97,6 @@ from .frames import (
     PendingList,
     PendingRequest,
     PendingTask,
-    ReasoningFrame,
     Run,
     Scope,
     SessionItem,
@@ -124,11 +107,10 @@ from .frames import (
     SessionsRequest,
     TaskFrame,
     TextFrame,
-    ToolCallDeltaFrame,
     ToolCallFrame,
     ToolResultFrame,
-    UsageFrame,
     VerifyFrame,
+    frame_of,
 )
 from .store import StoreError, UnreadableTask, is_postgres
 
@@ -143,33 +125,7 @@ EXIT_KEPT = 3
 EXIT_USER_CANCEL = 130
 
 
-#: The daemon's run frames and the events they carry: the same fields, but the frames
-#: say `task` and `session` for `task_hash` and `session_id` (docs/protocol.md).
-_EVENT_OF_FRAME: dict[type, type] = {
-    TaskFrame: TaskStarted,
-    TextFrame: TextEvent,
-    ReasoningFrame: ReasoningEvent,
-    ToolCallDeltaFrame: ToolCallDeltaEvent,
-    ToolCallFrame: ToolCallEvent,
-    ToolResultFrame: ToolResultEvent,
-    UsageFrame: UsageEvent,
-    VerifyFrame: VerifyEvent,
-    EndedFrame: RunEnded,
-}
-_FIELD_OF_FRAME = {"task": "task_hash", "session": "session_id"}
-
-
-def event_of_frame(frame: DaemonFrame) -> Event | None:
-    """The run event a run frame carries (None for any other frame)."""
-    cls = _EVENT_OF_FRAME.get(type(frame))
-    if cls is None:
-        return None
-    fields = attrs.asdict(frame, recurse=False)
-    event: Event = cls(**{_FIELD_OF_FRAME.get(k, k): v for k, v in fields.items()})
-    return event
-
-
-def exit_status(ended: EndedFrame) -> int:
+def exit_status(ended: RunEnded) -> int:
     """The process exit status that tells how a run ended."""
     if ended.outcome is Outcome.FINISHED:
         return EXIT_FINISHED
@@ -436,11 +392,10 @@ class Printer:
         HTTP API sends it (`agentrt._shapes`).
         """
         if isinstance(frame, TaskFrame | EndedFrame):
-            self._session = frame.session
+            self._session = frame.session_id
         if self.json_mode:
-            event = event_of_frame(frame)
-            if event is not None:
-                obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, event)}
+            if isinstance(frame, EVENT_FRAMES):
+                obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, frame)}
                 self.line(dumps(obj))
             return
         if isinstance(frame, TextFrame):
@@ -449,7 +404,7 @@ class Printer:
             self._at_line_start = frame.text.endswith("\n")
         elif isinstance(frame, TaskFrame):
             verb = "resumed" if frame.resumed else "started"
-            self._note(f"task {frame.task} {verb} in session {frame.session}")
+            self._note(f"task {frame.task_hash} {verb} in session {frame.session_id}")
             if frame.resumed:
                 self._note(
                     describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words)
@@ -509,10 +464,7 @@ class Printer:
     def _ask(self, ask: AskFrame) -> None:
         if self.json_mode:
             # As the HTTP API shows a question; the ask frame does not say which agent asks.
-            request = Request(
-                ask.kind, ask.prompt, ask.choices, ask.masked, tool=ask.tool, error=ask.error
-            )
-            obj = question_json(ask.id, ask.session, ask.task, None, request)
+            obj = question_json(ask.id, ask.session, ask.task, None, ask.request)
             shown = {"v": SCHEMA_VERSION, "type": "question", **obj}
             self.line(dumps(shown))
         else:
@@ -610,9 +562,9 @@ def describe_end(ended: EndedFrame) -> str:
     """One line saying how a run ended, what became of its task, and how to go on here."""
     status = _describe_end(ended).status
     if ended.outcome is Outcome.AWAITING_ANSWER:
-        return f"{status}\n  answer with: agentrt pending answer {ended.session} 'TEXT'"
+        return f"{status}\n  answer with: agentrt pending answer {ended.session_id} 'TEXT'"
     if ended.pending_kept:
-        return f"{status}: agentrt pending resume {ended.session}"
+        return f"{status}: agentrt pending resume {ended.session_id}"
     return status
 
 
@@ -817,7 +769,7 @@ async def _drive_here(
     """
 
     async def emit(event: Event) -> None:
-        printer.show(frame_for_event(event))
+        printer.show(frame_of(event))
 
     answers = _Answers(printer)
     entries: dict[str, Entry] = {}
@@ -861,7 +813,7 @@ async def _drive_here(
             nursery.start_soon(_follow_signals, signals, cancel)
             nursery.start_soon(claim_questions)
             nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
-    return exit_status(ended_frame(ended[0]))
+    return exit_status(ended[0])
 
 
 async def _drive_daemon(
@@ -937,7 +889,7 @@ async def _drive_daemon(
             else:
                 printer.show(frame)
                 if isinstance(frame, TaskFrame) and not task:
-                    task.append(frame.task)
+                    task.append(frame.task_hash)
                     for cause in held:
                         await cancel(cause)
                 elif isinstance(frame, EndedFrame):

@@ -24,8 +24,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, get_a
 
 import attrs
 
+from ._events import (
+    Event,
+    ReasoningEvent,
+    RunEnded,
+    TaskStarted,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
 from ._reprs import fields_eq, fields_hash, fields_repr
-from ._vocab import Cause, Outcome, RequestKind
+from ._request import Request
+from ._vocab import Cause, RequestKind
 from ._wirecode import carries_utf8
 
 if TYPE_CHECKING:
@@ -251,163 +264,98 @@ class Welcome:
     window: str
 
 
-@attrs.frozen
-class TaskFrame:
-    """A run started (or resumed); `task` is the hash a `Cancel` must name."""
+# The frames of a run's events are the events themselves (`agentrt._events`, declared
+# once), each with its wire ``type``: the same fields, under the same names.
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
+class TaskFrame(TaskStarted):
+    """A run started (or resumed); `task_hash` is the hash a `Cancel` must name."""
+
+    __slots__ = ()
     TYPE: ClassVar[str] = "task"
-    task: str
-    session: str
-    resumed: bool = False
-    #: On a resume: calls whose committed results are kept (they never run again),
-    kept_calls: int = 0
-    #: calls that started before and may run again,
-    rerun_calls: int = 0
-    #: words of a reply that was never saved, which the model will say again.
-    regenerated_words: int = 0
 
 
-@attrs.frozen
-class TextFrame:
-    """Streamed assistant text of run `task` (`agent` names a subagent, "" for the main one)."""
+class TextFrame(TextEvent):
+    """Streamed assistant text of run `task_hash`."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "text"
-    task: str
-    text: str
-    agent: str = ""
 
 
-@attrs.frozen
-class ReasoningFrame:
-    """Streamed reasoning ("thinking") of run `task`'s model, shown apart from its answer."""
+class ReasoningFrame(ReasoningEvent):
+    """Streamed reasoning ("thinking") of run `task_hash`'s model, shown apart from its answer."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "reasoning"
-    task: str
-    text: str
-    agent: str = ""
 
 
-@attrs.frozen
-class ToolCallFrame:
-    """A tool call of run `task` is about to run."""
+class ToolCallFrame(ToolCallEvent):
+    """A tool call of run `task_hash` is about to run."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "tool_call"
-    task: str
-    call_id: str
-    name: str
-    arguments: dict[str, Any] = attrs.field(factory=dict)
-    agent: str = ""
-    #: More than 1: an earlier run started this call and may have run it already.
-    attempt: int = 1
 
 
-@attrs.frozen
-class ToolCallDeltaFrame:
-    """A piece of a tool call the model of run `task` is still streaming.
+class ToolCallDeltaFrame(ToolCallDeltaEvent):
+    """A piece of a tool call the model of run `task_hash` is still streaming.
 
-    `name` (and `call_id`) come with the first piece of call `index`; `arguments`
-    carries the next piece of its JSON argument text. A `tool_call` frame follows
-    when the call runs.
+    A `tool_call` frame follows when the call runs.
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "tool_call_delta"
-    task: str
-    index: int
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-    agent: str = ""
 
 
-@attrs.frozen
-class ToolResultFrame:
-    """A tool call finished; `preview` is the start of its result."""
+class ToolResultFrame(ToolResultEvent):
+    """A tool call of run `task_hash` finished; `preview` is the start of its result."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "tool_result"
-    task: str
-    call_id: str
-    name: str
-    preview: str
-    ok: bool = True
-    agent: str = ""
 
 
-@attrs.frozen
-class UsageFrame:
-    """Token usage of one model response of run `task`.
+class UsageFrame(UsageEvent):
+    """Token usage of one model response of run `task_hash`."""
 
-    `input_tokens` counts every prompt token; `cache_read_tokens` of them came
-    from the provider's prompt cache, `cache_creation_tokens` were written to it.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "usage"
-    task: str
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
 
 
-@attrs.frozen
-class VerifyFrame:
+class VerifyFrame(VerifyEvent):
     """The result of checking the password typed for a restricted path."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "verify"
-    task: str
-    ok: bool
-    attempts_left: int
-    message: str
 
 
-@attrs.frozen
-class EndedFrame:
+class EndedFrame(RunEnded):
     """The last frame of every run: how it ended and whether its pending task was kept."""
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
+    __slots__ = ()
     TYPE: ClassVar[str] = "ended"
-    task: str
-    session: str
-    outcome: Outcome
-    cause: Cause | None = None
-    error: str | None = None
-    question: str | None = None
-    pending_kept: bool = False
-    text: str | None = None
+
+
+EventFrame = (
+    TaskFrame
+    | TextFrame
+    | ReasoningFrame
+    | ToolCallDeltaFrame
+    | ToolCallFrame
+    | ToolResultFrame
+    | UsageFrame
+    | VerifyFrame
+    | EndedFrame
+)
+"""The frame of a run event."""
+
+EVENT_FRAMES: Final[tuple[type[EventFrame], ...]] = get_args(EventFrame)
+_FRAME_OF_EVENT: Final[Mapping[type, type[EventFrame]]] = {
+    cls.__mro__[1]: cls for cls in EVENT_FRAMES
+}
+
+
+def frame_of(event: Event) -> EventFrame:
+    """The frame that carries a run event: the same values under its frame class."""
+    return _FRAME_OF_EVENT[type(event)](*attrs.astuple(event, recurse=False))
 
 
 @attrs.frozen
@@ -429,12 +377,23 @@ class AskFrame:
     id: str
     task: str | None
     session: str
+    # The fields of the question's `Request`, in its order:
     kind: RequestKind
     prompt: str
     choices: tuple[str, ...] = ()
     masked: bool = False
     tool: str | None = None
     error: str | None = None
+
+    @classmethod
+    def of(cls, id: str, task: str | None, session: str, request: Request) -> AskFrame:
+        """The frame of question `id` of run `task` in `session`: `request`'s fields after these."""
+        return cls(id, task, session, *attrs.astuple(request, recurse=False))
+
+    @property
+    def request(self) -> Request:
+        """The question asked; masked exactly as its kind says (`Request.masked`)."""
+        return Request(self.kind, self.prompt, self.choices, tool=self.tool, error=self.error)
 
 
 @attrs.frozen
@@ -639,15 +598,7 @@ ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequ
 
 DaemonFrame = (
     Welcome
-    | TaskFrame
-    | TextFrame
-    | ReasoningFrame
-    | ToolCallDeltaFrame
-    | ToolCallFrame
-    | ToolResultFrame
-    | UsageFrame
-    | VerifyFrame
-    | EndedFrame
+    | EventFrame
     | AskFrame
     | AskWithdrawn
     | PendingList
@@ -883,10 +834,27 @@ def from_wire(data: object, union: Any) -> Any:
         what = 'missing "type" field' if kind is None else f"unknown frame type {kind!r}"
         raise FrameError(ErrorCode.UNKNOWN_TYPE, f"{what}; expected one of: {expected}")
     cls: type = by_type[kind]
+    if cls in EVENT_FRAMES:
+        data = _with_event_names(data)
     frame = _decoder(cls)(data)
     if frame is not None:
         return frame
     return from_wire_slow(data, union)
+
+
+#: A run event frame's fields as protocol version 1 first spelled them: still read (from
+#: an older daemon), never sent.
+_OLD_EVENT_NAMES: Final = {"task": "task_hash", "session": "session_id"}
+
+
+def _with_event_names(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with an event frame's old field names (``task``, ``session``) read as today's."""
+    if not any(old in data for old in _OLD_EVENT_NAMES):
+        return data
+    return {
+        new if (new := _OLD_EVENT_NAMES.get(key)) is not None and new not in data else key: value
+        for key, value in data.items()
+    }
 
 
 def from_wire_slow(data: dict[str, Any], union: Any) -> Any:

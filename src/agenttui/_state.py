@@ -84,7 +84,7 @@ class Notice:
 
 def is_masked(ask: AskFrame) -> bool:
     """True when the answer to `ask` is typed into a masked field."""
-    return ask.masked or ask.kind in (RequestKind.SECRET, RequestKind.PASSWORD)
+    return ask.request.masked
 
 
 def has_choices(ask: AskFrame) -> bool:

@@ -163,21 +163,21 @@ def on_task(state: TuiState, frame: TaskFrame) -> list[Action]:
     run = state.run
     if run is None or run.task is not None:
         return []
-    run.task = frame.task
-    run.session = frame.session
-    state.session = frame.session
+    run.task = frame.task_hash
+    run.session = frame.session_id
+    state.session = frame.session_id
     if frame.resumed:
         state.add(
             EntryKind.INFO,
             describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words),
-            frame.task,
+            frame.task_hash,
         )
     if run.held_cancel is not None:
         cause = run.held_cancel
         run.held_cancel = None
         run.sent_cancel = cause
         run.phase = RunPhase.STOPPING
-        return [Send(Cancel(frame.task, cause))]
+        return [Send(Cancel(frame.task_hash, cause))]
     run.phase = RunPhase.RUNNING
     return []
 
@@ -198,19 +198,19 @@ def _stream(state: TuiState, frame: TextFrame | ReasoningFrame, kind: EntryKind)
     A subagent's text gets its own block, labelled when shown, so it never runs
     into the main reply.
     """
-    if not frame.text or not _ours(state, frame.task):
+    if not frame.text or not _ours(state, frame.task_hash):
         return []
     state.mark_shown()
     last = state.transcript[-1] if state.transcript else None
     if (
         last is not None
         and last.kind is kind
-        and last.task == frame.task
+        and last.task == frame.task_hash
         and last.agent == frame.agent
     ):
         last.parts.append(frame.text)
         return []
-    state.add(kind, frame.text, frame.task)
+    state.add(kind, frame.text, frame.task_hash)
     state.transcript[-1].agent = frame.agent
     return []
 
@@ -222,7 +222,7 @@ def _short(arguments: dict[str, Any]) -> str:
 
 def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
     """A tool call is about to run."""
-    if not _ours(state, frame.task):
+    if not _ours(state, frame.task_hash):
         return []
     state.mark_shown()
     who = f"[{frame.agent}] " if frame.agent else ""
@@ -231,7 +231,7 @@ def on_tool_call(state: TuiState, frame: ToolCallFrame) -> list[Action]:
     state.add(
         EntryKind.TOOL_CALL,
         f"{who}{frame.name} {_short(frame.arguments)}{note}",
-        frame.task,
+        frame.task_hash,
     )
     return []
 
@@ -243,11 +243,11 @@ def on_tool_call_delta(state: TuiState, frame: ToolCallDeltaFrame) -> list[Actio
 
 def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     """A tool call finished."""
-    if not _ours(state, frame.task):
+    if not _ours(state, frame.task_hash):
         return []
     state.mark_shown()
     kind = EntryKind.TOOL_RESULT if frame.ok else EntryKind.ERROR
-    state.add(kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task)
+    state.add(kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task_hash)
     return []
 
 
@@ -294,7 +294,7 @@ def on_ask_withdrawn(state: TuiState, frame: AskWithdrawn) -> list[Action]:
 def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     """The run ended: say how, and what became of its pending task."""
     run = state.run
-    if run is None or (run.task is not None and frame.task != run.task):
+    if run is None or (run.task is not None and frame.task_hash != run.task):
         return []
     state.run = None
     quitting = isinstance(state.overlay, QuitPopup)
@@ -302,10 +302,12 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     state.close(StopPopup, QuitPopup)
     actions: list[Action] = []
     for index in reversed(range(len(state.asks))):
-        if state.asks[index].task in (None, frame.task):
+        if state.asks[index].task in (None, frame.task_hash):
             actions += state.pop_ask(index)
     line, level = _ended_line(frame)
-    state.add(EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task)
+    state.add(
+        EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task_hash
+    )
     if interrupted_choice:
         # The popup does not just vanish under the user's hand: it says why.
         state.overlay = EndedPopup(f"The run ended before you chose: {line}", quitting)

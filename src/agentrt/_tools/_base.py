@@ -32,13 +32,13 @@ import attrs
 from .._config import AgentConfig
 from .._context import RequestContext
 from .._messages import ToolCall, ToolSpec
-from .._pending import Answer, Request
+from .._pending import Answer
 from .._policy import Command, Edit, auto_approves
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._request import Request
 from .._sandbox import PRIVILEGED_VARIABLES
 from .._sudo import PrivilegedResult
 from .._vocab import TERMINAL, RequestKind, origin_of
-from ..store.record import SavedQuestion
 
 if TYPE_CHECKING:
     import cattrs
@@ -89,8 +89,8 @@ class ToolRun(Protocol):
         """Whether anyone could answer a question of this run now."""
         ...
 
-    async def ask_inline(self, saved: SavedQuestion, request: Request) -> Answer:
-        """Ask through the registry while the question is saved with the task."""
+    async def ask_inline(self, call_id: str, request: Request) -> Answer:
+        """Ask through the registry while the question is saved with the task (for `call_id`)."""
         ...
 
     async def confirm(self, call: ToolCall, prompt: str) -> bool:

@@ -9,12 +9,11 @@ import trio
 
 from .._clamp import clamp
 from .._messages import ToolCall
-from .._pending import Request
 from .._policy import origin_rules
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._request import Request
 from .._secrets import SecretNameError
 from .._vocab import DENY, RequestKind
-from ..store.record import SavedQuestion
 from ._base import PROMPT_LIMIT, QuestionParked, Tool, ToolError, ToolRun
 
 
@@ -40,9 +39,7 @@ class AskUser(Tool):
             return agent.prefilled.pop(prompt)
         if origin_rules(agent.context.origin).asks_inline and agent.has_listener():
             # From a terminal run the question goes inline and this run continues.
-            answer = await agent.ask_inline(
-                SavedQuestion(call.id, prompt, RequestKind.QUESTION), Request.question(prompt)
-            )
+            answer = await agent.ask_inline(call.id, Request.question(prompt))
             return answer.value
         # From any other origin: commit the round, snapshot, end; the answer resumes it. A
         # subagent's question parks its parent the same way (see `Spawn`).
@@ -78,9 +75,7 @@ class StoreSecret(Tool):
         if not agent.has_listener():
             raise ToolError(f"cannot ask for secret {name!r}: nobody is connected to type it")
         request = Request.secret(name)
-        answer = await agent.ask_inline(
-            SavedQuestion(call.id, request.prompt, RequestKind.SECRET), request
-        )
+        answer = await agent.ask_inline(call.id, request)
         if answer.value == DENY or answer.secret is None:
             return f"the user declined to store secret {name!r}"
         await agent.begin_effect(call)

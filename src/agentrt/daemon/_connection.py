@@ -71,6 +71,7 @@ from ..frames import (
     SessionsAction,
     SessionsRequest,
     Welcome,
+    frame_of,
 )
 from ..store import (
     ListedTask,
@@ -83,7 +84,6 @@ from ..store import (
 from ._lifecycle import IllegalStepError, Lifecycle, Step
 from ._wire import (
     ask_frame,
-    frame_for_event,
     pending_detail,
     pending_task,
     session_item,
@@ -504,7 +504,7 @@ class Connection:
         if self._desk is not None:
             # A question its run withdrew is announced before the run's next event.
             await self._desk.close_done()
-        await self.send(frame_for_event(event))
+        await self.send(frame_of(event))
 
     # -- hello ------------------------------------------------------------
 

@@ -1,129 +1,25 @@
-"""What crosses the socket: runtime events, questions, pending tasks and sessions as frames.
+"""What crosses the socket: questions, pending tasks and sessions as frames.
 
 The frames themselves (`agentrt.frames`) know nothing of the runtime; these
-adapters are where a runtime value becomes the frame that carries it. The
+adapters are where a runtime value becomes the frame that carries it (a run
+event needs none: its frame is the event, `agentrt.frames.frame_of`). The
 `agentrt` command uses them too, so that it prints the same in-process as
 through a daemon.
 """
 
 from __future__ import annotations
 
-from .._events import (
-    Event,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
 from .._pending import Entry
 from .._shapes import tool_call_json
-from ..frames import (
-    AskFrame,
-    DaemonFrame,
-    EndedFrame,
-    PendingDetail,
-    PendingTask,
-    ReasoningFrame,
-    SessionItem,
-    SessionMessage,
-    TaskFrame,
-    TextFrame,
-    ToolCallDeltaFrame,
-    ToolCallFrame,
-    ToolResultFrame,
-    UsageFrame,
-    VerifyFrame,
-)
+from ..frames import AskFrame, PendingDetail, PendingTask, SessionItem, SessionMessage
 from ..store import SessionInfo, StoredMessage, StoredTask, UnreadableTask
 from ..store.record import TaskRecord, TaskSummary
 from ..store.record import converter as record_converter
 
 
-def frame_for_event(event: Event) -> DaemonFrame:
-    """The frame that carries a runtime event to the client."""
-    match event:
-        case TaskStarted():
-            return TaskFrame(
-                event.task_hash,
-                event.session_id,
-                event.resumed,
-                event.kept_calls,
-                event.rerun_calls,
-                event.regenerated_words,
-            )
-        case TextEvent():
-            return TextFrame(event.task_hash, event.text, event.agent)
-        case ReasoningEvent():
-            return ReasoningFrame(event.task_hash, event.text, event.agent)
-        case ToolCallDeltaEvent():
-            return ToolCallDeltaFrame(
-                event.task_hash,
-                event.index,
-                event.call_id,
-                event.name,
-                event.arguments,
-                event.agent,
-            )
-        case ToolCallEvent():
-            return ToolCallFrame(
-                event.task_hash,
-                event.call_id,
-                event.name,
-                dict(event.arguments),
-                event.agent,
-                event.attempt,
-            )
-        case ToolResultEvent():
-            return ToolResultFrame(
-                event.task_hash, event.call_id, event.name, event.preview, event.ok, event.agent
-            )
-        case UsageEvent():
-            return UsageFrame(
-                event.task_hash,
-                event.input_tokens,
-                event.output_tokens,
-                event.cache_read_tokens,
-                event.cache_creation_tokens,
-            )
-        case VerifyEvent():
-            return VerifyFrame(event.task_hash, event.ok, event.attempts_left, event.message)
-        case RunEnded():
-            return ended_frame(event)
-
-
-def ended_frame(event: RunEnded) -> EndedFrame:
-    """The ``ended`` frame of a run's final event."""
-    return EndedFrame(
-        task=event.task_hash,
-        session=event.session_id,
-        outcome=event.outcome,
-        cause=event.cause,
-        error=event.error,
-        question=event.question,
-        pending_kept=event.pending_kept,
-        text=event.text,
-    )
-
-
 def ask_frame(entry: Entry) -> AskFrame:
     """The frame that forwards a claimed registry entry."""
-    request = entry.request
-    return AskFrame(
-        id=entry.id,
-        task=entry.context.task_hash,
-        session=entry.context.session_id,
-        kind=request.kind,
-        prompt=request.prompt,
-        choices=request.choices,
-        masked=request.masked,
-        tool=request.tool,
-        error=request.error,
-    )
+    return AskFrame.of(entry.id, entry.context.task_hash, entry.context.session_id, entry.request)
 
 
 def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:

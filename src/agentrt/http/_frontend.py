@@ -413,7 +413,7 @@ class WebFrontEnd:
         """Answer a claimed question.
 
         Raises `ApiError` for an unknown id, and `BadAnswerError` for an answer
-        that does not fit (`Request.check`: the rules of every front-end).
+        that does not fit (`Entry.check`: the rules of every front-end).
 
         The registry raises `EntryGoneError` when the question's run stopped meanwhile.
         """

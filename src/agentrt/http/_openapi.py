@@ -27,9 +27,9 @@ from .._events import RunEnded
 from .._messages import Role
 from .._pending import EntryState, RequestKind
 from .._shapes import EVENT_TYPES
+from .._vocab import TaskStatus
 from ..frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
 from ..store import UnreadableTask
-from ..store.record import TaskStatus
 from ._files import page_files
 from ._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, EVENT_RING, SESSION_ID_PATTERN
 from ._wire import OLDER_FIELDS, AnswerBody, CancelBody, ResumeBody, RunBody

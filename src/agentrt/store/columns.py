@@ -14,7 +14,8 @@ import cattrs
 
 from .._cause import Cause
 from .._messages import Message
-from .record import SavedQuestion, SubagentJournal, TaskRecord, TaskStatus, converter
+from .._vocab import TaskStatus
+from .record import SavedQuestion, SubagentJournal, TaskRecord, converter
 
 #: The columns of `tasks` that hold a record's fields, in the order `fields_of` gives them.
 FIELDS = (

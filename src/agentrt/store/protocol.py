@@ -22,7 +22,8 @@ from typing import Final, Protocol, TypeVar
 from .._cause import Cause
 from .._listing import BriefTask
 from .._messages import Message
-from .record import TaskRecord, TaskStatus
+from .._vocab import TaskStatus
+from .record import TaskRecord
 from .types import (
     ListedTask,
     Page,

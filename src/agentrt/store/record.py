@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -18,20 +17,7 @@ from .._errors import BadAnswerError
 from .._messages import Message, Role, ToolCall
 from .._process import token_alive
 from .._reprs import fields_eq, fields_hash, fields_repr
-from .._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind
-
-
-class TaskStatus(enum.Enum):
-    """Where a session's pending task stands."""
-
-    #: A run is working on it (or was, when the process died: see `TaskRecord.crashed`).
-    RUNNING = "running"
-    #: Stopped by pause, disconnect or shutdown; resumable.
-    INTERRUPTED = "interrupted"
-    #: Parked on a saved question; resumed by an answer.
-    AWAITING_ANSWER = "awaiting_answer"
-    #: Ended by an error; resumable.
-    FAILED = "failed"
+from .._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind, TaskStatus
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ from .._listing import lines as listing_lines
 from .._messages import Message, Role
 from .._process import process_token
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._vocab import TaskStatus
 from .columns import (
     FIELDS,
     decode_message,
@@ -52,7 +53,7 @@ from .columns import (
     title_of,
 )
 from .errors import BadCursorError, StoreError, TaskExistsError, TaskTakenError
-from .record import TaskRecord, TaskStatus, TaskSummary, clamp_message, runner_gone
+from .record import TaskRecord, TaskSummary, clamp_message, runner_gone
 from .types import (
     ListedTask,
     Page,

@@ -28,9 +28,10 @@ from .._listing import lines as listing_lines
 from .._messages import Role
 from .._reprs import fields_repr
 from .._statedir import fsync_dir
+from .._vocab import TaskStatus
 from .columns import FIELDS, dumps, fields_of, json_text, prompt_of, title_of
 from .errors import StoreError
-from .record import TaskRecord, TaskStatus
+from .record import TaskRecord
 from .sql import (
     PLAIN,
     SqlStore,
