@@ -50,6 +50,7 @@ from agentrt._sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
 
 from .cli_process import running_daemon
+from .fakes.llm_server import LLMServer
 
 #: Seconds of real time a test may take unless it says otherwise.
 DEFAULT_DEADLINE = 30.0
@@ -294,6 +295,14 @@ def short_dir() -> Iterator[Path]:
 def sock_path(short_dir: Path) -> Path:
     """Where the `daemon` fixture listens (in a folder of its own, as the default is)."""
     return short_dir / "run" / "daemon.sock"
+
+
+@pytest.fixture
+async def llm_server(nursery: trio.Nursery) -> LLMServer:
+    """The scripted model API (OpenAI and Anthropic dialects) on loopback, for the test."""
+    server = LLMServer()
+    await nursery.start(server.run)
+    return server
 
 
 @pytest.fixture(params=["no daemon", "daemon"])

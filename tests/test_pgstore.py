@@ -25,6 +25,20 @@ from .conftest import Recorder, with_schema
 from .fakes.tcp_proxy import TcpProxy
 
 
+async def proxied(postgres_url: str, nursery: trio.Nursery) -> tuple[TcpProxy, str]:
+    """A proxy in front of the server, started in `nursery`, and the URL that goes through it."""
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    return proxy, postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+
+
+def expire_lease(postgres_url: str, runner: str) -> None:
+    """End `runner`'s lease in the fleet, as another member's heartbeat finds it."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (runner,))
+
+
 async def test_the_schema_is_created_once_and_versioned(postgres_url: str) -> None:
     first, second = await PgStore.open(postgres_url), await PgStore.open(postgres_url)
     try:
@@ -119,10 +133,7 @@ async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store)
 async def test_an_outage_fails_runs_clearly_and_loses_nothing(
     postgres_url: str, tmp_path: Path, nursery: trio.Nursery
 ) -> None:
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    proxy, through = await proxied(postgres_url, nursery)
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("kept")
@@ -192,10 +203,7 @@ async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_dat
             await store.save(late)
         await store.create(TaskRecord("chat-f", "y", (Message.user("y"),)))  # a new one: taken
         # A lease that ran out refuses every write, whatever epoch it carries.
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(
-                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
-            )
+        expire_lease(postgres_url, store.runner)
         with pytest.raises(StaleLeaseError, match="lease in the fleet has run out"):
             await store.delete("chat-f")
         record = await store.load("chat-e")
@@ -210,10 +218,7 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
     postgres_url: str, nursery: trio.Nursery
 ) -> None:
     """Cut off with a write on its way; meanwhile the lease runs out: the late write changes nothing."""
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    proxy, through = await proxied(postgres_url, nursery)
     store = await PgStore.open(through, lease=3600)
     try:
         mine = TaskRecord("chat-h", "x", (Message.user("x"),), runner=store.runner)
@@ -234,10 +239,7 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
         nursery.start_soon(write)
         await wait_all_tasks_blocked()
         # Another member's heartbeat: this member's lease ran out, its task is interrupted.
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(
-                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
-            )
+        expire_lease(postgres_url, store.runner)
         proxy.restore()
         await written.wait()
         assert len(outcome) == 1 and isinstance(outcome[0], StaleLeaseError), outcome
@@ -254,10 +256,7 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
 async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
     postgres_url: str, nursery: trio.Nursery
 ) -> None:
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    proxy, through = await proxied(postgres_url, nursery)
     store = await PgStore.open(through, lease=3600)
     try:
         await store.save(TaskRecord("chat-r", "x", (Message.user("x"),), status=TaskStatus.FAILED))
