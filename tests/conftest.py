@@ -47,7 +47,9 @@ from agentrt._messages import ModelDelta
 from agentrt._record import SavedQuestion
 from agentrt._stores import Store
 from agentrt._sudo import PrivilegedResult
+from agentrt.client import Client
 from agentrt.daemon import Daemon, serve
+from agentrt.frames import ErrorFrame
 
 from .cli_process import running_daemon
 from .fakes.llm_server import LLMServer
@@ -525,6 +527,14 @@ def insert_unreadable_record(db_path: Path, session_id: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def refused(client: Client, line: bytes) -> ErrorFrame:
+    """The error frame the daemon answers the raw frame `line` with (its newline added here)."""
+    await client.send_raw(line + b"\n")
+    frame = await client.receive()
+    assert isinstance(frame, ErrorFrame)
+    return frame
 
 
 async def run_answering(

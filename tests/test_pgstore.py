@@ -6,8 +6,11 @@ The behaviour both backends share is tested on both (the `store` and
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,6 +26,16 @@ from agentrt._stores import Store
 
 from .conftest import Recorder, with_schema
 from .fakes.tcp_proxy import TcpProxy
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str, **options: Any) -> AsyncIterator[PgStore]:
+    """`PgStore.open(url, **options)`, closed at the end of the block."""
+    store = await PgStore.open(url, **options)
+    try:
+        yield store
+    finally:
+        await store.aclose()
 
 
 async def proxied(postgres_url: str, nursery: trio.Nursery) -> tuple[TcpProxy, str]:
@@ -90,8 +103,7 @@ def test_the_password_never_shows() -> None:
 async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
     postgres_url: str,
 ) -> None:
-    store = await PgStore.open(postgres_url)
-    try:
+    async with opened(postgres_url) as store:
         await store.save(TaskRecord("cli-l", "x", (Message.user("x"),), status=TaskStatus.FAILED))
         others: list[bool] = []
 
@@ -106,8 +118,6 @@ async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
 
         assert await store.update("cli-l", change) is not None
         assert others == [False]
-    finally:
-        await store.aclose()
 
 
 async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store) -> None:
@@ -173,8 +183,7 @@ async def test_an_outage_fails_runs_clearly_and_loses_nothing(
 async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_database(
     postgres_url: str,
 ) -> None:
-    store = await PgStore.open(postgres_url, lease=3600)
-    try:
+    async with opened(postgres_url, lease=3600) as store:
         mine = TaskRecord("chat-e", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
         with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -210,8 +219,6 @@ async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_dat
         assert record is not None
         assert (record.transcript, record.status) == (mine.transcript, mine.status)
         assert await store.load("chat-f") is not None
-    finally:
-        await store.aclose()
 
 
 async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_database(
@@ -219,8 +226,7 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
 ) -> None:
     """Cut off with a write on its way; meanwhile the lease runs out: the late write changes nothing."""
     proxy, through = await proxied(postgres_url, nursery)
-    store = await PgStore.open(through, lease=3600)
-    try:
+    async with opened(through, lease=3600) as store:
         mine = TaskRecord("chat-h", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
         proxy.cut()
@@ -243,22 +249,16 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
         proxy.restore()
         await written.wait()
         assert len(outcome) == 1 and isinstance(outcome[0], StaleLeaseError), outcome
-        record = await PgStore.open(postgres_url, lease=3600)
-        try:
+        async with opened(postgres_url, lease=3600) as record:
             loaded = await record.load("chat-h")
             assert loaded is not None and loaded.transcript == mine.transcript
-        finally:
-            await record.aclose()
-    finally:
-        await store.aclose()
 
 
 async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
     postgres_url: str, nursery: trio.Nursery
 ) -> None:
     proxy, through = await proxied(postgres_url, nursery)
-    store = await PgStore.open(through, lease=3600)
-    try:
+    async with opened(through, lease=3600) as store:
         await store.save(TaskRecord("chat-r", "x", (Message.user("x"),), status=TaskStatus.FAILED))
         # The server ends the store's connection (a restart, an administrator): the first
         # call after it reconnects.
@@ -277,5 +277,3 @@ async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
             await store.load("chat-r")
         proxy.restore()
         assert [t.session_id for t in await store.list_stored()] == ["chat-r"]
-    finally:
-        await store.aclose()
