@@ -529,6 +529,28 @@ def insert_unreadable_record(db_path: Path, session_id: str) -> None:
         db.close()
 
 
+async def answer_all(
+    runtime: Runtime,
+    prefix: str,
+    answer: Callable[[Entry], str | None],
+    asked: list[Entry],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A listener for `prefix` that records each question and answers it with `answer(entry)`.
+
+    `answer` returning None leaves the question open.
+    """
+    with runtime.registry.listen(prefix, name="test") as listener:
+        task_status.started()
+        while True:
+            entry = await listener.claim()
+            asked.append(entry)
+            value = answer(entry)
+            if value is not None:
+                entry.answer(Answer(value))
+
+
 async def refused(client: Client, line: bytes) -> ErrorFrame:
     """The error frame the daemon answers the raw frame `line` with (its newline added here)."""
     await client.send_raw(line + b"\n")
