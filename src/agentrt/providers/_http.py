@@ -529,6 +529,9 @@ class ModelCall:
 class StreamedModel(abc.ABC):
     """What every HTTP provider's model shares: `complete` sends the `call` it builds."""
 
+    # No instance dict of its own: the attrs classes built on it stay slotted.
+    __slots__ = ()
+
     @abc.abstractmethod
     def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
         """The streaming request for `messages`, offering `tools`, with the key as it is now."""
