@@ -45,11 +45,14 @@ from agentrt import (
 )
 from agentrt._messages import ModelDelta
 from agentrt._sudo import PrivilegedResult
+from agentrt.client import Client
 from agentrt.daemon import Daemon, serve
+from agentrt.frames import ErrorFrame
 from agentrt.store import Store
 from agentrt.store.record import SavedQuestion
 
 from .cli_process import running_daemon
+from .fakes.llm_server import LLMServer
 
 #: Seconds of real time a test may take unless it says otherwise.
 DEFAULT_DEADLINE = 30.0
@@ -296,6 +299,14 @@ def sock_path(short_dir: Path) -> Path:
     return short_dir / "run" / "daemon.sock"
 
 
+@pytest.fixture
+async def llm_server(nursery: trio.Nursery) -> LLMServer:
+    """The scripted model API (OpenAI and Anthropic dialects) on loopback, for the test."""
+    server = LLMServer()
+    await nursery.start(server.run)
+    return server
+
+
 @pytest.fixture(params=["no daemon", "daemon"])
 def state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     """The state folder of an `agentrt` command run as a process, once with no daemon (the command
@@ -516,6 +527,36 @@ def insert_unreadable_record(db_path: Path, session_id: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def answer_all(
+    runtime: Runtime,
+    prefix: str,
+    answer: Callable[[Entry], str | None],
+    asked: list[Entry],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A listener for `prefix` that records each question and answers it with `answer(entry)`.
+
+    `answer` returning None leaves the question open.
+    """
+    with runtime.registry.listen(prefix, name="test") as listener:
+        task_status.started()
+        while True:
+            entry = await listener.claim()
+            asked.append(entry)
+            value = answer(entry)
+            if value is not None:
+                entry.answer(Answer(value))
+
+
+async def refused(client: Client, line: bytes) -> ErrorFrame:
+    """The error frame the daemon answers the raw frame `line` with (its newline added here)."""
+    await client.send_raw(line + b"\n")
+    frame = await client.receive()
+    assert isinstance(frame, ErrorFrame)
+    return frame
 
 
 async def run_answering(

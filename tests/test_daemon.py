@@ -72,7 +72,7 @@ from agentrt.frames import (
     VerifyFrame,
 )
 
-from .conftest import Recorder, insert_unreadable
+from .conftest import Recorder, insert_unreadable, refused
 
 TIMEOUT = 10
 
@@ -117,6 +117,12 @@ async def collect_until_ended(client: Client) -> list[DaemonFrame]:
     while not isinstance(frames[-1] if frames else None, EndedFrame):
         frames.append(await client.receive())
     return frames
+
+
+async def asked(client: Client, text: str) -> tuple[TaskFrame, AskFrame]:
+    """Start a run of `text`; its task frame and its first question."""
+    await client.send(Run(text))
+    return await client.wait_for(TaskFrame), await client.wait_for(AskFrame)
 
 
 async def round_trip(client: Client) -> DaemonFrame:
@@ -204,9 +210,7 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
         # B first: its listener waits longest, so it would be first to claim a stray question.
         b = await connect(daemon, "win-b")
         a = await connect(daemon, "win-a")
-        await a.send(Run("ask What colour?"))
-        task = await a.wait_for(TaskFrame)
-        ask = await a.wait_for(AskFrame)
+        task, ask = await asked(a, "ask What colour?")
         assert ask.kind is RequestKind.QUESTION
         assert ask.prompt == "What colour?"
         assert ask.task == task.task_hash
@@ -261,9 +265,7 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
 async def test_an_answer_is_acknowledged_once_its_run_goes_on_with_it(daemon: Daemon) -> None:
     with trio.fail_after(TIMEOUT):
         async with await connect(daemon) as client:
-            await client.send(Run("ask What colour?"))
-            task = await client.wait_for(TaskFrame)
-            ask = await client.wait_for(AskFrame)
+            task, ask = await asked(client, "ask What colour?")
             await client.send(AnswerFrame(ask.id, "blue"))
             frames = [await client.receive()]
             while not isinstance(frames[-1], EndedFrame):
@@ -299,9 +301,7 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
 ) -> None:
     with trio.fail_after(TIMEOUT):
         a = await connect(daemon, "win-a")
-        await a.send(Run("ask What colour?"))
-        task = await a.wait_for(TaskFrame)
-        ask = await a.wait_for(AskFrame)
+        task, ask = await asked(a, "ask What colour?")
         entry = runtime.registry.waiting_for(task.session_id)[0]
         assert entry.id == ask.id
         await a.aclose()
@@ -344,9 +344,7 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
 async def test_withdrawn_question_is_announced(daemon: Daemon) -> None:
     with trio.fail_after(TIMEOUT):
         async with await connect(daemon) as client:
-            await client.send(Run("ask Really?"))
-            task = await client.wait_for(TaskFrame)
-            ask = await client.wait_for(AskFrame)
+            task, ask = await asked(client, "ask Really?")
             await client.send(Cancel(task.task_hash, Cause.PAUSE))
             frames = await collect_until_ended(client)
     withdrawn = [f for f in frames if isinstance(f, AskWithdrawn)]
@@ -530,29 +528,21 @@ async def test_restricted_path_asks_for_the_password_and_reports_verification(
 async def test_bad_frames_get_errors_and_the_connection_keeps_working(daemon: Daemon) -> None:
     with trio.fail_after(TIMEOUT):
         async with await connect(daemon) as client, await connect(daemon) as other:
-            await client.send_raw(b"this is not json\n")
-            malformed = await client.receive()
-            assert isinstance(malformed, ErrorFrame)
+            malformed = await refused(client, b"this is not json")
             assert malformed.code is ErrorCode.MALFORMED
 
-            await client.send_raw(b'{"type":"launch"}\n')
-            unknown = await client.receive()
-            assert isinstance(unknown, ErrorFrame)
+            unknown = await refused(client, b'{"type":"launch"}')
             assert unknown.code is ErrorCode.UNKNOWN_TYPE
             assert "unknown frame type 'launch'" in unknown.message
 
-            await client.send_raw(b'{"type":"cancel","pause":true}\n')
-            missing = await client.receive()
-            assert isinstance(missing, ErrorFrame)
+            missing = await refused(client, b'{"type":"cancel","pause":true}')
             assert missing == ErrorFrame(
                 ErrorCode.INVALID,
                 "invalid 'cancel' frame: required field missing @ $.task",
                 "cancel",
             )
 
-            await client.send_raw(b'{"type":"cancel","task":7}\n')
-            mistyped = await client.receive()
-            assert isinstance(mistyped, ErrorFrame)
+            mistyped = await refused(client, b'{"type":"cancel","task":7}')
             assert "expected string, got int @ $.task" in mistyped.message
 
             async with trio.open_nursery() as nursery:
@@ -575,9 +565,7 @@ async def test_an_integer_of_5000_digits_gets_an_error_frame_and_the_run_goes_on
 ) -> None:
     with trio.fail_after(TIMEOUT):
         async with await connect(daemon) as client:
-            await client.send(Run("ask Deploy where?"))
-            task = await client.wait_for(TaskFrame)
-            ask = await client.wait_for(AskFrame)
+            task, ask = await asked(client, "ask Deploy where?")
             await client.send_raw(b'{"type":"cancel","task":"' + task.task_hash.encode() + b'",')
             await client.send_raw(b'"pause":' + b"7" * 5000 + b"}\n")
             refused = await client.receive()

@@ -21,7 +21,6 @@ import trio.testing
 from agentrt import (
     ALLOW_ONCE,
     ALLOW_SESSION,
-    Answer,
     Cause,
     Entry,
     Message,
@@ -45,31 +44,9 @@ from agentrt._tools import ToolRun
 from agentrt._tools.testing import Sleep
 from agentrt._vocab import Approval
 
-from .conftest import Recorder
+from .conftest import Recorder, answer_all
 
 LIMIT = 10
-
-
-async def answer_all(
-    runtime: Runtime,
-    prefix: str,
-    answer: Callable[[Entry], str | None],
-    asked: list[Entry],
-    *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """A listener for `prefix` that records each question and answers it with `answer(entry)`.
-
-    `answer` returning None leaves the question open.
-    """
-    with runtime.registry.listen(prefix, name="test") as listener:
-        task_status.started()
-        while True:
-            entry = await listener.claim()
-            asked.append(entry)
-            value = answer(entry)
-            if value is not None:
-                entry.answer(Answer(value))
 
 
 async def answering(

@@ -6,8 +6,11 @@ The behaviour both backends share is tested on both (the `store` and
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -22,6 +25,30 @@ from agentrt.store.postgres import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, dis
 
 from .conftest import Recorder, with_schema
 from .fakes.tcp_proxy import TcpProxy
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str, **options: Any) -> AsyncIterator[PgStore]:
+    """`PgStore.open(url, **options)`, closed at the end of the block."""
+    store = await PgStore.open(url, **options)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def proxied(postgres_url: str, nursery: trio.Nursery) -> tuple[TcpProxy, str]:
+    """A proxy in front of the server, started in `nursery`, and the URL that goes through it."""
+    parts = urllib.parse.urlsplit(postgres_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await nursery.start(proxy.serve)
+    return proxy, postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+
+
+def expire_lease(postgres_url: str, runner: str) -> None:
+    """End `runner`'s lease in the fleet, as another member's heartbeat finds it."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (runner,))
 
 
 async def test_the_schema_is_created_once_and_versioned(postgres_url: str) -> None:
@@ -75,8 +102,7 @@ def test_the_password_never_shows() -> None:
 async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
     postgres_url: str,
 ) -> None:
-    store = await PgStore.open(postgres_url)
-    try:
+    async with opened(postgres_url) as store:
         await store.save(TaskRecord("cli-l", "x", (Message.user("x"),), status=TaskStatus.FAILED))
         others: list[bool] = []
 
@@ -91,8 +117,6 @@ async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
 
         assert await store.update("cli-l", change) is not None
         assert others == [False]
-    finally:
-        await store.aclose()
 
 
 async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store) -> None:
@@ -118,10 +142,7 @@ async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store)
 async def test_an_outage_fails_runs_clearly_and_loses_nothing(
     postgres_url: str, tmp_path: Path, nursery: trio.Nursery
 ) -> None:
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
+    proxy, through = await proxied(postgres_url, nursery)
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("kept")
@@ -161,8 +182,7 @@ async def test_an_outage_fails_runs_clearly_and_loses_nothing(
 async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_database(
     postgres_url: str,
 ) -> None:
-    store = await PgStore.open(postgres_url, lease=3600)
-    try:
+    async with opened(postgres_url, lease=3600) as store:
         mine = TaskRecord("chat-e", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
         with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -191,30 +211,21 @@ async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_dat
             await store.save(late)
         await store.create(TaskRecord("chat-f", "y", (Message.user("y"),)))  # a new one: taken
         # A lease that ran out refuses every write, whatever epoch it carries.
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(
-                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
-            )
+        expire_lease(postgres_url, store.runner)
         with pytest.raises(StaleLeaseError, match="lease in the fleet has run out"):
             await store.delete("chat-f")
         record = await store.load("chat-e")
         assert record is not None
         assert (record.transcript, record.status) == (mine.transcript, mine.status)
         assert await store.load("chat-f") is not None
-    finally:
-        await store.aclose()
 
 
 async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_database(
     postgres_url: str, nursery: trio.Nursery
 ) -> None:
     """Cut off with a write on its way; meanwhile the lease runs out: the late write changes nothing."""
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
-    store = await PgStore.open(through, lease=3600)
-    try:
+    proxy, through = await proxied(postgres_url, nursery)
+    async with opened(through, lease=3600) as store:
         mine = TaskRecord("chat-h", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
         proxy.cut()
@@ -233,32 +244,20 @@ async def test_a_write_held_back_by_an_outage_is_refused_once_it_reaches_the_dat
         nursery.start_soon(write)
         await wait_all_tasks_blocked()
         # Another member's heartbeat: this member's lease ran out, its task is interrupted.
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            conn.execute(
-                f"UPDATE daemons SET lease_until = {NOW} - 1 WHERE id = %s", (store.runner,)
-            )
+        expire_lease(postgres_url, store.runner)
         proxy.restore()
         await written.wait()
         assert len(outcome) == 1 and isinstance(outcome[0], StaleLeaseError), outcome
-        record = await PgStore.open(postgres_url, lease=3600)
-        try:
+        async with opened(postgres_url, lease=3600) as record:
             loaded = await record.load("chat-h")
             assert loaded is not None and loaded.transcript == mine.transcript
-        finally:
-            await record.aclose()
-    finally:
-        await store.aclose()
 
 
 async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
     postgres_url: str, nursery: trio.Nursery
 ) -> None:
-    parts = urllib.parse.urlsplit(postgres_url)
-    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await nursery.start(proxy.serve)
-    through = postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
-    store = await PgStore.open(through, lease=3600)
-    try:
+    proxy, through = await proxied(postgres_url, nursery)
+    async with opened(through, lease=3600) as store:
         await store.save(TaskRecord("chat-r", "x", (Message.user("x"),), status=TaskStatus.FAILED))
         # The server ends the store's connection (a restart, an administrator): the first
         # call after it reconnects.
@@ -277,5 +276,3 @@ async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
             await store.load("chat-r")
         proxy.restore()
         assert [t.session_id for t in await store.list_stored()] == ["chat-r"]
-    finally:
-        await store.aclose()

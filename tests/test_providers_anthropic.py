@@ -48,25 +48,18 @@ FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
 TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {}}})]
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LLMServer:
-    srv = LLMServer()
-    await nursery.start(srv.run)
-    return srv
-
-
-def model(server: LLMServer, **kw: Any) -> AnthropicModel:
+def model(llm_server: LLMServer, **kw: Any) -> AnthropicModel:
     kw.setdefault("api_key", CANARY)
     kw.setdefault("retry", FAST)
-    return AnthropicModel("claude-test", server.base_url, **kw)
+    return AnthropicModel("claude-test", llm_server.base_url, **kw)
 
 
 def reply_text(*pieces: str) -> list[bytes]:
     return [an_start(7), *an_text_block(0, pieces), *an_end("end_turn", 4)]
 
 
-async def test_request_has_the_wire_shape(server: LLMServer) -> None:
-    server.script(sse(reply_text("ok")))
+async def test_request_has_the_wire_shape(llm_server: LLMServer) -> None:
+    llm_server.script(sse(reply_text("ok")))
     a = ToolCall("toolu_a", "read_file", {"path": "a"})
     b = ToolCall("toolu_b", "read_file", {"path": "b"})
     transcript = [
@@ -77,10 +70,10 @@ async def test_request_has_the_wire_shape(server: LLMServer) -> None:
         Message.tool_result(b, "B"),
     ]
     with trio.fail_after(5):
-        await model(server, max_tokens=123, prompt_caching=False).complete(
+        await model(llm_server, max_tokens=123, prompt_caching=False).complete(
             transcript, TOOLS, Collect()
         )
-    [request] = server.requests
+    [request] = llm_server.requests
     assert request.path == "/v1/messages"
     assert request.headers["x-api-key"] == CANARY
     assert request.headers["anthropic-version"] == "2023-06-01"
@@ -127,8 +120,8 @@ def test_empty_assistant_text_makes_no_empty_block() -> None:
     ]
 
 
-async def test_tool_use_blocks_split_mid_json(server: LLMServer) -> None:
-    server.script(
+async def test_tool_use_blocks_split_mid_json(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse(
             [
                 an_start(30),
@@ -142,7 +135,7 @@ async def test_tool_use_blocks_split_mid_json(server: LLMServer) -> None:
     )
     got = Collect()
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("go")], TOOLS, got)
+        response = await model(llm_server).complete([Message.user("go")], TOOLS, got)
     assert response.text == "Let me look."
     assert response.tool_calls == (
         ToolCall("toolu_a", "read_file", {"path": "a.txt"}),
@@ -155,17 +148,17 @@ async def test_tool_use_blocks_split_mid_json(server: LLMServer) -> None:
     assert "".join(d.arguments for d in tool_deltas if d.index == 1) == '{"path": "b"}'
 
 
-async def test_tool_use_without_input_has_empty_arguments(server: LLMServer) -> None:
-    server.script(
+async def test_tool_use_without_input_has_empty_arguments(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse([an_start(), *an_tool_block(0, "toolu_x", "read_file", []), *an_end("tool_use")])
     )
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("go")], TOOLS, Collect())
+        response = await model(llm_server).complete([Message.user("go")], TOOLS, Collect())
     assert response.tool_calls == (ToolCall("toolu_x", "read_file", {}),)
 
 
-async def test_overloaded_event_before_any_delta_is_retried(server: LLMServer) -> None:
-    server.script(
+async def test_overloaded_event_before_any_delta_is_retried(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse(
             [
                 an_start(),
@@ -175,57 +168,57 @@ async def test_overloaded_event_before_any_delta_is_retried(server: LLMServer) -
         sse(reply_text("ok")),
     )
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("hi")], [], Collect())
+        response = await model(llm_server).complete([Message.user("hi")], [], Collect())
     assert response.text == "ok"
-    assert len(server.requests) == 2
+    assert len(llm_server.requests) == 2
 
 
-async def test_overloaded_event_after_a_delta_is_raised(server: LLMServer) -> None:
+async def test_overloaded_event_after_a_delta_is_raised(llm_server: LLMServer) -> None:
     overloaded = an_event("error", error=an_error("overloaded_error", "Overloaded")["error"])
-    server.script(
+    llm_server.script(
         sse([an_start(), *an_text_block(0, ["half"])[:2], overloaded]),
         sse(reply_text("again")),
     )
     got = Collect()
     with trio.fail_after(5), pytest.raises(ModelServerError, match=r"overloaded_error.*Overloaded"):
-        await model(server).complete([Message.user("hi")], [], got)
+        await model(llm_server).complete([Message.user("hi")], [], got)
     assert got.deltas == [TextDelta("half")]
-    assert len(server.requests) == 1
+    assert len(llm_server.requests) == 1
 
 
-async def test_529_overloaded_is_retried_then_gives_up(server: LLMServer) -> None:
-    server.script(*[json_error(529, an_error("overloaded_error", "Overloaded"))] * 3)
+async def test_529_overloaded_is_retried_then_gives_up(llm_server: LLMServer) -> None:
+    llm_server.script(*[json_error(529, an_error("overloaded_error", "Overloaded"))] * 3)
     with trio.fail_after(5), pytest.raises(ModelServerError, match=r"HTTP 529.*Overloaded"):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 3
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 3
 
 
-async def test_rate_limit_event_is_a_rate_limit_error(server: LLMServer) -> None:
+async def test_rate_limit_event_is_a_rate_limit_error(llm_server: LLMServer) -> None:
     event = an_event("error", error=an_error("rate_limit_error", "too fast")["error"])
-    server.script(*[sse([event])] * 3)
+    llm_server.script(*[sse([event])] * 3)
     with trio.fail_after(5), pytest.raises(ModelRateLimitError, match="too fast"):
-        await model(server).complete([Message.user("hi")], [], Collect())
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
 
 
-async def test_400_is_a_request_error_and_not_retried(server: LLMServer) -> None:
-    server.script(json_error(400, an_error("invalid_request_error", "max_tokens: too big")))
+async def test_400_is_a_request_error_and_not_retried(llm_server: LLMServer) -> None:
+    llm_server.script(json_error(400, an_error("invalid_request_error", "max_tokens: too big")))
     with trio.fail_after(5), pytest.raises(ModelRequestError, match="max_tokens: too big"):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 1
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 1
 
 
-async def test_stream_ending_before_message_stop_is_cut(server: LLMServer) -> None:
+async def test_stream_ending_before_message_stop_is_cut(llm_server: LLMServer) -> None:
     # A clean end of the HTTP body, but the reply itself never finished.
-    server.script(sse([an_start(), *an_text_block(0, ["part"])]))
+    llm_server.script(sse([an_start(), *an_text_block(0, ["part"])]))
     with trio.fail_after(5), pytest.raises(ModelStreamCutError, match="before message_stop"):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 1, "never retried once a delta was delivered"
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 1, "never retried once a delta was delivered"
 
 
-async def test_malformed_event_is_a_stream_error(server: LLMServer) -> None:
-    server.script(sse([an_start(), b"event: content_block_delta\ndata: {oops\n\n"]))
+async def test_malformed_event_is_a_stream_error(llm_server: LLMServer) -> None:
+    llm_server.script(sse([an_start(), b"event: content_block_delta\ndata: {oops\n\n"]))
     with trio.fail_after(5), pytest.raises(ModelStreamError, match="not JSON"):
-        await model(server).complete([Message.user("hi")], [], Collect())
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
 
 
 async def test_base_url_with_v1_suffix_is_accepted() -> None:
@@ -241,9 +234,9 @@ SIGNATURE = "EqoBCkgIARABGAIiQL2UoU0b1OHYi+sig=="
 
 
 async def test_thinking_streams_as_reasoning_and_goes_back_signed_on_the_next_turn(
-    server: LLMServer,
+    llm_server: LLMServer,
 ) -> None:
-    server.script(
+    llm_server.script(
         sse(
             [
                 an_start(20),
@@ -255,7 +248,7 @@ async def test_thinking_streams_as_reasoning_and_goes_back_signed_on_the_next_tu
         ),
         sse(reply_text("It says A.")),
     )
-    thinker = model(server, max_tokens=4000, thinking_budget=2048)
+    thinker = model(llm_server, max_tokens=4000, thinking_budget=2048)
     got = Collect()
     with trio.fail_after(5):
         first = await thinker.complete([Message.user("read a")], TOOLS, got)
@@ -266,9 +259,9 @@ async def test_thinking_streams_as_reasoning_and_goes_back_signed_on_the_next_tu
     assert TextDelta("Reading.") in got.deltas
     assert first.text == "Reading."
     assert first.thinking == (ThinkingBlock("I should read the file.", SIGNATURE),)
-    assert server.requests[0].json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert llm_server.requests[0].json()["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     # The thinking block goes back first in its assistant turn, whole and signed.
-    assistant = server.requests[1].json()["messages"][1]
+    assistant = llm_server.requests[1].json()["messages"][1]
     assert assistant["role"] == "assistant"
     assert [b["type"] for b in assistant["content"]] == ["thinking", "text", "tool_use"]
     assert assistant["content"][0] == {
@@ -278,8 +271,8 @@ async def test_thinking_streams_as_reasoning_and_goes_back_signed_on_the_next_tu
     }
 
 
-async def test_redacted_thinking_is_kept_and_sent_back_as_it_came(server: LLMServer) -> None:
-    server.script(
+async def test_redacted_thinking_is_kept_and_sent_back_as_it_came(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse(
             [
                 an_start(),
@@ -291,7 +284,7 @@ async def test_redacted_thinking_is_kept_and_sent_back_as_it_came(server: LLMSer
         )
     )
     with trio.fail_after(5):
-        response = await model(server, thinking_budget=1024).complete(
+        response = await model(llm_server, thinking_budget=1024).complete(
             [Message.user("x")], TOOLS, Collect()
         )
     assert response.thinking == (
@@ -328,8 +321,8 @@ def test_a_thinking_budget_out_of_range_is_refused(budget: int) -> None:
 # --------------------------------------------------------------------------- prompt caching
 
 
-async def test_prompt_caching_marks_system_tools_and_the_last_turn(server: LLMServer) -> None:
-    server.script(sse(reply_text("ok")))
+async def test_prompt_caching_marks_system_tools_and_the_last_turn(llm_server: LLMServer) -> None:
+    llm_server.script(sse(reply_text("ok")))
     a = ToolCall("toolu_a", "read_file", {"path": "a"})
     transcript = [
         Message.system("be brief"),
@@ -338,8 +331,8 @@ async def test_prompt_caching_marks_system_tools_and_the_last_turn(server: LLMSe
         Message.tool_result(a, "A"),
     ]
     with trio.fail_after(5):
-        await model(server).complete(transcript, [*TOOLS, *TOOLS], Collect())
-    body = server.requests[0].json()
+        await model(llm_server).complete(transcript, [*TOOLS, *TOOLS], Collect())
+    body = llm_server.requests[0].json()
     ephemeral = {"type": "ephemeral"}
     assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": ephemeral}]
     assert "cache_control" not in body["tools"][0]
@@ -351,17 +344,17 @@ async def test_prompt_caching_marks_system_tools_and_the_last_turn(server: LLMSe
         "cache_control": ephemeral,
     }
     # Three breakpoints, well within the API's four.
-    assert server.requests[0].body.decode().count('"cache_control"') == 3
+    assert llm_server.requests[0].body.decode().count('"cache_control"') == 3
 
 
-async def test_cache_read_and_creation_tokens_are_reported_apart(server: LLMServer) -> None:
-    server.script(
+async def test_cache_read_and_creation_tokens_are_reported_apart(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse(
             [an_start(5, cache_read=1000, cache_creation=200), *an_text_block(0, ["hi"]), *an_end()]
         )
     )
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("x")], [], Collect())
+        response = await model(llm_server).complete([Message.user("x")], [], Collect())
     assert response.usage == Usage(
         input_tokens=1205, output_tokens=5, cache_read_tokens=1000, cache_creation_tokens=200
     )
@@ -371,9 +364,9 @@ async def test_cache_read_and_creation_tokens_are_reported_apart(server: LLMServ
 
 
 async def test_a_max_tokens_stop_in_text_after_whole_calls_keeps_the_reply(
-    server: LLMServer,
+    llm_server: LLMServer,
 ) -> None:
-    server.script(
+    llm_server.script(
         sse(
             [
                 an_start(),
@@ -384,19 +377,19 @@ async def test_a_max_tokens_stop_in_text_after_whole_calls_keeps_the_reply(
         )
     )
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("w")], TOOLS, Collect())
+        response = await model(llm_server).complete([Message.user("w")], TOOLS, Collect())
     assert response.tool_calls == (ToolCall("toolu_1", "read_file", {"path": "a"}),)
 
 
 # --------------------------------------------------------------------------- headers
 
 
-async def test_custom_headers_are_sent_with_every_request(server: LLMServer) -> None:
-    server.script(sse(reply_text("ok")))
+async def test_custom_headers_are_sent_with_every_request(llm_server: LLMServer) -> None:
+    llm_server.script(sse(reply_text("ok")))
     headers = {"anthropic-beta": "interleaved-thinking-2025-05-14", "X-Gateway": "edge-1"}
     with trio.fail_after(5):
-        await model(server, headers=headers).complete([Message.user("x")], [], Collect())
-    [request] = server.requests
+        await model(llm_server, headers=headers).complete([Message.user("x")], [], Collect())
+    [request] = llm_server.requests
     assert request.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     assert request.headers["x-gateway"] == "edge-1"
     assert request.headers["x-api-key"] == CANARY

@@ -91,8 +91,8 @@ class Wire:
 
 ANTHROPIC = Wire(
     name="anthropic",
-    build=lambda server, **options: AnthropicModel(
-        "claude-test", server.base_url, **{"api_key": AN_CANARY, "retry": FAST, **options}
+    build=lambda llm_server, **options: AnthropicModel(
+        "claude-test", llm_server.base_url, **{"api_key": AN_CANARY, "retry": FAST, **options}
     ),
     hosted=lambda: AnthropicModel("claude-sonnet-4-5"),
     # A ping among the events is passed over.
@@ -125,8 +125,10 @@ ANTHROPIC = Wire(
 
 OPENAI = Wire(
     name="openai",
-    build=lambda server, **options: OpenAIModel(
-        "test-model", server.base_url + "/v1", **{"api_key": OA_CANARY, "retry": FAST, **options}
+    build=lambda llm_server, **options: OpenAIModel(
+        "test-model",
+        llm_server.base_url + "/v1",
+        **{"api_key": OA_CANARY, "retry": FAST, **options},
     ),
     hosted=lambda: OpenAIModel("gpt-4o-mini"),
     hello=[oa_text("Hel"), oa_text("lo"), oa_finish(), oa_usage(12, 3), OA_DONE],
@@ -164,18 +166,11 @@ def wire(request: pytest.FixtureRequest) -> Wire:
     return chosen
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LLMServer:
-    srv = LLMServer()
-    await nursery.start(srv.run)
-    return srv
-
-
-async def test_streams_text_and_records_usage(server: LLMServer, wire: Wire) -> None:
-    server.script(sse(wire.hello))
+async def test_streams_text_and_records_usage(llm_server: LLMServer, wire: Wire) -> None:
+    llm_server.script(sse(wire.hello))
     got = Collect()
     with trio.fail_after(5):
-        response = await wire.build(server).complete([Message.user("hi")], [], got)
+        response = await wire.build(llm_server).complete([Message.user("hi")], [], got)
     assert got.deltas == [TextDelta("Hel"), TextDelta("lo")]
     assert response.text == "Hello"
     assert response.tool_calls == ()
@@ -183,9 +178,9 @@ async def test_streams_text_and_records_usage(server: LLMServer, wire: Wire) -> 
 
 
 async def test_cancel_mid_stream_closes_the_connection_at_once(
-    server: LLMServer, wire: Wire
+    llm_server: LLMServer, wire: Wire
 ) -> None:
-    server.script(stall(wire.partial))
+    llm_server.script(stall(wire.partial))
     got_delta = trio.Event()
 
     async def on_delta(delta: ModelDelta) -> None:
@@ -197,11 +192,11 @@ async def test_cancel_mid_stream_closes_the_connection_at_once(
 
             async def run() -> None:
                 with scope:
-                    await wire.build(server).complete([Message.user("hi")], [], on_delta)
+                    await wire.build(llm_server).complete([Message.user("hi")], [], on_delta)
 
             nursery.start_soon(run)
             await got_delta.wait()
-            exchange = await server.wait_request(1)
+            exchange = await llm_server.wait_request(1)
             cancelled_at = time.perf_counter()
             scope.cancel()
             await exchange.disconnected.wait()
@@ -212,11 +207,11 @@ async def test_cancel_mid_stream_closes_the_connection_at_once(
 
 
 async def test_401_names_the_key_variable_and_never_the_key(
-    server: LLMServer, wire: Wire, caplog: pytest.LogCaptureFixture
+    llm_server: LLMServer, wire: Wire, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    server.script(json_error(401, wire.auth_body))
-    m = wire.build(server)
+    llm_server.script(json_error(401, wire.auth_body))
+    m = wire.build(llm_server)
     with trio.fail_after(5), pytest.raises(ModelAuthError, match=wire.auth_match) as info:
         await m.complete([Message.user("hi")], [], Collect())
     assert wire.auth_says in str(info.value)
@@ -229,7 +224,7 @@ async def test_401_names_the_key_variable_and_never_the_key(
     while chained is not None:
         assert not isinstance(chained, httpx.HTTPError)
         chained = chained.__cause__ or chained.__context__
-    assert len(server.requests) == 1, "an auth failure is not retried"
+    assert len(llm_server.requests) == 1, "an auth failure is not retried"
 
 
 async def test_hosted_api_without_key_fails_before_sending(wire: Wire) -> None:
@@ -237,42 +232,42 @@ async def test_hosted_api_without_key_fails_before_sending(wire: Wire) -> None:
         await wire.hosted().complete([Message.user("hi")], [], Collect())
 
 
-async def test_404_says_check_the_model_name(server: LLMServer, wire: Wire) -> None:
-    server.script(json_error(404, wire.not_found_body))
+async def test_404_says_check_the_model_name(llm_server: LLMServer, wire: Wire) -> None:
+    llm_server.script(json_error(404, wire.not_found_body))
     with (
         trio.fail_after(5),
         pytest.raises(ModelNotFoundError, match=f"model name '{wire.model_name}'"),
     ):
-        await wire.build(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 1
+        await wire.build(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 1
 
 
-async def test_429_honours_retry_after_then_succeeds(server: LLMServer, wire: Wire) -> None:
-    server.script(
+async def test_429_honours_retry_after_then_succeeds(llm_server: LLMServer, wire: Wire) -> None:
+    llm_server.script(
         json_error(429, wire.slow_down_body, wire.retry_after_headers),
         sse(wire.ok),
     )
     started = trio.current_time()
     with trio.fail_after(5):
-        response = await wire.build(server).complete([Message.user("hi")], [], Collect())
+        response = await wire.build(llm_server).complete([Message.user("hi")], [], Collect())
     assert response.text == "ok"
-    assert len(server.requests) == 2
+    assert len(llm_server.requests) == 2
     assert trio.current_time() - started >= wire.retry_after
 
 
-async def test_a_cut_before_any_delta_is_retried(server: LLMServer, wire: Wire) -> None:
-    server.script(cut(wire.before_any_delta), sse(wire.ok))
+async def test_a_cut_before_any_delta_is_retried(llm_server: LLMServer, wire: Wire) -> None:
+    llm_server.script(cut(wire.before_any_delta), sse(wire.ok))
     with trio.fail_after(5):
-        response = await wire.build(server).complete([Message.user("hi")], [], Collect())
+        response = await wire.build(llm_server).complete([Message.user("hi")], [], Collect())
     assert response.text == "ok"
-    assert len(server.requests) == 2
+    assert len(llm_server.requests) == 2
 
 
 async def test_a_max_tokens_stop_inside_a_tool_call_says_the_reply_was_cut(
-    server: LLMServer, wire: Wire
+    llm_server: LLMServer, wire: Wire
 ) -> None:
-    server.script(sse(wire.cut_in_a_call))
-    model = wire.build(server, max_tokens=64)
+    llm_server.script(sse(wire.cut_in_a_call))
+    model = wire.build(llm_server, max_tokens=64)
     with trio.fail_after(5), pytest.raises(ModelMaxTokensError) as caught:
         await model.complete([Message.user("write")], TOOLS, Collect())
     message = str(caught.value)
@@ -280,5 +275,5 @@ async def test_a_max_tokens_stop_inside_a_tool_call_says_the_reply_was_cut(
     assert "'write_file'" in message
     assert "JSON" not in message
     # Asking again the same way would stop at the same place: no retry.
-    assert len(server.requests) == 1
-    assert server.requests[0].json()["max_tokens"] == 64
+    assert len(llm_server.requests) == 1
+    assert llm_server.requests[0].json()["max_tokens"] == 64

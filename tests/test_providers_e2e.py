@@ -93,13 +93,6 @@ PROVIDERS: dict[str, tuple[Callable[[str], Model], Callable[[], list[Handler]]]]
 }
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LLMServer:
-    srv = LLMServer()
-    await nursery.start(srv.run)
-    return srv
-
-
 def noticing(text: str) -> tuple[Recorder, trio.Event]:
     """A recorder, and an event it sets once the text `text` has streamed."""
     recorder = Recorder()
@@ -115,18 +108,18 @@ def noticing(text: str) -> tuple[Recorder, trio.Event]:
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 async def test_tool_conversation_pause_and_resume(
-    provider: str, server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+    provider: str, llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> None:
     make, script = PROVIDERS[provider]
     (workdir / "notes.txt").write_text(NOTE)
-    server.script(*script())
+    llm_server.script(*script())
     owner = object()
     first, streaming = noticing("Reading")
     ended: list[RunEnded] = []
     with trio.fail_after(10):
         async with open_runtime(
             tmp_path / "state",
-            model=make(server.base_url),
+            model=make(llm_server.base_url),
             workdir=workdir,
             restricted_paths=[],
             verifier=verifier,
@@ -145,7 +138,7 @@ async def test_tool_conversation_pause_and_resume(
                 [started] = first.of(TaskStarted)
                 assert isinstance(started, TaskStarted)
                 rt.executor.cancel(started.task_hash, Cause.PAUSE, owner=owner)
-                exchange = await server.wait_request(2)
+                exchange = await llm_server.wait_request(2)
                 await exchange.disconnected.wait()
 
             [paused] = ended
@@ -166,8 +159,8 @@ async def test_tool_conversation_pause_and_resume(
     assert second.text() == "The note says hello."
     # The tool ran once, before the pause; resuming did not run it again.
     assert second.of(ToolResultEvent) == []
-    assert len(server.requests) == 3
-    resumed_body = server.requests[2].body.decode()
+    assert len(llm_server.requests) == 3
+    resumed_body = llm_server.requests[2].body.decode()
     assert NOTE in resumed_body
     assert "notes.txt" in resumed_body
 
@@ -175,7 +168,7 @@ async def test_tool_conversation_pause_and_resume(
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 async def test_auth_failure_fails_the_run_without_the_key(
     provider: str,
-    server: LLMServer,
+    llm_server: LLMServer,
     tmp_path: Path,
     workdir: Path,
     verifier: FakeVerifier,
@@ -183,8 +176,8 @@ async def test_auth_failure_fails_the_run_without_the_key(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     make, _ = PROVIDERS[provider]
-    server.script(json_error(401, an_error("authentication_error", f"bad key {CANARY}")))
-    model = make(server.base_url)
+    llm_server.script(json_error(401, an_error("authentication_error", f"bad key {CANARY}")))
+    model = make(llm_server.base_url)
     assert isinstance(model, (OpenAIModel, AnthropicModel))
     model.retry = RetryPolicy(max_attempts=1)
     rec = Recorder()
@@ -206,12 +199,12 @@ SECRET_VALUE = "tok-4f2a9d81c7e3b5a6"
 
 
 async def test_anthropic_thinking_is_shown_kept_in_the_task_and_sent_back_after_a_pause(
-    server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+    llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> None:
     """Thinking reaches the events; its signed block is saved with the task and goes back
     to the API on the round after the tool ran, even when that round is a resume."""
     (workdir / "notes.txt").write_text(NOTE)
-    server.script(
+    llm_server.script(
         sse(
             [
                 an_start(40, cache_read=900, cache_creation=60),
@@ -223,7 +216,7 @@ async def test_anthropic_thinking_is_shown_kept_in_the_task_and_sent_back_after_
         stall([an_start(60), *an_text_block(0, ["Reading"])[:2]]),
         sse([an_start(80), *an_text_block(0, ["The note says hello."]), *an_end()]),
     )
-    model = AnthropicModel("m", server.base_url, api_key=CANARY, thinking_budget=1024)
+    model = AnthropicModel("m", llm_server.base_url, api_key=CANARY, thinking_budget=1024)
     owner = object()
     first, streaming = noticing("Reading")
     with trio.fail_after(10):
@@ -253,16 +246,16 @@ async def test_anthropic_thinking_is_shown_kept_in_the_task_and_sent_back_after_
     [saved] = [m for m in record.transcript if m.thinking]
     assert saved.thinking[0].signature == SIGNATURE
     signed = {"type": "thinking", "thinking": "I need the notes.", "signature": SIGNATURE}
-    for request in server.requests[1:]:  # the round after the tool, live and resumed
+    for request in llm_server.requests[1:]:  # the round after the tool, live and resumed
         assistant = request.json()["messages"][1]
         assert assistant["content"][0] == signed
 
 
 async def test_a_secret_in_the_thinking_is_scrubbed_and_the_block_is_not_sent_back(
-    server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+    llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> None:
     (workdir / "notes.txt").write_text(NOTE)
-    server.script(
+    llm_server.script(
         sse(
             [
                 an_start(),
@@ -273,7 +266,7 @@ async def test_a_secret_in_the_thinking_is_scrubbed_and_the_block_is_not_sent_ba
         ),
         sse([an_start(), *an_text_block(0, ["done"]), *an_end()]),
     )
-    model = AnthropicModel("m", server.base_url, api_key=CANARY, thinking_budget=1024)
+    model = AnthropicModel("m", llm_server.base_url, api_key=CANARY, thinking_budget=1024)
     rec = Recorder()
     with trio.fail_after(10):
         async with open_runtime(
@@ -290,6 +283,6 @@ async def test_a_secret_in_the_thinking_is_scrubbed_and_the_block_is_not_sent_ba
     assert kept.thinking[0].signature is None
     assert all(SECRET_VALUE not in repr(m) for m in history)
     # The scrubbed block has no valid signature any more, so it is left out of the request.
-    assert SECRET_VALUE not in server.requests[1].body.decode()
-    assistant = server.requests[1].json()["messages"][1]
+    assert SECRET_VALUE not in llm_server.requests[1].body.decode()
+    assistant = llm_server.requests[1].json()["messages"][1]
     assert [b["type"] for b in assistant["content"]] == ["tool_use"]

@@ -50,21 +50,14 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LLMServer:
-    srv = LLMServer()
-    await nursery.start(srv.run)
-    return srv
-
-
-def model(server: LLMServer, **kw: Any) -> OpenAIModel:
+def model(llm_server: LLMServer, **kw: Any) -> OpenAIModel:
     kw.setdefault("api_key", CANARY)
     kw.setdefault("retry", FAST)
-    return OpenAIModel("test-model", server.base_url + "/v1", **kw)
+    return OpenAIModel("test-model", llm_server.base_url + "/v1", **kw)
 
 
-async def test_request_has_the_wire_shape(server: LLMServer) -> None:
-    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+async def test_request_has_the_wire_shape(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
     call = ToolCall("call_1", "read_file", {"path": "a.txt"})
     transcript = [
         Message.system("be brief"),
@@ -73,8 +66,8 @@ async def test_request_has_the_wire_shape(server: LLMServer) -> None:
         Message.tool_result(call, "contents"),
     ]
     with trio.fail_after(5):
-        await model(server).complete(transcript, TOOLS, Collect())
-    [request] = server.requests
+        await model(llm_server).complete(transcript, TOOLS, Collect())
+    [request] = llm_server.requests
     assert request.method == "POST"
     assert request.path == "/v1/chat/completions"
     assert request.headers["authorization"] == f"Bearer {CANARY}"
@@ -108,22 +101,22 @@ async def test_request_has_the_wire_shape(server: LLMServer) -> None:
     ]
 
 
-async def test_no_key_sends_no_authorization_to_a_local_server(server: LLMServer) -> None:
-    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+async def test_no_key_sends_no_authorization_to_a_local_server(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
     with trio.fail_after(5):
-        await model(server, api_key=None).complete([Message.user("hi")], [], Collect())
-    assert "authorization" not in server.requests[0].headers
+        await model(llm_server, api_key=None).complete([Message.user("hi")], [], Collect())
+    assert "authorization" not in llm_server.requests[0].headers
 
 
-async def test_no_tools_omits_the_tools_field(server: LLMServer) -> None:
-    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+async def test_no_tools_omits_the_tools_field(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
     with trio.fail_after(5):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert "tools" not in server.requests[0].json()
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert "tools" not in llm_server.requests[0].json()
 
 
-async def test_several_tool_calls_split_mid_json(server: LLMServer) -> None:
-    server.script(
+async def test_several_tool_calls_split_mid_json(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse(
             [
                 oa_text("Let me look."),
@@ -142,7 +135,7 @@ async def test_several_tool_calls_split_mid_json(server: LLMServer) -> None:
     )
     got = Collect()
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("go")], TOOLS, got)
+        response = await model(llm_server).complete([Message.user("go")], TOOLS, got)
     assert response.tool_calls == (
         ToolCall("call_a", "read_file", {"path": "a.txt"}),
         ToolCall("call_b", "list_dir", {"path": "/tmp"}),
@@ -154,21 +147,21 @@ async def test_several_tool_calls_split_mid_json(server: LLMServer) -> None:
     assert "".join(d.arguments for d in tool_deltas if d.index == 0) == '{"path": "a.txt"}'
 
 
-async def test_stream_cut_at_every_few_bytes_still_parses(server: LLMServer) -> None:
+async def test_stream_cut_at_every_few_bytes_still_parses(llm_server: LLMServer) -> None:
     pieces = [
         oa_tool(0, id="call_a", name="read_file", arguments='{"path": "é.txt"}'),
         oa_text("done ✓"),
         oa_finish("tool_calls"),
         OA_DONE,
     ]
-    server.script(sse(pieces, split=3))
+    llm_server.script(sse(pieces, split=3))
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("go")], TOOLS, Collect())
+        response = await model(llm_server).complete([Message.user("go")], TOOLS, Collect())
     assert response.tool_calls == (ToolCall("call_a", "read_file", {"path": "é.txt"}),)
     assert response.text == "done ✓"
 
 
-async def test_deltas_reach_on_delta_before_the_reply_ends(server: LLMServer) -> None:
+async def test_deltas_reach_on_delta_before_the_reply_ends(llm_server: LLMServer) -> None:
     first_seen = trio.Event()
 
     async def handler(exchange: Exchange) -> None:
@@ -180,29 +173,29 @@ async def test_deltas_reach_on_delta_before_the_reply_ends(server: LLMServer) ->
             await exchange.send(piece)
         await exchange.end()
 
-    server.script(handler)
+    llm_server.script(handler)
 
     async def on_delta(delta: ModelDelta) -> None:
         first_seen.set()
 
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("hi")], [], on_delta)
+        response = await model(llm_server).complete([Message.user("hi")], [], on_delta)
     assert response.text == "first second"
 
 
-async def test_429_with_a_long_retry_after_is_raised_at_once(server: LLMServer) -> None:
-    server.script(json_error(429, {"error": {"message": "quota"}}, {"retry-after": "3600"}))
+async def test_429_with_a_long_retry_after_is_raised_at_once(llm_server: LLMServer) -> None:
+    llm_server.script(json_error(429, {"error": {"message": "quota"}}, {"retry-after": "3600"}))
     with trio.fail_after(5), pytest.raises(ModelRateLimitError, match="rate limited") as info:
-        await model(server).complete([Message.user("hi")], [], Collect())
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
     assert info.value.retry_after == 3600
-    assert len(server.requests) == 1
+    assert len(llm_server.requests) == 1
 
 
-async def test_5xx_is_retried_a_bounded_number_of_times(server: LLMServer) -> None:
-    server.script(*[json_error(503, {"error": {"message": "busy"}})] * 5)
+async def test_5xx_is_retried_a_bounded_number_of_times(llm_server: LLMServer) -> None:
+    llm_server.script(*[json_error(503, {"error": {"message": "busy"}})] * 5)
     with trio.fail_after(5), pytest.raises(ModelServerError, match="gave up after 3 attempts"):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 3
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 3
 
 
 async def test_connection_refused_says_check_base_url() -> None:
@@ -214,49 +207,49 @@ async def test_connection_refused_says_check_base_url() -> None:
         await m.complete([Message.user("hi")], [], Collect())
 
 
-async def test_read_timeout_is_a_timeout_error(server: LLMServer) -> None:
-    server.script(stall())
-    m = model(server, timeout=httpx.Timeout(5.0, read=0.2))
+async def test_read_timeout_is_a_timeout_error(llm_server: LLMServer) -> None:
+    llm_server.script(stall())
+    m = model(llm_server, timeout=httpx.Timeout(5.0, read=0.2))
     with trio.fail_after(5), pytest.raises(ModelTimeoutError, match=r"sent nothing for 0.2 s"):
         await m.complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 1, "a read timeout is not retried"
+    assert len(llm_server.requests) == 1, "a read timeout is not retried"
 
 
-async def test_never_retries_after_a_delta_was_delivered(server: LLMServer) -> None:
-    server.script(cut([oa_text("half")]), sse([oa_text("again"), oa_finish(), OA_DONE]))
+async def test_never_retries_after_a_delta_was_delivered(llm_server: LLMServer) -> None:
+    llm_server.script(cut([oa_text("half")]), sse([oa_text("again"), oa_finish(), OA_DONE]))
     got = Collect()
     with trio.fail_after(5), pytest.raises(ModelStreamCutError):
-        await model(server).complete([Message.user("hi")], [], got)
+        await model(llm_server).complete([Message.user("hi")], [], got)
     assert got.deltas == [TextDelta("half")]
-    assert len(server.requests) == 1
+    assert len(llm_server.requests) == 1
 
 
-async def test_mid_stream_error_chunk_is_a_server_error(server: LLMServer) -> None:
+async def test_mid_stream_error_chunk_is_a_server_error(llm_server: LLMServer) -> None:
     error = b'data: {"error": {"message": "model crashed", "type": "server_error"}}\n\n'
-    server.script(sse([oa_text("a"), error]))
+    llm_server.script(sse([oa_text("a"), error]))
     with trio.fail_after(5), pytest.raises(ModelServerError, match="model crashed"):
-        await model(server).complete([Message.user("hi")], [], Collect())
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
 
 
-async def test_malformed_chunk_is_a_stream_error(server: LLMServer) -> None:
-    server.script(sse([b'data: {"choices": [{"delta": \n\n']))
+async def test_malformed_chunk_is_a_stream_error(llm_server: LLMServer) -> None:
+    llm_server.script(sse([b'data: {"choices": [{"delta": \n\n']))
     with trio.fail_after(5), pytest.raises(ModelStreamError, match="not JSON"):
-        await model(server).complete([Message.user("hi")], [], Collect())
-    assert len(server.requests) == 1
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert len(llm_server.requests) == 1
 
 
-async def test_invalid_tool_arguments_name_the_tool(server: LLMServer) -> None:
-    server.script(
+async def test_invalid_tool_arguments_name_the_tool(llm_server: LLMServer) -> None:
+    llm_server.script(
         sse([oa_tool(0, id="c", name="read_file", arguments='{"path": '), oa_finish(), OA_DONE])
     )
     with trio.fail_after(5), pytest.raises(ModelStreamError, match=r"'read_file'.*not valid JSON"):
-        await model(server).complete([Message.user("hi")], TOOLS, Collect())
+        await model(llm_server).complete([Message.user("hi")], TOOLS, Collect())
 
 
-async def test_html_instead_of_a_stream_says_check_base_url(server: LLMServer) -> None:
-    server.script(raw(200, b"<html>welcome</html>", "text/html"))
+async def test_html_instead_of_a_stream_says_check_base_url(llm_server: LLMServer) -> None:
+    llm_server.script(raw(200, b"<html>welcome</html>", "text/html"))
     with trio.fail_after(5), pytest.raises(ModelStreamError, match=r"text/html.*base URL"):
-        await model(server).complete([Message.user("hi")], [], Collect())
+        await model(llm_server).complete([Message.user("hi")], [], Collect())
 
 
 async def test_repr_hides_the_key() -> None:
@@ -279,9 +272,9 @@ def test_request_body_is_json_serialisable() -> None:
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_reasoning_streams_apart_from_the_answer_and_is_not_sent_back(
-    server: LLMServer, field: str
+    llm_server: LLMServer, field: str
 ) -> None:
-    server.script(
+    llm_server.script(
         sse(
             [
                 oa_reasoning("The user ", field),
@@ -295,8 +288,8 @@ async def test_reasoning_streams_apart_from_the_answer_and_is_not_sent_back(
     )
     got = Collect()
     with trio.fail_after(5):
-        first = await model(server).complete([Message.user("hi")], [], got)
-        await model(server).complete(
+        first = await model(llm_server).complete([Message.user("hi")], [], got)
+        await model(llm_server).complete(
             [Message.user("hi"), first.as_message(), Message.user("and?")], [], Collect()
         )
     assert got.deltas == [
@@ -306,27 +299,27 @@ async def test_reasoning_streams_apart_from_the_answer_and_is_not_sent_back(
     ]
     assert first.text == "Hello!"
     # DeepSeek refuses reasoning_content in the messages it is sent: none goes back.
-    resent = server.requests[1].json()["messages"]
+    resent = llm_server.requests[1].json()["messages"]
     assert resent[1] == {"role": "assistant", "content": "Hello!"}
-    assert "greets me" not in server.requests[1].body.decode()
+    assert "greets me" not in llm_server.requests[1].body.decode()
 
 
-async def test_cached_prompt_tokens_are_reported_apart(server: LLMServer) -> None:
-    server.script(sse([oa_text("ok"), oa_finish(), oa_usage(1500, 7, cached=1024), OA_DONE]))
+async def test_cached_prompt_tokens_are_reported_apart(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("ok"), oa_finish(), oa_usage(1500, 7, cached=1024), OA_DONE]))
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("hi")], [], Collect())
+        response = await model(llm_server).complete([Message.user("hi")], [], Collect())
     assert response.usage == Usage(input_tokens=1500, output_tokens=7, cache_read_tokens=1024)
 
 
 # --------------------------------------------------------------------------- max_tokens
 
 
-async def test_a_length_stop_in_plain_text_keeps_the_text(server: LLMServer) -> None:
-    server.script(sse([oa_text("The answer is"), oa_finish("length"), OA_DONE]))
+async def test_a_length_stop_in_plain_text_keeps_the_text(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("The answer is"), oa_finish("length"), OA_DONE]))
     with trio.fail_after(5):
-        response = await model(server).complete([Message.user("q")], [], Collect())
+        response = await model(llm_server).complete([Message.user("q")], [], Collect())
     assert response.text == "The answer is"
-    assert "max_tokens" not in server.requests[0].json()
+    assert "max_tokens" not in llm_server.requests[0].json()
 
 
 def test_max_tokens_must_be_positive() -> None:
@@ -337,30 +330,30 @@ def test_max_tokens_must_be_positive() -> None:
 # --------------------------------------------------------------------------- headers
 
 
-async def test_custom_headers_are_sent_and_override_ours(server: LLMServer) -> None:
-    server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
+async def test_custom_headers_are_sent_and_override_ours(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("ok"), oa_finish(), OA_DONE]))
     headers = {
         "HTTP-Referer": "https://example.org/agentrt",
         "X-Title": "agentrt",
         "Accept": "text/event-stream; charset=utf-8",
     }
     with trio.fail_after(5):
-        await model(server, headers=headers).complete([Message.user("hi")], [], Collect())
-    [request] = server.requests
+        await model(llm_server, headers=headers).complete([Message.user("hi")], [], Collect())
+    [request] = llm_server.requests
     assert request.headers["http-referer"] == "https://example.org/agentrt"
     assert request.headers["x-title"] == "agentrt"
     assert request.headers["accept"] == "text/event-stream; charset=utf-8"
     assert request.headers["authorization"] == f"Bearer {CANARY}"
-    assert "example.org" not in repr(model(server, headers=headers))
+    assert "example.org" not in repr(model(llm_server, headers=headers))
 
 
-async def test_a_gateway_credential_header_is_scrubbed_from_errors(server: LLMServer) -> None:
+async def test_a_gateway_credential_header_is_scrubbed_from_errors(llm_server: LLMServer) -> None:
     gateway = "gw-5e1d9c7b3a2f4e6d"
-    server.script(json_error(401, {"error": {"message": f"bad gateway token {gateway}"}}))
+    llm_server.script(json_error(401, {"error": {"message": f"bad gateway token {gateway}"}}))
     headers = {"cf-aig-authorization": f"Bearer {gateway}"}
     with trio.fail_after(5), pytest.raises(ModelAuthError) as caught:
-        await model(server, headers=headers).complete([Message.user("hi")], [], Collect())
-    assert server.requests[0].headers["cf-aig-authorization"] == f"Bearer {gateway}"
+        await model(llm_server, headers=headers).complete([Message.user("hi")], [], Collect())
+    assert llm_server.requests[0].headers["cf-aig-authorization"] == f"Bearer {gateway}"
     assert gateway not in str(caught.value)
     assert "[redacted]" in str(caught.value)
 
@@ -382,15 +375,15 @@ def test_a_header_that_cannot_be_sent_is_refused_when_the_model_is_built(
 # --------------------------------------------------------------------------- Azure
 
 
-async def test_azure_sends_the_api_key_header_and_the_api_version(server: LLMServer) -> None:
-    server.script(sse([oa_text("from azure"), oa_finish(), oa_usage(3, 2), OA_DONE]))
+async def test_azure_sends_the_api_key_header_and_the_api_version(llm_server: LLMServer) -> None:
+    llm_server.script(sse([oa_text("from azure"), oa_finish(), oa_usage(3, 2), OA_DONE]))
     azure = AzureOpenAIModel(
-        server.base_url, "gpt-4o-prod", api_key=CANARY, retry=FAST, max_tokens=77
+        llm_server.base_url, "gpt-4o-prod", api_key=CANARY, retry=FAST, max_tokens=77
     )
     with trio.fail_after(5):
         response = await azure.complete([Message.user("hi")], TOOLS, Collect())
     assert response.text == "from azure"
-    [request] = server.requests
+    [request] = llm_server.requests
     assert request.path == "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
     assert request.headers["api-key"] == CANARY
     assert "authorization" not in request.headers
@@ -402,18 +395,18 @@ async def test_azure_sends_the_api_key_header_and_the_api_version(server: LLMSer
     assert CANARY not in repr(azure)
 
 
-async def test_azure_without_a_key_fails_before_sending(server: LLMServer) -> None:
-    azure = AzureOpenAIModel(server.base_url, "dep", api_version="2025-01-01-preview")
+async def test_azure_without_a_key_fails_before_sending(llm_server: LLMServer) -> None:
+    azure = AzureOpenAIModel(llm_server.base_url, "dep", api_version="2025-01-01-preview")
     with trio.fail_after(5), pytest.raises(ModelAuthError, match="AZURE_OPENAI_API_KEY"):
         await azure.complete([Message.user("hi")], [], Collect())
-    assert server.requests == []
+    assert llm_server.requests == []
 
 
-async def test_azure_401_names_the_azure_key_variable(server: LLMServer) -> None:
-    server.script(
+async def test_azure_401_names_the_azure_key_variable(llm_server: LLMServer) -> None:
+    llm_server.script(
         json_error(401, {"error": {"code": "401", "message": "Access denied due to invalid key"}})
     )
-    azure = AzureOpenAIModel(server.base_url, "dep", api_key=CANARY, retry=FAST)
+    azure = AzureOpenAIModel(llm_server.base_url, "dep", api_key=CANARY, retry=FAST)
     with trio.fail_after(5), pytest.raises(ModelAuthError, match="AZURE_OPENAI_API_KEY") as caught:
         await azure.complete([Message.user("hi")], [], Collect())
     assert "Azure OpenAI" in str(caught.value)

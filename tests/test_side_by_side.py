@@ -365,76 +365,80 @@ class Web:
         return report
 
 
-def tg_keyboard(tg: FakeTelegram, n: int) -> int | None:
-    return next(
-        (
-            mid
-            for mid, m in tg.messages.items()
-            if m["chat_id"] == TG_CHAT and m.get("reply_markup") and f"tg-{n}.txt" in m["text"]
-        ),
-        None,
+@attrs.frozen
+class Chat:
+    """A chat service's fake as the owner uses it, with its names for what both services have."""
+
+    name: str
+    #: The origin, which names the files and questions of its runs.
+    tag: str
+    fake: FakeTelegram | FakeDiscord
+    chat: Any
+    user: Any
+    #: A message's chat and text, and a button's label and data, as the service names them.
+    chat_key: str
+    text_key: str
+    label_key: str
+    data_key: str
+
+    def posted(self) -> dict[Any, dict[str, Any]]:
+        """The bot's messages in the chat, by id."""
+        return {mid: m for mid, m in self.fake.messages.items() if m[self.chat_key] == self.chat}
+
+    def texts(self) -> list[str]:
+        return [m[self.text_key] for m in self.posted().values()]
+
+    def says(self, text: str) -> None:
+        self.fake.user_says(self.chat, self.user, text)
+
+    def press(self, message_id: Any, label: str) -> None:
+        [button] = [b for b in self.fake.buttons(message_id) if b[self.label_key] == label]
+        self.fake.press(self.user, message_id, button[self.data_key])
+
+
+def telegram_chat(tg: FakeTelegram) -> Chat:
+    return Chat("telegram", "tg", tg, TG_CHAT, TG_USER, "chat_id", "text", "text", "callback_data")
+
+
+def discord_chat(dc: FakeDiscord) -> Chat:
+    return Chat(
+        "discord", "dc", dc, DC_CHANNEL, DC_USER, "channel_id", "content", "label", "custom_id"
     )
 
 
-async def telegram_flow(tg: FakeTelegram, n: int, gate: Gate) -> Report:
-    report = Report("telegram")
-    tg.user_says(TG_CHAT, TG_USER, f"write tg-{n}.txt x; ask tg question {n}?")
-    message_id = await tg.wait_for(lambda: tg_keyboard(tg, n))
+async def chat_flow(chat: Chat, n: int, gate: Gate) -> Report:
+    report = Report(chat.name)
+    file = f"{chat.tag}-{n}.txt"
+    chat.says(f"write {file} x; ask {chat.tag} question {n}?")
+
+    def confirmation() -> Any:
+        return next(
+            (
+                mid
+                for mid, m in chat.posted().items()
+                if chat.fake.buttons(mid)
+                and "Allow this?" in m[chat.text_key]
+                and file in m[chat.text_key]
+            ),
+            None,
+        )
+
+    message_id = await chat.fake.wait_for(confirmation)
     report.asked.append("confirm")
-    await gate.arrive("telegram")
-    [allow] = [b for b in tg.buttons(message_id) if b["text"] == "Allow once"]
-    tg.press(TG_USER, message_id, allow["callback_data"])
-    asked = f"❓ tg question {n}?"
-    notice = await tg.wait_for(
-        lambda: next((t for t in tg.texts(TG_CHAT) if t.startswith(asked)), None)
+    await gate.arrive(chat.name)
+    chat.press(message_id, "Allow once")
+    asked = f"❓ {chat.tag} question {n}?"
+    notice = await chat.fake.wait_for(
+        lambda: next((t for t in chat.texts() if t.startswith(asked)), None)
     )
     report.parked = notice.splitlines()[0].removeprefix("❓ ")
-    tg.user_says(TG_CHAT, TG_USER, f"tg answer {n}")
-    done = f"You answered: tg answer {n}"
-    await tg.wait_for(lambda: any(t.startswith("Done.") and done in t for t in tg.texts(TG_CHAT)))
+    chat.says(f"{chat.tag} answer {n}")
+    done = f"You answered: {chat.tag} answer {n}"
+    await chat.fake.wait_for(lambda: any(t.startswith("Done.") and done in t for t in chat.texts()))
     # Every write asks first: one confirmation means one write (the resumed run did not redo it).
-    keyboards = [t for t in tg.texts(TG_CHAT) if t.startswith("🔐") and f"tg-{n}.txt" in t]
-    report.writes = len(keyboards)
-    assert "Allowed once" in tg.messages[message_id]["text"]
-    report.ended = "finished"
-    return report
-
-
-def dc_confirmation(dc: FakeDiscord, n: int) -> str | None:
-    return next(
-        (
-            mid
-            for mid, m in dc.messages.items()
-            if m["channel_id"] == DC_CHANNEL
-            and m["components"]
-            and "Allow this?" in m["content"]
-            and f"dc-{n}.txt" in m["content"]
-        ),
-        None,
-    )
-
-
-async def discord_flow(dc: FakeDiscord, n: int, gate: Gate) -> Report:
-    report = Report("discord")
-    dc.user_says(DC_CHANNEL, DC_USER, f"write dc-{n}.txt x; ask dc question {n}?")
-    message_id = await dc.wait_for(lambda: dc_confirmation(dc, n))
-    report.asked.append("confirm")
-    await gate.arrive("discord")
-    [allow] = [b for b in dc.buttons(message_id) if b["label"] == "Allow once"]
-    dc.press(DC_USER, message_id, allow["custom_id"])
-    asked = f"❓ dc question {n}?"
-    notice = await dc.wait_for(
-        lambda: next((c for c in dc.contents(DC_CHANNEL) if c.startswith(asked)), None)
-    )
-    report.parked = notice.splitlines()[0].removeprefix("❓ ")
-    dc.user_says(DC_CHANNEL, DC_USER, f"dc answer {n}")
-    done = f"You answered: dc answer {n}"
-    await dc.wait_for(
-        lambda: any(t.startswith("Done.") and done in t for t in dc.contents(DC_CHANNEL))
-    )
-    confirmations = [c for c in dc.contents(DC_CHANNEL) if "Allow this?" in c and f"dc-{n}" in c]
+    confirmations = [t for t in chat.texts() if "Allow this?" in t and f"{chat.tag}-{n}" in t]
     report.writes = len(confirmations)
-    assert "Allowed once" in dc.messages[message_id]["content"]
+    assert "Allowed once" in chat.posted()[message_id][chat.text_key]
     report.ended = "finished"
     return report
 
@@ -511,8 +515,8 @@ async def side_by_side(
             {
                 "tui": lambda: terminal.flow(1, gate),
                 "web": lambda: web.flow(1, gate),
-                "telegram": lambda: telegram_flow(tg, 1, gate),
-                "discord": lambda: discord_flow(dc, 1, gate),
+                "telegram": lambda: chat_flow(telegram_chat(tg), 1, gate),
+                "discord": lambda: chat_flow(discord_chat(dc), 1, gate),
             },
             look,
         )
@@ -554,8 +558,8 @@ async def side_by_side(
             gate,
             {
                 "web": lambda: web.flow(2, gate),
-                "telegram": lambda: telegram_flow(tg, 2, gate),
-                "discord": lambda: discord_flow(dc, 2, gate),
+                "telegram": lambda: chat_flow(telegram_chat(tg), 2, gate),
+                "discord": lambda: chat_flow(discord_chat(dc), 2, gate),
             },
             look,
         )

@@ -7,7 +7,8 @@ call; the resume must take up the subagent's journal, not run it from the start.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ import trio.testing
 
 from agentrt import (
     ALLOW_ONCE,
-    Answer,
     Cause,
     Entry,
     Outcome,
@@ -30,7 +30,7 @@ from agentrt._scripted import ScriptedModel
 from agentrt._vocab import Approval
 from agentrt.lab import Conversation, Lab, format_table, real_kills
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier, Recorder, answer_all, runtime_in
 
 LIMIT = 20
 
@@ -40,34 +40,8 @@ async def auto_runtime(
     tmp_path: Path, workdir: Path, verifier: FakeVerifier
 ) -> AsyncIterator[Runtime]:
     """A runtime whose approval policy is full-auto (as ``agentrt run --approval full-auto``)."""
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        restricted_paths=[tmp_path / "restricted"],
-        verifier=verifier,
-        approval=Approval.FULL_AUTO,
-    ) as rt:
+    async with runtime_in(tmp_path, workdir, verifier, approval=Approval.FULL_AUTO) as rt:
         yield rt
-
-
-async def listen(
-    runtime: Runtime,
-    prefix: str,
-    answer: Callable[[Entry], str | None],
-    asked: list[Entry],
-    *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Answer each question of `prefix` with `answer(entry)` (None leaves it open)."""
-    with runtime.registry.listen(prefix, name="test") as listener:
-        task_status.started()
-        while True:
-            entry = await listener.claim()
-            asked.append(entry)
-            value = answer(entry)
-            if value is not None:
-                entry.answer(Answer(value))
 
 
 def inner_calls(recorder: Recorder, name: str) -> list[ToolCallEvent]:
@@ -106,7 +80,7 @@ async def test_a_confirmed_inner_call_is_not_confirmed_again_on_resume(
 ) -> None:
     # Under confirm: the shell inside the subagent is confirmed once, and never again.
     asked: list[Entry] = []
-    await nursery.start(listen, runtime, "chat-", lambda e: ALLOW_ONCE, asked)
+    await nursery.start(answer_all, runtime, "chat-", lambda e: ALLOW_ONCE, asked)
     with trio.fail_after(LIMIT):
         ended = await runtime.executor.run(
             "chat-sp2", "spawn {sh echo x >> log; ask Name?}", owner="t", emit=Recorder()
@@ -135,7 +109,7 @@ async def test_a_window_paused_at_a_subagents_question_keeps_its_allowed_write(
         return None  # the person pauses instead of answering
 
     async with trio.open_nursery() as inner:
-        await inner.start(listen, runtime, "cli-", answer, asked)
+        await inner.start(answer_all, runtime, "cli-", answer, asked)
         recorder = Recorder()
         written = trio.Event()
         recorder.hooks.append(
@@ -163,7 +137,7 @@ async def test_a_window_paused_at_a_subagents_question_keeps_its_allowed_write(
     assert record.question.call_id == spawn.id
     (workdir / "sub.txt").write_text("changed by hand")
     asked.clear()
-    await nursery.start(listen, runtime, "cli-", lambda e: "Ada", asked)
+    await nursery.start(answer_all, runtime, "cli-", lambda e: "Ada", asked)
     resumed = Recorder()
     with trio.fail_after(LIMIT):
         final = await runtime.executor.resume("cli-sp3", owner="t", emit=resumed)
@@ -215,13 +189,17 @@ async def test_a_subagents_committed_call_never_runs_again_after_a_crash(
     # a new runtime on the same state dir resumes the task.
     state = tmp_path / "state"
     recorder = Recorder()
-    async with open_runtime(
-        state,
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        verifier=verifier,
-        approval=Approval.FULL_AUTO,
-    ) as first:
+
+    def opened() -> contextlib.AbstractAsyncContextManager[Runtime]:
+        return open_runtime(
+            state,
+            model=ScriptedModel(word_delay=0, stream_delay=0),
+            workdir=workdir,
+            verifier=verifier,
+            approval=Approval.FULL_AUTO,
+        )
+
+    async with opened() as first:
         crashed = trio.CancelScope()
 
         def crash(event: object) -> None:
@@ -234,13 +212,7 @@ async def test_a_subagents_committed_call_never_runs_again_after_a_crash(
                 "chat-crash", "spawn {sh echo x >> log; sleep 1}", owner="t", emit=recorder
             )
     assert crashed.cancelled_caught
-    async with open_runtime(
-        state,
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        verifier=verifier,
-        approval=Approval.FULL_AUTO,
-    ) as second:
+    async with opened() as second:
         resumed = Recorder()
         with trio.fail_after(LIMIT):
             final = await second.executor.resume("chat-crash", owner="t", emit=resumed)

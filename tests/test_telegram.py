@@ -71,6 +71,13 @@ def confirmation(server: FakeTelegram, chat: int = CHAT) -> int | None:
     return None
 
 
+async def confirmation_for(server: FakeTelegram, text: str = "write out.txt hello") -> int:
+    """The owner says `text`; the id of the confirmation the bot then shows."""
+    server.user_says(CHAT, OWNER, text)
+    message_id: int = await server.wait_for(lambda: confirmation(server))
+    return message_id
+
+
 def data_of(server: FakeTelegram, message_id: int, label: str) -> str:
     for button in server.buttons(message_id):
         if button["text"] == label:
@@ -82,8 +89,7 @@ async def test_confirmation_is_sent_with_an_inline_keyboard_and_a_press_answers_
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
     with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "write out.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server)
         labels = [b["text"] for b in server.buttons(message_id)]
         assert labels == ["Allow once", "Allow for this session", "Deny"]
         assert "out.txt" in server.messages[message_id]["text"]
@@ -105,8 +111,7 @@ async def test_deny_button_denies_the_tool_call(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
     with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "write out.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server)
         server.press(OWNER, message_id, data_of(server, message_id, "Deny"))
         await server.wait_for(lambda: "denied by the user" in last_text(server))
     assert not (tmp_path / "work" / "out.txt").exists()
@@ -116,8 +121,7 @@ async def test_a_second_press_of_the_same_button_is_answered_politely_and_change
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
     with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "write out.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server)
         allow = data_of(server, message_id, "Allow once")
         deny = data_of(server, message_id, "Deny")
         server.press(OWNER, message_id, allow)
@@ -136,8 +140,7 @@ async def test_a_repeated_update_is_handled_once(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
 ) -> None:
     with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "write out.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server)
         press = server.press(OWNER, message_id, data_of(server, message_id, "Allow once"))
         server.push(press)  # the same update id again, as after a lost acknowledgement
         await server.wait_for(lambda: "Done." in last_text(server))
@@ -158,8 +161,7 @@ async def test_unknown_user_is_refused_and_reaches_nothing(
         assert await runtime.store.load(f"tg-{STRANGER}") is None
 
         # A stranger in the owner's group chat cannot press the owner's buttons ...
-        server.user_says(CHAT, OWNER, "write out.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server)
         server.press(STRANGER, message_id, data_of(server, message_id, "Allow once"))
         await server.wait_for(lambda: server.calls_of("answerCallbackQuery"))
         assert "Sorry" in server.calls_of("answerCallbackQuery")[0].payload["text"]
@@ -355,8 +357,7 @@ async def test_the_bots_own_words_go_as_plain_text_exactly_as_written(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot
 ) -> None:
     with trio.fail_after(LIMIT):
-        server.user_says(CHAT, OWNER, "write a*b*_c_.txt hello")
-        message_id = await server.wait_for(lambda: confirmation(server))
+        message_id = await confirmation_for(server, "write a*b*_c_.txt hello")
     held = server.messages[message_id]
     assert "a*b*_c_.txt" in held["text"]  # not turned into italics: this is what will run
     assert held["entities"] == []

@@ -18,7 +18,6 @@ from typing import Any
 import anthropic
 import openai
 import pydantic
-import pytest
 import trio
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import RawMessageStreamEvent
@@ -131,16 +130,9 @@ def test_anthropic_fake_events_are_raw_message_stream_events() -> None:
     assert error.error.type == "overloaded_error"
 
 
-@pytest.fixture
-async def server(nursery: trio.Nursery) -> LLMServer:
-    srv = LLMServer()
-    await nursery.start(srv.run)
-    return srv
-
-
-async def test_the_openai_client_assembles_a_fake_stream(server: LLMServer) -> None:
-    server.script(sse(OPENAI_STREAM))
-    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0)
+async def test_the_openai_client_assembles_a_fake_stream(llm_server: LLMServer) -> None:
+    llm_server.script(sse(OPENAI_STREAM))
+    client = openai.OpenAI(base_url=llm_server.base_url + "/v1", api_key="sk-test", max_retries=0)
 
     def read() -> list[ChatCompletionChunk]:
         stream = client.chat.completions.create(
@@ -167,9 +159,9 @@ async def test_the_openai_client_assembles_a_fake_stream(server: LLMServer) -> N
     assert chunks[-1].usage.completion_tokens == 12
 
 
-async def test_the_anthropic_client_assembles_a_fake_stream(server: LLMServer) -> None:
-    server.script(sse(ANTHROPIC_STREAM))
-    client = anthropic.Anthropic(base_url=server.base_url, api_key="sk-ant-test", max_retries=0)
+async def test_the_anthropic_client_assembles_a_fake_stream(llm_server: LLMServer) -> None:
+    llm_server.script(sse(ANTHROPIC_STREAM))
+    client = anthropic.Anthropic(base_url=llm_server.base_url, api_key="sk-ant-test", max_retries=0)
 
     def read() -> AnthropicMessage:
         with client.messages.stream(

@@ -86,9 +86,9 @@ EVENT_STRING_LIMIT = ARGUMENT_LIMIT
 TEXT_EVENT_LIMIT = 16 * 1024
 
 
-def split_text(text: str, limit: int = TEXT_EVENT_LIMIT) -> list[str]:
-    """`text` cut into pieces of at most `limit` characters (none when empty)."""
-    return [text[i : i + limit] for i in range(0, len(text), limit)]
+def event_pieces(text: str) -> list[str]:
+    """`text` cut into `TEXT_EVENT_LIMIT`-character pieces, one per event (none when empty)."""
+    return [text[i : i + TEXT_EVENT_LIMIT] for i in range(0, len(text), TEXT_EVENT_LIMIT)]
 
 
 @attrs.define(eq=False)
@@ -220,7 +220,7 @@ class AgentRun:
         if answered is not None:
             # The run stopped after the model's final answer was saved: it is not asked
             # again; the saved answer is shown once more and the task finishes.
-            for piece in split_text(answered):
+            for piece in event_pieces(answered):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
             return answered, None
         rounds = 0
@@ -278,10 +278,10 @@ class AgentRun:
         if isinstance(delta, TextDelta):
             self.uncommitted_words += len(delta.text.split())
             # A model may hand over a long text in one piece; events stay small.
-            for piece in split_text(self.config.redactor.redact(delta.text)):
+            for piece in event_pieces(self.config.redactor.redact(delta.text)):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ReasoningDelta):
-            for piece in split_text(self.config.redactor.redact(delta.text)):
+            for piece in event_pieces(self.config.redactor.redact(delta.text)):
                 await self.emit(ReasoningEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ToolCallDelta):
             await self.emit(

@@ -59,30 +59,11 @@ class SudoVerifier:
 
     async def cached(self) -> bool:
         """`sudo -n -v` succeeds: credentials are cached (or no password is needed)."""
-        try:
-            result = await trio.run_process(
-                [self.sudo, "-n", "-v"],
-                check=False,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError:
-            return False
-        return result.returncode == 0
+        return await _succeeds([self.sudo, "-n", "-v"], b"")
 
     async def verify(self, password: str) -> bool:
         """`sudo -S -v` with the password on standard input and an empty prompt."""
-        try:
-            result = await trio.run_process(
-                [self.sudo, "-S", "-v", "-p", ""],
-                stdin=password.encode("utf-8") + b"\n",
-                check=False,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError:
-            return False
-        return result.returncode == 0
+        return await _succeeds([self.sudo, "-S", "-v", "-p", ""], password.encode("utf-8") + b"\n")
 
     async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
         """`sudo -n ARGV...`, merging standard error into the output.
@@ -98,3 +79,14 @@ class SudoVerifier:
         except OSError as exc:
             return PrivilegedResult(127, f"cannot run sudo: {exc}".encode())
         return PrivilegedResult(result.returncode, result.output)
+
+
+async def _succeeds(argv: list[str], stdin: bytes) -> bool:
+    """`argv` exits 0, its output thrown away; False when it cannot be started."""
+    try:
+        result = await trio.run_process(
+            argv, stdin=stdin, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    except OSError:
+        return False
+    return result.returncode == 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 import attrs
@@ -406,35 +406,35 @@ def _ended_popup(state: TuiState) -> StyleAndTextTuples:
 
 
 def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
+    title = "Paused tasks (Enter resumes, d discards, Esc closes)"
     picker = state.overlay
-    fragments: StyleAndTextTuples = [
-        ("", "Paused tasks (Enter resumes, d discards, Esc closes)\n\n")
-    ]
     if not isinstance(picker, PendingPicker):
-        return fragments
-    for index, task in enumerate(picker.tasks):
-        selected = index == picker.index
-        style = "class:choice.selected" if selected else "class:choice"
-        pointer = ">" if selected else " "
-        fragments.append((style, f"{pointer} {_words.pending_line(task, wall_now)} \n"))
-    return fragments
+        return _list(title, [], -1)
+    lines = [_words.pending_line(task, wall_now) for task in picker.tasks]
+    return _list(title, lines, picker.index)
 
 
 def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
+    title = "Earlier conversations (Enter continues one here, Esc closes)"
     picker = state.overlay
-    fragments: StyleAndTextTuples = [
-        ("", "Earlier conversations (Enter continues one here, Esc closes)\n\n")
-    ]
     if not isinstance(picker, SessionsPicker):
-        return fragments
-    for index, item in enumerate(picker.items):
-        selected = index == picker.index
-        style = "class:choice.selected" if selected else "class:choice"
-        pointer = ">" if selected else " "
-        if selected:
-            # The window scrolls to keep this position in view: a long list stays usable.
+        return _list(title, [], -1)
+    lines = [_words.session_line(item, wall_now) for item in picker.items]
+    # The window scrolls to keep this position in view: a long list stays usable.
+    return _list(title, lines, picker.index, follow=True)
+
+
+def _list(
+    title: str, lines: Sequence[str], index: int, *, follow: bool = False
+) -> StyleAndTextTuples:
+    """`title`, then `lines` one a row, the one at `index` highlighted (with the cursor: `follow`)."""
+    fragments: StyleAndTextTuples = [("", title + "\n\n")]
+    for n, line in enumerate(lines):
+        selected = n == index
+        if selected and follow:
             fragments.append(("[SetCursorPosition]", ""))
-        fragments.append((style, f"{pointer} {_words.session_line(item, wall_now)} \n"))
+        style = "class:choice.selected" if selected else "class:choice"
+        fragments.append((style, f"{'>' if selected else ' '} {line} \n"))
     return fragments
 
 

@@ -67,6 +67,7 @@ from .._pending import (
 from .._policy import origin_rules
 from .._present import describe_end
 from .._reprs import fields_eq, fields_hash, fields_repr
+from .._settings import ConfigError
 
 log = logging.getLogger("agentrt.bots")
 
@@ -103,10 +104,6 @@ HELP = (
 
 class DeliveryError(Exception):
     """A chat service did not take a message, even after retries; says why."""
-
-
-class ConfigError(Exception):
-    """A front-end's configuration is missing or wrong; says what to set."""
 
 
 @attrs.frozen

@@ -1,5 +1,8 @@
 """Sending one HTTP request to a chat service until it gets through or clearly will not.
 
+`LazyTransport` is the transport a bot hands its `ChatBridge` before its HTTP
+client exists: it sends through the client once the bot's ``run`` has opened it.
+
 Both services answer a too-fast client with HTTP 429 and say how long to wait
 (Telegram in ``parameters.retry_after``, Discord in ``retry_after`` and the
 ``Retry-After`` header); both fail now and then with a 5xx or a dropped
@@ -12,13 +15,15 @@ token (in Telegram's case, in the URL).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
+import attrs
 import httpx
 import trio
 
+from .._reprs import fields_repr
 from .._retry import RetryPolicy
-from ._bridge import DeliveryError
+from ._bridge import Button, ChatTransport, DeliveryError
 
 log = logging.getLogger("agentrt.bots")
 
@@ -75,3 +80,45 @@ def header_retry_after(response: httpx.Response) -> float | None:
         return float(raw)
     except ValueError:
         return None
+
+
+@attrs.define(eq=False)
+class LazyTransport:
+    """A bot's `ChatTransport`, usable once its ``run`` has opened the HTTP client.
+
+    `connected` returns the transport over the open client, or None before
+    that; sending then raises `DeliveryError` naming the `service`.
+    `text_length` is `measure`, which needs no client.
+    """
+
+    __repr__ = fields_repr
+
+    service: str
+    connected: Callable[[], ChatTransport | None] = attrs.field(repr=False)
+    max_text: int
+    typing_every: float
+    measure: Callable[[str], int] = attrs.field(default=len, repr=False)
+
+    def _transport(self) -> ChatTransport:
+        transport = self.connected()
+        if transport is None:
+            raise DeliveryError(f"the {self.service} bot is not running")
+        return transport
+
+    def text_length(self, text: str) -> int:
+        """`measure`'s count of `text`."""
+        return self.measure(text)
+
+    async def send(
+        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
+    ) -> str:
+        """Send through the open transport."""
+        return await self._transport().send(chat, text, buttons, markdown=markdown)
+
+    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
+        """Edit through the open transport."""
+        await self._transport().edit(chat, message_id, text, markdown=markdown)
+
+    async def typing(self, chat: str) -> None:
+        """Show typing through the open transport."""
+        await self._transport().typing(chat)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import trio
 
 from .._executor import Executor
-from ._bridge import ConfigError
+from .._settings import ConfigError
 from .discord import DiscordBot, DiscordConfig
 from .telegram import TelegramBot, TelegramConfig
 

@@ -57,9 +57,10 @@ from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
+from .._settings import ConfigError
 from .._vocab import DISCORD
-from ._bridge import Button, ChatBridge, ConfigError, DeliveryError, read_env, split_text
-from ._http import header_retry_after, send_with_retries
+from ._bridge import Button, ChatBridge, DeliveryError, read_env, split_text
+from ._http import LazyTransport, header_retry_after, send_with_retries
 
 log = logging.getLogger("agentrt.bots.discord")
 
@@ -312,13 +313,16 @@ class DiscordBot:
     def __attrs_post_init__(self) -> None:
         self.bridge = ChatBridge(
             self.executor,
-            _LazyTransport(self),
+            LazyTransport("Discord", self._transport, MAX_TEXT, TYPING_EVERY),
             DISCORD,
             self.config.allow,
             "Discord",
             "AGENTRT_DISCORD_ALLOW",
             self.config.edit_interval,
         )
+
+    def _transport(self) -> DiscordTransport | None:
+        return None if self._rest is None else DiscordTransport(self._rest)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect to the Gateway and answer until cancelled.
@@ -616,33 +620,3 @@ async def _receive(ws: WebSocketConnection) -> dict[str, Any]:
 
 async def _send(ws: WebSocketConnection, op: int, data: Any) -> None:
     await ws.send_message(json.dumps({"op": op, "d": data}))
-
-
-@attrs.define(eq=False)
-class _LazyTransport:
-    """The bot's transport, usable once `run` has opened the HTTP client."""
-
-    __repr__ = fields_repr
-
-    bot: DiscordBot
-    max_text: int = MAX_TEXT
-    typing_every: float = TYPING_EVERY
-
-    def _transport(self) -> DiscordTransport:
-        if self.bot._rest is None:
-            raise DeliveryError("the Discord bot is not running")
-        return DiscordTransport(self.bot._rest)
-
-    def text_length(self, text: str) -> int:
-        return len(text)
-
-    async def send(
-        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
-    ) -> str:
-        return await self._transport().send(chat, text, buttons, markdown=markdown)
-
-    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
-        await self._transport().edit(chat, message_id, text, markdown=markdown)
-
-    async def typing(self, chat: str) -> None:
-        await self._transport().typing(chat)

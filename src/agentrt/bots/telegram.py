@@ -34,16 +34,16 @@ from .._executor import Executor
 from .._json import JsonNumberError, loads
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import CHAT_RETRY, RetryPolicy
+from .._settings import ConfigError
 from .._vocab import TELEGRAM
 from ._bridge import (
     Button,
     ChatBridge,
-    ConfigError,
     DeliveryError,
     read_env,
     utf16_length,
 )
-from ._http import header_retry_after, send_with_retries
+from ._http import LazyTransport, header_retry_after, send_with_retries
 from ._markup import telegram_html
 
 log = logging.getLogger("agentrt.bots.telegram")
@@ -255,13 +255,16 @@ class TelegramBot:
     def __attrs_post_init__(self) -> None:
         self.bridge = ChatBridge(
             self.executor,
-            _LazyTransport(self),
+            LazyTransport("Telegram", self._transport, MAX_TEXT, TYPING_EVERY, utf16_length),
             TELEGRAM,
             self.config.allow,
             "Telegram",
             "AGENTRT_TELEGRAM_ALLOW",
             self.config.edit_interval,
         )
+
+    def _transport(self) -> TelegramTransport | None:
+        return None if self._api is None else TelegramTransport(self._api)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Check the token, then poll and answer until cancelled.
@@ -378,33 +381,3 @@ class TelegramBot:
                 )
             except DeliveryError as exc:
                 log.info("Telegram callback not acknowledged: %s", exc)
-
-
-@attrs.define(eq=False)
-class _LazyTransport:
-    """The bot's transport, usable once `run` has opened the HTTP client."""
-
-    __repr__ = fields_repr
-
-    bot: TelegramBot
-    max_text: int = MAX_TEXT
-    typing_every: float = TYPING_EVERY
-
-    def _transport(self) -> TelegramTransport:
-        if self.bot._api is None:
-            raise DeliveryError("the Telegram bot is not running")
-        return TelegramTransport(self.bot._api)
-
-    def text_length(self, text: str) -> int:
-        return utf16_length(text)
-
-    async def send(
-        self, chat: str, text: str, buttons: Sequence[Button] = (), *, markdown: bool = False
-    ) -> str:
-        return await self._transport().send(chat, text, buttons, markdown=markdown)
-
-    async def edit(self, chat: str, message_id: str, text: str, *, markdown: bool = False) -> None:
-        await self._transport().edit(chat, message_id, text, markdown=markdown)
-
-    async def typing(self, chat: str) -> None:
-        await self._transport().typing(chat)

@@ -23,9 +23,10 @@ from typing import Any
 import attrs
 
 from .._errors import ModelNotConfiguredError
-from .._messages import Message, ModelResponse, OnDelta, ToolSpec
+from .._messages import Message, ToolSpec
 from .._model_options import ModelOptions as ModelOptions
 from .._reprs import fields_repr
+from ._http import ModelCall, StreamedModel
 from .anthropic import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_URL, AnthropicModel
 from .openai import DEFAULT_OPENAI_URL, OPENAI_KEY_ENV, OpenAIModel
 
@@ -59,7 +60,7 @@ def build_model(
 
 
 @attrs.define(eq=False)
-class ConfiguredModel:
+class ConfiguredModel(StreamedModel):
     """An ``openai:`` or ``anthropic:`` model whose key `find_key` looks up at each request.
 
     `repr` never shows a key. The provider's model is rebuilt only when the key changed.
@@ -120,11 +121,6 @@ class ConfiguredModel:
             self._built = (key, build_model(self.provider, self.model, self.options, key))
         return self._built[1]
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_delta: OnDelta,
-    ) -> ModelResponse:
-        """Stream one response from the provider's model (see `OpenAIModel.complete`)."""
-        return await self.current().complete(messages, tools, on_delta)
+    def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
+        """The provider's model's request (see `OpenAIModel.call`), with the key as it is now."""
+        return self.current().call(messages, tools)

@@ -13,18 +13,19 @@ object carries the headers).
 
 from __future__ import annotations
 
+import abc
 import email.utils
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 import httpx
 import trio
 
-from .._messages import ModelDelta, ModelError, ModelResponse, OnDelta
+from .._messages import Message, ModelDelta, ModelError, ModelResponse, OnDelta, ToolSpec
 from .._reprs import fields_eq, fields_hash, fields_repr
 from .._retry import MODEL_RETRY, RetryPolicy
 
@@ -54,28 +55,24 @@ class ModelNotFoundError(ProviderError):
     """The API does not know the model (or the URL is not the API's)."""
 
 
-class ModelRateLimitError(ProviderError):
+class _RetryLaterError(ProviderError):
+    """A failure worth another try; `retry_after` is the wait the server asked for, if any."""
+
+    retryable = True
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class ModelRateLimitError(_RetryLaterError):
     """The API asked us to slow down (HTTP 429)."""
 
-    retryable = True
 
-    def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message, status=status)
-        self.retry_after = retry_after
-
-
-class ModelServerError(ProviderError):
+class ModelServerError(_RetryLaterError):
     """The API failed on its side (HTTP 5xx, 408, or an overloaded/api error event)."""
-
-    retryable = True
-
-    def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message, status=status)
-        self.retry_after = retry_after
 
 
 class ModelRequestError(ProviderError):
@@ -336,7 +333,7 @@ def retry_delay(policy: RetryPolicy, attempt: int, error: ProviderError) -> floa
     """Seconds to wait before attempt `attempt + 1` (0-based), or None to give up."""
     if not error.retryable or policy.exhausted(attempt + 1):
         return None
-    asked = getattr(error, "retry_after", None)
+    asked = error.retry_after if isinstance(error, _RetryLaterError) else None
     if asked is not None:
         return asked if policy.obeys(asked) else None
     return policy.backoff(attempt + 1)
@@ -504,85 +501,100 @@ class StreamReader(Protocol):
 
 
 @attrs.frozen
-class StreamRequest:
-    """Everything needed to send one streaming POST. `repr` hides the headers (they hold the key)."""
+class ModelCall:
+    """One streaming POST a model asks for, and how to read its reply.
+
+    `repr` hides the key, the headers (they hold the key) and the body.
+    """
 
     __repr__ = fields_repr
     __eq__ = fields_eq
     __hash__ = fields_hash
 
+    api: Api
+    #: The model as error messages name it.
+    model: str
+    #: The base URL the model was given, which tells whether the hosted API is asked.
+    base_url: str
     url: str
+    api_key: str | None = attrs.field(repr=False)
     headers: Mapping[str, str] = attrs.field(repr=False)
     body: Mapping[str, Any] = attrs.field(repr=False)
+    #: Makes a fresh reader for each attempt.
+    reader: Callable[[ErrorContext, Redactor], StreamReader] = attrs.field(repr=False)
+    retry: RetryPolicy
     timeout: httpx.Timeout
-    context: ErrorContext
-    redactor: Redactor
 
 
-async def stream_completion(
-    api: Api,
-    *,
-    model: str,
-    base_url: str,
-    url: str,
-    api_key: str | None,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    reader: Callable[[ErrorContext, Redactor], StreamReader],
-    retry: RetryPolicy,
-    http_timeout: httpx.Timeout,
-    on_delta: OnDelta,
-) -> ModelResponse:
+class StreamedModel(abc.ABC):
+    """What every HTTP provider's model shares: `complete` sends the `call` it builds."""
+
+    # No instance dict of its own: the attrs classes built on it stay slotted.
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
+        """The streaming request for `messages`, offering `tools`, with the key as it is now."""
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_delta: OnDelta,
+    ) -> ModelResponse:
+        """Stream one response, delivering text, reasoning and tool-call deltas as they arrive."""
+        return await stream_completion(self.call(messages, tools), on_delta)
+
+
+async def stream_completion(call: ModelCall, on_delta: OnDelta) -> ModelResponse:
     """One model response, streamed: what every provider's `complete` does.
 
     Fails at once (`ModelAuthError`) when the hosted API is asked without a key.
-    Each attempt is a fresh POST of `body` to `url` read by a fresh `reader`;
-    failures are retried per `retry`, but only while no delta reached `on_delta`.
-    The key travels only in `headers`, and error text is scrubbed of it (and of
-    any header value that looks like a credential).
+    Each attempt is a fresh POST of the body to the URL read by a fresh reader;
+    failures are retried per the call's `retry`, but only while no delta reached
+    `on_delta`. The key travels only in the headers, and error text is scrubbed
+    of it (and of any header value that looks like a credential).
     """
-    ctx = ErrorContext(api, model, url, has_key=bool(api_key))
-    if not api_key and (api.always_needs_key or base_url.rstrip("/") == api.hosted_url):
+    api = call.api
+    ctx = ErrorContext(api, call.model, call.url, has_key=bool(call.api_key))
+    if not call.api_key and (api.always_needs_key or call.base_url.rstrip("/") == api.hosted_url):
         raise ModelAuthError(f"no API key for the {api.hosted_name}: {ctx.key_hint()}")
-    redactor = Redactor(api_key, others=header_secrets(headers))
-    request = StreamRequest(
-        url=url, headers=headers, body=body, timeout=http_timeout, context=ctx, redactor=redactor
-    )
+    redactor = Redactor(call.api_key, others=header_secrets(call.headers))
 
     async def attempt(deliver: OnDelta) -> ModelResponse:
-        return await stream_once(request, reader(ctx, redactor), deliver)
+        return await stream_once(call, ctx, redactor, deliver)
 
-    return await with_retries(retry, attempt, on_delta)
+    return await with_retries(call.retry, attempt, on_delta)
 
 
 async def stream_once(
-    request: StreamRequest, reader: StreamReader, on_delta: OnDelta
+    call: ModelCall, ctx: ErrorContext, redactor: Redactor, on_delta: OnDelta
 ) -> ModelResponse:
-    """Send `request`, feed the event stream through `reader`, deliver deltas as they arrive.
+    """Send `call`, feed the event stream through a fresh reader, deliver deltas as they arrive.
 
     A cancel anywhere in here leaves the `async with` blocks, which close the
     response and its connection at once (httpx shields that close), so the
     server sees the disconnect immediately.
     """
-    ctx = request.context
+    reader = call.reader(ctx, redactor)
     failure: ProviderError | None = None
     try:
         async with (
-            httpx.AsyncClient(timeout=request.timeout) as client,
+            httpx.AsyncClient(timeout=call.timeout) as client,
             client.stream(
-                "POST", request.url, headers=dict(request.headers), json=dict(request.body)
+                "POST", call.url, headers=dict(call.headers), json=dict(call.body)
             ) as response,
         ):
             if response.status_code >= 400:
                 body = await _read_capped(response)
                 failure = error_for_status(
-                    response.status_code, response.headers, body, ctx, request.redactor
+                    response.status_code, response.headers, body, ctx, redactor
                 )
             else:
                 ctype = response.headers.get("content-type", "")
                 if "text/event-stream" not in ctype:
                     body = await _read_capped(response)
-                    said = server_message(body, request.redactor)[:120]
+                    said = server_message(body, redactor)[:120]
                     failure = ModelStreamError(
                         f"{ctx.provider} at {ctx.url} answered with {ctype or 'no content type'}"
                         f" instead of an event stream ({said!r}); check that the base URL"
@@ -603,7 +615,7 @@ async def stream_once(
         )
     except httpx.TimeoutException:
         failure = ModelTimeoutError(
-            f"{ctx.provider} at {ctx.url} sent nothing for {request.timeout.read} s;"
+            f"{ctx.provider} at {ctx.url} sent nothing for {call.timeout.read} s;"
             " the server may be overloaded or stuck (a larger timeout may help)"
         )
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:

@@ -43,7 +43,6 @@ from .._messages import (
     Message,
     ModelDelta,
     ModelResponse,
-    OnDelta,
     ReasoningDelta,
     Role,
     TextDelta,
@@ -61,6 +60,7 @@ from ._http import (
     Api,
     ErrorContext,
     ModelAuthError,
+    ModelCall,
     ModelNotFoundError,
     ModelRateLimitError,
     ModelRequestError,
@@ -70,12 +70,12 @@ from ._http import (
     ProviderError,
     Redactor,
     SSEEvent,
+    StreamedModel,
     cut_at_max_tokens,
     merge_headers,
     parse_arguments,
     parse_json_event,
     server_message,
-    stream_completion,
 )
 
 #: The hosted Anthropic API.
@@ -96,9 +96,10 @@ MIN_THINKING_BUDGET = 1024
 
 
 @attrs.define(eq=False)
-class AnthropicModel:
+class AnthropicModel(StreamedModel):
     """A `Model` over the Anthropic Messages API.
 
+    `complete` streams text, thinking and tool-call deltas as they arrive.
     `max_tokens` is required by the API; 4096 suits every current model.
     `thinking_budget` turns on extended thinking with that many tokens to think
     (at least 1024, and less than `max_tokens`). `prompt_caching` marks the
@@ -146,18 +147,13 @@ class AnthropicModel:
             base = base[:-3]
         return base + "/v1/messages"
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_delta: OnDelta,
-    ) -> ModelResponse:
-        """Stream one response, delivering text, thinking and tool-call deltas as they arrive."""
+    def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
+        """The streaming request for `messages`, offering `tools`."""
         base = {"accept": "text/event-stream", "anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             base["x-api-key"] = self._api_key
         limit = self.max_tokens
-        return await stream_completion(
+        return ModelCall(
             _API,
             model=self.model,
             base_url=self.base_url,
@@ -167,8 +163,7 @@ class AnthropicModel:
             body=self.body(messages, tools),
             reader=lambda ctx, redactor: _Reader(redactor, ctx, limit),
             retry=self.retry,
-            http_timeout=self.timeout,
-            on_delta=on_delta,
+            timeout=self.timeout,
         )
 
     def body(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:

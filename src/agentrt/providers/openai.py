@@ -33,7 +33,6 @@ from .._messages import (
     Message,
     ModelDelta,
     ModelResponse,
-    OnDelta,
     ReasoningDelta,
     Role,
     TextDelta,
@@ -48,17 +47,18 @@ from ._http import (
     DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     Api,
+    ModelCall,
     ModelServerError,
     ModelStreamCutError,
     ModelStreamError,
     Redactor,
     SSEEvent,
+    StreamedModel,
     cut_at_max_tokens,
     merge_headers,
     parse_arguments,
     parse_json_event,
     server_message,
-    stream_completion,
 )
 
 #: The hosted OpenAI API; point `base_url` elsewhere for a local server.
@@ -79,7 +79,7 @@ _AZURE_API = Api(
 
 
 @attrs.define(eq=False)
-class OpenAIModel:
+class OpenAIModel(StreamedModel):
     """A `Model` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
     `api_key` may be None for local servers that need none; the hosted API
@@ -118,43 +118,25 @@ class OpenAIModel:
         """The chat completions endpoint requests go to."""
         return self.base_url.rstrip("/") + "/chat/completions"
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_delta: OnDelta,
-    ) -> ModelResponse:
-        """Stream one response, delivering text, reasoning and tool-call deltas as they arrive."""
-        base = {"accept": "text/event-stream"}
-        if self._api_key:
-            base["authorization"] = f"Bearer {self._api_key}"
+    def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
+        """The streaming request for `messages`, offering `tools`."""
         hosted = self.base_url.rstrip("/") == DEFAULT_OPENAI_URL
-        body = chat_body(
+        return _chat_call(
+            self,
             messages,
             tools,
-            model=self.model,
-            include_usage=self.include_usage,
-            max_tokens=self.max_tokens,
-            max_tokens_field="max_completion_tokens" if hosted else "max_tokens",
-        )
-        limit = self.max_tokens
-        return await stream_completion(
             _API,
-            model=self.model,
+            name=self.model,
             base_url=self.base_url,
-            url=self.url,
+            auth={"authorization": f"Bearer {self._api_key}"} if self._api_key else {},
             api_key=self._api_key,
-            headers=merge_headers(base, self.headers),
-            body=body,
-            reader=lambda ctx, redactor: _Reader(redactor, _PROVIDER, limit),
-            retry=self.retry,
-            http_timeout=self.timeout,
-            on_delta=on_delta,
+            body_model=self.model,
+            max_tokens_field="max_completion_tokens" if hosted else "max_tokens",
         )
 
 
 @attrs.define(eq=False)
-class AzureOpenAIModel:
+class AzureOpenAIModel(StreamedModel):
     """A `Model` over an Azure OpenAI deployment's chat completions endpoint.
 
     `endpoint` is the resource's URL (``https://NAME.openai.azure.com``) and
@@ -196,38 +178,57 @@ class AzureOpenAIModel:
         version = quote(self.api_version, safe="")
         return f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}"
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        on_delta: OnDelta,
-    ) -> ModelResponse:
-        """Stream one response, as `OpenAIModel.complete` does."""
-        base = {"accept": "text/event-stream"}
-        if self._api_key:
-            base["api-key"] = self._api_key
-        body = chat_body(
+    def call(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelCall:
+        """The streaming request for `messages`, offering `tools`, as `OpenAIModel.call` makes it."""
+        return _chat_call(
+            self,
             messages,
             tools,
-            model=None,  # the deployment names the model
-            include_usage=self.include_usage,
-            max_tokens=self.max_tokens,
+            _AZURE_API,
+            name=self.deployment,
+            base_url=self.endpoint,
+            auth={"api-key": self._api_key} if self._api_key else {},
+            api_key=self._api_key,
+            body_model=None,  # the deployment names the model
             max_tokens_field="max_completion_tokens",
         )
-        limit = self.max_tokens
-        return await stream_completion(
-            _AZURE_API,
-            model=self.deployment,
-            base_url=self.endpoint,
-            url=self.url,
-            api_key=self._api_key,
-            headers=merge_headers(base, self.headers),
-            body=body,
-            reader=lambda ctx, redactor: _Reader(redactor, _AZURE_PROVIDER, limit),
-            retry=self.retry,
-            http_timeout=self.timeout,
-            on_delta=on_delta,
-        )
+
+
+def _chat_call(
+    settings: OpenAIModel | AzureOpenAIModel,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    api: Api,
+    *,
+    name: str,
+    base_url: str,
+    auth: Mapping[str, str],
+    api_key: str | None,
+    body_model: str | None,
+    max_tokens_field: str,
+) -> ModelCall:
+    """The chat completions request `settings` makes for `messages`, offering `tools`."""
+    body = chat_body(
+        messages,
+        tools,
+        model=body_model,
+        include_usage=settings.include_usage,
+        max_tokens=settings.max_tokens,
+        max_tokens_field=max_tokens_field,
+    )
+    limit = settings.max_tokens
+    return ModelCall(
+        api,
+        model=name,
+        base_url=base_url,
+        url=settings.url,
+        api_key=api_key,
+        headers=merge_headers({"accept": "text/event-stream", **auth}, settings.headers),
+        body=body,
+        reader=lambda ctx, redactor: _Reader(redactor, api.provider, limit),
+        retry=settings.retry,
+        timeout=settings.timeout,
+    )
 
 
 def _check_max_tokens(value: int | None) -> None:
