@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from agentrt import Cause
+from agentrt import Cause, TaskStatus
 from agentrt.frames import PendingTask, SessionItem
 
 #: The `/` commands, with the line the picker shows for each.
@@ -115,13 +115,13 @@ _CAUSE_WORDS: dict[Cause, str] = {
 
 def pending_reason(task: PendingTask) -> str:
     """Why a listed task stopped, in words."""
-    if task.status == "awaiting_answer":
+    if task.status == TaskStatus.AWAITING_ANSWER.value:
         return "waiting for an answer"
-    if task.status == "failed":
+    if task.status == TaskStatus.FAILED.value:
         return "failed"
     if task.cause is not None:
         return _CAUSE_WORDS.get(task.cause, task.cause.value)
-    if task.status == "running":
+    if task.status == TaskStatus.RUNNING.value:
         # Listed as running although nothing runs it: the process running it died.
         return "daemon died"
     return task.status
