@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrt._cause import Cause
-from agentrt._messages import Message, ToolCall
-from agentrt._vocab import TaskStatus
+from agentrt.core.cause import Cause
+from agentrt.models.messages import Message, ToolCall
 from agentrt.store.record import TaskRecord
 from agentrt.store.sqlite import TaskStore
+from agentrt.vocab.terms import TaskStatus
 
 _RESULT = "line of a file the agent read, as a tool returns it; " * 3
 _THOUGHT = "Reading the two files the user named before answering."

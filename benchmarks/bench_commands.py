@@ -32,7 +32,7 @@ from pathlib import Path
 
 import trio
 
-from agentrt.client import is_socket_answering
+from agentrt.protocol.client import is_socket_answering
 
 from ._harness import Result, format_time, interleave_sync
 from ._processes import (

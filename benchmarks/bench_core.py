@@ -45,19 +45,19 @@ import attrs
 import trio
 import trio.testing
 
-from agentrt._cause import Cause
-from agentrt._context import RequestContext
-from agentrt._events import Event, Outcome, RunEnded, ToolCallEvent
-from agentrt._messages import Message
-from agentrt._pending import Answer, Listener, Registry
-from agentrt._request import Request
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
-from agentrt._vocab import TaskStatus
+from agentrt.core.cause import Cause
+from agentrt.core.context import RequestContext
+from agentrt.core.pending import Answer, Listener, Registry
+from agentrt.core.runtime import Runtime, open_runtime
+from agentrt.models.messages import Message
+from agentrt.models.scripted import ScriptedModel
 from agentrt.store import Store
 from agentrt.store.record import TaskRecord, converter
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import TaskStore
+from agentrt.vocab.events import Event, Outcome, RunEnded, ToolCallEvent
+from agentrt.vocab.request import Request
+from agentrt.vocab.terms import TaskStatus
 
 from ._harness import Batch as Batch
 from ._harness import Result as Result
@@ -608,15 +608,15 @@ async def bench_sandboxed_sh(root: Path, rounds: int = 20, batch: int = 10) -> R
     """A sandboxed ``sh -c true`` as the shell tool starts it, vs a bare ``bash -c true``.
 
     The subject is what a confirmed shell call spawns: its process group with
-    the watcher (`agentrt._toolproc.run_tool`), bubblewrap with agentrt's
+    the watcher (`agentrt.agent.toolproc.run_tool`), bubblewrap with agentrt's
     state hidden and the default restricted paths read-only, the namespace's
     first process, then ``sh -c true``; the environment is the tool's. The
     network is shared, as for every call a person confirmed; a note gives the
     cost of the private network an unasked ``full-auto`` call gets instead.
     """
-    from agentrt._sandbox import Sandbox, tool_environment
-    from agentrt._settings import DEFAULT_RESTRICTED
-    from agentrt._toolproc import run_tool
+    from agentrt.agent.sandbox import Sandbox, tool_environment
+    from agentrt.agent.toolproc import run_tool
+    from agentrt.config.settings import DEFAULT_RESTRICTED
 
     sandbox = Sandbox.detect()
     work, state = root / "work", root / "state"

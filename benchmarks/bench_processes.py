@@ -33,9 +33,9 @@ from typing import TypeVar
 import attrs
 import trio
 
-from agentrt._cause import Cause
-from agentrt.client import BrokenDaemonConnectionError, Client, new_window_hash
-from agentrt.frames import (
+from agentrt.core.cause import Cause
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client, new_window_hash
+from agentrt.protocol.frames import (
     LIST_PAGE_MAX,
     Ack,
     AnswerFrame,

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from agentrt._messages import Message, ModelDelta
-from agentrt.providers import AnthropicModel, OpenAIModel
+from agentrt.models.messages import Message, ModelDelta
+from agentrt.models.providers import AnthropicModel, OpenAIModel
 
 ROUNDS = 40
 

@@ -30,14 +30,14 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._agent import AgentRun
-from agentrt._context import RequestContext
-from agentrt._events import Event, Outcome
-from agentrt._messages import Message
-from agentrt._pending import Entry, Listener, Registry
-from agentrt._request import Request
-from agentrt._runtime import Runtime
+from agentrt.agent.loop import AgentRun
+from agentrt.core.context import RequestContext
+from agentrt.core.pending import Entry, Listener, Registry
+from agentrt.core.runtime import Runtime
+from agentrt.models.messages import Message
 from agentrt.store.record import TaskRecord, converter
+from agentrt.vocab.events import Event, Outcome
+from agentrt.vocab.request import Request
 
 from ._harness import Result, format_time, interleave, interleave_sync
 from ._workload import conversation, extra_message

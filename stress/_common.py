@@ -18,13 +18,13 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
-from agentrt._sudo import PrivilegedResult
-from agentrt.client import Client
+from agentrt.agent.sudo import PrivilegedResult
+from agentrt.core.runtime import Runtime, open_runtime
 from agentrt.daemon import Daemon
-from agentrt.daemon._connection import RunCounter
-from agentrt.frames import DaemonFrame, EndedFrame
+from agentrt.frontends.terminal.connection import RunCounter
+from agentrt.models.scripted import ScriptedModel
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import DaemonFrame, EndedFrame
 
 #: Bound on any single wait of a suite; a stuck wait is a failure, not a hang.
 STEP_TIMEOUT = 30.0
@@ -130,7 +130,7 @@ class DaemonProcess:
 
     `kill` sends SIGKILL to that group. The shell commands of its tools run in
     groups of their own, which die with the daemon by themselves (see
-    `agentrt._toolproc`). Everything the daemon writes to stderr is appended
+    `agentrt.agent.toolproc`). Everything the daemon writes to stderr is appended
     to `log_path`.
     """
 

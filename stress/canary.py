@@ -31,10 +31,10 @@ import attrs
 import httpx
 import trio
 
-from agentrt._vocab import Cause
-from agentrt.client import BrokenDaemonConnectionError, Client
-from agentrt.codec import encode
-from agentrt.frames import (
+from agentrt.http import load_or_create_token
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     Cancel,
@@ -46,7 +46,7 @@ from agentrt.frames import (
     TaskFrame,
     ToolResultFrame,
 )
-from agentrt.http import load_or_create_token
+from agentrt.vocab.terms import Cause
 
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, http_base, short_tempdir
 

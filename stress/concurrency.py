@@ -30,10 +30,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._runtime import open_runtime
-from agentrt._scripted import ScriptedModel
-from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
-from agentrt.frames import (
+from agentrt.core.runtime import open_runtime
+from agentrt.models.scripted import ScriptedModel
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client, ClosedClientError
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     EndedFrame,

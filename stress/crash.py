@@ -56,14 +56,14 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._messages import Message, Role
-from agentrt.client import (
+from agentrt.models.messages import Message, Role
+from agentrt.protocol.client import (
     BrokenDaemonConnectionError,
     Client,
     ClientError,
     ClosedClientError,
 )
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     DaemonFrame,

@@ -22,11 +22,10 @@ import time
 import attrs
 import trio
 
-from agentrt._cause import Cause
-from agentrt._vocab import TaskStatus
-from agentrt.client import BrokenDaemonConnectionError, Client, ClosedClientError
-from agentrt.codec import encode
-from agentrt.frames import (
+from agentrt.core.cause import Cause
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client, ClosedClientError
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import (
     AskFrame,
     Cancel,
     DaemonFrame,
@@ -38,6 +37,7 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
+from agentrt.vocab.terms import TaskStatus
 
 from ._common import STEP_TIMEOUT, SuiteResult, inprocess_daemon, short_tempdir
 
@@ -131,7 +131,7 @@ async def run_disconnect(connections: int, seed: int, *, concurrency: int = 32) 
 
 
 async def _check_track(runtime: object, track: _Track, result: SuiteResult, replay: str) -> None:
-    from agentrt._runtime import Runtime
+    from agentrt.core.runtime import Runtime
 
     assert isinstance(runtime, Runtime)
     record = await runtime.store.load(track.session)

@@ -51,10 +51,10 @@ import httpx
 import psycopg
 import trio
 
-from agentrt._runtime import open_runtime
-from agentrt._scripted import ScriptedModel
-from agentrt._toolproc import group_members
+from agentrt.agent.toolproc import group_members
+from agentrt.core.runtime import open_runtime
 from agentrt.http import load_or_create_token
+from agentrt.models.scripted import ScriptedModel
 
 from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, http_base, short_tempdir
 

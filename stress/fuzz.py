@@ -40,8 +40,9 @@ import trio
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-from agentrt.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
-from agentrt.frames import (
+from agentrt.http import load_or_create_token
+from agentrt.protocol.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
+from agentrt.protocol.frames import (
     PROTOCOL_VERSION,
     AnswerFrame,
     Hello,
@@ -49,7 +50,6 @@ from agentrt.frames import (
     PendingRequest,
     Run,
 )
-from agentrt.http import load_or_create_token
 
 from ._common import DaemonProcess, SuiteResult, http_base, short_tempdir
 

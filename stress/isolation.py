@@ -37,10 +37,10 @@ from typing import Any
 import httpx
 import trio
 
-from agentrt._runtime import Runtime
-from agentrt._vocab import Cause
-from agentrt.client import Client
-from agentrt.frames import (
+from agentrt.core.runtime import Runtime
+from agentrt.http import serve_http
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     Cancel,
@@ -54,7 +54,7 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
-from agentrt.http import serve_http
+from agentrt.vocab.terms import Cause
 
 from ._common import STEP_TIMEOUT, SuiteResult, TrackedDaemon, inprocess_daemon, short_tempdir
 

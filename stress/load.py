@@ -26,13 +26,11 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._agent import AgentRun
-from agentrt._events import Outcome
-from agentrt._pending import Entry
-from agentrt._vocab import Cause, TaskStatus
-from agentrt.client import Client
+from agentrt.agent.loop import AgentRun
+from agentrt.core.pending import Entry
 from agentrt.daemon import Connection
-from agentrt.frames import (
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     Cancel,
@@ -46,6 +44,8 @@ from agentrt.frames import (
     TaskFrame,
     TextFrame,
 )
+from agentrt.vocab.events import Outcome
+from agentrt.vocab.terms import Cause, TaskStatus
 
 from ._common import (
     STEP_TIMEOUT,

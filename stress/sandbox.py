@@ -31,13 +31,13 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt._guard import Redactor
-from agentrt._keys import KeyStore
-from agentrt._locations import HTTP_TOKEN_FILE
-from agentrt._pending import Answer
-from agentrt._runtime import Runtime, open_runtime
-from agentrt._scripted import ScriptedModel
-from agentrt._vocab import ALLOW_ONCE, DENY, Approval, RequestKind
+from agentrt.agent.guard import Redactor
+from agentrt.config.keystore import KeyStore
+from agentrt.core.pending import Answer
+from agentrt.core.runtime import Runtime, open_runtime
+from agentrt.models.scripted import ScriptedModel
+from agentrt.vocab.locations import HTTP_TOKEN_FILE
+from agentrt.vocab.terms import ALLOW_ONCE, DENY, Approval, RequestKind
 
 from ._common import STEP_TIMEOUT, StandInVerifier, SuiteResult
 

@@ -43,11 +43,11 @@ from agentrt import (
     TaskStore,
     open_runtime,
 )
-from agentrt._messages import ModelDelta
-from agentrt._sudo import PrivilegedResult
-from agentrt.client import Client
+from agentrt.agent.sudo import PrivilegedResult
 from agentrt.daemon import Daemon, serve
-from agentrt.frames import ErrorFrame
+from agentrt.models.messages import ModelDelta
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import ErrorFrame
 from agentrt.store import Store
 from agentrt.store.record import SavedQuestion
 
@@ -191,7 +191,7 @@ class FakeVerifier:
 
     async def run(self, argv: Sequence[str], stdin: bytes | None = None) -> PrivilegedResult:
         """Runs `argv` for real, as ``sudo -n`` would once verified (the tests run as root)."""
-        from agentrt._toolproc import run_tool
+        from agentrt.agent.toolproc import run_tool
 
         self.commands.append(list(argv))
         done = await run_tool(argv, stdin=stdin or b"")

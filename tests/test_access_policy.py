@@ -10,10 +10,11 @@ import pytest
 import trio
 
 from agentrt import ALLOW_ONCE, Cause, Runtime
-from agentrt._policy import AccessPolicy, Actor, origin_rules
-from agentrt.client import Client
+from agentrt.core.policy import AccessPolicy, Actor, origin_rules
 from agentrt.daemon import Daemon
-from agentrt.frames import (
+from agentrt.http import load_or_create_token, serve_http
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     Cancel,
@@ -26,7 +27,6 @@ from agentrt.frames import (
     Run,
     TaskFrame,
 )
-from agentrt.http import load_or_create_token, serve_http
 
 from .conftest import Recorder
 

@@ -32,9 +32,9 @@ from agentrt import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentrt._policy import Command, Edit, auto_approves
-from agentrt._settings import load_settings
-from agentrt._vocab import Approval
+from agentrt.config.settings import load_settings
+from agentrt.core.policy import Command, Edit, auto_approves
+from agentrt.vocab.terms import Approval
 
 from .conftest import FakeVerifier, Recorder, run_answering, runtime_in
 

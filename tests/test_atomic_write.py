@@ -1,6 +1,6 @@
 """A file write killed at any moment leaves the old content or the new, never a mix.
 
-`write_file` writes through `agentrt._atomic` (a helper process, in the
+`write_file` writes through `agentrt.agent.atomic` (a helper process, in the
 sandbox): a temporary file in the target's folder, synced, renamed over the
 target, the folder synced. Here the real helper writes 60 MB over a file and
 is SIGKILLed at random moments, fifty times; after every kill the file holds
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import _atomic
-from agentrt._atomic import write_atomic
+from agentrt.agent import atomic as _atomic
+from agentrt.agent.atomic import write_atomic
 
 pytestmark = pytest.mark.deadline(300)
 

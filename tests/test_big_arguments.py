@@ -17,14 +17,21 @@ import pytest
 import trio
 
 from agentrt import ALLOW_ONCE, ReplayModel, Runtime, ToolCall, open_runtime
-from agentrt._scripted import ReplayTurn
 from agentrt.bots import RetryPolicy, TelegramBot, TelegramConfig
-from agentrt.bots.discord import DiscordBot, DiscordConfig
-from agentrt.client import Client
-from agentrt.codec import MAX_FRAME_SIZE, encode
 from agentrt.daemon import serve
-from agentrt.frames import AnswerFrame, AskFrame, DaemonFrame, EndedFrame, Run, ToolCallFrame
+from agentrt.frontends.chats.discord import DiscordBot, DiscordConfig
 from agentrt.http import load_or_create_token, serve_http
+from agentrt.models.scripted import ReplayTurn
+from agentrt.protocol.client import Client
+from agentrt.protocol.codec import MAX_FRAME_SIZE, encode
+from agentrt.protocol.frames import (
+    AnswerFrame,
+    AskFrame,
+    DaemonFrame,
+    EndedFrame,
+    Run,
+    ToolCallFrame,
+)
 
 from .fakes.discord_server import TOKEN as DISCORD_TOKEN
 from .fakes.discord_server import FakeDiscord

@@ -17,7 +17,7 @@ import trio.testing
 
 from agentrt import Runtime
 from agentrt.bots import ChatBridge
-from agentrt.bots._bridge import Button, split_text, utf16_length
+from agentrt.frontends.chats.conversation import Button, split_text, utf16_length
 
 CHAT = "42"
 OWNER = "7"

@@ -13,7 +13,7 @@ import trio
 
 from agentrt import RequestKind, Runtime
 from agentrt.bots import ConfigError, DiscordBot, TelegramBot, TelegramConfig
-from agentrt.bots.discord import DiscordConfig
+from agentrt.frontends.chats.discord import DiscordConfig
 
 from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import FakeTelegram

@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from agentrt import Cause, Outcome, TaskRecord, TaskStatus, TaskStore
-from agentrt.cli import exit_status
-from agentrt.frames import LIST_PAGE_MAX, EndedFrame
+from agentrt.apps.cli import exit_status
+from agentrt.protocol.frames import LIST_PAGE_MAX, EndedFrame
 
 from .cli_process import AGENTRT, env_for, run
 from .conftest import fill_mixed_store, insert_unreadable_record
@@ -328,10 +328,10 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
     command: str, tmp_path: Path
 ) -> None:
     """The command exits without the interpreter's teardown, after its output is all written."""
-    from agentrt._cause import Cause
-    from agentrt._vocab import TaskStatus
+    from agentrt.core.cause import Cause
     from agentrt.store.record import TaskRecord
     from agentrt.store.sqlite import TaskStore
+    from agentrt.vocab.terms import TaskStatus
 
     state = tmp_path / "state"
     state.mkdir(mode=0o700)

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from agentrt import ALLOW_ONCE, Outcome, Runtime
-from agentrt._agent import AgentRun
+from agentrt.agent.loop import AgentRun
 
 from .cli_process import run
 from .conftest import Recorder

@@ -20,8 +20,8 @@ import httpx
 import pytest
 import trio
 
-from agentrt._terminal import dumps, visible
 from agentrt.http import load_or_create_token
+from agentrt.vocab.terminal import dumps, visible
 
 from .cli_process import AGENTRT, env_for, read_match, run
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrt import Cause
-from agentrt.codec import (
+from agentrt.protocol.codec import (
     EOF,
     MAX_FRAME_SIZE,
     NEED_DATA,
@@ -18,7 +18,7 @@ from agentrt.codec import (
     ProtocolError,
     encode,
 )
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     CANCEL_CAUSES,
     AnswerFrame,
     Cancel,

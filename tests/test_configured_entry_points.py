@@ -25,8 +25,9 @@ import httpx
 import pytest
 import trio
 
-from agentrt.client import Client
-from agentrt.frames import (
+from agentrt.http import load_or_create_token
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     EndedFrame,
     ErrorCode,
     ErrorFrame,
@@ -35,7 +36,6 @@ from agentrt.frames import (
     PendingRequest,
     Run,
 )
-from agentrt.http import load_or_create_token
 from agenttui._launch import start_daemon
 
 from .cli_process import AGENTRT, DAEMON, daemon_command, read_past, run_in
@@ -345,7 +345,7 @@ async def test_agenttui_passes_its_options_to_the_daemon_it_starts(
 def test_config_show_names_the_settings_a_provider_does_not_take(env: dict[str, str]) -> None:
     import attrs
 
-    from agentrt.providers import OpenAIModel
+    from agentrt.models.providers import OpenAIModel
 
     write_config(env, 'model = "openai:m"\ntemperature = 0.2\nmax_tokens = 100\n')
     shown = agentrt(["config", "show"], env)
@@ -361,7 +361,7 @@ def test_config_show_names_the_settings_a_provider_does_not_take(env: dict[str, 
 async def test_the_daemon_runs_a_bot_from_the_file_with_its_token_in_the_key_store(
     short_dir: Path, env: dict[str, str], nursery: trio.Nursery
 ) -> None:
-    from agentrt._keys import KeyStore
+    from agentrt.config.keystore import KeyStore
 
     from .fakes.telegram_server import TOKEN, FakeTelegram
 

@@ -31,22 +31,22 @@ from agentrt import (
     TaskStore,
     open_runtime,
 )
-from agentrt._errors import ExecutorError
-from agentrt._pending import RegistryStatistics
-from agentrt._sudo import PrivilegedResult
-from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
-from agentrt.codec import MAX_FRAME_SIZE, encode
+from agentrt.agent.sudo import PrivilegedResult
+from agentrt.core.errors import ExecutorError
+from agentrt.core.pending import RegistryStatistics
 from agentrt.daemon import (
     Daemon,
     DaemonAlreadyRunningError,
     PeerCredentials,
-    _connection,
     check_peer,
     peer_credentials,
     serve,
 )
-from agentrt.daemon._connection import Connection
-from agentrt.frames import (
+from agentrt.frontends.terminal import connection as _connection
+from agentrt.frontends.terminal.connection import Connection
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client, HandshakeError
+from agentrt.protocol.codec import MAX_FRAME_SIZE, encode
+from agentrt.protocol.frames import (
     PROTOCOL_VERSION,
     Ack,
     AnswerFrame,

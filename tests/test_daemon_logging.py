@@ -17,9 +17,9 @@ import pytest
 import trio
 
 from agentrt import SecretStore
-from agentrt._guard import Redactor
+from agentrt.agent.guard import Redactor
 from agentrt.daemon import SecretFilter
-from agentrt.daemon._logging import environment_secrets
+from agentrt.frontends.terminal.logs import environment_secrets
 from agentrt.http import load_or_create_token
 
 from .fakes.telegram_server import TOKEN, FakeTelegram
@@ -119,7 +119,7 @@ def test_a_broken_format_string_is_logged_without_its_arguments(
 def test_an_uncaught_error_is_logged_scrubbed(state: Path) -> None:
     code = (
         "import sys; from pathlib import Path;"
-        "from agentrt.daemon._logging import configure_logging;"
+        "from agentrt.frontends.terminal.logs import configure_logging;"
         "configure_logging(Path(sys.argv[1]), verbose=False);"
         f"raise RuntimeError('crashed holding {STORED}')"
     )

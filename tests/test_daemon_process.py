@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from agentrt import Cause, Outcome
-from agentrt.client import Client
-from agentrt.frames import (
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     EndedFrame,

@@ -16,8 +16,8 @@ from agentrt.daemon import (
     Step,
     default_socket_path,
 )
-from agentrt.daemon._lifecycle import TRANSITIONS
-from agentrt.daemon._paths import prepare_socket_dir, remove_stale_socket
+from agentrt.frontends.terminal.lifecycle import TRANSITIONS
+from agentrt.frontends.terminal.paths import prepare_socket_dir, remove_stale_socket
 
 
 def test_lifecycle_happy_path() -> None:

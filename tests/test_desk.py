@@ -8,10 +8,10 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from agentrt._context import RequestContext
-from agentrt._desk import REFUSED, Desk, Refusal, refusal
-from agentrt._errors import BadAnswerError, NotOwnerError, SessionBusyError, UnknownTaskError
-from agentrt._pending import (
+from agentrt.core.context import RequestContext
+from agentrt.core.desk import REFUSED, Desk, Refusal, refusal
+from agentrt.core.errors import BadAnswerError, NotOwnerError, SessionBusyError, UnknownTaskError
+from agentrt.core.pending import (
     AlreadyAnsweredError,
     Answer,
     Entry,
@@ -20,8 +20,8 @@ from agentrt._pending import (
     ListenerGoneError,
     Registry,
 )
-from agentrt._request import Request
 from agentrt.store import BadCursorError, StoreError
+from agentrt.vocab.request import Request
 
 
 @attrs.define

@@ -11,7 +11,7 @@ import trio
 
 from agentrt import Runtime
 from agentrt.bots import ConfigError, RetryPolicy
-from agentrt.bots.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
+from agentrt.frontends.chats.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
 
 from .fakes.discord_server import TOKEN, FakeDiscord
 

@@ -9,7 +9,9 @@ from typing import get_args
 import attrs
 import pytest
 
-from agentrt._events import (
+from agentrt.present.shapes import EVENT_TYPES, event_to_json
+from agentrt.protocol.frames import EVENT_FRAMES, DaemonFrame, frame_of, from_wire, to_wire
+from agentrt.vocab.events import (
     Event,
     ReasoningEvent,
     RunEnded,
@@ -21,9 +23,7 @@ from agentrt._events import (
     UsageEvent,
     VerifyEvent,
 )
-from agentrt._shapes import EVENT_TYPES, event_to_json
-from agentrt._vocab import Cause, Outcome
-from agentrt.frames import EVENT_FRAMES, DaemonFrame, frame_of, from_wire, to_wire
+from agentrt.vocab.terms import Cause, Outcome
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -96,9 +96,9 @@ def test_every_event_is_declared_exactly_once(cls: type) -> None:
         for fields in bodies
         if [spellings.get(name, name) for name in fields] == wanted
     ]
-    assert f"agentrt/_events.py:{cls.__name__}" in copies
+    assert f"agentrt/vocab/events.py:{cls.__name__}" in copies
     # (`TextEvent` and `ReasoningEvent` have the same fields, so both are found for each.)
-    assert [where for where in copies if not where.startswith("agentrt/_events.py:")] == []
+    assert [where for where in copies if not where.startswith("agentrt/vocab/events.py:")] == []
 
 
 @pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: type(e).__name__)

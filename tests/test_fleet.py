@@ -36,7 +36,7 @@ from agentrt import (
     UnknownTaskError,
     open_runtime,
 )
-from agentrt._executor import TaskInfo
+from agentrt.core.executor import TaskInfo
 from agentrt.store.postgres import NOW, SCHEMA_VERSION
 
 from .conftest import FakeVerifier, Recorder
@@ -272,7 +272,7 @@ async def test_a_member_cut_off_past_its_lease_stops_its_runs_and_frees_their_ta
 async def test_fleet_status_lists_the_daemons_their_heartbeats_and_the_tasks_they_hold(
     tmp_path: Path, postgres_url: str, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentrt.cli import main
+    from agentrt.apps.cli import main
 
     async with member(tmp_path / "a", postgres_url, workdir) as a, trio.open_nursery() as n:
         assert a.fleet is not None

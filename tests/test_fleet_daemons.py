@@ -24,7 +24,7 @@ import trio
 from stress.fleet import LEASE, question_of, start_fleet, wait_interrupted
 from stress.fleet import ended as run_ended
 
-from agentrt._toolproc import group_members
+from agentrt.agent.toolproc import group_members
 
 from .fakes.tcp_proxy import TcpProxy
 

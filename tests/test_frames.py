@@ -27,10 +27,10 @@ from agentrt import (
     UsageEvent,
     VerifyEvent,
 )
-from agentrt._shapes import event_to_json
-from agentrt.codec import encode
-from agentrt.daemon._wire import ask_frame
-from agentrt.frames import (
+from agentrt.frontends.terminal.framing import ask_frame
+from agentrt.present.shapes import event_to_json
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
     Ack,

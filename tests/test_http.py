@@ -28,7 +28,21 @@ from hypothesis import strategies as st
 from starlette.routing import Route
 
 from agentrt import Answer, BadSessionIdError, Cause, Event, RequestKind, Runtime, TaskStatus
-from agentrt._shapes import EVENT_TYPES, event_to_json
+from agentrt.frontends.http.bodies import (
+    NOT_BLANK,
+    OLDER_FIELDS,
+    AnswerBody,
+    BadBodyError,
+    CancelBody,
+    ResumeBody,
+    RunBody,
+    parse_body,
+)
+from agentrt.frontends.http.frontend import (
+    CHAT_SESSION_ID_PATTERN,
+    CURSOR_PATTERN,
+    SESSION_ID_PATTERN,
+)
 from agentrt.http import (
     BODY_SECONDS,
     MAX_BODY,
@@ -41,17 +55,7 @@ from agentrt.http import (
     session_id_from_path,
     token_main,
 )
-from agentrt.http._frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, SESSION_ID_PATTERN
-from agentrt.http._wire import (
-    NOT_BLANK,
-    OLDER_FIELDS,
-    AnswerBody,
-    BadBodyError,
-    CancelBody,
-    ResumeBody,
-    RunBody,
-    parse_body,
-)
+from agentrt.present.shapes import EVENT_TYPES, event_to_json
 from agentrt.store.sql import _parse_cursor as parse_cursor
 
 from .conftest import Recorder, insert_unreadable

@@ -21,9 +21,9 @@ import pytest
 import trio
 
 from agentrt import Outcome
-from agentrt.client import Client
-from agentrt.frames import EndedFrame, Run
 from agentrt.http import load_or_create_token
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import EndedFrame, Run
 
 pytestmark = pytest.mark.e2e
 

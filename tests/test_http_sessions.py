@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from agentrt import Cause, Runtime, TaskInfo
-from agentrt.http import _frontend as frontend_module
+from agentrt.frontends.http import frontend as frontend_module
 from agentrt.http import openapi_document
 
 from .conftest import Recorder

@@ -38,11 +38,11 @@ from agentrt import (
     ToolResultEvent,
     describe_resume,
 )
-from agentrt._agent import AgentRun
-from agentrt._process import process_token
-from agentrt._tools import ToolRun
-from agentrt._tools.testing import Sleep
-from agentrt._vocab import Approval
+from agentrt.agent.loop import AgentRun
+from agentrt.agent.tools import ToolRun
+from agentrt.agent.tools.testing import Sleep
+from agentrt.core.process import process_token
+from agentrt.vocab.terms import Approval
 
 from .conftest import Recorder, answer_all
 
@@ -127,8 +127,8 @@ async def test_a_resumed_call_whose_argument_was_elided_runs_with_its_full_value
 
 
 def test_a_frame_over_the_cap_is_shortened_to_fit() -> None:
-    from agentrt.codec import MAX_FRAME_SIZE, FrameCodec, encode
-    from agentrt.frames import ToolCallFrame
+    from agentrt.protocol.codec import MAX_FRAME_SIZE, FrameCodec, encode
+    from agentrt.protocol.frames import ToolCallFrame
 
     frame = ToolCallFrame("t", "c", "write_file", {"path": "a", "content": "q" * 2_000_000})
     data = encode(frame)

@@ -28,7 +28,6 @@ from agentrt import (
     ToolCall,
     ToolResultEvent,
 )
-from agentrt._clamp import ARGUMENT_LIMIT
 from agentrt.store import Store
 from agentrt.store.record import (
     ARGUMENTS_BOUND,
@@ -36,6 +35,7 @@ from agentrt.store.record import (
     arguments_size,
     keep_arguments,
 )
+from agentrt.vocab.clamp import ARGUMENT_LIMIT
 
 from .conftest import Recorder
 

@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentrt import Cause, Message, Outcome, ToolResultEvent
-from agentrt._agent import AgentRun
-from agentrt._messages import Role
-from agentrt._vocab import SETTLE, Settle
-from agentrt.lab import (
+from agentrt.agent.loop import AgentRun
+from agentrt.apps.lab import (
     CAUSES,
     Conversation,
     Lab,
@@ -22,6 +20,8 @@ from agentrt.lab import (
     real_kills,
     replay_answers,
 )
+from agentrt.models.messages import Role
+from agentrt.vocab.terms import SETTLE, Settle
 
 #: Runs whole daemons and suites: slower than most, and two or three times slower on a busy
 #: machine (the tour of 205 points takes 60 s on a quiet one, up to 160 s on a loaded one).

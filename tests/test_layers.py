@@ -130,13 +130,13 @@ def test_no_import_goes_up_a_layer_or_across_front_ends() -> None:
 def test_the_check_sees_an_import_that_goes_up(tmp_path: Path) -> None:
     # The check itself: a protocol module importing the store would be caught.
     table = read_table()
-    frames = place_of("agentrt.frames", table)
+    frames = place_of("agentrt.protocol.frames", table)
     store = place_of("agentrt.store.sqlite", table)
     assert frames is not None and store is not None
     assert store.rank > frames.rank
     fake = tmp_path / "frames.py"
-    fake.write_text("from .store.sqlite import TaskStore\n")
-    assert imports_of("agentrt.frames", fake, set(modules())) == {"agentrt.store.sqlite"}
+    fake.write_text("from ..store.sqlite import TaskStore\n")
+    assert imports_of("agentrt.protocol.frames", fake, set(modules())) == {"agentrt.store.sqlite"}
 
 
 def private_store_names(module: str, path: Path) -> list[str]:
@@ -163,3 +163,64 @@ def test_the_check_sees_a_private_name_of_the_store_package(tmp_path: Path) -> N
     fake = tmp_path / "postgres.py"
     fake.write_text("from .sql import SqlStore, _Memory\nfrom .postgres import _local\n")
     assert private_store_names("agentrt.store.postgres", fake) == ["agentrt.store.sql._Memory"]
+
+
+#: The folders of `agentrt/`, each the layer it says.
+FOLDERS = {
+    "vocab": "vocabulary",
+    "protocol": "protocol",
+    "core": "runtime",
+    "agent": "runtime",
+    "store": "runtime",
+    "models": "runtime",
+    "fleet": "runtime",
+    "config": "runtime",
+    "present": "runtime",
+    "frontends": "front-end",
+    "apps": "applications",
+}
+
+#: The modules at the top of `agentrt/`: its public names, re-exported from the folders.
+PUBLIC = {
+    "__init__",
+    "__main__",
+    "client",
+    "codec",
+    "frames",
+    "providers",
+    "http",
+    "bots",
+    "daemon",
+}
+
+
+def test_each_folder_of_agentrt_is_one_layer() -> None:
+    table = read_table()
+    package = SRC / "agentrt"
+    folders = {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(FOLDERS)
+    wrong = []
+    for module in modules():
+        parts = module.split(".")
+        if parts[0] == "agentrt" and len(parts) >= 2 and parts[1] in FOLDERS:
+            place = place_of(module, table)
+            assert place is not None
+            if place.layer != FOLDERS[parts[1]]:
+                wrong.append(f"{module} is in {parts[1]}/ but the table says {place.row}")
+    assert wrong == []
+
+
+def test_the_top_of_agentrt_holds_only_the_public_modules_and_they_define_nothing() -> None:
+    package = SRC / "agentrt"
+    assert {p.stem for p in package.glob("*.py")} == PUBLIC
+    defining = []
+    for name in sorted(PUBLIC - {"__main__"}):
+        tree = ast.parse((package / f"{name}.py").read_text("utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) or (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                # the lazy loading of a module's names on first use
+                and node.name not in {"__getattr__", "__dir__"}
+            ):
+                defining.append(f"agentrt/{name}.py defines {node.name}")
+    assert defining == []

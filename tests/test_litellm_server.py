@@ -37,8 +37,8 @@ from agentrt import (
     UsageEvent,
     open_runtime,
 )
-from agentrt._messages import ModelDelta
-from agentrt.providers import ModelAuthError, ModelRequestError, OpenAIModel, RetryPolicy
+from agentrt.models.messages import ModelDelta
+from agentrt.models.providers import ModelAuthError, ModelRequestError, OpenAIModel, RetryPolicy
 
 from .conftest import FakeVerifier, Recorder
 

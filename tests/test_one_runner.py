@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from agentrt import Outcome, ScriptedModel, open_runtime
-from agentrt._process import process_token
+from agentrt.core.process import process_token
 
 from .cli_process import AGENTRT, daemon_command, env_for
 from .conftest import Recorder

@@ -18,8 +18,8 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from agentrt import Message, Outcome, StoreError, TaskRecord, TaskStatus, ToolCallEvent
-from agentrt._runtime import open_runtime
-from agentrt._scripted import ScriptedModel
+from agentrt.core.runtime import open_runtime
+from agentrt.models.scripted import ScriptedModel
 from agentrt.store import StaleLeaseError, Store, TaskTakenError
 from agentrt.store.postgres import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, display_url
 

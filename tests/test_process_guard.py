@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from agentrt import Message, Outcome, Runtime, SessionBusyError, TaskRecord, TaskStatus
-from agentrt._process import process_token, token_alive
+from agentrt.core.process import process_token, token_alive
 
 from .conftest import Recorder
 

@@ -16,8 +16,9 @@ from agentrt import (
     ToolCallDelta,
     ToolSpec,
 )
-from agentrt._messages import Usage
-from agentrt.providers import (
+from agentrt.models.anthropic import anthropic_messages
+from agentrt.models.messages import Usage
+from agentrt.models.providers import (
     AnthropicModel,
     ModelRateLimitError,
     ModelRequestError,
@@ -26,7 +27,6 @@ from agentrt.providers import (
     ModelStreamError,
     RetryPolicy,
 )
-from agentrt.providers.anthropic import anthropic_messages
 
 from .conftest import Collect
 from .fakes.llm_server import (

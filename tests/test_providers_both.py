@@ -16,8 +16,8 @@ import pytest
 import trio
 
 from agentrt import Message, TextDelta, ToolSpec
-from agentrt._messages import ModelDelta, Usage
-from agentrt.providers import (
+from agentrt.models.messages import ModelDelta, Usage
+from agentrt.models.providers import (
     AnthropicModel,
     ModelAuthError,
     ModelMaxTokensError,

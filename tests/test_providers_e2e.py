@@ -28,7 +28,7 @@ from agentrt import (
     UsageEvent,
     open_runtime,
 )
-from agentrt.providers import AnthropicModel, OpenAIModel, RetryPolicy
+from agentrt.models.providers import AnthropicModel, OpenAIModel, RetryPolicy
 
 from .conftest import FakeVerifier, Recorder
 from .fakes.llm_server import (

@@ -10,8 +10,8 @@ import trio
 import trio.testing
 
 from agentrt import ModelResponse, SecretStore, TextDelta
-from agentrt._messages import ModelDelta, OnDelta
-from agentrt.providers import (
+from agentrt.models.messages import ModelDelta, OnDelta
+from agentrt.models.providers import (
     AnthropicModel,
     ModelAuthError,
     ModelRateLimitError,
@@ -20,7 +20,7 @@ from agentrt.providers import (
     RetryPolicy,
     make_model,
 )
-from agentrt.providers._http import (
+from agentrt.models.streaming import (
     Redactor,
     SSEDecoder,
     SSEError,

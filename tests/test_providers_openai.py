@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from agentrt import Message, ReasoningDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
-from agentrt._messages import ModelDelta, Usage
-from agentrt.providers import (
+from agentrt.models.messages import ModelDelta, Usage
+from agentrt.models.providers import (
     AzureOpenAIModel,
     ModelAuthError,
     ModelConnectError,
@@ -260,7 +260,7 @@ async def test_repr_hides_the_key() -> None:
 
 def test_request_body_is_json_serialisable() -> None:
     # Tool arguments are re-encoded as text; guard against handing the API a dict.
-    from agentrt.providers.openai import openai_messages
+    from agentrt.models.openai import openai_messages
 
     call = ToolCall("c", "t", {"n": 1})
     [msg] = openai_messages([Message.assistant("", [call])])
@@ -413,7 +413,7 @@ async def test_azure_401_names_the_azure_key_variable(llm_server: LLMServer) -> 
 
 
 def test_make_model_builds_azure_from_its_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentrt.providers import make_model
+    from agentrt.models.providers import make_model
 
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "az-key-from-env")
     built = make_model("azure:gpt-4o-prod", base_url="https://res.openai.azure.com/")

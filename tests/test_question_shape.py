@@ -6,10 +6,10 @@ import attrs
 import pytest
 
 from agentrt import Registry, RequestContext, RequestKind
-from agentrt._request import Request
-from agentrt._shapes import question_to_json
-from agentrt.daemon._wire import ask_frame
-from agentrt.frames import AskFrame, DaemonFrame, from_wire, to_wire
+from agentrt.frontends.terminal.framing import ask_frame
+from agentrt.present.shapes import question_to_json
+from agentrt.protocol.frames import AskFrame, DaemonFrame, from_wire, to_wire
+from agentrt.vocab.request import Request
 
 REQUESTS = (
     Request.confirm("write_file", "write 5 bytes to notes.txt"),

@@ -37,11 +37,11 @@ from agentrt import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from agentrt._guard import MIN_REDACTED_LENGTH, Redactor, SecretGoneError
-from agentrt._keys import KeyStore
-from agentrt._messages import Redaction, Role
-from agentrt._runtime import HTTP_TOKEN_FILE
-from agentrt._secrets import SecretNameError, is_secret_name
+from agentrt.agent.guard import MIN_REDACTED_LENGTH, Redactor, SecretGoneError
+from agentrt.config.keystore import KeyStore
+from agentrt.config.secrets import SecretNameError, is_secret_name
+from agentrt.core.runtime import HTTP_TOKEN_FILE
+from agentrt.models.messages import Redaction, Role
 
 from .conftest import FakeVerifier, Recorder, run_answering
 

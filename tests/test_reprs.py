@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 import agentrt
-from agentrt._reprs import fields_eq, fields_hash, fields_repr
+from agentrt.vocab.reprs import fields_eq, fields_hash, fields_repr
 
 
 def _pair(**fields: Any) -> tuple[type, type]:

@@ -18,8 +18,8 @@ import trio
 import trio.testing
 
 from agentrt import Runtime, TaskStore, open_runtime
-from agentrt._retention import DAY, Retention
-from agentrt._settings import ConfigError, SourceKind, load_settings
+from agentrt.config.settings import ConfigError, SourceKind, load_settings
+from agentrt.store.retention import DAY, Retention
 
 from .cli_process import read_past
 from .conftest import Recorder, write_config

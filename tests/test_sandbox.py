@@ -27,8 +27,8 @@ from stress.sandbox import (
 from stress.sandbox import _person as person
 
 from agentrt import Runtime, ToolResultEvent
-from agentrt._sandbox import Sandbox, refusal_note, tool_environment
-from agentrt._vocab import Approval, SandboxMode
+from agentrt.agent.sandbox import Sandbox, refusal_note, tool_environment
+from agentrt.vocab.terms import Approval, SandboxMode
 
 from .cli_process import run_in
 from .conftest import Recorder
@@ -190,7 +190,7 @@ async def test_a_sandboxed_command_outlives_the_thread_that_started_it(
     # its starting thread's life (bubblewrap's --die-with-parent) would be killed with it.
     from trio._core import _thread_cache
 
-    from agentrt._toolproc import run_tool
+    from agentrt.agent.toolproc import run_tool
 
     monkeypatch.setattr(_thread_cache, "IDLE_TIMEOUT", 0.01)
     sandbox = Sandbox.detect()
@@ -201,7 +201,7 @@ async def test_a_sandboxed_command_outlives_the_thread_that_started_it(
 
 
 async def test_a_command_that_leaves_its_group_dies_with_the_sandbox(tmp_path: Path) -> None:
-    from agentrt._toolproc import run_tool
+    from agentrt.agent.toolproc import run_tool
 
     tag = f"77.{os.getpid()}"
     sandbox = Sandbox.detect()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentrt import Message, ModelError, ReplayModel, ScriptedModel, TextDelta
-from agentrt._messages import ModelDelta
-from agentrt._scripted import parse_statement, split_statements
+from agentrt.models.messages import ModelDelta
+from agentrt.models.scripted import parse_statement, split_statements
 
 
 def test_statements_split_on_semicolons_outside_braces() -> None:

@@ -10,10 +10,10 @@ import pytest
 import trio
 
 from agentrt import Message, Outcome, Runtime, ScriptedModel, open_runtime
-from agentrt._messages import ModelResponse, OnDelta, ToolSpec
-from agentrt.client import Client
 from agentrt.daemon import Daemon, serve
-from agentrt.frames import (
+from agentrt.models.messages import ModelResponse, OnDelta, ToolSpec
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import (
     Ack,
     AskFrame,
     EndedFrame,

@@ -11,9 +11,9 @@ from typing import Any
 import attrs
 import pytest
 
-from agentrt._keys import KeyNameError, KeyStore, check_key_name
-from agentrt._secrets import SecretStore
-from agentrt._settings import (
+from agentrt.config.keystore import KeyNameError, KeyStore, check_key_name
+from agentrt.config.secrets import SecretStore
+from agentrt.config.settings import (
     HOSTED_URLS,
     ConfigError,
     Settings,
@@ -23,10 +23,10 @@ from agentrt._settings import (
     load_settings,
     model_options,
 )
-from agentrt._vocab import Approval
-from agentrt.providers import ConfiguredModel, ModelOptions
-from agentrt.providers.anthropic import DEFAULT_ANTHROPIC_URL, AnthropicModel
-from agentrt.providers.openai import DEFAULT_OPENAI_URL
+from agentrt.models.anthropic import DEFAULT_ANTHROPIC_URL, AnthropicModel
+from agentrt.models.openai import DEFAULT_OPENAI_URL
+from agentrt.models.providers import ConfiguredModel, ModelOptions
+from agentrt.vocab.terms import Approval
 
 from .conftest import write_config
 
@@ -382,7 +382,7 @@ def test_options_reach_the_provider_that_takes_them_and_the_rest_are_reported(
 
 
 def test_a_stored_key_is_hidden_like_a_secret(tmp_path: Path) -> None:
-    from agentrt._guard import Redactor
+    from agentrt.agent.guard import Redactor
 
     state = tmp_path / "state"
     redactor = Redactor.for_state_dir(state)

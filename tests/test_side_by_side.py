@@ -29,8 +29,9 @@ import pytest
 import trio
 
 from agentrt import Cause, Outcome, RequestKind
-from agentrt.client import Client, new_window_hash
-from agentrt.frames import (
+from agentrt.http import load_or_create_token
+from agentrt.protocol.client import Client, new_window_hash
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     AskWithdrawn,
@@ -43,7 +44,6 @@ from agentrt.frames import (
     TaskFrame,
     ToolResultFrame,
 )
-from agentrt.http import load_or_create_token
 
 from .fakes.discord_server import TOKEN as DISCORD_TOKEN
 from .fakes.discord_server import FakeDiscord

@@ -1,7 +1,7 @@
 """The snapshot limits, pinned to the byte: 32 KiB a tool result, 4 KiB an argument string.
 
 The numbers are written out here, not imported: a change of either limit in
-`agentrt._clamp` fails these tests. A clamped value is head + marker + tail
+`agentrt.vocab.clamp` fails these tests. A clamped value is head + marker + tail
 filling the limit exactly; a value at or under the limit is saved unchanged.
 """
 

@@ -28,9 +28,9 @@ from agentrt import (
     UnknownTaskError,
     cause_of,
 )
-from agentrt._messages import Role
-from agentrt._vocab import SETTLE, Settle
+from agentrt.models.messages import Role
 from agentrt.store import Queued
+from agentrt.vocab.terms import SETTLE, Settle
 
 from .conftest import Recorder
 

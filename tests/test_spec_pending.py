@@ -34,10 +34,10 @@ from agentrt import (
     bind_context,
     origin_of,
 )
-from agentrt._clamp import ARGUMENT_LIMIT, MARKER_RE, TOOL_RESULT_LIMIT
-from agentrt._messages import Role
-from agentrt._pending import NoRequestContextError
+from agentrt.core.pending import NoRequestContextError
+from agentrt.models.messages import Role
 from agentrt.store.record import RESUME_NOTE
+from agentrt.vocab.clamp import ARGUMENT_LIMIT, MARKER_RE, TOOL_RESULT_LIMIT
 
 from .conftest import FakeVerifier, Recorder
 
@@ -574,7 +574,7 @@ async def test_streamed_tool_call_pieces_arrive_as_events_before_the_call_runs(
     runtime: Runtime,
 ) -> None:
     from agentrt import ToolCallDeltaEvent
-    from agentrt._messages import ToolCallDelta
+    from agentrt.models.messages import ToolCallDelta
 
     class Streaming:
         name = "streaming"

@@ -33,7 +33,7 @@ from agentrt import (
     UnreadableTask,
     open_runtime,
 )
-from agentrt._statedir import prepare_state_dir
+from agentrt.config.statedir import prepare_state_dir
 from agentrt.store import Store, TaskExistsError, brief_of, sql
 from agentrt.store.sqlite import SCHEMA_VERSION, marker_path
 
@@ -454,7 +454,7 @@ async def test_calls_made_together_share_batches_and_a_failing_one_spoils_nothin
 
 def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before() -> None:
     from agentrt import ThinkingBlock
-    from agentrt._messages import Role
+    from agentrt.models.messages import Role
     from agentrt.store.record import converter
 
     plain = converter.unstructure(Message.user("hi"))

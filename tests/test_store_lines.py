@@ -2,7 +2,7 @@
 
 `agentrt pending list` on an SQLite store prints each task's kept line with its
 time put in (`TaskStore.list_lines`); every line must be the one the records
-themselves give (`agentrt._listing.lines` of `brief_of` each listed task), whatever
+themselves give (`agentrt.present.listing.lines` of `brief_of` each listed task), whatever
 was done to the rows: written, marked, deleted, changed by hand, or written
 before lines were kept.
 """
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentrt import Cause, TaskRecord, TaskStatus, TaskStore
-from agentrt._listing import TIME_MARK, template
-from agentrt._listing import lines as listing_lines
+from agentrt.present.listing import TIME_MARK, template
+from agentrt.present.listing import lines as listing_lines
 from agentrt.store import brief_of
 from agentrt.store.record import SavedQuestion
 from agentrt.store.sql import SqlStore

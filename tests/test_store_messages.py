@@ -25,7 +25,7 @@ from agentrt import (
     TaskStore,
     UnknownSessionError,
 )
-from agentrt._messages import Role
+from agentrt.models.messages import Role
 from agentrt.store import BadCursorError, Store, TaskExistsError, UnreadableTask
 from agentrt.store.record import TaskSummary
 from agentrt.store.sql import page_query
@@ -262,9 +262,9 @@ async def test_prune_deletes_old_finished_sessions_and_never_one_with_a_pending_
 async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
     store: Store,
 ) -> None:
-    from agentrt._listing import lines as listing_lines
-    from agentrt.cli import _summary_row
-    from agentrt.daemon._wire import pending_task
+    from agentrt.apps.cli import _summary_row
+    from agentrt.frontends.terminal.framing import pending_task
+    from agentrt.present.listing import lines as listing_lines
 
     from .conftest import fill_mixed_store
 

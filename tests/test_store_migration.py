@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentrt import Message, StoreError, TaskStatus, TaskStore
-from agentrt._messages import Role
+from agentrt.models.messages import Role
 from agentrt.store.sqlite import SCHEMA_VERSION
 
 SCHEMA_V1 = """

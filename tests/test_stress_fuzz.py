@@ -12,8 +12,8 @@ from stress._common import TrackedDaemon, inprocess_daemon
 from stress.fuzz import _big_numbers_socket, _Canary
 
 from agentrt import Runtime
-from agentrt.client import Client
-from agentrt.frames import EndedFrame, ErrorCode, PendingList
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import EndedFrame, ErrorCode, PendingList
 
 from .conftest import refused
 

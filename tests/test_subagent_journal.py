@@ -26,9 +26,9 @@ from agentrt import (
     ToolResultEvent,
     open_runtime,
 )
-from agentrt._scripted import ScriptedModel
-from agentrt._vocab import Approval
-from agentrt.lab import Conversation, Lab, format_table, real_kills
+from agentrt.apps.lab import Conversation, Lab, format_table, real_kills
+from agentrt.models.scripted import ScriptedModel
+from agentrt.vocab.terms import Approval
 
 from .conftest import FakeVerifier, Recorder, answer_all, runtime_in
 

@@ -16,7 +16,7 @@ import trio
 
 from agentrt import Runtime, ScriptedModel
 from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
-from agentrt.bots._markup import telegram_html
+from agentrt.frontends.chats.markup import telegram_html
 
 from .fakes.telegram_server import TOKEN, FakeTelegram, parse_html, utf16
 

@@ -25,8 +25,8 @@ from agentrt import (
     TextEvent,
     ToolResultEvent,
 )
-from agentrt._guard import Redactor, command_touches, mentioned_paths
-from agentrt._runtime import HTTP_TOKEN_FILE
+from agentrt.agent.guard import Redactor, command_touches, mentioned_paths
+from agentrt.core.runtime import HTTP_TOKEN_FILE
 
 from .conftest import Recorder, run_answering
 

@@ -36,11 +36,11 @@ from agentrt import (
     ScriptedModel,
     open_runtime,
 )
-from agentrt._process import process_token
-from agentrt._sudo import SudoVerifier
-from agentrt._toolproc import ToolLedger, group_members
-from agentrt.client import Client
-from agentrt.frames import AnswerFrame, AskFrame, Run
+from agentrt.agent.sudo import SudoVerifier
+from agentrt.agent.toolproc import ToolLedger, group_members
+from agentrt.core.process import process_token
+from agentrt.protocol.client import Client
+from agentrt.protocol.frames import AnswerFrame, AskFrame, Run
 
 from .cli_process import DAEMON, daemon_command, read_past
 from .conftest import Recorder

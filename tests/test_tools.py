@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from agentrt import ReplayModel, ScriptedModel, ToolCall, ToolError, ToolSpec, make_model
-from agentrt._tools import TOOLS, find, offered_to
-from agentrt._tools.files import WriteFile
-from agentrt._tools.testing import Big, Sleep
+from agentrt.agent.tools import TOOLS, find, offered_to
+from agentrt.agent.tools.files import WriteFile
+from agentrt.agent.tools.testing import Big, Sleep
 
 
 def _schema(**properties: str) -> dict[str, Any]:

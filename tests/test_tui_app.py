@@ -14,7 +14,7 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     Cancel,

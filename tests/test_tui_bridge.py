@@ -16,14 +16,8 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import DummyInput
 from prompt_toolkit.output import DummyOutput
 
-from agentrt.client import BrokenDaemonConnectionError, Client, HandshakeError
-from agentrt.frames import (
-    ClientFrame,
-    DaemonFrame,
-    PendingAction,
-    PendingRequest,
-    Welcome,
-)
+from agentrt.protocol.client import BrokenDaemonConnectionError, Client, HandshakeError
+from agentrt.protocol.frames import ClientFrame, DaemonFrame, PendingAction, PendingRequest, Welcome
 from agenttui import _bridge
 from agenttui._app import TuiApp
 from agenttui._bridge import BACKOFF, Bridge, backoff
@@ -140,7 +134,7 @@ async def test_a_lost_connection_is_said_then_made_again_and_pending_tasks_are_a
 async def test_no_daemon_starts_one_and_says_so(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    from agentrt.client import DaemonNotRunningError
+    from agentrt.protocol.client import DaemonNotRunningError
 
     started: list[Path] = []
     answering = False

@@ -51,7 +51,7 @@ def test_the_command_passes_only_what_was_given() -> None:
 
 
 def test_the_shared_options_read_alike_in_every_command() -> None:
-    from agentrt.cli import build_parser
+    from agentrt.apps.cli import build_parser
     from agentrt.daemon import _parser as daemon_parser
     from agenttui.__main__ import _parser as tui_parser
 

@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from agentrt import Outcome
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     EndedFrame,
     PendingList,
     PendingTask,

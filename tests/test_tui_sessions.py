@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentrt import Outcome
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     EndedFrame,
     ErrorCode,
     ErrorFrame,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     AnswerFrame,
     AskFrame,
     AskWithdrawn,

@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from agentrt import Runtime, open_runtime
-from agentrt.http._frontend import EVENT_RING
-from agentrt.providers import OpenAIModel
+from agentrt.frontends.http.frontend import EVENT_RING
+from agentrt.models.providers import OpenAIModel
 
 from .browser import DESKTOP, NARROW, PHONE, Site, in_browser, needs_chromium
 from .conftest import scripted_runtime

@@ -26,9 +26,9 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
 from agentrt import Message, ThinkingBlock, ToolCall, ToolSpec
-from agentrt.providers import AnthropicModel
-from agentrt.providers._http import SSEDecoder, SSEEvent
-from agentrt.providers.openai import chat_body
+from agentrt.models.openai import chat_body
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.streaming import SSEDecoder, SSEEvent
 
 from .fakes.llm_server import (
     OA_DONE,

@@ -1,4 +1,4 @@
-"""The compiled frame codec (`agentrt._wirecode`) agrees with the converter on every frame.
+"""The compiled frame codec (`agentrt.protocol.wirecode`) agrees with the converter on every frame.
 
 The converter (cattrs) defines each frame's JSON object and which objects are
 frames. The compiled functions must give the same object for every frame, read
@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentrt import Cause
-from agentrt.codec import FrameCodec, encode
-from agentrt.frames import (
+from agentrt.protocol.codec import FrameCodec, encode
+from agentrt.protocol.frames import (
     CLIENT_FRAMES,
     DAEMON_FRAMES,
     Cancel,

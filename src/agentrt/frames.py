@@ -1,887 +1,115 @@
 """The frames of the daemon protocol, and the one converter that (un)structures them.
 
-Every frame is a frozen attrs class whose wire name is its ``TYPE``. On the
-wire a frame is one JSON object on one line, with a ``type`` field naming it
-(see `agentrt.codec` for the line framing and ``docs/protocol.md`` for the
-whole conversation).
-
-There are two unions: `ClientFrame` (what a client such as the terminal UI
-sends to the daemon) and `DaemonFrame` (what the daemon sends back). Both
-directions have a ``hello`` and a ``pending`` frame with different fields, so
-a frame is always read as one union or the other, never guessed.
-
-Serialization happens only here, with `converter()`: primitives are checked
-strictly (``"5"`` is not an int, ``1`` is not a bool), unknown fields are
-refused, and a structuring error reads ``expected int @ $.attempts_left``.
-"""
+The public names of `agentrt.protocol.frames`, where the code lives."""
 
 from __future__ import annotations
 
-import enum
-import functools
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, get_args
-
-import attrs
-
-from ._events import (
-    Event,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
-from ._reprs import fields_eq, fields_hash, fields_repr
-from ._request import Request
-from ._vocab import Cause, RequestKind
-from ._wirecode import carries_utf8
-
-if TYPE_CHECKING:
-    import cattrs
-
-#: The protocol version spoken by this module; a `Hello` with another version is refused.
-PROTOCOL_VERSION: Final = 1
-
-
-# -- client -> daemon --------------------------------------------------------
-
-
-class Scope(enum.Enum):
-    """What a connection speaks for (`Hello.scope`)."""
-
-    #: A terminal window: its own ``cli-`` sessions, and those of windows that are gone.
-    WINDOW = "window"
-    #: The owner's `agentrt` command: every session of every origin, as in the store.
-    ALL = "all"
-
-
-@attrs.frozen
-class Hello:
-    """First frame of a client: the protocol version and the window it speaks for.
-
-    `window` is a hash the client makes up once per window (terminal); runs
-    started over this connection are bound to it, and their questions come
-    back only to it. `scope` ``all`` is for the `agentrt` command: it may run,
-    list, show, resume and discard sessions of every origin.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "hello"
-    version: int
-    window: str
-    scope: Scope = Scope.WINDOW
-
-
-@attrs.frozen
-class Run:
-    """Start a run with the user's `text`.
-
-    Without `session` the daemon makes a new ``cli-`` session; with one, the
-    run continues that session's conversation.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "run"
-    text: str
-    session: str | None = None
-    #: The window's working directory (absolute): the run's tools work there, and so does
-    #: a later resume of its task. Without it, the daemon's own folder.
-    cwd: str | None = None
-
-
-@attrs.frozen
-class AnswerFrame:
-    """Answer the question `ask` (the `AskFrame.id` this connection was sent).
-
-    `value` is the choice or the typed text; `secret` carries masked input
-    (a secret's value or the system password) and is never echoed or logged.
-    `unanswerable` says that no answer will come from this window (the
-    `agentrt` command's stdin closed): the run goes on as if nobody had been
-    there to ask, saving the question with its task; `value` is then ignored.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "answer"
-    ask: str
-    value: str
-    secret: str | None = attrs.field(default=None, repr=False)
-    unanswerable: bool = False
-
-
-#: The causes a client may give a `Cancel` (closing the connection is the disconnect).
-CANCEL_CAUSES: Final = (Cause.USER_CANCEL, Cause.PAUSE)
-
-
-def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -> None:
-    if cause not in CANCEL_CAUSES:
-        raise ValueError(
-            f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}; "
-            "close the connection to disconnect"
-        )
-
-
-@attrs.frozen
-class Cancel:
-    """Stop the run `task` this connection started, for `cause`.
-
-    ``user_cancel`` (the default) deletes the run's pending task; ``pause``
-    keeps it for a later resume. Older clients spell a pause ``"pause": true``
-    (and a user-cancel ``"pause": false``): the converter's structure hook for
-    this frame (`older_pause_hook`) reads that spelling into `cause`; it is
-    never sent.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "cancel"
-    task: str
-    cause: Cause = attrs.field(default=Cause.USER_CANCEL, validator=_check_cancel_cause)
-
-
-class PendingAction(enum.Enum):
-    """What a client `PendingRequest` asks for."""
-
-    #: List the pending ``cli-`` tasks this window may see.
-    LIST = "list"
-    #: Resume one session's pending task, streaming back to this window.
-    RESUME = "resume"
-    #: Throw one session's pending task away (a user-cancel).
-    DISCARD = "discard"
-    #: One session's pending task in full, transcript included.
-    SHOW = "show"
-
-
-#: Tasks in one ``pending`` list page when the request sets no limit, and the most it may ask.
-LIST_PAGE = 200
-LIST_PAGE_MAX = 1000
-
-
-@attrs.frozen
-class PendingRequest:
-    """List, show, resume or discard pending tasks.
-
-    `session` names the task for ``show``, ``resume`` and ``discard``. On
-    ``resume``, `answer` answers the saved question; without it the question
-    is asked again inline. The resumed task works in the folder it recorded;
-    one that recorded none is given `cwd` (absolute), else the daemon's own
-    folder. ``list`` shows only sessions starting with `prefix`, most recently
-    updated first, a page at a time: at most `limit` tasks (the daemon's page
-    size when unset, at most `LIST_PAGE_MAX`) after `cursor`, the `next` of the
-    page before. With `all_pages`, the page and every one after it come back,
-    each its own reply, the last with no ``next``: the whole listing for one
-    request.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "pending"
-    action: PendingAction
-    session: str | None = None
-    answer: str | None = None
-    prefix: str = ""
-    cwd: str | None = None
-    limit: int | None = None
-    cursor: str | None = None
-    all_pages: bool = False
-
-
-class SessionsAction(enum.Enum):
-    """What a client `SessionsRequest` asks for."""
-
-    #: List the sessions this connection may see, most recently active first.
-    LIST = "list"
-    #: One session and a page of its stored messages.
-    SHOW = "show"
-    #: Delete a finished session and all its messages.
-    RM = "rm"
-
-
-#: Messages in one ``session`` page when the request sets no limit, and the most it may ask.
-MESSAGES_PAGE = 200
-MESSAGES_PAGE_MAX = 1000
-
-
-@attrs.frozen
-class SessionsRequest:
-    """List sessions (finished ones too), show one's messages, or remove one.
-
-    ``list`` shows sessions starting with `prefix`, a page at a time: at most
-    `limit` (default `LIST_PAGE`, at most `LIST_PAGE_MAX`) after `cursor`, the
-    `next` of the page before, or with `all_pages` every page from there on,
-    as `PendingRequest` lists them. ``show`` gives the `session` and its messages
-    with a ``seq`` above `after`, at most `limit` (default `MESSAGES_PAGE`, at
-    most `MESSAGES_PAGE_MAX`). ``rm`` deletes `session`; a session with a
-    pending task is refused (discard the task first). To continue a session,
-    send a `Run` naming it.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "sessions"
-    action: SessionsAction
-    session: str | None = None
-    prefix: str = ""
-    limit: int | None = None
-    cursor: str | None = None
-    after: int = -1
-    all_pages: bool = False
-
-
-# -- daemon -> client --------------------------------------------------------
-
-
-@attrs.frozen
-class Welcome:
-    """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "hello"
-    version: int
-    daemon_version: str
-    window: str
-
-
-# The frames of a run's events are the events themselves (`agentrt._events`, declared
-# once), each with its wire ``type``: the same fields, under the same names.
-
-
-class TaskFrame(TaskStarted):
-    """A run started (or resumed); `task_hash` is the hash a `Cancel` must name."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "task"
-
-
-class TextFrame(TextEvent):
-    """Streamed assistant text of run `task_hash`."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "text"
-
-
-class ReasoningFrame(ReasoningEvent):
-    """Streamed reasoning ("thinking") of run `task_hash`'s model, shown apart from its answer."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "reasoning"
-
-
-class ToolCallFrame(ToolCallEvent):
-    """A tool call of run `task_hash` is about to run."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "tool_call"
-
-
-class ToolCallDeltaFrame(ToolCallDeltaEvent):
-    """A piece of a tool call the model of run `task_hash` is still streaming.
-
-    A `tool_call` frame follows when the call runs.
-    """
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "tool_call_delta"
-
-
-class ToolResultFrame(ToolResultEvent):
-    """A tool call of run `task_hash` finished; `preview` is the start of its result."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "tool_result"
-
-
-class UsageFrame(UsageEvent):
-    """Token usage of one model response of run `task_hash`."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "usage"
-
-
-class VerifyFrame(VerifyEvent):
-    """The result of checking the password typed for a restricted path."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "verify"
-
-
-class EndedFrame(RunEnded):
-    """The last frame of every run: how it ended and whether its pending task was kept."""
-
-    __slots__ = ()
-    TYPE: ClassVar[str] = "ended"
-
-
-EventFrame = (
-    TaskFrame
-    | TextFrame
-    | ReasoningFrame
-    | ToolCallDeltaFrame
-    | ToolCallFrame
-    | ToolResultFrame
-    | UsageFrame
-    | VerifyFrame
-    | EndedFrame
-)
-"""The frame of a run event."""
-
-EVENT_FRAMES: Final[tuple[type[EventFrame], ...]] = get_args(EventFrame)
-_FRAME_OF_EVENT: Final[Mapping[type, type[EventFrame]]] = {
-    cls.__mro__[1]: cls for cls in EVENT_FRAMES
-}
-
-
-def frame_of(event: Event) -> EventFrame:
-    """The frame that carries a run event: the same values under its frame class."""
-    return _FRAME_OF_EVENT[type(event)](*attrs.astuple(event, recurse=False))
-
-
-@attrs.frozen
-class AskFrame:
-    """A question for the human, from run `task`; reply with an `AnswerFrame` naming `id`.
-
-    `kind` says which field to show: ``confirm`` (pick one of `choices`),
-    ``question`` (free text), ``secret`` (masked text, sent as
-    `AnswerFrame.secret`) or ``password`` (pick a choice and type the system
-    password into a masked field). `error` explains why a question is asked
-    again ("wrong password").
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "ask"
-    id: str
-    task: str | None
-    session: str
-    # The fields of the question's `Request`, in its order:
-    kind: RequestKind
-    prompt: str
-    choices: tuple[str, ...] = ()
-    masked: bool = False
-    tool: str | None = None
-    error: str | None = None
-
-    @classmethod
-    def of(cls, id: str, task: str | None, session: str, request: Request) -> AskFrame:
-        """The frame of question `id` of run `task` in `session`: `request`'s fields after these."""
-        return cls(id, task, session, *attrs.astuple(request, recurse=False))
-
-    @property
-    def request(self) -> Request:
-        """The question asked; masked exactly as its kind says (`Request.masked`)."""
-        return Request(self.kind, self.prompt, self.choices, tool=self.tool, error=self.error)
-
-
-@attrs.frozen
-class AskWithdrawn:
-    """Question `id` no longer waits for an answer (its run stopped); close its prompt."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "ask_withdrawn"
-    id: str
-    reason: str
-
-
-@attrs.frozen
-class PendingTask:
-    """One pending task as listed in a `PendingList` (not a frame of its own).
-
-    `status` is ``unreadable`` for a stored task that cannot be decoded; its
-    `error` says what is wrong, and it can still be discarded.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    session: str
-    status: str
-    input: str
-    updated_at: float
-    cause: Cause | None = None
-    question: str | None = None
-    task: str | None = None
-    #: The last failure (or what makes the record unreadable).
-    error: str | None = None
-    question_kind: RequestKind | None = None
-    #: Messages in the task's transcript.
-    messages: int = 0
-    #: How many runs worked on it.
-    runs: int = 0
-    #: True when it is marked running but no run is working on it (its process died).
-    crashed: bool = False
-
-
-@attrs.frozen
-class PendingList:
-    """The reply to ``pending list``: the tasks this window may resume or discard."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "pending"
-    tasks: tuple[PendingTask, ...] = ()
-    #: The `cursor` of the next page; None on the last page.
-    next: str | None = None
-
-
-@attrs.frozen
-class PendingDetail:
-    """The reply to ``pending show``: one pending task and its saved transcript."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "pending_task"
-    task: PendingTask
-    transcript: tuple[dict[str, Any], ...] = ()
-
-
-@attrs.frozen
-class SessionItem:
-    """One session as listed in a `SessionList` (not a frame of its own)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    session: str
-    #: Its first message's first line, shortened.
-    title: str
-    created_at: float
-    #: When its last message was stored (seconds since the epoch).
-    updated_at: float
-    #: Messages stored: its finished conversation and its pending task's.
-    messages: int
-    #: Its pending task's status (``interrupted``, ...), or None when its runs all finished.
-    status: str | None = None
-
-
-@attrs.frozen
-class SessionList:
-    """The reply to ``sessions list``: the sessions this connection may see."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "sessions"
-    sessions: tuple[SessionItem, ...] = ()
-    #: The `cursor` of the next page; None on the last page.
-    next: str | None = None
-
-
-@attrs.frozen
-class SessionMessage:
-    """One stored message in a `SessionMessages` page (not a frame of its own)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    seq: int
-    role: str
-    content: str
-    created_at: float
-    #: An assistant message's tool calls: ``{"id", "name", "arguments"}`` each.
-    tool_calls: tuple[dict[str, Any], ...] = ()
-    #: A tool message's call, and the tool's name.
-    tool_call_id: str | None = None
-    name: str | None = None
-
-
-@attrs.frozen
-class SessionMessages:
-    """The reply to ``sessions show``: the session and a page of its messages, oldest first."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "session"
-    session: SessionItem
-    messages: tuple[SessionMessage, ...] = ()
-    #: The `after` of the next page (the last message's seq); None on the last page.
-    next: int | None = None
-
-
-@attrs.frozen
-class Ack:
-    """A request was carried out: `ref` is the type of the frame acknowledged.
-
-    A ``cancel`` is acknowledged with its `task`; a ``pending discard`` and a
-    ``sessions rm`` with their `session`.
-    """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "ack"
-    ref: str
-    detail: str
-    task: str | None = None
-    session: str | None = None
-
-
-class ErrorCode(enum.Enum):
-    """Why the daemon (or a client's codec) refused something."""
-
-    #: The line is not JSON, not a JSON object, not UTF-8, or has an integer over 4300 digits.
-    MALFORMED = "malformed"
-    #: The line is longer than the frame size cap; it was skipped.
-    TOO_LARGE = "too_large"
-    #: The ``type`` field is missing or names no frame of this direction.
-    UNKNOWN_TYPE = "unknown_type"
-    #: A field is missing, unknown, or of the wrong type.
-    INVALID = "invalid"
-    #: The stream ended in the middle of a line.
-    TRUNCATED = "truncated"
-    #: The frame is valid but not allowed now (``run`` before ``hello``; a session that
-    #: is running or still has a pending task): HTTP's 409.
-    STATE = "state"
-    #: The peer speaks another protocol version; the connection is closed.
-    VERSION = "version"
-    #: The named task, question or session does not exist or is not this connection's.
-    NOT_FOUND = "not_found"
-    #: The peer is another user; the connection is closed.
-    FORBIDDEN = "forbidden"
-    #: The request was understood but could not be carried out.
-    FAILED = "failed"
-
-
-@attrs.frozen
-class ErrorFrame:
-    """Something the client sent was refused; `ref` is that frame's type when known."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
-    TYPE: ClassVar[str] = "error"
-    code: ErrorCode
-    message: str
-    ref: str | None = None
-
-
-ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest
-"""A frame a client sends to the daemon."""
-
-DaemonFrame = (
-    Welcome
-    | EventFrame
-    | AskFrame
-    | AskWithdrawn
-    | PendingList
-    | PendingDetail
-    | SessionList
-    | SessionMessages
-    | Ack
-    | ErrorFrame
-)
-"""A frame the daemon sends to a client."""
-
-Frame = ClientFrame | DaemonFrame
-"""Any frame of either direction."""
-
-CLIENT_FRAMES: Final[tuple[type[ClientFrame], ...]] = get_args(ClientFrame)
-DAEMON_FRAMES: Final[tuple[type[DaemonFrame], ...]] = get_args(DaemonFrame)
-
-
-# -- the converter --------------------------------------------------------------
-
-
-def _strict(name: str, accept: Callable[[object], bool]) -> Callable[[object, object], object]:
-    """A structure hook that passes a JSON value through only if `accept` says it fits."""
-
-    def hook(value: object, _: object) -> object:
-        if not accept(value):
-            raise TypeError(f"expected {name}, got {type(value).__name__}")
-        return value
-
-    return hook
-
-
-def _text(value: object, _: object) -> str:
-    """Structure a string that UTF-8 can carry.
-
-    JSON can escape half of a surrogate pair (``"\\ud800"``); such a string
-    cannot be stored, logged or sent back, so it is refused here, at the edge,
-    with an error naming the field instead of failing deep inside a run.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"expected string, got {type(value).__name__}")
-    if not carries_utf8(value):
-        raise TypeError("expected string, got one with a lone surrogate escape")
-    return value
-
-
-def _format_error(exc: BaseException, kind: Any) -> str:
-    # An optional field reports its union; name the non-null member instead.
-    members = [arg for arg in get_args(kind) if arg is not type(None)]
-    if len(members) == 1:
-        kind = members[0]
-    if isinstance(exc, KeyError):
-        return "required field missing"
-    from cattrs.errors import ForbiddenExtraKeysError
-
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return f"unknown field {', '.join(sorted(exc.extra_fields))}"
-    if isinstance(exc, ValueError | TypeError) and isinstance(kind, type):
-        if issubclass(kind, enum.Enum):
-            choices = ", ".join(repr(m.value) for m in kind)
-            return f"expected one of {choices}"
-        if str(exc).startswith("expected "):
-            return str(exc)
-        return f"expected {kind.__name__}"
-    if isinstance(exc, TypeError) and str(exc).startswith("expected "):
-        return str(exc)
-    return f"invalid value ({exc})"
-
-
-class _Cancelling(Protocol):
-    """A cancel as some converter structures it: a `Cancel` frame, an HTTP cancel body."""
-
-    @property
-    def cause(self) -> Cause: ...
-
-
-C = TypeVar("C", bound=_Cancelling)
-
-
-def older_pause_hook(
-    conv: cattrs.Converter, cls: type[C]
-) -> Callable[[Mapping[str, Any], object], C]:
-    """The structure hook of a cancel `cls`: the one place the older ``"pause"`` flag is read.
-
-    ``"pause": true`` is a pause and ``false`` a user-cancel, into `cls`'s
-    cause; true beside a ``cause`` other than ``pause`` is refused. The flag is
-    never written: a cancel has only its cause.
-    """
-    from cattrs.errors import AttributeValidationNote, ClassValidationError
-
-    plain = conv.gen_structure_attrs_fromdict(cls)
-    where = f"While structuring {cls.__name__}"
-
-    def hook(value: Mapping[str, Any], _: object) -> C:
-        if "pause" not in value:
-            return plain(value, cls)
-        rest = dict(value)
-        try:
-            pause = conv.structure(rest.pop("pause"), bool)
-        except TypeError as exc:
-            exc.add_note(
-                AttributeValidationNote(f"Structuring {cls.__name__} @ pause", "pause", bool)
-            )
-            raise ClassValidationError(where, [exc], cls) from None
-        cancel = plain(rest, cls)
-        if not pause or cancel.cause is Cause.PAUSE:
-            return cancel
-        if "cause" in rest:
-            problem = ValueError("'pause' is true but 'cause' is not 'pause'; send only 'cause'")
-            raise ClassValidationError(where, [problem], cls)
-        return plain({**rest, "cause": Cause.PAUSE.value}, cls)
-
-    return hook
-
-
-@functools.cache
-def converter() -> cattrs.Converter:
-    """The one converter of the protocol, built on first use.
-
-    Use `to_wire` / `from_wire` rather than calling it. Built lazily so that
-    importing the protocol (a client, agenttui) costs no cattrs set-up until
-    the first frame is encoded or decoded.
-    """
-    import cattrs
-    from cattrs.strategies import configure_tagged_union
-
-    conv = cattrs.Converter(forbid_extra_keys=True)
-    conv.register_structure_hook(str, _text)
-    conv.register_structure_hook(bool, _strict("boolean", lambda v: isinstance(v, bool)))
-    conv.register_structure_hook(
-        int,
-        _strict("int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-    )
-
-    def _float(value: object, _: object) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"expected number, got {type(value).__name__}")
-        return float(value)
-
-    conv.register_structure_hook(float, _float)
-
-    def _object(value: object, _: object) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise TypeError(f"expected object, got {type(value).__name__}")
-        return value
-
-    conv.register_structure_hook_func(lambda kind: kind == dict[str, Any], _object)
-
-    # A JSON string is iterable; without this check "abc" would become ("a", "b", "c").
-    def _is_tuple(kind: Any) -> bool:
-        return getattr(kind, "__origin__", None) is tuple
-
-    def _tuple_factory(kind: Any) -> Callable[[object, object], tuple[Any, ...]]:
-        def hook(value: object, _: object) -> tuple[Any, ...]:
-            if not isinstance(value, list):
-                raise TypeError(f"expected list, got {type(value).__name__}")
-            # cattrs (pinned) does the per-item work and records "[i]" in error paths.
-            return conv._structure_tuple(value, kind)
-
-        return hook
-
-    conv.register_structure_hook_factory(_is_tuple, _tuple_factory)
-
-    conv.register_structure_hook(Cancel, older_pause_hook(conv, Cancel))
-
-    tag: Callable[[type], str] = lambda kind: kind.TYPE  # type: ignore[attr-defined]  # noqa: E731
-    configure_tagged_union(ClientFrame, conv, tag_generator=tag, tag_name="type")
-    configure_tagged_union(DaemonFrame, conv, tag_generator=tag, tag_name="type")
-    return conv
-
-
-_BY_TYPE: Final[Mapping[Any, Mapping[str, type]]] = {
-    ClientFrame: {cls.TYPE: cls for cls in CLIENT_FRAMES},
-    DaemonFrame: {cls.TYPE: cls for cls in DAEMON_FRAMES},
-}
-
-
-class FrameError(ValueError):
-    """A JSON object that is not a valid frame; `code` says how, the message says where."""
-
-    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.ref = ref
-
-
-@functools.cache
-def _encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
-    from ._wirecode import compile_encoder
-
-    return compile_encoder(cls, converter)
-
-
-@functools.cache
-def _decoder(cls: type) -> Callable[[dict[str, Any]], Any]:
-    from ._wirecode import compile_decoder
-
-    return compile_decoder(cls, converter)
-
-
-def to_wire(frame: Frame) -> dict[str, Any]:
-    """The JSON object of a frame, with its ``type`` field first.
-
-    The converter defines it; a function compiled per frame class
-    (`agentrt._wirecode`) gives the same object in a fraction of the time.
-    """
-    cls: type = type(frame)
-    return _encoder(cls)(frame)
-
-
-def to_wire_slow(frame: Frame) -> dict[str, Any]:
-    """`to_wire` by the converter alone (what the compiled function must equal)."""
-    data: dict[str, Any] = {"type": frame.TYPE}
-    data.update(converter().unstructure(frame))
-    return data
-
-
-def from_wire(data: object, union: Any) -> Any:
-    """Structure a decoded JSON value as one frame of `union` (`ClientFrame` or `DaemonFrame`).
-
-    Raises `FrameError` naming the problem: ``unknown frame type 'x'; expected
-    one of ...`` or ``expected int @ $.attempts_left``.
-    """
-    by_type = _BY_TYPE[union]
-    if not isinstance(data, dict):
-        raise FrameError(
-            ErrorCode.MALFORMED,
-            f'a frame must be a JSON object with a "type" field, got {_json_kind(data)}',
-        )
-    kind = data.get("type")
-    if not isinstance(kind, str) or kind not in by_type:
-        expected = ", ".join(sorted(by_type))
-        what = 'missing "type" field' if kind is None else f"unknown frame type {kind!r}"
-        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"{what}; expected one of: {expected}")
-    cls: type = by_type[kind]
-    if cls in EVENT_FRAMES:
-        data = _with_event_names(data)
-    frame = _decoder(cls)(data)
-    if frame is not None:
-        return frame
-    return from_wire_slow(data, union)
-
-
-#: A run event frame's fields as protocol version 1 first spelled them: still read (from
-#: an older daemon), never sent.
-_OLD_EVENT_NAMES: Final = {"task": "task_hash", "session": "session_id"}
-
-
-def _with_event_names(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with an event frame's old field names (``task``, ``session``) read as today's."""
-    if not any(old in data for old in _OLD_EVENT_NAMES):
-        return data
-    return {
-        new if (new := _OLD_EVENT_NAMES.get(key)) is not None and new not in data else key: value
-        for key, value in data.items()
-    }
-
-
-def from_wire_slow(data: dict[str, Any], union: Any) -> Any:
-    """`from_wire` by the converter alone, for an object whose ``type`` is one of `union`'s.
-
-    It decides every object the compiled decoder leaves to it, and words the errors.
-    """
-    kind = data["type"]
-    conv = converter()
-    from cattrs import BaseValidationError, transform_error  # loaded by converter()
-
-    try:
-        return conv.structure(data, union)
-    except (BaseValidationError, ValueError, TypeError, KeyError) as exc:
-        problems = transform_error(exc, path="$", format_exception=_format_error)
-        raise FrameError(
-            ErrorCode.INVALID, f"invalid {kind!r} frame: " + "; ".join(problems), ref=kind
-        ) from None
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
+from .protocol.frames import CANCEL_CAUSES as CANCEL_CAUSES
+from .protocol.frames import CLIENT_FRAMES as CLIENT_FRAMES
+from .protocol.frames import DAEMON_FRAMES as DAEMON_FRAMES
+from .protocol.frames import EVENT_FRAMES as EVENT_FRAMES
+from .protocol.frames import LIST_PAGE as LIST_PAGE
+from .protocol.frames import LIST_PAGE_MAX as LIST_PAGE_MAX
+from .protocol.frames import MESSAGES_PAGE as MESSAGES_PAGE
+from .protocol.frames import MESSAGES_PAGE_MAX as MESSAGES_PAGE_MAX
+from .protocol.frames import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .protocol.frames import Ack as Ack
+from .protocol.frames import AnswerFrame as AnswerFrame
+from .protocol.frames import AskFrame as AskFrame
+from .protocol.frames import AskWithdrawn as AskWithdrawn
+from .protocol.frames import C as C
+from .protocol.frames import Cancel as Cancel
+from .protocol.frames import ClientFrame as ClientFrame
+from .protocol.frames import DaemonFrame as DaemonFrame
+from .protocol.frames import EndedFrame as EndedFrame
+from .protocol.frames import ErrorCode as ErrorCode
+from .protocol.frames import ErrorFrame as ErrorFrame
+from .protocol.frames import EventFrame as EventFrame
+from .protocol.frames import Frame as Frame
+from .protocol.frames import FrameError as FrameError
+from .protocol.frames import Hello as Hello
+from .protocol.frames import PendingAction as PendingAction
+from .protocol.frames import PendingDetail as PendingDetail
+from .protocol.frames import PendingList as PendingList
+from .protocol.frames import PendingRequest as PendingRequest
+from .protocol.frames import PendingTask as PendingTask
+from .protocol.frames import ReasoningFrame as ReasoningFrame
+from .protocol.frames import Run as Run
+from .protocol.frames import Scope as Scope
+from .protocol.frames import SessionItem as SessionItem
+from .protocol.frames import SessionList as SessionList
+from .protocol.frames import SessionMessage as SessionMessage
+from .protocol.frames import SessionMessages as SessionMessages
+from .protocol.frames import SessionsAction as SessionsAction
+from .protocol.frames import SessionsRequest as SessionsRequest
+from .protocol.frames import TaskFrame as TaskFrame
+from .protocol.frames import TextFrame as TextFrame
+from .protocol.frames import ToolCallDeltaFrame as ToolCallDeltaFrame
+from .protocol.frames import ToolCallFrame as ToolCallFrame
+from .protocol.frames import ToolResultFrame as ToolResultFrame
+from .protocol.frames import UsageFrame as UsageFrame
+from .protocol.frames import VerifyFrame as VerifyFrame
+from .protocol.frames import Welcome as Welcome
+from .protocol.frames import converter as converter
+from .protocol.frames import frame_of as frame_of
+from .protocol.frames import from_wire as from_wire
+from .protocol.frames import from_wire_slow as from_wire_slow
+from .protocol.frames import older_pause_hook as older_pause_hook
+from .protocol.frames import to_wire as to_wire
+from .protocol.frames import to_wire_slow as to_wire_slow
+
+__all__ = [
+    "CANCEL_CAUSES",
+    "CLIENT_FRAMES",
+    "DAEMON_FRAMES",
+    "EVENT_FRAMES",
+    "LIST_PAGE",
+    "LIST_PAGE_MAX",
+    "MESSAGES_PAGE",
+    "MESSAGES_PAGE_MAX",
+    "PROTOCOL_VERSION",
+    "Ack",
+    "AnswerFrame",
+    "AskFrame",
+    "AskWithdrawn",
+    "C",
+    "Cancel",
+    "ClientFrame",
+    "DaemonFrame",
+    "EndedFrame",
+    "ErrorCode",
+    "ErrorFrame",
+    "EventFrame",
+    "Frame",
+    "FrameError",
+    "Hello",
+    "PendingAction",
+    "PendingDetail",
+    "PendingList",
+    "PendingRequest",
+    "PendingTask",
+    "ReasoningFrame",
+    "Run",
+    "Scope",
+    "SessionItem",
+    "SessionList",
+    "SessionMessage",
+    "SessionMessages",
+    "SessionsAction",
+    "SessionsRequest",
+    "TaskFrame",
+    "TextFrame",
+    "ToolCallDeltaFrame",
+    "ToolCallFrame",
+    "ToolResultFrame",
+    "UsageFrame",
+    "VerifyFrame",
+    "Welcome",
+    "converter",
+    "frame_of",
+    "from_wire",
+    "from_wire_slow",
+    "older_pause_hook",
+    "to_wire",
+    "to_wire_slow",
+]

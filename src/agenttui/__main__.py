@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__
-from agentrt._options import (
+from agentrt.config.options import (
     API_KEY_ENV,
     APPROVAL,
     BASE_URL,
@@ -20,8 +20,8 @@ from agentrt._options import (
     STATE_DIR,
     shared_options,
 )
-from agentrt._settings import load_settings
-from agentrt.client import default_socket_path, new_window_hash
+from agentrt.config.settings import load_settings
+from agentrt.protocol.client import default_socket_path, new_window_hash
 
 from ._bridge import run_window
 from ._history import FileHistory, history_path

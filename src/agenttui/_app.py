@@ -31,10 +31,10 @@ from prompt_toolkit.mouse_events import MouseEvent, MouseEventType
 from prompt_toolkit.styles import Style
 from prompt_toolkit.widgets import Frame, SearchToolbar
 
-from agentrt.frames import ClientFrame, DaemonFrame
+from agentrt.protocol.frames import ClientFrame, DaemonFrame
 
 from . import _scroll, _transitions_daemon, _words
-from ._keys import load_tui_bindings
+from ._bindings import load_tui_bindings
 from ._render import Line, LineCache, wrap_text
 from ._state import (
     WHEEL_LINES,

@@ -28,13 +28,13 @@ import outcome
 import trio
 from prompt_toolkit.history import History
 
-from agentrt.client import (
+from agentrt.protocol.client import (
     BrokenDaemonConnectionError,
     Client,
     ClientError,
     DaemonNotRunningError,
 )
-from agentrt.frames import ClientFrame
+from agentrt.protocol.frames import ClientFrame
 
 from ._app import TuiApp
 from ._launch import DaemonStartError, start_daemon

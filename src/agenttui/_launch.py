@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from agentrt.client import default_state_dir, is_socket_answering
+from agentrt.protocol.client import default_state_dir, is_socket_answering
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0

@@ -20,7 +20,7 @@ import attrs
 from prompt_toolkit.formatted_text import PygmentsTokens, to_formatted_text
 from prompt_toolkit.utils import get_cwidth
 
-from agentrt._terminal import visible
+from agentrt.vocab.terminal import visible
 
 from ._state import EntryKind, TranscriptEntry
 

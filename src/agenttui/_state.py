@@ -21,7 +21,7 @@ import enum
 import attrs
 
 from agentrt import Cause, RequestKind
-from agentrt.frames import AskFrame, ClientFrame, PendingTask, SessionItem
+from agentrt.protocol.frames import AskFrame, ClientFrame, PendingTask, SessionItem
 
 from ._words import COMMANDS, POPUP_DEFAULT, QUIT_DEFAULT
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentrt.frames import PendingAction, PendingRequest, SessionsAction, SessionsRequest
+from agentrt.protocol.frames import PendingAction, PendingRequest, SessionsAction, SessionsRequest
 
 from ._state import (
     HISTORY_SHOWN,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrt import Outcome, describe_end, describe_resume, may_have_run
-from agentrt.frames import (
+from agentrt.protocol.frames import (
     Ack,
     AskFrame,
     AskWithdrawn,

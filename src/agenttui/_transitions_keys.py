@@ -12,7 +12,7 @@ import enum
 import attrs
 
 from agentrt import ALLOW_ONCE, DENY, Cause, RequestKind
-from agentrt.frames import AnswerFrame, AskFrame, Cancel, Run
+from agentrt.protocol.frames import AnswerFrame, AskFrame, Cancel, Run
 
 from ._state import (
     Action,

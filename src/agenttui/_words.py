@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from agentrt import Cause, TaskStatus
-from agentrt.frames import PendingTask, SessionItem
+from agentrt.protocol.frames import PendingTask, SessionItem
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (

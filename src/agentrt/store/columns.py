@@ -12,9 +12,9 @@ from typing import Any
 
 import cattrs
 
-from .._cause import Cause
-from .._messages import Message
-from .._vocab import TaskStatus
+from ..core.cause import Cause
+from ..models.messages import Message
+from ..vocab.terms import TaskStatus
 from .record import SavedQuestion, SubagentJournal, TaskRecord, converter
 
 #: The columns of `tasks` that hold a record's fields, in the order `fields_of` gives them.

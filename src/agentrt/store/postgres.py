@@ -8,7 +8,7 @@ lock), as SQLite's ``BEGIN IMMEDIATE`` takes the file's: a read-check-write
 (create, resume, discard) cannot interleave with another daemon's.
 
 Every process that opens the store is a member of the fleet: a row in
-``daemons`` whose lease its heartbeat renews (`agentrt._fleet`). A task's
+``daemons`` whose lease its heartbeat renews (`agentrt.fleet.member`). A task's
 ``runner`` names the member running it, so a task is leased for as long as
 its runner's lease lives; a member whose lease expired has its running tasks
 turned into interrupted ones (cause ``disconnect``) by whichever member
@@ -30,7 +30,7 @@ Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
 worker threads), through a pool (psycopg_pool) that checks a connection
 before lending it, so the first call after an outage reconnects instead of
 failing; the LISTEN connection is driven by Trio directly (see
-`agentrt._fleet`).
+`agentrt.fleet.member`).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ import psycopg.conninfo
 import trio
 from psycopg_pool import ConnectionPool
 
-from .._messages import Message
-from .._process import process_token
-from .._reprs import fields_repr
+from ..core.process import process_token
+from ..models.messages import Message
+from ..vocab.reprs import fields_repr
 from .errors import StaleLeaseError, StoreError
 from .record import TaskRecord
 from .sql import SqlStore
@@ -184,7 +184,7 @@ def failed_error(location: str, exc: Exception) -> StoreError:
 
 
 def new_member_id() -> str:
-    """A fleet member's id: ``fleet:HOST:PID:START:RANDOM`` (see `agentrt._process`)."""
+    """A fleet member's id: ``fleet:HOST:PID:START:RANDOM`` (see `agentrt.core.process`)."""
     host = socket.gethostname().replace(":", "-") or "localhost"
     return f"fleet:{host}:{process_token()}:{secrets.token_hex(3)}"
 

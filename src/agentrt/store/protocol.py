@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
-from .._cause import Cause
-from .._listing import BriefTask
-from .._messages import Message
-from .._vocab import TaskStatus
+from ..core.cause import Cause
+from ..models.messages import Message
+from ..present.listing import BriefTask
+from ..vocab.terms import TaskStatus
 from .record import TaskRecord
 from .types import (
     ListedTask,
@@ -168,7 +168,7 @@ class Store(Protocol):
         ...
 
     async def list_lines(self, prefix: str = "") -> list[str]:
-        """`list_brief`'s tasks as `agentrt pending list` shows them (`agentrt._listing`)."""
+        """`list_brief`'s tasks as `agentrt pending list` shows them (`agentrt.present.listing`)."""
         ...
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:

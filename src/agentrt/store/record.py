@@ -11,13 +11,13 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from .._cause import Cause
-from .._clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
-from .._errors import BadAnswerError
-from .._messages import Message, Role, ToolCall
-from .._process import token_alive
-from .._reprs import fields_eq, fields_hash, fields_repr
-from .._vocab import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind, TaskStatus
+from ..core.cause import Cause
+from ..core.errors import BadAnswerError
+from ..core.process import token_alive
+from ..models.messages import Message, Role, ToolCall
+from ..vocab.clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind, TaskStatus
 
 
 @attrs.frozen
@@ -93,7 +93,7 @@ class TaskRecord:
     updated_at: float = attrs.field(factory=time.time)
     #: How many runs worked on this task (1 for a task never resumed).
     runs: int = 1
-    #: The process running it while RUNNING (see `agentrt._process`), else of its last run.
+    #: The process running it while RUNNING (see `agentrt.core.process`), else of its last run.
     runner: str | None = None
     #: How many times each side-effecting call (by id) was started; see `TaskRecord`.
     attempts: Mapping[str, int] = attrs.field(factory=dict)

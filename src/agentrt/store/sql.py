@@ -32,13 +32,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 import attrs
 import trio
 
-from .._cause import Cause
-from .._listing import TIME_MARK, BriefTask
-from .._listing import lines as listing_lines
-from .._messages import Message, Role
-from .._process import process_token
-from .._reprs import fields_eq, fields_hash, fields_repr
-from .._vocab import TaskStatus
+from ..core.cause import Cause
+from ..core.process import process_token
+from ..models.messages import Message, Role
+from ..present.listing import TIME_MARK, BriefTask
+from ..present.listing import lines as listing_lines
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import TaskStatus
 from .columns import (
     FIELDS,
     decode_message,

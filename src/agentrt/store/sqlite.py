@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
-from .._cause import Cause
-from .._listing import TIME_MARK, line_head, stamp, template
-from .._listing import lines as listing_lines
-from .._messages import Role
-from .._reprs import fields_repr
-from .._statedir import fsync_dir
-from .._vocab import TaskStatus
+from ..config.statedir import fsync_dir
+from ..core.cause import Cause
+from ..models.messages import Role
+from ..present.listing import TIME_MARK, line_head, stamp, template
+from ..present.listing import lines as listing_lines
+from ..vocab.reprs import fields_repr
+from ..vocab.terms import TaskStatus
 from .columns import FIELDS, dumps, fields_of, json_text, prompt_of, title_of
 from .errors import StoreError
 from .record import TaskRecord
@@ -72,7 +72,7 @@ CREATE TABLE tasks (
     line TEXT
 )"""
 
-#: A task's listing line (`agentrt._listing.template`) is kept in its row by the store's
+#: A task's listing line (`agentrt.present.listing.template`) is kept in its row by the store's
 #: own writes, each of which writes the line anew. A change that leaves the line as it was
 #: (one made by hand, or by a program that does not know it) drops it: a row with no line
 #: is listed from its record, so a damaged task is still listed as unreadable.
@@ -124,7 +124,7 @@ _LINES_SELECT = (
 
 
 def _line_of(record: TaskRecord) -> str | None:
-    """The listing line `record`'s row keeps (`agentrt._listing.template`), or None."""
+    """The listing line `record`'s row keeps (`agentrt.present.listing.template`), or None."""
     question = record.question
     return template(
         record.session_id,

@@ -6,9 +6,9 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from .._listing import BriefTask
-from .._messages import Message
-from .._reprs import fields_eq, fields_hash, fields_repr
+from ..models.messages import Message
+from ..present.listing import BriefTask
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
 from .record import TaskRecord, TaskSummary
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import trio
 
-from .._reprs import fields_repr
+from ..vocab.reprs import fields_repr
 from .errors import StoreError
 from .types import StoreStatistics
 

@@ -1,0 +1,1 @@
+"""The agent loop and its tools: model rounds, tool calls, their processes and sandbox."""

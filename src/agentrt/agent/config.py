@@ -1,0 +1,61 @@
+"""How runs behave: the configuration the agent loop and its tools share."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from ..config.secrets import SecretStore
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import Approval
+from .guard import Redactor
+from .sandbox import Sandbox, tool_environment
+from .sudo import SudoVerifier, Verifier
+from .toolproc import ToolLedger
+
+
+@attrs.frozen
+class AgentConfig:
+    """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    workdir: Path
+    secrets: SecretStore
+    restricted_paths: tuple[Path, ...] = ()
+    verifier: Verifier = attrs.field(factory=SudoVerifier)
+    max_rounds: int = 32
+    #: Bytes of a tool result shown in a `ToolResultEvent` preview.
+    preview_bytes: int = 200
+    shell_timeout: float = 300.0
+    #: The agent's own state (state dir, socket folder): no tool may read or write inside.
+    protected_paths: tuple[Path, ...] = ()
+    #: Hides stored secret values in tool output and model text (default: the secret store's).
+    redactor: Redactor = attrs.field(
+        default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)
+    )
+    #: Where running tool process groups are recorded, so a restart can reap orphans.
+    tool_ledger: ToolLedger | None = None
+    #: Which file writes and shell commands run without a confirmation.
+    approval: Approval = Approval.ASK
+    #: agentrt's own configuration: a write or command touching it is confirmed under
+    #: every approval policy (it could change the policy itself).
+    guarded_paths: tuple[Path, ...] = ()
+    #: How tool processes are confined (`agentrt.agent.sandbox`); found on this machine by default.
+    sandbox: Sandbox = attrs.field(factory=Sandbox.detect)
+    #: The environment tool processes get: the runner's less every credential.
+    tool_env: Mapping[str, str] = attrs.field(factory=lambda: tool_environment(os.environ))
+    #: The early, friendly checks that read a command's text and a path's spelling (a
+    #: restricted path asks for the password, agentrt's own files are refused before
+    #: anything runs). They are conveniences: the sandbox holds without them.
+    text_guard: bool = True
+
+    @property
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """What no tool process may see: agentrt's state, socket and configuration."""
+        return (*self.protected_paths, *self.guarded_paths)

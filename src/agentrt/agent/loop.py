@@ -1,0 +1,824 @@
+"""The agent loop: model rounds, parallel tool calls, confirmations, questions, subagents.
+
+One `AgentRun` drives one run of a session's task. Each round asks the model
+for a response, commits it (so a resumed task replays the same tool calls
+instead of asking the model again), then runs the round's tool calls
+concurrently in a nursery; each result is committed to the task store as soon
+as it exists, so a committed call never runs twice.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..core.context import RequestContext, bind_context, current_context
+from ..core.pending import (
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    DENY,
+    Answer,
+    NoAnswerComingError,
+    Registry,
+    RequestKind,
+)
+from ..core.policy import origin_rules
+from ..models.messages import (
+    Message,
+    Model,
+    ModelDelta,
+    ReasoningDelta,
+    Redaction,
+    Role,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+)
+from ..store import Queued, Store, StoreError
+from ..store.record import (
+    ARGUMENTS_BOUND,
+    RESUME_NOTE,
+    SavedQuestion,
+    SubagentJournal,
+    TaskRecord,
+    call_was_clamped,
+    clamp_message,
+    keep_arguments,
+    kept_size,
+    restore_arguments,
+    unanswered_calls,
+)
+from ..vocab.clamp import ARGUMENT_LIMIT, clamp, clamp_arguments
+from ..vocab.events import (
+    Event,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+    VerifyEvent,
+)
+from ..vocab.reprs import fields_repr
+from ..vocab.request import Request
+from ..vocab.terms import TaskStatus
+from .config import AgentConfig as AgentConfig
+from .guard import SecretGoneError, command_touches, inside, touched_roots
+from .tools import QuestionParked, find, offered_to
+from .tools import ToolError as ToolError
+
+Emit = Callable[[Event], Awaitable[None]]
+
+#: How many wrong passwords a restricted-path confirmation allows.
+PASSWORD_TRIES = 3
+#: How long a write shielded from cancellation may take before it is given up (the store
+#: is stuck): the call then counts as started and not committed.
+SHIELDED_WRITE_SECONDS = 10.0
+#: Longest string (UTF-8 bytes) of a tool call's arguments carried by an event.
+EVENT_STRING_LIMIT = ARGUMENT_LIMIT
+#: Longest text piece of one `TextEvent`; a longer model delta is split.
+TEXT_EVENT_LIMIT = 16 * 1024
+
+
+def event_pieces(text: str) -> list[str]:
+    """`text` cut into `TEXT_EVENT_LIMIT`-character pieces, one per event (none when empty)."""
+    return [text[i : i + TEXT_EVENT_LIMIT] for i in range(0, len(text), TEXT_EVENT_LIMIT)]
+
+
+@attrs.define(eq=False)
+class _Turns:
+    """The calls of one round in the order the model issued them, for their questions.
+
+    The calls run at once, so without this their questions would reach the
+    registry in whatever order the scheduler ran them, and a person answering
+    from a pipe (`agentrt run`) would answer the wrong one. A call's question
+    is posted only once every call before it in its round has *passed*: posted
+    its own first question, begun its effect, said it will ask nothing
+    (`AgentRun.asks_nothing`) or ended. A call that forgets to say so only
+    holds the questions after it until it ends; the order is kept either way.
+    Waiting calls are woken one at a time, in order (the one whose turn came),
+    so the scheduler never has two of them to choose between.
+    """
+
+    __repr__ = fields_repr
+
+    passed: list[bool]
+    #: ``ready[n]`` is set once every call before the n-th has passed.
+    ready: list[trio.Event]
+    #: How many calls from the first on have passed.
+    _prefix: int = 0
+
+    @classmethod
+    def of(cls, count: int) -> _Turns:
+        """The turns of a round of `count` calls; the first call's turn has come."""
+        turns = cls([False] * count, [trio.Event() for _ in range(count)])
+        turns.ready[0].set()
+        return turns
+
+    def pass_(self, index: int) -> None:
+        """The `index`-th call has passed: the turn of the next one that has not may come."""
+        self.passed[index] = True
+        while self._prefix < len(self.passed) and self.passed[self._prefix]:
+            self._prefix += 1
+            if self._prefix < len(self.ready):
+                self.ready[self._prefix].set()
+
+    async def wait_for_those_before(self, index: int) -> None:
+        """Return once every call before the `index`-th has passed (no checkpoint if so)."""
+        if not self.ready[index].is_set():
+            await self.ready[index].wait()
+
+
+#: Where the running tool call stands: its round's `_Turns` and its index there, from the
+#: top-level round down to the subagent round it runs in (Trio copies it into the call's task).
+_position: contextvars.ContextVar[tuple[tuple[_Turns, int], ...]] = contextvars.ContextVar(
+    "agentrt_call_position", default=()
+)
+
+
+@attrs.define(eq=False)
+class AgentRun:
+    """One run of a session's task, or of one of its subagents (then `root` is the task's run).
+
+    A subagent journals its calls in the task's record, as the task's own run
+    does: its snapshot is a view of its `SubagentJournal` there (keyed by
+    `journal_key`), and every write it makes goes through `root`, in the
+    same store transactions as the rest of the task.
+
+    Two transcripts are kept apart on purpose. `live` is this run's working
+    transcript with every value whole: the model reads it and tool calls are
+    taken from it. `snapshot` is the record as saved, with values clamped to the
+    snapshot limits and secret values in tool calls' arguments replaced by
+    ``[secret NAME]`` (see `saved_form`); it is what a later resume starts
+    from, and nothing in a live run reads its calls or arguments.
+    """
+
+    __repr__ = fields_repr
+
+    model: Model
+    registry: Registry
+    config: AgentConfig
+    emit: Emit
+    task_hash: str
+    #: The saved record (clamped); starting point of a resume, never the source of a call.
+    snapshot: TaskRecord
+    store: Store | None
+    history: tuple[Message, ...] = ()
+    #: Tools the user allowed for the rest of this session.
+    session_allow: set[str] = attrs.field(factory=set)
+    #: Call ids confirmed ahead (an answered saved confirmation).
+    preapproved: set[str] = attrs.field(factory=set)
+    #: Answers given ahead to a subagent's parked question, by its prompt.
+    prefilled: dict[str, str] = attrs.field(factory=dict)
+    resumed: bool = False
+    agent: str = ""
+    #: The full transcript of this run (see the class docstring).
+    live: list[Message] = attrs.field(factory=list)
+    #: The run of the task a subagent belongs to (None for the task's own run).
+    root: AgentRun | None = None
+    #: Where a subagent's journal is kept in the task's record (its spawn call chain).
+    journal_key: str = ""
+    #: A subagent's journal as it starts, before anything of it is in the record.
+    journal_start: SubagentJournal | None = None
+    #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
+    uncommitted_words: int = attrs.field(default=0, init=False)
+    _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    #: Field writes queued by `set_record_soon`, not yet waited for.
+    _behind: list[Queued[bool]] = attrs.field(factory=list, init=False)
+    _subagents: int = attrs.field(default=0, init=False)
+    #: Questions waiting for an answer, oldest first (see `ask_inline` and `park`).
+    _asking: dict[object, SavedQuestion] = attrs.field(factory=dict, init=False)
+    #: Ids of the calls this run took over from the snapshot (see `_restored_call`).
+    _restored: set[str] = attrs.field(factory=set, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        # The calls not run yet get their full arguments back from the record (as saved:
+        # `_restored_call` puts their secret values back, and refuses one still clamped).
+        restored, _ = restore_arguments(self.snapshot.transcript, self.snapshot.arguments)
+        if not self.live:
+            self.live = restored
+        self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
+
+    @property
+    def context(self) -> RequestContext:
+        ctx = current_context()
+        assert ctx is not None, "AgentRun.drive must run inside bind_context()"
+        return ctx
+
+    async def drive(self) -> tuple[str | None, SavedQuestion | None]:
+        """Run rounds until the model answers without tool calls or the run parks.
+
+        Returns ``(final text, None)`` when finished, ``(None, question)`` when parked.
+        """
+        answered = self._committed_final_answer()
+        if answered is not None:
+            # The run stopped after the model's final answer was saved: it is not asked
+            # again; the saved answer is shown once more and the task finishes.
+            for piece in event_pieces(answered):
+                await self.emit(TextEvent(self.task_hash, piece, self.agent))
+            return answered, None
+        rounds = 0
+        while True:
+            calls = unanswered_calls(self.live)
+            if calls:
+                parked = await self._run_round(calls)
+                if parked is not None:
+                    return None, parked
+                continue
+            if rounds >= self.config.max_rounds:
+                raise ToolError(
+                    f"the model asked for more than {self.config.max_rounds} rounds of tool calls"
+                )
+            rounds += 1
+            response = await self.model.complete(
+                self._model_messages(), offered_to(self.model), self._on_delta
+            )
+            if response.usage is not None:
+                usage = response.usage
+                await self.emit(
+                    UsageEvent(
+                        self.task_hash,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        usage.cache_read_tokens,
+                        usage.cache_creation_tokens,
+                    )
+                )
+            message = response.as_message()
+            text = self.config.redactor.redact(message.content)
+            # A secret in the model's reasoning is scrubbed too; the block then loses its
+            # signature, and the provider no longer sends it back.
+            thinking = tuple(b.scrubbed(self.config.redactor.redact) for b in message.thinking)
+            await self.commit(attrs.evolve(message, content=text, thinking=thinking))
+            if not response.tool_calls:
+                return text, None
+
+    def _committed_final_answer(self) -> str | None:
+        """The saved final answer of a resumed task that has one (its last message)."""
+        if not self.resumed or not self.live:
+            return None
+        last = self.live[-1]
+        if last.role is Role.ASSISTANT and not last.tool_calls:
+            return last.content
+        return None
+
+    def _model_messages(self) -> list[Message]:
+        messages = [*self.history, *self.live]
+        if self.resumed:
+            messages.append(Message.system(RESUME_NOTE))
+        return messages
+
+    async def _on_delta(self, delta: ModelDelta) -> None:
+        if isinstance(delta, TextDelta):
+            self.uncommitted_words += len(delta.text.split())
+            # A model may hand over a long text in one piece; events stay small.
+            for piece in event_pieces(self.config.redactor.redact(delta.text)):
+                await self.emit(TextEvent(self.task_hash, piece, self.agent))
+        elif isinstance(delta, ReasoningDelta):
+            for piece in event_pieces(self.config.redactor.redact(delta.text)):
+                await self.emit(ReasoningEvent(self.task_hash, piece, self.agent))
+        elif isinstance(delta, ToolCallDelta):
+            await self.emit(
+                ToolCallDeltaEvent(
+                    self.task_hash,
+                    delta.index,
+                    delta.id,
+                    delta.name,
+                    # Redacted before it is clamped, so no cut leaves a piece of a value.
+                    clamp(self.config.redactor.redact(delta.arguments), EVENT_STRING_LIMIT),
+                    self.agent,
+                )
+            )
+
+    async def commit(self, message: Message, **changes: Any) -> None:
+        """Append `message` to the live transcript and persist the snapshot (one transaction)."""
+        async with self._commit_lock:
+            self.live.append(message)
+            if message.role is Role.ASSISTANT:
+                self.uncommitted_words = 0
+            if self.root is not None:
+                await self.root._change(lambda task: self._committed(task, message))
+                self.snapshot = self._view(self.root.snapshot)
+                return
+            record = self._committed(self.snapshot, message).evolve(**changes)
+            if self.store is not None:
+                record = await self.store.save(record)
+            self.snapshot = record
+            await self._behind_written()
+
+    def saved_form(self, message: Message) -> Message:
+        """`message` as the snapshot keeps it: secret values in its calls' arguments replaced.
+
+        Each call records how (`Redaction`), so a resume can put whole values
+        back (`_restored_call`) and refuses a call whose values cannot be.
+        """
+        if not message.tool_calls:
+            return message
+        calls: list[ToolCall] = []
+        for call in message.tool_calls:
+            arguments, redaction = self.config.redactor.seal_arguments(call.arguments)
+            if redaction is not Redaction.NONE:
+                call = attrs.evolve(call, arguments=arguments, redaction=redaction)
+            calls.append(call)
+        return attrs.evolve(message, tool_calls=tuple(calls))
+
+    def _committed(self, task: TaskRecord, message: Message) -> TaskRecord:
+        """The task's record once this run's `message` is committed.
+
+        The message is saved in its `saved_form`. The full arguments of its
+        calls that the snapshot clamps are kept in that form too (secret values
+        sealed), within `ARGUMENTS_BOUND` a task; those of a call whose result
+        it is are let go; a spawn's result ends the journals of its subagents.
+        """
+        message = self.saved_form(message)
+        room = ARGUMENTS_BOUND - kept_size(task)
+        subagents = dict(task.subagents)
+        if message.role is Role.TOOL and message.name == "spawn":
+            done = self._key_of(message.tool_call_id or "")
+            subagents = {
+                k: j for k, j in subagents.items() if k != done and not k.startswith(done + "/")
+            }
+        if self.root is None:
+            return task.evolve(
+                transcript=(*task.transcript, message),
+                arguments=keep_arguments(task.arguments, message, room),
+                subagents=subagents,
+            )
+        journal = subagents.get(self.journal_key) or self._journal_start()
+        subagents[self.journal_key] = attrs.evolve(
+            journal,
+            transcript=(*journal.transcript, clamp_message(message)),
+            arguments=keep_arguments(journal.arguments, message, room),
+        )
+        return task.evolve(subagents=subagents)
+
+    def _key_of(self, spawn_id: str) -> str:
+        """The journal key of the subagent this run's spawn call `spawn_id` runs."""
+        return f"{self.journal_key}/{spawn_id}" if self.journal_key else spawn_id
+
+    def _journal_start(self) -> SubagentJournal:
+        assert self.journal_start is not None, "a subagent's run is given its journal_start"
+        return self.journal_start
+
+    def _view(self, task: TaskRecord) -> TaskRecord:
+        """A subagent's snapshot: its journal in the task's record `task`."""
+        journal = task.subagents.get(self.journal_key) or self._journal_start()
+        return attrs.evolve(
+            self.snapshot,
+            transcript=journal.transcript,
+            attempts=journal.attempts,
+            arguments=journal.arguments,
+        )
+
+    def _lifted(
+        self, change: Callable[[TaskRecord], TaskRecord]
+    ) -> Callable[[TaskRecord], TaskRecord]:
+        """A change of this subagent's snapshot as a change of the task's record.
+
+        Only what a journal holds is kept (attempts, transcript, arguments): a
+        subagent's status and questions are its parent's to record.
+        """
+
+        def lifted(task: TaskRecord) -> TaskRecord:
+            view = self._view(task)
+            new = change(view)
+            if (new.attempts, new.arguments) == (view.attempts, view.arguments):
+                return task
+            journal = task.subagents.get(self.journal_key) or self._journal_start()
+            journal = attrs.evolve(journal, attempts=new.attempts, arguments=new.arguments)
+            return task.evolve(subagents={**task.subagents, self.journal_key: journal})
+
+        return lifted
+
+    async def set_record(self, **changes: Any) -> None:
+        """Persist a change to the snapshot that adds no message."""
+        await self._change(lambda record: record.evolve(**changes))
+
+    async def _change(self, change: Callable[[TaskRecord], TaskRecord]) -> None:
+        """Persist `change` applied to the snapshot as it is once the commit lock is held."""
+        if self.root is not None:
+            await self.root._change(self._lifted(change))
+            self.snapshot = self._view(self.root.snapshot)
+            return
+        async with self._commit_lock:
+            record = change(self.snapshot)
+            if _unchanged(record, self.snapshot):
+                return  # (a question shown already; a subagent's change of what it does not journal)
+            if self.store is not None and not await self.store.save_fields(record):
+                record = await self.store.save(record)
+            self.snapshot = record
+            await self._behind_written()
+
+    async def set_record_soon(self, **changes: Any) -> None:
+        """Like `set_record`, but the write is queued, not waited for.
+
+        For a change whose loss in a crash costs nothing (the record would
+        only say a little less); it reaches the disk with the next write that
+        is waited for, in the same transaction, and that write checks it.
+        """
+        async with self._commit_lock:
+            record = self.snapshot.evolve(**changes)
+            if _unchanged(record, self.snapshot):
+                return
+            if self.store is not None:
+                self._behind.append(self.store.save_fields_nowait(record))
+            self.snapshot = record
+
+    async def _behind_written(self) -> None:
+        """Wait for the writes `set_record_soon` queued (done by now or with the last write)."""
+        while self._behind:
+            await self._behind.pop(0).wait()
+
+    async def begin_effect(self, call: ToolCall) -> None:
+        """Record that `call` is about to take effect, before it does.
+
+        If the run dies before the call's result is committed, the saved task
+        knows the call may already have run, and says so when it is resumed.
+        The count is taken under the commit lock, so calls of one round that
+        start together never overwrite each other's.
+        """
+
+        def started(record: TaskRecord) -> TaskRecord:
+            count = record.attempts_of(call.id) + 1
+            return record.evolve(attempts={**record.attempts, call.id: count})
+
+        self.asks_nothing()
+        await self._change(started)
+
+    def attempt(self, call: ToolCall) -> int:
+        """Which attempt at `call` this is: 1 unless an earlier run started it already."""
+        return self.snapshot.attempts_of(call.id) + 1
+
+    def describe(self, call: ToolCall, prompt: str) -> str:
+        """`prompt` with a warning when an earlier attempt at `call` may already have run."""
+        attempt = self.attempt(call)
+        if attempt == 1:
+            return prompt
+        return f"{prompt} [may already have run (attempt {attempt})]"
+
+    async def _run_round(self, calls: Sequence[ToolCall]) -> SavedQuestion | None:
+        parked: list[SavedQuestion] = []
+        order = {call.id: n for n, call in enumerate(calls)}
+        turns = _Turns.of(len(calls))
+        if len(calls) == 1:
+            # One call: run here, without a task of its own to start and to wait for.
+            await self._run_call(calls[0], parked, order, turns)
+        else:
+            async with trio.open_nursery() as nursery:
+                for call in calls:
+                    nursery.start_soon(self._run_call, call, parked, order, turns)
+        if not parked:
+            return None
+        # The round's other results are committed by now; save the question and stop.
+        question = min(parked, key=lambda q: order[q.call_id])
+        await self.set_record(status=TaskStatus.AWAITING_ANSWER, question=question)
+        return question
+
+    async def _run_call(
+        self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int], turns: _Turns
+    ) -> None:
+        token = _position.set((*_position.get(), (turns, order[call.id])))
+        try:
+            await self._run_call_in_turn(call, parked, order)
+        finally:
+            self.asks_nothing()
+            _position.reset(token)
+
+    async def _run_call_in_turn(
+        self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int]
+    ) -> None:
+        redactor = self.config.redactor
+        await self.emit(
+            ToolCallEvent(
+                self.task_hash,
+                call.id,
+                call.name,
+                # Redacted before it is clamped, so no cut leaves a piece of a value.
+                clamp_arguments(redactor.redact_arguments(call.arguments), EVENT_STRING_LIMIT),
+                self.agent,
+                attempt=self.attempt(call),
+            )
+        )
+        ok = True
+        try:
+            if call.id in self._restored:
+                call = self._restored_call(call)
+            result = await self._dispatch(call)
+        except QuestionParked as park:
+            parked.append(SavedQuestion(call.id, redactor.redact(park.prompt), park.kind))
+            # Saved at once: if the run stops before the round ends, the kept task still
+            # shows (and accepts an answer to) the question it waits for.
+            first = min(parked, key=lambda q: order[q.call_id])
+            with trio.CancelScope(shield=True), trio.move_on_after(SHIELDED_WRITE_SECONDS):
+                await self.set_record(question=first)
+            return
+        except ToolError as exc:
+            ok = False
+            result = f"error: {exc}"
+        result = self.config.redactor.redact(result)
+        # The call has happened: its result is committed even if a cancel arrives now, so
+        # a resume never runs it again.
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(SHIELDED_WRITE_SECONDS) as stuck,
+        ):
+            await self.commit(Message.tool_result(call, result))
+        if stuck.cancelled_caught:
+            # Never report a result that is not saved: a resume would run the call again.
+            raise StoreError(
+                f"the result of {call.name} could not be saved within "
+                f"{SHIELDED_WRITE_SECONDS:g}s; the task store is stuck"
+            )
+        preview = result.encode("utf-8", "replace")[: self.config.preview_bytes].decode(
+            "utf-8", "ignore"
+        )
+        await self.emit(
+            ToolResultEvent(self.task_hash, call.id, call.name, preview, ok, self.agent)
+        )
+
+    def _restored_call(self, call: ToolCall) -> ToolCall:
+        """A call taken over from the snapshot, with the values its arguments stand for.
+
+        Raises `ToolError` when they cannot all be had: an argument was clamped,
+        a secret's value was saved from another spelling of it, or a secret it
+        names is no longer stored.
+        """
+        if call_was_clamped(call):
+            raise ToolError(
+                "not run: an argument of this call was shortened when the task was saved "
+                "(it holds a '...[N bytes elided]...' marker), so running it now would use "
+                "the wrong value; issue the call again with its full arguments"
+            )
+        if call.redaction is Redaction.LOST:
+            raise ToolError(
+                "not run: an argument of this call held a secret in an encoded or wrapped "
+                "form, saved as '[secret NAME]', so running it now would use the wrong value; "
+                "issue the call again with its full arguments"
+            )
+        if call.redaction is Redaction.NONE:
+            return call
+        try:
+            arguments = self.config.redactor.restore_arguments(call.arguments)
+        except SecretGoneError as gone:
+            raise ToolError(
+                f"not run: an argument of this call holds secret {gone.args[0]!r}, which is "
+                "no longer stored; store it again (store_secret) or issue the call without it"
+            ) from None
+        return attrs.evolve(call, arguments=arguments, redaction=Redaction.NONE)
+
+    async def _dispatch(self, call: ToolCall) -> str:
+        tool = find(call.name)
+        return await tool.parse(call).run(self, call)
+
+    # -- asking the human --------------------------------------------------
+
+    async def ask_inline(self, call_id: str, request: Request) -> Answer:
+        """Ask through the registry while the question is saved with the task (for `call_id`).
+
+        If the run stops before the answer, the kept task shows the question.
+        With several inline questions open in one round, the record shows the
+        oldest one still waiting, so answering one never hides another.
+        Secret values in the prompt are shown (and saved) as ``[secret NAME]``.
+        """
+        redact = self.config.redactor.redact
+        request = attrs.evolve(request, prompt=redact(request.prompt))
+        saved = SavedQuestion(call_id, request.prompt, request.kind)
+        # Posted in the order the calls were issued: after the questions of the calls before.
+        for turns, index in _position.get():
+            await turns.wait_for_those_before(index)
+        if self.root is not None:
+            # The task's record shows a subagent's question as its spawn's (the first call
+            # of the chain): a resume runs that spawn, and the subagent asks again.
+            shown = attrs.evolve(saved, call_id=self.journal_key.split("/", 1)[0])
+        else:
+            shown = saved
+        try:
+            return await (self.root or self)._ask_recorded(shown, request)
+        except NoAnswerComingError:
+            raise self._nobody_to_answer(saved) from None
+
+    async def _ask_recorded(self, saved: SavedQuestion, request: Request) -> Answer:
+        """Ask `request` while `saved` is the task's question (a method of the task's run)."""
+        token = object()  # (the questions of one subagent share their spawn's call id)
+        self._asking[token] = saved
+        await self.set_record(question=self._oldest_waiting())
+        # No checkpoint from here until `ask` has posted the entry: the calls after this
+        # one, woken now, post theirs after it.
+        self.asks_nothing()
+        try:
+            answer = await self.registry.ask(request)
+        except NoAnswerComingError:
+            del self._asking[token]
+            raise
+        del self._asking[token]
+        # Not waited for: if it is lost, the kept task shows a question that was answered,
+        # and a resume asks it again, as if the answer had come a moment later.
+        await self.set_record_soon(question=self._oldest_waiting())
+        return answer
+
+    def _nobody_to_answer(self, saved: SavedQuestion) -> Exception:
+        """What a question that will get no answer becomes: as if nobody had been connected.
+
+        A question parks the run (saved with the task, asked again on resume);
+        so does a confirmation of the top-level run. A subagent's confirmation
+        and a secret fail their call, as they do with nobody connected.
+        """
+        if saved.kind is RequestKind.SECRET:
+            return ToolError("cannot ask for the secret: nobody is left to type it")
+        if saved.kind is RequestKind.QUESTION or not self.agent:
+            return QuestionParked(saved.prompt, saved.kind)
+        return ToolError("needs a confirmation, and nobody is left to answer it")
+
+    def asks_nothing(self) -> None:
+        """Say that the running call asks no question (any more) before it takes effect.
+
+        The questions of the calls after it in its round, held back to keep the
+        order in which the calls were issued, may then be posted (see `_Turns`).
+        """
+        for turns, index in _position.get():
+            turns.pass_(index)
+
+    def _oldest_waiting(self) -> SavedQuestion | None:
+        return next(iter(self._asking.values()), None)
+
+    def has_listener(self) -> bool:
+        """Whether anyone could answer a question of this run now."""
+        ctx = self.context
+        return self.registry.has_listener(ctx.origin, ctx)
+
+    async def confirm(self, call: ToolCall, prompt: str) -> bool:
+        """Ask whether `call` may run; True to run it. Parks when nobody can answer.
+
+        A call that may already have run (an earlier attempt started but never
+        committed) is always asked about, even for a tool allowed for the session.
+        Secret values in `prompt` are shown and saved as ``[secret NAME]`` (by
+        `ask_inline`, or by `_run_call` when the run parks).
+        """
+        prompt = self.describe(call, prompt)
+        if call.id in self.preapproved:
+            return True
+        if call.name in self.session_allow and self.attempt(call) == 1:
+            return True
+        if not self.has_listener():
+            if self.agent:
+                raise ToolError("needs a confirmation, and nobody is connected to answer it")
+            raise QuestionParked(prompt, RequestKind.CONFIRM)
+        answer = await self.ask_inline(call.id, Request.confirm(call.name, prompt))
+        if answer.value == ALLOW_SESSION:
+            self.session_allow.add(call.name)
+            return True
+        return answer.value == ALLOW_ONCE
+
+    async def confirm_restricted(self, call: ToolCall, prompt: str) -> bool:
+        """Confirm a call that touches a restricted path: needs the system password."""
+        ctx = self.context
+        prompt = self.describe(call, prompt)
+        if not origin_rules(ctx.origin).takes_secrets:
+            raise ToolError(
+                "refused: a restricted-path confirmation needs the system password, which "
+                "never travels through a chat service; answer it in the terminal (agenttui) "
+                "or the web page"
+            )
+        if call.id in self.preapproved and await self.config.verifier.cached():
+            return True
+        if not self.has_listener():
+            if self.agent:
+                raise ToolError("needs a password confirmation, and nobody is connected")
+            raise QuestionParked(prompt, RequestKind.PASSWORD)
+        verifier = self.config.verifier
+        if await verifier.cached():
+            answer = await self.ask_inline(
+                call.id, Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name)
+            )
+            return answer.value == ALLOW_ONCE
+        error: str | None = None
+        for attempt in range(1, PASSWORD_TRIES + 1):
+            answer = await self.ask_inline(
+                call.id,
+                Request(
+                    RequestKind.PASSWORD,
+                    prompt,
+                    (ALLOW_ONCE, DENY),
+                    tool=call.name,
+                    error=error,
+                ),
+            )
+            if answer.value == DENY:
+                return False
+            ok = await verifier.verify(answer.secret or "")
+            left = PASSWORD_TRIES - attempt
+            message = "password accepted" if ok else f"wrong password, {left} tries left"
+            await self.emit(VerifyEvent(self.task_hash, ok, left, message))
+            if ok:
+                return True
+            error = message
+        raise ToolError(f"denied: {PASSWORD_TRIES} wrong passwords")
+
+    # -- paths -----------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """A tool's path argument, resolved against the working directory.
+
+        With the text guard on, refuses (`ToolError`) a path inside the agent's
+        own state, however spelled; the sandbox hides that state either way.
+        """
+        resolved = (self.config.workdir / os.path.expanduser(path)).resolve()
+        if self.config.text_guard and inside(resolved, self.config.protected_paths) is not None:
+            raise ToolError(_protected_message(path))
+        return resolved
+
+    def is_restricted(self, path: Path) -> bool:
+        """Whether `path` lies inside a configured restricted path."""
+        return inside(path, self.config.restricted_paths) is not None
+
+    def restricted_roots(self, command: str) -> tuple[Path, ...]:
+        """The restricted roots a shell command names: the ones a password makes writable.
+
+        Empty with the text guard off: the command then runs in the ordinary
+        sandbox, where every restricted path is read-only.
+        """
+        if not self.config.text_guard:
+            return ()
+        return touched_roots(command, self.config.workdir, self.config.restricted_paths)
+
+    def check_command(self, command: str) -> None:
+        """Refuse (`ToolError`) a shell command that names the agent's own state."""
+        hit = command_touches(command, self.config.workdir, self.config.protected_paths)
+        if hit is not None:
+            raise ToolError(_protected_message(str(hit)))
+
+    async def spawn(self, task: str, call: ToolCall) -> str:
+        """Run `task` in an in-process subagent that shares the registry and context.
+
+        The subagent journals its calls in the task's record under the chain
+        of spawn call ids leading to it; a spawn that runs again (on resume)
+        takes up that journal, so the subagent's committed calls never run
+        again and a call it started says it may already have run.
+        """
+        root = self.root or self
+        key = self._key_of(call.id)
+        journal = root.snapshot.subagents.get(key)
+        if journal is None:
+            taken = {j.agent for j in root.snapshot.subagents.values()}
+            while True:
+                self._subagents += 1
+                name = (
+                    f"{self.agent}/sub{self._subagents}" if self.agent else f"sub{self._subagents}"
+                )
+                if name not in taken:
+                    break
+            # Saved as the record keeps any text: no secret value reaches the store.
+            start = SubagentJournal(name, (Message.user(self.config.redactor.redact(task)),))
+        else:
+            name, start = journal.agent, journal
+        child_record = TaskRecord(
+            self.snapshot.session_id,
+            task,
+            start.transcript,
+            attempts=start.attempts,
+            arguments=start.arguments,
+        )
+        child = AgentRun(
+            model=self.model,
+            registry=self.registry,
+            config=self.config,
+            emit=self.emit,
+            task_hash=self.task_hash,
+            snapshot=child_record,
+            store=None,
+            session_allow=self.session_allow,
+            prefilled=self.prefilled,
+            resumed=journal is not None,
+            agent=name,
+            root=root,
+            journal_key=key,
+            journal_start=start,
+        )
+        with bind_context(attrs.evolve(self.context, agent_path=name)):
+            text, parked = await child.drive()
+        if parked is not None:
+            # Parks the parent on the subagent's question; the answer re-runs the spawn with
+            # the answer given ahead (`prefilled`).
+            raise QuestionParked(parked.prompt, parked.kind)
+        return text or ""
+
+
+# -- the tools ------------------------------------------------------------
+
+
+def _unchanged(record: TaskRecord, before: TaskRecord) -> bool:
+    """Whether `record` says nothing `before` did not (its time of update aside)."""
+    return record is before or attrs.evolve(record, updated_at=before.updated_at) == before
+
+
+def _protected_message(path: str) -> str:
+    return (
+        f"refused: {path} is part of agentrt's own state (its task store, secrets, token or "
+        "socket); no tool may read or write there"
+    )

@@ -1,0 +1,336 @@
+"""The operating-system sandbox every tool process runs in (bubblewrap), and its environment.
+
+What a tool may touch is decided by the kernel, not by reading the command:
+each process a tool starts (a shell command, the file tools' helpers) runs
+under `bubblewrap <https://github.com/containers/bubblewrap>`_ in new mount,
+PID and IPC namespaces with every capability dropped:
+
+* the whole file system is mounted read-only, except the working folder and a
+  private, empty ``/tmp`` (gone when the call ends);
+* agentrt's own state (the state dir with the task store, secrets, key store
+  and HTTP token; the daemon's socket folder; the configuration folder and
+  file) is covered by an empty read-only folder, or ``/dev/null`` for a single
+  file: a tool cannot see it, however a path to it is spelled, through a
+  symlink or a hard link, or from another program;
+* restricted paths are read-only, even inside the working folder; a call that
+  the person confirmed with the system password runs with exactly the
+  restricted roots it was confirmed for made writable (and through sudo);
+* the network is shared for calls a person confirmed and cut (a new network
+  namespace holding only a loopback) for calls that run unasked, unless the
+  configuration's ``sandbox_network`` is true;
+* the PID namespace dies with the call: a command that left its process group
+  (``setsid``) is killed with the rest, since the namespace's first process is
+  in the call's group.
+
+Why bubblewrap rather than Landlock alone: Landlock can only allow folders, so
+it cannot hide the state dir inside a home folder the tools may still read.
+bubblewrap is packaged by every distribution, needs no daemon and no setuid
+bit where unprivileged user namespaces are allowed, and its mounts are exactly
+the policy above.
+
+Where no working bubblewrap can be had, `Sandbox.missing` is true: agentrt
+says so once at start, refuses ``full-auto``, and every command and file
+write is confirmed. Only ``sandbox = "off"`` (or ``--sandbox off``) runs tools
+unsandboxed on purpose.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import SandboxMode
+
+#: The first process of the sandbox's PID namespace (bubblewrap's ``--as-pid-1``): it runs
+#: the command and passes a SIGTERM on to every process of the namespace (a namespace's
+#: first process gets only the signals it has a handler for). When it exits, the kernel
+#: kills every process left in the namespace, so nothing the command started in the
+#: background (``setsid`` or not) outlives it or holds its output open. Standard input is
+#: handed on explicitly: an asynchronous command's would otherwise be /dev/null.
+_INIT: Final = (
+    'exec 3<&0; trap "kill -TERM -1 2>/dev/null; exit 143" TERM; "$@" <&3 3<&- & exec 3<&-; wait $!'
+)
+#: `_INIT` for a shell command (``sh -c COMMAND``): the command is run by a subshell of the
+#: first process (given as its ``$0``) instead of a new ``sh``, one program start fewer.
+_INIT_SHELL: Final = (
+    'exec 3<&0; trap "kill -TERM -1 2>/dev/null; exit 143" TERM; (eval "$0") <&3 3<&- & '
+    "exec 3<&-; wait $!"
+)
+#: The variable naming the bubblewrap binary to use (default: ``bwrap`` on the PATH).
+BWRAP_ENV: Final = "AGENTRT_BWRAP"
+#: The private temporary folder every sandboxed call gets.
+PRIVATE_TMP: Final = Path("/tmp")
+
+#: Parts of a variable's name that mark it as a credential: it never reaches a tool.
+_SECRET_NAME = re.compile(
+    r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE
+)
+#: Prefixes of variables that configure agentrt, a model provider or a chat service.
+_PRIVATE_PREFIXES: Final = ("AGENTRT_", "OPENAI_", "ANTHROPIC_", "TELEGRAM_", "DISCORD_")
+#: What a tool's PATH is when the runner has none.
+_DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+
+
+@functools.cache
+def _probe(bwrap: str) -> str | None:
+    """None when `bwrap` can build the sandbox here; else why not, in a few words."""
+    try:
+        result = subprocess.run(
+            [
+                bwrap,
+                *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+                *("--unshare-pid", "--unshare-net", "--cap-drop", "ALL"),
+                "true",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{bwrap} cannot run: {exc}"
+    if result.returncode != 0:
+        said = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{bwrap} fails here: {said[-1] if said else f'exit status {result.returncode}'}"
+    return None
+
+
+def find_bwrap(environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """``(path, "")`` of a bubblewrap that works here, else ``(None, why not)``."""
+    env = os.environ if environ is None else environ
+    if not sys.platform.startswith("linux"):
+        return None, f"tools cannot be sandboxed on {sys.platform} (bubblewrap needs Linux)"
+    named = env.get(BWRAP_ENV, "").strip()
+    found = shutil.which(named or "bwrap")
+    if found is None:
+        return None, (
+            f"bubblewrap ({named or 'bwrap'}) is not installed"
+            " (Debian and Ubuntu: apt-get install bubblewrap)"
+        )
+    problem = _probe(found)
+    if problem is not None:
+        return None, problem
+    return found, ""
+
+
+@attrs.frozen
+class Sandbox:
+    """How tool processes are confined: the mode in force and the bubblewrap that does it."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
+    #: A bubblewrap that works here; None when none could be had (see `why`).
+    bwrap: str | None = None
+    #: Network for calls that run unasked too (``sandbox_network = true``).
+    network: bool = False
+    #: Why no sandbox could be had, when `bwrap` is None.
+    why: str = ""
+
+    @classmethod
+    def detect(
+        cls,
+        mode: SandboxMode = SandboxMode.WORKSPACE_WRITE,
+        *,
+        network: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """The sandbox of `mode` as this machine can give it."""
+        if mode is SandboxMode.OFF:
+            return cls(mode, None, network, 'the sandbox is turned off (sandbox = "off")')
+        bwrap, why = find_bwrap(environ)
+        return cls(mode, bwrap, network, why)
+
+    @classmethod
+    def off(cls) -> Sandbox:
+        """No sandbox, on purpose (``--sandbox off``)."""
+        return cls(SandboxMode.OFF, None, False, 'the sandbox is turned off (sandbox = "off")')
+
+    @property
+    def enforced(self) -> bool:
+        """Whether tool processes run in the sandbox."""
+        return self.mode is SandboxMode.WORKSPACE_WRITE and self.bwrap is not None
+
+    @property
+    def missing(self) -> bool:
+        """The sandbox was asked for but cannot be had: every call is confirmed instead."""
+        return self.mode is SandboxMode.WORKSPACE_WRITE and self.bwrap is None
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: Path,
+        hidden: Iterable[Path] = (),
+        restricted: Iterable[Path] = (),
+        writable: Iterable[Path] = (),
+        network: bool,
+        env: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """`argv` run inside the sandbox (as it is when the sandbox is not `enforced`).
+
+        `hidden` are covered so that nothing inside can be seen; `restricted`
+        roots are read-only except those in `writable`; `network` keeps the
+        network (else only a private loopback is there). With `env`, the
+        command gets exactly that environment, whatever bubblewrap was given
+        (for a command run through sudo).
+        """
+        if not self.enforced:
+            return list(argv)
+        assert self.bwrap is not None
+        workdir = workdir.resolve()
+        open_roots = {p.resolve() for p in writable}
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--tmpfs", str(PRIVATE_TMP), "--bind", str(workdir), str(workdir)]
+        seen: list[Path] = [workdir]
+        for root in dict.fromkeys(p.resolve() for p in restricted):
+            # Bound even under the private /tmp: a restricted path stays in sight, read-only.
+            if not root.exists():
+                continue
+            args += ["--bind" if root in open_roots else "--ro-bind", str(root), str(root)]
+            seen.append(root)
+        covered: list[Path] = []
+        for path in sorted(dict.fromkeys(p.resolve() for p in hidden), key=lambda p: len(p.parts)):
+            if any(path == c or c in path.parents for c in covered):
+                continue
+            if not _visible(path, seen) or not os.path.lexists(path):
+                continue
+            if path.is_dir():
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(path)]
+            covered.append(path)
+        args += ["--unshare-pid", "--unshare-ipc"]
+        if not network:
+            args.append("--unshare-net")
+        # No --die-with-parent: its PR_SET_PDEATHSIG fires when the *thread* that started
+        # bubblewrap exits (Trio starts processes from worker threads that retire when
+        # idle), which would kill a long command. The tool's process group dies with its
+        # runner instead (`agentrt.agent.toolproc`), bubblewrap and its PID namespace with it.
+        args += ["--cap-drop", "ALL", "--chdir", str(workdir)]
+        if env is not None:
+            args.append("--clearenv")
+            for name, value in env.items():
+                args += ["--setenv", name, value]
+        args += ["--setenv", "TMPDIR", str(PRIVATE_TMP), "--as-pid-1", "--"]
+        if len(argv) == 3 and list(argv[:2]) == ["sh", "-c"]:
+            return [*args, "sh", "-c", _INIT_SHELL, argv[2]]
+        return [*args, "sh", "-c", _INIT, "agentrt-sandbox", *argv]
+
+
+def _visible(path: Path, bound: Sequence[Path]) -> bool:
+    """Whether `path` is there inside the sandbox (outside the private /tmp, or bound in again)."""
+    if path != PRIVATE_TMP and PRIVATE_TMP not in path.parents:
+        return True
+    return any(path == b or b in path.parents for b in bound)
+
+
+def tool_environment(
+    environ: Mapping[str, str],
+    *,
+    names: Iterable[str] = (),
+    values: Iterable[str] = (),
+) -> dict[str, str]:
+    """The environment a tool gets: the runner's, less every credential.
+
+    Left out: agentrt's own variables (``AGENTRT_*``), the providers' and chat
+    services' (``OPENAI_*``, ``ANTHROPIC_*``, ``TELEGRAM_*``, ``DISCORD_*``),
+    every variable whose name says it holds a credential (``KEY``, ``SECRET``,
+    ``TOKEN``, ``PASSWORD``, ``AUTH``... anywhere in it), the variables `names`
+    (a provider's ``api_key_env``, a bot's ``token_env``), and any variable
+    whose value is one of `values` (the keys and tokens in use), whatever its
+    name. PATH and HOME are always set; TMPDIR is the sandbox's ``/tmp``.
+    """
+    dropped = set(names)
+    secret_values = {v for v in values if v}
+    env: dict[str, str] = {}
+    for name, value in environ.items():
+        if name in dropped or name.startswith(_PRIVATE_PREFIXES) or _SECRET_NAME.search(name):
+            continue
+        if value in secret_values:
+            continue
+        env[name] = value
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env.setdefault("HOME", os.path.expanduser("~"))
+    env["TMPDIR"] = str(PRIVATE_TMP)
+    return env
+
+
+#: The variables of a tool's environment that a command run through sudo keeps.
+PRIVILEGED_VARIABLES: Final = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
+
+
+#: What a program prints when the kernel refused a write to a read-only mount.
+_READ_ONLY = "Read-only file system"
+_PATH_IN_MESSAGE = re.compile(r"(?:^|[\s'\"`(])(/[^\s'\"`:)]*)")
+
+
+_MISSING = ("No such file or directory", "Directory nonexistent", "nonexistent directory")
+
+
+def _private_tmp_note(output: str, workdir: Path) -> str | None:
+    """A note for a path under the host's /tmp that the sandbox's private /tmp does not hold."""
+    for line in output.splitlines():
+        if not any(m in line for m in _MISSING):
+            continue
+        for raw in _PATH_IN_MESSAGE.findall(line):
+            path = Path(os.path.normpath(raw))
+            if PRIVATE_TMP not in path.parents or workdir == path or workdir in path.parents:
+                continue
+            if path.exists() or path.parent.exists():
+                return (
+                    f"[sandbox: {path} is not there for tools: their /tmp is a private, empty "
+                    f"folder; only {workdir} and that /tmp are writable]"
+                )
+    return None
+
+
+def refusal_note(
+    output: str,
+    *,
+    workdir: Path,
+    restricted: Sequence[Path],
+) -> str | None:
+    """What to tell the model when `output` shows the sandbox refused a write; None if it did not.
+
+    Names the restricted root the refused path lies under, when a path in the
+    message says so, and how to get such a call confirmed.
+    """
+    lines = [line for line in output.splitlines() if _READ_ONLY in line]
+    if not lines:
+        return _private_tmp_note(output, workdir)
+    roots: list[Path] = []
+    for line in lines:
+        for raw in _PATH_IN_MESSAGE.findall(line):
+            path = Path(os.path.normpath(raw))
+            for root in restricted:
+                if (path == root or root in path.parents) and root not in roots:
+                    roots.append(root)
+    where = f"only {workdir} and a private /tmp are writable"
+    if roots:
+        named = ", ".join(str(r) for r in roots)
+        return (
+            f"[sandbox: the write was refused: {named} is a restricted path ({where}). "
+            f"To change it, issue the call again naming the path under {roots[0]} plainly "
+            "(no variables, quoting tricks or cd), so that it is confirmed with the system "
+            "password]"
+        )
+    listed = ", ".join(str(r) for r in restricted) or "none"
+    return (
+        f"[sandbox: a write was refused: {where}; agentrt's own files are hidden. "
+        f"Restricted paths ({listed}) can be changed only by a call that names the path "
+        "plainly, so that it is confirmed with the system password]"
+    )

@@ -1,0 +1,58 @@
+"""The tools a run offers its model, each declared once (see `agentrt.agent.tools.base`).
+
+====================  ======================================================
+tool                  what it does
+====================  ======================================================
+``ask_user``          asks the human (inline from a terminal, else parks)
+``write_file``        writes a file, after a confirmation (unless the approval policy
+                      lets it run: ``auto-edit`` in the working folder, ``full-auto``)
+``read_file``         reads a file
+``shell``             runs a shell command, after a confirmation (unless ``full-auto``)
+``store_secret``      asks for a secret in a masked field and stores it
+``spawn``             runs a task in an in-process subagent
+``sleep``, ``big``    for trying the runtime out; offered to script players only
+====================  ======================================================
+
+A path under a restricted folder needs the system password instead of a plain
+confirmation (`via_sudo`), and no tool reaches the agent's own state.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ...models.messages import ToolSpec
+from ...models.scripted import ReplayModel, ScriptedModel
+from .base import QuestionParked as QuestionParked
+from .base import Tool as Tool
+from .base import ToolError as ToolError
+from .base import ToolRun as ToolRun
+from .files import ReadFile, WriteFile
+from .human import AskUser, StoreSecret
+from .shell import Shell
+from .spawn import Spawn
+from .testing import Big, Sleep
+
+#: Every tool, by name, in the order the model is offered them.
+TOOLS: Final[dict[str, type[Tool]]] = {
+    tool.NAME: tool
+    for tool in (AskUser, WriteFile, ReadFile, Shell, StoreSecret, Sleep, Big, Spawn)
+}
+
+
+def offered_to(model: object) -> tuple[ToolSpec, ...]:
+    """The tools `model` is offered: the testing ones only to a model that plays scripts.
+
+    A call is run whoever made it (`find`): a task started with the scripted
+    model and resumed with another still runs its saved ``sleep`` call.
+    """
+    plays_scripts = isinstance(model, ScriptedModel | ReplayModel)
+    return tuple(tool.spec() for tool in TOOLS.values() if plays_scripts or not tool.TESTING)
+
+
+def find(name: str) -> type[Tool]:
+    """The tool called `name`, or `ToolError` listing the tools."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOLS)}")
+    return tool

@@ -1,0 +1,1 @@
+"""The applications: the `agentrt` command, the lab, and the daemon process."""

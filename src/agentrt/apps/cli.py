@@ -1,0 +1,1413 @@
+"""The `agentrt` command: headless runs, pending tasks, sessions, and the daemon.
+
+When a daemon holds the state dir, `agentrt run`, `agentrt pending ...` and
+`agentrt sessions ...` send their requests to it over its socket (the daemon
+is then the only process that opens the store); otherwise they work on the
+store in this process. Both ways print the same and exit with the same status.
+
+Exit status of `agentrt run`, `pending answer`, `pending resume` and `sessions continue`:
+0 finished, 1 failed (pending task kept), 2 usage error, 3 stopped with the
+pending task kept (paused, disconnected, awaiting an answer), 130 cancelled
+by the user (pending task deleted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+import attrs
+import trio
+
+from .. import __version__
+from ..config.keystore import KeyStore, check_key_name
+from ..config.options import (
+    API_KEY_ENV,
+    APPROVAL,
+    BASE_URL,
+    CONFIG,
+    MODEL,
+    MODEL_OPTIONS,
+    RETENTION_DAYS,
+    SANDBOX,
+    STATE_DIR,
+    STORE,
+    WORKDIR,
+    shared_options,
+)
+from ..config.settings import Settings, load_settings, model_options
+from ..config.statedir import (
+    DaemonInfo,
+    StateDirError,
+    lock_is_held,
+    prepare_state_dir,
+    read_daemon_info,
+)
+from ..core.cause import Cause
+from ..core.executor import ExecutorError, TaskInfo, UnknownTaskError
+from ..core.pending import (
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    DENY,
+    Answer,
+    Entry,
+    NoAnswerComingError,
+    RequestKind,
+)
+from ..core.runtime import Runtime, default_state_dir, open_runtime
+from ..frontends.terminal.framing import (
+    ask_frame,
+    pending_detail,
+    pending_task,
+    session_item,
+    session_message,
+)
+from ..present.ends import describe_end as _describe_end
+from ..present.listing import BriefTask
+from ..present.listing import lines as listing_lines
+from ..present.shapes import SCHEMA_VERSION, event_to_json, message_json, question_json
+from ..protocol.frames import (
+    EVENT_FRAMES,
+    LIST_PAGE_MAX,
+    MESSAGES_PAGE_MAX,
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    DaemonFrame,
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    PendingAction,
+    PendingDetail,
+    PendingList,
+    PendingRequest,
+    PendingTask,
+    Run,
+    Scope,
+    SessionItem,
+    SessionList,
+    SessionMessage,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
+    TaskFrame,
+    TextFrame,
+    ToolCallFrame,
+    ToolResultFrame,
+    VerifyFrame,
+    frame_of,
+)
+from ..store import StoreError, UnreadableTask, is_postgres
+from ..vocab.events import Event, Outcome, RunEnded, describe_resume, may_have_run
+from ..vocab.reprs import fields_eq, fields_repr
+from ..vocab.terminal import dumps, shown_output, visible
+from ..vocab.terms import TERMINAL
+
+if TYPE_CHECKING:
+    from ..protocol.client import Client
+
+
+EXIT_FINISHED = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_KEPT = 3
+EXIT_USER_CANCEL = 130
+
+
+def exit_status(ended: RunEnded) -> int:
+    """The process exit status that tells how a run ended."""
+    if ended.outcome is Outcome.FINISHED:
+        return EXIT_FINISHED
+    if ended.outcome is Outcome.FAILED:
+        return EXIT_FAILED
+    if ended.cause is Cause.USER_CANCEL:
+        return EXIT_USER_CANCEL
+    return EXIT_KEPT
+
+
+def _common() -> argparse.ArgumentParser:
+    """The options every command here takes: the shared ones, and ``--json``."""
+    parser = shared_options(
+        STATE_DIR,
+        STORE,
+        *MODEL_OPTIONS,
+        WORKDIR,
+        notes={
+            MODEL: "when a daemon holds the state dir, its model is used",
+            APPROVAL: "when a daemon holds the state dir, its policy is used",
+        },
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object a line: a run's events and questions as the HTTP API "
+        f'sends them, each with "v": {SCHEMA_VERSION}, the version of those shapes',
+    )
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return value
+
+
+#: The commands `build_parser` knows; `daemon`, `token` and `lab` parse their own arguments.
+COMMANDS: Final = (
+    "run",
+    "pending",
+    "sessions",
+    "config",
+    "keys",
+    "fleet",
+    "daemon",
+    "token",
+    "lab",
+)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `agentrt` argument parser: every command's, or only `command`'s.
+
+    Building one command's parser instead of all of them keeps a command's
+    start-up short; `--help` and a mistyped command see them all.
+    """
+
+    def wanted(*names: str) -> bool:
+        return command is None or command in names
+
+    parser = argparse.ArgumentParser(
+        prog="agentrt",
+        description="A Trio runtime for LLM agents that stop to ask a human. "
+        "Run tasks headless, manage pending tasks, or start the daemon the terminal client uses. "
+        "Settings come from the flags, the environment and $XDG_CONFIG_HOME/agentrt/config.toml, "
+        "in that order: `agentrt config show` prints them.",
+        epilog="Exit status of run / pending answer / pending resume / sessions continue: "
+        "0 finished, 1 failed (pending task kept) or refused (nothing started: the model has "
+        "no API key, the session is busy), 2 usage or configuration error, 3 stopped with the "
+        "pending task kept (paused, disconnected, awaiting an answer), 130 cancelled by the "
+        "user (pending task deleted).",
+    )
+    parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    common = _common()
+    if wanted("run"):
+        run = sub.add_parser(
+            "run",
+            parents=[common],
+            help="run one task, answering questions on stdin",
+            description="Run TEXT as a task: in the daemon that holds the state dir, if one does, "
+            "else in this process. Confirmations and questions are printed and answered "
+            "on stdin, one line each, in the order the calls were issued; a line that is not an "
+            "answer (a confirmation takes y, a or n) is asked again. Ctrl+C cancels (the pending "
+            "task is deleted); SIGTERM pauses and SIGHUP disconnects (the pending task is kept for "
+            "`agentrt pending resume`); stdin closing while a question waits denies nothing: the "
+            "run saves the question with its task and stops (exit status 3). "
+            "A --session starting with chat-, tg- or dc- takes that origin: its ask_user saves the "
+            "question and ends the run, and `agentrt pending answer` resumes it.",
+        )
+        run.add_argument(
+            "text",
+            help="what to ask, or - to read it from standard input (questions then cannot be "
+            "answered there: the run stops at one, keeping its task); with the scripted model, "
+            "statements like 'write a.txt hi; ask Your name?'",
+        )
+        run.add_argument("--session", default=None, help="session id (default: a new cli- session)")
+
+    if wanted("pending"):
+        pending = sub.add_parser(
+            "pending", help="list, show, answer, resume or discard pending tasks"
+        )
+        psub = pending.add_subparsers(dest="action", metavar="ACTION", required=True)
+        plist = psub.add_parser("list", help="pending tasks, newest first", parents=[common])
+        plist.add_argument("--prefix", default="", help="only sessions starting with this")
+        pshow = psub.add_parser("show", help="one pending task in full", parents=[common])
+        pshow.add_argument("session")
+        panswer = psub.add_parser(
+            "answer", help="answer a task's saved question and resume it", parents=[common]
+        )
+        panswer.add_argument("session")
+        panswer.add_argument("answer")
+        presume = psub.add_parser("resume", help="resume a task where it stopped", parents=[common])
+        presume.add_argument("session")
+        pdiscard = psub.add_parser(
+            "discard", help="throw a task away (a user-cancel)", parents=[common]
+        )
+        pdiscard.add_argument("session")
+
+    if wanted("sessions"):
+        sessions = sub.add_parser(
+            "sessions",
+            help="list, show, continue or remove conversations, finished ones too",
+            description="Every session's messages are kept (see retention_days in `agentrt config "
+            "show` for how long), so an earlier conversation can be read back and continued. "
+            "Through the daemon that holds the state dir when one does, else on the store itself.",
+        )
+        ssub = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
+        slist = ssub.add_parser(
+            "list", help="sessions, most recently active first", parents=[common]
+        )
+        slist.add_argument("--prefix", default="", help="only sessions starting with this")
+        slist.add_argument(
+            "--limit", type=_positive, default=None, help="at most this many (default: all)"
+        )
+        sshow = ssub.add_parser("show", help="a session's whole conversation", parents=[common])
+        sshow.add_argument("session")
+        scontinue = ssub.add_parser(
+            "continue",
+            help="run a new message in a session: the model is given its whole conversation",
+            parents=[common],
+        )
+        scontinue.add_argument("session")
+        scontinue.add_argument("text", help="the message, or - to read it from standard input")
+        srm = ssub.add_parser(
+            "rm",
+            help="delete a finished session and its messages (one with a pending task is refused)",
+            parents=[common],
+        )
+        srm.add_argument("session")
+
+    if wanted("config"):
+        config = sub.add_parser(
+            "config",
+            help="show the configuration in effect and where each value came from",
+            description="The configuration file is TOML: $XDG_CONFIG_HOME/agentrt/config.toml "
+            "(else ~/.config/agentrt/config.toml), or the one --config or AGENTRT_CONFIG names. "
+            "A value comes from the first of: a flag, the environment, the file, the default.",
+        )
+        csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+        cshow = csub.add_parser(
+            "show",
+            parents=[shared_options(STATE_DIR, STORE, *MODEL_OPTIONS, RETENTION_DAYS)],
+            help="every setting, its value and where it came from (flag, env, file:line, key "
+            "store, default); API keys and tokens are never printed",
+            description="Print every setting of agentrt, its value and where it came from: a "
+            "flag, an environment variable, the configuration file (with its line), the key "
+            "store or the default. Flags given here are applied as `agentrt run` would apply "
+            "them. API keys and tokens are shown only as set or not.",
+        )
+        cshow.add_argument(
+            "--json",
+            action="store_true",
+            help='print one JSON object: {SETTING: {"value", "source", "where"}}, a key or '
+            'token with "value": null and "set"',
+        )
+
+    if wanted("keys"):
+        keys_common = shared_options(STATE_DIR)
+        keys = sub.add_parser(
+            "keys",
+            help="store API keys and bot tokens: set, list, rm",
+            description="A key is named after the environment variable it stands in for "
+            "(OPENAI_API_KEY, ANTHROPIC_API_KEY, AGENTRT_TELEGRAM_TOKEN, or the name an "
+            "api_key_env setting gives); when that variable is unset, the stored key is used. "
+            "Keys are kept in the state dir's keys/ folder, one 0600 file each.",
+        )
+        ksub = keys.add_subparsers(dest="action", metavar="ACTION", required=True)
+        kset = ksub.add_parser(
+            "set",
+            parents=[keys_common],
+            help="store a key: typed without echo, or read from standard input when it is not "
+            "a terminal",
+        )
+        kset.add_argument("name", help="the variable it stands in for, e.g. OPENAI_API_KEY")
+        klist = ksub.add_parser("list", parents=[keys_common], help="the names of the stored keys")
+        klist.add_argument("--json", action="store_true", help='print {"keys": [NAME, ...]}')
+        krm = ksub.add_parser("rm", parents=[keys_common], help="remove a stored key")
+        krm.add_argument("name")
+
+    if wanted("fleet"):
+        fleet = sub.add_parser(
+            "fleet",
+            help="the daemons sharing a PostgreSQL store: their heartbeats and leases",
+            description="A fleet is the daemons started with the same --store postgresql://... "
+            "(see docs/fleet.md). Each holds a lease that its heartbeat renews; a task it runs is "
+            "held by that lease. When a lease runs out, the tasks it held become interrupted "
+            "(cause disconnect) and any daemon can resume them.",
+        )
+        fsub = fleet.add_subparsers(dest="action", metavar="ACTION", required=True)
+        fstatus = fsub.add_parser(
+            "status",
+            parents=[shared_options(STATE_DIR, CONFIG, STORE)],
+            help="every daemon of the fleet, its heartbeat, its lease and the tasks it holds",
+        )
+        fstatus.add_argument("--json", action="store_true", help="print one JSON object")
+
+    sub.add_parser(
+        "daemon",
+        help="serve the terminal client over a Unix socket (see `agentrt daemon --help`)",
+        add_help=False,
+    )
+    sub.add_parser("token", help="print the HTTP API token", add_help=False)
+    sub.add_parser(
+        "lab",
+        help="interrupt a run at every point with every cause and show what each costs "
+        "(see `agentrt lab --help`)",
+        add_help=False,
+    )
+    return parser
+
+
+# -- printing -------------------------------------------------------------
+
+
+@attrs.define
+class Printer:
+    """Shows a run's frames to a person (or as JSON lines) and reads answers from stdin.
+
+    The same frames come from a run in this process (its events, as frames)
+    and from a run in the daemon, so both print alike.
+    """
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+
+    json_mode: bool
+    out: TextIO = attrs.field(factory=lambda: sys.stdout)
+    err: TextIO = attrs.field(factory=lambda: sys.stderr)
+    _at_line_start: bool = True
+    #: The run's session, once its first frame named it.
+    _session: str = ""
+
+    def show(self, frame: DaemonFrame) -> None:
+        """Print one frame of a run.
+
+        As JSON, a frame is printed as the event it carries, in the shape the
+        HTTP API sends it (`agentrt.present.shapes`).
+        """
+        if isinstance(frame, TaskFrame | EndedFrame):
+            self._session = frame.session_id
+        if self.json_mode:
+            if isinstance(frame, EVENT_FRAMES):
+                obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, frame)}
+                self.line(dumps(obj))
+            return
+        if isinstance(frame, TextFrame):
+            self.out.write(frame.text)
+            self.out.flush()
+            self._at_line_start = frame.text.endswith("\n")
+        elif isinstance(frame, TaskFrame):
+            verb = "resumed" if frame.resumed else "started"
+            self._note(f"task {frame.task_hash} {verb} in session {frame.session_id}")
+            if frame.resumed:
+                self._note(
+                    describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words)
+                )
+        elif isinstance(frame, ToolCallFrame):
+            args = dumps(frame.arguments)
+            if len(args) > 120:
+                args = args[:117] + "..."
+            warning = may_have_run(frame.attempt)
+            note = f"{frame.agent + ': ' if frame.agent else ''}{frame.name} {args}"
+            self._note(note + (f" ({warning})" if warning else ""))
+        elif isinstance(frame, ToolResultFrame):
+            first = frame.preview.splitlines()[0] if frame.preview else ""
+            self._note(f"{frame.name} {'->' if frame.ok else 'failed:'} {first[:100]}")
+        elif isinstance(frame, VerifyFrame):
+            self._note(frame.message)
+        elif isinstance(frame, EndedFrame):
+            self._note(describe_end(frame))
+
+    def _note(self, text: str) -> None:
+        if not self._at_line_start:
+            self.out.write("\n")
+            self.out.flush()
+            self._at_line_start = True
+        self.err.write(f"· {text}\n")
+        self.err.flush()
+
+    def line(self, text: str) -> None:
+        """Print one line on stdout."""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def lines(self, texts: Sequence[str]) -> None:
+        """Print many lines on stdout at once (a listing of thousands is one write)."""
+        if texts:
+            self.out.write("\n".join(texts) + "\n")
+            self.out.flush()
+
+    async def answer(self, ask: AskFrame) -> Answer:
+        """Ask a person (or a JSON client) on stdin; return the answer.
+
+        A line that is no answer to `ask` (a confirmation answered ``blue``) is
+        never taken for one: the question is asked again, saying what it takes.
+        Raises `EOFError` when stdin is closed.
+        """
+        while True:
+            self._ask(ask)
+            masked = ask.masked and sys.stdin.isatty()
+            line = await trio.to_thread.run_sync(_read_answer, masked, abandon_on_cancel=True)
+            if line is None:
+                raise EOFError("stdin closed before the question was answered")
+            answer = parse_answer(ask.kind, ask.choices, line)
+            if answer is not None:
+                return answer
+            ask = attrs.evolve(ask, error=f"not an answer: {line.strip()!r}; {_takes(ask)}")
+
+    def _ask(self, ask: AskFrame) -> None:
+        if self.json_mode:
+            # As the HTTP API shows a question; the ask frame does not say which agent asks.
+            obj = question_json(ask.id, ask.session, ask.task, None, ask.request)
+            shown = {"v": SCHEMA_VERSION, "type": "question", **obj}
+            self.line(dumps(shown))
+        else:
+            self._note(_ask_text(ask))
+
+    def stdin_closed(self) -> None:
+        """Say that stdin closed while a question waited, and what becomes of the run."""
+        self._note(
+            "standard input closed while a question waited for its answer: it is not taken for "
+            "a deny; the run finishes the calls under way, then stops with its task kept"
+        )
+
+
+def _ask_text(ask: AskFrame) -> str:
+    lines = [f"? {ask.prompt}"]
+    if ask.error:
+        lines.append(f"  ({ask.error})")
+    takes = _takes(ask)
+    if takes:
+        lines.append(f"  {takes}")
+    return "\n".join(lines)
+
+
+#: How each choice of a confirmation is typed, and what it is called.
+_CHOICE_WORDS: Final = {
+    ALLOW_ONCE: ("y", "allow once"),
+    ALLOW_SESSION: ("a", "allow for this session"),
+    DENY: ("n", "deny"),
+}
+
+
+def _takes(ask: AskFrame) -> str:
+    """What an answer to `ask` may be, as the line that asks it says."""
+    if ask.kind is RequestKind.CONFIRM:
+        offered = [
+            c for c in (ALLOW_ONCE, ALLOW_SESSION, DENY) if not ask.choices or c in ask.choices
+        ]
+        said = [f"{_CHOICE_WORDS[c][0]} ({_CHOICE_WORDS[c][1]})" for c in offered]
+        return "answer " + (", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0])
+    if ask.kind is RequestKind.PASSWORD:
+        return "type the system password, or an empty line to deny"
+    if ask.kind is RequestKind.SECRET:
+        return "type the secret value (empty line to decline)"
+    return ""
+
+
+_CONFIRM_WORDS: Final = {
+    "y": ALLOW_ONCE,
+    "yes": ALLOW_ONCE,
+    "allow": ALLOW_ONCE,
+    "once": ALLOW_ONCE,
+    "a": ALLOW_SESSION,
+    "always": ALLOW_SESSION,
+    "allow_session": ALLOW_SESSION,
+    "session": ALLOW_SESSION,
+    "n": DENY,
+    "no": DENY,
+    "deny": DENY,
+}
+
+
+def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer | None:
+    """Turn a typed line into an answer for a request of `kind`; None when it is none.
+
+    A confirmation takes one of its choices, by letter or word (`_CONFIRM_WORDS`,
+    any case); anything else, an empty line too, is no answer to it and never
+    counts as a deny.
+    """
+    text = line.rstrip("\r\n")
+    if kind is RequestKind.CONFIRM:
+        value = _CONFIRM_WORDS.get(text.strip().lower())
+        if value is None or (choices and value not in choices):
+            return None
+        return Answer(value)
+    if kind is RequestKind.PASSWORD:
+        return Answer(DENY) if text == "" else Answer("allow", secret=text)
+    if kind is RequestKind.SECRET:
+        return Answer(DENY) if text == "" else Answer("", secret=text)
+    return Answer(text)
+
+
+def _read_answer(masked: bool) -> str | None:
+    if masked:
+        try:
+            import getpass  # only for a masked answer
+
+            return getpass.getpass("")
+        except EOFError:
+            return None
+    line = sys.stdin.readline()
+    return line if line else None
+
+
+def describe_end(ended: EndedFrame) -> str:
+    """One line saying how a run ended, what became of its task, and how to go on here."""
+    status = _describe_end(ended).status
+    if ended.outcome is Outcome.AWAITING_ANSWER:
+        return f"{status}\n  answer with: agentrt pending answer {ended.session_id} 'TEXT'"
+    if ended.pending_kept:
+        return f"{status}: agentrt pending resume {ended.session_id}"
+    return status
+
+
+def summarize(task: PendingTask) -> dict[str, Any]:
+    """A pending task as a small JSON object (no transcript)."""
+    return {
+        "session": task.session,
+        "status": "crashed" if task.crashed else task.status,
+        "cause": task.cause.value if task.cause else None,
+        "error": task.error,
+        "question": task.question,
+        "question_kind": task.question_kind.value if task.question_kind else None,
+        "input": task.input,
+        "messages": task.messages,
+        "runs": task.runs,
+        "task": task.task,
+        "updated_at": task.updated_at,
+    }
+
+
+def _summary_row(task: PendingTask) -> BriefTask:
+    """What a listing line shows of a task the daemon listed."""
+    return (
+        task.session,
+        task.status,
+        task.crashed,
+        task.cause.value if task.cause else None,
+        task.updated_at,
+        task.question,
+        task.input,
+    )
+
+
+def _print_lines(printer: Printer, lines: Sequence[str]) -> int:
+    if not lines:
+        printer.line("no pending tasks")
+    else:
+        printer.lines(lines)
+    return EXIT_FINISHED
+
+
+def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
+    if printer.json_mode:
+        printer.lines([dumps(summarize(task)) for task in tasks])
+        return EXIT_FINISHED
+    return _print_lines(printer, listing_lines([_summary_row(task) for task in tasks]))
+
+
+def _print_detail(printer: Printer, detail: PendingDetail) -> int:
+    obj = summarize(detail.task)
+    obj["transcript"] = list(detail.transcript)
+    printer.line(dumps(obj, indent=None if printer.json_mode else 2))
+    return EXIT_FINISHED
+
+
+def _no_pending_task(session: str) -> int:
+    print(f"agentrt: session {session} has no pending task", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _no_session(session: str) -> int:
+    print(f"agentrt: no session {session}; `agentrt sessions list` shows them", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+
+
+def _print_sessions(printer: Printer, items: Sequence[SessionItem]) -> int:
+    if printer.json_mode:
+        for item in items:
+            printer.line(dumps(attrs.asdict(item)))
+    elif not items:
+        printer.line("no sessions")
+    else:
+        for item in items:
+            title = item.title if len(item.title) <= 60 else item.title[:57] + "..."
+            pending = f"  [{item.status}]" if item.status else ""
+            count = f"{item.messages} message{'' if item.messages == 1 else 's'}"
+            printer.line(
+                f"{item.session:<20} {_when(item.updated_at)}  {count:>12}  {title}{pending}"
+            )
+    return EXIT_FINISHED
+
+
+def _print_conversation(
+    printer: Printer, item: SessionItem, messages: Sequence[SessionMessage]
+) -> int:
+    if printer.json_mode:
+        shown = {
+            "session": attrs.asdict(item),
+            "messages": [
+                message_json(
+                    m.seq, m.role, m.content, m.created_at, m.tool_calls, m.tool_call_id, m.name
+                )
+                for m in messages
+            ],
+        }
+        printer.line(dumps(shown))
+        return EXIT_FINISHED
+    printer.line(f"session {item.session}: {item.title}")
+    printer.line(
+        f"{item.messages} messages, started {_when(item.created_at)}, last {_when(item.updated_at)}"
+    )
+    for message in messages:
+        printer.line("")
+        for line in _message_lines(message):
+            printer.line(line)
+    printer.line("")
+    if item.status is not None:
+        printer.line(f"its pending task is {item.status}: agentrt pending resume {item.session}")
+    else:
+        printer.line(f"continue it with: agentrt sessions continue {item.session} 'TEXT'")
+    return EXIT_FINISHED
+
+
+def _message_lines(message: SessionMessage) -> list[str]:
+    """A stored message as a person reads it: ``>`` the user, ``*`` a call, ``=`` a result."""
+    text = message.content.rstrip("\n")
+    if message.role == "user":
+        return ["> " + line if i == 0 else "  " + line for i, line in enumerate(text.split("\n"))]
+    if message.role == "tool":
+        first = text.splitlines()[0] if text else ""
+        more = " ..." if "\n" in text or len(first) > 100 else ""
+        return [f"  = {message.name or 'result'}: {first[:100]}{more}"]
+    lines = text.split("\n") if text else []
+    if message.role != "assistant":
+        lines = [f"({message.role}) {line}" for line in lines]
+    for call in message.tool_calls:
+        args = dumps(call.get("arguments", {}))
+        if len(args) > 120:
+            args = args[:117] + "..."
+        lines.append(f"  * {call.get('name', 'tool')} {args}")
+    return lines
+
+
+# -- where the work happens -----------------------------------------------
+
+
+Reply = Callable[[Answer | None], Awaitable[None]]
+
+
+class _Answers:
+    """Questions of one run, answered on stdin one at a time, oldest first."""
+
+    def __init__(self, printer: Printer) -> None:
+        self.printer = printer
+        self._send, self._receive = trio.open_memory_channel[tuple[AskFrame, Reply]](math.inf)
+
+    def put(self, ask: AskFrame, reply: Reply) -> None:
+        """Queue a question; `reply(answer)` delivers the answer, `reply(None)` on stdin EOF."""
+        self._send.send_nowait((ask, reply))
+
+    async def serve(self, withdrawn: Callable[[str], bool]) -> None:
+        """Answer the queued questions in turn; after stdin closed, each gets `reply(None)`."""
+        closed = False
+        async for ask, reply in self._receive:
+            if withdrawn(ask.id):
+                continue
+            if not closed:
+                try:
+                    answer = await self.printer.answer(ask)
+                except EOFError:
+                    closed = True
+                    self.printer.stdin_closed()
+            if closed:
+                # Never a deny: nobody is left to answer, so the run stops with its task kept.
+                await reply(None)
+            elif not withdrawn(ask.id):
+                await reply(answer)
+
+
+#: What a signal to the command does to its run.
+SIGNAL_CAUSES: Final = {
+    signal.SIGINT: Cause.USER_CANCEL,
+    signal.SIGTERM: Cause.PAUSE,
+    signal.SIGHUP: Cause.DISCONNECT,
+}
+
+
+async def _follow_signals(
+    received: AsyncIterator[int], cancel: Callable[[Cause], Awaitable[None]]
+) -> None:
+    async for signum in received:
+        await cancel(SIGNAL_CAUSES[signal.Signals(signum)])
+
+
+async def _signals(cancel: Callable[[Cause], Awaitable[None]]) -> None:
+    with trio.open_signal_receiver(*SIGNAL_CAUSES) as received:
+        await _follow_signals(received, cancel)
+
+
+async def _drive_here(
+    rt: Runtime, printer: Printer, start: Callable[..., Awaitable[RunEnded]]
+) -> int:
+    """Run one task in this process, with signal handling and stdin answers.
+
+    `start` is `Executor.run` or `Executor.resume` with all but `emit` given.
+    Signals and questions are listened for before the run starts: one that
+    comes at once waits for the run to be cancellable instead of being lost.
+    """
+
+    async def emit(event: Event) -> None:
+        printer.show(frame_of(event))
+
+    answers = _Answers(printer)
+    entries: dict[str, Entry] = {}
+    ended: list[RunEnded] = []
+    with (
+        trio.open_signal_receiver(*SIGNAL_CAUSES) as signals,
+        # Only this process's run posts here, so the listener takes every prefix.
+        rt.registry.listen("", name="stdin") as listener,
+    ):
+        async with trio.open_nursery() as nursery:
+
+            async def run(task_status: trio.TaskStatus[TaskInfo]) -> None:
+                ended.append(await start(emit=emit, task_status=task_status))
+                nursery.cancel_scope.cancel()
+
+            info: TaskInfo = await nursery.start(run)
+
+            async def cancel(cause: Cause) -> None:
+                # The run may have ended between the signal and this handler.
+                with contextlib.suppress(UnknownTaskError):
+                    rt.executor.cancel(info.task_hash, cause)
+                await trio.lowlevel.checkpoint()
+
+            async def claim_questions() -> None:
+                while True:
+                    entry = await listener.claim()
+                    entries[entry.id] = entry
+
+                    async def reply(answer: Answer | None, entry: Entry = entry) -> None:
+                        if entry.done:
+                            pass
+                        elif answer is None:
+                            # Nobody is left to answer: the run saves the question and stops.
+                            entry.fail(NoAnswerComingError("standard input closed"))
+                        else:
+                            entry.answer(answer)
+                        await trio.lowlevel.checkpoint()
+
+                    answers.put(ask_frame(entry), reply)
+
+            nursery.start_soon(_follow_signals, signals, cancel)
+            nursery.start_soon(claim_questions)
+            nursery.start_soon(answers.serve, lambda i: i in entries and entries[i].done)
+    return exit_status(ended[0])
+
+
+async def _drive_daemon(
+    client: Client, printer: Printer, request: Run | PendingRequest, session: str
+) -> int:
+    """Send `request` (a run or a resume of `session`) to the daemon; follow the run."""
+    from ..protocol.client import BrokenDaemonConnectionError, ClientError
+
+    task: list[str] = []
+    held: list[Cause] = []
+    withdrawn: set[str] = set()
+    hung_up = False
+
+    async def cancel(cause: Cause) -> None:
+        nonlocal hung_up
+        if not task:
+            held.append(cause)  # sent once the run's task frame names it
+            return
+        if cause is Cause.DISCONNECT:
+            # Like a closed window: the daemon stops the run, keeps its task and
+            # still sends its `ended` frame.
+            if not hung_up:
+                hung_up = True
+                with contextlib.suppress(ClientError):
+                    await client.send_eof()
+            return
+        with contextlib.suppress(ClientError):
+            await client.send(Cancel(task[0], cause=cause))
+
+    answers = _Answers(printer)
+
+    def reply_for(ask: AskFrame) -> Reply:
+        async def reply(answer: Answer | None) -> None:
+            if hung_up:
+                return
+            # None: nobody is left to answer; the run saves the question and stops.
+            frame = (
+                AnswerFrame(ask.id, "", unanswerable=True)
+                if answer is None
+                else AnswerFrame(ask.id, answer.value, secret=answer.secret)
+            )
+            with contextlib.suppress(ClientError):
+                await client.send(frame)
+
+        return reply
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_signals, cancel)
+        nursery.start_soon(answers.serve, lambda i: i in withdrawn)
+        await client.send(request)
+        while True:
+            try:
+                frame = await client.receive()
+            except BrokenDaemonConnectionError:
+                print(
+                    "agentrt: the daemon closed the connection before the run ended (did it "
+                    f"crash?); the task is kept: agentrt pending resume {session}",
+                    file=sys.stderr,
+                )
+                nursery.cancel_scope.cancel()
+                return EXIT_FAILED
+            if isinstance(frame, AskFrame):
+                answers.put(frame, reply_for(frame))
+            elif isinstance(frame, AskWithdrawn):
+                withdrawn.add(frame.id)
+            elif isinstance(frame, ErrorFrame):
+                if frame.ref in ("cancel", "answer"):
+                    continue  # the run ended first, or the question went away: nothing lost
+                nursery.cancel_scope.cancel()
+                return _error_status(frame)
+            elif isinstance(frame, Ack):
+                continue
+            else:
+                printer.show(frame)
+                if isinstance(frame, TaskFrame) and not task:
+                    task.append(frame.task_hash)
+                    for cause in held:
+                        await cancel(cause)
+                elif isinstance(frame, EndedFrame):
+                    nursery.cancel_scope.cancel()
+                    return exit_status(frame)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _error_status(frame: ErrorFrame) -> int:
+    print(f"agentrt: {frame.message}", file=sys.stderr)
+    return EXIT_USAGE if frame.code is ErrorCode.INVALID else EXIT_FAILED
+
+
+#: How long a command waits for a daemon that holds the state dir but is still
+#: starting (or stopping) before it says so.
+DAEMON_WAIT = 15.0
+
+
+async def _connect_daemon(args: argparse.Namespace, settings: Settings) -> Client | None:
+    """A connection to the daemon holding the state dir, or None when no daemon holds it.
+
+    With no daemon the command works on the store itself. One that is starting
+    up is waited for; one that is stopping is waited out.
+    """
+    state_dir = settings.state_dir.value
+    with trio.move_on_after(DAEMON_WAIT):
+        while True:
+            info = read_daemon_info(state_dir)
+            if info is None or not info.alive():
+                if not lock_is_held(state_dir):
+                    return None  # no daemon: work here
+            elif info.ready:
+                _check_same_model(args, info, state_dir)
+                # Loaded only when a daemon is there to talk to: a run here has no use for it.
+                from ..protocol.client import Client, DaemonNotRunningError
+
+                try:
+                    return await Client.connect(info.socket, scope=Scope.ALL)
+                except DaemonNotRunningError:
+                    pass  # stopping, or its socket is not bound yet
+            await trio.sleep(0.05)
+    raise DaemonUnreachableError(
+        f"a daemon holds the state dir {state_dir} but does not answer on its socket"
+        + (f" {info.socket} (pid {info.pid})" if info is not None else "")
+        + "; wait until it has started (or stopped) and try again, or stop it"
+    )
+
+
+class DaemonUnreachableError(Exception):
+    """A daemon holds the state dir but cannot be reached."""
+
+
+def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Path) -> None:
+    """Refuse flags that ask for another model or policy than the daemon's: they would be lost."""
+    asked = [
+        f"{flag} {value}"
+        for flag, value in (
+            (MODEL, None if args.model == info.model else args.model),
+            (BASE_URL, args.base_url),
+            (API_KEY_ENV, args.api_key_env),
+            (APPROVAL, None if args.approval == info.approval else args.approval),
+            (SANDBOX, getattr(args, "sandbox", None)),
+        )
+        if value is not None
+    ]
+    if asked:
+        raise ValueError(
+            f"a daemon (pid {info.pid}, socket {info.socket}) holds the state dir {state_dir} "
+            f"and runs tasks with its own model ({info.model}) and approval policy "
+            f"({info.approval}), not {' '.join(asked)}; leave out --model, --base-url, "
+            "--api-key-env, --approval and --sandbox to use it, or stop that daemon first"
+        )
+
+
+def _workdir(args: argparse.Namespace) -> str:
+    return os.fspath((args.workdir or Path.cwd()).resolve())
+
+
+# -- commands ---------------------------------------------------------------
+
+
+def _new_session() -> str:
+    return f"{TERMINAL}{os.urandom(4).hex()}"
+
+
+def read_message(text: str) -> str:
+    """The message of `agentrt run`: `text`, or all of standard input when `text` is ``-``."""
+    if text != "-":
+        return text
+    message = sys.stdin.read()
+    if not message.strip():
+        raise ValueError("no message on standard input (agentrt run - reads it from there)")
+    # The newline that ends what was piped in is not part of the message.
+    return message.removesuffix("\n")
+
+
+async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    text = read_message(args.text)
+    session = args.session or _new_session()
+    printer = Printer(args.json)
+    client = await _connect_daemon(args, settings)
+    if client is not None:
+        async with client:
+            request = Run(text, session, cwd=_workdir(args))
+            return await _drive_daemon(client, printer, request, session)
+    async with _open(args, settings) as rt:
+        # The folder is recorded with the task, as the daemon records it: a resume
+        # works there too, wherever it is started from.
+        run = partial(rt.executor.run, session, text, owner="cli", workdir=Path(_workdir(args)))
+        return await _drive_here(rt, printer, run)
+
+
+async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
+    printer = Printer(args.json)
+    client = await _connect_daemon(args, settings)
+    if client is not None:
+        async with client:
+            return await _pending_via_daemon(args, printer, client)
+    async with _open(args, settings) as rt:
+        if args.action == "list":
+            if printer.json_mode:
+                listed = await rt.store.list_stored(args.prefix)
+                return _print_list(printer, [pending_task(t) for t in listed])
+            return _print_lines(printer, await rt.store.list_lines(args.prefix))
+        if args.action == "show":
+            stored = await rt.store.lookup(args.session)
+            if stored is None:
+                return _no_pending_task(args.session)
+            if isinstance(stored, UnreadableTask):
+                raise StoreError(stored.error)
+            return _print_detail(printer, pending_detail(stored))
+        if args.action == "discard":
+            if not await rt.executor.discard(args.session):
+                return _no_pending_task(args.session)
+            printer.line(f"discarded the pending task of {args.session}")
+            return EXIT_FINISHED
+        answer = args.answer if args.action == "answer" else None
+        resume = partial(
+            rt.executor.resume,
+            args.session,
+            owner="cli",
+            answer=answer,
+            workdir=Path(_workdir(args)),
+        )
+        return await _drive_here(rt, printer, resume)
+
+
+async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client: Client) -> int:
+    if args.action in ("resume", "answer"):
+        answer = args.answer if args.action == "answer" else None
+        request = PendingRequest(
+            PendingAction.RESUME, args.session, answer=answer, cwd=_workdir(args)
+        )
+        return await _drive_daemon(client, printer, request, args.session)
+    action = PendingAction(args.action)
+    if action is PendingAction.LIST:
+        return await _list_via_daemon(client, printer, args.prefix)
+    await client.send(PendingRequest(action, session=args.session))
+    while True:
+        frame = await client.receive()
+        if isinstance(frame, ErrorFrame):
+            return _error_status(frame)
+        if isinstance(frame, PendingDetail) and action is PendingAction.SHOW:
+            return _print_detail(printer, frame)
+        if isinstance(frame, Ack) and action is PendingAction.DISCARD:
+            printer.line(f"discarded the pending task of {args.session}")
+            return EXIT_FINISHED
+
+
+async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int:
+    """Every pending task the daemon lists: one request, its pages as they come."""
+    tasks: list[PendingTask] = []
+    await client.send(
+        PendingRequest(PendingAction.LIST, prefix=prefix, limit=LIST_PAGE_MAX, all_pages=True)
+    )
+    while True:
+        frame = await client.receive()
+        while not isinstance(frame, PendingList | ErrorFrame):
+            frame = await client.receive()  # an event of another run: not ours to show
+        if isinstance(frame, ErrorFrame):
+            return _error_status(frame)
+        tasks += frame.tasks
+        if frame.next is None:
+            return _print_list(printer, tasks)
+
+
+async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    printer = Printer(args.json)
+    text = read_message(args.text) if args.action == "continue" else ""
+    client = await _connect_daemon(args, settings)
+    if client is not None:
+        async with client:
+            return await _sessions_via_daemon(args, printer, client, text)
+    async with _open(args, settings) as rt:
+        store = rt.store
+        if args.action == "list":
+            items: list[SessionItem] = []
+            cursor: str | None = None
+            while args.limit is None or len(items) < args.limit:
+                page = await store.sessions(args.prefix, limit=LIST_PAGE_MAX, cursor=cursor)
+                items += [session_item(info) for info in page.items]
+                if page.next is None:
+                    break
+                cursor = page.next
+            return _print_sessions(printer, items[: args.limit])
+        info = await store.session(args.session)
+        if info is None:
+            return _no_session(args.session)
+        if args.action == "rm":
+            await rt.executor.forget(args.session)
+            printer.line(f"removed session {args.session}")
+            return EXIT_FINISHED
+        if args.action == "show":
+            messages: list[SessionMessage] = []
+            after = -1
+            while True:
+                shown = await store.messages(args.session, after=after, limit=MESSAGES_PAGE_MAX)
+                messages += [session_message(m) for m in shown.items]
+                if shown.next is None:
+                    return _print_conversation(printer, session_item(info), messages)
+                after = int(shown.next)
+        run = partial(
+            rt.executor.run, args.session, text, owner="cli", workdir=Path(_workdir(args))
+        )
+        return await _drive_here(rt, printer, run)
+
+
+async def _sessions_via_daemon(
+    args: argparse.Namespace, printer: Printer, client: Client, text: str
+) -> int:
+    async def ask(request: SessionsRequest) -> DaemonFrame:
+        await client.send(request)
+        return await next_reply()
+
+    async def next_reply() -> DaemonFrame:
+        while True:
+            frame = await client.receive()
+            # An event of another run is not ours to show.
+            if isinstance(frame, SessionList | SessionMessages | Ack | ErrorFrame):
+                return frame
+
+    if args.action == "list":
+        # Without a limit, every page comes for one request; with one, a page at a time
+        # until there are enough.
+        items: list[SessionItem] = []
+        listing = SessionsRequest(
+            SessionsAction.LIST,
+            prefix=args.prefix,
+            limit=LIST_PAGE_MAX,
+            all_pages=args.limit is None,
+        )
+        listed = await ask(listing)
+        while True:
+            if isinstance(listed, ErrorFrame):
+                return _error_status(listed)
+            assert isinstance(listed, SessionList)
+            items += listed.sessions
+            if listed.next is None or (args.limit is not None and len(items) >= args.limit):
+                break
+            if listing.all_pages:
+                listed = await next_reply()
+            else:
+                listed = await ask(attrs.evolve(listing, cursor=listed.next))
+        return _print_sessions(printer, items[: args.limit])
+    if args.action == "rm":
+        done = await ask(SessionsRequest(SessionsAction.RM, args.session))
+        if isinstance(done, ErrorFrame):
+            return _error_status(done)
+        printer.line(f"removed session {args.session}")
+        return EXIT_FINISHED
+    messages: list[SessionMessage] = []
+    after = -1
+    while True:
+        # `continue` asks for one message only, to learn that the session is there.
+        limit = 1 if args.action == "continue" else MESSAGES_PAGE_MAX
+        shown = await ask(
+            SessionsRequest(SessionsAction.SHOW, args.session, after=after, limit=limit)
+        )
+        if isinstance(shown, ErrorFrame):
+            return _error_status(shown)
+        assert isinstance(shown, SessionMessages)
+        if args.action == "continue":
+            run = Run(text, args.session, cwd=_workdir(args))
+            return await _drive_daemon(client, printer, run, args.session)
+        messages += shown.messages
+        if shown.next is None:
+            return _print_conversation(printer, shown.session, messages)
+        after = shown.next
+
+
+def _open(args: argparse.Namespace, settings: Settings) -> Any:
+    settings.check_model()
+    return open_runtime(settings=settings, workdir=args.workdir)
+
+
+# -- configuration and keys --------------------------------------------------------
+
+
+def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    """``agentrt config show``: every setting, its value and where it came from."""
+    settings.check_model()
+    daemon = read_daemon_info(settings.state_dir.value)
+    if daemon is not None and not daemon.alive():
+        daemon = None
+    if args.json:
+        data = settings.as_json()
+        data["daemon"] = (
+            None
+            if daemon is None
+            else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
+        )
+        print(dumps(data, indent=2))
+        return EXIT_FINISHED
+    # Shown before the columns are measured (the output stream would show them anyway).
+    rows = [("SETTING", "VALUE", "FROM"), *(tuple(map(visible, r)) for r in settings.rows())]
+    key_width = max(len(r[0]) for r in rows)
+    value_width = min(max(len(r[1]) for r in rows), 48)
+    for key, value, source in rows:
+        print(f"{key:<{key_width}}  {value:<{value_width}}  {source}".rstrip())
+    provider = settings.provider
+    if provider is not None:
+        from ..models.configured import unsent
+
+        ignored = unsent(provider.name, model_options(settings))
+        if ignored:
+            print(
+                f"\nnote: the {provider.name} provider takes no {', '.join(ignored)}: "
+                "those settings are not sent with its requests"
+            )
+    if daemon is not None:
+        print(
+            f"\na daemon (pid {daemon.pid}) holds the state dir and runs tasks with the model "
+            f"{daemon.model} and approval policy {daemon.approval}; `agentrt run` and "
+            "`agentrt pending` go through it"
+        )
+    return EXIT_FINISHED
+
+
+def _cmd_fleet(args: argparse.Namespace, settings: Settings) -> int:
+    """``agentrt fleet status``: the daemons of the store's fleet, read from the database."""
+    url = settings.store.value
+    if url is None or not is_postgres(url):
+        raise ValueError(
+            "the store is not PostgreSQL, so there is no fleet: pass --store "
+            "postgresql://USER@HOST:PORT/DB (or set AGENTRT_STORE, or store in config.toml)"
+        )
+    from ..fleet.member import read_status
+
+    status = read_status(url)
+    if args.json:
+        print(dumps(status.as_json(), indent=2))
+        return EXIT_FINISHED
+    print(f"fleet of {status.location} (schema version {status.schema_version})")
+    if not status.members:
+        print("no daemon is in the fleet")
+    rows = [("DAEMON", "HOST", "PID", "HTTP", "HEARTBEAT", "LEASE", "TASKS")]
+    for m in status.members:
+        left = f"{m.lease_left:.1f}s left" if m.live else f"ran out {-m.lease_left:.1f}s ago"
+        rows.append(
+            (
+                m.id.rsplit(":", 1)[-1],
+                m.host,
+                str(m.pid),
+                m.http or "-",
+                f"{m.beat_age:.1f}s ago",
+                left,
+                str(len(m.leases)),
+            )
+        )
+    if status.members:
+        shown = [[visible(cell) for cell in row] for row in rows]  # measured as shown
+        widths = [max(len(r[i]) for r in shown) for i in range(len(shown[0]))]
+        for row in shown:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    leases = [(m.id.rsplit(":", 1)[-1], t) for m in status.members for t in m.leases]
+    if leases:
+        print("\nleases (running tasks):")
+        for member, lease in leases:
+            print(f"  {lease.session_id}  task {lease.task_hash or '-'}  held by {member}")
+    for lease in status.orphans:
+        print(f"  {lease.session_id}  task {lease.task_hash or '-'}  held by no daemon")
+    if status.disconnected:
+        print(
+            f"\n{status.disconnected} task(s) interrupted when their daemon's lease ran out "
+            "(cause disconnect): any daemon can resume them"
+        )
+    return EXIT_FINISHED
+
+
+def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
+    """``agentrt keys set|list|rm``: the key store of the state dir; values are never printed."""
+    keys = KeyStore.for_state_dir(state_dir)
+    if args.action == "list":
+        names = keys.names()
+        if args.json:
+            print(dumps({"keys": names}))
+        elif not names:
+            print(f"no keys stored (in {keys.path})")
+        else:
+            print("\n".join(names))
+        return EXIT_FINISHED
+    name = check_key_name(args.name)
+    if args.action == "rm":
+        if not keys.delete(name):
+            print(f"agentrt: no key {name} is stored", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"removed the key {name}")
+        return EXIT_FINISHED
+    value = _read_key_value(name)
+    prepare_state_dir(state_dir)
+    keys.put(name, value)
+    print(f"stored the key {name} ({len(value)} characters) in {keys.path}")
+    if os.environ.get(name, "").strip():
+        print(
+            f"note: {name} is set in this environment, and the environment comes first: "
+            "the stored key is used where it is not set",
+            file=sys.stderr,
+        )
+    return EXIT_FINISHED
+
+
+def _read_key_value(name: str) -> str:
+    """A key's value: typed without echo at a terminal, else all of standard input."""
+    if sys.stdin.isatty():
+        import getpass  # only at a terminal
+
+        value = getpass.getpass(f"{name} (typing is not shown): ")
+    else:
+        value = sys.stdin.read()
+    value = value.strip()
+    if not value:
+        raise ValueError(f"no value given for {name}; nothing was stored")
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"the value for {name} holds a line break; nothing was stored")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `agentrt` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "daemon":
+        from ..daemon import main as daemon_main
+
+        return daemon_main(argv[1:])
+    # Every other command's output is plain text for a person or JSON: control characters
+    # in it (a model's, a tool's, a web user's) are shown, never obeyed (`agentrt.vocab.terminal`).
+    with shown_output():
+        return _command(argv)
+
+
+def _command(argv: list[str]) -> int:
+    if argv and argv[0] == "token":
+        from ..http import token_main
+
+        return token_main(argv[1:])
+    if argv and argv[0] == "lab":
+        from .lab import main as lab_main
+
+        return lab_main(argv[1:])
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        if args.command == "keys":
+            # Keys live in the state dir only: a broken configuration file must not stand
+            # in the way of storing the key it lacks.
+            return _cmd_keys(args, args.state_dir or default_state_dir())
+        settings = load_settings(args)
+        if args.command == "config":
+            return _cmd_config(args, settings)
+        if args.command == "fleet":
+            return _cmd_fleet(args, settings)
+        command = {"run": _cmd_run, "sessions": _cmd_sessions}.get(args.command, _cmd_pending)
+        return trio.run(command, args, settings)
+    except BaseException as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        print(f"agentrt: {error}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(error, ValueError) else EXIT_FAILED
+
+
+def console_main() -> None:
+    """The `agentrt` console script: `main`, then an exit that skips the interpreter's teardown.
+
+    By the time `main` returns, the command's store is closed, its threads are
+    done and its output written; what is left, tearing down every module and
+    object one by one, took a quarter of `agentrt run hello`'s own time (some
+    15 ms). Output is flushed first; if that fails (a reader that went away)
+    the ordinary exit reports it. Anything but a normal return (``--help``, a
+    usage error, a bug's traceback) exits the ordinary way too.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code)
+
+
+def _user_error(exc: BaseException) -> Exception | None:
+    """The error to show the user, looking inside exception groups; None for a bug."""
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _user_error(sub)
+            if found is not None:
+                return found
+        return None
+    client = sys.modules.get("agentrt.client")  # if it was never loaded, none of its errors arose
+    if isinstance(
+        exc, (ExecutorError, StoreError, StateDirError, DaemonUnreachableError, ValueError)
+    ) or (client is not None and isinstance(exc, client.ClientError)):
+        return exc
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

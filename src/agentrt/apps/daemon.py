@@ -1,0 +1,224 @@
+"""``agentrt daemon``: `serve` a runtime on a socket, and the command that runs it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from ..config.options import (
+    MODEL_OPTIONS,
+    RETENTION_DAYS,
+    SOCKET,
+    STATE_DIR,
+    STORE,
+    WORKDIR,
+    shared_options,
+)
+from ..config.settings import Settings, bot_environ, load_settings, parse_host_port
+from ..config.statedir import DaemonLock, StateDirError, prepare_state_dir
+from ..core.errors import ModelNotConfiguredError, check_model_ready
+from ..core.runtime import Runtime, open_runtime
+from ..frontends.terminal.logs import configure_logging
+from ..frontends.terminal.paths import (
+    DaemonAlreadyRunningError,
+    SocketPathError,
+    default_socket_path,
+)
+from ..frontends.terminal.server import Daemon
+from ..store import StoreError
+from ..store.retention import Retention
+
+
+async def serve(
+    socket_path: Path,
+    runtime: Runtime,
+    *,
+    handle_signals: bool = False,
+    task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `runtime` on `socket_path` until cancelled or shut down.
+
+    Reports the `Daemon` through `task_status` once the socket accepts
+    connections. With `handle_signals`, SIGTERM and SIGINT shut it down
+    gracefully (a second signal stops it at once); this needs the main thread.
+    """
+    daemon = Daemon(runtime, Path(socket_path), handle_signals=handle_signals)
+    await daemon.serve(task_status=task_status)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrt daemon",
+        parents=[shared_options(SOCKET, STATE_DIR, STORE, *MODEL_OPTIONS, WORKDIR, RETENTION_DAYS)],
+        description=(
+            "Run agents for terminal windows (agenttui) over a Unix socket, and, when asked, "
+            "for the web page and the Telegram and Discord bots, all with one model. "
+            "Questions and confirmations of a run go back to the window that started it; "
+            "closing a window or stopping the daemon keeps unfinished tasks for a later "
+            "resume (/pending in agenttui)."
+        ),
+        epilog=(
+            "SIGTERM or Ctrl+C stops the daemon gracefully: runs end with cause 'shutdown' "
+            "and their pending tasks are kept. Settings come from the flags, the environment "
+            "and the configuration file, in that order: 'agentrt config show' prints them."
+        ),
+    )
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        type=_host_port,
+        default=None,
+        help="also serve the HTTP API and the web chat there, e.g. 127.0.0.1:8765 "
+        "(keep it on loopback; 'agentrt token' prints the token it needs; "
+        "config file: [http] listen)",
+    )
+    parser.add_argument(
+        "--telegram",
+        action="store_true",
+        default=None,
+        help="also run the Telegram bot (env AGENTRT_TELEGRAM_TOKEN or 'agentrt keys set "
+        "AGENTRT_TELEGRAM_TOKEN', AGENTRT_TELEGRAM_ALLOW; config file: [telegram])",
+    )
+    parser.add_argument(
+        "--discord",
+        action="store_true",
+        default=None,
+        help="also run the Discord bot (env AGENTRT_DISCORD_TOKEN or 'agentrt keys set "
+        "AGENTRT_DISCORD_TOKEN', AGENTRT_DISCORD_ALLOW; config file: [discord])",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every connection")
+    return parser
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the daemon in the foreground; return the process exit status."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        settings = load_settings(args)
+        settings.check_model()
+    except ValueError as exc:
+        print(f"agentrt daemon: {exc}", file=sys.stderr)
+        return 2
+    socket_path: Path = args.socket or default_socket_path()
+    state_dir = settings.state_dir.value
+    configure_logging(state_dir, verbose=args.verbose)
+    # One daemon per state dir, whatever its socket: taken before the store is opened,
+    # held until the process ends (the kernel drops it if the daemon dies).
+    lock = DaemonLock(state_dir)
+    try:
+        prepare_state_dir(state_dir)
+        lock.acquire(socket_path, settings.model.value, settings.approval.value.value)
+        status = trio.run(_amain, socket_path, settings, args.workdir, lock)
+    except (
+        DaemonAlreadyRunningError,
+        SocketPathError,
+        StateDirError,
+        StoreError,
+        ValueError,
+    ) as exc:
+        print(f"agentrt daemon: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        lock.release()
+    return status
+
+
+async def _amain(
+    socket_path: Path,
+    settings: Settings,
+    workdir: Path | None,
+    lock: DaemonLock | None = None,
+) -> int:
+    state_dir = settings.state_dir.value
+    http = settings.http.value
+    telegram = settings.bots["telegram"].enabled.value
+    discord = settings.bots["discord"].enabled.value
+    async with (
+        open_runtime(
+            settings=settings,
+            workdir=workdir,
+            protected_paths=[socket_path, socket_path.with_name(socket_path.name + ".lock")],
+        ) as runtime,
+        trio.open_nursery() as nursery,
+    ):
+        try:
+            check_model_ready(runtime.model)
+        except ModelNotConfiguredError as exc:
+            # Not fatal: a key stored later ('agentrt keys set') is used without a restart.
+            print(
+                f"agentrt daemon: warning: {exc}; runs are refused until then",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        days = settings.retention_days.value
+        if days is not None:
+            # The first prune is done before the socket accepts anyone.
+            await nursery.start(Retention(runtime.store, days).run)
+
+        async def daemon_then_stop(task_status: trio.TaskStatus[Daemon]) -> None:
+            await serve(socket_path, runtime, handle_signals=True, task_status=task_status)
+            nursery.cancel_scope.cancel()  # the daemon stopped: the HTTP server goes with it
+
+        await nursery.start(daemon_then_stop)
+        if lock is not None:
+            lock.mark_ready()  # from now on `agentrt` commands come here
+        print(f"agentrt daemon: listening on {socket_path}", file=sys.stderr, flush=True)
+        if runtime.fleet is not None:
+            print(
+                f"agentrt daemon: in the fleet of {runtime.store.location} as "
+                f"{runtime.fleet.member}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if http is not None:
+            from ..http import load_or_create_token, serve_http
+
+            host, port = http
+            token = load_or_create_token(state_dir)
+            bound = await nursery.start(partial(serve_http, runtime, host, port, token=token))
+            shown = f"[{host}]" if ":" in host else host
+            if runtime.fleet is not None:
+                runtime.fleet.http = f"{shown}:{bound}"  # for `agentrt fleet status`
+            print(
+                f"agentrt daemon: HTTP API and web chat on http://{shown}:{bound}/ "
+                "('agentrt token' prints the token)",
+                file=sys.stderr,
+                flush=True,
+            )
+        if telegram or discord:
+            from ..bots import ConfigError, run_bots
+
+            try:
+                await nursery.start(
+                    partial(
+                        run_bots,
+                        runtime.executor,
+                        telegram=telegram,
+                        discord=discord,
+                        environ=bot_environ(settings),
+                    )
+                )
+            except ConfigError as exc:
+                print(f"agentrt daemon: {exc}", file=sys.stderr, flush=True)
+                nursery.cancel_scope.cancel()
+                return 1
+            names = " and ".join(
+                n for n, on in (("Telegram", telegram), ("Discord", discord)) if on
+            )
+            print(f"agentrt daemon: {names} bot listening", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,1 @@
+"""Configuration: settings and options, the key and secret stores, the state directory."""

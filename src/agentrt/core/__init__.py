@@ -1,0 +1,1 @@
+"""The runtime's core: causes, the pending registry, the executor, policy and refusals."""

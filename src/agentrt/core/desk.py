@@ -1,0 +1,184 @@
+"""The desk: how a front-end takes the registry's questions, and how it refuses a request.
+
+Every front-end (a daemon connection, the HTTP server, a chat bot) does the
+same with the questions of its origin: it listens on the registry with its
+prefix (and its window), claims each question as it is asked, forwards it to
+its people, watches it until it is answered, withdrawn or failed, and answers
+it with what they reply once the reply fits. A `Desk` does all of that; the
+front-end gives it what is its own: how a question is shown (`forward`, and,
+when showing may wait on a slow service, `deliver`) and what is said once it
+is over (`closed`).
+
+Everything a desk starts lives in the nursery of `Desk.serve`, which the
+front-end runs in its own: one task claims, one task per open question
+watches it. `serve` returns once the listener is closed and every question it
+claimed is over (closing fails those not answered).
+
+`refusal` is the one table from what the runtime refuses a request for (an
+executor's error, a task store that failed, a question that no longer waits)
+to what each front-end answers: the HTTP status and code, the daemon's
+``error`` frame code, and the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final, Generic, TypeVar
+
+import attrs
+import trio
+
+from ..store import BadCursorError, StoreError
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from .errors import ExecutorError
+from .pending import (
+    AlreadyAnsweredError,
+    Answer,
+    ClosedListenerError,
+    Entry,
+    EntryGoneError,
+    EntryState,
+    Listener,
+    Registry,
+)
+
+T = TypeVar("T")
+
+
+@attrs.define(eq=False)
+class Desk(Generic[T]):
+    """One front-end's claim on its questions; make it with `Desk.open`.
+
+    `forward` shows a question just claimed, in the claiming turn and in the
+    order the questions were asked; it must not wait. What it returns is
+    kept with the question and handed to `deliver` and `closed`. `deliver`,
+    when given, is the part of showing that may wait (a chat service's send,
+    retried): it runs in the question's own task and returns once the question
+    is shown or over. `closed` is told the question's end state once it is
+    over, in the question's task, or earlier through `close_done`.
+    """
+
+    __repr__ = fields_repr
+
+    listener: Listener
+    forward: Callable[[Entry], T] = attrs.field(repr=False)
+    closed: Callable[[Entry, EntryState, T], Awaitable[None]] = attrs.field(repr=False)
+    deliver: Callable[[Entry, T], Awaitable[None]] | None = attrs.field(default=None, repr=False)
+    #: The questions forwarded and not yet closed, by id, with what `forward` returned.
+    _open: dict[str, tuple[Entry, T]] = attrs.field(factory=dict, init=False, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        registry: Registry,
+        prefix: str,
+        *,
+        name: str,
+        window: str | None = None,
+        forward: Callable[[Entry], T],
+        closed: Callable[[Entry, EntryState, T], Awaitable[None]],
+        deliver: Callable[[Entry, T], Awaitable[None]] | None = None,
+    ) -> Desk[T]:
+        """Listen on `registry` for the questions of `prefix` (and of `window`, if given)."""
+        listener = registry.listen(prefix, name=name, window=window)
+        return cls(listener, forward, closed, deliver)
+
+    def close(self, reason: str = "the listener closed") -> None:
+        """Stop claiming; every claimed question not answered fails (`Listener.close`)."""
+        self.listener.close(reason)
+
+    async def serve(self) -> None:
+        """Claim, forward and watch every question until the desk is closed and they are over."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                try:
+                    entry = await self.listener.claim()
+                except ClosedListenerError:
+                    return
+                shown = self.forward(entry)
+                self._open[entry.id] = (entry, shown)
+                nursery.start_soon(self._watch, entry, shown)
+
+    async def _watch(self, entry: Entry, shown: T) -> None:
+        if self.deliver is not None:
+            await self.deliver(entry, shown)
+        state = await entry.wait_done()
+        if self._open.pop(entry.id, None) is not None:
+            await self.closed(entry, state, shown)
+
+    async def close_done(self) -> None:
+        """Tell `closed` now of every forwarded question that is over.
+
+        Its watching task wakes a turn or more after the question settles; a
+        front-end that must say a question is over before what follows (a
+        run's next event) calls this first.
+        """
+        over = [(entry, shown) for entry, shown in self._open.values() if entry.done]
+        for entry, shown in over:
+            if self._open.pop(entry.id, None) is not None:
+                await self.closed(entry, entry.state, shown)
+
+    def find(self, entry_id: str) -> Entry | None:
+        """The forwarded question with this id, until `closed` was told it is over."""
+        found = self._open.get(entry_id)
+        return None if found is None else found[0]
+
+    def entries(self) -> list[Entry]:
+        """The questions forwarded and not yet closed, in the order they were claimed."""
+        return [entry for entry, _ in self._open.values()]
+
+    @staticmethod
+    def answer(
+        entry: Entry, answer: Answer, *, on_resumed: Callable[[], object] | None = None
+    ) -> None:
+        """Answer `entry` with `answer` if it fits (`Request.check`).
+
+        Raises `BadAnswerError` for an answer that does not fit, `EntryGoneError`
+        when the run that asked stopped meanwhile, `AlreadyAnsweredError` when it
+        was answered already; `on_resumed` is as in `Entry.answer`.
+        """
+        entry.answer(entry.check(answer), on_resumed=on_resumed)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@attrs.frozen
+class Refusal:
+    """How every front-end refuses a request: its HTTP status and code, its frame code, why."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    #: The ``code`` of an HTTP API error.
+    code: str
+    http_status: int
+    #: The ``code`` of the daemon's ``error`` frame (a value of `agentrt.frames.ErrorCode`).
+    frame_code: str
+    message: str
+
+
+#: What a front-end refuses a request for, with the rest of its refusal. An executor's
+#: error carries its own codes (`agentrt.core.errors`). A window answering a question that no
+#: longer waits is told ``not_found``, as for one it never had.
+_TABLE: Final[dict[type[Exception], tuple[str, int, str, Callable[[Exception], str]]]] = {
+    BadCursorError: ("bad_query", 400, "invalid", str),
+    StoreError: ("store_error", 500, "failed", lambda exc: f"the task store failed: {exc}"),
+    AlreadyAnsweredError: ("already_answered", 409, "not_found", str),
+    EntryGoneError: ("question_gone", 410, "not_found", str),
+}
+
+#: Every error `refusal` answers for: catch these, and refuse with `refusal`.
+REFUSED: Final[tuple[type[Exception], ...]] = (ExecutorError, *_TABLE)
+
+
+def refusal(exc: Exception) -> Refusal:
+    """How to refuse the request that failed with `exc`, one of `REFUSED`."""
+    if isinstance(exc, ExecutorError):
+        return Refusal(exc.code, exc.http_status, exc.frame_code, str(exc))
+    for kind in type(exc).__mro__:
+        if kind in _TABLE:
+            code, status, frame_code, message = _TABLE[kind]
+            return Refusal(code, status, frame_code, message(exc))
+    raise TypeError(f"{type(exc).__name__} is not a refusal; see REFUSED")

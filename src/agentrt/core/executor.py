@@ -1,0 +1,760 @@
+"""The executor: starts runs, makes their task hashes, applies cancels with causes.
+
+`Executor.run` makes the task hash and registers the run's cancel *before* the
+run emits its first event (which carries the hash), so a cancel works from the
+first event on. Every run ends with exactly one `RunEnded` event. How it ended
+(`Outcome`) and, when it was stopped, why (`Cause`, said by `_ending_cause`)
+decide what happens to the session's pending task: `agentrt.vocab.terms.SETTLE`
+maps the pair to a `Settle`, and `Executor._conclude` does what it says.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import attrs
+import trio
+
+from ..agent.config import AgentConfig
+from ..agent.loop import AgentRun, Emit
+from ..models.messages import Message, Model, ModelError, Role
+from ..store import Queued, Store, StoreError, TaskExistsError, TaskTakenError
+from ..store.record import (
+    AnswerEffects,
+    SavedQuestion,
+    TaskRecord,
+    apply_answer,
+    reissue_note,
+    unanswered_calls,
+)
+from ..vocab.events import Outcome, RunEnded, TaskStarted
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import SETTLE, Settle, TaskStatus
+from .cause import Cause, CauseScope, cause_of
+from .context import RequestContext, bind_context
+from .errors import BadAnswerError as BadAnswerError
+from .errors import BadSessionIdError as BadSessionIdError
+from .errors import BadWorkdirError as BadWorkdirError
+from .errors import ExecutorError as ExecutorError
+from .errors import ModelNotConfiguredError as ModelNotConfiguredError
+from .errors import NoPendingTaskError as NoPendingTaskError
+from .errors import NotOwnerError as NotOwnerError
+from .errors import PendingTaskExistsError as PendingTaskExistsError
+from .errors import SessionBusyError as SessionBusyError
+from .errors import UnknownSessionError as UnknownSessionError
+from .errors import UnknownTaskError as UnknownTaskError
+from .errors import check_model_ready
+from .pending import Registry
+from .process import token_alive, token_pid
+
+log = logging.getLogger("agentrt.executor")
+
+#: How long the bookkeeping after a cancelled run may take before it is abandoned.
+_CLEANUP_SECONDS = 10.0
+_MAX_SESSION_ID = 128
+
+
+def check_workdir(path: Path | str) -> Path:
+    """`path` resolved, if it is an existing folder; raise `BadWorkdirError` saying why not."""
+    folder = Path(path)
+    if not folder.is_absolute():
+        raise BadWorkdirError(f"the working directory {str(path)!r} must be an absolute path")
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise BadWorkdirError(f"the working directory {str(path)!r} is not an existing folder")
+    return folder
+
+
+def check_session_id(session_id: str) -> str:
+    """Return `session_id` if usable; raise `BadSessionIdError` saying why not."""
+    if not session_id or len(session_id) > _MAX_SESSION_ID:
+        raise BadSessionIdError(f"a session id must be 1 to {_MAX_SESSION_ID} characters")
+    if not session_id.isprintable() or any(c.isspace() for c in session_id):
+        raise BadSessionIdError(
+            f"session id {session_id!r} must be printable and contain no spaces"
+        )
+    return session_id
+
+
+def new_task_hash() -> str:
+    """A fresh task hash: 12 hex digits."""
+    return os.urandom(6).hex()
+
+
+@attrs.frozen
+class TaskInfo:
+    """A running task: what a cancel must name, and who may cancel it."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    task_hash: str
+    session_id: str
+    owner: object = attrs.field(repr=False)
+    window_hash: str | None
+
+
+@attrs.define(eq=False)
+class _Running:
+    __repr__ = fields_repr
+    info: TaskInfo
+    scope: CauseScope = attrs.field(factory=CauseScope)
+    #: Set when the task was discarded while this run worked on it.
+    discarded: bool = False
+
+
+@attrs.frozen
+class ExecutorStatistics:
+    """Running tasks, and sessions with tools allowed for the session."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    running: int
+    sessions_with_allowances: int
+
+
+@attrs.define(eq=False)
+class Executor:
+    """Runs sessions' tasks against one model, registry, store and configuration."""
+
+    __repr__ = fields_repr
+
+    registry: Registry
+    store: Store
+    model: Model
+    config: AgentConfig
+    _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
+    _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
+    _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
+    #: What this process's runs are recorded with as their runner (the store says).
+    _token: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._token = self.store.runner
+
+    # -- starting ---------------------------------------------------------
+
+    async def run(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        owner: object,
+        emit: Emit,
+        window_hash: str | None = None,
+        workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
+    ) -> RunEnded:
+        """Run `text` as a new task of `session_id`; return the final event.
+
+        Awaited directly, it returns when the run has ended. Started with
+        ``info = await nursery.start(partial(executor.run, ...))`` it returns
+        the run's `TaskInfo` as soon as `TaskStarted` is out (a cancel naming
+        the hash works from then on) and the run goes on in the nursery; the
+        errors below are then raised by ``nursery.start``. After that first
+        event nothing but a cancel from outside escapes: every ending, a store
+        that fails included, is told by the final `RunEnded`.
+
+        Tools work in `workdir` (default: the configuration's), and so does any
+        later resume of the task. Raises `PendingTaskExistsError` if the session
+        has a pending task (resume or discard it first), `SessionBusyError` if it
+        is running, `BadWorkdirError` if `workdir` is not a folder and
+        `ModelNotConfiguredError` (before any task exists) if the model lacks its key.
+        """
+        check_session_id(session_id)
+        check_model_ready(self.model)
+        folder = check_workdir(workdir) if workdir is not None else None
+        running = self._register(session_id, owner, window_hash)
+        try:
+            # A stored secret typed into the message is saved as its name; the run itself
+            # reads the message as typed.
+            said = self.config.redactor.redact(text)
+            record = TaskRecord(
+                session_id,
+                said,
+                (Message.user(said),),
+                window_hash=window_hash,
+                task_hash=running.info.task_hash,
+                runner=self._token,
+                workdir=str(folder) if folder is not None else None,
+            )
+            try:
+                history = await self.store.create(record)
+            except TaskExistsError as exc:
+                raise PendingTaskExistsError(str(exc)) from None
+            return await self._drive(
+                running,
+                record,
+                history,
+                emit,
+                resumed=False,
+                live=(Message.user(text),),
+                task_status=task_status,
+            )
+        finally:
+            self._unregister(running)
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        owner: object,
+        emit: Emit,
+        answer: str | None = None,
+        window_hash: str | None = None,
+        workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
+    ) -> RunEnded:
+        """Resume the pending task of `session_id`, optionally answering its saved question.
+
+        Started and ended as `run` is. Committed tool calls are not run again. The task is re-bound to
+        `window_hash`, so its questions reach the window that resumed it. It
+        works in the folder it recorded; a task that recorded none is given
+        `workdir` (when set), and keeps it from then on. A model that lacks its
+        key is refused (`ModelNotConfiguredError`) before the task is touched.
+        """
+        check_session_id(session_id)
+        check_model_ready(self.model)
+        folder = check_workdir(workdir) if workdir is not None else None
+        running = self._register(session_id, owner, window_hash)
+        try:
+            effects: list[AnswerEffects] = []
+
+            def change(record: TaskRecord) -> TaskRecord:
+                # Runs inside the store's transaction: a bad answer raises and writes nothing.
+                self._check_not_running_elsewhere(record)
+                effect = AnswerEffects()
+                if answer is not None:
+                    record, effect = apply_answer(record, answer)
+                effects.append(effect)
+                return record.evolve(
+                    status=TaskStatus.RUNNING,
+                    cause=None,
+                    error=None,
+                    window_hash=window_hash,
+                    task_hash=running.info.task_hash,
+                    runs=record.runs + 1,
+                    runner=self._token,
+                    workdir=record.workdir
+                    if record.workdir is not None or folder is None
+                    else str(folder),
+                )
+
+            loaded = await self.store.update(session_id, change)
+            if loaded is None:
+                raise NoPendingTaskError(f"session {session_id} has no pending task")
+            record, history = loaded
+            effect = effects[-1]
+            if effect.allow is not None:
+                self._allow.setdefault(session_id, set()).add(effect.allow)
+            return await self._drive(
+                running,
+                record,
+                history,
+                emit,
+                resumed=True,
+                answered=effect,
+                task_status=task_status,
+            )
+        finally:
+            self._unregister(running)
+
+    async def discard(self, session_id: str) -> bool:
+        """Throw a session's pending task away (a user-cancel); True if there was one.
+
+        A running task of the session is cancelled with `Cause.USER_CANCEL`. A
+        task another live agentrt process is running is refused
+        (`SessionBusyError`), checked in the same store transaction as the
+        delete. A record too damaged to read can still be discarded.
+        """
+        check_session_id(session_id)
+        running = self._sessions.get(session_id)
+        if running is not None:
+            running.discarded = True
+            running.scope.cancel(Cause.USER_CANCEL)
+            return await self.store.delete(session_id)
+
+        def check(status: str, runner: str | None) -> None:
+            self._check_runner(session_id, status, runner)
+
+        return await self.store.delete(session_id, check)
+
+    async def forget(self, session_id: str) -> None:
+        """Delete a finished session: its conversation and every message of it.
+
+        Raises `SessionBusyError` while a run of the session goes on,
+        `PendingTaskExistsError` (deleting nothing) while it has a pending task
+        (resume or discard that first), and `UnknownSessionError` when there
+        is no such session.
+        """
+        check_session_id(session_id)
+        if session_id in self._sessions:
+            raise SessionBusyError(f"session {session_id} is running; stop it first")
+        try:
+            found = await self.store.forget(session_id)
+        except TaskExistsError as exc:
+            raise PendingTaskExistsError(str(exc)) from None
+        if not found:
+            raise UnknownSessionError(f"no session {session_id}")
+        self._allow.pop(session_id, None)
+
+    def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
+        """Refuse a task that another live agentrt process is running right now."""
+        self._check_runner(record.session_id, record.status.value, record.runner)
+
+    def _check_held(self, status: str, runner: str | None) -> None:
+        """Refuse a run's own delete of a task that another runner took over meanwhile."""
+        if runner is not None and runner != self._token:
+            raise TaskTakenError(
+                "the pending task was taken over by another runner; it is left to that one"
+            )
+
+    def _check_runner(self, session_id: str, status: str, runner: str | None) -> None:
+        if (
+            status == TaskStatus.RUNNING.value
+            and runner is not None
+            and runner != self._token
+            and token_alive(runner)
+        ):
+            raise SessionBusyError(
+                f"session {session_id} is running in another agentrt process "
+                f"(pid {token_pid(runner)}); pause or stop it there first"
+            )
+
+    # -- cancelling -------------------------------------------------------
+
+    def cancel(self, task_hash: str, cause: Cause, *, owner: object | None = None) -> TaskInfo:
+        """Cancel a running task with `cause`; with `owner`, only that owner's task.
+
+        Raises `UnknownTaskError` for a hash that is unknown or finished and
+        `NotOwnerError` for another owner's task.
+        """
+        running = self._tasks.get(task_hash)
+        if running is None:
+            raise UnknownTaskError(f"no running task {task_hash!r}: unknown or already finished")
+        if owner is not None and running.info.owner is not owner:
+            raise NotOwnerError(f"task {task_hash!r} was not started by this client")
+        running.scope.cancel(cause)
+        return running.info
+
+    def cancel_from(self, task_hash: str, cause: Cause, kind: str | None) -> TaskInfo:
+        """Cancel a running task for a front-end of another daemon of the fleet.
+
+        `kind` names the front-end that asked (`owner_kind`); as on one daemon,
+        it may stop only the tasks a front-end of its kind started here (None:
+        any, as the owner's own command may). Raises as `cancel` does.
+        """
+        running = self._tasks.get(task_hash)
+        if running is None:
+            raise UnknownTaskError(f"no running task {task_hash!r}: unknown or already finished")
+        if kind is not None and owner_kind(running.info.owner) != kind:
+            raise NotOwnerError(f"task {task_hash!r} was not started by this client")
+        running.scope.cancel(cause)
+        return running.info
+
+    def cancel_owner(self, owner: object, cause: Cause) -> int:
+        """Cancel every task `owner` started (a closed connection); return how many."""
+        hit = [r for r in self._tasks.values() if r.info.owner is owner]
+        for running in hit:
+            running.scope.cancel(cause)
+        return len(hit)
+
+    def cancel_all(self, cause: Cause) -> int:
+        """Cancel every running task (shutdown); return how many."""
+        for running in self._tasks.values():
+            running.scope.cancel(cause)
+        return len(self._tasks)
+
+    def running(self, owner: object | None = None) -> list[TaskInfo]:
+        """The running tasks, all or one owner's."""
+        return [r.info for r in self._tasks.values() if owner is None or r.info.owner is owner]
+
+    def is_running(self, session_id: str) -> bool:
+        """Whether a run of `session_id` is going on."""
+        return session_id in self._sessions
+
+    def statistics(self) -> ExecutorStatistics:
+        """Counts of running tasks and session allowances."""
+        return ExecutorStatistics(len(self._tasks), len(self._allow))
+
+    # -- internals --------------------------------------------------------
+
+    def _register(self, session_id: str, owner: object, window_hash: str | None) -> _Running:
+        if session_id in self._sessions:
+            raise SessionBusyError(f"session {session_id} is running; cancel or pause it first")
+        task_hash = new_task_hash()
+        while task_hash in self._tasks:
+            task_hash = new_task_hash()
+        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash))
+        self._tasks[task_hash] = running
+        self._sessions[session_id] = running
+        return running
+
+    def _unregister(self, running: _Running) -> None:
+        self._tasks.pop(running.info.task_hash, None)
+        if self._sessions.get(running.info.session_id) is running:
+            del self._sessions[running.info.session_id]
+
+    async def _drive(
+        self,
+        running: _Running,
+        record: TaskRecord,
+        history: tuple[Message, ...],
+        emit: Emit,
+        *,
+        resumed: bool,
+        answered: AnswerEffects | None = None,
+        live: tuple[Message, ...] = (),
+        task_status: trio.TaskStatus[TaskInfo],
+    ) -> RunEnded:
+        info = running.info
+        agent = self._agent(
+            running, record, history, emit, resumed, answered or AnswerEffects(), live
+        )
+        with bind_context(RequestContext(info.session_id, info.window_hash, info.task_hash)):
+            # create() / update() persisted the record as RUNNING already. The first event
+            # goes out whatever happens next: a cancel that arrived while the record was
+            # being written still finds a run that said it started.
+            await self._emit_first(emit, _task_started(info, record, resumed))
+            task_status.started(info)
+            text: str | None = None
+            question: SavedQuestion | None = None
+            try:
+                with running.scope:
+                    text, question = await agent.drive()
+            except BaseException as exc:
+                ending, again = _classify_failure(running, exc)
+                if ending is None:
+                    raise  # KeyboardInterrupt, SystemExit: not ours to handle
+                if ending.outcome is Outcome.FAILED:
+                    log.warning(
+                        "run %s of %s failed: %s", info.task_hash, info.session_id, ending.error
+                    )
+                ended = await self._conclude(emit, agent, history, ending)
+                if again:
+                    raise  # an outer cancel is under way: do not swallow it
+                return ended
+            return await self._conclude(
+                emit, agent, history, _classify_return(running, text, question)
+            )
+
+    def _agent(
+        self,
+        running: _Running,
+        record: TaskRecord,
+        history: tuple[Message, ...],
+        emit: Emit,
+        resumed: bool,
+        answered: AnswerEffects,
+        live: tuple[Message, ...] = (),
+    ) -> AgentRun:
+        info = running.info
+        config = self.config
+        if record.workdir is not None:
+            config = attrs.evolve(config, workdir=Path(record.workdir))
+        return AgentRun(
+            model=self.model,
+            registry=self.registry,
+            config=config,
+            emit=emit,
+            task_hash=info.task_hash,
+            snapshot=record,
+            store=self.store,
+            history=history,
+            session_allow=self._allow.setdefault(info.session_id, set()),
+            preapproved=set(answered.approved),
+            prefilled=dict(answered.prefilled),
+            resumed=resumed,
+            live=list(live),
+        )
+
+    async def _conclude(
+        self, emit: Emit, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+    ) -> RunEnded:
+        """Do what `SETTLE` says for the run's ending, then emit the final event.
+
+        A stop that keeps the task waits for nothing: every commit saved the
+        record already, so only its status and cause change, queued now and
+        awaited after the final event. Every other ending is written shielded
+        from outside cancels: a cancel with a cause is caught by the run's own
+        scope, and if the process starts shutting down right then, the write
+        must still reach the store, or the task would be left marked as
+        running. That write is bounded: past the limit the task is left as it
+        stands (kept, since its record exists); a store that fails leaves it so
+        too. The final event is not shielded: a caller that is itself being
+        cancelled (a connection going away) is not waited on to hear it.
+        """
+        label: Queued[bool] | None = None
+        settle = SETTLE[(ending.outcome, ending.cause)]
+        if settle is Settle.KEEP_INTERRUPTED:
+            try:
+                ended, label = self._keep_interrupted(agent, ending)
+            except StoreError as exc:
+                ended = self._unsaved(agent, f"the outcome of the run could not be saved: {exc}")
+                log.error("run %s: %s", agent.task_hash, ended.error)
+        else:
+            ended = self._unsaved(
+                agent, f"the outcome of the run could not be saved within {_CLEANUP_SECONDS:g}s"
+            )
+            with _bounded_shield(_CLEANUP_SECONDS) as timeout:
+                try:
+                    ended = await self._settle(settle, agent, history, ending)
+                except StoreError as exc:
+                    ended = self._unsaved(
+                        agent, f"the outcome of the run could not be saved: {exc}"
+                    )
+                    log.error("run %s: %s", agent.task_hash, ended.error)
+            if timeout.cancelled_caught:
+                log.error("run %s: %s", agent.task_hash, ended.error)
+        await self._emit_final(emit, ended)
+        if label is not None:
+            # Let whoever reads the final event (a connection writing it to its peer) go
+            # first: the store's thread, woken by the wait below, would compete with it.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            # The kept task's new status, queued before the final event went out: a call
+            # made after that event (a resume, a listing) is queued after it and sees it.
+            with _bounded_shield(_CLEANUP_SECONDS):
+                try:
+                    await label.wait()
+                except StoreError as exc:
+                    log.error("run %s: its status could not be saved: %s", agent.task_hash, exc)
+        # The outcome is safe: now let a cancel from outside through.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return ended
+
+    @staticmethod
+    def _unsaved(agent: AgentRun, error: str) -> RunEnded:
+        """The ending of a run whose outcome the store did not take: its record stays as it was."""
+        return RunEnded(
+            agent.task_hash,
+            agent.snapshot.session_id,
+            Outcome.FAILED,
+            error=error,
+            pending_kept=True,
+        )
+
+    async def _settle(
+        self, settle: Settle, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+    ) -> RunEnded:
+        """Tell the store `settle` (any but `Settle.KEEP_INTERRUPTED`); the final event."""
+        task_hash, session_id = agent.task_hash, agent.snapshot.session_id
+        if settle is Settle.DELETE:
+            return await self._delete(agent, ending)
+        if settle is Settle.KEEP_FAILED:
+            return await self._keep_failed(agent, ending)
+        if settle is Settle.KEEP_QUESTION:
+            # The round saved the question with the task already: nothing to write.
+            await trio.lowlevel.checkpoint()
+            return RunEnded(
+                task_hash,
+                session_id,
+                ending.outcome,
+                question=ending.question,
+                pending_kept=True,
+            )
+        # The saved form: what the store adds now is redacted as every commit was.
+        await self.store.finish(
+            session_id,
+            [*history, *agent.snapshot.transcript],
+            agent.snapshot.window_hash,
+            runner=self._token,
+        )
+        return RunEnded(task_hash, session_id, ending.outcome, text=ending.text)
+
+    def _keep_interrupted(self, agent: AgentRun, ending: _Ending) -> tuple[RunEnded, Queued[bool]]:
+        """A stop that keeps the task: (its final event, the status write queued for it)."""
+        record = agent.snapshot
+        label = self.store.mark_nowait(
+            record.session_id,
+            TaskStatus.INTERRUPTED,
+            cause=ending.cause,
+            lost_words=agent.uncommitted_words,
+            runner=self._token,
+        )
+        # A call whose full arguments were past what a task keeps cannot run on resume:
+        # the stop says which, so nobody expects it to.
+        ended = RunEnded(
+            agent.task_hash,
+            record.session_id,
+            ending.outcome,
+            cause=ending.cause,
+            error=reissue_note(record),
+            pending_kept=True,
+        )
+        return ended, label
+
+    async def _delete(self, agent: AgentRun, ending: _Ending) -> RunEnded:
+        """A user-cancel: the task is deleted (unless a discard of it did that already)."""
+        record = agent.snapshot
+        running = self._sessions.get(record.session_id)
+        if running is None or not running.discarded:  # else the discard deleted it already
+            await self.store.delete(record.session_id, self._check_held)
+        return RunEnded(
+            agent.task_hash,
+            record.session_id,
+            ending.outcome,
+            cause=ending.cause,
+            pending_kept=False,
+        )
+
+    async def _keep_failed(self, agent: AgentRun, ending: _Ending) -> RunEnded:
+        record = agent.snapshot
+        error = ending.error
+        assert error is not None  # a failure says what failed
+        kept = True
+        try:
+            await self.store.mark(
+                record.session_id,
+                TaskStatus.FAILED,
+                error=error,
+                lost_words=agent.uncommitted_words,
+                runner=self._token,
+            )
+        except StoreError as exc:
+            log.error("could not keep the pending task of %s: %s", record.session_id, exc)
+            kept = False
+            error = f"{error}; and the pending task could not be saved: {exc}"
+        return RunEnded(
+            agent.task_hash, record.session_id, ending.outcome, error=error, pending_kept=kept
+        )
+
+    async def _emit_first(self, emit: Emit, started: TaskStarted) -> None:
+        """Emit `TaskStarted`, shielded (and bounded) so that no cancel can skip it."""
+        with _bounded_shield(_CLEANUP_SECONDS):
+            try:
+                await emit(started)
+            except Exception as exc:  # the receiver went away; the run still settles
+                log.info("first event of %s not delivered: %s", started.task_hash, exc)
+
+    async def _emit_final(self, emit: Emit, ended: RunEnded) -> None:
+        # The task is over before anyone hears so: a client that resumes the session the
+        # moment it sees the final event must not find it still running.
+        running = self._tasks.get(ended.task_hash)
+        if running is not None:
+            self._unregister(running)
+        try:
+            await emit(ended)
+        except Exception as exc:  # the receiver went away; the outcome is already persisted
+            log.info("final event of %s not delivered: %s", ended.task_hash, exc)
+
+
+def owner_kind(owner: object) -> str | None:
+    """The kind of front-end an owner of runs is (its ``kind``: ``"http"``...), or None."""
+    kind = getattr(owner, "kind", None)
+    return kind if isinstance(kind, str) else None
+
+
+def _bounded_shield(seconds: float) -> trio.CancelScope:
+    """A scope shielded from outside cancels that gives up by itself after `seconds`.
+
+    One scope where a shield and a `move_on_after` would take two.
+    """
+    return trio.CancelScope(shield=True, deadline=trio.current_time() + seconds)
+
+
+def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStarted:
+    """The first event; on a resume it says what the stop cost."""
+    if not resumed:
+        return TaskStarted(info.task_hash, info.session_id)
+    kept = sum(1 for m in record.transcript if m.role is Role.TOOL)
+    rerun = sum(1 for c in record.unanswered_calls() if record.attempts_of(c.id) > 0)
+    for journal in record.subagents.values():  # and inside its subagents
+        started = {k for k, n in journal.attempts.items() if n > 0}
+        rerun += sum(1 for c in unanswered_calls(journal.transcript) if c.id in started)
+    return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
+
+
+def _check_ending(self: _Ending, _: attrs.Attribute[Cause | None], cause: Cause | None) -> None:
+    if (self.outcome, cause) not in SETTLE:
+        raise ValueError(f"no run ends {self.outcome.value} with cause {cause}")
+
+
+@attrs.frozen
+class _Ending:
+    """How a run ended, as classified before the store is told (see `Executor._conclude`).
+
+    Its (outcome, cause) is one of `SETTLE`'s: a cancelled run has a cause, no other has.
+    """
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    outcome: Outcome
+    cause: Cause | None = attrs.field(default=None, validator=_check_ending)
+    error: str | None = None
+    text: str | None = None
+    #: The prompt of the question a parked run saved.
+    question: str | None = None
+
+
+def _ending_cause(running: _Running, exc: BaseException | None = None) -> Cause:
+    """Why a cancelled run stopped: the one place the cause of an ending is said.
+
+    A discard of the run's task makes it a user-cancel, whatever stopped the run
+    first: the task is gone. Otherwise the first cause the run's scope was
+    given; else the one the `Cancelled` it raised (`exc`) carries; else a
+    shutdown (a nursery above the run was cancelled).
+    """
+    if running.discarded:
+        return Cause.USER_CANCEL
+    carried = cause_of(exc) if exc is not None else None
+    return running.scope.cause or carried or Cause.SHUTDOWN
+
+
+def _classify_return(
+    running: _Running, text: str | None, question: SavedQuestion | None
+) -> _Ending:
+    """The ending of a run whose agent returned (or whose own scope caught a cancel)."""
+    if running.scope.cancelled_caught:
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running))
+    if question is not None:
+        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt)
+    return _Ending(Outcome.FINISHED, text=text)
+
+
+def _classify_failure(running: _Running, exc: BaseException) -> tuple[_Ending | None, bool]:
+    """The ending of a run whose agent raised `exc`, and whether `exc` must propagate after it.
+
+    None for an exception that is not the run's to settle (KeyboardInterrupt,
+    SystemExit). A cancel from outside the run (the process shutting down) keeps
+    the task and propagates. Any error keeps it too: as the failure it is, or as
+    the cancel the run's own scope was given, when the error came of that cancel.
+    """
+    cancelled, rest = _split(exc, trio.Cancelled)
+    if rest is None:
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), True
+    errors, _ = _split(exc, Exception)
+    if errors is None:
+        return None, True
+    if running.scope.cause is not None:
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), False
+    return _Ending(Outcome.FAILED, error=_describe(_first_leaf(errors))), cancelled is not None
+
+
+def _split(
+    exc: BaseException, kind: type[BaseException]
+) -> tuple[BaseException | None, BaseException | None]:
+    """`exc` split into what is of `kind` and the rest, groups or not (`BaseExceptionGroup.split`)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(kind)
+    return (exc, None) if isinstance(exc, kind) else (None, exc)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of what ended a run, for the user."""
+    if isinstance(exc, ModelError):
+        return f"model error: {exc}"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text

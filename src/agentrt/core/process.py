@@ -1,0 +1,70 @@
+"""Which process runs a task: a token that survives pid reuse.
+
+The executor's own bookkeeping knows the runs of its process only. A second
+agentrt process on the same state directory (the `agentrt` command next to a
+daemon) must not resume or discard a task the first one is running, yet must
+be able to resume one whose process died. The token is the pid plus the
+process's start time, so a crashed runner whose pid was reused by another
+program is not taken for alive.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def process_token(pid: int | None = None) -> str:
+    """The token of process `pid` (default: this one): ``"PID:START"``."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid)}"
+
+
+#: How the token of a member of a PostgreSQL fleet starts (see `agentrt.store.postgres`).
+FLEET_PREFIX = "fleet:"
+
+
+def token_alive(token: str) -> bool:
+    """Whether the process a token names is still running (and is the same process).
+
+    A fleet member's token (``fleet:...``) may name a process on another
+    machine: whether it lives is its lease's to say, in the database. The
+    fleet turns the running tasks of a member whose lease expired into
+    interrupted ones (`agentrt.fleet.member`), so a member still named as a running
+    task's runner is taken as alive.
+    """
+    if token.startswith(FLEET_PREFIX):
+        return True
+    pid_text, _, start = token.partition(":")
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, but another user's
+    return not start or _start_time(pid) == start
+
+
+def token_pid(token: str) -> str:
+    """The pid part of a token, for messages (a fleet member's: ``PID on HOST``)."""
+    if token.startswith(FLEET_PREFIX):
+        host, _, rest = token.removeprefix(FLEET_PREFIX).partition(":")
+        return f"{rest.partition(':')[0]} on {host}"
+    return token.partition(":")[0]

@@ -1,0 +1,300 @@
+"""Everything a process needs to run agents, opened and closed together."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..agent.config import AgentConfig
+from ..agent.guard import Redactor
+from ..agent.sandbox import Sandbox, tool_environment
+from ..agent.sudo import SudoVerifier, Verifier
+from ..agent.toolproc import ToolLedger
+from ..config.keystore import KeyStore
+from ..config.secrets import SecretStore
+from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
+from ..config.settings import Settings, check_base_url, find_api_key, model_options
+from ..config.settings import check_model_spec as check_model_spec
+from ..config.statedir import prepare_state_dir
+from ..models.messages import Model
+from ..models.scripted import ReplayModel, ScriptedModel
+from ..store import Store, is_postgres, open_store
+from ..vocab.locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
+from ..vocab.locations import default_socket_path
+from ..vocab.locations import default_state_dir as default_state_dir
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.terms import Approval
+from .executor import Executor
+from .pending import Registry
+from .policy import AccessPolicy
+
+if TYPE_CHECKING:
+    from ..fleet.member import Fleet
+    from ..models.options import ModelOptions
+
+
+class SandboxMissingError(ValueError):
+    """``full-auto`` was asked for where no sandbox can be had."""
+
+
+#: Whether this process has said that no sandbox could be had (it says so once).
+_told_missing = False
+
+
+def _tell_missing(sandbox: Sandbox) -> None:
+    global _told_missing
+    if _told_missing:
+        return
+    _told_missing = True
+    print(
+        f"agentrt: warning: no sandbox for tools: {sandbox.why}; every command and file write "
+        "is confirmed, and full-auto is refused (see docs/security.md)",
+        file=sys.stderr,
+    )
+
+
+def check_sandbox(sandbox: Sandbox, approval: Approval) -> None:
+    """Refuse `approval` ``full-auto`` without a sandbox (`SandboxMissingError`)."""
+    if sandbox.missing and approval is Approval.FULL_AUTO:
+        raise SandboxMissingError(
+            f"--approval full-auto needs the sandbox, and there is none: {sandbox.why}; "
+            "install bubblewrap, or use --approval ask or auto-edit (or, knowing that tools "
+            "then run with your full access, --sandbox off)"
+        )
+
+
+def _secret_values(settings: Settings | None, state_dir: Path) -> tuple[list[str], list[str]]:
+    """The variables (by name) and values a tool's environment must never hold."""
+    names: list[str] = []
+    values: list[str] = []
+    if settings is not None:
+        for provider in settings.providers.values():
+            names.append(provider.api_key_env.value)
+            values.append(provider.api_key.value or "")
+        for bot in settings.bots.values():
+            names.append(bot.token_env.value)
+            values.append(bot.token.value or "")
+    keys = KeyStore.for_state_dir(state_dir)
+    with contextlib.suppress(OSError, ValueError):
+        values += [keys.get(name) or "" for name in keys.names()]
+    return names, values
+
+
+def _tool_env(settings: Settings | None, state_dir: Path) -> dict[str, str]:
+    names, values = _secret_values(settings, state_dir)
+    return tool_environment(os.environ, names=names, values=values)
+
+
+def default_restricted() -> tuple[Path, ...]:
+    """`$AGENTRT_RESTRICTED` (colon-separated) or `DEFAULT_RESTRICTED`."""
+    raw = os.environ.get("AGENTRT_RESTRICTED")
+    paths = raw.split(":") if raw is not None else DEFAULT_RESTRICTED
+    return tuple(Path(p).expanduser().resolve() for p in paths if p)
+
+
+def _protected(state_dir: Path, extra: Sequence[Path]) -> tuple[Path, ...]:
+    """The agent's own folders, resolved: no tool may read or write inside them."""
+    socket = default_socket_path()
+    # The default socket lives in a folder of its own; a socket placed by hand (AGENTRT_SOCKET)
+    # may sit among the user's files, so only the socket itself is off-limits then.
+    dedicated = "AGENTRT_SOCKET" not in os.environ
+    folders = [state_dir, socket.parent if dedicated else socket, *extra]
+    return tuple(dict.fromkeys(Path(f).resolve() for f in folders))
+
+
+def make_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    secrets: SecretStore | None = None,
+    options: ModelOptions | None = None,
+) -> Model:
+    """A model from its spec: ``scripted``, ``replay:PATH``, ``openai:NAME``, ``anthropic:NAME``
+    or ``azure:DEPLOYMENT``.
+
+    An ``openai:`` or ``anthropic:`` model is a `agentrt.providers.ConfiguredModel`
+    built with `options`: its key is read at each request from the variable
+    ``options.api_key_env`` names (default ``OPENAI_API_KEY`` /
+    ``ANTHROPIC_API_KEY``), else the key store and secret store beside
+    `secrets`. Its base URL is `base_url`, else ``options.base_url``, else
+    ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, else the hosted API's.
+
+    Raises ValueError with the accepted forms for an unknown spec, and for a
+    base URL that is not an http(s) URL.
+    """
+    check_model_spec(spec)
+    if spec == "scripted":
+        return ScriptedModel()
+    if spec.startswith("replay:"):
+        return ReplayModel.from_file(spec.removeprefix("replay:"))
+    if spec.startswith("azure:"):
+        # An Azure deployment: its endpoint is the base URL, and it is required.
+        from ..models.providers import make_model as make_provider_model
+
+        return make_provider_model(
+            spec, base_url=base_url or (options.base_url if options else None), secrets=secrets
+        )
+    from ..models.options import ModelOptions as Options
+    from ..models.providers import ConfiguredModel
+
+    provider, _, name = spec.partition(":")
+    options = options or Options()
+    url = base_url or options.base_url
+    url = url or os.environ.get(f"{provider.upper()}_BASE_URL", "").strip() or None
+    if url is not None:
+        check_base_url(url)
+    options = attrs.evolve(options, base_url=url)
+    state_dir = secrets.path.parent if secrets is not None else None
+    variable = options.api_key_env or f"{provider.upper()}_API_KEY"
+
+    def find_key() -> str | None:
+        if state_dir is None:
+            return os.environ.get(variable, "").strip() or None
+        return find_api_key(provider, variable, state_dir).value
+
+    return ConfiguredModel(provider, name.strip(), options, find_key)
+
+
+@attrs.frozen
+class Runtime:
+    """The registry, store, secrets and executor of one process."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    state_dir: Path
+    registry: Registry
+    store: Store
+    secrets: SecretStore
+    executor: Executor
+    model: Model
+    #: Who may act on which session, for every front-end (see `agentrt.core.policy`).
+    policy: AccessPolicy = attrs.field(factory=AccessPolicy)
+    #: This process's part in a fleet of daemons, when the store is PostgreSQL.
+    fleet: Fleet | None = None
+
+
+@asynccontextmanager
+async def open_runtime(
+    state_dir: Path | None = None,
+    model_spec: str = "scripted",
+    *,
+    model: Model | None = None,
+    workdir: Path | None = None,
+    restricted_paths: Sequence[Path] | None = None,
+    verifier: Verifier | None = None,
+    base_url: str | None = None,
+    protected_paths: Sequence[Path] = (),
+    settings: Settings | None = None,
+    approval: Approval | None = None,
+    store: str | Path | None = None,
+    http: str | None = None,
+    lease: float | None = None,
+    sandbox: Sandbox | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open the task store and secrets under `state_dir` and build an executor.
+
+    The store is `store` (a ``postgresql://`` URL, or an SQLite file), else
+    the settings', else ``tasks.db`` in the state dir. On PostgreSQL the
+    process joins the fleet of daemons sharing it (`agentrt.fleet.member`) for as
+    long as the runtime is open, with a lease of `lease` seconds (else the
+    settings', else 10); `http` is the address it serves, for ``agentrt fleet
+    status``.
+
+    `model` overrides `model_spec`. With `settings` (`agentrt.config.settings.load_settings`),
+    the state dir, model, provider options, restricted paths and approval
+    policy come from them, unless given here. The store is closed on exit. Tools may
+    never read or write the state directory, the default daemon socket's
+    folder, or any of `protected_paths`. A state dir that others may enter is
+    tightened to 0700; one of another user is refused (`StateDirError`). Tool
+    process groups that a runner which has died left running are killed first.
+
+    Tool processes run in `sandbox` (else the settings' mode, found on this
+    machine; see `agentrt.agent.sandbox`), with an environment that holds no
+    credential. Where no sandbox can be had this says so once on standard
+    error, and ``full-auto`` is refused (`SandboxMissingError`).
+    """
+    options: ModelOptions | None = None
+    guarded: tuple[Path, ...] = ()
+    if sandbox is None:
+        sandbox = (
+            Sandbox.detect(settings.sandbox.value, network=settings.sandbox_network.value)
+            if settings is not None
+            else Sandbox.detect()
+        )
+    if settings is not None:
+        state_dir = state_dir if state_dir is not None else settings.state_dir.value
+        model_spec = settings.model.value
+        options = model_options(settings)
+        if restricted_paths is None:
+            restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
+        approval = approval if approval is not None else settings.approval.value
+        guarded = tuple(p.resolve() for p in settings.guarded_paths)
+        if store is None and settings.store.value is not None:
+            store = settings.store.value
+        if lease is None:
+            lease = settings.lease.value
+    state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+    check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
+    if sandbox.missing:
+        _tell_missing(sandbox)
+    prepare_state_dir(state_dir)
+    secrets = SecretStore(state_dir / "secrets")
+    if model is None:
+        model = make_model(model_spec, base_url=base_url, secrets=secrets, options=options)
+    # Tool processes a dead runner left behind must not go on to finish a call the resume
+    # will run again.
+    ledger = ToolLedger(state_dir / "tools")
+    ledger.reap()
+    if store is None:
+        store = state_dir / "tasks.db"
+    opened = await open_store(store, lease=lease, http=http)
+    try:
+        config = AgentConfig(
+            workdir=(workdir or Path.cwd()).resolve(),
+            secrets=secrets,
+            restricted_paths=tuple(restricted_paths)
+            if restricted_paths is not None
+            else default_restricted(),
+            verifier=verifier or SudoVerifier(ledger=ledger),
+            protected_paths=_protected(state_dir, protected_paths),
+            redactor=Redactor.for_state_dir(state_dir),
+            tool_ledger=ledger,
+            approval=approval if approval is not None else Approval.ASK,
+            guarded_paths=guarded,
+            sandbox=sandbox,
+            tool_env=_tool_env(settings, state_dir),
+        )
+        registry = Registry()
+        executor = Executor(registry=registry, store=opened, model=model, config=config)
+        runtime = Runtime(state_dir, registry, opened, secrets, executor, model)
+        if not is_postgres(store):
+            yield runtime
+            return
+        from ..fleet.member import Fleet
+        from ..store.postgres import PgStore
+
+        assert isinstance(opened, PgStore)
+        failure: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            fleet = Fleet(opened, executor, registry, http=http)
+            await nursery.start(fleet.run)
+            try:
+                yield attrs.evolve(runtime, fleet=fleet)
+            except BaseException as exc:
+                # Raised again as it came, not wrapped in the fleet's nursery's group.
+                failure = exc
+            nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+    finally:
+        await opened.aclose()

@@ -1,0 +1,1 @@
+"""The fleet: daemons sharing a PostgreSQL store, their leases and fencing."""

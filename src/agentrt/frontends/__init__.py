@@ -1,0 +1,1 @@
+"""The front-ends: peers that each take questions and runs to people."""

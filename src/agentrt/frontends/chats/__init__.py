@@ -1,0 +1,1 @@
+"""The chat front-ends: Telegram (origin ``tg-``) and Discord (origin ``dc-``)."""

@@ -1,0 +1,1 @@
+"""The terminal front-end: the daemon's Unix-socket server and its connections."""

@@ -1,0 +1,885 @@
+"""One client connection: a reader task, a handler per frame type, writes under one lock.
+
+A connection speaks for one window (the ``window`` of its hello). Runs it
+starts are bound to that window, so the registry routes their questions to
+this connection's ``cli-`` listener and nowhere else; it may cancel, answer
+and list only what belongs to that window. When it closes, its open
+questions fail, its runs are cancelled with `Cause.DISCONNECT` and their
+pending tasks are kept for a later resume.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeVar
+
+import attrs
+import trio
+
+from ...core.cause import Cause
+from ...core.desk import REFUSED, Desk, refusal
+from ...core.executor import NotOwnerError, SessionBusyError, TaskInfo, UnknownTaskError
+from ...core.pending import Answer, Entry, EntryState, NoAnswerComingError, RegistryError
+from ...core.policy import Actor
+from ...core.runtime import Runtime
+from ...protocol.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
+from ...protocol.frames import (
+    LIST_PAGE,
+    LIST_PAGE_MAX,
+    MESSAGES_PAGE,
+    MESSAGES_PAGE_MAX,
+    PROTOCOL_VERSION,
+    Ack,
+    AnswerFrame,
+    AskFrame,
+    AskWithdrawn,
+    Cancel,
+    ClientFrame,
+    DaemonFrame,
+    EndedFrame,
+    ErrorCode,
+    ErrorFrame,
+    Hello,
+    PendingAction,
+    PendingDetail,
+    PendingList,
+    PendingRequest,
+    Run,
+    Scope,
+    SessionList,
+    SessionMessages,
+    SessionsAction,
+    SessionsRequest,
+    Welcome,
+    frame_of,
+)
+from ...store import ListedTask, Page, SessionInfo, StoredTask, StoreError, UnreadableTask
+from ...vocab.events import Event, RunEnded
+from ...vocab.reprs import fields_repr
+from ...vocab.terms import TERMINAL
+from .framing import ask_frame, pending_detail, pending_task, session_item, session_message
+from .lifecycle import IllegalStepError, Lifecycle, Step
+
+log = logging.getLogger("agentrt.daemon")
+
+T = TypeVar("T")
+#: What a session's look-up finds (None: nothing), for `Connection._visible`.
+R = TypeVar("R", StoredTask | None, SessionInfo | None)
+
+#: The origin of every session a window runs.
+ORIGIN: Final = TERMINAL
+#: A write that takes longer than this means the client stopped reading; it is dropped.
+SEND_TIMEOUT: Final = 30.0
+#: Frames waiting to be written past this many bytes mean the same: the client is dropped.
+OUTBOX_LIMIT: Final = 16 * 1024 * 1024
+#: How long a closing connection goes on writing what it still has to send.
+FLUSH_SECONDS: Final = 1.0
+#: How long a closing connection waits for its cancelled runs to save their tasks.
+CLEANUP_TIMEOUT: Final = 10.0
+_RECEIVE_SIZE: Final = 65536
+#: Frames a window waits for: a reply to its request, its run's end, a question for its
+#: person. Once one is written, the daemon lets the window run first (see `send`).
+_AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
+    {
+        Welcome,
+        Ack,
+        ErrorFrame,
+        EndedFrame,
+        AskFrame,
+        PendingList,
+        PendingDetail,
+        SessionList,
+        SessionMessages,
+    }
+)
+#: Gives up the processor to another runnable process, if any (a no-op where it is missing).
+_yield_processor: Final[Callable[[], None]] = getattr(os, "sched_yield", lambda: None)
+_MAX_WINDOW: Final = 128
+
+
+def new_session_id() -> str:
+    """A fresh ``cli-`` session id."""
+    return ORIGIN + os.urandom(6).hex()
+
+
+@attrs.define(eq=False)
+class RunCounter:
+    """Counts runs in flight so their owner can wait until none is left."""
+
+    __repr__ = fields_repr
+
+    count: int = attrs.field(default=0, init=False)
+    _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._idle.set()
+
+    def enter(self) -> None:
+        """A run started."""
+        if self.count == 0:
+            self._idle = trio.Event()
+        self.count += 1
+
+    def exit(self) -> None:
+        """A run ended."""
+        self.count -= 1
+        if self.count == 0:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until no run is in flight."""
+        await self._idle.wait()
+
+
+class Host(Protocol):
+    """What a connection needs of the server that accepted it (`agentrt.daemon.Daemon`)."""
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime the connection's runs use."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The daemon's version, sent in the welcome."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """True once the daemon shuts down: no new runs."""
+        ...
+
+    @property
+    def runs(self) -> RunCounter:
+        """Runs in flight over every connection (a shutdown waits for them)."""
+        ...
+
+    def claim_window(self, conn: Connection, window: str) -> bool:
+        """Bind `window` to `conn`; False when another live connection holds it."""
+        ...
+
+    def release_window(self, conn: Connection) -> None:
+        """Forget the window `conn` held."""
+        ...
+
+
+Handler = Callable[[Any], Awaitable[None]]
+
+
+#: How long, and how much, a closing connection reads and discards of what its peer still sends.
+DRAIN_SECONDS = 0.5
+DRAIN_BYTES = 1 << 20
+
+
+@attrs.define(eq=False)
+class Connection:
+    """The daemon's side of one client connection. Made and served by `Daemon`."""
+
+    __repr__ = fields_repr
+
+    daemon: Host = attrs.field(repr=False)
+    stream: trio.SocketStream = attrs.field(repr=False)
+    number: int
+    window: str | None = attrs.field(default=None, init=False)
+    #: What the connection speaks for, from its hello.
+    scope: Scope = attrs.field(default=Scope.WINDOW, init=False)
+    lifecycle: Lifecycle = attrs.field(factory=Lifecycle, init=False)
+    _codec: FrameCodec[ClientFrame] = attrs.field(factory=FrameCodec.for_daemon, init=False)
+    #: Encoded frames on their way to the peer (see `send`), and their total size.
+    _outbox: collections.deque[bytes] = attrs.field(
+        factory=collections.deque, init=False, repr=False
+    )
+    _outbox_bytes: int = attrs.field(default=0, init=False, repr=False)
+    _outbox_ready: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    _closing: bool = attrs.field(default=False, init=False, repr=False)
+    #: The writer task is writing frames it took from the outbox.
+    _writing: bool = attrs.field(default=False, init=False, repr=False)
+    #: The writer waits a turn of the scheduler before its next write (see `send`).
+    _linger: bool = attrs.field(default=False, init=False, repr=False)
+    #: Set when the writer task has written all it will.
+    _flushed: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    #: Set when the socket has taken everything sent, or the peer is gone (see `_sent`).
+    _outbox_taken: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
+    #: Claims, forwards and answers the window's questions (from its hello on).
+    _desk: Desk[None] | None = attrs.field(default=None, init=False, repr=False)
+    _runs: RunCounter = attrs.field(factory=RunCounter, init=False, repr=False)
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False, repr=False)
+    _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+    _broken: bool = attrs.field(default=False, init=False)
+    _handlers: dict[type[ClientFrame], Handler] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._handlers = {
+            Hello: self._on_hello,
+            Run: self._on_run,
+            AnswerFrame: self._on_answer,
+            Cancel: self._on_cancel,
+            PendingRequest: self._on_pending,
+            SessionsRequest: self._on_sessions,
+        }
+
+    # -- the connection's life ---------------------------------------------
+
+    async def serve(self) -> None:
+        """Read and handle frames until the peer leaves, then clean up.
+
+        Frames are written by a task of their own (see `send`), so the reader
+        never waits for the peer to read: a client that sends many requests
+        before reading any reply is served, not deadlocked.
+        """
+        try:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self._write_loop)
+                try:
+                    await self._serve_requests()
+                finally:
+                    # What was sent before the end still reaches the peer (an error
+                    # refusing its hello, the last events of its runs), within a bound.
+                    self._closing = True
+                    self._outbox_ready.set()
+                    with trio.CancelScope(shield=True), trio.move_on_after(FLUSH_SECONDS):
+                        await self._flushed.wait()
+                    outer.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                await self._close_gracefully()
+
+    async def _serve_requests(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                with self._reader_scope:
+                    await self._read_loop()
+            finally:
+                self._release()
+            # The runs were cancelled with DISCONNECT; let them save their tasks.
+            with trio.move_on_after(CLEANUP_TIMEOUT):
+                await self._runs.wait_idle()
+            # A run that outlived the wait is still the window's: it stops as a disconnect.
+            nursery.cancel_scope.cancel(reason=Cause.DISCONNECT.reason)
+
+    async def _close_gracefully(self) -> None:
+        """Close so that the peer reads what it was sent, then an end of stream.
+
+        Closing a Unix socket with unread input resets the connection, and the
+        peer's next read can fail before it sees the frames it was sent (the
+        error that refused its hello, say). So: end our side, discard a bounded
+        amount of what the peer still sends, then close.
+        """
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self.stream.send_eof()
+            with trio.move_on_after(DRAIN_SECONDS):
+                drained = 0
+                while drained < DRAIN_BYTES:
+                    chunk = await self.stream.receive_some(65536)
+                    if not chunk:
+                        break
+                    drained += len(chunk)
+        await self.stream.aclose()
+
+    def _release(self) -> None:
+        """Everything a closing connection must undo, synchronously, in this order."""
+        # Cancel first: a producer cancelled with a cause withdraws its question,
+        # so the run ends as a disconnect rather than a failed answer.
+        self.daemon.runtime.executor.cancel_owner(self, Cause.DISCONNECT)
+        if self._desk is not None:
+            self._desk.close("the window closed")
+        self.daemon.release_window(self)
+        self.lifecycle.step(Step.CLOSE)
+
+    async def _read_loop(self) -> None:
+        while True:
+            item = self._codec.next_frame()
+            if item is NEED_DATA:
+                try:
+                    data = await self.stream.receive_some(_RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                self._codec.feed(data)
+                continue
+            if item is EOF:
+                return
+            if isinstance(item, ProtocolError):
+                await self.send(item.to_frame())
+                continue
+            await self._dispatch(item)
+
+    async def _dispatch(self, frame: ClientFrame) -> None:
+        step = Step.HELLO if isinstance(frame, Hello) else Step.REQUEST
+        if not self.lifecycle.allows(step):
+            try:
+                self.lifecycle.step(step, f"a {frame.TYPE!r} frame")
+            except IllegalStepError as exc:
+                await self.error(ErrorCode.STATE, str(exc), frame)
+            return
+        await self._handlers[type(frame)](frame)
+
+    def _close_soon(self) -> None:
+        """End the connection after the frame being handled (a refused hello)."""
+        self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
+
+    # -- writing ----------------------------------------------------------
+
+    async def send(self, frame: DaemonFrame, *, linger: bool = False) -> None:
+        """Send one frame to the peer; frames reach it in the order sent.
+
+        Never waits for the peer. Unless a write is under way (the socket was
+        full), the frame is written at once, in the caller's own turn (a
+        non-blocking write), after any frames still queued; what the socket
+        does not take, the writer task (`_write_loop`) writes once it can, in
+        order. With `linger` (a cancel's ack, which its run's final event
+        follows soon) the frame waits for the next one sent, or for a turn of
+        the writer task, and both go out in one write the peer reads at once.
+        A client that left, or stopped reading (a write blocked for
+        `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
+        dropped, not raised.
+
+        Once a frame the window waits for (`_AWAITED`: an ack, its run's end,
+        a reply) is written, the daemon gives up the processor (`sched_yield`).
+        What follows such a frame here is more work (the resumed run, the
+        store's write of a paused task) in this thread and the store's, and on
+        a machine with few cores the window, woken by the write, would wait
+        for all of it before it could read the frame it was waiting for.
+        """
+        self.send_nowait(frame, linger=linger)
+
+    def send_nowait(self, frame: DaemonFrame, *, linger: bool = False) -> None:
+        """`send`, callable outside a task of the connection (a producer's hook)."""
+        if self._broken:
+            return
+        data = encode(frame)
+        self._outbox.append(data)
+        self._outbox_bytes += len(data)
+        if linger:
+            self._linger = True
+        elif not self._writing and not self._closing:
+            # No write is under way: what waits (frames lingering for this one, perhaps)
+            # and this frame go out now, in order, in one write.
+            self._write_outbox()
+            if not self._outbox:
+                if type(frame) in _AWAITED:
+                    _yield_processor()
+                return
+        self._outbox_ready.set()
+        if self._outbox_bytes > OUTBOX_LIMIT:
+            log.warning(
+                "connection %d stopped reading (%d bytes waiting); closing it",
+                self.number,
+                self._outbox_bytes,
+            )
+            self._drop()
+
+    def _write_outbox(self) -> None:
+        """Write what the socket takes of the outbox now, without waiting; keep the rest."""
+        outbox = self._outbox
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        self._linger = False
+        rest = self._write_some(data)
+        if rest:
+            outbox.append(rest)
+        self._outbox_bytes = len(rest)
+
+    def _write_some(self, data: bytes) -> bytes:
+        """Write what the socket takes of `data` now, without waiting; return the rest.
+
+        A peer that is gone (or a socket closed here) drops the connection,
+        and nothing is left to write.
+        """
+        fd = self.stream.socket.fileno()
+        if fd < 0:
+            self._drop()
+            return b""
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self._drop()
+            return b""
+        return data[sent:]
+
+    async def _write_loop(self) -> None:
+        """Write what `send` left queued (the socket was full), many frames per write."""
+        try:
+            while True:
+                if not self._outbox:
+                    self._outbox_taken.set()
+                    if self._closing or self._broken:
+                        return
+                    self._outbox_ready = trio.Event()
+                    await self._outbox_ready.wait()
+                    continue
+                if self._linger:
+                    # A cancel's ack: the run's final event follows within a turn of the
+                    # scheduler and takes it along (see `send_nowait`); if it does not, the
+                    # ack goes out alone after that turn.
+                    self._linger = False
+                    await trio.lowlevel.checkpoint()
+                    continue
+                chunks = []
+                size = 0
+                while self._outbox and size < 65536:
+                    chunk = self._outbox.popleft()
+                    chunks.append(chunk)
+                    size += len(chunk)
+                self._outbox_bytes -= size
+                data = b"".join(chunks)
+                # While it holds bytes not yet written, frames sent meanwhile queue behind them.
+                self._writing = True
+                try:
+                    with trio.move_on_after(SEND_TIMEOUT) as timeout:
+                        while data := self._write_some(data):
+                            await trio.lowlevel.wait_writable(self.stream.socket)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self._drop()
+                    return
+                finally:
+                    self._writing = False
+                if self._broken:
+                    return
+                if timeout.cancelled_caught:
+                    log.warning("connection %d stopped reading; closing it", self.number)
+                    self._drop()
+                    return
+        finally:
+            self._outbox_taken.set()
+            self._flushed.set()
+
+    def _drop(self) -> None:
+        """The peer is gone or not reading: write nothing more, and end the connection."""
+        self._broken = True
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        self._outbox_ready.set()
+        self._outbox_taken.set()
+        # A run still starting (the reader waits for it) stops as the disconnect it is.
+        self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
+
+    async def error(
+        self, code: ErrorCode, message: str, about: ClientFrame | str | None = None
+    ) -> None:
+        """Send an `error` frame about `about` (a frame or a frame type)."""
+        ref = about if isinstance(about, str) or about is None else about.TYPE
+        await self.send(ErrorFrame(code, message, ref))
+
+    async def refuse(self, exc: Exception, about: ClientFrame) -> None:
+        """Send the `error` frame that refuses `about` for `exc`, one of `REFUSED`."""
+        said = refusal(exc)
+        if isinstance(exc, StoreError):
+            log.error("connection %d: task store failed: %s", self.number, exc)
+        await self.error(ErrorCode(said.frame_code), said.message, about)
+
+    async def _emit(self, event: Event) -> None:
+        if self._desk is not None:
+            # A question its run withdrew is announced before the run's next event.
+            await self._desk.close_done()
+        await self.send(frame_of(event))
+
+    # -- hello ------------------------------------------------------------
+
+    async def _on_hello(self, frame: Hello) -> None:
+        if frame.version != PROTOCOL_VERSION:
+            await self.error(
+                ErrorCode.VERSION,
+                f"protocol version {frame.version} is not spoken here (this daemon speaks "
+                f"{PROTOCOL_VERSION}); upgrade the older of the two",
+                frame,
+            )
+            self._close_soon()
+            return
+        window = frame.window
+        if not window or len(window) > _MAX_WINDOW or not window.isprintable():
+            await self.error(
+                ErrorCode.INVALID,
+                f"the window hash must be 1 to {_MAX_WINDOW} printable characters",
+                frame,
+            )
+            self._close_soon()
+            return
+        if not self.daemon.claim_window(self, window):
+            await self.error(
+                ErrorCode.STATE,
+                "another live connection holds this window; make a new window hash",
+                frame,
+            )
+            self._close_soon()
+            return
+        self.window = window
+        self.scope = frame.scope
+        self.lifecycle.step(Step.HELLO)
+        # The `agentrt` command runs sessions of any origin; each run's questions still
+        # come back only to the connection that started it (the listener is bound to its window).
+        prefix = "" if self.scope is Scope.ALL else ORIGIN
+        self._desk = Desk.open(
+            self.daemon.runtime.registry,
+            prefix,
+            name=f"daemon connection {self.number}",
+            window=window,
+            forward=self._forward,
+            closed=self._question_closed,
+        )
+        assert self._nursery is not None
+        self._nursery.start_soon(self._desk.serve)
+        await self.send(Welcome(PROTOCOL_VERSION, self.daemon.version, window))
+
+    # -- questions ---------------------------------------------------------
+
+    def _forward(self, entry: Entry) -> None:
+        self.send_nowait(ask_frame(entry))
+
+    async def _question_closed(self, entry: Entry, state: EntryState, shown: None) -> None:
+        if state is EntryState.WITHDRAWN:
+            await self.send(
+                AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
+            )
+
+    async def _on_answer(self, frame: AnswerFrame) -> None:
+        assert self._desk is not None
+        entry = self._desk.find(frame.ask)
+        if entry is None or entry.done:
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no question {frame.ask!r} is waiting for an answer from this window",
+                frame,
+            )
+            return
+        if frame.unanswerable:
+            with contextlib.suppress(RegistryError):
+                entry.fail(NoAnswerComingError("no answer will come from this window"))
+            return
+        # Acknowledged once the run that asked has resumed with the answer, not before.
+        ack = Ack(frame.TYPE, "answered; the run goes on", task=entry.context.task_hash)
+        try:
+            self._desk.answer(
+                entry,
+                Answer(frame.value, secret=frame.secret),
+                on_resumed=partial(self.send_nowait, ack),
+            )
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+
+    # -- runs -------------------------------------------------------------
+
+    async def _on_run(self, frame: Run) -> None:
+        session = frame.session if frame.session is not None else new_session_id()
+        if self.scope is Scope.WINDOW and not session.startswith(ORIGIN):
+            await self.error(
+                ErrorCode.INVALID,
+                f"session {session!r} is not a terminal session; runs over the daemon socket "
+                f"use {ORIGIN!r} sessions (leave session out to start a new one)",
+                frame,
+            )
+            return
+        runtime = self.daemon.runtime
+        if frame.session is not None:
+            try:
+                owner = await runtime.store.owner(session)
+            except REFUSED as exc:
+                await self.refuse(exc, frame)
+                return
+            if not runtime.policy.may_start(self._actor(), session, owner):
+                await self.error(
+                    ErrorCode.NOT_FOUND,
+                    f"session {session!r} belongs to another live window; leave session out "
+                    "to start a new one",
+                    frame,
+                )
+                return
+        workdir = Path(frame.cwd) if frame.cwd is not None else None
+        await self._start_run(
+            partial(runtime.executor.run, session, frame.text, workdir=workdir), frame
+        )
+
+    async def _start_run(
+        self, start: Callable[..., Awaitable[RunEnded]], frame: ClientFrame
+    ) -> None:
+        """Start a run in the connection's nursery; return once its ``task`` frame is out.
+
+        `start` is `Executor.run` or `Executor.resume` with the request's
+        arguments. The reader waits for the run's start, so the frame the window
+        sends next (a cancel) finds the run registered, and an error before the
+        start is the answer to this frame.
+        """
+        if self.daemon.stopping:
+            await self.error(
+                ErrorCode.FAILED, "the daemon is shutting down; try again once it restarts", frame
+            )
+            return
+        assert self._nursery is not None
+        run = partial(start, owner=self, emit=self._emit, window_hash=self.window)
+        try:
+            await self._nursery.start(self._run, run)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+
+    async def _run(
+        self,
+        run: Callable[..., Awaitable[RunEnded]],
+        *,
+        task_status: trio.TaskStatus[TaskInfo],
+    ) -> None:
+        self._runs.enter()
+        self.daemon.runs.enter()
+        try:
+            await run(task_status=task_status)
+        finally:
+            self._runs.exit()
+            self.daemon.runs.exit()
+
+    async def _on_cancel(self, frame: Cancel) -> None:
+        try:
+            self.daemon.runtime.executor.cancel(frame.task, frame.cause, owner=self)
+        except (UnknownTaskError, NotOwnerError):
+            # One message for both, so a window cannot probe for other windows' tasks.
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"no running task {frame.task!r} was started by this window",
+                frame,
+            )
+            return
+        detail = (
+            "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
+        )
+        await self.send(Ack(frame.TYPE, detail, task=frame.task), linger=True)
+
+    # -- pending tasks ------------------------------------------------------
+
+    async def _on_pending(self, frame: PendingRequest) -> None:
+        if frame.action is PendingAction.LIST:
+            await self._pending_list(frame)
+            return
+        stored = await self._visible(frame, self.daemon.runtime.store.lookup, self._no_pending)
+        if stored is None:
+            return
+        if frame.action is PendingAction.SHOW:
+            if isinstance(stored, UnreadableTask):
+                await self.error(ErrorCode.FAILED, stored.error, frame)
+            else:
+                await self.send(pending_detail(stored))
+        elif frame.action is PendingAction.RESUME:
+            await self._pending_resume(frame, stored.session_id)
+        else:
+            await self._pending_discard(frame, stored.session_id)
+
+    async def _visible(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        look_up: Callable[[str], Awaitable[R]],
+        missing: Callable[[str], str],
+    ) -> R:
+        """What `look_up` finds of the session `frame` names, if this connection may see it.
+
+        None once an error frame said why not: no session named, the store
+        failed, or `missing` (one answer for an unknown and a hidden session alike).
+        """
+        if frame.session is None:
+            action = frame.action.value
+            await self.error(
+                ErrorCode.INVALID, f"{frame.TYPE} {action} needs the session to {action}", frame
+            )
+            return None
+        try:
+            record = await look_up(frame.session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return None
+        if record is None or not self._may_see(record):
+            await self.error(ErrorCode.NOT_FOUND, missing(frame.session), frame)
+            return None
+        return record
+
+    def _no_pending(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"session {session} has no pending task"
+        return f"no pending task of session {session!r} is visible to this window"
+
+    def _no_session(self, session: str) -> str:
+        if self.scope is Scope.ALL:
+            return f"no session {session}"
+        return f"no session {session!r} is visible to this window"
+
+    def _actor(self) -> Actor:
+        if self.scope is Scope.ALL:
+            return Actor.owner()
+        assert self.window is not None, "only a connection past hello acts on sessions"
+        return Actor.terminal(self.window)
+
+    def _may_see(self, record: StoredTask | ListedTask | SessionInfo) -> bool:
+        """What the access policy lets this connection see.
+
+        A window does not see a task another client is running; the `agentrt`
+        command (scope ``all``) sees it, as in the store.
+        """
+        runtime = self.daemon.runtime
+        if (
+            self.scope is Scope.WINDOW
+            and runtime.executor.is_running(record.session_id)
+            and not any(
+                info.session_id == record.session_id for info in runtime.executor.running(self)
+            )
+        ):
+            return False
+        return runtime.policy.may_act(self._actor(), record.session_id, record.window_hash)
+
+    def _list_prefix(self, prefix: str) -> str | None:
+        """The prefix a listing may use: a window's is narrowed to its own origin (None:
+        nothing it may list starts with `prefix`)."""
+        if self.scope is Scope.ALL:
+            return prefix
+        if prefix.startswith(ORIGIN) or ORIGIN.startswith(prefix):
+            return max(prefix, ORIGIN, key=len)  # the narrower of the two
+        return None
+
+    async def _check_limit(
+        self, frame: ClientFrame, limit: int | None, default: int, most: int
+    ) -> int | None:
+        """The page size asked for, or None (after an error frame) when it is out of range."""
+        value = default if limit is None else limit
+        if not 1 <= value <= most:
+            await self.error(
+                ErrorCode.INVALID, f"limit must be between 1 and {most}, not {value}", frame
+            )
+            return None
+        return value
+
+    async def _pending_list(self, frame: PendingRequest) -> None:
+        def reply(page: Page[ListedTask]) -> PendingList:
+            return PendingList(
+                tuple(pending_task(r) for r in page.items if self._may_see(r)), page.next
+            )
+
+        await self._listing(frame, self.daemon.runtime.store.list_page, reply)
+
+    async def _listing(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        fetch: Callable[..., Awaitable[Page[T]]],
+        reply: Callable[[Page[T]], DaemonFrame],
+    ) -> None:
+        """Answer a listing `frame` with its page; with ``all_pages``, every page on.
+
+        Each page is its own frame, the last one's ``next`` None. The next
+        page is read while the one before is on its way to the peer, and sent
+        once the socket has taken that one: a peer slow to read holds the
+        listing back rather than having it queued here.
+        """
+        page = await self._page_of(frame, fetch)
+        while page is not None:
+            await self.send(reply(page))
+            if not frame.all_pages or page.next is None:
+                return
+            page = await self._page_of(attrs.evolve(frame, cursor=page.next), fetch)
+            await self._sent()
+
+    async def _sent(self) -> None:
+        """Wait until the socket has taken every frame sent so far, or the peer is gone."""
+        while (self._outbox or self._writing) and not self._broken:
+            self._outbox_taken = trio.Event()
+            await self._outbox_taken.wait()
+
+    async def _page_of(
+        self,
+        frame: PendingRequest | SessionsRequest,
+        fetch: Callable[..., Awaitable[Page[T]]],
+    ) -> Page[T] | None:
+        """The page of a listing `frame` asks for; None when an error frame answered it.
+
+        A window asking for sessions of another origin gets an empty page: it
+        lists ``cli-`` ones only.
+        """
+        prefix = self._list_prefix(frame.prefix)
+        if prefix is None:
+            return Page(())
+        limit = await self._check_limit(frame, frame.limit, LIST_PAGE, LIST_PAGE_MAX)
+        if limit is None:
+            return None
+        try:
+            return await fetch(prefix, limit=limit, cursor=frame.cursor)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+        return None
+
+    async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
+        workdir = Path(frame.cwd) if frame.cwd is not None else None
+        resume = partial(
+            self.daemon.runtime.executor.resume, session, answer=frame.answer, workdir=workdir
+        )
+        await self._start_run(resume, frame)
+
+    async def _pending_discard(self, frame: PendingRequest, session: str) -> None:
+        executor = self.daemon.runtime.executor
+        if self.scope is Scope.ALL and executor.is_running(session):
+            # Another client's run: the command stops only what it started, as it
+            # would refuse a task another agentrt process runs.
+            await self.error(
+                ErrorCode(SessionBusyError.frame_code),
+                f"session {session} is running in the daemon (pid {os.getpid()}); pause or "
+                "stop it there first",
+                frame,
+            )
+            return
+        try:
+            existed = await executor.discard(session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        if not existed:
+            await self.error(ErrorCode.NOT_FOUND, self._no_pending(session), frame)
+            return
+        await self.send(Ack(frame.TYPE, "discarded", session=session))
+
+    # -- sessions -----------------------------------------------------------
+
+    async def _on_sessions(self, frame: SessionsRequest) -> None:
+        if frame.action is SessionsAction.LIST:
+            await self._sessions_list(frame)
+            return
+        info = await self._visible(frame, self.daemon.runtime.store.session, self._no_session)
+        if info is None:
+            return
+        if frame.action is SessionsAction.SHOW:
+            await self._sessions_show(frame, info)
+        else:
+            await self._sessions_rm(frame, info.session_id)
+
+    async def _sessions_list(self, frame: SessionsRequest) -> None:
+        def reply(page: Page[SessionInfo]) -> SessionList:
+            return SessionList(
+                tuple(session_item(s) for s in page.items if self._may_see(s)), page.next
+            )
+
+        await self._listing(frame, self.daemon.runtime.store.sessions, reply)
+
+    async def _sessions_show(self, frame: SessionsRequest, info: SessionInfo) -> None:
+        limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
+        if limit is None:
+            return
+        try:
+            page = await self.daemon.runtime.store.messages(
+                info.session_id, after=frame.after, limit=limit
+            )
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        await self.send(
+            SessionMessages(
+                session_item(info),
+                tuple(session_message(m) for m in page.items),
+                None if page.next is None else int(page.next),
+            )
+        )
+
+    async def _sessions_rm(self, frame: SessionsRequest, session: str) -> None:
+        try:
+            await self.daemon.runtime.executor.forget(session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        await self.send(Ack(frame.TYPE, "removed", session=session))

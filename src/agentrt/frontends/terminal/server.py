@@ -1,0 +1,208 @@
+"""The daemon: a Unix-socket server with one root nursery and one nursery per connection.
+
+A failure inside one connection is logged and ends that connection only.
+Shutting down stops accepting, removes the socket, cancels every run with
+`Cause.SHUTDOWN` (their pending tasks are kept), waits a moment for them to
+save, then cancels everything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket as stdlib_socket
+from pathlib import Path
+from typing import Final
+
+import attrs
+import trio
+
+from ...core.cause import Cause
+from ...core.runtime import Runtime
+from ...protocol.codec import encode
+from ...protocol.frames import ErrorCode, ErrorFrame
+from ...vocab.reprs import fields_repr
+from .connection import Connection, RunCounter
+from .paths import SocketLock, check_peer, peer_credentials, prepare_socket_dir, remove_stale_socket
+
+log = logging.getLogger("agentrt.daemon")
+
+#: How long a shutdown waits for cancelled runs to save their pending tasks.
+SHUTDOWN_GRACE: Final = 10.0
+
+
+def daemon_version() -> str:
+    """The installed agentrt version."""
+    import importlib.metadata  # only when asked: it takes a while to import
+
+    try:
+        return importlib.metadata.version("agentrt")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@attrs.define(eq=False)
+class Daemon:
+    """Serves one runtime on one Unix socket. Start it with ``await nursery.start(daemon.serve)``."""
+
+    __repr__ = fields_repr
+
+    runtime: Runtime
+    socket_path: Path
+    #: The only uid allowed to connect (the daemon's own, unless a test says otherwise).
+    uid: int = attrs.field(factory=os.getuid)
+    version: str = attrs.field(factory=daemon_version)
+    #: Shut down gracefully on SIGTERM / SIGINT (needs the main thread).
+    handle_signals: bool = False
+    #: Runs in flight over every connection.
+    runs: RunCounter = attrs.field(factory=RunCounter, init=False)
+    stopping: bool = attrs.field(default=False, init=False)
+    _connections: set[Connection] = attrs.field(factory=set, init=False, repr=False)
+    _count: int = attrs.field(default=0, init=False, repr=False)
+    _listener: trio.SocketListener | None = attrs.field(default=None, init=False, repr=False)
+    _socket_inode: tuple[int, int] | None = attrs.field(default=None, init=False, repr=False)
+    _root: trio.Nursery | None = attrs.field(default=None, init=False, repr=False)
+
+    # -- windows ----------------------------------------------------------
+
+    def claim_window(self, conn: Connection, window: str) -> bool:
+        """Bind `window` to `conn`; False when another live connection holds it."""
+        return self.runtime.policy.windows.claim(window, conn)
+
+    def release_window(self, conn: Connection) -> None:
+        """Forget the window `conn` held."""
+        if conn.window is not None:
+            self.runtime.policy.windows.release(conn.window, conn)
+
+    @property
+    def connections(self) -> int:
+        """How many connections are open."""
+        return len(self._connections)
+
+    # -- serving ----------------------------------------------------------
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Bind the socket and serve until cancelled or `shutdown`; report ``self`` when ready.
+
+        Raises `DaemonAlreadyRunningError` when another daemon serves the path
+        and `SocketPathError` when the path is unsafe. A stale socket file
+        (nobody answering) is replaced.
+        """
+        prepare_socket_dir(self.socket_path)
+        lock = SocketLock(self.socket_path)
+        lock.acquire()
+        try:
+            if await trio.to_thread.run_sync(remove_stale_socket, self.socket_path):
+                log.info("removed a stale socket at %s", self.socket_path)
+            sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+            try:
+                await sock.bind(os.fspath(self.socket_path))
+                os.chmod(self.socket_path, 0o600)
+                info = os.stat(self.socket_path)
+                self._socket_inode = (info.st_dev, info.st_ino)
+                # The system's maximum: a burst of windows connecting at once must not
+                # see connections that look open and then fail on their first write.
+                sock.listen(stdlib_socket.SOMAXCONN)
+            except BaseException:
+                sock.close()
+                raise
+            self._listener = trio.SocketListener(sock)
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._root = nursery
+                    nursery.start_soon(self._accept_loop, self._listener)
+                    if self.handle_signals:
+                        nursery.start_soon(self._watch_signals)
+                    task_status.started(self)
+            finally:
+                self._remove_socket()
+                with trio.CancelScope(shield=True):
+                    await self._listener.aclose()
+        finally:
+            lock.release()
+
+    async def shutdown(self, *, grace: float = SHUTDOWN_GRACE) -> None:
+        """Stop gracefully: no new connections, runs end with `Cause.SHUTDOWN`, tasks kept."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self._remove_socket()
+        if self._listener is not None:
+            await self._listener.aclose()
+        count = self.runtime.executor.cancel_all(Cause.SHUTDOWN)
+        log.info("shutting down; %d run(s) cancelled, their pending tasks are kept", count)
+        with trio.move_on_after(grace):
+            await self.runs.wait_idle()
+        if self._root is not None:
+            self._root.cancel_scope.cancel()
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if self.stopping:
+                    log.warning("second %s: stopping now", name)
+                    assert self._root is not None
+                    self._root.cancel_scope.cancel()
+                    return
+                log.warning("%s: shutting down; unfinished tasks are kept", name)
+                assert self._root is not None
+                self._root.start_soon(self.shutdown)
+
+    def _remove_socket(self) -> None:
+        # Only our own socket: a newer daemon may have replaced the file already.
+        if self._socket_inode is None:
+            return
+        try:
+            info = os.stat(self.socket_path)
+        except FileNotFoundError:
+            return
+        if (info.st_dev, info.st_ino) == self._socket_inode:
+            self.socket_path.unlink(missing_ok=True)
+        self._socket_inode = None
+
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        assert self._root is not None
+        while True:
+            try:
+                stream = await listener.accept()
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return
+            except OSError as exc:  # out of file descriptors and the like: wait, don't die
+                log.error("cannot accept a connection: %s", exc)
+                await trio.sleep(0.1)
+                continue
+            self._root.start_soon(self._handle, stream)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self._count += 1
+        number = self._count
+        try:
+            peer = peer_credentials(stream.socket)
+            refusal = check_peer(peer, self.uid)
+        except OSError as exc:
+            refusal = f"cannot tell who is connecting ({exc}); connect over the Unix socket"
+        if refusal is not None:
+            log.warning("connection %d refused: %s", number, refusal)
+            await self._refuse(stream, refusal)
+            return
+        conn = Connection(self, stream, number)
+        self._connections.add(conn)
+        try:
+            await conn.serve()
+        except* Exception as group:
+            # One connection's failure ends that connection, never the daemon.
+            log.error("connection %d failed", number, exc_info=group)
+        finally:
+            self._connections.discard(conn)
+
+    async def _refuse(self, stream: trio.SocketStream, message: str) -> None:
+        with trio.move_on_after(1.0):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await stream.send_all(encode(ErrorFrame(ErrorCode.FORBIDDEN, message)))
+        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+            await stream.aclose()

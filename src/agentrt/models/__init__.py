@@ -1,0 +1,1 @@
+"""The models: the conversation's messages, the scripted model, and the HTTP providers."""

@@ -1,0 +1,245 @@
+"""The conversation: messages, tool calls, and what a model streams."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+
+
+class Role(enum.Enum):
+    """Who said a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Redaction(enum.Enum):
+    """What was done to a saved tool call's arguments to keep secret values out of the store."""
+
+    #: Nothing: the arguments are as the model gave them.
+    NONE = "none"
+    #: Whole secret values were replaced, and each ``[secret NAME]`` in the arguments
+    #: stands for the value of that secret: a resumed call runs with them put back.
+    NAMED = "named"
+    #: A value was replaced in another spelling (encoded, wrapped), or beside a label
+    #: the model wrote itself: the original cannot be put back, so the call is not resumed.
+    LOST = "lost"
+
+
+@attrs.frozen
+class ToolCall:
+    """One call the model asked for. `arguments` is a JSON object."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    #: Set on a call as saved (see `Redaction`); a live call is always `Redaction.NONE`.
+    redaction: Redaction = Redaction.NONE
+
+
+@attrs.frozen
+class ThinkingBlock:
+    """A model's signed reasoning, kept in the transcript to be sent back as it came.
+
+    Anthropic's extended thinking returns ``thinking`` blocks whose `signature`
+    the API checks when the block is sent back (which it requires during a
+    round of tool calls), and ``redacted_thinking`` blocks whose encrypted
+    `redacted` data only the API can read. A block whose text had to be
+    changed (a secret scrubbed out) loses its signature: it can no longer be
+    sent back, and the provider leaves it out.
+    """
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    text: str = ""
+    signature: str | None = None
+    #: The encrypted data of a ``redacted_thinking`` block (its text is then empty).
+    redacted: str | None = None
+
+    @property
+    def sendable(self) -> bool:
+        """Whether the API will take this block back (signed, or redacted by the API itself)."""
+        return bool(self.signature) or bool(self.redacted)
+
+    def scrubbed(self, scrub: Callable[[str], str]) -> ThinkingBlock:
+        """This block with `scrub` applied to its text; unsigned if that changed anything."""
+        text = scrub(self.text)
+        if text == self.text:
+            return self
+        return attrs.evolve(self, text=text, signature=None)
+
+
+@attrs.frozen
+class Message:
+    """One message of a transcript."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    role: Role
+    content: str = ""
+    #: The calls an assistant message asks for.
+    tool_calls: tuple[ToolCall, ...] = ()
+    #: On a tool message: the call it answers.
+    tool_call_id: str | None = None
+    #: On a tool message: the tool's name.
+    name: str | None = None
+    #: On an assistant message: the model's signed reasoning, sent back on later turns.
+    thinking: tuple[ThinkingBlock, ...] = ()
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message."""
+        return cls(Role.USER, text)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message."""
+        return cls(Role.SYSTEM, text)
+
+    @classmethod
+    def assistant(cls, text: str, tool_calls: Sequence[ToolCall] = ()) -> Message:
+        """An assistant message, with the tool calls it asks for."""
+        return cls(Role.ASSISTANT, text, tuple(tool_calls))
+
+    @classmethod
+    def tool_result(cls, call: ToolCall, content: str) -> Message:
+        """The result of `call`."""
+        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
+class Usage:
+    """Token counts reported by a model for one response.
+
+    `input_tokens` counts every prompt token the model read, cached or not;
+    `cache_read_tokens` of them came from the provider's prompt cache and
+    `cache_creation_tokens` were written to it (both 0 when not reported).
+    """
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of streamed assistant text."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    text: str
+
+
+@attrs.frozen
+class ToolCallDelta:
+    """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    text: str
+
+
+ModelDelta = TextDelta | ToolCallDelta | ReasoningDelta
+
+
+@attrs.frozen
+class ModelResponse:
+    """A whole model response: its text, its tool calls, its usage."""
+
+    __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    #: Signed reasoning the provider needs back on the next turn (see `ThinkingBlock`).
+    thinking: tuple[ThinkingBlock, ...] = ()
+
+    def as_message(self) -> Message:
+        """The assistant message this response becomes in the transcript."""
+        return Message(Role.ASSISTANT, self.text, self.tool_calls, thinking=self.thinking)
+
+
+OnDelta = Callable[[ModelDelta], Awaitable[None]]
+
+
+class Model(Protocol):
+    """A language model that streams.
+
+    `complete` streams deltas through `on_delta` as they arrive and returns
+    the whole response. It must be cancellable at any checkpoint: a provider
+    that holds a network stream closes it when cancelled.
+    """
+
+    @property
+    def name(self) -> str:
+        """A label such as ``"scripted"`` or ``"openai:gpt-4o-mini"``."""
+        ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        on_delta: OnDelta,
+    ) -> ModelResponse:
+        """Stream one response to `messages`, offering `tools`."""
+        ...
+
+
+class ModelError(Exception):
+    """A model could not answer (network, auth, unknown model, rate limit, bad reply).
+
+    The message is meant for the user and never contains credentials.
+    """

@@ -1,0 +1,53 @@
+"""Where agentrt keeps things: its state directory and the daemon's socket.
+
+A leaf of the package, like `agentrt.vocab.terms`: the runtime needs these paths to
+keep tools out of them, the daemon to listen, and a client (agenttui, the
+`agentrt` command) to find the daemon, without any of them loading the others.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+#: The HTTP API token's file in the state directory (`agentrt.http` writes it).
+HTTP_TOKEN_FILE: Final = "http-token"
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
+    env = os.environ if env is None else env
+    explicit = env.get("AGENTRT_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = env.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "agentrt"
+
+
+def default_socket_path(env: Mapping[str, str] | None = None) -> Path:
+    """`$AGENTRT_SOCKET`, else `$XDG_RUNTIME_DIR/agentrt/daemon.sock`, else ``/tmp/agentrt-UID/daemon.sock``."""
+    env = os.environ if env is None else env
+    explicit = env.get("AGENTRT_SOCKET")
+    if explicit:
+        return Path(explicit)
+    runtime_dir = env.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        return Path(runtime_dir) / "agentrt" / "daemon.sock"
+    return Path(f"/tmp/agentrt-{os.getuid()}") / "daemon.sock"
+
+
+def is_socket_answering(path: Path) -> bool:
+    """True when something accepts connections on the Unix socket `path`."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(os.fspath(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
