@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 import agentrt
-from agentrt.vocab.reprs import fields_eq, fields_hash, fields_repr
+from agentrt.vocab.reprs import fields_eq, fields_hash, fields_repr, mutable, record
 
 
 def _pair(**fields: Any) -> tuple[type, type]:
@@ -53,9 +53,8 @@ def test_an_object_inside_itself_prints_as_dots() -> None:
 
 def test_a_nested_class_prints_its_short_name() -> None:
     def build() -> Any:
-        @attrs.frozen
+        @record
         class Inner:
-            __repr__ = fields_repr
             value: int
 
         return Inner
@@ -124,3 +123,44 @@ def test_a_mutable_class_with_fields_eq_compares_by_fields_and_is_unhashable() -
     for cls in (compiled, ours):
         with pytest.raises(TypeError):
             hash(cls("a"))
+
+
+def test_record_is_a_frozen_attrs_class_with_the_shared_methods() -> None:
+    @record
+    class Point:
+        x: int
+        y: int = attrs.field(eq=False)
+
+    assert vars(Point)["__repr__"] is fields_repr
+    assert vars(Point)["__eq__"] is fields_eq and vars(Point)["__hash__"] is fields_hash
+    assert repr(Point(1, 2)) == "Point(x=1, y=2)"
+    assert Point(1, 2) == Point(1, 3) and hash(Point(1, 2)) == hash(Point(1, 3))
+    assert Point(1, 2) != Point(2, 2)
+    assert attrs.fields(Point).y.eq is False  # an attrs class, its field options kept
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Point(1, 2).x = 3  # type: ignore[misc]
+
+
+def test_mutable_keeps_a_method_of_the_class_own_and_leaves_eq_unhashable() -> None:
+    @mutable
+    class Box:
+        items: list[int]
+
+        def __repr__(self) -> str:
+            return "a box"
+
+    assert repr(Box([1])) == "a box"
+    assert Box([1]) == Box([1]) and Box([1]) != Box([2])
+    with pytest.raises(TypeError):
+        hash(Box([1]))
+
+    @mutable(eq=False)
+    class Plain:
+        name: str
+
+    assert repr(Plain("a")) == "Plain(name='a')"
+    assert "__eq__" not in vars(Plain) and Plain("a") != Plain("a")  # identity, as asked
+    plain = Plain("a")
+    plain.name = "b"
+    assert repr(plain) == "Plain(name='b')"
+    assert plain in {plain}  # hashable by identity, as attrs makes an eq=False class

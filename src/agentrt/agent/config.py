@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 
 from ..config.secrets import SecretStore
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .guard import Redactor
 from .sandbox import Sandbox, tool_environment
@@ -17,13 +17,9 @@ from .sudo import SudoVerifier, Verifier
 from .toolproc import ToolLedger
 
 
-@attrs.frozen
+@record
 class AgentConfig:
     """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     workdir: Path
     secrets: SecretStore

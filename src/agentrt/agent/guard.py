@@ -29,7 +29,7 @@ from ..config.keystore import KEYS_DIR
 from ..config.secrets import is_secret_name
 from ..models.messages import Redaction
 from ..vocab.locations import HTTP_TOKEN_FILE
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
 MIN_REDACTED_LENGTH = 4
@@ -119,13 +119,9 @@ class SecretGoneError(LookupError):
     """A saved tool call names a secret (``[secret NAME]``) that is no longer stored."""
 
 
-@attrs.frozen
+@record
 class _Form:
     """One searched spelling of a secret: its text and whether it is the value itself."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     name: str
     text: str
@@ -163,13 +159,9 @@ def _pattern_of(text: str, *, any_case: bool) -> str:
     return _GAP.join(parts)
 
 
-@attrs.frozen
+@record
 class _Compiled:
     """One secret set, ready to search: replaced whole, so a thread never sees half of one."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     stamp: tuple[int, ...] = ()
     #: ``(name, value)``, longest value first.
@@ -227,7 +219,7 @@ class _Compiled:
         return value
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Redactor:
     """Replaces stored secret values in text with ``[secret NAME]``, however they are spelled.
 
@@ -243,8 +235,6 @@ class Redactor:
     from several threads (the daemon's log filter): the compiled set is
     replaced in one assignment.
     """
-
-    __repr__ = fields_repr
 
     secrets_dir: Path
     #: Other files whose whole content is a secret (the HTTP token), by the name to show.

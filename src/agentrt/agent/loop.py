@@ -65,7 +65,7 @@ from ..vocab.events import (
     UsageEvent,
     VerifyEvent,
 )
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from ..vocab.request import Request
 from ..vocab.terms import TaskStatus
 from .config import AgentConfig as AgentConfig
@@ -91,7 +91,7 @@ def event_pieces(text: str) -> list[str]:
     return [text[i : i + TEXT_EVENT_LIMIT] for i in range(0, len(text), TEXT_EVENT_LIMIT)]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Turns:
     """The calls of one round in the order the model issued them, for their questions.
 
@@ -105,8 +105,6 @@ class _Turns:
     Waiting calls are woken one at a time, in order (the one whose turn came),
     so the scheduler never has two of them to choose between.
     """
-
-    __repr__ = fields_repr
 
     passed: list[bool]
     #: ``ready[n]`` is set once every call before the n-th has passed.
@@ -142,7 +140,7 @@ _position: contextvars.ContextVar[tuple[tuple[_Turns, int], ...]] = contextvars.
 )
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class AgentRun:
     """One run of a session's task, or of one of its subagents (then `root` is the task's run).
 
@@ -158,8 +156,6 @@ class AgentRun:
     ``[secret NAME]`` (see `saved_form`); it is what a later resume starts
     from, and nothing in a live run reads its calls or arguments.
     """
-
-    __repr__ = fields_repr
 
     model: Model
     registry: Registry

@@ -46,9 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-import attrs
-
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import SandboxMode
 
 #: The first process of the sandbox's PID namespace (bubblewrap's ``--as-pid-1``): it runs
@@ -124,13 +122,9 @@ def find_bwrap(environ: Mapping[str, str] | None = None) -> tuple[str | None, st
     return found, ""
 
 
-@attrs.frozen
+@record
 class Sandbox:
     """How tool processes are confined: the mode in force and the bubblewrap that does it."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
     #: A bubblewrap that works here; None when none could be had (see `why`).

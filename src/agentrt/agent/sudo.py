@@ -10,20 +10,15 @@ import subprocess
 from collections.abc import Sequence
 from typing import Protocol
 
-import attrs
 import trio
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from .toolproc import ToolLedger, run_tool
 
 
-@attrs.frozen
+@record
 class PrivilegedResult:
     """What a command run through sudo returned."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     returncode: int
     output: bytes
@@ -45,13 +40,9 @@ class Verifier(Protocol):
         ...
 
 
-@attrs.frozen
+@record
 class SudoVerifier:
     """The real thing: `sudo -n -v`, `sudo -S -v` (password on stdin), `sudo -n CMD`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     sudo: str = "sudo"
     #: Where the commands' process groups are recorded while they run (see `run_tool`).

@@ -44,7 +44,7 @@ import attrs
 import trio
 
 from ..core.process import process_token, token_alive
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 log = logging.getLogger("agentrt.tools")
 
@@ -66,13 +66,9 @@ _WATCH = (
 )
 
 
-@attrs.frozen
+@record
 class ToolOutput:
     """What a tool process returned: its exit status and its output (stderr merged in)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     returncode: int
     output: bytes
@@ -116,13 +112,9 @@ def _kill_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-@attrs.frozen
+@record
 class GroupEntry:
     """One running tool group as the ledger records it."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     pgid: int
     #: The start time of the group's leader (``/proc/PID/stat`` field 22), against pid reuse.
@@ -132,13 +124,9 @@ class GroupEntry:
     boot: str
 
 
-@attrs.frozen
+@record
 class ToolLedger:
     """The running tool groups of every runner on one state directory, one file each."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     folder: Path
 

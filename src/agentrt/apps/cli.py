@@ -110,7 +110,7 @@ from ..protocol.frames import (
 )
 from ..store import StoreError, UnreadableTask, is_postgres
 from ..vocab.events import Event, Outcome, RunEnded, describe_resume, may_have_run
-from ..vocab.reprs import fields_eq, fields_repr
+from ..vocab.reprs import mutable
 from ..vocab.terminal import dumps, shown_output, visible
 from ..vocab.terms import TERMINAL
 
@@ -367,16 +367,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # -- printing -------------------------------------------------------------
 
 
-@attrs.define
+@mutable
 class Printer:
     """Shows a run's frames to a person (or as JSON lines) and reads answers from stdin.
 
     The same frames come from a run in this process (its events, as frames)
     and from a run in the daemon, so both print alike.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
 
     json_mode: bool
     out: TextIO = attrs.field(factory=lambda: sys.stdout)

@@ -64,7 +64,7 @@ from ..store.sql import Submitted
 from ..store.sqlite import TaskStore
 from ..store.writer import Call
 from ..vocab.events import Event, RunEnded, TaskStarted, TextEvent, ToolCallEvent, ToolResultEvent
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.terminal import own, shown_output, visible
 from ..vocab.terms import TERMINAL
 
@@ -88,13 +88,9 @@ SECRET_VALUE = "lab-canary-3f9d2c7a1b"
 # -- what a point records ----------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Boundary:
     """One point of the baseline run: an event it emitted or a store write it made."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     index: int
     kind: str  # "event" or "store"
@@ -103,13 +99,9 @@ class Boundary:
     label: tuple[str, str, str, int]
 
 
-@attrs.frozen
+@record
 class Violation:
     """An invariant that did not hold at one point, with the command that replays it."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     boundary: int
     cause: str
@@ -118,13 +110,9 @@ class Violation:
     replay: str
 
 
-@attrs.frozen
+@record
 class Cost:
     """What one interruption cost, against the baseline."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     calls_rerun: int
     chars_regenerated: int
@@ -132,13 +120,9 @@ class Cost:
     seconds_lost: float
 
 
-@attrs.frozen
+@record
 class Point:
     """The outcome of interrupting at one boundary with one cause."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     boundary: int
     cause: str
@@ -147,13 +131,9 @@ class Point:
     violations: tuple[Violation, ...] = ()
 
 
-@attrs.frozen
+@record
 class LabReport:
     """The baseline's boundaries, and every point of the sweep."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     conversation: str
     boundaries: tuple[Boundary, ...]
@@ -177,7 +157,7 @@ class LabReport:
 # -- running one conversation, instrumented ------------------------------------------
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _LabStore(TaskStore):
     """The task store with a hook after every write, running SQLite inline.
 
@@ -185,8 +165,6 @@ class _LabStore(TaskStore):
     one is in flight. After `die` every call waits forever, as if the process
     had been killed: nothing more reaches the file.
     """
-
-    __repr__ = fields_repr
 
     on_write: Callable[[str, str], None] | None = None
     dead: bool = False
@@ -336,11 +314,9 @@ def _event_name(event: Event) -> tuple[str, str]:
     return kind, ""
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Trace:
     """Everything one run did, as the lab sees it."""
-
-    __repr__ = fields_repr
 
     events: list[Event] = attrs.field(factory=list)
     boundaries: list[tuple[str, str, str, int]] = attrs.field(factory=list)
@@ -392,11 +368,9 @@ class _Trace:
         return ids
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _CountingModel:
     """A model whose streamed output is counted (what a resume makes it say again)."""
-
-    __repr__ = fields_repr
 
     inner: Model
     trace: _Trace
@@ -414,13 +388,9 @@ class _CountingModel:
         return await self.inner.complete(messages, tools, counted)
 
 
-@attrs.frozen
+@record
 class Conversation:
     """What to run: a model and the answers a person gives."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str
     model_spec: str = "scripted"
@@ -450,11 +420,9 @@ class Conversation:
         return Answer(self.answers.get(prompt, self.default_answer))
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Interrupt:
     """Where and how to stop a run; `fired` once it did."""
-
-    __repr__ = fields_repr
 
     label: tuple[str, str, str, int]
     cause: str
@@ -625,12 +593,9 @@ def _load(root: Path) -> TaskRecord | None:
     return trio.run(read)
 
 
-@attrs.define
+@mutable
 class Lab:
     """Runs the sweep for one conversation. `replay_prefix` starts each violation's command."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
 
     conversation: Conversation
     causes: tuple[str, ...] = CAUSES

@@ -24,9 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-import attrs
-
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 
 #: The key store's folder in the state dir.
 KEYS_DIR: Final = "keys"
@@ -58,14 +56,12 @@ def check_key_name(name: str) -> str:
     return name
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class KeyStore:
     """The keys of one state dir. Values never appear in a `repr`, a log or an error.
 
     Reading creates nothing; the folder is made (0700) on the first `put`.
     """
-
-    __repr__ = fields_repr
 
     path: Path
 

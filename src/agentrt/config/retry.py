@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import attrs
-
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 
-@attrs.frozen
+@record
 class RetryPolicy:
     """How often and how patiently a failed request is sent again.
 
@@ -22,10 +20,6 @@ class RetryPolicy:
     delivered (`agentrt.bots`). Each has its own defaults: `MODEL_RETRY`,
     `CHAT_RETRY`.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: Tries in all, the first included; None retries for ever (long polls, gateways).
     max_attempts: int | None = 3

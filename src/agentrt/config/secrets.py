@@ -6,9 +6,7 @@ import os
 import re
 from pathlib import Path
 
-import attrs
-
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from .statedir import fsync_dir
 
 #: A secret's name. A leading '.' is refused: the store writes its temporary files as
@@ -42,11 +40,9 @@ def check_secret_name(name: str) -> str:
     return name
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class SecretStore:
     """Named secrets on disk. Values are never logged, and `repr` shows only the folder."""
-
-    __repr__ = fields_repr
 
     path: Path
 

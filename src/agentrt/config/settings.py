@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..vocab.locations import default_state_dir
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import Approval, SandboxMode
 from .keystore import KeyNameError, KeyStore, check_key_name
 
@@ -127,13 +127,9 @@ class SourceKind(enum.Enum):
     DEFAULT = "default"
 
 
-@attrs.frozen
+@record
 class Source:
     """Where one value came from: its kind and which flag, variable, ``file:line`` or key."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     kind: SourceKind
     where: str = ""
@@ -145,12 +141,9 @@ class Source:
 DEFAULT: Final = Source(SourceKind.DEFAULT)
 
 
-@attrs.frozen(repr=False)
+@record(repr=False)
 class Value(Generic[T]):
     """A setting's value and its `Source`. A secret's `repr` hides the value."""
-
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     value: T
     source: Source = DEFAULT
@@ -400,13 +393,9 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
 }
 
 
-@attrs.frozen
+@record
 class ConfigFile:
     """A configuration file read and checked: its values by dotted key, and their lines."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     path: Path
     values: Mapping[str, Any] = attrs.field(factory=dict)
@@ -553,13 +542,9 @@ def _split_dotted(text: str) -> tuple[str, ...]:
 # -- the settings ---------------------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class ProviderSettings:
     """How to reach one provider's models: base URL, which key, the key, extra headers."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     name: str
     base_url: Value[str]
@@ -573,13 +558,9 @@ class ProviderSettings:
         return self.base_url.value.rstrip("/") == HOSTED_URLS[self.name]
 
 
-@attrs.frozen
+@record
 class BotSettings:
     """One chat service: whether the daemon runs its bot, who may use it, its token."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     service: str
     enabled: Value[bool]
@@ -588,13 +569,9 @@ class BotSettings:
     token: Value[str | None]
 
 
-@attrs.frozen
+@record
 class Settings:
     """The effective configuration of one command, every value with its `Source`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     config: Value[Path]
     #: Whether the configuration file exists (a missing default file is no error).

@@ -23,7 +23,7 @@ from typing import Final
 import attrs
 
 from ..core.process import process_token, token_alive
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 #: The lock file a daemon holds in its state dir.
 LOCK_FILE: Final = "daemon.lock"
@@ -80,13 +80,9 @@ def prepare_state_dir(path: Path, *, uid: int | None = None) -> Path:
     return path
 
 
-@attrs.frozen
+@record
 class DaemonInfo:
     """What a daemon records in its lock file: who it is and where it listens."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     pid: int
     #: The daemon's process token (pid and start time), so a reused pid is not taken for it.

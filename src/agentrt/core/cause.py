@@ -15,7 +15,7 @@ from types import TracebackType
 import attrs
 import trio
 
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from ..vocab.terms import CAUSE_REASON_PREFIX as _REASON_PREFIX
 from ..vocab.terms import Cause as Cause
 
@@ -41,7 +41,7 @@ def cause_of(exc: BaseException) -> Cause | None:
     return None
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class CauseScope:
     """A `trio.CancelScope` that remembers the first cause it was cancelled with.
 
@@ -56,8 +56,6 @@ class CauseScope:
     The first cause wins: a later `cancel` with another cause changes nothing, so
     a shutdown that follows a user's Pause still reports the Pause.
     """
-
-    __repr__ = fields_repr
 
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _cause: Cause | None = attrs.field(default=None, init=False)

@@ -13,20 +13,14 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-import attrs
-
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import ORIGINS as ORIGINS
 from ..vocab.terms import origin_of as origin_of
 
 
-@attrs.frozen
+@record
 class RequestContext:
     """Where a run's questions must go: its session, the window that started it, its task."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     window_hash: str | None = None

@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from ..store import BadCursorError, StoreError
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from .errors import ExecutorError
 from .pending import (
     AlreadyAnsweredError,
@@ -45,7 +45,7 @@ from .pending import (
 T = TypeVar("T")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Desk(Generic[T]):
     """One front-end's claim on its questions; make it with `Desk.open`.
 
@@ -57,8 +57,6 @@ class Desk(Generic[T]):
     is shown or over. `closed` is told the question's end state once it is
     over, in the question's task, or earlier through `close_done`.
     """
-
-    __repr__ = fields_repr
 
     listener: Listener
     forward: Callable[[Entry], T] = attrs.field(repr=False)
@@ -143,13 +141,9 @@ class Desk(Generic[T]):
 # --------------------------------------------------------------------------- refusals
 
 
-@attrs.frozen
+@record
 class Refusal:
     """How every front-end refuses a request: its HTTP status and code, its frame code, why."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: The ``code`` of an HTTP API error.
     code: str

@@ -30,7 +30,7 @@ from ..store.record import (
     unanswered_calls,
 )
 from ..vocab.events import Outcome, RunEnded, TaskStarted
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.terms import SETTLE, Settle, TaskStatus
 from .cause import Cause, CauseScope, cause_of
 from .context import RequestContext, bind_context
@@ -83,13 +83,9 @@ def new_task_hash() -> str:
     return os.urandom(6).hex()
 
 
-@attrs.frozen
+@record
 class TaskInfo:
     """A running task: what a cancel must name, and who may cancel it."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     session_id: str
@@ -97,32 +93,25 @@ class TaskInfo:
     window_hash: str | None
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Running:
-    __repr__ = fields_repr
     info: TaskInfo
     scope: CauseScope = attrs.field(factory=CauseScope)
     #: Set when the task was discarded while this run worked on it.
     discarded: bool = False
 
 
-@attrs.frozen
+@record
 class ExecutorStatistics:
     """Running tasks, and sessions with tools allowed for the session."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     running: int
     sessions_with_allowances: int
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Executor:
     """Runs sessions' tasks against one model, registry, store and configuration."""
-
-    __repr__ = fields_repr
 
     registry: Registry
     store: Store
@@ -674,16 +663,12 @@ def _check_ending(self: _Ending, _: attrs.Attribute[Cause | None], cause: Cause 
         raise ValueError(f"no run ends {self.outcome.value} with cause {cause}")
 
 
-@attrs.frozen
+@record
 class _Ending:
     """How a run ended, as classified before the store is told (see `Executor._conclude`).
 
     Its (outcome, cause) is one of `SETTLE`'s: a cancelled run has a cause, no other has.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     outcome: Outcome
     cause: Cause | None = attrs.field(default=None, validator=_check_ending)

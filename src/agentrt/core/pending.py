@@ -29,7 +29,7 @@ from types import TracebackType
 import attrs
 import trio
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.request import Request
 from ..vocab.terms import ALLOW_ONCE as ALLOW_ONCE
 from ..vocab.terms import ALLOW_SESSION as ALLOW_SESSION
@@ -44,13 +44,9 @@ log = logging.getLogger("agentrt.pending")
 Match = Callable[[RequestContext], bool]
 
 
-@attrs.frozen
+@record
 class Answer:
     """A human's reply. `secret` holds masked input and never appears in a repr."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)
@@ -103,11 +99,9 @@ class EntryState(enum.Enum):
     WITHDRAWN = "withdrawn"
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Entry:
     """One question in the registry: a request, its context, and a one-slot reply."""
-
-    __repr__ = fields_repr
 
     id: str
     request: Request
@@ -219,41 +213,31 @@ class Entry:
         self._set_done()
 
 
-@attrs.frozen
+@record
 class RegistryStatistics:
     """A snapshot of the registry's queues."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     waiting: int
     claimed: int
     listeners: int
 
 
-@attrs.frozen
+@record
 class ListenerStatistics:
     """A snapshot of one listener's queue."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     candidates: int
     claimed: int
     tasks_waiting: int
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Listener:
     """A front-end's claim on the questions whose session id starts with `prefix`.
 
     Use it as a context manager (or call `close`): leaving it unregisters it and
     fails, with `ListenerGoneError`, every question it claimed but did not answer.
     """
-
-    __repr__ = fields_repr
 
     _registry: Registry = attrs.field(repr=False)
     prefix: str
@@ -346,15 +330,13 @@ class Listener:
             )
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Registry:
     """The prefix-routed confirm/ask registry shared by all runs and front-ends of a process.
 
     A registry is an ordinary object: two can live in one process, and there is
     no module-level state.
     """
-
-    __repr__ = fields_repr
 
     _waiting: OrderedDict[int, Entry] = attrs.field(factory=OrderedDict, init=False)
     #: The same entries, by the window of the run that asked (indexes `_waiting`).

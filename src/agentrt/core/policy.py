@@ -64,17 +64,13 @@ from typing import Final
 import attrs
 
 from ..agent.guard import command_touches, inside
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.terms import DISCORD, TELEGRAM, TERMINAL, WEB, Approval, origin_of
 
 
-@attrs.frozen
+@record
 class OriginRules:
     """What a session's origin allows, whichever front-end acts on it (the first table above)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: `ask_user` is asked inline and the same run goes on; elsewhere the run parks on it.
     asks_inline: bool
@@ -106,13 +102,9 @@ class Front(enum.Enum):
     OWNER = "owner"
 
 
-@attrs.frozen
+@record
 class Actor:
     """Who is asking: a front-end kind, plus the window or chat it speaks for."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     front: Front
     #: The window a terminal connection speaks for.
@@ -141,11 +133,9 @@ class Actor:
         return cls(Front.OWNER)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class LiveWindows:
     """The terminal windows that have a live connection, and which connection holds each."""
-
-    __repr__ = fields_repr
 
     _holders: dict[str, object] = attrs.field(factory=dict, init=False)
 
@@ -167,11 +157,9 @@ class LiveWindows:
         return window in self._holders
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class AccessPolicy:
     """Applies the table above. `owner` is the window recorded for the session, if any."""
-
-    __repr__ = fields_repr
 
     windows: LiveWindows = attrs.field(factory=LiveWindows)
 
@@ -201,24 +189,16 @@ class AccessPolicy:
 # -- approval ---------------------------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Edit:
     """A tool call that writes the file at `path` (resolved)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     path: Path
 
 
-@attrs.frozen
+@record
 class Command:
     """A tool call that runs a shell command."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     command: str
 

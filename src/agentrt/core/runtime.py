@@ -30,7 +30,7 @@ from ..store import Store, is_postgres, open_store
 from ..vocab.locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
 from ..vocab.locations import default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .executor import Executor
 from .pending import Registry
@@ -163,13 +163,9 @@ def make_model(
     return ConfiguredModel(provider, name.strip(), options, find_key)
 
 
-@attrs.frozen
+@record
 class Runtime:
     """The registry, store, secrets and executor of one process."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     state_dir: Path
     registry: Registry

@@ -72,7 +72,7 @@ from ..core.pending import (
 from ..core.process import process_token, token_alive
 from ..store.postgres import LOCK_CLASS, NOW, PgStore, connect, idle_limit
 from ..store.record import converter
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.request import Request
 
 log = logging.getLogger("agentrt.fleet")
@@ -102,11 +102,9 @@ def _short(member: str) -> str:
     return member.rsplit(":", 1)[-1]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Fleet:
     """One member's part in the fleet: heartbeat, reaper, cancels and questions across daemons."""
-
-    __repr__ = fields_repr
 
     store: PgStore
     executor: Executor
@@ -747,26 +745,18 @@ def _process_alive(member: str) -> bool:
 # -- what `agentrt fleet status` shows ----------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Lease:
     """A running task and the member whose lease holds it."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     task_hash: str | None
     member: str
 
 
-@attrs.frozen
+@record
 class MemberStatus:
     """One member of the fleet as the database sees it now."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     id: str
     host: str
@@ -784,13 +774,9 @@ class MemberStatus:
         return self.lease_left > 0
 
 
-@attrs.frozen
+@record
 class FleetStatus:
     """Every member, its heartbeat and its leases; the tasks its end interrupted."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     location: str
     schema_version: int

@@ -40,7 +40,7 @@ import attrs
 import httpx
 
 from ..config.retry import RetryPolicy
-from ..vocab.reprs import fields_eq, fields_repr
+from ..vocab.reprs import mutable
 from .messages import (
     Message,
     ModelDelta,
@@ -95,7 +95,7 @@ EPHEMERAL = {"type": "ephemeral"}
 MIN_THINKING_BUDGET = 1024
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class AnthropicModel(StreamedModel):
     """A `Model` over the Anthropic Messages API.
 
@@ -110,8 +110,6 @@ class AnthropicModel(StreamedModel):
     shows the key or the headers. Each `complete` uses its own connection,
     which a cancel closes at once.
     """
-
-    __repr__ = fields_repr
 
     model: str
     base_url: str = DEFAULT_ANTHROPIC_URL
@@ -263,10 +261,8 @@ _ERROR_TYPES: dict[str, type[ProviderError]] = {
 }
 
 
-@attrs.define
+@mutable
 class _Tool:
-    __repr__ = fields_repr
-    __eq__ = fields_eq
     id: str
     name: str
     arguments: list[str] = attrs.field(factory=list)
@@ -274,10 +270,8 @@ class _Tool:
     stopped: bool = False
 
 
-@attrs.define
+@mutable
 class _Thinking:
-    __repr__ = fields_repr
-    __eq__ = fields_eq
     text: list[str] = attrs.field(factory=list)
     signature: str = ""
     redacted: str | None = None
@@ -286,11 +280,9 @@ class _Thinking:
         return ThinkingBlock("".join(self.text), self.signature or None, self.redacted)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Reader:
     """One reply's events, accumulated."""
-
-    __repr__ = fields_repr
 
     redactor: Redactor
     ctx: ErrorContext

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from ..core.errors import ModelNotConfiguredError
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from .anthropic import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_URL, AnthropicModel
 from .messages import Message, ToolSpec
 from .openai import DEFAULT_OPENAI_URL, OPENAI_KEY_ENV, OpenAIModel
@@ -59,14 +59,12 @@ def build_model(
     return cls(name, api_key=api_key, **kwargs)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class ConfiguredModel(StreamedModel):
     """An ``openai:`` or ``anthropic:`` model whose key `find_key` looks up at each request.
 
     `repr` never shows a key. The provider's model is rebuilt only when the key changed.
     """
-
-    __repr__ = fields_repr
 
     provider: str
     model: str

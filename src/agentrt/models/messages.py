@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 
 class Role(enum.Enum):
@@ -33,13 +33,9 @@ class Redaction(enum.Enum):
     LOST = "lost"
 
 
-@attrs.frozen
+@record
 class ToolCall:
     """One call the model asked for. `arguments` is a JSON object."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     id: str
     name: str
@@ -48,7 +44,7 @@ class ToolCall:
     redaction: Redaction = Redaction.NONE
 
 
-@attrs.frozen
+@record
 class ThinkingBlock:
     """A model's signed reasoning, kept in the transcript to be sent back as it came.
 
@@ -59,10 +55,6 @@ class ThinkingBlock:
     changed (a secret scrubbed out) loses its signature: it can no longer be
     sent back, and the provider leaves it out.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str = ""
     signature: str | None = None
@@ -82,13 +74,9 @@ class ThinkingBlock:
         return attrs.evolve(self, text=text, signature=None)
 
 
-@attrs.frozen
+@record
 class Message:
     """One message of a transcript."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     role: Role
     content: str = ""
@@ -122,20 +110,16 @@ class Message:
         return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
 
 
-@attrs.frozen
+@record
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON schema of its arguments."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     name: str
     description: str
     parameters: dict[str, Any]
 
 
-@attrs.frozen
+@record
 class Usage:
     """Token counts reported by a model for one response.
 
@@ -144,34 +128,22 @@ class Usage:
     `cache_creation_tokens` were written to it (both 0 when not reported).
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
 
 
-@attrs.frozen
+@record
 class TextDelta:
     """A piece of streamed assistant text."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str
 
 
-@attrs.frozen
+@record
 class ToolCallDelta:
     """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     index: int
     id: str | None = None
@@ -179,13 +151,9 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@attrs.frozen
+@record
 class ReasoningDelta:
     """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str
 
@@ -193,13 +161,9 @@ class ReasoningDelta:
 ModelDelta = TextDelta | ToolCallDelta | ReasoningDelta
 
 
-@attrs.frozen
+@record
 class ModelResponse:
     """A whole model response: its text, its tool calls, its usage."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str
     tool_calls: tuple[ToolCall, ...] = ()

@@ -30,7 +30,7 @@ import attrs
 import httpx
 
 from ..config.retry import RetryPolicy
-from ..vocab.reprs import fields_eq, fields_repr
+from ..vocab.reprs import mutable
 from .messages import (
     Message,
     ModelDelta,
@@ -78,7 +78,7 @@ _AZURE_API = Api(
 )
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class OpenAIModel(StreamedModel):
     """A `Model` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -91,8 +91,6 @@ class OpenAIModel(StreamedModel):
     default). `repr` never shows the key or the headers. Each `complete` uses
     its own connection, which a cancel closes at once.
     """
-
-    __repr__ = fields_repr
 
     model: str
     base_url: str = DEFAULT_OPENAI_URL
@@ -135,7 +133,7 @@ class OpenAIModel(StreamedModel):
         )
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class AzureOpenAIModel(StreamedModel):
     """A `Model` over an Azure OpenAI deployment's chat completions endpoint.
 
@@ -146,8 +144,6 @@ class AzureOpenAIModel(StreamedModel):
     fails before sending anything. `headers` and `max_tokens` work as for
     `OpenAIModel`.
     """
-
-    __repr__ = fields_repr
 
     endpoint: str
     deployment: str
@@ -297,20 +293,16 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
-@attrs.define
+@mutable
 class _Call:
-    __repr__ = fields_repr
-    __eq__ = fields_eq
     id: str | None = None
     name: str | None = None
     arguments: list[str] = attrs.field(factory=list)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Reader:
     """One reply's chunks, accumulated."""
-
-    __repr__ = fields_repr
 
     redactor: Redactor
     provider: str = _PROVIDER

@@ -9,19 +9,15 @@ from typing import Any
 
 import attrs
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 
-@attrs.frozen
+@record
 class ModelOptions:
     """How to reach a provider's model, as configured.
 
     None (or an empty table) leaves the provider's own default.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: The API's base URL (default: the provider's hosted API).
     base_url: str | None = None

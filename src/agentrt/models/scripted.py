@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import trio
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from .messages import (
     Message,
     ModelError,
@@ -116,17 +115,13 @@ def _number(text: str, usage: str) -> float:
     return value
 
 
-@attrs.frozen
+@record
 class ScriptedModel:
     """The deterministic default model (see the module docstring for its grammar).
 
     `word_delay` paces echoed text and `stream_delay` the words of ``stream N``;
     both go through `trio.sleep`, so tests run them on a `MockClock`.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     word_delay: float = 0.02
     stream_delay: float = 0.1
@@ -219,20 +214,16 @@ class ScriptedModel:
         return text
 
 
-@attrs.frozen
+@record
 class ReplayTurn:
     """One recorded model turn."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     delay: float = 0.0
 
 
-@attrs.frozen
+@record
 class ReplayModel:
     """Plays back a scripted conversation: the Nth response is the file's Nth turn.
 
@@ -241,10 +232,6 @@ class ReplayModel:
     Turns are counted from the assistant messages already in the conversation, so
     a resumed task continues where it stopped.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     turns: tuple[ReplayTurn, ...]
     source: str = "replay"

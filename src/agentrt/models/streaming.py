@@ -26,7 +26,7 @@ import httpx
 import trio
 
 from ..config.retry import MODEL_RETRY, RetryPolicy
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from .messages import Message, ModelDelta, ModelError, ModelResponse, OnDelta, ToolSpec
 
 # --------------------------------------------------------------------------- errors
@@ -123,7 +123,7 @@ class ModelStreamCutError(ModelStreamError):
 # --------------------------------------------------------------------------- redaction
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Redactor:
     """Scrubs secrets out of text that came from elsewhere (server error bodies).
 
@@ -132,8 +132,6 @@ class Redactor:
     secret is replaced, which catches both forms. Besides the key, `others`
     are scrubbed too (credentials in custom headers). `repr` never shows them.
     """
-
-    __repr__ = fields_repr
 
     _secret: str | None = attrs.field(alias="secret", repr=False)
     min_run: int = 6
@@ -162,13 +160,9 @@ class Redactor:
 # --------------------------------------------------------------------------- what to say
 
 
-@attrs.frozen
+@record
 class Api:
     """What sets one model API apart, as far as talking to it goes: its name and its key."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: How users know the API: ``"OpenAI-compatible API"``, ``"Anthropic API"``.
     provider: str
@@ -212,13 +206,9 @@ def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
     )
 
 
-@attrs.frozen
+@record
 class ErrorContext:
     """What an error message names: the API, the model, the URL, whether a key was sent."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     api: Api
     model: str
@@ -378,13 +368,9 @@ async def with_retries(
 # --------------------------------------------------------------------------- SSE
 
 
-@attrs.frozen
+@record
 class SSEEvent:
     """One server-sent event: its ``event:`` name (``"message"`` if none) and joined ``data:``."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     event: str
     data: str
@@ -397,7 +383,7 @@ class SSEError(ValueError):
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class SSEDecoder:
     """Cuts a ``text/event-stream`` byte stream into events; knows no sockets.
 
@@ -408,8 +394,6 @@ class SSEDecoder:
     some local servers end their stream that way. An event larger than
     `max_event_bytes` raises `SSEError` rather than growing without bound.
     """
-
-    __repr__ = fields_repr
 
     max_event_bytes: int = 8 * 1024 * 1024
     _buffer: bytearray = attrs.field(factory=bytearray, init=False)
@@ -500,16 +484,12 @@ class StreamReader(Protocol):
         ...
 
 
-@attrs.frozen
+@record
 class ModelCall:
     """One streaming POST a model asks for, and how to read its reply.
 
     `repr` hides the key, the headers (they hold the key) and the body.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     api: Api
     #: The model as error messages name it.

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import attrs
-
 from ..core.cause import Cause
 from ..vocab.events import Outcome
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 
 
 class Ending(Protocol):
@@ -46,7 +44,7 @@ class Ending(Protocol):
         ...
 
 
-@attrs.frozen
+@record
 class EndWords:
     """How a run ended, in the words of each kind of front-end.
 
@@ -55,10 +53,6 @@ class EndWords:
     ("stopped (pause); the task is kept", "finished"); `chat` is a message in a
     chat service ("⏸ Paused."). A front-end adds how to go on there.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     title: str
     status: str

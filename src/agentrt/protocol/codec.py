@@ -22,11 +22,9 @@ import enum
 import json
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 
-import attrs
-
 from ..vocab.clamp import clamp_arguments
 from ..vocab.peerjson import JsonNumberError, loads
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from .frames import (
     ClientFrame,
     DaemonFrame,
@@ -55,17 +53,13 @@ NEED_DATA: Final = Sentinel.NEED_DATA
 EOF: Final = Sentinel.EOF
 
 
-@attrs.frozen
+@record
 class ProtocolError:
     """A line that was not a valid frame. The codec has already moved past it.
 
     `message` names the problem for a human ("expected int, got str @
     $.attempts_left"); `ref` is the offending frame's type when it was known.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     code: ErrorCode
     message: str

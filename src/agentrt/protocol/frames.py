@@ -36,7 +36,7 @@ from ..vocab.events import (
     UsageEvent,
     VerifyEvent,
 )
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.request import Request
 from ..vocab.terms import Cause, RequestKind
 from .wirecode import carries_utf8
@@ -60,7 +60,7 @@ class Scope(enum.Enum):
     ALL = "all"
 
 
-@attrs.frozen
+@record
 class Hello:
     """First frame of a client: the protocol version and the window it speaks for.
 
@@ -70,27 +70,19 @@ class Hello:
     list, show, resume and discard sessions of every origin.
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     TYPE: ClassVar[str] = "hello"
     version: int
     window: str
     scope: Scope = Scope.WINDOW
 
 
-@attrs.frozen
+@record
 class Run:
     """Start a run with the user's `text`.
 
     Without `session` the daemon makes a new ``cli-`` session; with one, the
     run continues that session's conversation.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "run"
     text: str
@@ -100,7 +92,7 @@ class Run:
     cwd: str | None = None
 
 
-@attrs.frozen
+@record
 class AnswerFrame:
     """Answer the question `ask` (the `AskFrame.id` this connection was sent).
 
@@ -110,10 +102,6 @@ class AnswerFrame:
     `agentrt` command's stdin closed): the run goes on as if nobody had been
     there to ask, saving the question with its task; `value` is then ignored.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "answer"
     ask: str
@@ -134,7 +122,7 @@ def _check_cancel_cause(self: Cancel, _: attrs.Attribute[Cause], cause: Cause) -
         )
 
 
-@attrs.frozen
+@record
 class Cancel:
     """Stop the run `task` this connection started, for `cause`.
 
@@ -144,10 +132,6 @@ class Cancel:
     this frame (`older_pause_hook`) reads that spelling into `cause`; it is
     never sent.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "cancel"
     task: str
@@ -172,7 +156,7 @@ LIST_PAGE = 200
 LIST_PAGE_MAX = 1000
 
 
-@attrs.frozen
+@record
 class PendingRequest:
     """List, show, resume or discard pending tasks.
 
@@ -187,10 +171,6 @@ class PendingRequest:
     each its own reply, the last with no ``next``: the whole listing for one
     request.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending"
     action: PendingAction
@@ -219,7 +199,7 @@ MESSAGES_PAGE = 200
 MESSAGES_PAGE_MAX = 1000
 
 
-@attrs.frozen
+@record
 class SessionsRequest:
     """List sessions (finished ones too), show one's messages, or remove one.
 
@@ -232,10 +212,6 @@ class SessionsRequest:
     pending task is refused (discard the task first). To continue a session,
     send a `Run` naming it.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "sessions"
     action: SessionsAction
@@ -250,13 +226,9 @@ class SessionsRequest:
 # -- daemon -> client --------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Welcome:
     """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "hello"
     version: int
@@ -358,7 +330,7 @@ def frame_of(event: Event) -> EventFrame:
     return _FRAME_OF_EVENT[type(event)](*attrs.astuple(event, recurse=False))
 
 
-@attrs.frozen
+@record
 class AskFrame:
     """A question for the human, from run `task`; reply with an `AnswerFrame` naming `id`.
 
@@ -368,10 +340,6 @@ class AskFrame:
     password into a masked field). `error` explains why a question is asked
     again ("wrong password").
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ask"
     id: str
@@ -396,30 +364,22 @@ class AskFrame:
         return Request(self.kind, self.prompt, self.choices, tool=self.tool, error=self.error)
 
 
-@attrs.frozen
+@record
 class AskWithdrawn:
     """Question `id` no longer waits for an answer (its run stopped); close its prompt."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ask_withdrawn"
     id: str
     reason: str
 
 
-@attrs.frozen
+@record
 class PendingTask:
     """One pending task as listed in a `PendingList` (not a frame of its own).
 
     `status` is ``unreadable`` for a stored task that cannot be decoded; its
     `error` says what is wrong, and it can still be discarded.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session: str
     status: str
@@ -439,13 +399,9 @@ class PendingTask:
     crashed: bool = False
 
 
-@attrs.frozen
+@record
 class PendingList:
     """The reply to ``pending list``: the tasks this window may resume or discard."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending"
     tasks: tuple[PendingTask, ...] = ()
@@ -453,26 +409,18 @@ class PendingList:
     next: str | None = None
 
 
-@attrs.frozen
+@record
 class PendingDetail:
     """The reply to ``pending show``: one pending task and its saved transcript."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "pending_task"
     task: PendingTask
     transcript: tuple[dict[str, Any], ...] = ()
 
 
-@attrs.frozen
+@record
 class SessionItem:
     """One session as listed in a `SessionList` (not a frame of its own)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session: str
     #: Its first message's first line, shortened.
@@ -486,13 +434,9 @@ class SessionItem:
     status: str | None = None
 
 
-@attrs.frozen
+@record
 class SessionList:
     """The reply to ``sessions list``: the sessions this connection may see."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "sessions"
     sessions: tuple[SessionItem, ...] = ()
@@ -500,13 +444,9 @@ class SessionList:
     next: str | None = None
 
 
-@attrs.frozen
+@record
 class SessionMessage:
     """One stored message in a `SessionMessages` page (not a frame of its own)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     seq: int
     role: str
@@ -519,13 +459,9 @@ class SessionMessage:
     name: str | None = None
 
 
-@attrs.frozen
+@record
 class SessionMessages:
     """The reply to ``sessions show``: the session and a page of its messages, oldest first."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "session"
     session: SessionItem
@@ -534,17 +470,13 @@ class SessionMessages:
     next: int | None = None
 
 
-@attrs.frozen
+@record
 class Ack:
     """A request was carried out: `ref` is the type of the frame acknowledged.
 
     A ``cancel`` is acknowledged with its `task`; a ``pending discard`` and a
     ``sessions rm`` with their `session`.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "ack"
     ref: str
@@ -579,13 +511,9 @@ class ErrorCode(enum.Enum):
     FAILED = "failed"
 
 
-@attrs.frozen
+@record
 class ErrorFrame:
     """Something the client sent was refused; `ref` is that frame's type when known."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     TYPE: ClassVar[str] = "error"
     code: ErrorCode

@@ -54,7 +54,7 @@ from psycopg_pool import ConnectionPool
 
 from ..core.process import process_token
 from ..models.messages import Message
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from .errors import StaleLeaseError, StoreError
 from .record import TaskRecord
 from .sql import SqlStore
@@ -193,7 +193,7 @@ _PARAMETER = re.compile(r"\?")
 T = TypeVar("T")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class PgConnection:
     """A pooled psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
 
@@ -203,8 +203,6 @@ class PgConnection:
     server restarted, the network went, the backend was terminated), connects
     again, so an outage fails the calls made during it and no later ones.
     """
-
-    __repr__ = fields_repr
 
     pool: ConnectionPool[Any] = attrs.field(repr=False)
     lock_key: int
@@ -301,11 +299,9 @@ def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
     return pool
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class PgStore(SqlStore):
     """The task store in a PostgreSQL database. Open with `await PgStore.open(url)`."""
-
-    __repr__ = fields_repr
 
     url: str = attrs.field(kw_only=True, repr=False)
     #: The NOTIFY channel of this database schema's fleet.

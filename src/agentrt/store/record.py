@@ -16,17 +16,13 @@ from ..core.errors import BadAnswerError
 from ..core.process import token_alive
 from ..models.messages import Message, Role, ToolCall
 from ..vocab.clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from ..vocab.terms import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind, TaskStatus
 
 
-@attrs.frozen
+@record
 class SavedQuestion:
     """A question a run parked on: the tool call it answers and what to show the human."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     call_id: str
     prompt: str
@@ -37,7 +33,7 @@ class SavedQuestion:
 ARGUMENTS_BOUND = 8 * 1024 * 1024
 
 
-@attrs.frozen
+@record
 class SubagentJournal:
     """What one subagent of a task has committed, kept in the task's record.
 
@@ -50,10 +46,6 @@ class SubagentJournal:
     goes once the spawn's own result is committed.
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     #: The subagent's path as events show it (``sub1``, ``sub1/sub1``).
     agent: str
     transcript: tuple[Message, ...] = ()
@@ -61,7 +53,7 @@ class SubagentJournal:
     arguments: Mapping[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
-@attrs.frozen
+@record
 class TaskRecord:
     """A session's unfinished task, as saved: everything needed to resume it without redoing work.
 
@@ -75,10 +67,6 @@ class TaskRecord:
     effects was started: a call that started but never committed may already
     have run, and says so on resume.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     input: str
@@ -138,7 +126,7 @@ class TaskRecord:
         return attrs.evolve(self, **changes)
 
 
-@attrs.frozen
+@record
 class TaskSummary:
     """A pending task as listed: every field of its record but the transcript and attempts.
 
@@ -146,10 +134,6 @@ class TaskSummary:
     of tasks never decodes a transcript. `messages` counts the transcript's
     messages.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     input: str
@@ -340,13 +324,9 @@ def clamp_message(message: Message) -> Message:
     return message
 
 
-@attrs.frozen
+@record
 class AnswerEffects:
     """What answering a saved question changes in the run that resumes the task."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: Call ids whose confirmation the answer gave (they run without asking again).
     approved: frozenset[str] = frozenset()

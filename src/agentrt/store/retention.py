@@ -17,7 +17,7 @@ from typing import Final
 import attrs
 import trio
 
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from . import Store, StoreError
 
 log = logging.getLogger("agentrt.retention")
@@ -28,19 +28,15 @@ DAY: Final = 86400.0
 PRUNE_EVERY: Final = 3600.0
 
 
-@attrs.frozen
+@record
 class RetentionStatistics:
     """Prunes done so far and the sessions they deleted."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     passes: int
     pruned: int
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Retention:
     """Deletes the finished sessions of `store` last active more than `days` days ago.
 
@@ -48,8 +44,6 @@ class Retention:
     that returns. `clock` is the wall clock the store's timestamps are read
     against (seconds since the epoch); the wait between prunes is Trio's.
     """
-
-    __repr__ = fields_repr
 
     store: Store
     days: float

@@ -37,7 +37,7 @@ from ..core.process import process_token
 from ..models.messages import Message, Role
 from ..present.listing import TIME_MARK, BriefTask
 from ..present.listing import lines as listing_lines
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import mutable, record
 from ..vocab.terms import TaskStatus
 from .columns import (
     FIELDS,
@@ -99,7 +99,7 @@ def write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     db.execute("COMMIT")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Memory:
     """The messages of recently used sessions as last written or read, by revision.
 
@@ -110,8 +110,6 @@ class _Memory:
     object kept alive is one more for the garbage collector to walk. Used by
     the writer thread only.
     """
-
-    __repr__ = fields_repr
 
     limit: int = 10_000
     _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
@@ -144,24 +142,17 @@ class _Memory:
         self._size = 0
 
 
-@attrs.frozen
+@record
 class _TaskRow:
     """A `tasks` row: its raw field columns and its range of messages."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     fields: tuple[Any, ...]
     first_seq: int
     message_count: int
 
 
-@attrs.frozen
+@record
 class _SessionRow:
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
     rev: int
     next_seq: int
 
@@ -305,7 +296,7 @@ def _parse_cursor(cursor: str) -> tuple[float, str]:
         ) from None
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class SqlStore:
     """Sessions' messages and pending tasks in an SQL database; see `TaskStore` and `PgStore`.
 
@@ -314,8 +305,6 @@ class SqlStore:
     parameters, ``executemany``, ``in_transaction``, ``BEGIN IMMEDIATE`` for a
     transaction holding the store's write lock).
     """
-
-    __repr__ = fields_repr
 
     #: The query of `list_brief`, for a database that keeps each column to its type.
     _BRIEF_SELECT: ClassVar[str] = brief_select(PLAIN)
@@ -1160,11 +1149,9 @@ def _first_user_text(messages: Sequence[Message]) -> str:
     return next((m.content for m in messages if m.role is Role.USER), "")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Submitted(Generic[T]):
     """A store call queued by a ``*_nowait`` method; `wait` gives its outcome."""
-
-    __repr__ = fields_repr
 
     _store: SqlStore
     _call: Call[T]

@@ -27,7 +27,7 @@ from ..core.cause import Cause
 from ..models.messages import Role
 from ..present.listing import TIME_MARK, line_head, stamp, template
 from ..present.listing import lines as listing_lines
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from ..vocab.terms import TaskStatus
 from .columns import FIELDS, dumps, fields_of, json_text, prompt_of, title_of
 from .errors import StoreError
@@ -135,11 +135,9 @@ def _line_of(record: TaskRecord) -> str | None:
     )
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class TaskStore(SqlStore):
     """Sessions' messages and pending tasks in an SQLite file. Open with `await TaskStore.open(path)`."""
-
-    __repr__ = fields_repr
 
     #: The query of `list_brief` for a database that keeps any type in any column.
     _BRIEF_SELECT: ClassVar[str] = brief_select(_PLAIN_TYPED)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-import attrs
-
 from ..models.messages import Message
 from ..present.listing import BriefTask
-from ..vocab.reprs import fields_eq, fields_hash, fields_repr
+from ..vocab.reprs import record
 from .record import TaskRecord, TaskSummary
 
 T = TypeVar("T")
 
 
-@attrs.frozen
+@record
 class UnreadableTask:
     """A stored pending task that cannot be decoded (bad JSON, a damaged field).
 
@@ -22,10 +20,6 @@ class UnreadableTask:
     usable, and it can be discarded like any task. `error` says what is wrong
     and how to discard it. The plain columns are kept when they can be read.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     error: str
@@ -55,13 +49,9 @@ def brief_of(task: ListedTask) -> BriefTask:
     )
 
 
-@attrs.frozen
+@record
 class SessionInfo:
     """One session as listed: its title (first message, shortened) and where it stands."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     session_id: str
     title: str
@@ -76,38 +66,26 @@ class SessionInfo:
     task: ListedTask | None = None
 
 
-@attrs.frozen
+@record
 class StoredMessage:
     """One stored message and its place in its session (`seq` counts from 0)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     seq: int
     created_at: float
     message: Message
 
 
-@attrs.frozen
+@record
 class Page(Generic[T]):
     """A page of a listing, and the cursor of the next page (None after the last)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     items: tuple[T, ...]
     next: str | None = None
 
 
-@attrs.frozen
+@record
 class StoreStatistics:
     """Calls and batches run so far, and calls waiting now."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     calls: int
     batches: int

@@ -20,18 +20,16 @@ from typing import Any, Generic, TypeVar
 import attrs
 import trio
 
-from ..vocab.reprs import fields_repr
+from ..vocab.reprs import mutable
 from .errors import StoreError
 from .types import StoreStatistics
 
 T = TypeVar("T")
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Call(Generic[T]):
     """One store call waiting for, or done by, the writer thread."""
-
-    __repr__ = fields_repr
 
     fn: Callable[[sqlite3.Connection], T]
     token: trio.lowlevel.TrioToken
@@ -63,7 +61,7 @@ class Call(Generic[T]):
 _BATCH_LIMIT = 64
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Writer:
     """The thread that runs every store call, batching what is queued into one transaction.
 
@@ -71,8 +69,6 @@ class Writer:
     Trio run that queued each call (`TrioToken.run_sync_soon`), one wake-up
     per batch.
     """
-
-    __repr__ = fields_repr
 
     db: sqlite3.Connection
     location: str

@@ -12,18 +12,14 @@ from typing import Any
 
 import attrs
 
-from .reprs import fields_eq, fields_hash, fields_repr
+from .reprs import record
 from .terms import Cause
 from .terms import Outcome as Outcome
 
 
-@attrs.frozen
+@record
 class TaskStarted:
     """The first event of every run: it carries the task hash a cancel must name."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     session_id: str
@@ -36,36 +32,28 @@ class TaskStarted:
     regenerated_words: int = 0
 
 
-@attrs.frozen
+@record
 class TextEvent:
     """Streamed assistant text (`agent` names a subagent, "" for the main one)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     text: str
     agent: str = ""
 
 
-@attrs.frozen
+@record
 class ReasoningEvent:
     """Streamed reasoning ("thinking") of the model: shown apart from its answer, dimmed.
 
     Not part of the reply: a front-end that shows only answers may ignore it.
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     task_hash: str
     text: str
     agent: str = ""
 
 
-@attrs.frozen
+@record
 class ToolCallEvent:
     """A tool call is about to run.
 
@@ -74,10 +62,6 @@ class ToolCallEvent:
     means an earlier run started this call and stopped before its result was
     committed, so it may already have run.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     call_id: str
@@ -109,16 +93,12 @@ def may_have_run(attempt: int) -> str | None:
     return f"may already have run (attempt {attempt})" if attempt > 1 else None
 
 
-@attrs.frozen
+@record
 class ToolCallDeltaEvent:
     """A piece of a tool call the model is still streaming: its name first, then argument text.
 
     The call runs (and `ToolCallEvent` follows) only once the whole response is in.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     index: int
@@ -130,13 +110,9 @@ class ToolCallDeltaEvent:
     agent: str = ""
 
 
-@attrs.frozen
+@record
 class ToolResultEvent:
     """A tool call finished; `preview` is the start of its result."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     call_id: str
@@ -146,13 +122,9 @@ class ToolResultEvent:
     agent: str = ""
 
 
-@attrs.frozen
+@record
 class VerifyEvent:
     """The result of checking a password typed for a restricted path."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     ok: bool
@@ -160,7 +132,7 @@ class VerifyEvent:
     message: str
 
 
-@attrs.frozen
+@record
 class UsageEvent:
     """Token usage reported by the model for one response.
 
@@ -169,10 +141,6 @@ class UsageEvent:
     `cache_creation_tokens` written to it.
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     task_hash: str
     input_tokens: int
     output_tokens: int
@@ -180,13 +148,9 @@ class UsageEvent:
     cache_creation_tokens: int = 0
 
 
-@attrs.frozen
+@record
 class RunEnded:
     """The last event of every run, saying how it ended."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     task_hash: str
     session_id: str

@@ -2,9 +2,10 @@
 
 attrs compiles a `__repr__` for each class it builds, and at start-up that
 compiling is a third of what building a class costs: with some 180 classes,
-tens of milliseconds of every command. A class whose body says
-``__repr__ = fields_repr`` gets none compiled (attrs leaves a class's own
-`__repr__` alone) and prints exactly as attrs would have: the fields in
+tens of milliseconds of every command. A class built with `record` (for
+`attrs.frozen`) or `mutable` (for `attrs.define`) gets `fields_repr` as its own
+``__repr__``, so attrs compiles none (it leaves a class's own `__repr__` alone),
+and prints exactly as attrs would have: the fields in
 order, ``repr=False`` ones left out, a field's own repr function used, and
 ``...`` for an object already being printed further up.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -51,9 +52,8 @@ def fields_repr(self: object) -> str:
 # -- equality and hashing ----------------------------------------------------------
 #
 # attrs compiles an `__eq__` and, for a frozen class, a `__hash__` per class too: a
-# third of what building a class still cost once its repr was shared. A class whose
-# body says ``__eq__ = fields_eq`` (and, frozen, ``__hash__ = fields_hash``) gets
-# neither compiled and compares as attrs does: same class only, then each field with
+# third of what building a class still cost once its repr was shared. A class that
+# `record` or `mutable` gives `fields_eq` (and, frozen, `fields_hash`) gets neither compiled and compares as attrs does: same class only, then each field with
 # ``eq=True`` in order (through its ``eq`` key function, if any), ``and``-ed. A mutable
 # class that shares `fields_eq` is unhashable, as attrs makes it.
 
@@ -99,3 +99,56 @@ def fields_hash(self: Any) -> int:
             ),
         )
     )
+
+
+def _share(cls: Any, *, eq: bool, hash: bool) -> Any:
+    """Give `cls` `fields_repr` (and, with `eq`, `fields_eq`; with `hash`, `fields_hash`).
+
+    A method the class defines itself is kept. An ``__eq__`` given without a hash
+    leaves the class unhashable, as a class statement that defines ``__eq__`` does.
+    """
+    shared: dict[str, object] = {"__repr__": fields_repr}
+    if eq:
+        shared["__eq__"] = fields_eq
+        shared["__hash__"] = fields_hash if hash else None
+    for name, method in shared.items():
+        if name not in vars(cls):
+            setattr(cls, name, method)
+    return cls
+
+
+# -- the decorators ------------------------------------------------------------------
+#
+# `record` is `attrs.frozen` and `mutable` is `attrs.define`, for a class that shares the
+# methods above: each gives the class its own `fields_repr` (and `fields_eq`, and for a
+# frozen class `fields_hash`) before attrs builds it, so attrs compiles none of them.
+# Type checkers see attrs' own decorators, which is what these build.
+
+if TYPE_CHECKING:
+    from attrs import define as mutable
+    from attrs import frozen as record
+else:
+
+    def record(maybe_cls=None, /, **options):
+        """`attrs.frozen`, with the shared repr, ``==`` and hash (``eq=False``: the repr only)."""
+        compares = options.get("eq", True) is not False
+
+        def build(cls):
+            return attrs.frozen(_share(cls, eq=compares, hash=compares), **options)
+
+        return build if maybe_cls is None else build(maybe_cls)
+
+    def mutable(maybe_cls=None, /, **options):
+        """`attrs.define`, with the shared repr and ``==`` (``eq=False``: the repr only).
+
+        A mutable class that compares by its fields is unhashable, as attrs makes it.
+        """
+        compares = options.get("eq", True) is not False
+
+        def build(cls):
+            return attrs.define(_share(cls, eq=compares, hash=False), **options)
+
+        return build if maybe_cls is None else build(maybe_cls)
+
+
+__all__ = ["fields_eq", "fields_hash", "fields_repr", "mutable", "record"]

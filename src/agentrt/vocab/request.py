@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from .reprs import fields_eq, fields_hash, fields_repr
+from .reprs import record
 from .terms import CONFIRM_CHOICES, RequestKind
 
 #: The kinds whose answer is typed into a masked field: a secret's value, the system password.
@@ -23,13 +23,9 @@ def _masked(self: Request) -> bool:
     return self.kind in MASKED_KINDS
 
 
-@attrs.frozen
+@record
 class Request:
     """What a producer asks. Immutable; the registry wraps it in an `Entry`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     kind: RequestKind
     prompt: str

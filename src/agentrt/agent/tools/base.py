@@ -33,7 +33,7 @@ from ...core.context import RequestContext
 from ...core.pending import Answer
 from ...core.policy import Command, Edit, auto_approves
 from ...models.messages import ToolCall, ToolSpec
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from ...vocab.request import Request
 from ...vocab.terms import TERMINAL, RequestKind, origin_of
 from ..config import AgentConfig
@@ -143,13 +143,9 @@ class ToolRun(Protocol):
 _JSON_TYPES: Final[Mapping[type, str]] = {str: "string", float: "number", int: "integer"}
 
 
-@attrs.frozen
+@record
 class Tool:
     """Base of every tool: subclasses are frozen attrs classes of the tool's arguments."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: The name the model calls the tool by.
     NAME: ClassVar[str]
@@ -253,13 +249,9 @@ def _converter() -> cattrs.Converter:
 # -- what several tools do the same way ----------------------------------------------
 
 
-@attrs.frozen
+@record
 class Consent:
     """A call may take effect: whether a person said so (else the approval policy did)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     asked: bool
 

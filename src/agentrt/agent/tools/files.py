@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 from typing import ClassVar, Final
 
-import attrs
 import trio
 
 from ...core.policy import Edit
 from ...models.messages import ToolCall
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from .. import atomic as _atomic
 from ..atomic import ERROR_PREFIX, EXIT_OS_ERROR, write_atomic
 from ..guard import inside
@@ -57,13 +56,9 @@ def _write_failure(agent: ToolRun, path: Path, result: ToolOutput) -> ToolError:
     return ToolError(f"{message} {note}" if note else message)
 
 
-@attrs.frozen
+@record
 class WriteFile(Tool):
     """``write_file``: after a confirmation (with the system password on a restricted path)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "write_file"
     DESCRIPTION: ClassVar = (
@@ -111,13 +106,9 @@ class WriteFile(Tool):
         return f"wrote {len(data)} bytes to {path}"
 
 
-@attrs.frozen
+@record
 class ReadFile(Tool):
     """``read_file``: no confirmation, except the system password on a restricted path."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "read_file"
     DESCRIPTION: ClassVar = "Read a text file."

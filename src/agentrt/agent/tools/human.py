@@ -4,26 +4,21 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
 import trio
 
 from ...config.secrets import SecretNameError
 from ...core.policy import origin_rules
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from ...vocab.request import Request
 from ...vocab.terms import DENY, RequestKind
 from .base import PROMPT_LIMIT, QuestionParked, Tool, ToolError, ToolRun
 
 
-@attrs.frozen
+@record
 class AskUser(Tool):
     """``ask_user``: inline from a terminal; elsewhere the run parks on the question."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "ask_user"
     DESCRIPTION: ClassVar = "Ask the human a question and wait for the answer."
@@ -46,13 +41,9 @@ class AskUser(Tool):
         raise QuestionParked(prompt, RequestKind.QUESTION)
 
 
-@attrs.frozen
+@record
 class StoreSecret(Tool):
     """``store_secret``: a masked field; the value is stored, the model sees only the name."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "store_secret"
     DESCRIPTION: ClassVar = (

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
 import trio
 
 from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
 from .base import (
@@ -26,7 +25,7 @@ from .base import (
 )
 
 
-@attrs.frozen
+@record
 class Shell(Tool):
     """``shell``: its output and exit status; through sudo when it names a restricted path.
 
@@ -34,10 +33,6 @@ class Shell(Tool):
     text is read only to ask early for the system password when it names a
     restricted path, and to refuse at once one that names agentrt's own state.
     """
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "shell"
     DESCRIPTION: ClassVar = (

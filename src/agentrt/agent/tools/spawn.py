@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
-
 from ...models.messages import ToolCall
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from .base import Tool, ToolRun
 
 
-@attrs.frozen
+@record
 class Spawn(Tool):
     """``spawn``: the subagent shares the registry and the request context of its parent."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "spawn"
     DESCRIPTION: ClassVar = "Run a task in a subagent and return its final answer."

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
 import trio
 
 from ...models.messages import ToolCall
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from .base import Tool, ToolError, ToolRun
 
 #: The largest result `big` makes, in bytes.
 BIG_LIMIT = 64 * 1024 * 1024
 
 
-@attrs.frozen
+@record
 class Sleep(Tool):
     """``sleep``: a long-running tool, to cancel or pause."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "sleep"
     DESCRIPTION: ClassVar = "Wait for a number of seconds."
@@ -41,13 +36,9 @@ class Sleep(Tool):
         return f"slept {self.seconds:g}s"
 
 
-@attrs.frozen
+@record
 class Big(Tool):
     """``big``: a result of `size` bytes (over 32 KiB, the saved snapshot is clamped)."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     NAME: ClassVar = "big"
     DESCRIPTION: ClassVar = "Produce a result of the given size in bytes (for testing)."

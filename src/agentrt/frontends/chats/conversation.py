@@ -60,7 +60,7 @@ from ...core.pending import (
 from ...core.policy import origin_rules
 from ...present.ends import describe_end
 from ...vocab.events import Event, Outcome, RunEnded, TextEvent, ToolCallEvent, ToolResultEvent
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import mutable, record
 
 log = logging.getLogger("agentrt.bots")
 
@@ -99,13 +99,9 @@ class DeliveryError(Exception):
     """A chat service did not take a message, even after retries; says why."""
 
 
-@attrs.frozen
+@record
 class Button:
     """One button under a message: its label and the data its press sends back."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     label: str
     data: str
@@ -220,9 +216,8 @@ def _fitting(text: str, limit: int, measure: Callable[[str], int]) -> int:
 # --------------------------------------------------------------------------- output
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Segment:
-    __repr__ = fields_repr
     text: str
     #: Sealed segments take no more text; the last unsealed one grows.
     sealed: bool = False
@@ -237,7 +232,7 @@ class _Segment:
         return self.sealed and (self.shown == self.text or not self.text.strip())
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class ChatOutput:
     """What one run shows in one chat, in order: streamed text and notices.
 
@@ -248,8 +243,6 @@ class ChatOutput:
     blocks and never raises, so a slow or failing chat service cannot stall or
     fail the run; `pump` does the sending.
     """
-
-    __repr__ = fields_repr
 
     transport: ChatTransport
     chat: str
@@ -387,9 +380,8 @@ class _PromptKind(enum.Enum):
     SAVED = "saved"
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Prompt:
-    __repr__ = fields_repr
     chat: str
     kind: _PromptKind
     entry: Entry | None = None
@@ -404,13 +396,9 @@ class _Prompt:
     message_id: str | None = None
 
 
-@attrs.frozen
+@record
 class ButtonReply:
     """What a button press did: `text` for the presser, `ok` when it changed something."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     ok: bool
     text: str
@@ -419,7 +407,7 @@ class ButtonReply:
 # --------------------------------------------------------------------------- the bridge
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class ChatBridge:
     """One chat service's link to the runtime (see the module docstring).
 
@@ -427,8 +415,6 @@ class ChatBridge:
     that nursery and end (with `Cause.SHUTDOWN`, keeping their tasks) when it
     is cancelled.
     """
-
-    __repr__ = fields_repr
 
     executor: Executor
     transport: ChatTransport

@@ -57,7 +57,7 @@ from ...config.retry import CHAT_RETRY, RetryPolicy
 from ...config.settings import ConfigError
 from ...core.executor import Executor
 from ...vocab.peerjson import JsonNumberError, loads
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import mutable, record
 from ...vocab.terms import DISCORD
 from .conversation import Button, ChatBridge, DeliveryError, read_env, split_text
 from .sending import LazyTransport, header_retry_after, send_with_retries
@@ -134,13 +134,9 @@ class DiscordError(DeliveryError):
         self.status = status
 
 
-@attrs.frozen
+@record
 class DiscordConfig:
     """How to reach Discord and whom to listen to."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     token: str = attrs.field(repr=False)
     #: Discord user ids allowed to talk to the agent; empty lets nobody in.
@@ -181,11 +177,9 @@ def _retry_after(response: httpx.Response) -> float | None:
         return header_retry_after(response)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class DiscordRest:
     """REST v10 calls; the token travels only in the Authorization header."""
-
-    __repr__ = fields_repr
 
     client: httpx.AsyncClient
     config: DiscordConfig
@@ -228,11 +222,9 @@ class DiscordRest:
         return data
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class DiscordTransport:
     """`ChatTransport` over REST v10."""
-
-    __repr__ = fields_repr
 
     rest: DiscordRest
     max_text: int = MAX_TEXT
@@ -287,11 +279,9 @@ class _Reconnect(Exception):
         self.fresh = fresh
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class DiscordBot:
     """The Discord service: start it with ``await nursery.start(bot.run)``."""
-
-    __repr__ = fields_repr
 
     config: DiscordConfig
     executor: Executor

@@ -22,7 +22,7 @@ import httpx
 import trio
 
 from ...config.retry import RetryPolicy
-from ...vocab.reprs import fields_repr
+from ...vocab.reprs import mutable
 from .conversation import Button, ChatTransport, DeliveryError
 
 log = logging.getLogger("agentrt.bots")
@@ -82,7 +82,7 @@ def header_retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class LazyTransport:
     """A bot's `ChatTransport`, usable once its ``run`` has opened the HTTP client.
 
@@ -90,8 +90,6 @@ class LazyTransport:
     that; sending then raises `DeliveryError` naming the `service`.
     `text_length` is `measure`, which needs no client.
     """
-
-    __repr__ = fields_repr
 
     service: str
     connected: Callable[[], ChatTransport | None] = attrs.field(repr=False)

@@ -34,7 +34,7 @@ from ...config.retry import CHAT_RETRY, RetryPolicy
 from ...config.settings import ConfigError
 from ...core.executor import Executor
 from ...vocab.peerjson import JsonNumberError, loads
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import mutable, record
 from ...vocab.terms import TELEGRAM
 from .conversation import Button, ChatBridge, DeliveryError, read_env, utf16_length
 from .markup import telegram_html
@@ -64,13 +64,9 @@ class TelegramError(DeliveryError):
         self.description = description
 
 
-@attrs.frozen
+@record
 class TelegramConfig:
     """How to reach Telegram and whom to listen to."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     token: str = attrs.field(repr=False)
     #: Telegram user ids allowed to talk to the agent; empty lets nobody in.
@@ -108,11 +104,9 @@ def _retry_after(response: httpx.Response) -> float | None:
         return header_retry_after(response)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class TelegramApi:
     """Calls Bot API methods; the token lives only in the URL it builds here."""
-
-    __repr__ = fields_repr
 
     client: httpx.AsyncClient
     config: TelegramConfig
@@ -171,11 +165,9 @@ def _chat_id(chat: str) -> int | str:
         return chat  # a channel's @username
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class TelegramTransport:
     """`ChatTransport` over the Bot API."""
-
-    __repr__ = fields_repr
 
     api: TelegramApi
     max_text: int = MAX_TEXT
@@ -230,11 +222,9 @@ class TelegramTransport:
             return await self.api.call(method, payload)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class TelegramBot:
     """The Telegram service: start it with ``await nursery.start(bot.run)``."""
-
-    __repr__ = fields_repr
 
     config: TelegramConfig
     executor: Executor

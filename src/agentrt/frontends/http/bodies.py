@@ -16,7 +16,7 @@ from cattrs.v import format_exception
 
 from ...protocol.frames import CANCEL_CAUSES, older_pause_hook
 from ...vocab.peerjson import JsonNumberError, loads
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 from ...vocab.terms import Cause
 
 T = TypeVar("T")
@@ -54,24 +54,16 @@ def _not_blank() -> str:
 NOT_BLANK = _not_blank()
 
 
-@attrs.frozen
+@record
 class RunBody:
     """`POST /v1/session/{id}/run`: the text must be more than whitespace."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     text: str = attrs.field(metadata={"schema": {"minLength": 1, "pattern": NOT_BLANK}})
 
 
-@attrs.frozen
+@record
 class ResumeBody:
     """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     answer: str | None = None
 
@@ -81,7 +73,7 @@ def _check_cancel_cause(self: CancelBody, _: attrs.Attribute[Cause], cause: Caus
         raise ValueError(f"a cancel's cause is 'user_cancel' or 'pause', not {cause.value!r}")
 
 
-@attrs.frozen
+@record
 class CancelBody:
     """`POST /v1/task/{hash}/cancel`: cause ``pause`` keeps the pending task, ``user_cancel``
     (the default) drops it.
@@ -91,10 +83,6 @@ class CancelBody:
     ``cancel`` frame) reads that spelling, into `cause` (see `OLDER_FIELDS`).
     """
 
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
-
     cause: Cause = attrs.field(
         default=Cause.USER_CANCEL,
         validator=_check_cancel_cause,
@@ -102,13 +90,9 @@ class CancelBody:
     )
 
 
-@attrs.frozen
+@record
 class AnswerBody:
     """`POST /v1/questions/{id}/answer`: a choice or text, and masked input in `secret`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)

@@ -53,7 +53,7 @@ from ...present.shapes import (
 )
 from ...store import SessionInfo, UnreadableTask
 from ...vocab.events import Event, RunEnded
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import mutable, record
 from ...vocab.terms import ORIGINS, WEB
 from .bodies import ApiError
 
@@ -122,20 +122,16 @@ def session_id_from_path(raw: str) -> str:
     return check_session_id(session_id)
 
 
-@attrs.frozen
+@record
 class StreamItem:
     """One event of the feed: its id, the session it is about (if any), its JSON text."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     id: int
     session_id: str | None
     data: str
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Subscription:
     """What a new subscriber of the feed gets: where it starts, what it missed, what comes.
 
@@ -145,19 +141,15 @@ class Subscription:
     this front-end): the client must read the state afresh.
     """
 
-    __repr__ = fields_repr
-
     start: int
     replay: list[StreamItem]
     lost: bool
     channel: trio.MemoryReceiveChannel[StreamItem]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class HttpOwner:
     """The owner of every run started over HTTP with one token."""
-
-    __repr__ = fields_repr
 
     name: str = "http"
     #: What a cancel from the HTTP API of another daemon of the fleet may stop (see
@@ -165,11 +157,9 @@ class HttpOwner:
     kind: str = "http"
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class WebFrontEnd:
     """Runs, questions and events of the HTTP API and the web page."""
-
-    __repr__ = fields_repr
 
     runtime: Runtime
     nursery: trio.Nursery

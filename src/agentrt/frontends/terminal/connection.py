@@ -61,7 +61,7 @@ from ...protocol.frames import (
 )
 from ...store import ListedTask, Page, SessionInfo, StoredTask, StoreError, UnreadableTask
 from ...vocab.events import Event, RunEnded
-from ...vocab.reprs import fields_repr
+from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
 from .framing import ask_frame, pending_detail, pending_task, session_item, session_message
 from .lifecycle import IllegalStepError, Lifecycle, Step
@@ -108,11 +108,9 @@ def new_session_id() -> str:
     return ORIGIN + os.urandom(6).hex()
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class RunCounter:
     """Counts runs in flight so their owner can wait until none is left."""
-
-    __repr__ = fields_repr
 
     count: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -177,11 +175,9 @@ DRAIN_SECONDS = 0.5
 DRAIN_BYTES = 1 << 20
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Connection:
     """The daemon's side of one client connection. Made and served by `Daemon`."""
-
-    __repr__ = fields_repr
 
     daemon: Host = attrs.field(repr=False)
     stream: trio.SocketStream = attrs.field(repr=False)

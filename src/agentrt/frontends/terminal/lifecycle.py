@@ -15,9 +15,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-import attrs
-
-from ...vocab.reprs import fields_eq, fields_repr
+from ...vocab.reprs import mutable
 
 
 class ConnectionState(enum.Enum):
@@ -71,12 +69,9 @@ class IllegalStepError(Exception):
         self.state = state
 
 
-@attrs.define
+@mutable
 class Lifecycle:
     """The state of one connection, moved only through `step`."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
 
     state: ConnectionState = ConnectionState.AWAIT_HELLO
 

@@ -17,11 +17,9 @@ import struct
 from pathlib import Path
 from typing import Protocol
 
-import attrs
-
 from ...vocab.locations import default_socket_path as default_socket_path
 from ...vocab.locations import is_socket_answering as is_socket_answering
-from ...vocab.reprs import fields_eq, fields_hash, fields_repr
+from ...vocab.reprs import record
 
 
 class SocketPathError(Exception):
@@ -57,13 +55,9 @@ def prepare_socket_dir(socket_path: Path, *, uid: int | None = None) -> Path:
     return folder
 
 
-@attrs.frozen
+@record
 class PeerCredentials:
     """Who is at the other end of a Unix socket, as the kernel says."""
-
-    __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     pid: int
     uid: int

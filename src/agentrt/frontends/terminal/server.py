@@ -23,7 +23,7 @@ from ...core.cause import Cause
 from ...core.runtime import Runtime
 from ...protocol.codec import encode
 from ...protocol.frames import ErrorCode, ErrorFrame
-from ...vocab.reprs import fields_repr
+from ...vocab.reprs import mutable
 from .connection import Connection, RunCounter
 from .paths import SocketLock, check_peer, peer_credentials, prepare_socket_dir, remove_stale_socket
 
@@ -43,11 +43,9 @@ def daemon_version() -> str:
         return "unknown"
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Daemon:
     """Serves one runtime on one Unix socket. Start it with ``await nursery.start(daemon.serve)``."""
-
-    __repr__ = fields_repr
 
     runtime: Runtime
     socket_path: Path
