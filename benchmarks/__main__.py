@@ -16,14 +16,20 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
 import trio
 
-from . import bench_commands, bench_core, bench_fleet, bench_processes, bench_scale
-from ._harness import Result, format_table
+from . import bench_commands
+from . import bench_core
+from . import bench_fleet
+from . import bench_processes
+from . import bench_scale
+from ._harness import Result
+from ._harness import format_table
 from ._processes import ensure_store
 
 #: Pending tasks in the large stores (the daemon's and the command's listing).

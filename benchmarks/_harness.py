@@ -9,7 +9,9 @@ the ratio of their medians.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import attrs
 

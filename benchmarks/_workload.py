@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentrt.core.cause import Cause
-from agentrt.models.messages import Message, ToolCall
+from agentrt.models.messages import Message
+from agentrt.models.messages import ToolCall
 from agentrt.store.record import TaskRecord
 from agentrt.store.sqlite import TaskStore
 from agentrt.vocab.terms import TaskStatus

@@ -34,15 +34,15 @@ import trio
 
 from agentrt.protocol.client import is_socket_answering
 
-from ._harness import Result, format_time, interleave_sync
-from ._processes import (
-    STEP_TIMEOUT,
-    ensure_store,
-    isolated_env,
-    script,
-    time_to_screen,
-    timed_run,
-)
+from ._harness import Result
+from ._harness import format_time
+from ._harness import interleave_sync
+from ._processes import STEP_TIMEOUT
+from ._processes import ensure_store
+from ._processes import isolated_env
+from ._processes import script
+from ._processes import time_to_screen
+from ._processes import timed_run
 
 #: What marks the TUI's first drawn screen: its status line's key hints. Set
 #: AGENTRT_BENCH_TUI_SCREEN to another regular expression if the status line changes.

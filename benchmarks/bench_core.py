@@ -37,9 +37,11 @@ import os
 import sqlite3
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import attrs
 import trio
@@ -47,23 +49,31 @@ import trio.testing
 
 from agentrt.core.cause import Cause
 from agentrt.core.context import RequestContext
-from agentrt.core.pending import Answer, Listener, Registry
-from agentrt.core.runtime import Runtime, open_runtime
+from agentrt.core.pending import Answer
+from agentrt.core.pending import Listener
+from agentrt.core.pending import Registry
+from agentrt.core.runtime import Runtime
+from agentrt.core.runtime import open_runtime
 from agentrt.models.messages import Message
 from agentrt.models.scripted import ScriptedModel
 from agentrt.store import Store
-from agentrt.store.record import TaskRecord, converter
+from agentrt.store.record import TaskRecord
+from agentrt.store.record import converter
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import TaskStore
-from agentrt.vocab.events import Event, Outcome, RunEnded, ToolCallEvent
+from agentrt.vocab.events import Event
+from agentrt.vocab.events import Outcome
+from agentrt.vocab.events import RunEnded
+from agentrt.vocab.events import ToolCallEvent
 from agentrt.vocab.request import Request
 from agentrt.vocab.terms import TaskStatus
 
 from ._harness import Batch as Batch
 from ._harness import Result as Result
 from ._harness import format_table as format_table
-from ._harness import format_time, interleave_sync
+from ._harness import format_time
 from ._harness import interleave as interleave
+from ._harness import interleave_sync
 
 T = TypeVar("T")
 
@@ -614,7 +624,8 @@ async def bench_sandboxed_sh(root: Path, rounds: int = 20, batch: int = 10) -> R
     network is shared, as for every call a person confirmed; a note gives the
     cost of the private network an unasked ``full-auto`` call gets instead.
     """
-    from agentrt.agent.sandbox import Sandbox, tool_environment
+    from agentrt.agent.sandbox import Sandbox
+    from agentrt.agent.sandbox import tool_environment
     from agentrt.agent.toolproc import run_tool
     from agentrt.config.settings import DEFAULT_RESTRICTED
 

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import psycopg
 import trio
-from stress.fleet import LEASE, postgres_base, postgres_schema, start_fleet
+from stress.fleet import LEASE
+from stress.fleet import postgres_base
+from stress.fleet import postgres_schema
+from stress.fleet import start_fleet
 
 from ._harness import Result
 

@@ -26,7 +26,8 @@ import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,27 +35,34 @@ import attrs
 import trio
 
 from agentrt.core.cause import Cause
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client, new_window_hash
-from agentrt.protocol.frames import (
-    LIST_PAGE_MAX,
-    Ack,
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    ToolCallFrame,
-    ToolResultFrame,
-)
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import new_window_hash
+from agentrt.protocol.frames import LIST_PAGE_MAX
+from agentrt.protocol.frames import Ack
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import ToolResultFrame
 
-from ._harness import Result, format_time, interleave, interleave_samples
-from ._processes import DaemonProcess, EchoServer, LineClient, ensure_store, isolated_env
+from ._harness import Result
+from ._harness import format_time
+from ._harness import interleave
+from ._harness import interleave_samples
+from ._processes import DaemonProcess
+from ._processes import EchoServer
+from ._processes import LineClient
+from ._processes import ensure_store
+from ._processes import isolated_env
 
 _F = TypeVar("_F", bound=DaemonFrame)
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 
 import trio
 
-from agentrt.models.messages import Message, ModelDelta
-from agentrt.models.providers import AnthropicModel, OpenAIModel
+from agentrt.models.messages import Message
+from agentrt.models.messages import ModelDelta
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import OpenAIModel
 
 ROUNDS = 40
 

@@ -32,15 +32,23 @@ import trio
 
 from agentrt.agent.loop import AgentRun
 from agentrt.core.context import RequestContext
-from agentrt.core.pending import Entry, Listener, Registry
+from agentrt.core.pending import Entry
+from agentrt.core.pending import Listener
+from agentrt.core.pending import Registry
 from agentrt.core.runtime import Runtime
 from agentrt.models.messages import Message
-from agentrt.store.record import TaskRecord, converter
-from agentrt.vocab.events import Event, Outcome
+from agentrt.store.record import TaskRecord
+from agentrt.store.record import converter
+from agentrt.vocab.events import Event
+from agentrt.vocab.events import Outcome
 from agentrt.vocab.request import Request
 
-from ._harness import Result, format_time, interleave, interleave_sync
-from ._workload import conversation, extra_message
+from ._harness import Result
+from ._harness import format_time
+from ._harness import interleave
+from ._harness import interleave_sync
+from ._workload import conversation
+from ._workload import extra_message
 from .bench_core import open_bench_runtime
 
 

@@ -15,17 +15,15 @@ from pathlib import Path
 
 import trio
 
-from agentrt import (
-    Cause,
-    Event,
-    Registry,
-    RequestKind,
-    RunEnded,
-    ScriptedModel,
-    TextEvent,
-    ToolResultEvent,
-    open_runtime,
-)
+from agentrt import Cause
+from agentrt import Event
+from agentrt import Registry
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import ScriptedModel
+from agentrt import TextEvent
+from agentrt import ToolResultEvent
+from agentrt import open_runtime
 
 
 async def allow_confirmations(registry: Registry) -> None:

@@ -11,11 +11,14 @@ import logging
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import trio
 
-from ._common import SuiteResult, format_table
+from ._common import SuiteResult
+from ._common import format_table
 from .canary import run_canary
 from .concurrency import run_concurrency
 from .crash import run_crash

@@ -11,20 +11,26 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 import trio
 
 from agentrt.agent.sudo import PrivilegedResult
-from agentrt.core.runtime import Runtime, open_runtime
+from agentrt.core.runtime import Runtime
+from agentrt.core.runtime import open_runtime
 from agentrt.daemon import Daemon
 from agentrt.frontends.terminal.connection import RunCounter
 from agentrt.models.scripted import ScriptedModel
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import DaemonFrame, EndedFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
 
 #: Bound on any single wait of a suite; a stuck wait is a failure, not a hang.
 STEP_TIMEOUT = 30.0

@@ -32,23 +32,26 @@ import httpx
 import trio
 
 from agentrt.http import load_or_create_token
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
 from agentrt.protocol.codec import encode
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    PendingAction,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    ToolResultFrame,
-)
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import ToolResultFrame
 from agentrt.vocab.terms import Cause
 
-from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, http_base, short_tempdir
+from ._common import STEP_TIMEOUT
+from ._common import DaemonProcess
+from ._common import SuiteResult
+from ._common import http_base
+from ._common import short_tempdir
 
 _STAND_IN_SUDO = """#!/bin/sh
 # A stand-in for sudo: never cached; -S -v checks the password's SHA-256; -n -- CMD runs CMD.

@@ -32,25 +32,23 @@ import trio
 
 from agentrt.core.runtime import open_runtime
 from agentrt.models.scripted import ScriptedModel
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client, ClosedClientError
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingRequest,
-    TaskFrame,
-)
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import ClosedClientError
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import TaskFrame
 
-from ._common import (
-    STEP_TIMEOUT,
-    DaemonProcess,
-    SuiteResult,
-    describe_failure,
-    python,
-    short_tempdir,
-)
+from ._common import STEP_TIMEOUT
+from ._common import DaemonProcess
+from ._common import SuiteResult
+from ._common import describe_failure
+from ._common import python
+from ._common import short_tempdir
 
 _COUNTER = "counter"
 

@@ -50,37 +50,40 @@ import random
 import signal
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import trio
 
-from agentrt.models.messages import Message, Role
-from agentrt.protocol.client import (
-    BrokenDaemonConnectionError,
-    Client,
-    ClientError,
-    ClosedClientError,
-)
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    DaemonFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    ToolCallFrame,
-)
+from agentrt.models.messages import Message
+from agentrt.models.messages import Role
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import ClientError
+from agentrt.protocol.client import ClosedClientError
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import ToolCallFrame
 from agentrt.store import StoreError
-from agentrt.store.record import SubagentJournal, TaskRecord
+from agentrt.store.record import SubagentJournal
+from agentrt.store.record import TaskRecord
 from agentrt.store.sqlite import TaskStore
 
-from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, poll_until, short_tempdir
+from ._common import STEP_TIMEOUT
+from ._common import DaemonProcess
+from ._common import SuiteResult
+from ._common import poll_until
+from ._common import short_tempdir
 
 _COUNTER = "counter"
 #: How the daemon is killed, and how often.

@@ -23,23 +23,26 @@ import attrs
 import trio
 
 from agentrt.core.cause import Cause
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client, ClosedClientError
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import ClosedClientError
 from agentrt.protocol.codec import encode
-from agentrt.protocol.frames import (
-    AskFrame,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    TextFrame,
-)
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
 from agentrt.vocab.terms import TaskStatus
 
-from ._common import STEP_TIMEOUT, SuiteResult, inprocess_daemon, short_tempdir
+from ._common import STEP_TIMEOUT
+from ._common import SuiteResult
+from ._common import inprocess_daemon
+from ._common import short_tempdir
 
 SCENARIOS = (
     "before_first_event",

@@ -41,8 +41,11 @@ import random
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +59,11 @@ from agentrt.core.runtime import open_runtime
 from agentrt.http import load_or_create_token
 from agentrt.models.scripted import ScriptedModel
 
-from ._common import STEP_TIMEOUT, DaemonProcess, SuiteResult, http_base, short_tempdir
+from ._common import STEP_TIMEOUT
+from ._common import DaemonProcess
+from ._common import SuiteResult
+from ._common import http_base
+from ._common import short_tempdir
 
 #: The database the suite works in (a schema of its own).
 POSTGRES_ENV = "AGENTRT_TEST_POSTGRES"

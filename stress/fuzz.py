@@ -31,27 +31,35 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 import attrs
 import httpx
 import hypothesis
 import trio
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from agentrt.http import load_or_create_token
-from agentrt.protocol.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
-from agentrt.protocol.frames import (
-    PROTOCOL_VERSION,
-    AnswerFrame,
-    Hello,
-    PendingAction,
-    PendingRequest,
-    Run,
-)
+from agentrt.protocol.codec import EOF
+from agentrt.protocol.codec import NEED_DATA
+from agentrt.protocol.codec import FrameCodec
+from agentrt.protocol.codec import ProtocolError
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import PROTOCOL_VERSION
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
 
-from ._common import DaemonProcess, SuiteResult, http_base, short_tempdir
+from ._common import DaemonProcess
+from ._common import SuiteResult
+from ._common import http_base
+from ._common import short_tempdir
 
 #: How the socket and HTTP properties split the inputs (the codec takes the rest).
 SHARE = {"socket": 0.45, "fresh": 0.03, "http": 0.08, "raw_http": 0.01}

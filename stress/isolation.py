@@ -40,23 +40,25 @@ import trio
 from agentrt.core.runtime import Runtime
 from agentrt.http import serve_http
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    TextFrame,
-)
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
 from agentrt.vocab.terms import Cause
 
-from ._common import STEP_TIMEOUT, SuiteResult, TrackedDaemon, inprocess_daemon, short_tempdir
+from ._common import STEP_TIMEOUT
+from ._common import SuiteResult
+from ._common import TrackedDaemon
+from ._common import inprocess_daemon
+from ._common import short_tempdir
 
 _INTRUDER = r"""
 import json, socket, sys

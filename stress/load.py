@@ -30,30 +30,27 @@ from agentrt.agent.loop import AgentRun
 from agentrt.core.pending import Entry
 from agentrt.daemon import Connection
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    TextFrame,
-)
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
 from agentrt.vocab.events import Outcome
-from agentrt.vocab.terms import Cause, TaskStatus
+from agentrt.vocab.terms import Cause
+from agentrt.vocab.terms import TaskStatus
 
-from ._common import (
-    STEP_TIMEOUT,
-    SuiteResult,
-    describe_failure,
-    inprocess_daemon,
-    short_tempdir,
-)
+from ._common import STEP_TIMEOUT
+from ._common import SuiteResult
+from ._common import describe_failure
+from ._common import inprocess_daemon
+from ._common import short_tempdir
 
 #: Memory the process may keep after the storm (allocator caches, SQLite pages).
 MEMORY_TOLERANCE = 128 * 1024 * 1024

@@ -24,7 +24,10 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -34,12 +37,18 @@ import trio
 from agentrt.agent.guard import Redactor
 from agentrt.config.keystore import KeyStore
 from agentrt.core.pending import Answer
-from agentrt.core.runtime import Runtime, open_runtime
+from agentrt.core.runtime import Runtime
+from agentrt.core.runtime import open_runtime
 from agentrt.models.scripted import ScriptedModel
 from agentrt.vocab.locations import HTTP_TOKEN_FILE
-from agentrt.vocab.terms import ALLOW_ONCE, DENY, Approval, RequestKind
+from agentrt.vocab.terms import ALLOW_ONCE
+from agentrt.vocab.terms import DENY
+from agentrt.vocab.terms import Approval
+from agentrt.vocab.terms import RequestKind
 
-from ._common import STEP_TIMEOUT, StandInVerifier, SuiteResult
+from ._common import STEP_TIMEOUT
+from ._common import StandInVerifier
+from ._common import SuiteResult
 
 #: The variables a tool must never see, with the values the runner holds.
 SECRET_ENV = {

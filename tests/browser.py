@@ -9,16 +9,20 @@ a fresh browser at the viewport the test names, logged in as a person logs in.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING
+from typing import Literal
+from typing import TypeVar
 
 import attrs
 import pytest
 import trio
 
 from agentrt import Runtime
-from agentrt.http import load_or_create_token, serve_http
+from agentrt.http import load_or_create_token
+from agentrt.http import serve_http
 
 from .fakes.proxy import CuttableProxy
 
@@ -96,7 +100,8 @@ def _drive(
     color_scheme: Literal["light", "dark"],
     permissions: Sequence[str],
 ) -> T:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(

@@ -22,29 +22,34 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Generator
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import attrs
 import pytest
 import trio
 
-from agentrt import (
-    Answer,
-    Cause,
-    Entry,
-    Event,
-    RunEnded,
-    Runtime,
-    ScriptedModel,
-    TaskRecord,
-    TaskStatus,
-    TaskStore,
-    open_runtime,
-)
+from agentrt import Answer
+from agentrt import Cause
+from agentrt import Entry
+from agentrt import Event
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt import open_runtime
 from agentrt.agent.sudo import PrivilegedResult
-from agentrt.daemon import Daemon, serve
+from agentrt.daemon import Daemon
+from agentrt.daemon import serve
 from agentrt.models.messages import ModelDelta
 from agentrt.protocol.client import Client
 from agentrt.protocol.frames import ErrorFrame

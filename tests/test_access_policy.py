@@ -9,24 +9,27 @@ import httpx
 import pytest
 import trio
 
-from agentrt import ALLOW_ONCE, Cause, Runtime
-from agentrt.core.policy import AccessPolicy, Actor, origin_rules
+from agentrt import ALLOW_ONCE
+from agentrt import Cause
+from agentrt import Runtime
+from agentrt.core.policy import AccessPolicy
+from agentrt.core.policy import Actor
+from agentrt.core.policy import origin_rules
 from agentrt.daemon import Daemon
-from agentrt.http import load_or_create_token, serve_http
+from agentrt.http import load_or_create_token
+from agentrt.http import serve_http
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-)
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
 
 from .conftest import Recorder
 

@@ -11,32 +11,37 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from agentrt import (
-    ALLOW_ONCE,
-    DENY,
-    Answer,
-    Cause,
-    Entry,
-    Outcome,
-    RequestKind,
-    Runtime,
-    TaskStarted,
-    ToolCallEvent,
-    ToolResultEvent,
-)
+from agentrt import ALLOW_ONCE
+from agentrt import DENY
+from agentrt import Answer
+from agentrt import Cause
+from agentrt import Entry
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt import TaskStarted
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
 from agentrt.config.settings import load_settings
-from agentrt.core.policy import Command, Edit, auto_approves
+from agentrt.core.policy import Command
+from agentrt.core.policy import Edit
+from agentrt.core.policy import auto_approves
 from agentrt.vocab.terms import Approval
 
-from .conftest import FakeVerifier, Recorder, run_answering, runtime_in
+from .conftest import FakeVerifier
+from .conftest import Recorder
+from .conftest import run_answering
+from .conftest import runtime_in
 
 LIMIT = 10
 ALLOW = Answer(ALLOW_ONCE)

@@ -20,10 +20,16 @@ try:
 except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import bench_commands, bench_core, bench_processes, bench_scale
-from benchmarks.__main__ import ORDER, _run_optional, ordered
+from benchmarks import bench_commands
+from benchmarks import bench_core
+from benchmarks import bench_processes
+from benchmarks import bench_scale
+from benchmarks.__main__ import ORDER
+from benchmarks.__main__ import _run_optional
+from benchmarks.__main__ import ordered
 from benchmarks._harness import Result
-from benchmarks._processes import ensure_store, screen_text
+from benchmarks._processes import ensure_store
+from benchmarks._processes import screen_text
 from benchmarks.peers import __main__ as peers
 
 

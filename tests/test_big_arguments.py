@@ -16,26 +16,34 @@ import httpx
 import pytest
 import trio
 
-from agentrt import ALLOW_ONCE, ReplayModel, Runtime, ToolCall, open_runtime
-from agentrt.bots import RetryPolicy, TelegramBot, TelegramConfig
+from agentrt import ALLOW_ONCE
+from agentrt import ReplayModel
+from agentrt import Runtime
+from agentrt import ToolCall
+from agentrt import open_runtime
+from agentrt.bots import RetryPolicy
+from agentrt.bots import TelegramBot
+from agentrt.bots import TelegramConfig
 from agentrt.daemon import serve
-from agentrt.frontends.chats.discord import DiscordBot, DiscordConfig
-from agentrt.http import load_or_create_token, serve_http
+from agentrt.frontends.chats.discord import DiscordBot
+from agentrt.frontends.chats.discord import DiscordConfig
+from agentrt.http import load_or_create_token
+from agentrt.http import serve_http
 from agentrt.models.scripted import ReplayTurn
 from agentrt.protocol.client import Client
-from agentrt.protocol.codec import MAX_FRAME_SIZE, encode
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    DaemonFrame,
-    EndedFrame,
-    Run,
-    ToolCallFrame,
-)
+from agentrt.protocol.codec import MAX_FRAME_SIZE
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import ToolCallFrame
 
 from .fakes.discord_server import TOKEN as DISCORD_TOKEN
 from .fakes.discord_server import FakeDiscord
-from .fakes.telegram_server import TOKEN, FakeTelegram
+from .fakes.telegram_server import TOKEN
+from .fakes.telegram_server import FakeTelegram
 
 SIZE = 2_000_000
 CONTENT = ("0123456789abcdef" * (SIZE // 16 + 1))[:SIZE]

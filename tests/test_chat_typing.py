@@ -17,7 +17,9 @@ import trio.testing
 
 from agentrt import Runtime
 from agentrt.bots import ChatBridge
-from agentrt.frontends.chats.conversation import Button, split_text, utf16_length
+from agentrt.frontends.chats.conversation import Button
+from agentrt.frontends.chats.conversation import split_text
+from agentrt.frontends.chats.conversation import utf16_length
 
 CHAT = "42"
 OWNER = "7"

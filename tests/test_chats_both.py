@@ -11,8 +11,12 @@ import attrs
 import pytest
 import trio
 
-from agentrt import RequestKind, Runtime
-from agentrt.bots import ConfigError, DiscordBot, TelegramBot, TelegramConfig
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt.bots import ConfigError
+from agentrt.bots import DiscordBot
+from agentrt.bots import TelegramBot
+from agentrt.bots import TelegramConfig
 from agentrt.frontends.chats.discord import DiscordConfig
 
 from .fakes.discord_server import FakeDiscord

@@ -6,10 +6,15 @@ import json
 import re
 from typing import Any
 
-from hypothesis import assume, given, settings
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from agentrt.vocab.clamp import MARKER_RE, clamp, clamp_arguments, was_clamped
+from agentrt.vocab.clamp import MARKER_RE
+from agentrt.vocab.clamp import clamp
+from agentrt.vocab.clamp import clamp_arguments
+from agentrt.vocab.clamp import was_clamped
 
 #: Characters of every UTF-8 length (1 to 4 bytes), so cuts land inside characters often.
 _MIXED = st.text(alphabet="ab\u00e9\u00df\u4e2d\u6587\U0001f600\U0001f9ea\u0301 ", max_size=300)

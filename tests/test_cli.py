@@ -17,12 +17,20 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import Cause, Outcome, TaskRecord, TaskStatus, TaskStore
+from agentrt import Cause
+from agentrt import Outcome
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
 from agentrt.apps.cli import exit_status
-from agentrt.protocol.frames import LIST_PAGE_MAX, EndedFrame
+from agentrt.protocol.frames import LIST_PAGE_MAX
+from agentrt.protocol.frames import EndedFrame
 
-from .cli_process import AGENTRT, env_for, run
-from .conftest import fill_mixed_store, insert_unreadable_record
+from .cli_process import AGENTRT
+from .cli_process import env_for
+from .cli_process import run
+from .conftest import fill_mixed_store
+from .conftest import insert_unreadable_record
 
 
 def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> None:

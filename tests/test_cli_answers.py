@@ -15,7 +15,9 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import ALLOW_ONCE, Outcome, Runtime
+from agentrt import ALLOW_ONCE
+from agentrt import Outcome
+from agentrt import Runtime
 from agentrt.agent.loop import AgentRun
 
 from .cli_process import run

@@ -12,7 +12,8 @@ from pathlib import Path
 import trio
 
 from .cli_process import run
-from .fakes.llm_server import LLMServer, sse
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import sse
 from .test_configured_entry_points import reply
 
 

@@ -21,9 +21,13 @@ import pytest
 import trio
 
 from agentrt.http import load_or_create_token
-from agentrt.vocab.terminal import dumps, visible
+from agentrt.vocab.terminal import dumps
+from agentrt.vocab.terminal import visible
 
-from .cli_process import AGENTRT, env_for, read_match, run
+from .cli_process import AGENTRT
+from .cli_process import env_for
+from .cli_process import read_match
+from .cli_process import run
 
 #: Everything a terminal acts on, one of each kind. No ';' outside the escapes' own, so the
 #: scripted model echoes it as one statement... except OSC's own ';', which it splits at.

@@ -9,28 +9,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentrt import Cause
-from agentrt.protocol.codec import (
-    EOF,
-    MAX_FRAME_SIZE,
-    NEED_DATA,
-    CodecClosedError,
-    FrameCodec,
-    ProtocolError,
-    encode,
-)
-from agentrt.protocol.frames import (
-    CANCEL_CAUSES,
-    AnswerFrame,
-    Cancel,
-    ClientFrame,
-    ErrorCode,
-    ErrorFrame,
-    Hello,
-    PendingAction,
-    PendingRequest,
-    Run,
-    UsageFrame,
-)
+from agentrt.protocol.codec import EOF
+from agentrt.protocol.codec import MAX_FRAME_SIZE
+from agentrt.protocol.codec import NEED_DATA
+from agentrt.protocol.codec import CodecClosedError
+from agentrt.protocol.codec import FrameCodec
+from agentrt.protocol.codec import ProtocolError
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import CANCEL_CAUSES
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import UsageFrame
 
 Item = ClientFrame | ProtocolError | str
 

@@ -27,20 +27,26 @@ import trio
 
 from agentrt.http import load_or_create_token
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-)
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
 from agenttui._launch import start_daemon
 
-from .cli_process import AGENTRT, DAEMON, daemon_command, read_past, run_in
+from .cli_process import AGENTRT
+from .cli_process import DAEMON
+from .cli_process import daemon_command
+from .cli_process import read_past
+from .cli_process import run_in
 from .conftest import write_config
-from .fakes.llm_server import OA_DONE, LLMServer, oa_finish, oa_text, sse
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import sse
 
 KEY = "sk-stored-while-running-4c5d6e"
 LIMIT = 30
@@ -312,7 +318,8 @@ def test_keys_set_at_a_terminal_asks_without_echo(env: dict[str, str]) -> None:
 async def test_agenttui_passes_its_options_to_the_daemon_it_starts(
     short_dir: Path, env: dict[str, str]
 ) -> None:
-    from agenttui.__main__ import _parser, daemon_options
+    from agenttui.__main__ import _parser
+    from agenttui.__main__ import daemon_options
 
     args = _parser().parse_args(
         ["--approval", "full-auto", "--config", "/c.toml", "--api-key-env", "K"]
@@ -363,7 +370,8 @@ async def test_the_daemon_runs_a_bot_from_the_file_with_its_token_in_the_key_sto
 ) -> None:
     from agentrt.config.keystore import KeyStore
 
-    from .fakes.telegram_server import TOKEN, FakeTelegram
+    from .fakes.telegram_server import TOKEN
+    from .fakes.telegram_server import FakeTelegram
 
     server = FakeTelegram()
     await nursery.start(server.run)

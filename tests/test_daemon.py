@@ -7,7 +7,9 @@ import json
 import os
 import socket
 import stat
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,62 +19,61 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from agentrt import (
-    Cause,
-    EntryState,
-    Event,
-    Message,
-    Outcome,
-    RequestKind,
-    RunEnded,
-    Runtime,
-    TaskRecord,
-    TaskStatus,
-    TaskStore,
-    open_runtime,
-)
+from agentrt import Cause
+from agentrt import EntryState
+from agentrt import Event
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt import open_runtime
 from agentrt.agent.sudo import PrivilegedResult
 from agentrt.core.errors import ExecutorError
 from agentrt.core.pending import RegistryStatistics
-from agentrt.daemon import (
-    Daemon,
-    DaemonAlreadyRunningError,
-    PeerCredentials,
-    check_peer,
-    peer_credentials,
-    serve,
-)
+from agentrt.daemon import Daemon
+from agentrt.daemon import DaemonAlreadyRunningError
+from agentrt.daemon import PeerCredentials
+from agentrt.daemon import check_peer
+from agentrt.daemon import peer_credentials
+from agentrt.daemon import serve
 from agentrt.frontends.terminal import connection as _connection
 from agentrt.frontends.terminal.connection import Connection
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client, HandshakeError
-from agentrt.protocol.codec import MAX_FRAME_SIZE, encode
-from agentrt.protocol.frames import (
-    PROTOCOL_VERSION,
-    Ack,
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    Hello,
-    PendingAction,
-    PendingDetail,
-    PendingList,
-    PendingRequest,
-    Run,
-    Scope,
-    SessionList,
-    SessionsAction,
-    SessionsRequest,
-    TaskFrame,
-    TextFrame,
-    VerifyFrame,
-)
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import HandshakeError
+from agentrt.protocol.codec import MAX_FRAME_SIZE
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import PROTOCOL_VERSION
+from agentrt.protocol.frames import Ack
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import AskWithdrawn
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingDetail
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import Scope
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import VerifyFrame
 
-from .conftest import Recorder, insert_unreadable, refused
+from .conftest import Recorder
+from .conftest import insert_unreadable
+from .conftest import refused
 
 TIMEOUT = 10
 

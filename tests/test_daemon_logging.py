@@ -22,7 +22,8 @@ from agentrt.daemon import SecretFilter
 from agentrt.frontends.terminal.logs import environment_secrets
 from agentrt.http import load_or_create_token
 
-from .fakes.telegram_server import TOKEN, FakeTelegram
+from .fakes.telegram_server import TOKEN
+from .fakes.telegram_server import FakeTelegram
 
 STORED = "sk-stored-canary-0123456789"
 API_KEY = "sk-env-canary-9876543210"

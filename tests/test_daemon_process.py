@@ -13,21 +13,21 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import Cause, Outcome
+from agentrt import Cause
+from agentrt import Outcome
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    EndedFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-)
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
 
-from .cli_process import DAEMON, read_past
+from .cli_process import DAEMON
 from .cli_process import daemon_command as command_of_daemon
+from .cli_process import read_past
 
 TIMEOUT = 20
 

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agentrt.daemon import (
-    ConnectionState,
-    IllegalStepError,
-    Lifecycle,
-    SocketPathError,
-    Step,
-    default_socket_path,
-)
+from agentrt.daemon import ConnectionState
+from agentrt.daemon import IllegalStepError
+from agentrt.daemon import Lifecycle
+from agentrt.daemon import SocketPathError
+from agentrt.daemon import Step
+from agentrt.daemon import default_socket_path
 from agentrt.frontends.terminal.lifecycle import TRANSITIONS
-from agentrt.frontends.terminal.paths import prepare_socket_dir, remove_stale_socket
+from agentrt.frontends.terminal.paths import prepare_socket_dir
+from agentrt.frontends.terminal.paths import remove_stale_socket
 
 
 def test_lifecycle_happy_path() -> None:

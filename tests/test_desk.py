@@ -9,18 +9,23 @@ import trio.lowlevel
 import trio.testing
 
 from agentrt.core.context import RequestContext
-from agentrt.core.desk import REFUSED, Desk, Refusal, refusal
-from agentrt.core.errors import BadAnswerError, NotOwnerError, SessionBusyError, UnknownTaskError
-from agentrt.core.pending import (
-    AlreadyAnsweredError,
-    Answer,
-    Entry,
-    EntryGoneError,
-    EntryState,
-    ListenerGoneError,
-    Registry,
-)
-from agentrt.store import BadCursorError, StoreError
+from agentrt.core.desk import REFUSED
+from agentrt.core.desk import Desk
+from agentrt.core.desk import Refusal
+from agentrt.core.desk import refusal
+from agentrt.core.errors import BadAnswerError
+from agentrt.core.errors import NotOwnerError
+from agentrt.core.errors import SessionBusyError
+from agentrt.core.errors import UnknownTaskError
+from agentrt.core.pending import AlreadyAnsweredError
+from agentrt.core.pending import Answer
+from agentrt.core.pending import Entry
+from agentrt.core.pending import EntryGoneError
+from agentrt.core.pending import EntryState
+from agentrt.core.pending import ListenerGoneError
+from agentrt.core.pending import Registry
+from agentrt.store import BadCursorError
+from agentrt.store import StoreError
 from agentrt.vocab.request import Request
 
 

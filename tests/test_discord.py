@@ -10,10 +10,14 @@ import pytest
 import trio
 
 from agentrt import Runtime
-from agentrt.bots import ConfigError, RetryPolicy
-from agentrt.frontends.chats.discord import DEFAULT_INTENTS, DiscordBot, DiscordConfig
+from agentrt.bots import ConfigError
+from agentrt.bots import RetryPolicy
+from agentrt.frontends.chats.discord import DEFAULT_INTENTS
+from agentrt.frontends.chats.discord import DiscordBot
+from agentrt.frontends.chats.discord import DiscordConfig
 
-from .fakes.discord_server import TOKEN, FakeDiscord
+from .fakes.discord_server import TOKEN
+from .fakes.discord_server import FakeDiscord
 
 OWNER = "1001"
 STRANGER = "6666"

@@ -9,21 +9,25 @@ from typing import get_args
 import attrs
 import pytest
 
-from agentrt.present.shapes import EVENT_TYPES, event_to_json
-from agentrt.protocol.frames import EVENT_FRAMES, DaemonFrame, frame_of, from_wire, to_wire
-from agentrt.vocab.events import (
-    Event,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
-from agentrt.vocab.terms import Cause, Outcome
+from agentrt.present.shapes import EVENT_TYPES
+from agentrt.present.shapes import event_to_json
+from agentrt.protocol.frames import EVENT_FRAMES
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import frame_of
+from agentrt.protocol.frames import from_wire
+from agentrt.protocol.frames import to_wire
+from agentrt.vocab.events import Event
+from agentrt.vocab.events import ReasoningEvent
+from agentrt.vocab.events import RunEnded
+from agentrt.vocab.events import TaskStarted
+from agentrt.vocab.events import TextEvent
+from agentrt.vocab.events import ToolCallDeltaEvent
+from agentrt.vocab.events import ToolCallEvent
+from agentrt.vocab.events import ToolResultEvent
+from agentrt.vocab.events import UsageEvent
+from agentrt.vocab.events import VerifyEvent
+from agentrt.vocab.terms import Cause
+from agentrt.vocab.terms import Outcome
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 

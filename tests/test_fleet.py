@@ -21,25 +21,25 @@ import psycopg
 import pytest
 import trio
 
-from agentrt import (
-    Cause,
-    Message,
-    NoPendingTaskError,
-    Outcome,
-    Runtime,
-    ScriptedModel,
-    SessionBusyError,
-    StoreError,
-    TaskRecord,
-    TaskStatus,
-    ToolCallEvent,
-    UnknownTaskError,
-    open_runtime,
-)
+from agentrt import Cause
+from agentrt import Message
+from agentrt import NoPendingTaskError
+from agentrt import Outcome
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import SessionBusyError
+from agentrt import StoreError
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import ToolCallEvent
+from agentrt import UnknownTaskError
+from agentrt import open_runtime
 from agentrt.core.executor import TaskInfo
-from agentrt.store.postgres import NOW, SCHEMA_VERSION
+from agentrt.store.postgres import NOW
+from agentrt.store.postgres import SCHEMA_VERSION
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier
+from .conftest import Recorder
 from .fakes.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.deadline(60)

@@ -21,8 +21,11 @@ from typing import Any
 
 import pytest
 import trio
-from stress.fleet import LEASE, question_of, start_fleet, wait_interrupted
+from stress.fleet import LEASE
 from stress.fleet import ended as run_ended
+from stress.fleet import question_of
+from stress.fleet import start_fleet
+from stress.fleet import wait_interrupted
 
 from agentrt.agent.toolproc import group_members
 

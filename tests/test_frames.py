@@ -10,70 +10,66 @@ from typing import Any
 import attrs
 import pytest
 
-from agentrt import (
-    Cause,
-    Event,
-    Outcome,
-    ReasoningEvent,
-    Registry,
-    Request,
-    RequestContext,
-    RequestKind,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
+from agentrt import Cause
+from agentrt import Event
+from agentrt import Outcome
+from agentrt import ReasoningEvent
+from agentrt import Registry
+from agentrt import Request
+from agentrt import RequestContext
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import TaskStarted
+from agentrt import TextEvent
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import UsageEvent
+from agentrt import VerifyEvent
 from agentrt.frontends.terminal.framing import ask_frame
 from agentrt.present.shapes import event_to_json
 from agentrt.protocol.codec import encode
-from agentrt.protocol.frames import (
-    CLIENT_FRAMES,
-    DAEMON_FRAMES,
-    Ack,
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    ClientFrame,
-    DaemonFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    Frame,
-    FrameError,
-    Hello,
-    PendingAction,
-    PendingDetail,
-    PendingList,
-    PendingRequest,
-    PendingTask,
-    ReasoningFrame,
-    Run,
-    Scope,
-    SessionItem,
-    SessionList,
-    SessionMessage,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-    TaskFrame,
-    TextFrame,
-    ToolCallDeltaFrame,
-    ToolCallFrame,
-    ToolResultFrame,
-    UsageFrame,
-    VerifyFrame,
-    Welcome,
-    frame_of,
-    from_wire,
-    from_wire_slow,
-    to_wire,
-    to_wire_slow,
-)
+from agentrt.protocol.frames import CLIENT_FRAMES
+from agentrt.protocol.frames import DAEMON_FRAMES
+from agentrt.protocol.frames import Ack
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import AskWithdrawn
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import Frame
+from agentrt.protocol.frames import FrameError
+from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingDetail
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import ReasoningFrame
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import Scope
+from agentrt.protocol.frames import SessionItem
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionMessage
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import ToolCallDeltaFrame
+from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import UsageFrame
+from agentrt.protocol.frames import VerifyFrame
+from agentrt.protocol.frames import Welcome
+from agentrt.protocol.frames import frame_of
+from agentrt.protocol.frames import from_wire
+from agentrt.protocol.frames import from_wire_slow
+from agentrt.protocol.frames import to_wire
+from agentrt.protocol.frames import to_wire_slow
 
 CLIENT_SAMPLES: list[ClientFrame] = [
     Hello(1, "w-1"),

@@ -11,7 +11,9 @@ import stat
 import sys
 import typing
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -23,42 +25,45 @@ import jsonschema
 import pytest
 import trio
 import trio.testing
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 from starlette.routing import Route
 
-from agentrt import Answer, BadSessionIdError, Cause, Event, RequestKind, Runtime, TaskStatus
-from agentrt.frontends.http.bodies import (
-    NOT_BLANK,
-    OLDER_FIELDS,
-    AnswerBody,
-    BadBodyError,
-    CancelBody,
-    ResumeBody,
-    RunBody,
-    parse_body,
-)
-from agentrt.frontends.http.frontend import (
-    CHAT_SESSION_ID_PATTERN,
-    CURSOR_PATTERN,
-    SESSION_ID_PATTERN,
-)
-from agentrt.http import (
-    BODY_SECONDS,
-    MAX_BODY,
-    WebFrontEnd,
-    allowed_hosts,
-    build_app,
-    load_or_create_token,
-    openapi_document,
-    serve_http,
-    session_id_from_path,
-    token_main,
-)
-from agentrt.present.shapes import EVENT_TYPES, event_to_json
+from agentrt import Answer
+from agentrt import BadSessionIdError
+from agentrt import Cause
+from agentrt import Event
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt import TaskStatus
+from agentrt.frontends.http.bodies import NOT_BLANK
+from agentrt.frontends.http.bodies import OLDER_FIELDS
+from agentrt.frontends.http.bodies import AnswerBody
+from agentrt.frontends.http.bodies import BadBodyError
+from agentrt.frontends.http.bodies import CancelBody
+from agentrt.frontends.http.bodies import ResumeBody
+from agentrt.frontends.http.bodies import RunBody
+from agentrt.frontends.http.bodies import parse_body
+from agentrt.frontends.http.frontend import CHAT_SESSION_ID_PATTERN
+from agentrt.frontends.http.frontend import CURSOR_PATTERN
+from agentrt.frontends.http.frontend import SESSION_ID_PATTERN
+from agentrt.http import BODY_SECONDS
+from agentrt.http import MAX_BODY
+from agentrt.http import WebFrontEnd
+from agentrt.http import allowed_hosts
+from agentrt.http import build_app
+from agentrt.http import load_or_create_token
+from agentrt.http import openapi_document
+from agentrt.http import serve_http
+from agentrt.http import session_id_from_path
+from agentrt.http import token_main
+from agentrt.present.shapes import EVENT_TYPES
+from agentrt.present.shapes import event_to_json
 from agentrt.store.sql import _parse_cursor as parse_cursor
 
-from .conftest import Recorder, insert_unreadable
+from .conftest import Recorder
+from .conftest import insert_unreadable
 
 Json = dict[str, Any]
 

@@ -25,7 +25,8 @@ import pytest
 import trio
 
 from agentrt import Runtime
-from agentrt.http import load_or_create_token, serve_http
+from agentrt.http import load_or_create_token
+from agentrt.http import serve_http
 
 from .conftest import scripted_runtime
 

@@ -23,7 +23,8 @@ import trio
 from agentrt import Outcome
 from agentrt.http import load_or_create_token
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import EndedFrame, Run
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import Run
 
 pytestmark = pytest.mark.e2e
 

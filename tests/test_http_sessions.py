@@ -16,12 +16,17 @@ import jsonschema
 import pytest
 import trio
 
-from agentrt import Cause, Runtime, TaskInfo
+from agentrt import Cause
+from agentrt import Runtime
+from agentrt import TaskInfo
 from agentrt.frontends.http import frontend as frontend_module
 from agentrt.http import openapi_document
 
 from .conftest import Recorder
-from .test_http import Server, assert_error, serving_http, start
+from .test_http import Server
+from .test_http import assert_error
+from .test_http import serving_http
+from .test_http import start
 
 Json = dict[str, Any]
 

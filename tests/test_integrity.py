@@ -18,33 +18,32 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    Cause,
-    Entry,
-    Message,
-    Outcome,
-    RequestKind,
-    RunEnded,
-    Runtime,
-    TaskRecord,
-    TaskStarted,
-    TaskStatus,
-    TaskStore,
-    TextEvent,
-    ToolCall,
-    ToolCallEvent,
-    ToolResultEvent,
-    describe_resume,
-)
+from agentrt import ALLOW_ONCE
+from agentrt import ALLOW_SESSION
+from agentrt import Cause
+from agentrt import Entry
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import TaskRecord
+from agentrt import TaskStarted
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt import TextEvent
+from agentrt import ToolCall
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import describe_resume
 from agentrt.agent.loop import AgentRun
 from agentrt.agent.tools import ToolRun
 from agentrt.agent.tools.testing import Sleep
 from agentrt.core.process import process_token
 from agentrt.vocab.terms import Approval
 
-from .conftest import Recorder, answer_all
+from .conftest import Recorder
+from .conftest import answer_all
 
 LIMIT = 10
 
@@ -127,7 +126,9 @@ async def test_a_resumed_call_whose_argument_was_elided_runs_with_its_full_value
 
 
 def test_a_frame_over_the_cap_is_shortened_to_fit() -> None:
-    from agentrt.protocol.codec import MAX_FRAME_SIZE, FrameCodec, encode
+    from agentrt.protocol.codec import MAX_FRAME_SIZE
+    from agentrt.protocol.codec import FrameCodec
+    from agentrt.protocol.codec import encode
     from agentrt.protocol.frames import ToolCallFrame
 
     frame = ToolCallFrame("t", "c", "write_file", {"path": "a", "content": "q" * 2_000_000})

@@ -21,8 +21,11 @@ import pytest
 import trio
 
 from agentrt import Runtime
-from agentrt.http import load_or_create_token, openapi_document, serve_http
-from agentrt.present.shapes import EVENT_TYPES, SCHEMA_VERSION
+from agentrt.http import load_or_create_token
+from agentrt.http import openapi_document
+from agentrt.http import serve_http
+from agentrt.present.shapes import EVENT_TYPES
+from agentrt.present.shapes import SCHEMA_VERSION
 
 from .cli_process import run
 

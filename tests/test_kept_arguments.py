@@ -14,27 +14,23 @@ from pathlib import Path
 
 import trio
 
-from agentrt import (
-    ALLOW_ONCE,
-    Answer,
-    Cause,
-    Entry,
-    Message,
-    Outcome,
-    RunEnded,
-    Runtime,
-    TaskRecord,
-    TaskStore,
-    ToolCall,
-    ToolResultEvent,
-)
+from agentrt import ALLOW_ONCE
+from agentrt import Answer
+from agentrt import Cause
+from agentrt import Entry
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import TaskRecord
+from agentrt import TaskStore
+from agentrt import ToolCall
+from agentrt import ToolResultEvent
 from agentrt.store import Store
-from agentrt.store.record import (
-    ARGUMENTS_BOUND,
-    SubagentJournal,
-    arguments_size,
-    keep_arguments,
-)
+from agentrt.store.record import ARGUMENTS_BOUND
+from agentrt.store.record import SubagentJournal
+from agentrt.store.record import arguments_size
+from agentrt.store.record import keep_arguments
 from agentrt.vocab.clamp import ARGUMENT_LIMIT
 
 from .conftest import Recorder
@@ -224,7 +220,9 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
 async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres_url: str) -> None:
     import psycopg
 
-    from agentrt.store.postgres import MIGRATIONS, SCHEMA_VERSION, PgStore
+    from agentrt.store.postgres import MIGRATIONS
+    from agentrt.store.postgres import SCHEMA_VERSION
+    from agentrt.store.postgres import PgStore
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE agentrt_schema (version integer NOT NULL)")

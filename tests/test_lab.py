@@ -9,19 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Cause, Message, Outcome, ToolResultEvent
+from agentrt import Cause
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import ToolResultEvent
 from agentrt.agent.loop import AgentRun
-from agentrt.apps.lab import (
-    CAUSES,
-    Conversation,
-    Lab,
-    LabReport,
-    format_table,
-    real_kills,
-    replay_answers,
-)
+from agentrt.apps.lab import CAUSES
+from agentrt.apps.lab import Conversation
+from agentrt.apps.lab import Lab
+from agentrt.apps.lab import LabReport
+from agentrt.apps.lab import format_table
+from agentrt.apps.lab import real_kills
+from agentrt.apps.lab import replay_answers
 from agentrt.models.messages import Role
-from agentrt.vocab.terms import SETTLE, Settle
+from agentrt.vocab.terms import SETTLE
+from agentrt.vocab.terms import Settle
 
 #: Runs whole daemons and suites: slower than most, and two or three times slower on a busy
 #: machine (the tour of 205 points takes 60 s on a quiet one, up to 160 s on a loaded one).

@@ -27,20 +27,22 @@ import attrs
 import pytest
 import trio
 
-from agentrt import (
-    Message,
-    Outcome,
-    TextDelta,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    open_runtime,
-)
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import TextDelta
+from agentrt import ToolCallDeltaEvent
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import UsageEvent
+from agentrt import open_runtime
 from agentrt.models.messages import ModelDelta
-from agentrt.models.providers import ModelAuthError, ModelRequestError, OpenAIModel, RetryPolicy
+from agentrt.models.providers import ModelAuthError
+from agentrt.models.providers import ModelRequestError
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier
+from .conftest import Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTER_KEY = "sk-litellm-master-3c9e1f7a5b2d"

@@ -16,10 +16,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import Outcome, ScriptedModel, open_runtime
+from agentrt import Outcome
+from agentrt import ScriptedModel
+from agentrt import open_runtime
 from agentrt.core.process import process_token
 
-from .cli_process import AGENTRT, daemon_command, env_for
+from .cli_process import AGENTRT
+from .cli_process import daemon_command
+from .cli_process import env_for
 from .conftest import Recorder
 
 #: Runs whole daemons and suites: slower than most, and slower still on a busy machine.

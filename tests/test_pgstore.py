@@ -17,13 +17,25 @@ import pytest
 import trio
 from trio.testing import wait_all_tasks_blocked
 
-from agentrt import Message, Outcome, StoreError, TaskRecord, TaskStatus, ToolCallEvent
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import StoreError
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import ToolCallEvent
 from agentrt.core.runtime import open_runtime
 from agentrt.models.scripted import ScriptedModel
-from agentrt.store import StaleLeaseError, Store, TaskTakenError
-from agentrt.store.postgres import LOCK_CLASS, NOW, SCHEMA_VERSION, PgStore, display_url
+from agentrt.store import StaleLeaseError
+from agentrt.store import Store
+from agentrt.store import TaskTakenError
+from agentrt.store.postgres import LOCK_CLASS
+from agentrt.store.postgres import NOW
+from agentrt.store.postgres import SCHEMA_VERSION
+from agentrt.store.postgres import PgStore
+from agentrt.store.postgres import display_url
 
-from .conftest import Recorder, with_schema
+from .conftest import Recorder
+from .conftest import with_schema
 from .fakes.tcp_proxy import TcpProxy
 
 

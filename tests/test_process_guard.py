@@ -8,8 +8,14 @@ import subprocess
 import pytest
 import trio
 
-from agentrt import Message, Outcome, Runtime, SessionBusyError, TaskRecord, TaskStatus
-from agentrt.core.process import process_token, token_alive
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import Runtime
+from agentrt import SessionBusyError
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt.core.process import process_token
+from agentrt.core.process import token_alive
 
 from .conftest import Recorder
 

@@ -7,41 +7,35 @@ from typing import Any
 import pytest
 import trio
 
-from agentrt import (
-    Message,
-    ReasoningDelta,
-    TextDelta,
-    ThinkingBlock,
-    ToolCall,
-    ToolCallDelta,
-    ToolSpec,
-)
+from agentrt import Message
+from agentrt import ReasoningDelta
+from agentrt import TextDelta
+from agentrt import ThinkingBlock
+from agentrt import ToolCall
+from agentrt import ToolCallDelta
+from agentrt import ToolSpec
 from agentrt.models.anthropic import anthropic_messages
 from agentrt.models.messages import Usage
-from agentrt.models.providers import (
-    AnthropicModel,
-    ModelRateLimitError,
-    ModelRequestError,
-    ModelServerError,
-    ModelStreamCutError,
-    ModelStreamError,
-    RetryPolicy,
-)
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import ModelRateLimitError
+from agentrt.models.providers import ModelRequestError
+from agentrt.models.providers import ModelServerError
+from agentrt.models.providers import ModelStreamCutError
+from agentrt.models.providers import ModelStreamError
+from agentrt.models.providers import RetryPolicy
 
 from .conftest import Collect
-from .fakes.llm_server import (
-    LLMServer,
-    an_end,
-    an_error,
-    an_event,
-    an_redacted_thinking_block,
-    an_start,
-    an_text_block,
-    an_thinking_block,
-    an_tool_block,
-    json_error,
-    sse,
-)
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_error
+from .fakes.llm_server import an_event
+from .fakes.llm_server import an_redacted_thinking_block
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import an_thinking_block
+from .fakes.llm_server import an_tool_block
+from .fakes.llm_server import json_error
+from .fakes.llm_server import sse
 
 CANARY = "sk-ant-canary-91c4e7d2a6b8f0e3"
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)

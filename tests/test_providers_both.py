@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -15,36 +16,35 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Message, TextDelta, ToolSpec
-from agentrt.models.messages import ModelDelta, Usage
-from agentrt.models.providers import (
-    AnthropicModel,
-    ModelAuthError,
-    ModelMaxTokensError,
-    ModelNotFoundError,
-    OpenAIModel,
-    RetryPolicy,
-)
+from agentrt import Message
+from agentrt import TextDelta
+from agentrt import ToolSpec
+from agentrt.models.messages import ModelDelta
+from agentrt.models.messages import Usage
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import ModelAuthError
+from agentrt.models.providers import ModelMaxTokensError
+from agentrt.models.providers import ModelNotFoundError
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
 
 from .conftest import Collect
-from .fakes.llm_server import (
-    OA_DONE,
-    LLMServer,
-    an_end,
-    an_error,
-    an_event,
-    an_start,
-    an_text_block,
-    an_tool_block,
-    cut,
-    json_error,
-    oa_finish,
-    oa_text,
-    oa_tool,
-    oa_usage,
-    sse,
-    stall,
-)
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_error
+from .fakes.llm_server import an_event
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import an_tool_block
+from .fakes.llm_server import cut
+from .fakes.llm_server import json_error
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import oa_tool
+from .fakes.llm_server import oa_usage
+from .fakes.llm_server import sse
+from .fakes.llm_server import stall
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)
 AN_CANARY = "sk-ant-canary-91c4e7d2a6b8f0e3"

@@ -16,39 +16,38 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import (
-    Cause,
-    Model,
-    Outcome,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolResultEvent,
-    UsageEvent,
-    open_runtime,
-)
-from agentrt.models.providers import AnthropicModel, OpenAIModel, RetryPolicy
+from agentrt import Cause
+from agentrt import Model
+from agentrt import Outcome
+from agentrt import ReasoningEvent
+from agentrt import RunEnded
+from agentrt import TaskStarted
+from agentrt import TextEvent
+from agentrt import ToolResultEvent
+from agentrt import UsageEvent
+from agentrt import open_runtime
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
 
-from .conftest import FakeVerifier, Recorder
-from .fakes.llm_server import (
-    OA_DONE,
-    Handler,
-    LLMServer,
-    an_end,
-    an_error,
-    an_start,
-    an_text_block,
-    an_thinking_block,
-    an_tool_block,
-    json_error,
-    oa_finish,
-    oa_text,
-    oa_tool,
-    oa_usage,
-    sse,
-    stall,
-)
+from .conftest import FakeVerifier
+from .conftest import Recorder
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import Handler
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_error
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import an_thinking_block
+from .fakes.llm_server import an_tool_block
+from .fakes.llm_server import json_error
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import oa_tool
+from .fakes.llm_server import oa_usage
+from .fakes.llm_server import sse
+from .fakes.llm_server import stall
 
 CANARY = "sk-e2e-canary-5d1f0b9a7c3e"
 NOTE = "hello from disk"

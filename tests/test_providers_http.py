@@ -9,26 +9,25 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import ModelResponse, SecretStore, TextDelta
-from agentrt.models.messages import ModelDelta, OnDelta
-from agentrt.models.providers import (
-    AnthropicModel,
-    ModelAuthError,
-    ModelRateLimitError,
-    ModelServerError,
-    OpenAIModel,
-    RetryPolicy,
-    make_model,
-)
-from agentrt.models.streaming import (
-    Redactor,
-    SSEDecoder,
-    SSEError,
-    SSEEvent,
-    parse_retry_after,
-    server_message,
-    with_retries,
-)
+from agentrt import ModelResponse
+from agentrt import SecretStore
+from agentrt import TextDelta
+from agentrt.models.messages import ModelDelta
+from agentrt.models.messages import OnDelta
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import ModelAuthError
+from agentrt.models.providers import ModelRateLimitError
+from agentrt.models.providers import ModelServerError
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
+from agentrt.models.providers import make_model
+from agentrt.models.streaming import Redactor
+from agentrt.models.streaming import SSEDecoder
+from agentrt.models.streaming import SSEError
+from agentrt.models.streaming import SSEEvent
+from agentrt.models.streaming import parse_retry_after
+from agentrt.models.streaming import server_message
+from agentrt.models.streaming import with_retries
 
 STREAM = (
     b": comment\r\n"

@@ -10,37 +10,39 @@ import httpx
 import pytest
 import trio
 
-from agentrt import Message, ReasoningDelta, TextDelta, ToolCall, ToolCallDelta, ToolSpec
-from agentrt.models.messages import ModelDelta, Usage
-from agentrt.models.providers import (
-    AzureOpenAIModel,
-    ModelAuthError,
-    ModelConnectError,
-    ModelRateLimitError,
-    ModelServerError,
-    ModelStreamCutError,
-    ModelStreamError,
-    ModelTimeoutError,
-    OpenAIModel,
-    RetryPolicy,
-)
+from agentrt import Message
+from agentrt import ReasoningDelta
+from agentrt import TextDelta
+from agentrt import ToolCall
+from agentrt import ToolCallDelta
+from agentrt import ToolSpec
+from agentrt.models.messages import ModelDelta
+from agentrt.models.messages import Usage
+from agentrt.models.providers import AzureOpenAIModel
+from agentrt.models.providers import ModelAuthError
+from agentrt.models.providers import ModelConnectError
+from agentrt.models.providers import ModelRateLimitError
+from agentrt.models.providers import ModelServerError
+from agentrt.models.providers import ModelStreamCutError
+from agentrt.models.providers import ModelStreamError
+from agentrt.models.providers import ModelTimeoutError
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
 
 from .conftest import Collect
-from .fakes.llm_server import (
-    OA_DONE,
-    Exchange,
-    LLMServer,
-    cut,
-    json_error,
-    oa_finish,
-    oa_reasoning,
-    oa_text,
-    oa_tool,
-    oa_usage,
-    raw,
-    sse,
-    stall,
-)
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import Exchange
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import cut
+from .fakes.llm_server import json_error
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_reasoning
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import oa_tool
+from .fakes.llm_server import oa_usage
+from .fakes.llm_server import raw
+from .fakes.llm_server import sse
+from .fakes.llm_server import stall
 
 CANARY = "sk-canary-7f3a9c1e5b2d4f6a8c0e"
 FAST = RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.01)

@@ -5,10 +5,15 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from agentrt import Registry, RequestContext, RequestKind
+from agentrt import Registry
+from agentrt import RequestContext
+from agentrt import RequestKind
 from agentrt.frontends.terminal.framing import ask_frame
 from agentrt.present.shapes import question_to_json
-from agentrt.protocol.frames import AskFrame, DaemonFrame, from_wire, to_wire
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import from_wire
+from agentrt.protocol.frames import to_wire
 from agentrt.vocab.request import Request
 
 REQUESTS = (

@@ -20,30 +20,34 @@ import pytest
 import trio
 from hypothesis import strategies as st
 
-from agentrt import (
-    ALLOW_ONCE,
-    Answer,
-    Entry,
-    Message,
-    ModelResponse,
-    Outcome,
-    RequestKind,
-    Runtime,
-    SecretStore,
-    TaskRecord,
-    ToolCall,
-    ToolCallDelta,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
-from agentrt.agent.guard import MIN_REDACTED_LENGTH, Redactor, SecretGoneError
+from agentrt import ALLOW_ONCE
+from agentrt import Answer
+from agentrt import Entry
+from agentrt import Message
+from agentrt import ModelResponse
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt import SecretStore
+from agentrt import TaskRecord
+from agentrt import ToolCall
+from agentrt import ToolCallDelta
+from agentrt import ToolCallDeltaEvent
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt.agent.guard import MIN_REDACTED_LENGTH
+from agentrt.agent.guard import Redactor
+from agentrt.agent.guard import SecretGoneError
 from agentrt.config.keystore import KeyStore
-from agentrt.config.secrets import SecretNameError, is_secret_name
+from agentrt.config.secrets import SecretNameError
+from agentrt.config.secrets import is_secret_name
 from agentrt.core.runtime import HTTP_TOKEN_FILE
-from agentrt.models.messages import Redaction, Role
+from agentrt.models.messages import Redaction
+from agentrt.models.messages import Role
 
-from .conftest import FakeVerifier, Recorder, run_answering
+from .conftest import FakeVerifier
+from .conftest import Recorder
+from .conftest import run_answering
 
 LIMIT = 10
 #: A value whose base64 holds '+' and '/' in every alignment, so URL-safe base64 differs.

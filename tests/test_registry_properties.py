@@ -16,28 +16,24 @@ import trio
 import trio.testing
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import initialize
+from hypothesis.stateful import invariant
+from hypothesis.stateful import precondition
+from hypothesis.stateful import rule
 
-from agentrt import (
-    AlreadyAnsweredError,
-    Answer,
-    ClosedListenerError,
-    Entry,
-    EntryGoneError,
-    EntryState,
-    Listener,
-    ListenerGoneError,
-    Registry,
-    Request,
-    RequestContext,
-    bind_context,
-)
+from agentrt import AlreadyAnsweredError
+from agentrt import Answer
+from agentrt import ClosedListenerError
+from agentrt import Entry
+from agentrt import EntryGoneError
+from agentrt import EntryState
+from agentrt import Listener
+from agentrt import ListenerGoneError
+from agentrt import Registry
+from agentrt import Request
+from agentrt import RequestContext
+from agentrt import bind_context
 
 PREFIXES = ("", "cli-", "chat-", "tg-", "dc-")
 SESSION_PREFIXES = ("cli-", "chat-", "tg-", "dc-", "other-")

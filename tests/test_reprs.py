@@ -11,7 +11,11 @@ import attrs
 import pytest
 
 import agentrt
-from agentrt.vocab.reprs import fields_eq, fields_hash, fields_repr, mutable, record
+from agentrt.vocab.reprs import fields_eq
+from agentrt.vocab.reprs import fields_hash
+from agentrt.vocab.reprs import fields_repr
+from agentrt.vocab.reprs import mutable
+from agentrt.vocab.reprs import record
 
 
 def _pair(**fields: Any) -> tuple[type, type]:

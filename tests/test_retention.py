@@ -17,12 +17,18 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import Runtime, TaskStore, open_runtime
-from agentrt.config.settings import ConfigError, SourceKind, load_settings
-from agentrt.store.retention import DAY, Retention
+from agentrt import Runtime
+from agentrt import TaskStore
+from agentrt import open_runtime
+from agentrt.config.settings import ConfigError
+from agentrt.config.settings import SourceKind
+from agentrt.config.settings import load_settings
+from agentrt.store.retention import DAY
+from agentrt.store.retention import Retention
 
 from .cli_process import read_past
-from .conftest import Recorder, write_config
+from .conftest import Recorder
+from .conftest import write_config
 
 
 def _home(tmp_path: Path) -> dict[str, str]:

@@ -16,23 +16,26 @@ from pathlib import Path
 
 import pytest
 import trio
-from stress.sandbox import (
-    ATTEMPTS,
-    Attempt,
-    attempt_once,
-    layout,
-    run_sandbox,
-    sandboxed_runtime,
-)
+from stress.sandbox import ATTEMPTS
+from stress.sandbox import Attempt
 from stress.sandbox import _person as person
+from stress.sandbox import attempt_once
+from stress.sandbox import layout
+from stress.sandbox import run_sandbox
+from stress.sandbox import sandboxed_runtime
 
-from agentrt import Runtime, ToolResultEvent
-from agentrt.agent.sandbox import Sandbox, refusal_note, tool_environment
-from agentrt.vocab.terms import Approval, SandboxMode
+from agentrt import Runtime
+from agentrt import ToolResultEvent
+from agentrt.agent.sandbox import Sandbox
+from agentrt.agent.sandbox import refusal_note
+from agentrt.agent.sandbox import tool_environment
+from agentrt.vocab.terms import Approval
+from agentrt.vocab.terms import SandboxMode
 
 from .cli_process import run_in
 from .conftest import Recorder
-from .test_tool_processes import allow_everything, poll
+from .test_tool_processes import allow_everything
+from .test_tool_processes import poll
 
 pytestmark = pytest.mark.deadline(240)
 

@@ -7,9 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Message, ModelError, ReplayModel, ScriptedModel, TextDelta
+from agentrt import Message
+from agentrt import ModelError
+from agentrt import ReplayModel
+from agentrt import ScriptedModel
+from agentrt import TextDelta
 from agentrt.models.messages import ModelDelta
-from agentrt.models.scripted import parse_statement, split_statements
+from agentrt.models.scripted import parse_statement
+from agentrt.models.scripted import split_statements
 
 
 def test_statements_split_on_semicolons_outside_braces() -> None:

@@ -3,29 +3,35 @@ continue them with their history, remove them; what a window and the command may
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import trio
 
-from agentrt import Message, Outcome, Runtime, ScriptedModel, open_runtime
-from agentrt.daemon import Daemon, serve
-from agentrt.models.messages import ModelResponse, OnDelta, ToolSpec
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import open_runtime
+from agentrt.daemon import Daemon
+from agentrt.daemon import serve
+from agentrt.models.messages import ModelResponse
+from agentrt.models.messages import OnDelta
+from agentrt.models.messages import ToolSpec
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import (
-    Ack,
-    AskFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    Run,
-    Scope,
-    SessionList,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-)
+from agentrt.protocol.frames import Ack
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import Scope
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
 
 from .conftest import Recorder
 

@@ -11,21 +11,23 @@ from typing import Any
 import attrs
 import pytest
 
-from agentrt.config.keystore import KeyNameError, KeyStore, check_key_name
+from agentrt.config.keystore import KeyNameError
+from agentrt.config.keystore import KeyStore
+from agentrt.config.keystore import check_key_name
 from agentrt.config.secrets import SecretStore
-from agentrt.config.settings import (
-    HOSTED_URLS,
-    ConfigError,
-    Settings,
-    SourceKind,
-    bot_environ,
-    find_line,
-    load_settings,
-    model_options,
-)
-from agentrt.models.anthropic import DEFAULT_ANTHROPIC_URL, AnthropicModel
+from agentrt.config.settings import HOSTED_URLS
+from agentrt.config.settings import ConfigError
+from agentrt.config.settings import Settings
+from agentrt.config.settings import SourceKind
+from agentrt.config.settings import bot_environ
+from agentrt.config.settings import find_line
+from agentrt.config.settings import load_settings
+from agentrt.config.settings import model_options
+from agentrt.models.anthropic import DEFAULT_ANTHROPIC_URL
+from agentrt.models.anthropic import AnthropicModel
 from agentrt.models.openai import DEFAULT_OPENAI_URL
-from agentrt.models.providers import ConfiguredModel, ModelOptions
+from agentrt.models.providers import ConfiguredModel
+from agentrt.models.providers import ModelOptions
 from agentrt.vocab.terms import Approval
 
 from .conftest import write_config

@@ -18,32 +18,37 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 import attrs
 import httpx
 import pytest
 import trio
 
-from agentrt import Cause, Outcome, RequestKind
+from agentrt import Cause
+from agentrt import Outcome
+from agentrt import RequestKind
 from agentrt.http import load_or_create_token
-from agentrt.protocol.client import Client, new_window_hash
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    DaemonFrame,
-    EndedFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    Run,
-    TaskFrame,
-    ToolResultFrame,
-)
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import new_window_hash
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import AskWithdrawn
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import ToolResultFrame
 
 from .fakes.discord_server import TOKEN as DISCORD_TOKEN
 from .fakes.discord_server import FakeDiscord

@@ -11,7 +11,9 @@ import re
 
 import pytest
 
-from agentrt import Message, TaskRecord, ToolCall
+from agentrt import Message
+from agentrt import TaskRecord
+from agentrt import ToolCall
 from agentrt.store import Store
 from agentrt.store.record import clamp_message
 

@@ -9,28 +9,27 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from agentrt import (
-    Cause,
-    CauseScope,
-    Event,
-    ListenerGoneError,
-    NotOwnerError,
-    Outcome,
-    RequestKind,
-    RunEnded,
-    Runtime,
-    ScriptedModel,
-    TaskStarted,
-    TaskStatus,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UnknownTaskError,
-    cause_of,
-)
+from agentrt import Cause
+from agentrt import CauseScope
+from agentrt import Event
+from agentrt import ListenerGoneError
+from agentrt import NotOwnerError
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import TaskStarted
+from agentrt import TaskStatus
+from agentrt import TextEvent
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import UnknownTaskError
+from agentrt import cause_of
 from agentrt.models.messages import Role
 from agentrt.store import Queued
-from agentrt.vocab.terms import SETTLE, Settle
+from agentrt.vocab.terms import SETTLE
+from agentrt.vocab.terms import Settle
 
 from .conftest import Recorder
 

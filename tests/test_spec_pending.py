@@ -11,35 +11,36 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import (
-    Answer,
-    Entry,
-    EntryGoneError,
-    EntryState,
-    ListenerGoneError,
-    Message,
-    ModelResponse,
-    Outcome,
-    Registry,
-    Request,
-    RequestContext,
-    RequestKind,
-    Runtime,
-    TaskStatus,
-    TextEvent,
-    ToolCall,
-    ToolCallEvent,
-    ToolResultEvent,
-    VerifyEvent,
-    bind_context,
-    origin_of,
-)
+from agentrt import Answer
+from agentrt import Entry
+from agentrt import EntryGoneError
+from agentrt import EntryState
+from agentrt import ListenerGoneError
+from agentrt import Message
+from agentrt import ModelResponse
+from agentrt import Outcome
+from agentrt import Registry
+from agentrt import Request
+from agentrt import RequestContext
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt import TaskStatus
+from agentrt import TextEvent
+from agentrt import ToolCall
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import VerifyEvent
+from agentrt import bind_context
+from agentrt import origin_of
 from agentrt.core.pending import NoRequestContextError
 from agentrt.models.messages import Role
 from agentrt.store.record import RESUME_NOTE
-from agentrt.vocab.clamp import ARGUMENT_LIMIT, MARKER_RE, TOOL_RESULT_LIMIT
+from agentrt.vocab.clamp import ARGUMENT_LIMIT
+from agentrt.vocab.clamp import MARKER_RE
+from agentrt.vocab.clamp import TOOL_RESULT_LIMIT
 
-from .conftest import FakeVerifier, Recorder
+from .conftest import FakeVerifier
+from .conftest import Recorder
 
 
 def ctx(session: str, window: str | None = None) -> RequestContext:

@@ -16,28 +16,33 @@ from typing import Any
 import pytest
 import trio
 
-from agentrt import (
-    BadAnswerError,
-    Cause,
-    Message,
-    NoPendingTaskError,
-    Outcome,
-    Runtime,
-    ScriptedModel,
-    StateDirError,
-    StoreError,
-    TaskRecord,
-    TaskStatus,
-    TaskStore,
-    ToolResultEvent,
-    UnreadableTask,
-    open_runtime,
-)
+from agentrt import BadAnswerError
+from agentrt import Cause
+from agentrt import Message
+from agentrt import NoPendingTaskError
+from agentrt import Outcome
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import StateDirError
+from agentrt import StoreError
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt import ToolResultEvent
+from agentrt import UnreadableTask
+from agentrt import open_runtime
 from agentrt.config.statedir import prepare_state_dir
-from agentrt.store import Store, TaskExistsError, brief_of, sql
-from agentrt.store.sqlite import SCHEMA_VERSION, marker_path
+from agentrt.store import Store
+from agentrt.store import TaskExistsError
+from agentrt.store import brief_of
+from agentrt.store import sql
+from agentrt.store.sqlite import SCHEMA_VERSION
+from agentrt.store.sqlite import marker_path
 
-from .conftest import Recorder, fill_mixed_store, insert_unreadable, raw_sql
+from .conftest import Recorder
+from .conftest import fill_mixed_store
+from .conftest import insert_unreadable
+from .conftest import raw_sql
 
 
 async def test_a_record_round_trips_and_is_deleted(store: Store) -> None:

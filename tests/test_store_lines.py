@@ -10,24 +10,32 @@ before lines were kept.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from agentrt import Cause, TaskRecord, TaskStatus, TaskStore
-from agentrt.present.listing import TIME_MARK, template
+from agentrt import Cause
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt.present.listing import TIME_MARK
 from agentrt.present.listing import lines as listing_lines
+from agentrt.present.listing import template
 from agentrt.store import brief_of
 from agentrt.store.record import SavedQuestion
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
 
-from .conftest import fill_mixed_store, raw_sql
+from .conftest import fill_mixed_store
+from .conftest import raw_sql
 
 
 async def expected_lines(store: TaskStore, prefix: str = "") -> list[str]:

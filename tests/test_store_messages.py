@@ -11,26 +11,29 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentrt import (
-    Cause,
-    Message,
-    Outcome,
-    PendingTaskExistsError,
-    Runtime,
-    SessionBusyError,
-    StoreError,
-    TaskInfo,
-    TaskRecord,
-    TaskStatus,
-    TaskStore,
-    UnknownSessionError,
-)
+from agentrt import Cause
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import PendingTaskExistsError
+from agentrt import Runtime
+from agentrt import SessionBusyError
+from agentrt import StoreError
+from agentrt import TaskInfo
+from agentrt import TaskRecord
+from agentrt import TaskStatus
+from agentrt import TaskStore
+from agentrt import UnknownSessionError
 from agentrt.models.messages import Role
-from agentrt.store import BadCursorError, Store, TaskExistsError, UnreadableTask
+from agentrt.store import BadCursorError
+from agentrt.store import Store
+from agentrt.store import TaskExistsError
+from agentrt.store import UnreadableTask
 from agentrt.store.record import TaskSummary
 from agentrt.store.sql import page_query
 
-from .conftest import Recorder, open_test_store, raw_sql
+from .conftest import Recorder
+from .conftest import open_test_store
+from .conftest import raw_sql
 
 
 def _conversation(n: int) -> tuple[Message, ...]:
@@ -279,7 +282,8 @@ async def test_the_commands_fast_listing_prints_what_the_daemons_listing_does(
 
 @given(st.text())
 def test_a_stored_string_reads_back_the_same_with_or_without_the_parser(text: str) -> None:
-    from agentrt.store.columns import dumps, json_text
+    from agentrt.store.columns import dumps
+    from agentrt.store.columns import json_text
 
     assert json_text(dumps(text)) == text
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrt import Message, StoreError, TaskStatus, TaskStore
+from agentrt import Message
+from agentrt import StoreError
+from agentrt import TaskStatus
+from agentrt import TaskStore
 from agentrt.models.messages import Role
 from agentrt.store.sqlite import SCHEMA_VERSION
 

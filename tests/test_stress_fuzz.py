@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 import trio
-from stress._common import TrackedDaemon, inprocess_daemon
-from stress.fuzz import _big_numbers_socket, _Canary
+from stress._common import TrackedDaemon
+from stress._common import inprocess_daemon
+from stress.fuzz import _big_numbers_socket
+from stress.fuzz import _Canary
 
 from agentrt import Runtime
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import EndedFrame, ErrorCode, PendingList
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import PendingList
 
 from .conftest import refused
 

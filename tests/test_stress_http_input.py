@@ -11,7 +11,8 @@ import pytest
 import trio
 from stress._common import StandInVerifier
 
-from agentrt import ScriptedModel, open_runtime
+from agentrt import ScriptedModel
+from agentrt import open_runtime
 from agentrt.http import serve_http
 
 TOKEN = "t" * 40

@@ -14,21 +14,22 @@ import pytest
 import trio
 from stress._common import SuiteResult
 from stress.canary import run_canary
-from stress.concurrency import _judge, _Outcomes, run_concurrency
-from stress.crash import (
-    _committed_markers,
-    _started_markers,
-    integrity_check,
-    per_kind_table,
-    run_crash,
-)
+from stress.concurrency import _judge
+from stress.concurrency import _Outcomes
+from stress.concurrency import run_concurrency
+from stress.crash import _committed_markers
+from stress.crash import _started_markers
+from stress.crash import integrity_check
+from stress.crash import per_kind_table
+from stress.crash import run_crash
 from stress.disconnect import run_disconnect
 from stress.fleet import run_fleet
 from stress.fuzz import run_fuzz
 from stress.isolation import run_isolation
 from stress.load import run_load
 
-from agentrt import Message, ToolCall
+from agentrt import Message
+from agentrt import ToolCall
 
 #: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
 pytestmark = pytest.mark.deadline(120)

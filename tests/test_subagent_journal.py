@@ -15,22 +15,26 @@ import pytest
 import trio
 import trio.testing
 
-from agentrt import (
-    ALLOW_ONCE,
-    Cause,
-    Entry,
-    Outcome,
-    RunEnded,
-    Runtime,
-    ToolCallEvent,
-    ToolResultEvent,
-    open_runtime,
-)
-from agentrt.apps.lab import Conversation, Lab, format_table, real_kills
+from agentrt import ALLOW_ONCE
+from agentrt import Cause
+from agentrt import Entry
+from agentrt import Outcome
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
+from agentrt import open_runtime
+from agentrt.apps.lab import Conversation
+from agentrt.apps.lab import Lab
+from agentrt.apps.lab import format_table
+from agentrt.apps.lab import real_kills
 from agentrt.models.scripted import ScriptedModel
 from agentrt.vocab.terms import Approval
 
-from .conftest import FakeVerifier, Recorder, answer_all, runtime_in
+from .conftest import FakeVerifier
+from .conftest import Recorder
+from .conftest import answer_all
+from .conftest import runtime_in
 
 LIMIT = 20
 

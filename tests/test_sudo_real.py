@@ -16,16 +16,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import (
-    Answer,
-    Outcome,
-    RequestKind,
-    RunEnded,
-    ScriptedModel,
-    SudoVerifier,
-    VerifyEvent,
-    open_runtime,
-)
+from agentrt import Answer
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import RunEnded
+from agentrt import ScriptedModel
+from agentrt import SudoVerifier
+from agentrt import VerifyEvent
+from agentrt import open_runtime
 
 from .conftest import Recorder
 

@@ -14,11 +14,19 @@ import hypothesis.strategies
 import pytest
 import trio
 
-from agentrt import Runtime, ScriptedModel
-from agentrt.bots import ConfigError, RetryPolicy, TelegramBot, TelegramConfig, run_bots
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt.bots import ConfigError
+from agentrt.bots import RetryPolicy
+from agentrt.bots import TelegramBot
+from agentrt.bots import TelegramConfig
+from agentrt.bots import run_bots
 from agentrt.frontends.chats.markup import telegram_html
 
-from .fakes.telegram_server import TOKEN, FakeTelegram, parse_html, utf16
+from .fakes.telegram_server import TOKEN
+from .fakes.telegram_server import FakeTelegram
+from .fakes.telegram_server import parse_html
+from .fakes.telegram_server import utf16
 
 OWNER = 42
 CHAT = 42

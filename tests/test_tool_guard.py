@@ -14,21 +14,22 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentrt import (
-    ALLOW_ONCE,
-    Answer,
-    Entry,
-    Message,
-    Outcome,
-    RequestKind,
-    Runtime,
-    TextEvent,
-    ToolResultEvent,
-)
-from agentrt.agent.guard import Redactor, command_touches, mentioned_paths
+from agentrt import ALLOW_ONCE
+from agentrt import Answer
+from agentrt import Entry
+from agentrt import Message
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt import Runtime
+from agentrt import TextEvent
+from agentrt import ToolResultEvent
+from agentrt.agent.guard import Redactor
+from agentrt.agent.guard import command_touches
+from agentrt.agent.guard import mentioned_paths
 from agentrt.core.runtime import HTTP_TOKEN_FILE
 
-from .conftest import Recorder, run_answering
+from .conftest import Recorder
+from .conftest import run_answering
 
 LIMIT = 10
 SECRET = "sk-canary-7f3a9b2e"

@@ -19,30 +19,34 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 import trio
 
-from agentrt import (
-    ALLOW_ONCE,
-    Answer,
-    Cause,
-    Outcome,
-    RunEnded,
-    Runtime,
-    ScriptedModel,
-    open_runtime,
-)
+from agentrt import ALLOW_ONCE
+from agentrt import Answer
+from agentrt import Cause
+from agentrt import Outcome
+from agentrt import RunEnded
+from agentrt import Runtime
+from agentrt import ScriptedModel
+from agentrt import open_runtime
 from agentrt.agent.sudo import SudoVerifier
-from agentrt.agent.toolproc import ToolLedger, group_members
+from agentrt.agent.toolproc import ToolLedger
+from agentrt.agent.toolproc import group_members
 from agentrt.core.process import process_token
 from agentrt.protocol.client import Client
-from agentrt.protocol.frames import AnswerFrame, AskFrame, Run
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Run
 
-from .cli_process import DAEMON, daemon_command, read_past
+from .cli_process import DAEMON
+from .cli_process import daemon_command
+from .cli_process import read_past
 from .conftest import Recorder
 
 TIMEOUT = 20

@@ -7,10 +7,18 @@ from typing import Any
 
 import pytest
 
-from agentrt import ReplayModel, ScriptedModel, ToolCall, ToolError, ToolSpec, make_model
-from agentrt.agent.tools import TOOLS, find, offered_to
+from agentrt import ReplayModel
+from agentrt import ScriptedModel
+from agentrt import ToolCall
+from agentrt import ToolError
+from agentrt import ToolSpec
+from agentrt import make_model
+from agentrt.agent.tools import TOOLS
+from agentrt.agent.tools import find
+from agentrt.agent.tools import offered_to
 from agentrt.agent.tools.files import WriteFile
-from agentrt.agent.tools.testing import Big, Sleep
+from agentrt.agent.tools.testing import Big
+from agentrt.agent.tools.testing import Sleep
 
 
 def _schema(**properties: str) -> dict[str, Any]:

@@ -4,28 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import stat
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prompt_toolkit.application import create_app_session
-from prompt_toolkit.history import History, InMemoryHistory
-from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.history import History
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import PipeInput
+from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    Cancel,
-    ClientFrame,
-    EndedFrame,
-    Run,
-    TaskFrame,
-    TextFrame,
-)
+from agentrt import CONFIRM_CHOICES
+from agentrt import Cause
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
 from agenttui._app import TuiApp
-from agenttui._history import FileHistory, history_path
+from agenttui._history import FileHistory
+from agenttui._history import history_path
 from agenttui._state import TuiState
 
 ESC = "\x1b"

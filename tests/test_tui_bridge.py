@@ -16,11 +16,19 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import DummyInput
 from prompt_toolkit.output import DummyOutput
 
-from agentrt.protocol.client import BrokenDaemonConnectionError, Client, HandshakeError
-from agentrt.protocol.frames import ClientFrame, DaemonFrame, PendingAction, PendingRequest, Welcome
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import HandshakeError
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Welcome
 from agenttui import _bridge
 from agenttui._app import TuiApp
-from agenttui._bridge import BACKOFF, Bridge, backoff
+from agenttui._bridge import BACKOFF
+from agenttui._bridge import Bridge
+from agenttui._bridge import backoff
 from agenttui._state import TuiState
 from agenttui._status import status_text
 

@@ -7,7 +7,8 @@ import os
 import stat
 from pathlib import Path
 
-from agenttui._history import FileHistory, history_path
+from agenttui._history import FileHistory
+from agenttui._history import history_path
 
 
 def mode(path: Path) -> int:

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 import agentrt
-from agenttui._launch import DaemonStartError, daemon_command, ensure_daemon, is_answering
+from agenttui._launch import DaemonStartError
+from agenttui._launch import daemon_command
+from agenttui._launch import ensure_daemon
+from agenttui._launch import is_answering
 
 
 def test_starts_a_daemon_once_and_then_finds_it(short_dir: Path) -> None:

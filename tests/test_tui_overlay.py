@@ -8,27 +8,27 @@ import attrs
 import pytest
 
 from agentrt import Outcome
-from agentrt.protocol.frames import (
-    EndedFrame,
-    PendingList,
-    PendingTask,
-    SessionItem,
-    SessionList,
-    TaskFrame,
-    TextFrame,
-)
-from agenttui._state import (
-    EndedPopup,
-    Overlay,
-    PendingPicker,
-    QuitPopup,
-    SessionsPicker,
-    StopPopup,
-    TuiState,
-)
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import SessionItem
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
+from agenttui._state import EndedPopup
+from agenttui._state import Overlay
+from agenttui._state import PendingPicker
+from agenttui._state import QuitPopup
+from agenttui._state import SessionsPicker
+from agenttui._state import StopPopup
+from agenttui._state import TuiState
 from agenttui._transitions_commands import run_command
-from agenttui._transitions_daemon import disconnected, on_frame
-from agenttui._transitions_keys import input_changed, press_ctrl_c, press_enter, press_escape
+from agenttui._transitions_daemon import disconnected
+from agenttui._transitions_daemon import on_frame
+from agenttui._transitions_keys import input_changed
+from agenttui._transitions_keys import press_ctrl_c
+from agenttui._transitions_keys import press_enter
+from agenttui._transitions_keys import press_escape
 
 #: Every overlay the window has, and the flag that says it is open.
 FLAGS: dict[type[Overlay], str] = {

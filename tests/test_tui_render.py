@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from agenttui._render import Line, LineCache, entry_lines, render_markdown, width_of, wrap
-from agenttui._state import EntryKind, TranscriptEntry
+from agenttui._render import Line
+from agenttui._render import LineCache
+from agenttui._render import entry_lines
+from agenttui._render import render_markdown
+from agenttui._render import width_of
+from agenttui._render import wrap
+from agenttui._state import EntryKind
+from agenttui._state import TranscriptEntry
 from agenttui._words import HELP_TEXT
 
 REPLY = """\

@@ -3,39 +3,36 @@
 from __future__ import annotations
 
 from agentrt import Outcome
-from agentrt.protocol.frames import (
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingRequest,
-    Run,
-    SessionItem,
-    SessionList,
-    SessionMessage,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-    TaskFrame,
-)
-from agenttui._state import (
-    HISTORY_SHOWN,
-    SESSIONS_PAGE,
-    EntryKind,
-    RememberInput,
-    Send,
-    SessionsPicker,
-    SetInput,
-    TuiState,
-)
-from agenttui._transitions_daemon import disconnected, on_error, on_frame, on_task
-from agenttui._transitions_keys import (
-    input_changed,
-    press_down,
-    press_enter,
-    press_escape,
-    press_up,
-)
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import SessionItem
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionMessage
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
+from agentrt.protocol.frames import TaskFrame
+from agenttui._state import HISTORY_SHOWN
+from agenttui._state import SESSIONS_PAGE
+from agenttui._state import EntryKind
+from agenttui._state import RememberInput
+from agenttui._state import Send
+from agenttui._state import SessionsPicker
+from agenttui._state import SetInput
+from agenttui._state import TuiState
+from agenttui._transitions_daemon import disconnected
+from agenttui._transitions_daemon import on_error
+from agenttui._transitions_daemon import on_frame
+from agenttui._transitions_daemon import on_task
+from agenttui._transitions_keys import input_changed
+from agenttui._transitions_keys import press_down
+from agenttui._transitions_keys import press_enter
+from agenttui._transitions_keys import press_escape
+from agenttui._transitions_keys import press_up
 from agenttui._words import session_line
 
 LIST = Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))

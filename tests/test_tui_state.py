@@ -6,83 +6,84 @@ from typing import Any
 
 import pytest
 
-from agentrt import CONFIRM_CHOICES, Cause, Outcome, RequestKind
-from agentrt.protocol.frames import (
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    PendingTask,
-    ReasoningFrame,
-    Run,
-    TaskFrame,
-    TextFrame,
-    ToolCallFrame,
-    UsageFrame,
-    VerifyFrame,
-    Welcome,
-)
-from agenttui._scroll import scroll_by, scroll_pages, scroll_top
-from agenttui._state import (
-    EndedPopup,
-    EntryKind,
-    Notice,
-    NoticeLevel,
-    PendingPicker,
-    Quit,
-    QuitPopup,
-    RememberInput,
-    RunPhase,
-    RunState,
-    Send,
-    SetInput,
-    StopPopup,
-    TranscriptEntry,
-    TuiState,
-)
+from agentrt import CONFIRM_CHOICES
+from agentrt import Cause
+from agentrt import Outcome
+from agentrt import RequestKind
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import AskWithdrawn
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorCode
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import ReasoningFrame
+from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import UsageFrame
+from agentrt.protocol.frames import VerifyFrame
+from agentrt.protocol.frames import Welcome
+from agenttui._scroll import scroll_by
+from agenttui._scroll import scroll_pages
+from agenttui._scroll import scroll_top
+from agenttui._state import EndedPopup
+from agenttui._state import EntryKind
+from agenttui._state import Notice
+from agenttui._state import NoticeLevel
+from agenttui._state import PendingPicker
+from agenttui._state import Quit
+from agenttui._state import QuitPopup
+from agenttui._state import RememberInput
+from agenttui._state import RunPhase
+from agenttui._state import RunState
+from agenttui._state import Send
+from agenttui._state import SetInput
+from agenttui._state import StopPopup
+from agenttui._state import TranscriptEntry
+from agenttui._state import TuiState
 from agenttui._status import status_text
 from agenttui._transitions_commands import run_command
-from agenttui._transitions_daemon import (
-    connect_failed,
-    connected,
-    disconnected,
-    on_ask,
-    on_ask_withdrawn,
-    on_ended,
-    on_error,
-    on_pending,
-    on_reasoning,
-    on_task,
-    on_text,
-    on_tool_call,
-    on_usage,
-    on_verify,
-    starting_daemon,
-)
-from agenttui._transitions_keys import (
-    EscapeStep,
-    choose_popup,
-    escape_step,
-    input_changed,
-    press_ctrl_c,
-    press_ctrl_d,
-    press_down,
-    press_enter,
-    press_escape,
-    press_hotkey,
-    press_left,
-    press_right,
-    press_tab,
-    press_up,
-    restore_input,
-)
-from agenttui._words import COMMANDS, POPUP_CHOICES, QUIT_CHOICES, pending_line, short_path
+from agenttui._transitions_daemon import connect_failed
+from agenttui._transitions_daemon import connected
+from agenttui._transitions_daemon import disconnected
+from agenttui._transitions_daemon import on_ask
+from agenttui._transitions_daemon import on_ask_withdrawn
+from agenttui._transitions_daemon import on_ended
+from agenttui._transitions_daemon import on_error
+from agenttui._transitions_daemon import on_pending
+from agenttui._transitions_daemon import on_reasoning
+from agenttui._transitions_daemon import on_task
+from agenttui._transitions_daemon import on_text
+from agenttui._transitions_daemon import on_tool_call
+from agenttui._transitions_daemon import on_usage
+from agenttui._transitions_daemon import on_verify
+from agenttui._transitions_daemon import starting_daemon
+from agenttui._transitions_keys import EscapeStep
+from agenttui._transitions_keys import choose_popup
+from agenttui._transitions_keys import escape_step
+from agenttui._transitions_keys import input_changed
+from agenttui._transitions_keys import press_ctrl_c
+from agenttui._transitions_keys import press_ctrl_d
+from agenttui._transitions_keys import press_down
+from agenttui._transitions_keys import press_enter
+from agenttui._transitions_keys import press_escape
+from agenttui._transitions_keys import press_hotkey
+from agenttui._transitions_keys import press_left
+from agenttui._transitions_keys import press_right
+from agenttui._transitions_keys import press_tab
+from agenttui._transitions_keys import press_up
+from agenttui._transitions_keys import restore_input
+from agenttui._words import COMMANDS
+from agenttui._words import POPUP_CHOICES
+from agenttui._words import QUIT_CHOICES
+from agenttui._words import pending_line
+from agenttui._words import short_path
 
 
 def is_(flag: str, state: TuiState) -> bool:

@@ -13,9 +13,12 @@ import pytest
 import trio
 
 from agentrt import Runtime
-from agentrt.http import load_or_create_token, serve_http
+from agentrt.http import load_or_create_token
+from agentrt.http import serve_http
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, PAGE_TIMEOUT_MS
+from .browser import CHROMIUM
+from .browser import CHROMIUM_ARGS
+from .browser import PAGE_TIMEOUT_MS
 from .conftest import scripted_runtime
 from .fakes.other_origin import OtherOrigin
 
@@ -50,7 +53,8 @@ def log_in(page: Page, base: str, token: str) -> None:
 
 def drive_the_page(base: str, token: str, workdir: Path) -> str:
     """Chat, confirm, answer a saved question, pause and resume, as a user would."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -172,7 +176,8 @@ def visit_a_neighbour_after_logging_in(
     base: str, token: str, neighbour: str, rebound: str
 ) -> dict[str, object]:
     """Log into our page, then open a page on another port and a DNS-rebound name."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(

@@ -12,20 +12,29 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 import pytest
 import trio
 
-from agentrt import Runtime, open_runtime
+from agentrt import Runtime
+from agentrt import open_runtime
 from agentrt.frontends.http.frontend import EVENT_RING
 from agentrt.models.providers import OpenAIModel
 
-from .browser import DESKTOP, NARROW, PHONE, Site, in_browser, needs_chromium
+from .browser import DESKTOP
+from .browser import NARROW
+from .browser import PHONE
+from .browser import Site
+from .browser import in_browser
+from .browser import needs_chromium
 from .conftest import scripted_runtime
 
 if TYPE_CHECKING:
-    from playwright.sync_api import APIResponse, Page, Route
+    from playwright.sync_api import APIResponse
+    from playwright.sync_api import Page
+    from playwright.sync_api import Route
 
 pytestmark = [pytest.mark.e2e, needs_chromium]
 
@@ -612,7 +621,13 @@ def reasoning_then_pause_and_resume(page: Page, site: Site) -> dict[str, Any]:
 async def test_reasoning_shows_dimmed_apart_from_the_reply_and_once_after_a_resume(
     tmp_path: Path, viewport: dict[str, int]
 ) -> None:
-    from .fakes.llm_server import OA_DONE, LLMServer, oa_finish, oa_reasoning, oa_text, sse, stall
+    from .fakes.llm_server import OA_DONE
+    from .fakes.llm_server import LLMServer
+    from .fakes.llm_server import oa_finish
+    from .fakes.llm_server import oa_reasoning
+    from .fakes.llm_server import oa_text
+    from .fakes.llm_server import sse
+    from .fakes.llm_server import stall
 
     server = LLMServer()
     # The first answer thinks and then hangs (the person pauses it); the resumed one

@@ -12,7 +12,8 @@ are validated with the SDKs' request types.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import anthropic
@@ -25,29 +26,31 @@ from anthropic.types.message_create_params import MessageCreateParamsStreaming
 from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
-from agentrt import Message, ThinkingBlock, ToolCall, ToolSpec
+from agentrt import Message
+from agentrt import ThinkingBlock
+from agentrt import ToolCall
+from agentrt import ToolSpec
 from agentrt.models.openai import chat_body
 from agentrt.models.providers import AnthropicModel
-from agentrt.models.streaming import SSEDecoder, SSEEvent
+from agentrt.models.streaming import SSEDecoder
+from agentrt.models.streaming import SSEEvent
 
-from .fakes.llm_server import (
-    OA_DONE,
-    LLMServer,
-    an_end,
-    an_error,
-    an_event,
-    an_redacted_thinking_block,
-    an_start,
-    an_text_block,
-    an_thinking_block,
-    an_tool_block,
-    oa_finish,
-    oa_reasoning,
-    oa_text,
-    oa_tool,
-    oa_usage,
-    sse,
-)
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_error
+from .fakes.llm_server import an_event
+from .fakes.llm_server import an_redacted_thinking_block
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import an_thinking_block
+from .fakes.llm_server import an_tool_block
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_reasoning
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import oa_tool
+from .fakes.llm_server import oa_usage
+from .fakes.llm_server import sse
 
 SIGNATURE = "EqoBCkgIARABGAIiQL2UoU0b1OHYi+sig=="
 TOOLS = [ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {}}})]

@@ -13,30 +13,34 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any, Union, get_args, get_origin
+from typing import Any
+from typing import Union
+from typing import get_args
+from typing import get_origin
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from agentrt import Cause
-from agentrt.protocol.codec import FrameCodec, encode
-from agentrt.protocol.frames import (
-    CLIENT_FRAMES,
-    DAEMON_FRAMES,
-    Cancel,
-    ClientFrame,
-    DaemonFrame,
-    FrameError,
-    PendingList,
-    _decoder,
-    _encoder,
-    from_wire,
-    from_wire_slow,
-    to_wire,
-    to_wire_slow,
-)
+from agentrt.protocol.codec import FrameCodec
+from agentrt.protocol.codec import encode
+from agentrt.protocol.frames import CLIENT_FRAMES
+from agentrt.protocol.frames import DAEMON_FRAMES
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import FrameError
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import _decoder
+from agentrt.protocol.frames import _encoder
+from agentrt.protocol.frames import from_wire
+from agentrt.protocol.frames import from_wire_slow
+from agentrt.protocol.frames import to_wire
+from agentrt.protocol.frames import to_wire_slow
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

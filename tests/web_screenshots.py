@@ -11,13 +11,18 @@ import sys
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+from typing import Literal
 
 import trio
 
-from agentrt import ScriptedModel, open_runtime
+from agentrt import ScriptedModel
+from agentrt import open_runtime
 
-from .browser import DESKTOP, PHONE, Site, in_browser
+from .browser import DESKTOP
+from .browser import PHONE
+from .browser import Site
+from .browser import in_browser
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -14,20 +14,21 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
 from .._harness import format_time
-from ..bench_core import (
-    PauseResumeLoop,
-    connect_like_store,
-    open_bench_runtime,
-    sqlite_round_trip,
-    stored_record_size,
-)
+from ..bench_core import PauseResumeLoop
+from ..bench_core import connect_like_store
+from ..bench_core import open_bench_runtime
+from ..bench_core import sqlite_round_trip
+from ..bench_core import stored_record_size
 
 #: A batch of cycles of one system; the seconds of each cycle.
 Batch = Callable[[int], Awaitable[list[float]]]

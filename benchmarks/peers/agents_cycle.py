@@ -25,7 +25,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, Runner, RunState, function_tool, set_tracing_disabled
+from agents import Agent
+from agents import Runner
+from agents import RunState
+from agents import function_tool
+from agents import set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage

@@ -14,11 +14,14 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+from typing import TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.graph import START
+from langgraph.graph import StateGraph
+from langgraph.types import Command
+from langgraph.types import interrupt
 
 #: The size of the fetched result kept in the state, as agentrt's task keeps its `big` result.
 RESULT_BYTES = 2048

@@ -9,7 +9,8 @@ use (a module ``__getattr__``), so a program that needs only the protocol
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,8 @@ Names are loaded when first used: a program that only needs the frame adapters
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 if TYPE_CHECKING:
     from .apps.daemon import _amain as _amain

@@ -8,23 +8,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__
-from agentrt.config.options import (
-    API_KEY_ENV,
-    APPROVAL,
-    BASE_URL,
-    CONFIG,
-    MODEL,
-    MODEL_OPTIONS,
-    SANDBOX,
-    SOCKET,
-    STATE_DIR,
-    shared_options,
-)
+from agentrt.config.options import API_KEY_ENV
+from agentrt.config.options import APPROVAL
+from agentrt.config.options import BASE_URL
+from agentrt.config.options import CONFIG
+from agentrt.config.options import MODEL
+from agentrt.config.options import MODEL_OPTIONS
+from agentrt.config.options import SANDBOX
+from agentrt.config.options import SOCKET
+from agentrt.config.options import STATE_DIR
+from agentrt.config.options import shared_options
 from agentrt.config.settings import load_settings
-from agentrt.protocol.client import default_socket_path, new_window_hash
+from agentrt.protocol.client import default_socket_path
+from agentrt.protocol.client import new_window_hash
 
 from ._bridge import run_window
-from ._history import FileHistory, history_path
+from ._history import FileHistory
+from ._history import history_path
 from ._launch import DaemonStartError
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from typing import cast
 
 import attrs
 from prompt_toolkit.application import Application
@@ -13,51 +15,61 @@ from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.history import History, InMemoryHistory
+from prompt_toolkit.history import History
+from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.key_binding.defaults import load_key_bindings
-from prompt_toolkit.layout import (
-    ConditionalContainer,
-    Dimension,
-    Float,
-    FloatContainer,
-    HSplit,
-    Layout,
-    Window,
-)
-from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl, UIContent, UIControl
-from prompt_toolkit.layout.processors import ConditionalProcessor, PasswordProcessor
-from prompt_toolkit.mouse_events import MouseEvent, MouseEventType
+from prompt_toolkit.layout import ConditionalContainer
+from prompt_toolkit.layout import Dimension
+from prompt_toolkit.layout import Float
+from prompt_toolkit.layout import FloatContainer
+from prompt_toolkit.layout import HSplit
+from prompt_toolkit.layout import Layout
+from prompt_toolkit.layout import Window
+from prompt_toolkit.layout.controls import BufferControl
+from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.layout.controls import UIContent
+from prompt_toolkit.layout.controls import UIControl
+from prompt_toolkit.layout.processors import ConditionalProcessor
+from prompt_toolkit.layout.processors import PasswordProcessor
+from prompt_toolkit.mouse_events import MouseEvent
+from prompt_toolkit.mouse_events import MouseEventType
 from prompt_toolkit.styles import Style
-from prompt_toolkit.widgets import Frame, SearchToolbar
+from prompt_toolkit.widgets import Frame
+from prompt_toolkit.widgets import SearchToolbar
 
-from agentrt.protocol.frames import ClientFrame, DaemonFrame
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonFrame
 
-from . import _scroll, _transitions_daemon, _words
+from . import _scroll
+from . import _transitions_daemon
+from . import _words
 from ._bindings import load_tui_bindings
-from ._render import Line, LineCache, wrap_text
-from ._state import (
-    WHEEL_LINES,
-    Action,
-    EndedPopup,
-    Notice,
-    NoticeLevel,
-    PendingPicker,
-    Quit,
-    QuitPopup,
-    RememberInput,
-    Send,
-    SessionsPicker,
-    SetInput,
-    StopPopup,
-    TranscriptEntry,
-    TuiState,
-    has_choices,
-    is_masked,
-)
+from ._render import Line
+from ._render import LineCache
+from ._render import wrap_text
+from ._state import WHEEL_LINES
+from ._state import Action
+from ._state import EndedPopup
+from ._state import Notice
+from ._state import NoticeLevel
+from ._state import PendingPicker
+from ._state import Quit
+from ._state import QuitPopup
+from ._state import RememberInput
+from ._state import Send
+from ._state import SessionsPicker
+from ._state import SetInput
+from ._state import StopPopup
+from ._state import TranscriptEntry
+from ._state import TuiState
+from ._state import has_choices
+from ._state import is_masked
 from ._status import status_text
 from ._transitions_keys import input_changed
-from ._words import CHOICE_LABELS, POPUP_CHOICES, QUIT_CHOICES
+from ._words import CHOICE_LABELS
+from ._words import POPUP_CHOICES
+from ._words import QUIT_CHOICES
 
 if TYPE_CHECKING:
     from prompt_toolkit.key_binding.key_bindings import NotImplementedOrNone

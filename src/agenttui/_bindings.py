@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from prompt_toolkit.filters import Condition, is_searching
-from prompt_toolkit.key_binding import ConditionalKeyBindings, KeyBindings, KeyPressEvent
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.filters import is_searching
+from prompt_toolkit.key_binding import ConditionalKeyBindings
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.key_binding import KeyPressEvent
 
 from . import _transitions_keys as on_key
-from ._state import Action, TuiState
+from ._state import Action
+from ._state import TuiState
 
 
 class Dispatcher(Protocol):

@@ -19,7 +19,8 @@ import asyncio
 import contextlib
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,15 @@ import outcome
 import trio
 from prompt_toolkit.history import History
 
-from agentrt.protocol.client import (
-    BrokenDaemonConnectionError,
-    Client,
-    ClientError,
-    DaemonNotRunningError,
-)
+from agentrt.protocol.client import BrokenDaemonConnectionError
+from agentrt.protocol.client import Client
+from agentrt.protocol.client import ClientError
+from agentrt.protocol.client import DaemonNotRunningError
 from agentrt.protocol.frames import ClientFrame
 
 from ._app import TuiApp
-from ._launch import DaemonStartError, start_daemon
+from ._launch import DaemonStartError
+from ._launch import start_daemon
 from ._state import TuiState
 
 #: How often the status line's spinner and times move while something is going on.

@@ -6,13 +6,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
-from agentrt.protocol.client import default_state_dir, is_socket_answering
+from agentrt.protocol.client import default_state_dir
+from agentrt.protocol.client import is_socket_answering
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
-from prompt_toolkit.formatted_text import PygmentsTokens, to_formatted_text
+from prompt_toolkit.formatted_text import PygmentsTokens
+from prompt_toolkit.formatted_text import to_formatted_text
 from prompt_toolkit.utils import get_cwidth
 
 from agentrt.vocab.terminal import visible
 
-from ._state import EntryKind, TranscriptEntry
+from ._state import EntryKind
+from ._state import TranscriptEntry
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt

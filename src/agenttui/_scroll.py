@@ -9,7 +9,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from ._state import Anchor, TranscriptEntry, TuiState
+from ._state import Anchor
+from ._state import TranscriptEntry
+from ._state import TuiState
 
 #: How many screen lines an entry takes at the current width (the view knows; state asks).
 LineCount = Callable[[TranscriptEntry], int]

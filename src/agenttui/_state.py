@@ -20,10 +20,16 @@ import enum
 
 import attrs
 
-from agentrt import Cause, RequestKind
-from agentrt.protocol.frames import AskFrame, ClientFrame, PendingTask, SessionItem
+from agentrt import Cause
+from agentrt import RequestKind
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import SessionItem
 
-from ._words import COMMANDS, POPUP_DEFAULT, QUIT_DEFAULT
+from ._words import COMMANDS
+from ._words import POPUP_DEFAULT
+from ._words import QUIT_DEFAULT
 
 #: The most transcript entries kept; older ones scroll away for good.
 TRANSCRIPT_LIMIT = 2000

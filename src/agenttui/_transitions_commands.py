@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from agentrt.protocol.frames import PendingAction, PendingRequest, SessionsAction, SessionsRequest
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
 
-from ._state import (
-    HISTORY_SHOWN,
-    SESSIONS_PAGE,
-    Action,
-    Anchor,
-    EntryKind,
-    PendingPicker,
-    Quit,
-    QuitPopup,
-    RunState,
-    Send,
-    SessionsPicker,
-    TuiState,
-)
+from ._state import HISTORY_SHOWN
+from ._state import SESSIONS_PAGE
+from ._state import Action
+from ._state import Anchor
+from ._state import EntryKind
+from ._state import PendingPicker
+from ._state import Quit
+from ._state import QuitPopup
+from ._state import RunState
+from ._state import Send
+from ._state import SessionsPicker
+from ._state import TuiState
 from ._words import HELP_TEXT
 
 

@@ -10,54 +10,53 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentrt import Outcome, describe_end, describe_resume, may_have_run
-from agentrt.protocol.frames import (
-    Ack,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorFrame,
-    PendingAction,
-    PendingList,
-    PendingRequest,
-    PendingTask,
-    ReasoningFrame,
-    SessionList,
-    SessionMessage,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-    TaskFrame,
-    TextFrame,
-    ToolCallDeltaFrame,
-    ToolCallFrame,
-    ToolResultFrame,
-    UsageFrame,
-    VerifyFrame,
-    Welcome,
-)
+from agentrt import Outcome
+from agentrt import describe_end
+from agentrt import describe_resume
+from agentrt import may_have_run
+from agentrt.protocol.frames import Ack
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import AskWithdrawn
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import ReasoningFrame
+from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionMessage
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
+from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import ToolCallDeltaFrame
+from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import UsageFrame
+from agentrt.protocol.frames import VerifyFrame
+from agentrt.protocol.frames import Welcome
 
-from ._state import (
-    SESSIONS_PAGE,
-    SESSIONS_SHOWN,
-    Action,
-    EndedPopup,
-    EntryKind,
-    Notice,
-    NoticeLevel,
-    PendingPicker,
-    Popup,
-    Quit,
-    QuitPopup,
-    RunPhase,
-    Send,
-    SessionsPicker,
-    SetInput,
-    StopPopup,
-    TuiState,
-)
+from ._state import SESSIONS_PAGE
+from ._state import SESSIONS_SHOWN
+from ._state import Action
+from ._state import EndedPopup
+from ._state import EntryKind
+from ._state import Notice
+from ._state import NoticeLevel
+from ._state import PendingPicker
+from ._state import Popup
+from ._state import Quit
+from ._state import QuitPopup
+from ._state import RunPhase
+from ._state import Send
+from ._state import SessionsPicker
+from ._state import SetInput
+from ._state import StopPopup
+from ._state import TuiState
 
 
 def connected(state: TuiState, welcome: Welcome) -> list[Action]:

@@ -11,36 +11,41 @@ import enum
 
 import attrs
 
-from agentrt import ALLOW_ONCE, DENY, Cause, RequestKind
-from agentrt.protocol.frames import AnswerFrame, AskFrame, Cancel, Run
+from agentrt import ALLOW_ONCE
+from agentrt import DENY
+from agentrt import Cause
+from agentrt import RequestKind
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import AskFrame
+from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import Run
 
-from ._state import (
-    Action,
-    EndedPopup,
-    EntryKind,
-    PendingPicker,
-    Quit,
-    QuitPopup,
-    RememberInput,
-    RunPhase,
-    RunState,
-    Send,
-    SessionsPicker,
-    SetInput,
-    StopPopup,
-    TuiState,
-    has_choices,
-    is_masked,
-)
-from ._transitions_commands import continue_session, discard_pending, resume_pending, run_command
-from ._words import (
-    CHOICE_LABELS,
-    POPUP_CAUSES,
-    POPUP_CHOICES,
-    QUIT_CAUSES,
-    QUIT_CHOICES,
-    STOPPING_WORDS,
-)
+from ._state import Action
+from ._state import EndedPopup
+from ._state import EntryKind
+from ._state import PendingPicker
+from ._state import Quit
+from ._state import QuitPopup
+from ._state import RememberInput
+from ._state import RunPhase
+from ._state import RunState
+from ._state import Send
+from ._state import SessionsPicker
+from ._state import SetInput
+from ._state import StopPopup
+from ._state import TuiState
+from ._state import has_choices
+from ._state import is_masked
+from ._transitions_commands import continue_session
+from ._transitions_commands import discard_pending
+from ._transitions_commands import resume_pending
+from ._transitions_commands import run_command
+from ._words import CHOICE_LABELS
+from ._words import POPUP_CAUSES
+from ._words import POPUP_CHOICES
+from ._words import QUIT_CAUSES
+from ._words import QUIT_CHOICES
+from ._words import STOPPING_WORDS
 
 
 def _request_cancel(state: TuiState, cause: Cause) -> list[Action]:

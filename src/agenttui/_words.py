@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 
-from agentrt import Cause, TaskStatus
-from agentrt.protocol.frames import PendingTask, SessionItem
+from agentrt import Cause
+from agentrt import TaskStatus
+from agentrt.protocol.frames import PendingTask
+from agentrt.protocol.frames import SessionItem
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (

@@ -6,7 +6,11 @@ import json
 import re
 import subprocess
 
-from .test_tui_tmux import AGENTRT, World, daemon, wait_until, world  # noqa: F401  (fixtures)
+from .test_tui_tmux import AGENTRT
+from .test_tui_tmux import World
+from .test_tui_tmux import daemon  # noqa: F401  (fixtures)
+from .test_tui_tmux import wait_until
+from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
 
 def test_a_new_window_lists_an_earlier_conversation_and_continues_it(daemon: World) -> None:  # noqa: F811

@@ -36,11 +36,16 @@ import attrs
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed
+from trio_websocket import WebSocketConnection
+from trio_websocket import WebSocketRequest
+from trio_websocket import serve_websocket
 
-from .loopback import Changes, serve_app
+from .loopback import Changes
+from .loopback import serve_app
 
 TOKEN = "discord-test-token"
 BOT_ID = "900"

@@ -4,7 +4,8 @@ whoever waits for the fake's state to change."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import attrs
 import trio

@@ -12,7 +12,8 @@ import attrs
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from .loopback import serve_app

@@ -30,10 +30,12 @@ import attrs
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from .loopback import Changes, serve_app
+from .loopback import Changes
+from .loopback import serve_app
 
 TOKEN = "123456:TEST-token"
 BOT_ID = 123456

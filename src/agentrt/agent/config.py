@@ -12,8 +12,10 @@ from ..config.secrets import SecretStore
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .guard import Redactor
-from .sandbox import Sandbox, tool_environment
-from .sudo import SudoVerifier, Verifier
+from .sandbox import Sandbox
+from .sandbox import tool_environment
+from .sudo import SudoVerifier
+from .sudo import Verifier
 from .toolproc import ToolLedger
 
 

@@ -19,7 +19,8 @@ import glob
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from ..config.keystore import KEYS_DIR
 from ..config.secrets import is_secret_name
 from ..models.messages import Redaction
 from ..vocab.locations import HTTP_TOKEN_FILE
-from ..vocab.reprs import mutable, record
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
 MIN_REDACTED_LENGTH = 4

@@ -11,67 +11,72 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ..core.context import RequestContext, bind_context, current_context
-from ..core.pending import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    DENY,
-    Answer,
-    NoAnswerComingError,
-    Registry,
-    RequestKind,
-)
+from ..core.context import RequestContext
+from ..core.context import bind_context
+from ..core.context import current_context
+from ..core.pending import ALLOW_ONCE
+from ..core.pending import ALLOW_SESSION
+from ..core.pending import DENY
+from ..core.pending import Answer
+from ..core.pending import NoAnswerComingError
+from ..core.pending import Registry
+from ..core.pending import RequestKind
 from ..core.policy import origin_rules
-from ..models.messages import (
-    Message,
-    Model,
-    ModelDelta,
-    ReasoningDelta,
-    Redaction,
-    Role,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-)
-from ..store import Queued, Store, StoreError
-from ..store.record import (
-    ARGUMENTS_BOUND,
-    RESUME_NOTE,
-    SavedQuestion,
-    SubagentJournal,
-    TaskRecord,
-    call_was_clamped,
-    clamp_message,
-    keep_arguments,
-    kept_size,
-    restore_arguments,
-    unanswered_calls,
-)
-from ..vocab.clamp import ARGUMENT_LIMIT, clamp, clamp_arguments
-from ..vocab.events import (
-    Event,
-    ReasoningEvent,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
+from ..models.messages import Message
+from ..models.messages import Model
+from ..models.messages import ModelDelta
+from ..models.messages import ReasoningDelta
+from ..models.messages import Redaction
+from ..models.messages import Role
+from ..models.messages import TextDelta
+from ..models.messages import ToolCall
+from ..models.messages import ToolCallDelta
+from ..store import Queued
+from ..store import Store
+from ..store import StoreError
+from ..store.record import ARGUMENTS_BOUND
+from ..store.record import RESUME_NOTE
+from ..store.record import SavedQuestion
+from ..store.record import SubagentJournal
+from ..store.record import TaskRecord
+from ..store.record import call_was_clamped
+from ..store.record import clamp_message
+from ..store.record import keep_arguments
+from ..store.record import kept_size
+from ..store.record import restore_arguments
+from ..store.record import unanswered_calls
+from ..vocab.clamp import ARGUMENT_LIMIT
+from ..vocab.clamp import clamp
+from ..vocab.clamp import clamp_arguments
+from ..vocab.events import Event
+from ..vocab.events import ReasoningEvent
+from ..vocab.events import TextEvent
+from ..vocab.events import ToolCallDeltaEvent
+from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolResultEvent
+from ..vocab.events import UsageEvent
+from ..vocab.events import VerifyEvent
 from ..vocab.reprs import mutable
 from ..vocab.request import Request
 from ..vocab.terms import TaskStatus
 from .config import AgentConfig as AgentConfig
-from .guard import SecretGoneError, command_touches, inside, touched_roots
-from .tools import QuestionParked, find, offered_to
+from .guard import SecretGoneError
+from .guard import command_touches
+from .guard import inside
+from .guard import touched_roots
+from .tools import QuestionParked
 from .tools import ToolError as ToolError
+from .tools import find
+from .tools import offered_to
 
 Emit = Callable[[Event], Awaitable[None]]
 

@@ -13,7 +13,8 @@ from typing import Protocol
 import trio
 
 from ..vocab.reprs import record
-from .toolproc import ToolLedger, run_tool
+from .toolproc import ToolLedger
+from .toolproc import run_tool
 
 
 @record

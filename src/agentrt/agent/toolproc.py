@@ -37,13 +37,16 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
-from ..core.process import process_token, token_alive
+from ..core.process import process_token
+from ..core.process import token_alive
 from ..vocab.reprs import record
 
 log = logging.getLogger("agentrt.tools")

@@ -20,98 +20,112 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+from typing import TextIO
 
 import attrs
 import trio
 
 from .. import __version__
-from ..config.keystore import KeyStore, check_key_name
-from ..config.options import (
-    API_KEY_ENV,
-    APPROVAL,
-    BASE_URL,
-    CONFIG,
-    MODEL,
-    MODEL_OPTIONS,
-    RETENTION_DAYS,
-    SANDBOX,
-    STATE_DIR,
-    STORE,
-    WORKDIR,
-    shared_options,
-)
-from ..config.settings import Settings, load_settings, model_options
-from ..config.statedir import (
-    DaemonInfo,
-    StateDirError,
-    lock_is_held,
-    prepare_state_dir,
-    read_daemon_info,
-)
+from ..config.keystore import KeyStore
+from ..config.keystore import check_key_name
+from ..config.options import API_KEY_ENV
+from ..config.options import APPROVAL
+from ..config.options import BASE_URL
+from ..config.options import CONFIG
+from ..config.options import MODEL
+from ..config.options import MODEL_OPTIONS
+from ..config.options import RETENTION_DAYS
+from ..config.options import SANDBOX
+from ..config.options import STATE_DIR
+from ..config.options import STORE
+from ..config.options import WORKDIR
+from ..config.options import shared_options
+from ..config.settings import Settings
+from ..config.settings import load_settings
+from ..config.settings import model_options
+from ..config.statedir import DaemonInfo
+from ..config.statedir import StateDirError
+from ..config.statedir import lock_is_held
+from ..config.statedir import prepare_state_dir
+from ..config.statedir import read_daemon_info
 from ..core.cause import Cause
-from ..core.executor import ExecutorError, TaskInfo, UnknownTaskError
-from ..core.pending import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    DENY,
-    Answer,
-    Entry,
-    NoAnswerComingError,
-    RequestKind,
-)
-from ..core.runtime import Runtime, default_state_dir, open_runtime
-from ..frontends.terminal.framing import (
-    ask_frame,
-    pending_detail,
-    pending_task,
-    session_item,
-    session_message,
-)
+from ..core.executor import ExecutorError
+from ..core.executor import TaskInfo
+from ..core.executor import UnknownTaskError
+from ..core.pending import ALLOW_ONCE
+from ..core.pending import ALLOW_SESSION
+from ..core.pending import DENY
+from ..core.pending import Answer
+from ..core.pending import Entry
+from ..core.pending import NoAnswerComingError
+from ..core.pending import RequestKind
+from ..core.runtime import Runtime
+from ..core.runtime import default_state_dir
+from ..core.runtime import open_runtime
+from ..frontends.terminal.framing import ask_frame
+from ..frontends.terminal.framing import pending_detail
+from ..frontends.terminal.framing import pending_task
+from ..frontends.terminal.framing import session_item
+from ..frontends.terminal.framing import session_message
 from ..present.ends import describe_end as _describe_end
 from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
-from ..present.shapes import SCHEMA_VERSION, event_to_json, message_json, question_json
-from ..protocol.frames import (
-    EVENT_FRAMES,
-    LIST_PAGE_MAX,
-    MESSAGES_PAGE_MAX,
-    Ack,
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    DaemonFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    PendingAction,
-    PendingDetail,
-    PendingList,
-    PendingRequest,
-    PendingTask,
-    Run,
-    Scope,
-    SessionItem,
-    SessionList,
-    SessionMessage,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-    TaskFrame,
-    TextFrame,
-    ToolCallFrame,
-    ToolResultFrame,
-    VerifyFrame,
-    frame_of,
-)
-from ..store import StoreError, UnreadableTask, is_postgres
-from ..vocab.events import Event, Outcome, RunEnded, describe_resume, may_have_run
+from ..present.shapes import SCHEMA_VERSION
+from ..present.shapes import event_to_json
+from ..present.shapes import message_json
+from ..present.shapes import question_json
+from ..protocol.frames import EVENT_FRAMES
+from ..protocol.frames import LIST_PAGE_MAX
+from ..protocol.frames import MESSAGES_PAGE_MAX
+from ..protocol.frames import Ack
+from ..protocol.frames import AnswerFrame
+from ..protocol.frames import AskFrame
+from ..protocol.frames import AskWithdrawn
+from ..protocol.frames import Cancel
+from ..protocol.frames import DaemonFrame
+from ..protocol.frames import EndedFrame
+from ..protocol.frames import ErrorCode
+from ..protocol.frames import ErrorFrame
+from ..protocol.frames import PendingAction
+from ..protocol.frames import PendingDetail
+from ..protocol.frames import PendingList
+from ..protocol.frames import PendingRequest
+from ..protocol.frames import PendingTask
+from ..protocol.frames import Run
+from ..protocol.frames import Scope
+from ..protocol.frames import SessionItem
+from ..protocol.frames import SessionList
+from ..protocol.frames import SessionMessage
+from ..protocol.frames import SessionMessages
+from ..protocol.frames import SessionsAction
+from ..protocol.frames import SessionsRequest
+from ..protocol.frames import TaskFrame
+from ..protocol.frames import TextFrame
+from ..protocol.frames import ToolCallFrame
+from ..protocol.frames import ToolResultFrame
+from ..protocol.frames import VerifyFrame
+from ..protocol.frames import frame_of
+from ..store import StoreError
+from ..store import UnreadableTask
+from ..store import is_postgres
+from ..vocab.events import Event
+from ..vocab.events import Outcome
+from ..vocab.events import RunEnded
+from ..vocab.events import describe_resume
+from ..vocab.events import may_have_run
 from ..vocab.reprs import mutable
-from ..vocab.terminal import dumps, shown_output, visible
+from ..vocab.terminal import dumps
+from ..vocab.terminal import shown_output
+from ..vocab.terminal import visible
 from ..vocab.terms import TERMINAL
 
 if TYPE_CHECKING:
@@ -817,7 +831,8 @@ async def _drive_daemon(
     client: Client, printer: Printer, request: Run | PendingRequest, session: str
 ) -> int:
     """Send `request` (a run or a resume of `session`) to the daemon; follow the run."""
-    from ..protocol.client import BrokenDaemonConnectionError, ClientError
+    from ..protocol.client import BrokenDaemonConnectionError
+    from ..protocol.client import ClientError
 
     task: list[str] = []
     held: list[Cause] = []
@@ -921,7 +936,8 @@ async def _connect_daemon(args: argparse.Namespace, settings: Settings) -> Clien
             elif info.ready:
                 _check_same_model(args, info, state_dir)
                 # Loaded only when a daemon is there to talk to: a run here has no use for it.
-                from ..protocol.client import Client, DaemonNotRunningError
+                from ..protocol.client import Client
+                from ..protocol.client import DaemonNotRunningError
 
                 try:
                     return await Client.connect(info.socket, scope=Scope.ALL)

@@ -10,25 +10,28 @@ from pathlib import Path
 
 import trio
 
-from ..config.options import (
-    MODEL_OPTIONS,
-    RETENTION_DAYS,
-    SOCKET,
-    STATE_DIR,
-    STORE,
-    WORKDIR,
-    shared_options,
-)
-from ..config.settings import Settings, bot_environ, load_settings, parse_host_port
-from ..config.statedir import DaemonLock, StateDirError, prepare_state_dir
-from ..core.errors import ModelNotConfiguredError, check_model_ready
-from ..core.runtime import Runtime, open_runtime
+from ..config.options import MODEL_OPTIONS
+from ..config.options import RETENTION_DAYS
+from ..config.options import SOCKET
+from ..config.options import STATE_DIR
+from ..config.options import STORE
+from ..config.options import WORKDIR
+from ..config.options import shared_options
+from ..config.settings import Settings
+from ..config.settings import bot_environ
+from ..config.settings import load_settings
+from ..config.settings import parse_host_port
+from ..config.statedir import DaemonLock
+from ..config.statedir import StateDirError
+from ..config.statedir import prepare_state_dir
+from ..core.errors import ModelNotConfiguredError
+from ..core.errors import check_model_ready
+from ..core.runtime import Runtime
+from ..core.runtime import open_runtime
 from ..frontends.terminal.logs import configure_logging
-from ..frontends.terminal.paths import (
-    DaemonAlreadyRunningError,
-    SocketPathError,
-    default_socket_path,
-)
+from ..frontends.terminal.paths import DaemonAlreadyRunningError
+from ..frontends.terminal.paths import SocketPathError
+from ..frontends.terminal.paths import default_socket_path
 from ..frontends.terminal.server import Daemon
 from ..store import StoreError
 from ..store.retention import Retention
@@ -186,7 +189,8 @@ async def _amain(
                 flush=True,
             )
         if http is not None:
-            from ..http import load_or_create_token, serve_http
+            from ..http import load_or_create_token
+            from ..http import serve_http
 
             host, port = http
             token = load_or_create_token(state_dir)
@@ -201,7 +205,8 @@ async def _amain(
                 flush=True,
             )
         if telegram or discord:
-            from ..bots import ConfigError, run_bots
+            from ..bots import ConfigError
+            from ..bots import run_bots
 
             try:
                 await nursery.start(

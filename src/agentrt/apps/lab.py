@@ -43,10 +43,14 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import attrs
 import trio
@@ -54,18 +58,32 @@ import trio.testing
 
 from ..core.cause import Cause
 from ..core.executor import ExecutorError
-from ..core.pending import ALLOW_ONCE, Answer, Entry, RequestKind
+from ..core.pending import ALLOW_ONCE
+from ..core.pending import Answer
+from ..core.pending import Entry
+from ..core.pending import RequestKind
 from ..core.runtime import open_runtime
-from ..models.messages import Model, Role, TextDelta
-from ..models.scripted import ReplayModel, ScriptedModel
+from ..models.messages import Model
+from ..models.messages import Role
+from ..models.messages import TextDelta
+from ..models.scripted import ReplayModel
+from ..models.scripted import ScriptedModel
 from ..store import StoreError
 from ..store.record import TaskRecord
 from ..store.sql import Submitted
 from ..store.sqlite import TaskStore
 from ..store.writer import Call
-from ..vocab.events import Event, RunEnded, TaskStarted, TextEvent, ToolCallEvent, ToolResultEvent
-from ..vocab.reprs import mutable, record
-from ..vocab.terminal import own, shown_output, visible
+from ..vocab.events import Event
+from ..vocab.events import RunEnded
+from ..vocab.events import TaskStarted
+from ..vocab.events import TextEvent
+from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolResultEvent
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
+from ..vocab.terminal import own
+from ..vocab.terminal import shown_output
+from ..vocab.terminal import visible
 from ..vocab.terms import TERMINAL
 
 T = TypeVar("T")
@@ -833,17 +851,15 @@ def _real_kill(
     replay_prefix: str,
 ) -> Point:
     from ..protocol.client import Client
-    from ..protocol.frames import (
-        AnswerFrame,
-        AskFrame,
-        DaemonFrame,
-        EndedFrame,
-        ErrorFrame,
-        PendingAction,
-        PendingRequest,
-        Run,
-        ToolCallFrame,
-    )
+    from ..protocol.frames import AnswerFrame
+    from ..protocol.frames import AskFrame
+    from ..protocol.frames import DaemonFrame
+    from ..protocol.frames import EndedFrame
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import PendingAction
+    from ..protocol.frames import PendingRequest
+    from ..protocol.frames import Run
+    from ..protocol.frames import ToolCallFrame
 
     _reset(root)
     sock = Path(tempfile.mkdtemp(prefix="agl-")) / "d.sock"

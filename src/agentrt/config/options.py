@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 STATE_DIR: Final = "--state-dir"
 MODEL: Final = "--model"

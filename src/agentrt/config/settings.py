@@ -29,17 +29,27 @@ import argparse
 import enum
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+from typing import Generic
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import attrs
 
 from ..vocab.locations import default_state_dir
 from ..vocab.reprs import record
-from ..vocab.terms import Approval, SandboxMode
-from .keystore import KeyNameError, KeyStore, check_key_name
+from ..vocab.terms import Approval
+from ..vocab.terms import SandboxMode
+from .keystore import KeyNameError
+from .keystore import KeyStore
+from .keystore import check_key_name
 
 if TYPE_CHECKING:
     from ..models.options import ModelOptions

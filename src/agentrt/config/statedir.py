@@ -22,7 +22,8 @@ from typing import Final
 
 import attrs
 
-from ..core.process import process_token, token_alive
+from ..core.process import process_token
+from ..core.process import token_alive
 from ..vocab.reprs import record
 
 #: The lock file a daemon holds in its state dir.

@@ -22,25 +22,28 @@ to what each front-end answers: the HTTP status and code, the daemon's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Final, Generic, TypeVar
+from collections.abc import Awaitable
+from collections.abc import Callable
+from typing import Final
+from typing import Generic
+from typing import TypeVar
 
 import attrs
 import trio
 
-from ..store import BadCursorError, StoreError
-from ..vocab.reprs import mutable, record
+from ..store import BadCursorError
+from ..store import StoreError
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
 from .errors import ExecutorError
-from .pending import (
-    AlreadyAnsweredError,
-    Answer,
-    ClosedListenerError,
-    Entry,
-    EntryGoneError,
-    EntryState,
-    Listener,
-    Registry,
-)
+from .pending import AlreadyAnsweredError
+from .pending import Answer
+from .pending import ClosedListenerError
+from .pending import Entry
+from .pending import EntryGoneError
+from .pending import EntryState
+from .pending import Listener
+from .pending import Registry
 
 T = TypeVar("T")
 

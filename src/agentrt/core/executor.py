@@ -18,22 +18,36 @@ import attrs
 import trio
 
 from ..agent.config import AgentConfig
-from ..agent.loop import AgentRun, Emit
-from ..models.messages import Message, Model, ModelError, Role
-from ..store import Queued, Store, StoreError, TaskExistsError, TaskTakenError
-from ..store.record import (
-    AnswerEffects,
-    SavedQuestion,
-    TaskRecord,
-    apply_answer,
-    reissue_note,
-    unanswered_calls,
-)
-from ..vocab.events import Outcome, RunEnded, TaskStarted
-from ..vocab.reprs import mutable, record
-from ..vocab.terms import SETTLE, Settle, TaskStatus
-from .cause import Cause, CauseScope, cause_of
-from .context import RequestContext, bind_context
+from ..agent.loop import AgentRun
+from ..agent.loop import Emit
+from ..models.messages import Message
+from ..models.messages import Model
+from ..models.messages import ModelError
+from ..models.messages import Role
+from ..store import Queued
+from ..store import Store
+from ..store import StoreError
+from ..store import TaskExistsError
+from ..store import TaskTakenError
+from ..store.record import AnswerEffects
+from ..store.record import SavedQuestion
+from ..store.record import TaskRecord
+from ..store.record import apply_answer
+from ..store.record import reissue_note
+from ..store.record import unanswered_calls
+from ..vocab.events import Outcome
+from ..vocab.events import RunEnded
+from ..vocab.events import TaskStarted
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
+from ..vocab.terms import SETTLE
+from ..vocab.terms import Settle
+from ..vocab.terms import TaskStatus
+from .cause import Cause
+from .cause import CauseScope
+from .cause import cause_of
+from .context import RequestContext
+from .context import bind_context
 from .errors import BadAnswerError as BadAnswerError
 from .errors import BadSessionIdError as BadSessionIdError
 from .errors import BadWorkdirError as BadWorkdirError
@@ -47,7 +61,8 @@ from .errors import UnknownSessionError as UnknownSessionError
 from .errors import UnknownTaskError as UnknownTaskError
 from .errors import check_model_ready
 from .pending import Registry
-from .process import token_alive, token_pid
+from .process import token_alive
+from .process import token_pid
 
 log = logging.getLogger("agentrt.executor")
 

@@ -29,14 +29,16 @@ from types import TracebackType
 import attrs
 import trio
 
-from ..vocab.reprs import mutable, record
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
 from ..vocab.request import Request
 from ..vocab.terms import ALLOW_ONCE as ALLOW_ONCE
 from ..vocab.terms import ALLOW_SESSION as ALLOW_SESSION
 from ..vocab.terms import CONFIRM_CHOICES as CONFIRM_CHOICES
 from ..vocab.terms import DENY as DENY
 from ..vocab.terms import RequestKind as RequestKind
-from .context import RequestContext, current_context
+from .context import RequestContext
+from .context import current_context
 from .errors import BadAnswerError
 
 log = logging.getLogger("agentrt.pending")

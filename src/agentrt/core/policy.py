@@ -57,15 +57,23 @@ committed) is confirmed. Where no sandbox can be had, every call is confirmed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 import attrs
 
-from ..agent.guard import command_touches, inside
-from ..vocab.reprs import mutable, record
-from ..vocab.terms import DISCORD, TELEGRAM, TERMINAL, WEB, Approval, origin_of
+from ..agent.guard import command_touches
+from ..agent.guard import inside
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
+from ..vocab.terms import DISCORD
+from ..vocab.terms import TELEGRAM
+from ..vocab.terms import TERMINAL
+from ..vocab.terms import WEB
+from ..vocab.terms import Approval
+from ..vocab.terms import origin_of
 
 
 @record

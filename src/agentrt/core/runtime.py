@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,18 +16,26 @@ import trio
 
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
-from ..agent.sandbox import Sandbox, tool_environment
-from ..agent.sudo import SudoVerifier, Verifier
+from ..agent.sandbox import Sandbox
+from ..agent.sandbox import tool_environment
+from ..agent.sudo import SudoVerifier
+from ..agent.sudo import Verifier
 from ..agent.toolproc import ToolLedger
 from ..config.keystore import KeyStore
 from ..config.secrets import SecretStore
 from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
-from ..config.settings import Settings, check_base_url, find_api_key, model_options
+from ..config.settings import Settings
+from ..config.settings import check_base_url
 from ..config.settings import check_model_spec as check_model_spec
+from ..config.settings import find_api_key
+from ..config.settings import model_options
 from ..config.statedir import prepare_state_dir
 from ..models.messages import Model
-from ..models.scripted import ReplayModel, ScriptedModel
-from ..store import Store, is_postgres, open_store
+from ..models.scripted import ReplayModel
+from ..models.scripted import ScriptedModel
+from ..store import Store
+from ..store import is_postgres
+from ..store import open_store
 from ..vocab.locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
 from ..vocab.locations import default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir

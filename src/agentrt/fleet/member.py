@@ -51,7 +51,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 import attrs
 import psycopg
@@ -59,20 +60,27 @@ import trio
 
 from ..core.cause import Cause
 from ..core.context import RequestContext
-from ..core.errors import BadAnswerError, NotOwnerError, UnknownTaskError
-from ..core.executor import Executor, TaskInfo
-from ..core.pending import (
-    AlreadyAnsweredError,
-    Answer,
-    Entry,
-    EntryGoneError,
-    Registry,
-    RegistryError,
-)
-from ..core.process import process_token, token_alive
-from ..store.postgres import LOCK_CLASS, NOW, PgStore, connect, idle_limit
+from ..core.errors import BadAnswerError
+from ..core.errors import NotOwnerError
+from ..core.errors import UnknownTaskError
+from ..core.executor import Executor
+from ..core.executor import TaskInfo
+from ..core.pending import AlreadyAnsweredError
+from ..core.pending import Answer
+from ..core.pending import Entry
+from ..core.pending import EntryGoneError
+from ..core.pending import Registry
+from ..core.pending import RegistryError
+from ..core.process import process_token
+from ..core.process import token_alive
+from ..store.postgres import LOCK_CLASS
+from ..store.postgres import NOW
+from ..store.postgres import PgStore
+from ..store.postgres import connect
+from ..store.postgres import idle_limit
 from ..store.record import converter
-from ..vocab.reprs import mutable, record
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
 from ..vocab.request import Request
 
 log = logging.getLogger("agentrt.fleet")
@@ -820,7 +828,9 @@ def read_status(url: str) -> FleetStatus:
     Raises `StoreError` when the database cannot be reached or holds no agentrt store.
     """
     from ..store import StoreError
-    from ..store.postgres import display_url, failed_error, unreachable_error
+    from ..store.postgres import display_url
+    from ..store.postgres import failed_error
+    from ..store.postgres import unreachable_error
 
     location = display_url(url)
     try:

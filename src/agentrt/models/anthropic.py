@@ -33,7 +33,8 @@ in the one user message that follows the assistant's.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -41,42 +42,38 @@ import httpx
 
 from ..config.retry import RetryPolicy
 from ..vocab.reprs import mutable
-from .messages import (
-    Message,
-    ModelDelta,
-    ModelResponse,
-    ReasoningDelta,
-    Role,
-    TextDelta,
-    ThinkingBlock,
-    ToolCall,
-    ToolCallDelta,
-    ToolSpec,
-    Usage,
-)
-from .streaming import (
-    DEFAULT_RETRY,
-    DEFAULT_TIMEOUT,
-    Api,
-    ErrorContext,
-    ModelAuthError,
-    ModelCall,
-    ModelNotFoundError,
-    ModelRateLimitError,
-    ModelRequestError,
-    ModelServerError,
-    ModelStreamCutError,
-    ModelStreamError,
-    ProviderError,
-    Redactor,
-    SSEEvent,
-    StreamedModel,
-    cut_at_max_tokens,
-    merge_headers,
-    parse_arguments,
-    parse_json_event,
-    server_message,
-)
+from .messages import Message
+from .messages import ModelDelta
+from .messages import ModelResponse
+from .messages import ReasoningDelta
+from .messages import Role
+from .messages import TextDelta
+from .messages import ThinkingBlock
+from .messages import ToolCall
+from .messages import ToolCallDelta
+from .messages import ToolSpec
+from .messages import Usage
+from .streaming import DEFAULT_RETRY
+from .streaming import DEFAULT_TIMEOUT
+from .streaming import Api
+from .streaming import ErrorContext
+from .streaming import ModelAuthError
+from .streaming import ModelCall
+from .streaming import ModelNotFoundError
+from .streaming import ModelRateLimitError
+from .streaming import ModelRequestError
+from .streaming import ModelServerError
+from .streaming import ModelStreamCutError
+from .streaming import ModelStreamError
+from .streaming import ProviderError
+from .streaming import Redactor
+from .streaming import SSEEvent
+from .streaming import StreamedModel
+from .streaming import cut_at_max_tokens
+from .streaming import merge_headers
+from .streaming import parse_arguments
+from .streaming import parse_json_event
+from .streaming import server_message
 
 #: The hosted Anthropic API.
 DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"

@@ -17,18 +17,25 @@ provider does not take, and those are reported, never silently dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from ..core.errors import ModelNotConfiguredError
 from ..vocab.reprs import mutable
-from .anthropic import ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_URL, AnthropicModel
-from .messages import Message, ToolSpec
-from .openai import DEFAULT_OPENAI_URL, OPENAI_KEY_ENV, OpenAIModel
+from .anthropic import ANTHROPIC_KEY_ENV
+from .anthropic import DEFAULT_ANTHROPIC_URL
+from .anthropic import AnthropicModel
+from .messages import Message
+from .messages import ToolSpec
+from .openai import DEFAULT_OPENAI_URL
+from .openai import OPENAI_KEY_ENV
+from .openai import OpenAIModel
 from .options import ModelOptions as ModelOptions
-from .streaming import ModelCall, StreamedModel
+from .streaming import ModelCall
+from .streaming import StreamedModel
 
 log = logging.getLogger("agentrt.providers")
 

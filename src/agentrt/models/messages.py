@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import Protocol
 
 import attrs
 

@@ -22,7 +22,8 @@ with the key in an ``api-key`` header.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -31,35 +32,31 @@ import httpx
 
 from ..config.retry import RetryPolicy
 from ..vocab.reprs import mutable
-from .messages import (
-    Message,
-    ModelDelta,
-    ModelResponse,
-    ReasoningDelta,
-    Role,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolSpec,
-    Usage,
-)
-from .streaming import (
-    DEFAULT_RETRY,
-    DEFAULT_TIMEOUT,
-    Api,
-    ModelCall,
-    ModelServerError,
-    ModelStreamCutError,
-    ModelStreamError,
-    Redactor,
-    SSEEvent,
-    StreamedModel,
-    cut_at_max_tokens,
-    merge_headers,
-    parse_arguments,
-    parse_json_event,
-    server_message,
-)
+from .messages import Message
+from .messages import ModelDelta
+from .messages import ModelResponse
+from .messages import ReasoningDelta
+from .messages import Role
+from .messages import TextDelta
+from .messages import ToolCall
+from .messages import ToolCallDelta
+from .messages import ToolSpec
+from .messages import Usage
+from .streaming import DEFAULT_RETRY
+from .streaming import DEFAULT_TIMEOUT
+from .streaming import Api
+from .streaming import ModelCall
+from .streaming import ModelServerError
+from .streaming import ModelStreamCutError
+from .streaming import ModelStreamError
+from .streaming import Redactor
+from .streaming import SSEEvent
+from .streaming import StreamedModel
+from .streaming import cut_at_max_tokens
+from .streaming import merge_headers
+from .streaming import parse_arguments
+from .streaming import parse_json_event
+from .streaming import server_message
 
 #: The hosted OpenAI API; point `base_url` elsewhere for a local server.
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"

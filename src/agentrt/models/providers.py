@@ -22,12 +22,16 @@ import os
 
 from ..config.retry import RetryPolicy as RetryPolicy
 from ..config.secrets import SecretStore
-from .anthropic import ANTHROPIC_KEY_ENV, ANTHROPIC_KEY_SECRET
+from .anthropic import ANTHROPIC_KEY_ENV
+from .anthropic import ANTHROPIC_KEY_SECRET
 from .anthropic import AnthropicModel as AnthropicModel
 from .configured import ConfiguredModel as ConfiguredModel
 from .configured import ModelOptions as ModelOptions
 from .messages import Model
-from .openai import AZURE_KEY_ENV, AZURE_KEY_SECRET, OPENAI_KEY_ENV, OPENAI_KEY_SECRET
+from .openai import AZURE_KEY_ENV
+from .openai import AZURE_KEY_SECRET
+from .openai import OPENAI_KEY_ENV
+from .openai import OPENAI_KEY_SECRET
 from .openai import AzureOpenAIModel as AzureOpenAIModel
 from .openai import OpenAIModel as OpenAIModel
 from .streaming import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT

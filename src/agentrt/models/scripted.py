@@ -33,17 +33,15 @@ from typing import Any
 import trio
 
 from ..vocab.reprs import record
-from .messages import (
-    Message,
-    ModelError,
-    ModelResponse,
-    OnDelta,
-    Role,
-    TextDelta,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from .messages import Message
+from .messages import ModelError
+from .messages import ModelResponse
+from .messages import OnDelta
+from .messages import Role
+from .messages import TextDelta
+from .messages import ToolCall
+from .messages import ToolSpec
+from .messages import Usage
 
 
 def split_statements(text: str) -> list[str]:

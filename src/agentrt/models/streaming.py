@@ -18,16 +18,27 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Protocol
 
 import attrs
 import httpx
 import trio
 
-from ..config.retry import MODEL_RETRY, RetryPolicy
-from ..vocab.reprs import mutable, record
-from .messages import Message, ModelDelta, ModelError, ModelResponse, OnDelta, ToolSpec
+from ..config.retry import MODEL_RETRY
+from ..config.retry import RetryPolicy
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
+from .messages import Message
+from .messages import ModelDelta
+from .messages import ModelError
+from .messages import ModelResponse
+from .messages import OnDelta
+from .messages import ToolSpec
 
 # --------------------------------------------------------------------------- errors
 

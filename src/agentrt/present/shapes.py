@@ -11,28 +11,31 @@ daemon frame; docs/protocol.md says where the two shapes differ.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
 
 import attrs
 import cattrs
 
 from ..core.pending import Entry
-from ..models.messages import Role, ToolCall
-from ..store import StoredMessage, UnreadableTask
-from ..store.record import TaskRecord, TaskSummary
-from ..vocab.events import (
-    Event,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
+from ..models.messages import Role
+from ..models.messages import ToolCall
+from ..store import StoredMessage
+from ..store import UnreadableTask
+from ..store.record import TaskRecord
+from ..store.record import TaskSummary
+from ..vocab.events import Event
+from ..vocab.events import ReasoningEvent
+from ..vocab.events import RunEnded
+from ..vocab.events import TaskStarted
+from ..vocab.events import TextEvent
+from ..vocab.events import ToolCallDeltaEvent
+from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolResultEvent
+from ..vocab.events import UsageEvent
+from ..vocab.events import VerifyEvent
 from ..vocab.request import Request
 from .ends import describe_end
 

@@ -21,8 +21,18 @@ import trio
 from ..vocab.locations import default_socket_path as default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir
 from ..vocab.locations import is_socket_answering as is_socket_answering
-from .codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
-from .frames import PROTOCOL_VERSION, ClientFrame, DaemonFrame, ErrorFrame, Hello, Scope, Welcome
+from .codec import EOF
+from .codec import NEED_DATA
+from .codec import FrameCodec
+from .codec import ProtocolError
+from .codec import encode
+from .frames import PROTOCOL_VERSION
+from .frames import ClientFrame
+from .frames import DaemonFrame
+from .frames import ErrorFrame
+from .frames import Hello
+from .frames import Scope
+from .frames import Welcome
 
 _F = TypeVar("_F", bound=DaemonFrame)
 

@@ -20,21 +20,25 @@ from __future__ import annotations
 import collections
 import enum
 import json
-from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import Any
+from typing import Final
+from typing import Generic
+from typing import Literal
+from typing import TypeAlias
+from typing import TypeVar
 
 from ..vocab.clamp import clamp_arguments
-from ..vocab.peerjson import JsonNumberError, loads
+from ..vocab.peerjson import JsonNumberError
+from ..vocab.peerjson import loads
 from ..vocab.reprs import record
-from .frames import (
-    ClientFrame,
-    DaemonFrame,
-    ErrorCode,
-    ErrorFrame,
-    Frame,
-    FrameError,
-    from_wire,
-    to_wire,
-)
+from .frames import ClientFrame
+from .frames import DaemonFrame
+from .frames import ErrorCode
+from .frames import ErrorFrame
+from .frames import Frame
+from .frames import FrameError
+from .frames import from_wire
+from .frames import to_wire
 
 #: The largest frame, in bytes of its line without the newline: 1 MiB.
 MAX_FRAME_SIZE: Final = 1024 * 1024

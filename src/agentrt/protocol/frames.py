@@ -19,26 +19,32 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, get_args
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import ClassVar
+from typing import Final
+from typing import Protocol
+from typing import TypeVar
+from typing import get_args
 
 import attrs
 
-from ..vocab.events import (
-    Event,
-    ReasoningEvent,
-    RunEnded,
-    TaskStarted,
-    TextEvent,
-    ToolCallDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    VerifyEvent,
-)
+from ..vocab.events import Event
+from ..vocab.events import ReasoningEvent
+from ..vocab.events import RunEnded
+from ..vocab.events import TaskStarted
+from ..vocab.events import TextEvent
+from ..vocab.events import ToolCallDeltaEvent
+from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolResultEvent
+from ..vocab.events import UsageEvent
+from ..vocab.events import VerifyEvent
 from ..vocab.reprs import record
 from ..vocab.request import Request
-from ..vocab.terms import Cause, RequestKind
+from ..vocab.terms import Cause
+from ..vocab.terms import RequestKind
 from .wirecode import carries_utf8
 
 if TYPE_CHECKING:
@@ -615,7 +621,8 @@ def older_pause_hook(
     cause; true beside a ``cause`` other than ``pause`` is refused. The flag is
     never written: a cancel has only its cause.
     """
-    from cattrs.errors import AttributeValidationNote, ClassValidationError
+    from cattrs.errors import AttributeValidationNote
+    from cattrs.errors import ClassValidationError
 
     plain = conv.gen_structure_attrs_fromdict(cls)
     where = f"While structuring {cls.__name__}"
@@ -792,7 +799,8 @@ def from_wire_slow(data: dict[str, Any], union: Any) -> Any:
     """
     kind = data["type"]
     conv = converter()
-    from cattrs import BaseValidationError, transform_error  # loaded by converter()
+    from cattrs import BaseValidationError  # loaded by converter()
+    from cattrs import transform_error  # loaded by converter()
 
     try:
         return conv.structure(data, union)

@@ -26,7 +26,11 @@ import enum
 import functools
 import keyword
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Union
+from typing import get_args
+from typing import get_origin
 
 import attrs
 

@@ -18,18 +18,23 @@ The modules of the package:
 
 from __future__ import annotations
 
-from .errors import BadCursorError, StaleLeaseError, StoreError, TaskExistsError, TaskTakenError
-from .protocol import Queued, Store, is_postgres, open_store
-from .types import (
-    ListedTask,
-    Page,
-    SessionInfo,
-    StoredMessage,
-    StoredTask,
-    StoreStatistics,
-    UnreadableTask,
-    brief_of,
-)
+from .errors import BadCursorError
+from .errors import StaleLeaseError
+from .errors import StoreError
+from .errors import TaskExistsError
+from .errors import TaskTakenError
+from .protocol import Queued
+from .protocol import Store
+from .protocol import is_postgres
+from .protocol import open_store
+from .types import ListedTask
+from .types import Page
+from .types import SessionInfo
+from .types import StoredMessage
+from .types import StoredTask
+from .types import StoreStatistics
+from .types import UnreadableTask
+from .types import brief_of
 
 __all__ = [
     "BadCursorError",

@@ -15,7 +15,10 @@ import cattrs
 from ..core.cause import Cause
 from ..models.messages import Message
 from ..vocab.terms import TaskStatus
-from .record import SavedQuestion, SubagentJournal, TaskRecord, converter
+from .record import SavedQuestion
+from .record import SubagentJournal
+from .record import TaskRecord
+from .record import converter
 
 #: The columns of `tasks` that hold a record's fields, in the order `fields_of` gives them.
 FIELDS = (

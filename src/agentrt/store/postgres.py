@@ -43,8 +43,13 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Final, TypeVar, cast
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
+from typing import Final
+from typing import TypeVar
+from typing import cast
 
 import attrs
 import psycopg
@@ -55,10 +60,12 @@ from psycopg_pool import ConnectionPool
 from ..core.process import process_token
 from ..models.messages import Message
 from ..vocab.reprs import mutable
-from .errors import StaleLeaseError, StoreError
+from .errors import StaleLeaseError
+from .errors import StoreError
 from .record import TaskRecord
 from .sql import SqlStore
-from .writer import Call, run_batch
+from .writer import Call
+from .writer import run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
 SCHEMA_VERSION: Final = 3

@@ -15,23 +15,24 @@ before it returns, and either wholly done or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Protocol, TypeVar
+from typing import Final
+from typing import Protocol
+from typing import TypeVar
 
 from ..core.cause import Cause
 from ..models.messages import Message
 from ..present.listing import BriefTask
 from ..vocab.terms import TaskStatus
 from .record import TaskRecord
-from .types import (
-    ListedTask,
-    Page,
-    SessionInfo,
-    StoredMessage,
-    StoredTask,
-    StoreStatistics,
-)
+from .types import ListedTask
+from .types import Page
+from .types import SessionInfo
+from .types import StoredMessage
+from .types import StoredTask
+from .types import StoreStatistics
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -230,7 +231,8 @@ async def open_store(
     `agentrt.store.postgres`). Raises `StoreError` saying what is wrong and what to do.
     """
     if is_postgres(location):
-        from .postgres import DEFAULT_LEASE, PgStore
+        from .postgres import DEFAULT_LEASE
+        from .postgres import PgStore
 
         return await PgStore.open(
             str(location), lease=lease if lease is not None else DEFAULT_LEASE, http=http

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_unstructure_fn
+from cattrs.gen import override
 
 from ..core.cause import Cause
 from ..core.errors import BadAnswerError
 from ..core.process import token_alive
-from ..models.messages import Message, Role, ToolCall
-from ..vocab.clamp import ARGUMENT_LIMIT, TOOL_RESULT_LIMIT, clamp, clamp_arguments, was_clamped
+from ..models.messages import Message
+from ..models.messages import Role
+from ..models.messages import ToolCall
+from ..vocab.clamp import ARGUMENT_LIMIT
+from ..vocab.clamp import TOOL_RESULT_LIMIT
+from ..vocab.clamp import clamp
+from ..vocab.clamp import clamp_arguments
+from ..vocab.clamp import was_clamped
 from ..vocab.reprs import record
-from ..vocab.terms import ALLOW_ONCE, ALLOW_SESSION, DENY, RequestKind, TaskStatus
+from ..vocab.terms import ALLOW_ONCE
+from ..vocab.terms import ALLOW_SESSION
+from ..vocab.terms import DENY
+from ..vocab.terms import RequestKind
+from ..vocab.terms import TaskStatus
 
 
 @record

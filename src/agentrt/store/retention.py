@@ -17,8 +17,10 @@ from typing import Final
 import attrs
 import trio
 
-from ..vocab.reprs import mutable, record
-from . import Store, StoreError
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
+from . import Store
+from . import StoreError
 
 log = logging.getLogger("agentrt.retention")
 

@@ -26,45 +26,58 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import ClassVar
+from typing import Generic
+from typing import TypeVar
 
 import attrs
 import trio
 
 from ..core.cause import Cause
 from ..core.process import process_token
-from ..models.messages import Message, Role
-from ..present.listing import TIME_MARK, BriefTask
+from ..models.messages import Message
+from ..models.messages import Role
+from ..present.listing import TIME_MARK
+from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
-from ..vocab.reprs import mutable, record
+from ..vocab.reprs import mutable
+from ..vocab.reprs import record
 from ..vocab.terms import TaskStatus
-from .columns import (
-    FIELDS,
-    decode_message,
-    dumps,
-    encode_message,
-    error_detail,
-    fields_of,
-    journal_fields,
-    json_text,
-    prompt_of,
-    task_fields,
-    title_of,
-)
-from .errors import BadCursorError, StoreError, TaskExistsError, TaskTakenError
-from .record import TaskRecord, TaskSummary, clamp_message, runner_gone
-from .types import (
-    ListedTask,
-    Page,
-    SessionInfo,
-    StoredMessage,
-    StoredTask,
-    StoreStatistics,
-    UnreadableTask,
-    brief_of,
-)
-from .writer import Call, Writer, run_batch
+from .columns import FIELDS
+from .columns import decode_message
+from .columns import dumps
+from .columns import encode_message
+from .columns import error_detail
+from .columns import fields_of
+from .columns import journal_fields
+from .columns import json_text
+from .columns import prompt_of
+from .columns import task_fields
+from .columns import title_of
+from .errors import BadCursorError
+from .errors import StoreError
+from .errors import TaskExistsError
+from .errors import TaskTakenError
+from .record import TaskRecord
+from .record import TaskSummary
+from .record import clamp_message
+from .record import runner_gone
+from .types import ListedTask
+from .types import Page
+from .types import SessionInfo
+from .types import StoredMessage
+from .types import StoredTask
+from .types import StoreStatistics
+from .types import UnreadableTask
+from .types import brief_of
+from .writer import Call
+from .writer import Writer
+from .writer import run_batch
 
 T = TypeVar("T")
 

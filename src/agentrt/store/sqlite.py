@@ -17,7 +17,8 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import attrs
 import trio
@@ -25,23 +26,29 @@ import trio
 from ..config.statedir import fsync_dir
 from ..core.cause import Cause
 from ..models.messages import Role
-from ..present.listing import TIME_MARK, line_head, stamp, template
+from ..present.listing import TIME_MARK
+from ..present.listing import line_head
 from ..present.listing import lines as listing_lines
+from ..present.listing import stamp
+from ..present.listing import template
 from ..vocab.reprs import mutable
 from ..vocab.terms import TaskStatus
-from .columns import FIELDS, dumps, fields_of, json_text, prompt_of, title_of
+from .columns import FIELDS
+from .columns import dumps
+from .columns import fields_of
+from .columns import json_text
+from .columns import prompt_of
+from .columns import title_of
 from .errors import StoreError
 from .record import TaskRecord
-from .sql import (
-    PLAIN,
-    SqlStore,
-    brief_select,
-    mark_sql,
-    page_query,
-    update_sql,
-    upsert_sql,
-    write_transaction,
-)
+from .sql import PLAIN
+from .sql import SqlStore
+from .sql import brief_select
+from .sql import mark_sql
+from .sql import page_query
+from .sql import update_sql
+from .sql import upsert_sql
+from .sql import write_transaction
 
 SCHEMA_VERSION = 5
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Generic
+from typing import TypeVar
 
 from ..models.messages import Message
 from ..present.listing import BriefTask
 from ..vocab.reprs import record
-from .record import TaskRecord, TaskSummary
+from .record import TaskRecord
+from .record import TaskSummary
 
 T = TypeVar("T")
 

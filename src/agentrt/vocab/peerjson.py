@@ -12,7 +12,8 @@ with `JsonNumberError`, a `ValueError` whose message says what to do.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any
+from typing import Final
 
 #: The most digits an integer may have; Python's default conversion limit.
 MAX_INT_DIGITS: Final = 4300

@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 

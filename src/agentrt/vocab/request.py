@@ -13,7 +13,8 @@ from __future__ import annotations
 import attrs
 
 from .reprs import record
-from .terms import CONFIRM_CHOICES, RequestKind
+from .terms import CONFIRM_CHOICES
+from .terms import RequestKind
 
 #: The kinds whose answer is typed into a masked field: a secret's value, the system password.
 MASKED_KINDS: frozenset[RequestKind] = frozenset({RequestKind.SECRET, RequestKind.PASSWORD})

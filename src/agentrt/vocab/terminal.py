@@ -31,7 +31,10 @@ import json
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any, Final, TextIO, cast
+from typing import Any
+from typing import Final
+from typing import TextIO
+from typing import cast
 
 #: Every character a terminal may act on, but newline and tab; and the lone surrogates
 #: (a byte that was not UTF-8, kept by ``surrogateescape``, would be written as that byte).

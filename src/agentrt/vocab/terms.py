@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Final, TypeVar
+from typing import Final
+from typing import TypeVar
 
 #: Prefix of Trio cancel reasons that carry a `Cause` (see `agentrt.core.cause`).
 CAUSE_REASON_PREFIX: Final = "agentrt:"

@@ -22,16 +22,20 @@ from __future__ import annotations
 from typing import Final
 
 from ...models.messages import ToolSpec
-from ...models.scripted import ReplayModel, ScriptedModel
+from ...models.scripted import ReplayModel
+from ...models.scripted import ScriptedModel
 from .base import QuestionParked as QuestionParked
 from .base import Tool as Tool
 from .base import ToolError as ToolError
 from .base import ToolRun as ToolRun
-from .files import ReadFile, WriteFile
-from .human import AskUser, StoreSecret
+from .files import ReadFile
+from .files import WriteFile
+from .human import AskUser
+from .human import StoreSecret
 from .shell import Shell
 from .spawn import Spawn
-from .testing import Big, Sleep
+from .testing import Big
+from .testing import Sleep
 
 #: Every tool, by name, in the order the model is offered them.
 TOOLS: Final[dict[str, type[Tool]]] = {

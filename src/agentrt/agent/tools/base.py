@@ -23,19 +23,30 @@ questions, paths and effects a tool may use.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, Self
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import ClassVar
+from typing import Final
+from typing import Protocol
+from typing import Self
 
 import attrs
 
 from ...core.context import RequestContext
 from ...core.pending import Answer
-from ...core.policy import Command, Edit, auto_approves
-from ...models.messages import ToolCall, ToolSpec
+from ...core.policy import Command
+from ...core.policy import Edit
+from ...core.policy import auto_approves
+from ...models.messages import ToolCall
+from ...models.messages import ToolSpec
 from ...vocab.reprs import record
 from ...vocab.request import Request
-from ...vocab.terms import TERMINAL, RequestKind, origin_of
+from ...vocab.terms import TERMINAL
+from ...vocab.terms import RequestKind
+from ...vocab.terms import origin_of
 from ..config import AgentConfig
 from ..sandbox import PRIVILEGED_VARIABLES
 from ..sudo import PrivilegedResult

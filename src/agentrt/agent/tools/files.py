@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import ClassVar, Final
+from typing import ClassVar
+from typing import Final
 
 import trio
 
@@ -18,21 +19,22 @@ from ...core.policy import Edit
 from ...models.messages import ToolCall
 from ...vocab.reprs import record
 from .. import atomic as _atomic
-from ..atomic import ERROR_PREFIX, EXIT_OS_ERROR, write_atomic
+from ..atomic import ERROR_PREFIX
+from ..atomic import EXIT_OS_ERROR
+from ..atomic import write_atomic
 from ..guard import inside
 from ..sandbox import refusal_note
-from ..toolproc import ToolOutput, run_tool
-from .base import (
-    DENIED,
-    Tool,
-    ToolError,
-    ToolRun,
-    check_confinable,
-    confine,
-    confirmed,
-    sudo_output,
-    via_sudo,
-)
+from ..toolproc import ToolOutput
+from ..toolproc import run_tool
+from .base import DENIED
+from .base import Tool
+from .base import ToolError
+from .base import ToolRun
+from .base import check_confinable
+from .base import confine
+from .base import confirmed
+from .base import sudo_output
+from .base import via_sudo
 
 #: The script the write helper runs (standard library only; see `agentrt.agent.atomic`).
 _WRITER: Final = str(Path(_atomic.__file__).resolve())

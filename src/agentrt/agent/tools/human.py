@@ -12,8 +12,13 @@ from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
 from ...vocab.request import Request
-from ...vocab.terms import DENY, RequestKind
-from .base import PROMPT_LIMIT, QuestionParked, Tool, ToolError, ToolRun
+from ...vocab.terms import DENY
+from ...vocab.terms import RequestKind
+from .base import PROMPT_LIMIT
+from .base import QuestionParked
+from .base import Tool
+from .base import ToolError
+from .base import ToolRun
 
 
 @record

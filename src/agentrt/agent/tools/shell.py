@@ -12,17 +12,15 @@ from ...vocab.clamp import clamp
 from ...vocab.reprs import record
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
-from .base import (
-    DENIED,
-    PROMPT_LIMIT,
-    Tool,
-    ToolError,
-    ToolRun,
-    check_confinable,
-    confine,
-    confirmed,
-    via_sudo,
-)
+from .base import DENIED
+from .base import PROMPT_LIMIT
+from .base import Tool
+from .base import ToolError
+from .base import ToolRun
+from .base import check_confinable
+from .base import confine
+from .base import confirmed
+from .base import via_sudo
 
 
 @record

@@ -6,7 +6,8 @@ from typing import ClassVar
 
 from ...models.messages import ToolCall
 from ...vocab.reprs import record
-from .base import Tool, ToolRun
+from .base import Tool
+from .base import ToolRun
 
 
 @record

@@ -12,7 +12,9 @@ import trio
 
 from ...models.messages import ToolCall
 from ...vocab.reprs import record
-from .base import Tool, ToolError, ToolRun
+from .base import Tool
+from .base import ToolError
+from .base import ToolRun
 
 #: The largest result `big` makes, in bytes.
 BIG_LIMIT = 64 * 1024 * 1024

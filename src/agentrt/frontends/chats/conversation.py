@@ -28,7 +28,10 @@ import contextlib
 import enum
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
@@ -36,31 +39,35 @@ import trio
 
 from ...config.settings import ConfigError
 from ...core.cause import Cause
-from ...core.desk import REFUSED, Desk, refusal
-from ...core.executor import (
-    BadAnswerError,
-    Executor,
-    NoPendingTaskError,
-    NotOwnerError,
-    PendingTaskExistsError,
-    SessionBusyError,
-    UnknownTaskError,
-)
-from ...core.pending import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    DENY,
-    AlreadyAnsweredError,
-    Answer,
-    Entry,
-    EntryGoneError,
-    EntryState,
-    RequestKind,
-)
+from ...core.desk import REFUSED
+from ...core.desk import Desk
+from ...core.desk import refusal
+from ...core.executor import BadAnswerError
+from ...core.executor import Executor
+from ...core.executor import NoPendingTaskError
+from ...core.executor import NotOwnerError
+from ...core.executor import PendingTaskExistsError
+from ...core.executor import SessionBusyError
+from ...core.executor import UnknownTaskError
+from ...core.pending import ALLOW_ONCE
+from ...core.pending import ALLOW_SESSION
+from ...core.pending import DENY
+from ...core.pending import AlreadyAnsweredError
+from ...core.pending import Answer
+from ...core.pending import Entry
+from ...core.pending import EntryGoneError
+from ...core.pending import EntryState
+from ...core.pending import RequestKind
 from ...core.policy import origin_rules
 from ...present.ends import describe_end
-from ...vocab.events import Event, Outcome, RunEnded, TextEvent, ToolCallEvent, ToolResultEvent
-from ...vocab.reprs import mutable, record
+from ...vocab.events import Event
+from ...vocab.events import Outcome
+from ...vocab.events import RunEnded
+from ...vocab.events import TextEvent
+from ...vocab.events import ToolCallEvent
+from ...vocab.events import ToolResultEvent
+from ...vocab.reprs import mutable
+from ...vocab.reprs import record
 
 log = logging.getLogger("agentrt.bots")
 

@@ -40,27 +40,35 @@ import os
 import random
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import httpx
 import trio
-from trio_websocket import (
-    ConnectionClosed,
-    HandshakeError,
-    WebSocketConnection,
-    open_websocket_url,
-)
+from trio_websocket import ConnectionClosed
+from trio_websocket import HandshakeError
+from trio_websocket import WebSocketConnection
+from trio_websocket import open_websocket_url
 
-from ...config.retry import CHAT_RETRY, RetryPolicy
+from ...config.retry import CHAT_RETRY
+from ...config.retry import RetryPolicy
 from ...config.settings import ConfigError
 from ...core.executor import Executor
-from ...vocab.peerjson import JsonNumberError, loads
-from ...vocab.reprs import mutable, record
+from ...vocab.peerjson import JsonNumberError
+from ...vocab.peerjson import loads
+from ...vocab.reprs import mutable
+from ...vocab.reprs import record
 from ...vocab.terms import DISCORD
-from .conversation import Button, ChatBridge, DeliveryError, read_env, split_text
-from .sending import LazyTransport, header_retry_after, send_with_retries
+from .conversation import Button
+from .conversation import ChatBridge
+from .conversation import DeliveryError
+from .conversation import read_env
+from .conversation import split_text
+from .sending import LazyTransport
+from .sending import header_retry_after
+from .sending import send_with_retries
 
 log = logging.getLogger("agentrt.bots.discord")
 

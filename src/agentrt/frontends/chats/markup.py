@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 import html
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt

@@ -15,7 +15,9 @@ token (in Telegram's case, in the URL).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import attrs
 import httpx
@@ -23,7 +25,9 @@ import trio
 
 from ...config.retry import RetryPolicy
 from ...vocab.reprs import mutable
-from .conversation import Button, ChatTransport, DeliveryError
+from .conversation import Button
+from .conversation import ChatTransport
+from .conversation import DeliveryError
 
 log = logging.getLogger("agentrt.bots")
 

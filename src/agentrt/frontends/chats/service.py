@@ -9,8 +9,10 @@ import trio
 
 from ...config.settings import ConfigError
 from ...core.executor import Executor
-from .discord import DiscordBot, DiscordConfig
-from .telegram import TelegramBot, TelegramConfig
+from .discord import DiscordBot
+from .discord import DiscordConfig
+from .telegram import TelegramBot
+from .telegram import TelegramConfig
 
 
 async def run_bots(

@@ -8,24 +8,52 @@ import ipaddress
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator
+from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Collection
+from typing import Any
+from typing import TypeVar
 
 import trio
 from starlette.applications import Starlette
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.responses import JSONResponse
+from starlette.responses import Response
+from starlette.responses import StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
+from starlette.types import Message
+from starlette.types import Receive
+from starlette.types import Scope
+from starlette.types import Send
 
-from ...core.desk import REFUSED, refusal
+from ...core.desk import REFUSED
+from ...core.desk import refusal
 from ...core.errors import NoPendingTaskError
-from ...protocol.frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
-from .bodies import AnswerBody, ApiError, CancelBody, ResumeBody, RunBody, error_body, parse_body
+from ...protocol.frames import LIST_PAGE
+from ...protocol.frames import LIST_PAGE_MAX
+from ...protocol.frames import MESSAGES_PAGE
+from ...protocol.frames import MESSAGES_PAGE_MAX
+from .bodies import AnswerBody
+from .bodies import ApiError
+from .bodies import CancelBody
+from .bodies import ResumeBody
+from .bodies import RunBody
+from .bodies import error_body
+from .bodies import parse_body
 from .files import page_files
-from .frontend import CURSOR_PATTERN, EVENT_RING, StreamItem, WebFrontEnd, session_id_from_path
+from .frontend import CURSOR_PATTERN
+from .frontend import EVENT_RING
+from .frontend import StreamItem
+from .frontend import WebFrontEnd
+from .frontend import session_id_from_path
 from .openapi import openapi_document
 
 log = logging.getLogger("agentrt.http")

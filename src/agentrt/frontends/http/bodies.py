@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import attrs
 import cattrs
 from cattrs.v import format_exception
 
-from ...protocol.frames import CANCEL_CAUSES, older_pause_hook
-from ...vocab.peerjson import JsonNumberError, loads
+from ...protocol.frames import CANCEL_CAUSES
+from ...protocol.frames import older_pause_hook
+from ...vocab.peerjson import JsonNumberError
+from ...vocab.peerjson import loads
 from ...vocab.reprs import record
 from ...vocab.terms import Cause
 

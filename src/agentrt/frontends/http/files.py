@@ -13,8 +13,10 @@ from pathlib import Path
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.responses import FileResponse, Response
-from starlette.staticfiles import NotModifiedResponse, StaticFiles
+from starlette.responses import FileResponse
+from starlette.responses import Response
+from starlette.staticfiles import NotModifiedResponse
+from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 #: The package folders of the page's files, and the URL prefix each is served under.

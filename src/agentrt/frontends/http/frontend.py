@@ -19,7 +19,9 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -31,30 +33,33 @@ from ...core.cause import Cause
 from ...core.context import origin_of
 from ...core.desk import Desk
 from ...core.executor import _MAX_SESSION_ID as MAX_SESSION_ID
-from ...core.executor import (
-    BadSessionIdError,
-    NoPendingTaskError,
-    NotOwnerError,
-    SessionBusyError,
-    TaskInfo,
-    UnknownSessionError,
-    UnknownTaskError,
-    check_session_id,
-)
-from ...core.pending import Answer, Entry, EntryState, Listener
+from ...core.executor import BadSessionIdError
+from ...core.executor import NoPendingTaskError
+from ...core.executor import NotOwnerError
+from ...core.executor import SessionBusyError
+from ...core.executor import TaskInfo
+from ...core.executor import UnknownSessionError
+from ...core.executor import UnknownTaskError
+from ...core.executor import check_session_id
+from ...core.pending import Answer
+from ...core.pending import Entry
+from ...core.pending import EntryState
+from ...core.pending import Listener
 from ...core.policy import Actor
 from ...core.runtime import Runtime
-from ...present.shapes import (
-    event_to_json,
-    question_to_json,
-    stored_message_to_json,
-    task_to_json,
-    unreadable_to_json,
-)
-from ...store import SessionInfo, UnreadableTask
-from ...vocab.events import Event, RunEnded
-from ...vocab.reprs import mutable, record
-from ...vocab.terms import ORIGINS, WEB
+from ...present.shapes import event_to_json
+from ...present.shapes import question_to_json
+from ...present.shapes import stored_message_to_json
+from ...present.shapes import task_to_json
+from ...present.shapes import unreadable_to_json
+from ...store import SessionInfo
+from ...store import UnreadableTask
+from ...vocab.events import Event
+from ...vocab.events import RunEnded
+from ...vocab.reprs import mutable
+from ...vocab.reprs import record
+from ...vocab.terms import ORIGINS
+from ...vocab.terms import WEB
 from .bodies import ApiError
 
 log = logging.getLogger("agentrt.http")

@@ -23,16 +23,27 @@ from typing import Any
 import attrs
 
 from ...core.cause import Cause
-from ...core.pending import EntryState, RequestKind
+from ...core.pending import EntryState
+from ...core.pending import RequestKind
 from ...models.messages import Role
 from ...present.shapes import EVENT_TYPES
-from ...protocol.frames import LIST_PAGE, LIST_PAGE_MAX, MESSAGES_PAGE, MESSAGES_PAGE_MAX
+from ...protocol.frames import LIST_PAGE
+from ...protocol.frames import LIST_PAGE_MAX
+from ...protocol.frames import MESSAGES_PAGE
+from ...protocol.frames import MESSAGES_PAGE_MAX
 from ...store import UnreadableTask
 from ...vocab.events import RunEnded
 from ...vocab.terms import TaskStatus
-from .bodies import OLDER_FIELDS, AnswerBody, CancelBody, ResumeBody, RunBody
+from .bodies import OLDER_FIELDS
+from .bodies import AnswerBody
+from .bodies import CancelBody
+from .bodies import ResumeBody
+from .bodies import RunBody
 from .files import page_files
-from .frontend import CHAT_SESSION_ID_PATTERN, CURSOR_PATTERN, EVENT_RING, SESSION_ID_PATTERN
+from .frontend import CHAT_SESSION_ID_PATTERN
+from .frontend import CURSOR_PATTERN
+from .frontend import EVENT_RING
+from .frontend import SESSION_ID_PATTERN
 
 _PRIMITIVES: dict[Any, str] = {str: "string", bool: "boolean", int: "integer", float: "number"}
 

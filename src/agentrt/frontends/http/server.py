@@ -16,7 +16,9 @@ import errno
 import ipaddress
 import logging
 import resource
-from typing import Any, Final, cast
+from typing import Any
+from typing import Final
+from typing import cast
 
 import trio
 from hypercorn.config import Config
@@ -27,7 +29,8 @@ from hypercorn.utils import wrap_app
 
 from ...core.runtime import Runtime
 from ...vocab.terms import WEB
-from .app import allowed_hosts, build_app
+from .app import allowed_hosts
+from .app import build_app
 from .frontend import WebFrontEnd
 
 log = logging.getLogger("agentrt.http")

@@ -8,9 +8,13 @@ import secrets
 import sys
 from pathlib import Path
 
-from ...config.options import STATE_DIR, shared_options
-from ...config.statedir import StateDirError, fsync_dir, prepare_state_dir
-from ...vocab.locations import HTTP_TOKEN_FILE, default_state_dir
+from ...config.options import STATE_DIR
+from ...config.options import shared_options
+from ...config.statedir import StateDirError
+from ...config.statedir import fsync_dir
+from ...config.statedir import prepare_state_dir
+from ...vocab.locations import HTTP_TOKEN_FILE
+from ...vocab.locations import default_state_dir
 
 #: The token's file name inside the state dir.
 TOKEN_FILE = HTTP_TOKEN_FILE

@@ -14,57 +14,84 @@ import collections
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any
+from typing import Final
+from typing import Protocol
+from typing import TypeVar
 
 import attrs
 import trio
 
 from ...core.cause import Cause
-from ...core.desk import REFUSED, Desk, refusal
-from ...core.executor import NotOwnerError, SessionBusyError, TaskInfo, UnknownTaskError
-from ...core.pending import Answer, Entry, EntryState, NoAnswerComingError, RegistryError
+from ...core.desk import REFUSED
+from ...core.desk import Desk
+from ...core.desk import refusal
+from ...core.executor import NotOwnerError
+from ...core.executor import SessionBusyError
+from ...core.executor import TaskInfo
+from ...core.executor import UnknownTaskError
+from ...core.pending import Answer
+from ...core.pending import Entry
+from ...core.pending import EntryState
+from ...core.pending import NoAnswerComingError
+from ...core.pending import RegistryError
 from ...core.policy import Actor
 from ...core.runtime import Runtime
-from ...protocol.codec import EOF, NEED_DATA, FrameCodec, ProtocolError, encode
-from ...protocol.frames import (
-    LIST_PAGE,
-    LIST_PAGE_MAX,
-    MESSAGES_PAGE,
-    MESSAGES_PAGE_MAX,
-    PROTOCOL_VERSION,
-    Ack,
-    AnswerFrame,
-    AskFrame,
-    AskWithdrawn,
-    Cancel,
-    ClientFrame,
-    DaemonFrame,
-    EndedFrame,
-    ErrorCode,
-    ErrorFrame,
-    Hello,
-    PendingAction,
-    PendingDetail,
-    PendingList,
-    PendingRequest,
-    Run,
-    Scope,
-    SessionList,
-    SessionMessages,
-    SessionsAction,
-    SessionsRequest,
-    Welcome,
-    frame_of,
-)
-from ...store import ListedTask, Page, SessionInfo, StoredTask, StoreError, UnreadableTask
-from ...vocab.events import Event, RunEnded
+from ...protocol.codec import EOF
+from ...protocol.codec import NEED_DATA
+from ...protocol.codec import FrameCodec
+from ...protocol.codec import ProtocolError
+from ...protocol.codec import encode
+from ...protocol.frames import LIST_PAGE
+from ...protocol.frames import LIST_PAGE_MAX
+from ...protocol.frames import MESSAGES_PAGE
+from ...protocol.frames import MESSAGES_PAGE_MAX
+from ...protocol.frames import PROTOCOL_VERSION
+from ...protocol.frames import Ack
+from ...protocol.frames import AnswerFrame
+from ...protocol.frames import AskFrame
+from ...protocol.frames import AskWithdrawn
+from ...protocol.frames import Cancel
+from ...protocol.frames import ClientFrame
+from ...protocol.frames import DaemonFrame
+from ...protocol.frames import EndedFrame
+from ...protocol.frames import ErrorCode
+from ...protocol.frames import ErrorFrame
+from ...protocol.frames import Hello
+from ...protocol.frames import PendingAction
+from ...protocol.frames import PendingDetail
+from ...protocol.frames import PendingList
+from ...protocol.frames import PendingRequest
+from ...protocol.frames import Run
+from ...protocol.frames import Scope
+from ...protocol.frames import SessionList
+from ...protocol.frames import SessionMessages
+from ...protocol.frames import SessionsAction
+from ...protocol.frames import SessionsRequest
+from ...protocol.frames import Welcome
+from ...protocol.frames import frame_of
+from ...store import ListedTask
+from ...store import Page
+from ...store import SessionInfo
+from ...store import StoredTask
+from ...store import StoreError
+from ...store import UnreadableTask
+from ...vocab.events import Event
+from ...vocab.events import RunEnded
 from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
-from .framing import ask_frame, pending_detail, pending_task, session_item, session_message
-from .lifecycle import IllegalStepError, Lifecycle, Step
+from .framing import ask_frame
+from .framing import pending_detail
+from .framing import pending_task
+from .framing import session_item
+from .framing import session_message
+from .lifecycle import IllegalStepError
+from .lifecycle import Lifecycle
+from .lifecycle import Step
 
 log = logging.getLogger("agentrt.daemon")
 

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from ...core.pending import Entry
 from ...present.shapes import tool_call_json
-from ...protocol.frames import AskFrame, PendingDetail, PendingTask, SessionItem, SessionMessage
-from ...store import SessionInfo, StoredMessage, StoredTask, UnreadableTask
-from ...store.record import TaskRecord, TaskSummary
+from ...protocol.frames import AskFrame
+from ...protocol.frames import PendingDetail
+from ...protocol.frames import PendingTask
+from ...protocol.frames import SessionItem
+from ...protocol.frames import SessionMessage
+from ...store import SessionInfo
+from ...store import StoredMessage
+from ...store import StoredTask
+from ...store import UnreadableTask
+from ...store.record import TaskRecord
+from ...store.record import TaskSummary
 from ...store.record import converter as record_converter
 
 

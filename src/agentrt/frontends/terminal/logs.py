@@ -18,12 +18,15 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
-from ...agent.guard import MIN_REDACTED_LENGTH, Redactor
+from ...agent.guard import MIN_REDACTED_LENGTH
+from ...agent.guard import Redactor
 
 #: Environment variables whose values are secrets, by name.
 _SECRET_ENV = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|APIKEY)$")

@@ -22,10 +22,16 @@ import trio
 from ...core.cause import Cause
 from ...core.runtime import Runtime
 from ...protocol.codec import encode
-from ...protocol.frames import ErrorCode, ErrorFrame
+from ...protocol.frames import ErrorCode
+from ...protocol.frames import ErrorFrame
 from ...vocab.reprs import mutable
-from .connection import Connection, RunCounter
-from .paths import SocketLock, check_peer, peer_credentials, prepare_socket_dir, remove_stale_socket
+from .connection import Connection
+from .connection import RunCounter
+from .paths import SocketLock
+from .paths import check_peer
+from .paths import peer_credentials
+from .paths import prepare_socket_dir
+from .paths import remove_stale_socket
 
 log = logging.getLogger("agentrt.daemon")
 
