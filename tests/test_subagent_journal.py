@@ -225,6 +225,7 @@ async def test_a_subagents_committed_call_never_runs_again_after_a_crash(
     assert inner_calls(resumed, "shell") == []
 
 
+@pytest.mark.deadline(300)  # the lab: every point of the run, with each of the five causes
 def test_the_lab_finds_no_violation_inside_a_subagent_at_any_point_with_any_cause() -> None:
     # Every event and store write of the run, with every cause: the crash at the write of a
     # subagent's attempt leaves a started, uncommitted inner call, which must say it may
