@@ -62,6 +62,7 @@ ORDER = (
     "pending_list_10k",
     "cli_pending_10k",
     "run_hello",
+    "client_import",
     "tui_first_screen",
     "answer_idle_1000",
     "sandboxed_sh",

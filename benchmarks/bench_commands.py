@@ -12,6 +12,8 @@ benchmark                subject vs baseline                             target
                          tasks vs with an empty store
 ``run_hello``            ``agentrt run hello`` vs ``python -c "import    <= 1.5x
                          trio, attrs, cattrs"``
+``client_import``        ``python -c "import agentrt.client"`` vs         <= 1.3x
+                         ``python -c "import trio, attrs"``
 ``tui_first_screen``     ``agenttui`` (a daemon running) in a fresh      <= 1.3x
                          terminal until its first screen is drawn, vs
                          ``python -c "import trio, prompt_toolkit,
@@ -199,6 +201,29 @@ def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
     )
 
 
+def bench_client_import(root: Path, rounds: int = 20) -> Result:
+    """``import agentrt.client`` (what a client of the daemon loads) vs what it is built on."""
+    env = isolated_env(root)
+
+    def client() -> float:
+        return timed_run([sys.executable, "-c", "import agentrt.client"], env, root)[0]
+
+    def imports() -> float:
+        return timed_run([sys.executable, "-c", "import trio, attrs"], env, root)[0]
+
+    subject, baseline = interleave_sync(client, imports, rounds)
+    return Result(
+        "client_import",
+        subject,
+        baseline,
+        "ratio",
+        1.3,
+        rounds,
+        (),
+        ("wall time of a fresh process that imports the daemon's client (agenttui's start)",),
+    )
+
+
 def run_all(
     root: Path, large_store: Path, large: int = 10_000, rounds: int | None = None
 ) -> list[Result]:
@@ -210,5 +235,6 @@ def run_all(
     return [
         bench_cli_pending_list(root, large_store, large=large, **counts),
         bench_run_hello(root, **counts),
+        bench_client_import(root, **counts),
         bench_tui_first_screen(root, **counts),
     ]
