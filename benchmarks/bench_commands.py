@@ -89,6 +89,11 @@ def bench_cli_pending_list(
     )
 
 
+def python_c(code: str, env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of a fresh ``python -c CODE`` of this interpreter: the baselines' process."""
+    return timed_run([sys.executable, "-c", code], env, cwd)[0]
+
+
 def bench_run_hello(root: Path, rounds: int = 10) -> Result:
     """``agentrt run hello`` (the scripted model) vs importing what it is built on."""
     env = isolated_env(root)
@@ -105,10 +110,9 @@ def bench_run_hello(root: Path, rounds: int = 10) -> Result:
             problems.append(f"agentrt run hello printed {out[-200:]!r}")
         return elapsed
 
-    def imports() -> float:
-        return timed_run([sys.executable, "-c", "import trio, attrs, cattrs"], env, root)[0]
-
-    subject, baseline = interleave_sync(run, imports, rounds)
+    subject, baseline = interleave_sync(
+        run, lambda: python_c("import trio, attrs, cattrs", env, root), rounds
+    )
     return Result(
         "run_hello",
         subject,
@@ -204,14 +208,11 @@ def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
 def bench_client_import(root: Path, rounds: int = 20) -> Result:
     """``import agentrt.client`` (what a client of the daemon loads) vs what it is built on."""
     env = isolated_env(root)
-
-    def client() -> float:
-        return timed_run([sys.executable, "-c", "import agentrt.client"], env, root)[0]
-
-    def imports() -> float:
-        return timed_run([sys.executable, "-c", "import trio, attrs"], env, root)[0]
-
-    subject, baseline = interleave_sync(client, imports, rounds)
+    subject, baseline = interleave_sync(
+        lambda: python_c("import agentrt.client", env, root),
+        lambda: python_c("import trio, attrs", env, root),
+        rounds,
+    )
     return Result(
         "client_import",
         subject,
