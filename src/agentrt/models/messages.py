@@ -12,6 +12,7 @@ from typing import Protocol
 import attrs
 
 from ..vocab.reprs import record
+from ..vocab.stops import CallState
 
 
 class Role(enum.Enum):
@@ -21,6 +22,9 @@ class Role(enum.Enum):
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
+    #: agentrt speaking to the model about the conversation itself (what a stop did): each
+    #: provider places it where it takes such a note (see `agentrt.store.ledger`).
+    NOTE = "note"
 
 
 class Redaction(enum.Enum):
@@ -91,6 +95,9 @@ class Message:
     name: str | None = None
     #: On an assistant message: the model's signed reasoning, sent back on later turns.
     thinking: tuple[ThinkingBlock, ...] = ()
+    #: On a tool message whose call did not run as asked: denied, refused, or (a result
+    #: written for it by agentrt) stopped, not started, may have run. None: it ran.
+    call_state: CallState | None = None
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -108,9 +115,14 @@ class Message:
         return cls(Role.ASSISTANT, text, tuple(tool_calls))
 
     @classmethod
-    def tool_result(cls, call: ToolCall, content: str) -> Message:
-        """The result of `call`."""
-        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name)
+    def tool_result(cls, call: ToolCall, content: str, state: CallState | None = None) -> Message:
+        """The result of `call`; `state` when the call did not run as asked (`call_state`)."""
+        return cls(Role.TOOL, content, tool_call_id=call.id, name=call.name, call_state=state)
+
+    @classmethod
+    def note(cls, text: str) -> Message:
+        """A note from agentrt to the model about the conversation itself (`Role.NOTE`)."""
+        return cls(Role.NOTE, text)
 
 
 @record

@@ -14,6 +14,7 @@ import cattrs
 
 from ..core.cause import Cause
 from ..models.messages import Message
+from ..vocab.stops import Interruption
 from ..vocab.terms import TaskStatus
 from .record import SavedQuestion
 from .record import SubagentJournal
@@ -89,9 +90,10 @@ def fields_of(record: TaskRecord) -> tuple[Any, ...]:
 
 
 def _journal_json(record: TaskRecord) -> str:
-    """The ``journal`` column: a record's kept full arguments and its subagents' journals.
+    """The ``journal`` column: a record's kept full arguments, its subagents' journals and
+    the stops not told to the model yet (`TaskRecord.interruptions`).
 
-    Both are usually empty, and the column then holds ``{}``.
+    All are usually empty, and the column then holds ``{}``.
     """
     journal: dict[str, Any] = {}
     if record.arguments:
@@ -101,6 +103,10 @@ def _journal_json(record: TaskRecord) -> str:
             key: converter.unstructure(sub, SubagentJournal)
             for key, sub in record.subagents.items()
         }
+    if record.interruptions:
+        journal["interruptions"] = converter.unstructure(
+            record.interruptions, tuple[Interruption, ...]
+        )
     return dumps(journal)
 
 
@@ -115,6 +121,9 @@ def journal_fields(text: str) -> dict[str, Any]:
             str(k): converter.structure(v, SubagentJournal)
             for k, v in data.get("subagents", {}).items()
         },
+        "interruptions": converter.structure(
+            data.get("interruptions", []), tuple[Interruption, ...]
+        ),
     }
 
 

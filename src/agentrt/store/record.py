@@ -25,6 +25,7 @@ from ..vocab.clamp import clamp
 from ..vocab.clamp import clamp_arguments
 from ..vocab.clamp import was_clamped
 from ..vocab.reprs import record
+from ..vocab.stops import Interruption
 from ..vocab.terms import ALLOW_ONCE
 from ..vocab.terms import ALLOW_SESSION
 from ..vocab.terms import DENY
@@ -63,6 +64,8 @@ class SubagentJournal:
     transcript: tuple[Message, ...] = ()
     attempts: Mapping[str, int] = attrs.field(factory=dict)
     arguments: Mapping[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: Stops of the subagent's run not told to its model yet (see `TaskRecord.interruptions`).
+    interruptions: tuple[Interruption, ...] = ()
 
 
 @record
@@ -106,6 +109,9 @@ class TaskRecord:
     arguments: Mapping[str, dict[str, Any]] = attrs.field(factory=dict)
     #: What the task's subagents committed, by spawn call chain; see `SubagentJournal`.
     subagents: Mapping[str, SubagentJournal] = attrs.field(factory=dict)
+    #: The stops of this task not told to the model yet, oldest first: the interrupt ledger
+    #: (`agentrt.store.ledger`). Told with the next model call, then part of the transcript.
+    interruptions: tuple[Interruption, ...] = ()
 
     @property
     def crashed(self) -> bool:
@@ -399,7 +405,12 @@ converter.register_unstructure_hook(
 # Most messages have no kept thinking: they are written without the field, as before it existed.
 converter.register_unstructure_hook(
     Message,
-    make_dict_unstructure_fn(Message, converter, thinking=override(omit_if_default=True)),
+    make_dict_unstructure_fn(
+        Message,
+        converter,
+        thinking=override(omit_if_default=True),
+        call_state=override(omit_if_default=True),
+    ),
 )
 
 
