@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,11 +95,13 @@ def test_a_planted_bug_a_skipped_commit_is_found_at_the_boundary_after_it(
 ) -> None:
     commit = AgentRun.commit
 
-    async def skip_write_results(self: AgentRun, message: Message, **changes: object) -> None:
+    async def skip_write_results(
+        self: AgentRun, message: Message, *, told: bool = False, **changes: object
+    ) -> None:
         if message.role is Role.TOOL and message.name == "write_file":
             self.live.append(message)  # reported to the user, never saved
             return
-        await commit(self, message, **changes)
+        await commit(self, message, told=told, **changes)
 
     monkeypatch.setattr(AgentRun, "commit", skip_write_results)
     report = Lab(Conversation("write a.txt hi; stream 2"), causes=("pause",)).run()
@@ -107,6 +110,34 @@ def test_a_planted_bug_a_skipped_commit_is_found_at_the_boundary_after_it(
     first = min(v.boundary for v in report.violations)
     assert names[first] == "ToolResultEvent write_file"
     assert {v.rule for v in report.violations} == {"committed-rerun"}
+
+
+def test_a_planted_bug_a_resume_that_tells_the_model_nothing_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def tell_nothing(self: AgentRun) -> None:
+        return None
+
+    monkeypatch.setattr(AgentRun, "_tell_stops", tell_nothing)
+    report = Lab(Conversation("sleep 5; stream 2"), causes=("pause",)).run()
+    found = {(v.rule, v.detail) for v in report.violations}
+    assert ("ledger", "the task's first prompt after the resume has no note of the stop") in found
+    assert {v.rule for v in report.violations} == {"ledger"}
+
+
+def test_a_planted_bug_a_running_call_told_as_not_started_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentrt.store.ledger import note_text
+
+    def misstated(*args: Any, **kwargs: Any) -> str:
+        return note_text(*args, **kwargs).replace("stopped while running (", "not started (")
+
+    monkeypatch.setattr("agentrt.agent.loop.note_text", misstated)
+    report = Lab(Conversation("sh echo x >> log; stream 2"), causes=("pause",)).run()
+    details = {v.detail for v in report.violations}
+    assert "call_1_0 is told not started, and its effect had begun" in details
+    assert {v.rule for v in report.violations} == {"ledger"}
 
 
 def test_a_real_sigkill_of_a_daemon_keeps_and_resumes_the_task() -> None:
@@ -195,3 +226,19 @@ def test_a_replay_file_carries_its_answers_and_a_denied_confirmation_is_kept_den
     results = {e.name: e.preview for e in base.events if isinstance(e, ToolResultEvent)}
     assert results == {"ask_user": "teal", "write_file": "denied by the user"}
     assert files == {}
+
+
+def test_the_heatmap_draws_a_user_cancel_as_discarded_not_as_free(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    from agentrt.apps.lab import DISCARDED_COLOUR
+    from agentrt.apps.lab import write_heatmap
+
+    report = Lab(Conversation("write a.txt hi"), causes=("user_cancel", "pause")).run()
+    png = tmp_path / "cost.png"
+    write_heatmap(report, png)
+    pixels = matplotlib.image.imread(png)[:, :, :3]
+    grey = tuple(int(DISCARDED_COLOUR[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    discarded = (abs(pixels - grey) < 0.01).all(axis=2).sum()
+    # Every user-cancel cell of each of the four panels is that colour: a large block.
+    assert discarded > 2000

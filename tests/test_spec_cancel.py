@@ -28,6 +28,7 @@ from agentrt import UnknownTaskError
 from agentrt import cause_of
 from agentrt.models.messages import Role
 from agentrt.store import Queued
+from agentrt.vocab.events import describe_resume
 from agentrt.vocab.terms import SETTLE
 from agentrt.vocab.terms import Settle
 
@@ -514,3 +515,33 @@ async def test_a_shutdown_arriving_while_a_pause_is_being_saved_still_keeps_the_
     record = await real.load("cli-late")
     assert record is not None
     assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.PAUSE)
+
+
+async def test_the_resume_line_counts_a_stopped_call_that_runs_again(
+    runtime: Runtime, autojump_clock: trio.testing.MockClock
+) -> None:
+    # `sleep` records no start (it has no effect); stopped while it ran, it runs a second
+    # time on resume, and the resume's first line says so: 1 run again, not 0.
+    async with trio.open_nursery() as nursery:
+        sleeping = trio.Event()
+
+        async def emit(event: Event) -> None:
+            if isinstance(event, ToolCallEvent) and event.name == "sleep":
+                sleeping.set()
+
+        nursery.start_soon(
+            lambda: runtime.executor.run("cli-s", "sleep 30; big 100000", owner="me", emit=emit)
+        )
+        await sleeping.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        [task] = runtime.executor.running()
+        runtime.executor.cancel(task.task_hash, Cause.PAUSE, owner="me")
+    recorder = Recorder()
+    ended = await runtime.executor.resume("cli-s", owner="me", emit=recorder)
+    assert ended.outcome is Outcome.FINISHED
+    [started] = recorder.of(TaskStarted)
+    assert (started.kept_calls, started.rerun_calls) == (1, 1)  # big's result was saved
+    assert describe_resume(started.kept_calls, started.rerun_calls, started.regenerated_words) == (
+        "resumed: 1 call kept, 1 run again, 0 words regenerated"
+    )
+    assert [e.name for e in recorder.of(ToolCallEvent)] == ["sleep"]

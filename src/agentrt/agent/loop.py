@@ -43,8 +43,11 @@ from ..models.messages import ToolCallDelta
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
+from ..store.ledger import has_elisions
+from ..store.ledger import last_round
+from ..store.ledger import note_text
+from ..store.ledger import stop_entries
 from ..store.record import ARGUMENTS_BOUND
-from ..store.record import RESUME_NOTE
 from ..store.record import SavedQuestion
 from ..store.record import SubagentJournal
 from ..store.record import TaskRecord
@@ -67,6 +70,8 @@ from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
 from ..vocab.reprs import mutable
 from ..vocab.request import Request
+from ..vocab.stops import CallState
+from ..vocab.stops import StopKind
 from ..vocab.terms import TaskStatus
 from .config import AgentConfig as AgentConfig
 from .guard import SecretGoneError
@@ -75,8 +80,11 @@ from .guard import inside
 from .guard import touched_roots
 from .tools import QuestionParked
 from .tools import ToolError as ToolError
+from .tools import ToolRefused
 from .tools import find
 from .tools import offered_to
+from .tools import records_start
+from .tools.base import DENIED
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -138,6 +146,15 @@ class _Turns:
             await self.ready[index].wait()
 
 
+#: Where a call in flight stands (`AgentRun._inflight`): it began (it may be asking nothing
+#: yet, or working without recording a start), it waits on its question, or it began its
+#: recorded effect.
+_BEGUN = "begun"
+_ASKING = "asking"
+_EFFECT = "effect"
+#: It failed with an error that is not a tool's result (the run fails with it).
+_FAILED = "failed"
+
 #: Where the running tool call stands: its round's `_Turns` and its index there, from the
 #: top-level round down to the subagent round it runs in (Trio copies it into the call's task).
 _position: contextvars.ContextVar[tuple[tuple[_Turns, int], ...]] = contextvars.ContextVar(
@@ -197,6 +214,13 @@ class AgentRun:
     _asking: dict[object, SavedQuestion] = attrs.field(factory=dict, init=False)
     #: Ids of the calls this run took over from the snapshot (see `_restored_call`).
     _restored: set[str] = attrs.field(factory=set, init=False)
+    #: The calls of this run that began and have not ended, by id, with where each stands
+    #: (`_BEGUN`, `_ASKING`, `_EFFECT`): those still here when the run stops were stopped.
+    _inflight: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: The subagent runs of this task's run going on now, by journal key (see `stopped`).
+    _children: dict[str, AgentRun] = attrs.field(factory=dict, init=False)
+    #: The tool each call in `_inflight` calls, by call id.
+    _names: dict[str, str] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # The calls not run yet get their full arguments back from the record (as saved:
@@ -237,6 +261,7 @@ class AgentRun:
                     f"the model asked for more than {self.config.max_rounds} rounds of tool calls"
                 )
             rounds += 1
+            await self._tell_stops()
             response = await self.model.complete(
                 self._model_messages(), offered_to(self.model), self._on_delta
             )
@@ -270,10 +295,60 @@ class AgentRun:
         return None
 
     def _model_messages(self) -> list[Message]:
-        messages = [*self.history, *self.live]
-        if self.resumed:
-            messages.append(Message.system(RESUME_NOTE))
-        return messages
+        return [*self.history, *self.live]
+
+    async def _tell_stops(self) -> None:
+        """Before the model is asked again: the note of what it has not been told yet.
+
+        Each stop of this run's scope (the task's, or a subagent's journal) was
+        saved with the state of every call of the round it interrupted. By now
+        every call of that round has a result (from before the stop, or from this
+        run); the note says what each one's state was and what became of it,
+        and goes into the transcript, told once. A resumed run whose saved values
+        were shortened since the last note says so too, stop or none.
+        """
+        entries = self.snapshot.interruptions
+        last_note = max((i for i, m in enumerate(self.live) if m.role is Role.NOTE), default=-1)
+        shortened = self.resumed and has_elisions(self.live[last_note + 1 :])
+        if not entries and not shortened:
+            return
+        _, results = last_round(self.live)
+        note = note_text(entries, results, resumed=True, shortened=shortened)
+        await self.commit(Message.note(note), told=True)
+
+    def stopped(self, stop: StopKind, at: float, error: str | None = None) -> TaskRecord:
+        """The task's record with this stop's entry in the ledger (a method of the task's run).
+
+        The calls still in flight are the ones the stop interrupted: a call that
+        had begun its effect, or (a tool that records no start) was running, was
+        stopped while running; one waiting on its question had not started; one
+        whose tool failed with an error of its own may have run.
+        """
+
+        def seen(run: AgentRun) -> dict[str, CallState]:
+            states: dict[str, CallState] = {}
+            for call_id, phase in run._inflight.items():
+                if phase == _FAILED:
+                    states[call_id] = CallState.MAY_HAVE_RUN
+                elif phase == _EFFECT or (
+                    phase == _BEGUN and not records_start(run._names[call_id])
+                ):
+                    states[call_id] = CallState.STOPPED
+                else:
+                    states[call_id] = CallState.NOT_STARTED
+            return states
+
+        scopes = {"": seen(self)}
+        scopes.update({key: seen(child) for key, child in self._children.items()})
+        return stop_entries(
+            self.snapshot,
+            stop,
+            at,
+            scopes,
+            self.uncommitted_words,
+            error=error,
+            records_start=records_start,
+        )
 
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
@@ -297,17 +372,20 @@ class AgentRun:
                 )
             )
 
-    async def commit(self, message: Message, **changes: Any) -> None:
-        """Append `message` to the live transcript and persist the snapshot (one transaction)."""
+    async def commit(self, message: Message, *, told: bool = False, **changes: Any) -> None:
+        """Append `message` to the live transcript and persist the snapshot (one transaction).
+
+        With `told`, the message is the note of this scope's stops: they leave the ledger.
+        """
         async with self._commit_lock:
             self.live.append(message)
             if message.role is Role.ASSISTANT:
                 self.uncommitted_words = 0
             if self.root is not None:
-                await self.root._change(lambda task: self._committed(task, message))
+                await self.root._change(lambda task: self._committed(task, message, told))
                 self.snapshot = self._view(self.root.snapshot)
                 return
-            record = self._committed(self.snapshot, message).evolve(**changes)
+            record = self._committed(self.snapshot, message, told).evolve(**changes)
             if self.store is not None:
                 record = await self.store.save(record)
             self.snapshot = record
@@ -329,7 +407,7 @@ class AgentRun:
             calls.append(call)
         return attrs.evolve(message, tool_calls=tuple(calls))
 
-    def _committed(self, task: TaskRecord, message: Message) -> TaskRecord:
+    def _committed(self, task: TaskRecord, message: Message, told: bool = False) -> TaskRecord:
         """The task's record once this run's `message` is committed.
 
         The message is saved in its `saved_form`. The full arguments of its
@@ -350,12 +428,14 @@ class AgentRun:
                 transcript=(*task.transcript, message),
                 arguments=keep_arguments(task.arguments, message, room),
                 subagents=subagents,
+                interruptions=() if told else task.interruptions,
             )
         journal = subagents.get(self.journal_key) or self._journal_start()
         subagents[self.journal_key] = attrs.evolve(
             journal,
             transcript=(*journal.transcript, clamp_message(message)),
             arguments=keep_arguments(journal.arguments, message, room),
+            interruptions=() if told else journal.interruptions,
         )
         return task.evolve(subagents=subagents)
 
@@ -375,6 +455,7 @@ class AgentRun:
             transcript=journal.transcript,
             attempts=journal.attempts,
             arguments=journal.arguments,
+            interruptions=journal.interruptions,
         )
 
     def _lifted(
@@ -451,6 +532,8 @@ class AgentRun:
 
         self.asks_nothing()
         await self._change(started)
+        if call.id in self._inflight:
+            self._inflight[call.id] = _EFFECT
 
     def attempt(self, call: ToolCall) -> int:
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""
@@ -487,6 +570,10 @@ class AgentRun:
         token = _position.set((*_position.get(), (turns, order[call.id])))
         try:
             await self._run_call_in_turn(call, parked, order)
+        except Exception:
+            if call.id in self._inflight:
+                self._inflight[call.id] = _FAILED
+            raise
         finally:
             self.asks_nothing()
             _position.reset(token)
@@ -507,11 +594,17 @@ class AgentRun:
             )
         )
         ok = True
+        state: CallState | None = None
+        self._inflight[call.id] = _BEGUN
+        self._names[call.id] = call.name
         try:
             if call.id in self._restored:
                 call = self._restored_call(call)
             result = await self._dispatch(call)
+            if result == DENIED:
+                state = CallState.DENIED
         except QuestionParked as park:
+            self._ended(call)
             parked.append(SavedQuestion(call.id, redactor.redact(park.prompt), park.kind))
             # Saved at once: if the run stops before the round ends, the kept task still
             # shows (and accepts an answer to) the question it waits for.
@@ -522,6 +615,8 @@ class AgentRun:
         except ToolError as exc:
             ok = False
             result = f"error: {exc}"
+            if isinstance(exc, ToolRefused):
+                state = CallState.REFUSED
         result = self.config.redactor.redact(result)
         # The call has happened: its result is committed even if a cancel arrives now, so
         # a resume never runs it again.
@@ -529,7 +624,9 @@ class AgentRun:
             trio.CancelScope(shield=True),
             trio.move_on_after(SHIELDED_WRITE_SECONDS) as stuck,
         ):
-            await self.commit(Message.tool_result(call, result))
+            await self.commit(Message.tool_result(call, result, state))
+        if not stuck.cancelled_caught:
+            self._ended(call)
         if stuck.cancelled_caught:
             # Never report a result that is not saved: a resume would run the call again.
             raise StoreError(
@@ -543,6 +640,11 @@ class AgentRun:
             ToolResultEvent(self.task_hash, call.id, call.name, preview, ok, self.agent)
         )
 
+    def _ended(self, call: ToolCall) -> None:
+        """`call` ended (its result committed, or it parked): no stop interrupts it any more."""
+        self._inflight.pop(call.id, None)
+        self._names.pop(call.id, None)
+
     def _restored_call(self, call: ToolCall) -> ToolCall:
         """A call taken over from the snapshot, with the values its arguments stand for.
 
@@ -551,13 +653,13 @@ class AgentRun:
         names is no longer stored.
         """
         if call_was_clamped(call):
-            raise ToolError(
+            raise ToolRefused(
                 "not run: an argument of this call was shortened when the task was saved "
                 "(it holds a '...[N bytes elided]...' marker), so running it now would use "
                 "the wrong value; issue the call again with its full arguments"
             )
         if call.redaction is Redaction.LOST:
-            raise ToolError(
+            raise ToolRefused(
                 "not run: an argument of this call held a secret in an encoded or wrapped "
                 "form, saved as '[secret NAME]', so running it now would use the wrong value; "
                 "issue the call again with its full arguments"
@@ -567,7 +669,7 @@ class AgentRun:
         try:
             arguments = self.config.redactor.restore_arguments(call.arguments)
         except SecretGoneError as gone:
-            raise ToolError(
+            raise ToolRefused(
                 f"not run: an argument of this call holds secret {gone.args[0]!r}, which is "
                 "no longer stored; store it again (store_secret) or issue the call without it"
             ) from None
@@ -599,10 +701,16 @@ class AgentRun:
             shown = attrs.evolve(saved, call_id=self.journal_key.split("/", 1)[0])
         else:
             shown = saved
+        asking = call_id in self._inflight
+        if asking:
+            self._inflight[call_id] = _ASKING
         try:
-            return await (self.root or self)._ask_recorded(shown, request)
+            answer = await (self.root or self)._ask_recorded(shown, request)
         except NoAnswerComingError:
             raise self._nobody_to_answer(saved) from None
+        if asking:
+            self._inflight[call_id] = _BEGUN
+        return answer
 
     async def _ask_recorded(self, saved: SavedQuestion, request: Request) -> Answer:
         """Ask `request` while `saved` is the task's question (a method of the task's run)."""
@@ -681,7 +789,7 @@ class AgentRun:
         ctx = self.context
         prompt = self.describe(call, prompt)
         if not origin_rules(ctx.origin).takes_secrets:
-            raise ToolError(
+            raise ToolRefused(
                 "refused: a restricted-path confirmation needs the system password, which "
                 "never travels through a chat service; answer it in the terminal (agenttui) "
                 "or the web page"
@@ -731,7 +839,7 @@ class AgentRun:
         """
         resolved = (self.config.workdir / os.path.expanduser(path)).resolve()
         if self.config.text_guard and inside(resolved, self.config.protected_paths) is not None:
-            raise ToolError(_protected_message(path))
+            raise ToolRefused(_protected_message(path))
         return resolved
 
     def is_restricted(self, path: Path) -> bool:
@@ -752,7 +860,7 @@ class AgentRun:
         """Refuse (`ToolError`) a shell command that names the agent's own state."""
         hit = command_touches(command, self.config.workdir, self.config.protected_paths)
         if hit is not None:
-            raise ToolError(_protected_message(str(hit)))
+            raise ToolRefused(_protected_message(str(hit)))
 
     async def spawn(self, task: str, call: ToolCall) -> str:
         """Run `task` in an in-process subagent that shares the registry and context.
@@ -801,8 +909,11 @@ class AgentRun:
             journal_key=key,
             journal_start=start,
         )
+        root._children[key] = child
         with bind_context(attrs.evolve(self.context, agent_path=name)):
             text, parked = await child.drive()
+        # Ended (finished or parked): no stop interrupts it any more.
+        del root._children[key]
         if parked is not None:
             # Parks the parent on the subagent's question; the answer re-runs the spawn with
             # the answer given ahead (`prefilled`).

@@ -21,6 +21,14 @@ Invariants (`Violation.rule`):
                      (a file that differs only because a flagged call ran again is a cost)
 ``secret``           no stored secret value appears in an event or in the store's files
 ``resume``           a kept task resumes and finishes
+``ledger``           what the model is told of the stop is true: on resume, each scope's
+                     first prompt (the task's, a subagent's) carries one note after the
+                     round's tool results, never a system message, naming every call of
+                     the interrupted round with a state the run bears out (done only if
+                     committed, not started only if its effect never began, stopped only
+                     if it was running and nobody died, may have run only after a crash),
+                     and "shortened" only beside a shortened value; after a user-cancel the
+                     session's history ends with that note
 
 A crash is simulated in-process: at the boundary the store stops accepting
 writes (as if the process had died), and the run is abandoned; a new runtime
@@ -36,6 +44,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -57,19 +66,23 @@ import trio
 import trio.testing
 
 from ..core.cause import Cause
+from ..core.context import current_context
 from ..core.executor import ExecutorError
 from ..core.pending import ALLOW_ONCE
 from ..core.pending import Answer
 from ..core.pending import Entry
 from ..core.pending import RequestKind
 from ..core.runtime import open_runtime
+from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import Role
 from ..models.messages import TextDelta
 from ..models.scripted import ReplayModel
 from ..models.scripted import ScriptedModel
 from ..store import StoreError
+from ..store.ledger import has_elisions
 from ..store.record import TaskRecord
+from ..store.record import unanswered_calls
 from ..store.sql import Submitted
 from ..store.sqlite import TaskStore
 from ..store.writer import Call
@@ -81,6 +94,7 @@ from ..vocab.events import ToolCallEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from ..vocab.stops import CallState
 from ..vocab.terminal import own
 from ..vocab.terminal import shown_output
 from ..vocab.terminal import visible
@@ -90,6 +104,12 @@ T = TypeVar("T")
 
 #: The ways of stopping a run, in the table's column order.
 CAUSES: tuple[str, ...] = ("user_cancel", "pause", "disconnect", "shutdown", "crash")
+#: Real seconds every task must have waited before the mock clock jumps to the next deadline.
+#: Not 0: a run waiting on a tool's process would then spin the event loop, polling, until
+#: the process ended (a tenth of a millisecond per turn, most of the lab's time).
+AUTOJUMP_SECONDS = 0.001
+#: The heatmap's colour for a user-cancel: discarded, neither cheap nor dear.
+DISCARDED_COLOUR = "#d9d9d9"
 _CAUSE_OF = {
     "user_cancel": Cause.USER_CANCEL,
     "pause": Cause.PAUSE,
@@ -346,6 +366,8 @@ class _Trace:
     generated: int = 0
     #: When the simulated process died (nothing after it counts).
     crashed_at: float | None = None
+    #: What the model was sent, call by call, with the agent that sent it ("" the task's own).
+    prompts: list[tuple[str, tuple[Message, ...]]] = attrs.field(factory=list)
 
     @property
     def duration(self) -> float:
@@ -402,6 +424,9 @@ class _CountingModel:
             if isinstance(delta, TextDelta):
                 self.trace.generated += len(delta.text)
             await on_delta(delta)
+
+        ctx = current_context()
+        self.trace.prompts.append((ctx.agent_path if ctx else "", tuple(messages)))
 
         return await self.inner.complete(messages, tools, counted)
 
@@ -461,6 +486,9 @@ async def _lab_runtime(root: Path, conversation: Conversation, trace: _Trace) ->
         # The lab's store: inline SQLite with a write hook, on the same file.
         await runtime.store.aclose()
         store = await _LabStore.open(root / "state" / "tasks.db")
+        # The lab's crashes are of a process, not of the machine: what a commit wrote is in
+        # the file once it returns, and no fsync is waited for (the scratch store goes anyway).
+        store._db.execute("PRAGMA synchronous=OFF")
         config = attrs.evolve(runtime.executor.config, shell_timeout=math.inf)
         executor = attrs.evolve(runtime.executor, store=store, config=config)
         lab = attrs.evolve(runtime, store=store, executor=executor)
@@ -598,6 +626,20 @@ def _state_text(root: Path) -> bytes:
     return data
 
 
+def _load_history(root: Path) -> tuple[Message, ...]:
+    """The session's history as the store has it now."""
+
+    async def read() -> tuple[Message, ...]:
+        store = await TaskStore.open(root / "state" / "tasks.db")
+        try:
+            return await store.load_history(SESSION)
+        finally:
+            await store.aclose()
+
+    result: tuple[Message, ...] = trio.run(read)
+    return result
+
+
 def _load(root: Path) -> TaskRecord | None:
     """The pending task as the store has it now (read without the lab's hooks)."""
 
@@ -623,7 +665,7 @@ class Lab:
     only: int | None = None
 
     def _trio_run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        clock = trio.testing.MockClock(autojump_threshold=0)
+        clock = trio.testing.MockClock(autojump_threshold=AUTOJUMP_SECONDS)
         return trio.run(fn, *args, clock=clock)
 
     def baseline(self, root: Path) -> tuple[_Trace, dict[str, bytes]]:
@@ -747,6 +789,9 @@ class Lab:
             files = _files(root)
             if files != base_files and not flagged:
                 fail("same-end", _describe_files(files, base_files, started, second))
+            _check_ledger(record, first, second, cause, fail)
+        if cause == "user_cancel" and record is None and not finished:
+            _check_thrown_away(_load_history(root), fail)
         for trace in (first, second):
             if trace is not None and SECRET_VALUE in repr(trace.events):
                 fail("secret", "a stored secret value appeared in an event")
@@ -795,6 +840,88 @@ def _describe_files(
         f"files differ from the baseline's: {shown}; calls started and not committed: "
         f"{sorted(started) or 'none'}; calls of the resume: {calls or 'none'}"
     )
+
+
+#: A call as a ledger note names it: ``[AGENT's ]NAME call ID: STATE``.
+_LEDGER_CALL = re.compile(
+    r"(?:(\S+)'s )?(\w+) call (\S+): ("
+    + "|".join(re.escape(s.words.split(" (")[0]) for s in CallState)
+    + ")"
+)
+_STATES = {s.words.split(" (")[0]: s for s in CallState}
+
+
+def _told(prompt: Sequence[Message]) -> tuple[list[str], dict[str, CallState]]:
+    """The notes of a prompt, and the state each names for a call (by `call_key`)."""
+    notes = [m.content for m in prompt if m.role is Role.NOTE]
+    states: dict[str, CallState] = {}
+    for note in notes:
+        for agent, _name, call_id, words in _LEDGER_CALL.findall(note):
+            states[call_key(agent, call_id)] = _STATES[words]
+    return notes, states
+
+
+def _check_ledger(
+    record: TaskRecord, first: _Trace, second: _Trace, cause: str, fail: Callable[[str, str], None]
+) -> None:
+    """The `ledger` invariant for a kept task that was resumed (see the module's docstring)."""
+    committed = committed_calls(record)
+    began = first.began()
+    called = {call_key(c.agent, c.call_id) for c in first.calls()}
+    scopes = [("", record.transcript)]
+    scopes += [(j.agent, j.transcript) for j in record.subagents.values()]
+    for agent, transcript in scopes:
+        prompt = next((p for a, p in second.prompts if a == agent), None)
+        if prompt is None:
+            continue  # this scope's model was not asked again (its round was its last)
+        who = f"{agent}'s" if agent else "the task's"
+        seen_text = False
+        for message in prompt:
+            if message.role is Role.SYSTEM and seen_text:
+                fail("ledger", f"{who} prompt has a system message inside the conversation")
+            seen_text = seen_text or message.role is not Role.SYSTEM
+        notes, states = _told(prompt)
+        unanswered = [call_key(agent, c.id) for c in unanswered_calls(transcript)]
+        if unanswered and not notes:
+            fail("ledger", f"{who} first prompt after the resume has no note of the stop")
+        if notes:
+            last_note = max(i for i, m in enumerate(prompt) if m.role is Role.NOTE)
+            if any(m.role is Role.TOOL for m in prompt[last_note:]):
+                fail("ledger", f"{who} note comes before a tool result it speaks of")
+            shortened = has_elisions(prompt)
+            if any("shortened" in n for n in notes) and not shortened:
+                fail("ledger", f"{who} note says values were shortened; none was")
+        for key in unanswered:
+            if key not in states:
+                fail("ledger", f"{who} note does not name interrupted call {key}")
+        for key, state in states.items():
+            if not key.startswith(f"{agent}:" if agent else "") or (not agent and ":" in key):
+                continue
+            done = key in committed
+            if state in (CallState.DONE, CallState.DENIED, CallState.REFUSED) and not done:
+                fail("ledger", f"{key} is told {state.value}, and its result was not committed")
+            if state not in (CallState.DONE, CallState.DENIED, CallState.REFUSED) and done:
+                fail("ledger", f"{key} is told {state.value}, and its result was committed")
+            if state is CallState.NOT_STARTED and key in began:
+                fail("ledger", f"{key} is told not started, and its effect had begun")
+            if state is CallState.STOPPED and (cause == "crash" or key not in called):
+                fail("ledger", f"{key} is told stopped while running after a {cause}")
+            if state is CallState.MAY_HAVE_RUN and cause != "crash":
+                fail("ledger", f"{key} is told it may have run after a {cause}, seen by the run")
+
+
+def _check_thrown_away(history: tuple[Message, ...], fail: Callable[[str, str], None]) -> None:
+    """After a user-cancel: the session keeps a result for each call of the stopped round, and
+    ends with the note saying the task was stopped by the user."""
+    if not history or history[-1].role is not Role.NOTE:
+        fail("ledger", "after a user-cancel the session's history does not end with its note")
+        return
+    if "stopped by the user" not in history[-1].content:
+        fail("ledger", "the note of a user-cancel does not say the user stopped it")
+    if unanswered_calls(history):
+        fail("ledger", "after a user-cancel a call of the stopped round has no result")
+    if any("rejected" in m.content for m in history if m.role is Role.TOOL):
+        fail("ledger", "a call the user stopped is said to have been rejected")
 
 
 def _check_first_event(trace: _Trace, fail: Callable[[str, str], None]) -> None:
@@ -1041,15 +1168,20 @@ def write_heatmap(report: LabReport, path: Path) -> None:
         1, len(metrics), figsize=(4 * len(metrics), max(4.0, 0.22 * rows + 1.5)), sharey=True
     )
     labels = [f"{b.index} {b.name}" for b in report.boundaries]
+    # A user-cancel throws the task away: it costs nothing to redo because nothing is kept,
+    # which is not cheap. Its cells get their own colour, not the scale's zero.
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad=DISCARDED_COLOUR)
     for ax, (title, value) in zip(axes, metrics, strict=True):
         grid = [
             [
-                value(p.cost) if (p := report.point(b.index, c)) and p.cost else 0.0
+                math.nan
+                if c == "user_cancel"
+                else (value(p.cost) if (p := report.point(b.index, c)) and p.cost else 0.0)
                 for c in report.causes
             ]
             for b in report.boundaries
         ]
-        image = ax.imshow(grid, aspect="auto", cmap="viridis")
+        image = ax.imshow(grid, aspect="auto", cmap=cmap)
         ax.set_title(title)
         ax.set_xticks(range(len(report.causes)), report.causes, rotation=45, ha="right")
         fig.colorbar(image, ax=ax, shrink=0.6)
@@ -1065,6 +1197,15 @@ def write_heatmap(report: LabReport, path: Path) -> None:
                     fontweight="bold",
                 )
     axes[0].set_yticks(range(rows), labels, fontsize=7)
+    if "user_cancel" in report.causes:
+        from matplotlib.patches import Patch
+
+        fig.legend(
+            handles=[
+                Patch(color=DISCARDED_COLOUR, label="discarded (user-cancel: task thrown away)")
+            ],
+            loc="lower center",
+        )
     fig.suptitle(f"agentrt lab: {report.conversation}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import attrs
@@ -20,26 +21,31 @@ import trio
 from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
+from ..agent.tools import records_start
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelError
-from ..models.messages import Role
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
 from ..store import TaskExistsError
 from ..store import TaskTakenError
+from ..store.ledger import preview_of
+from ..store.ledger import round_ledger
+from ..store.ledger import thrown_away
+from ..store.ledger import with_unseen_entries
 from ..store.record import AnswerEffects
 from ..store.record import SavedQuestion
 from ..store.record import TaskRecord
 from ..store.record import apply_answer
 from ..store.record import reissue_note
-from ..store.record import unanswered_calls
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
 from ..vocab.events import TaskStarted
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from ..vocab.stops import Interruption
+from ..vocab.stops import StopKind
 from ..vocab.terms import SETTLE
 from ..vocab.terms import Settle
 from ..vocab.terms import TaskStatus
@@ -232,6 +238,9 @@ class Executor:
             def change(record: TaskRecord) -> TaskRecord:
                 # Runs inside the store's transaction: a bad answer raises and writes nothing.
                 self._check_not_running_elsewhere(record)
+                # Left running while nobody runs it (that was checked), its run died; or it
+                # was stopped where nobody could see its calls: the ledger says so.
+                record = with_unseen_entries(record, records_start)
                 effect = AnswerEffects()
                 if answer is not None:
                     record, effect = apply_answer(record, answer)
@@ -286,7 +295,17 @@ class Executor:
         def check(status: str, runner: str | None) -> None:
             self._check_runner(session_id, status, runner)
 
-        return await self.store.delete(session_id, check)
+        try:
+            record = await self.store.load(session_id)
+            history = await self.store.load_history(session_id) if record is not None else ()
+        except StoreError:
+            record = None  # too damaged to read: thrown away without a word to the model
+        if record is None:
+            return await self.store.delete(session_id, check)
+        # The session keeps what the task did, and a word of how it ended, for its next message.
+        told = _thrown_away_record(record, StopKind.USER_CANCEL, time.time())
+        await self.store.finish(session_id, [*history, *told], record.window_hash, check=check)
+        return True
 
     async def forget(self, session_id: str) -> None:
         """Delete a finished session: its conversation and every message of it.
@@ -548,7 +567,7 @@ class Executor:
         """Tell the store `settle` (any but `Settle.KEEP_INTERRUPTED`); the final event."""
         task_hash, session_id = agent.task_hash, agent.snapshot.session_id
         if settle is Settle.DELETE:
-            return await self._delete(agent, ending)
+            return await self._delete(agent, history, ending)
         if settle is Settle.KEEP_FAILED:
             return await self._keep_failed(agent, ending)
         if settle is Settle.KEEP_QUESTION:
@@ -572,7 +591,10 @@ class Executor:
 
     def _keep_interrupted(self, agent: AgentRun, ending: _Ending) -> tuple[RunEnded, Queued[bool]]:
         """A stop that keeps the task: (its final event, the status write queued for it)."""
+        assert ending.cause is not None  # a stop has a cause
         record = agent.snapshot
+        # The ledger's entry of this stop, then the status: queued in this order, one batch.
+        self.store.save_fields_nowait(agent.stopped(StopKind.of(ending.cause), time.time()))
         label = self.store.mark_nowait(
             record.session_id,
             TaskStatus.INTERRUPTED,
@@ -592,12 +614,23 @@ class Executor:
         )
         return ended, label
 
-    async def _delete(self, agent: AgentRun, ending: _Ending) -> RunEnded:
+    async def _delete(
+        self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+    ) -> RunEnded:
         """A user-cancel: the task is deleted (unless a discard of it did that already)."""
         record = agent.snapshot
-        running = self._sessions.get(record.session_id)
-        if running is None or not running.discarded:  # else the discard deleted it already
-            await self.store.delete(record.session_id, self._check_held)
+        stopped = agent.stopped(StopKind.USER_CANCEL, time.time())
+        entries = [*stopped.interruptions]
+        for journal in stopped.subagents.values():
+            entries += journal.interruptions
+        # The task goes; the session keeps what it did, with a result for each call it left
+        # without one and the note of how it ended, for the model of its next message.
+        await self.store.finish(
+            record.session_id,
+            [*history, *record.transcript, *thrown_away(stopped, entries)],
+            record.window_hash,
+            runner=self._token,
+        )
         return RunEnded(
             agent.task_hash,
             record.session_id,
@@ -612,6 +645,7 @@ class Executor:
         assert error is not None  # a failure says what failed
         kept = True
         try:
+            self.store.save_fields_nowait(agent.stopped(StopKind.FAILURE, time.time(), error=error))
             await self.store.mark(
                 record.session_id,
                 TaskStatus.FAILED,
@@ -665,12 +699,29 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
     """The first event; on a resume it says what the stop cost."""
     if not resumed:
         return TaskStarted(info.task_hash, info.session_id)
-    kept = sum(1 for m in record.transcript if m.role is Role.TOOL)
-    rerun = sum(1 for c in record.unanswered_calls() if record.attempts_of(c.id) > 0)
-    for journal in record.subagents.values():  # and inside its subagents
-        started = {k for k, n in journal.attempts.items() if n > 0}
-        rerun += sum(1 for c in unanswered_calls(journal.transcript) if c.id in started)
-    return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
+    preview = preview_of(record, records_start, resuming=True)
+    return TaskStarted(
+        info.task_hash,
+        info.session_id,
+        True,
+        len(preview.kept),
+        len(preview.rerun),
+        record.lost_words,
+    )
+
+
+def _thrown_away_record(record: TaskRecord, stop: StopKind, at: float) -> list[Message]:
+    """What the session keeps of a kept task thrown away: its transcript, results, a note.
+
+    The stops it had are told as they were recorded; the throwing away is one
+    more entry, with the calls' states only when no earlier entry gave them.
+    """
+    entries = [*record.interruptions]
+    for journal in record.subagents.values():
+        entries += journal.interruptions
+    calls = () if entries else round_ledger("", record.transcript, record.attempts)
+    entries.append(Interruption(stop, at, calls))
+    return [*record.transcript, *thrown_away(record, entries)]
 
 
 def _check_ending(self: _Ending, _: attrs.Attribute[Cause | None], cause: Cause | None) -> None:

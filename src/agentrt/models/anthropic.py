@@ -220,6 +220,11 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
             blocks.append(
                 {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
             )
+        elif m.role is Role.NOTE:
+            # agentrt's word on the conversation (what a stop did): a text block of the user
+            # turn, after the tool_result blocks it speaks of, as the API wants them first.
+            role = "user"
+            blocks.append({"type": "text", "text": m.content})
         else:
             role = m.role.value
             # Signed thinking goes back first and unchanged; an unsigned block (its text

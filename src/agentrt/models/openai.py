@@ -269,6 +269,11 @@ def openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for m in messages:
         if m.role is Role.TOOL:
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.role is Role.NOTE:
+            # agentrt's word on the conversation (what a stop did), where it happened: after
+            # the tool results it speaks of, as the next user turn. Not a system message: the
+            # API takes instructions there, and this is not one.
+            out.append({"role": "user", "content": m.content})
         elif m.role is Role.ASSISTANT and m.tool_calls:
             out.append(
                 {

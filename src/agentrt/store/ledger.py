@@ -11,15 +11,18 @@ have started after a crash: it is said to have maybe run, which is true.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 
+import attrs
+
 from ..models.messages import Message
 from ..models.messages import Role
 from ..models.messages import ToolCall
+from ..vocab.clamp import was_clamped
 from ..vocab.stops import CallState
 from ..vocab.stops import Interruption
 from ..vocab.stops import LedgerCall
@@ -38,6 +41,9 @@ RecordsStart = Callable[[str], bool]
 
 def _never(name: str) -> bool:
     return False
+
+
+_NOTHING_SEEN: Mapping[str, CallState] = {}
 
 
 def last_round(transcript: Sequence[Message]) -> tuple[tuple[ToolCall, ...], dict[str, Message]]:
@@ -68,25 +74,29 @@ def round_ledger(
     transcript: Sequence[Message],
     attempts: Mapping[str, int],
     *,
-    running: Collection[str] = (),
+    seen: Mapping[str, CallState] = _NOTHING_SEEN,
     died: bool = False,
     records_start: RecordsStart = _never,
 ) -> tuple[LedgerCall, ...]:
     """The state of each call of the last round of `transcript` (one run's scope).
 
-    `running` are the ids of the calls the run saw running when it stopped;
-    `died` says the run could not see (a crash): then a call that recorded its
-    start, or whose tool does not record one, may have run.
+    `seen` gives the states the run saw its calls in flight in when it
+    stopped (stopped while running, not started, may have run); `died` says
+    the run could not see (a crash): then a call that recorded its start, or
+    whose tool does not record one, may have run. A round whose calls all have
+    results was over before the stop: the stop interrupted no call of it.
     """
     calls, results = last_round(transcript)
+    if all(call.id in results for call in calls):
+        return ()
     entries: list[LedgerCall] = []
     for call in calls:
         started = attempts.get(call.id, 0)
         result = results.get(call.id)
         if result is not None:
             state = result.call_state or CallState.DONE
-        elif call.id in running:
-            state = CallState.STOPPED
+        elif call.id in seen:
+            state = seen[call.id]
         elif died and (started > 0 or not records_start(call.name)):
             state = CallState.MAY_HAVE_RUN
         elif started > 0:
@@ -99,19 +109,36 @@ def round_ledger(
 
 
 def crash_interruptions(
-    record: TaskRecord, records_start: RecordsStart = _never
+    record: TaskRecord, records_start: RecordsStart = _never, stop: StopKind = StopKind.CRASH
 ) -> dict[str, Interruption]:
-    """The entries of a crash, found when its task is resumed: one per scope with a round.
+    """The entries of a stop nobody saw, found when its task is resumed: one per scope.
 
-    Keyed by agent ("" for the task's own run). When it died is not known; the
+    Keyed by agent ("" for the task's own run). When it came is not known; the
     record's last write is the latest it can have been alive.
     """
     found: dict[str, Interruption] = {}
     for agent, transcript, attempts, _ in _scopes(record):
         calls = round_ledger(agent, transcript, attempts, died=True, records_start=records_start)
         lost = record.lost_words if not agent else 0
-        found[agent] = Interruption(StopKind.CRASH, record.updated_at, calls, lost)
+        found[agent] = Interruption(stop, record.updated_at, calls, lost, unseen=True)
     return found
+
+
+def unseen_stop(record: TaskRecord) -> StopKind | None:
+    """How `record`'s run stopped if nobody saw it stop, or None if it was seen (or did not).
+
+    A record found running, with nobody running it, is a crash. One stopped with
+    no entry of it (a fleet member whose lease ran out, whose tasks another
+    marked interrupted; a record of an older agentrt) while a round or a reply
+    was unfinished is a stop nobody saw, with the cause it was given.
+    """
+    if record.status is TaskStatus.RUNNING:
+        return StopKind.CRASH
+    if record.interruptions or record.status is TaskStatus.AWAITING_ANSWER:
+        return None
+    if not (record.unanswered_calls() or record.lost_words):
+        return None
+    return StopKind.of(record.cause) if record.cause is not None else StopKind.FAILURE
 
 
 def latest_states(record: TaskRecord) -> dict[tuple[str, str], CallState]:
@@ -126,13 +153,17 @@ def latest_states(record: TaskRecord) -> dict[tuple[str, str], CallState]:
     return states
 
 
-def preview_of(record: TaskRecord, records_start: RecordsStart = _never) -> ResumePreview:
+def preview_of(
+    record: TaskRecord, records_start: RecordsStart = _never, *, resuming: bool = False
+) -> ResumePreview:
     """What resuming `record` will do: the calls kept, those that will run, what is asked again.
 
-    A record left running by a process that died is read as a crash.
+    A call's state is the one the ledger told of it; a stop nobody saw (a crash)
+    is read from the record as resuming it would (see `unseen_stop`). With
+    `resuming`, `record` is the one a resume took up, its entries added already.
     """
     told = latest_states(record)
-    crashed = record.status is TaskStatus.RUNNING and record.crashed
+    unseen = None if resuming else unseen_stop(record)
     kept: list[PreviewCall] = []
     to_run: list[PreviewCall] = []
     reissue: list[PreviewCall] = []
@@ -140,7 +171,7 @@ def preview_of(record: TaskRecord, records_start: RecordsStart = _never) -> Resu
         ledger = {
             c.call_id: c.state
             for c in round_ledger(
-                agent, transcript, attempts, died=crashed, records_start=records_start
+                agent, transcript, attempts, died=unseen is not None, records_start=records_start
             )
         }
         for message in transcript:
@@ -161,12 +192,199 @@ def preview_of(record: TaskRecord, records_start: RecordsStart = _never) -> Resu
                 to_run.append(entry)
     questions = (record.question.prompt,) if record.question is not None else ()
     stop: StopKind | None = None
-    if crashed:
-        stop = StopKind.CRASH
+    if record.interruptions:
+        stop = record.interruptions[-1].stop
+    elif unseen is not None:
+        stop = unseen
     elif record.status is TaskStatus.FAILED:
         stop = StopKind.FAILURE
     elif record.cause is not None:
         stop = StopKind.of(record.cause)
     return ResumePreview(
         tuple(kept), tuple(to_run), tuple(reissue), questions, record.lost_words, stop
+    )
+
+
+# -- what a stop is told as ----------------------------------------------------------------
+
+
+def stop_entries(
+    record: TaskRecord,
+    stop: StopKind,
+    at: float,
+    seen: Mapping[str, Mapping[str, CallState]],
+    lost_words: int,
+    *,
+    error: str | None = None,
+    records_start: RecordsStart = _never,
+) -> TaskRecord:
+    """`record` with the entry of a stop the run saw added to each of its scopes.
+
+    `seen` gives, by journal key ("" for the task's own run), the states the
+    run saw its calls in flight in when it stopped (see `round_ledger`).
+    """
+    calls = round_ledger(
+        "",
+        record.transcript,
+        record.attempts,
+        seen=seen.get("", _NOTHING_SEEN),
+        records_start=records_start,
+    )
+    entry = Interruption(stop, at, calls, lost_words, error)
+    subagents = {
+        key: attrs.evolve(
+            journal,
+            interruptions=(
+                *journal.interruptions,
+                Interruption(
+                    stop,
+                    at,
+                    round_ledger(
+                        journal.agent,
+                        journal.transcript,
+                        journal.attempts,
+                        seen=seen.get(key, _NOTHING_SEEN),
+                        records_start=records_start,
+                    ),
+                ),
+            ),
+        )
+        for key, journal in record.subagents.items()
+    }
+    return record.evolve(interruptions=(*record.interruptions, entry), subagents=subagents)
+
+
+def with_unseen_entries(record: TaskRecord, records_start: RecordsStart = _never) -> TaskRecord:
+    """`record` with the entries of a stop nobody saw added (see `unseen_stop`), if it had one."""
+    stop = unseen_stop(record)
+    if stop is None:
+        return record
+    found = crash_interruptions(record, records_start, stop)
+    subagents = {
+        key: attrs.evolve(journal, interruptions=(*journal.interruptions, found[journal.agent]))
+        for key, journal in record.subagents.items()
+        if journal.agent in found
+    }
+    return record.evolve(
+        interruptions=(*record.interruptions, found[""]),
+        subagents={**record.subagents, **subagents},
+    )
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def _call_words(call: LedgerCall) -> str:
+    who = f"{call.agent}'s " if call.agent else ""
+    return f"{who}{call.name} call {call.call_id}"
+
+
+def _since(call: LedgerCall, result: Message | None, resumed: bool) -> str:
+    """What became of an interrupted call after its stop, as far as this conversation knows."""
+    if call.state in (CallState.DONE, CallState.DENIED, CallState.REFUSED):
+        return ""
+    if not resumed:
+        return "; it was not run again"
+    if result is None:
+        return ""
+    if result.call_state is CallState.DENIED:
+        return "; asked again after the resume, the user denied it"
+    if result.call_state is not None:
+        return "; it could not run after the resume (its result says why)"
+    if call.state.began:
+        return "; it was run again after the resume, and its result above is from that run"
+    return "; it ran after the resume"
+
+
+def note_text(
+    entries: Sequence[Interruption],
+    results: Mapping[str, Message],
+    *,
+    resumed: bool,
+    shortened: bool,
+) -> str:
+    """The one short note the model gets with the tool results of interrupted rounds.
+
+    `results` are the tool results now in the conversation, by call id;
+    `resumed` says the task was resumed (else it was thrown away, and this is
+    the record of it the session keeps). Every claim is one the record
+    supports: "shortened" only when something was.
+    """
+    sentences: list[str] = []
+    for entry in entries:
+        how = (
+            "stopped by the user"
+            if entry.stop is StopKind.USER_CANCEL
+            else (f"stopped by {entry.stop.words}")
+        )
+        when = (
+            f"after {_when(entry.at)} (its last saved step)"
+            if entry.unseen
+            else f"at {_when(entry.at)}"
+        )
+        sentence = f"This task was {how} {when}"
+        if entry.error:
+            sentence += f" ({entry.error})"
+        sentences.append(sentence + ".")
+        if entry.calls:
+            parts = [
+                f"{_call_words(c)}: {c.state.words}{_since(c, results.get(c.call_id), resumed)}"
+                for c in entry.calls
+            ]
+            sentences.append("The calls of the round it stopped: " + "; ".join(parts) + ".")
+        if entry.lost_words:
+            sentences.append(
+                f"The reply you were writing (about {entry.lost_words} words) was not saved."
+            )
+        elif not entry.calls:
+            sentences.append("It stopped before you had replied.")
+    if resumed and entries:
+        sentences.append(
+            "It has been resumed: calls with saved results did not run again. A call that was "
+            "stopped or may have run may have taken effect twice; check before relying on it."
+        )
+    elif resumed:
+        sentences.append("This task was resumed from its saved form.")
+    else:
+        sentences.append("It was not resumed: this is the record of what had happened.")
+    if shortened:
+        sentences.append(
+            "Some saved values were shortened: a '...[N bytes elided]...' marker shows where N "
+            "bytes were removed. If an elided part matters, run that call again."
+        )
+    return "agentrt: " + " ".join(sentences)
+
+
+_CANCELLED_RESULTS = {
+    CallState.STOPPED: "stopped by the user while running: its process was killed, so it may "
+    "have done part of its work; it was not run again",
+    CallState.NOT_STARTED: "not run: the user stopped the task before this call started",
+    CallState.MAY_HAVE_RUN: "may have run: it started and its result was never saved; it was "
+    "not run again",
+}
+
+
+def thrown_away(record: TaskRecord, entries: Sequence[Interruption]) -> list[Message]:
+    """What the session keeps of a task thrown away: a result for each call left without one
+    (saying what became of it, never that it was rejected), then the note."""
+    calls, results = last_round(record.transcript)
+    states = {c.call_id: c.state for e in entries for c in e.calls if not c.agent}
+    added: list[Message] = []
+    for call in calls:
+        if call.id in results:
+            continue
+        state = states.get(call.id, CallState.NOT_STARTED)
+        if state not in _CANCELLED_RESULTS:
+            state = CallState.MAY_HAVE_RUN
+        added.append(Message.tool_result(call, _CANCELLED_RESULTS[state], state))
+    told = {**results, **{m.tool_call_id or "": m for m in added}}
+    note = note_text(entries, told, resumed=False, shortened=has_elisions(record.transcript))
+    return [*added, Message.note(note)]
+
+
+def has_elisions(transcript: Sequence[Message]) -> bool:
+    """Whether a value of `transcript` holds a '...[N bytes elided]...' marker."""
+    return any(
+        was_clamped(m.content) or any(call_was_clamped(c) for c in m.tool_calls) for m in transcript
     )

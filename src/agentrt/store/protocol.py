@@ -150,6 +150,7 @@ class Store(Protocol):
         window_hash: str | None = None,
         *,
         runner: str | None = None,
+        check: Callable[[str, str | None], None] | None = None,
     ) -> None:
         """Record a finished run: its messages become history and the pending task goes."""
         ...

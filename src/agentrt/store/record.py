@@ -412,11 +412,3 @@ converter.register_unstructure_hook(
         call_state=override(omit_if_default=True),
     ),
 )
-
-
-RESUME_NOTE = (
-    "This task was interrupted and is being resumed from a saved snapshot. "
-    "Tool calls that already have results were completed and must not be repeated. "
-    "Some saved values were shortened: a '...[N bytes elided]...' marker shows where N bytes "
-    "were removed. If an elided part matters to your answer, run that tool call again."
-)

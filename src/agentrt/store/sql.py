@@ -549,6 +549,7 @@ class SqlStore:
         window_hash: str | None = None,
         *,
         runner: str | None = None,
+        check: Callable[[str, str | None], None] | None = None,
     ) -> None:
         """Record a finished run: its messages become history and the pending task goes.
 
@@ -556,13 +557,20 @@ class SqlStore:
         those stored are added (a run's own were stored as it went). `window_hash`
         is the window the session belongs to (None outside a terminal). With
         `runner` (the run's own token), a task another runner holds now is left
-        alone and `TaskTakenError` is raised.
+        alone and `TaskTakenError` is raised. `check`, as `delete`'s, may refuse
+        in the same transaction (a task thrown away keeps its conversation too).
         """
 
         def write(db: sqlite3.Connection) -> None:
             with self._write(db):
                 if runner is not None:
                     self._check_held(db, session_id, runner)
+                if check is not None:
+                    row = db.execute(
+                        "SELECT status, runner FROM tasks WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    if row is not None:
+                        check(str(row[0]), row[1] if isinstance(row[1], str) else None)
                 session = self._session_row(db, session_id)
                 stored = 0 if session is None else session.next_seq
                 if len(transcript) > stored:

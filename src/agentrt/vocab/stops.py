@@ -112,6 +112,9 @@ class Interruption:
     lost_words: int = 0
     #: What failed, for a failure.
     error: str | None = None
+    #: Nobody saw it stop (a crash; a fleet member whose lease ran out): `at` is its last
+    #: saved step, the latest it can have been.
+    unseen: bool = False
 
 
 @record

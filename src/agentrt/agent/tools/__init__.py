@@ -27,6 +27,7 @@ from ...models.scripted import ScriptedModel
 from .base import QuestionParked as QuestionParked
 from .base import Tool as Tool
 from .base import ToolError as ToolError
+from .base import ToolRefused as ToolRefused
 from .base import ToolRun as ToolRun
 from .files import ReadFile
 from .files import WriteFile
@@ -60,3 +61,10 @@ def find(name: str) -> type[Tool]:
     if tool is None:
         raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOLS)}")
     return tool
+
+
+def records_start(name: str) -> bool:
+    """Whether the tool called `name` records its start before it takes effect (an unknown
+    tool does not)."""
+    tool = TOOLS.get(name)
+    return tool is not None and tool.RECORDS_START

@@ -64,6 +64,10 @@ class ToolError(Exception):
     """A tool failed in a way the model should hear about (it becomes the result)."""
 
 
+class ToolRefused(ToolError):
+    """agentrt will not run the call as asked (its result says why): a refusal, not a failure."""
+
+
 class QuestionParked(Exception):
     """Raised inside a tool call to park the run on a saved question instead of blocking."""
 
@@ -165,6 +169,9 @@ class Tool:
     #: A tool for trying the runtime out (a long wait, a large result): offered only to the
     #: models that play scripts, never to a real one (see `agentrt.agent.tools.offered_to`).
     TESTING: ClassVar[bool] = False
+    #: Whether the tool records its start (`ToolRun.begin_effect`) before it takes effect: a
+    #: call of it with no recorded start has done nothing (see `agentrt.store.ledger`).
+    RECORDS_START: ClassVar[bool] = False
 
     @classmethod
     def spec(cls) -> ToolSpec:
@@ -305,7 +312,7 @@ def check_confinable(agent: ToolRun) -> None:
     """
     sandbox = agent.config.sandbox
     if not sandbox.enforced and origin_of(agent.context.session_id) != TERMINAL:
-        raise ToolError(
+        raise ToolRefused(
             f"refused: no sandbox is in force ({sandbox.why}), and tools never run "
             "unsandboxed for a chat or web session; run this from a terminal, or turn the "
             "sandbox back on"

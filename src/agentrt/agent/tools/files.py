@@ -29,6 +29,7 @@ from ..toolproc import run_tool
 from .base import DENIED
 from .base import Tool
 from .base import ToolError
+from .base import ToolRefused
 from .base import ToolRun
 from .base import check_confinable
 from .base import confine
@@ -63,6 +64,7 @@ class WriteFile(Tool):
     """``write_file``: after a confirmation (with the system password on a restricted path)."""
 
     NAME: ClassVar = "write_file"
+    RECORDS_START: ClassVar = True
     DESCRIPTION: ClassVar = (
         "Write text to a file (relative paths are inside the working directory)."
     )
@@ -87,7 +89,7 @@ class WriteFile(Tool):
             return f"wrote {len(data)} bytes to {path} (via sudo)"
         if config.text_guard and config.sandbox.enforced and not inside(path, (config.workdir,)):
             # The sandbox would refuse it anyway; say why before asking anyone.
-            raise ToolError(
+            raise ToolRefused(
                 f"refused: {path} is outside the working folder ({config.workdir}); the "
                 "sandbox lets tools write only there and in a private /tmp"
             )

@@ -18,6 +18,7 @@ from .base import PROMPT_LIMIT
 from .base import QuestionParked
 from .base import Tool
 from .base import ToolError
+from .base import ToolRefused
 from .base import ToolRun
 
 
@@ -51,6 +52,7 @@ class StoreSecret(Tool):
     """``store_secret``: a masked field; the value is stored, the model sees only the name."""
 
     NAME: ClassVar = "store_secret"
+    RECORDS_START: ClassVar = True
     DESCRIPTION: ClassVar = (
         "Ask the human for a secret value and store it under a name; you see only the name."
     )
@@ -64,7 +66,7 @@ class StoreSecret(Tool):
         except SecretNameError as exc:
             raise ToolError(str(exc)) from None
         if not origin_rules(agent.context.origin).takes_secrets:
-            raise ToolError(
+            raise ToolRefused(
                 f"refused: secret {name!r} must not travel through a chat service; store it "
                 "from the terminal (agenttui) or the web page"
             )

@@ -33,6 +33,7 @@ class Shell(Tool):
     """
 
     NAME: ClassVar = "shell"
+    RECORDS_START: ClassVar = True
     DESCRIPTION: ClassVar = (
         "Run a shell command in the working directory; returns its output and exit status. "
         "It runs in a sandbox: only the working directory and a private /tmp are writable."
