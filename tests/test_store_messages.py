@@ -188,12 +188,18 @@ async def test_sessions_keep_finished_conversations_and_page_their_messages(
     assert first.next == "2"
     rest = await store.messages("chat-talk", after=int(first.next), limit=3)
     assert [m.seq for m in rest.items] == [3] and rest.next is None
-    # A user-cancel throws the pending task's messages away and keeps the history.
+    # A user-cancel throws the pending task away; the session keeps what it did and the
+    # note that says how it ended, for the model of its next message.
     await store.save(TaskRecord("chat-talk", "third", (Message.user("third"),)))
     assert (await store.sessions("chat-")).items[0].status == TaskStatus.RUNNING.value
     assert await runtime.executor.discard("chat-talk")
-    assert [m.content for m in await store.load_history("chat-talk")][-2] == "and again"
-    assert (await store.sessions("chat-")).items[0].messages == 4
+    assert await store.load("chat-talk") is None
+    history = await store.load_history("chat-talk")
+    assert [m.content for m in history][2:5] == ["and again", "and again", "third"]
+    assert history[-1].role is Role.NOTE
+    assert history[-1].content.startswith("agentrt: This task was stopped by the user at ")
+    assert "It stopped before you had replied." in history[-1].content
+    assert (await store.sessions("chat-")).items[0].messages == 6
     assert await store.forget("chat-talk")
     assert (await store.sessions("chat-")).items == ()
     assert (await store.messages("chat-talk")).items == ()
@@ -244,7 +250,13 @@ async def test_a_running_session_cannot_be_forgotten(runtime: Runtime) -> None:
         with pytest.raises(SessionBusyError, match="chat-busy is running"):
             await runtime.executor.forget("chat-busy")
         runtime.executor.cancel(info.task_hash, Cause.USER_CANCEL)
-    assert await runtime.store.session("chat-busy") is None  # its only messages went with it
+    # The task went; the session keeps the stopped call, its result saying so, and the note.
+    assert await runtime.store.load("chat-busy") is None
+    history = await runtime.store.load_history("chat-busy")
+    assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.NOTE]
+    assert history[2].content.startswith("stopped by the user while running")
+    await runtime.executor.forget("chat-busy")
+    assert await runtime.store.session("chat-busy") is None
 
 
 async def test_prune_deletes_old_finished_sessions_and_never_one_with_a_pending_task(
