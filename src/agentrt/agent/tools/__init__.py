@@ -60,3 +60,12 @@ def find(name: str) -> type[Tool]:
     if tool is None:
         raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOLS)}")
     return tool
+
+
+def records_start(name: str) -> bool:
+    """Whether the tool called `name` records its start before it takes effect (`RECORDS_START`).
+
+    False for a name no tool has: what such a call did cannot be known.
+    """
+    tool = TOOLS.get(name)
+    return tool is not None and tool.RECORDS_START

@@ -66,6 +66,7 @@ class WriteFile(Tool):
     DESCRIPTION: ClassVar = (
         "Write text to a file (relative paths are inside the working directory)."
     )
+    RECORDS_START: ClassVar = True
 
     path: str
     content: str

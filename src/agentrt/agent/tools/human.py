@@ -54,6 +54,7 @@ class StoreSecret(Tool):
     DESCRIPTION: ClassVar = (
         "Ask the human for a secret value and store it under a name; you see only the name."
     )
+    RECORDS_START: ClassVar = True
 
     name: str
 

@@ -37,6 +37,7 @@ class Shell(Tool):
         "Run a shell command in the working directory; returns its output and exit status. "
         "It runs in a sandbox: only the working directory and a private /tmp are writable."
     )
+    RECORDS_START: ClassVar = True
 
     command: str
 
