@@ -515,7 +515,11 @@ def test_slash_pending_lists_then_resumes_and_the_daemon_asks_the_saved_question
 def test_pending_discard_with_d() -> None:
     state = TuiState(connected=True)
     on_pending(state, listed(task_record("cli-a"), task_record("cli-b")))
-    assert press_hotkey(state, "d") == [Send(PendingRequest(PendingAction.DISCARD, "cli-a"))]
+    # The selection moves to cli-b, whose preview is asked for then.
+    assert press_hotkey(state, "d") == [
+        Send(PendingRequest(PendingAction.DISCARD, "cli-a")),
+        Send(PendingRequest(PendingAction.PREVIEW, "cli-b")),
+    ]
     assert isinstance(state.overlay, PendingPicker)
     assert state.overlay.tasks == (task_record("cli-b"),)
     press_hotkey(state, "d")

@@ -7,8 +7,10 @@ import os
 
 from agentrt import Cause
 from agentrt import TaskStatus
+from agentrt.present.preview import preview_lines
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
+from agentrt.vocab.stops import ResumePreview
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -137,6 +139,15 @@ def pending_line(task: PendingTask, wall_now: float) -> str:
         what = what[:59] + "…"
     when = age_text(wall_now - task.updated_at)
     return f"{task.session}  {pending_reason(task)}, {when}: {what}"
+
+
+#: What the `/pending` list shows under its tasks while the selected one's preview is asked for.
+PREVIEW_ASKED = "If resumed: (asking the daemon what a resume would do...)"
+
+
+def preview_text(preview: ResumePreview) -> str:
+    """What resuming the selected task of the `/pending` list will do, under the list."""
+    return "\n".join(["If resumed:", *(f"  {line}" for line in preview_lines(preview))])
 
 
 def session_line(item: SessionItem, wall_now: float) -> str:
