@@ -77,7 +77,8 @@ Keys
   d, Delete          discard the highlighted task in the /pending list
 Commands
   /pending           this window's paused and interrupted tasks, with their age and
-                     why they stopped: Enter resumes one here, d discards it
+                     why they stopped, and under them what resuming the highlighted
+                     one will do: Enter resumes it here, d discards it
   /new               start a new session with the next message
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
