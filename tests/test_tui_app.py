@@ -397,7 +397,7 @@ def test_quit_during_a_run_asks_and_pause_and_quit_waits_for_the_end(pipe: PipeI
 
 def pending_text(app: TuiApp) -> str:
     """The `/pending` list as drawn, as text."""
-    return "".join(text for _, text in _pending(app.state, 0.0))
+    return "".join(fragment[1] for fragment in _pending(app.state, 0.0))
 
 
 def test_the_pending_list_shows_what_resuming_the_selected_task_will_do(pipe: PipeInput) -> None:
