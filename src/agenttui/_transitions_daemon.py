@@ -435,6 +435,13 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
 def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
     """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
+    asked = next((session for session, said in state.previews.items() if said is None), None)
+    if frame.ref == "pending" and asked is not None:
+        # The daemon answers in the order asked: this refuses the preview asked for first
+        # (its task went meanwhile), not a resume sent after it.
+        del state.previews[asked]
+        state.error(frame.message)
+        return []
     if run is not None and run.task is None and frame.ref in ("run", "pending"):
         state.run = None
     if frame.ref == "sessions" and state.history_for is not None:
