@@ -173,6 +173,8 @@ async def _other_window(
             PendingRequest(PendingAction.RESUME, session=session),
             PendingRequest(PendingAction.RESUME, session=session, answer="allow"),
             PendingRequest(PendingAction.DISCARD, session=session),
+            PendingRequest(PendingAction.SHOW, session=session),
+            PendingRequest(PendingAction.PREVIEW, session=session),
             Run("hello", session=session),
         ]
     attempts.append(PendingRequest(PendingAction.LIST))

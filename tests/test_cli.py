@@ -109,6 +109,59 @@ def test_pending_show_and_discard(state: Path, tmp_path: Path) -> None:
     assert "session dc-1 has no pending task" in gone.stderr
 
 
+def test_pending_show_says_what_a_resume_will_do_as_text_and_json(
+    state: Path, tmp_path: Path
+) -> None:
+    parked = run(["run", "--session", "chat-pv", "read nothing; ask Colour?"], state, tmp_path)
+    assert parked.returncode == 3, parked.stderr
+    preview = [
+        "resume will keep 1 call (its result is saved, it does not run again)",
+        "resume will run 1 call:",
+        "  ask_user call_1_1 (not started)",
+        'asked again: "Colour?"',
+    ]
+    shown = run(["pending", "show", "chat-pv"], state, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("chat-pv ") and lines[0].endswith("  asks: Colour?")
+    assert "> read nothing; ask Colour?" in lines
+    assert lines[-7:] == [
+        "",
+        *preview,
+        "answer with: agentrt pending answer chat-pv 'TEXT'",
+        "resume with: agentrt pending resume chat-pv",
+    ]
+    as_json = run(["pending", "show", "--json", "chat-pv"], state, tmp_path)
+    detail = json.loads(as_json.stdout)
+    assert detail["preview"] == {
+        "stop": None,
+        "kept": [
+            {
+                "call_id": "call_1_0",
+                "name": "read_file",
+                "agent": "",
+                "state": "done",
+                "attempt": 1,
+                "may_have_run": False,
+            }
+        ],
+        "to_run": [
+            {
+                "call_id": "call_1_1",
+                "name": "ask_user",
+                "agent": "",
+                "state": "not_started",
+                "attempt": 1,
+                "may_have_run": False,
+            }
+        ],
+        "reissue": [],
+        "questions": ["Colour?"],
+        "regenerated_words": 0,
+        "lines": preview,
+    }
+
+
 def test_bad_input_gets_a_clear_error(state: Path, tmp_path: Path) -> None:
     unknown = run(["pending", "resume", "cli-none"], state, tmp_path)
     assert unknown.returncode == 1

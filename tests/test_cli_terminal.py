@@ -126,11 +126,16 @@ def test_pending_list_and_show_show_a_saved_question(state: Path, tmp_path: Path
     listed = run(["pending", "list"], state, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert_shown(listed.stdout, "chat-p1", "Who^G ^[]0 x^G <9b>2J^??")
-    for args in (["pending", "show", "chat-p1"], ["pending", "show", "--json", "chat-p1"]):
-        shown = run(args, state, tmp_path)
-        assert shown.returncode == 0, shown.stderr
-        assert_json_safe(shown.stdout)
-        assert json.loads(shown.stdout)["question"] == question
+    shown = run(["pending", "show", "chat-p1"], state, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    # The task's line, its saved conversation and what a resume will do, as text.
+    assert_shown(shown.stdout, "asks: Who^G ^[]0 x^G <9b>2J^??", 'asked again: "Who^G ^[]0 x^G')
+    shown_json = run(["pending", "show", "--json", "chat-p1"], state, tmp_path)
+    assert shown_json.returncode == 0, shown_json.stderr
+    assert_json_safe(shown_json.stdout)
+    detail = json.loads(shown_json.stdout)
+    assert detail["question"] == question
+    assert detail["preview"]["questions"] == [question]
     listed_json = run(["pending", "list", "--json"], state, tmp_path)
     assert_json_safe(listed_json.stdout)
     assert json.loads(listed_json.stdout)["question"] == question

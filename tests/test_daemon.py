@@ -31,6 +31,7 @@ from agentrt import TaskRecord
 from agentrt import TaskStatus
 from agentrt import TaskStore
 from agentrt import open_runtime
+from agentrt.agent.preview import resume_preview
 from agentrt.agent.sudo import PrivilegedResult
 from agentrt.core.errors import ExecutorError
 from agentrt.core.pending import RegistryStatistics
@@ -61,6 +62,7 @@ from agentrt.protocol.frames import Hello
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
 from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingPreview
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import Run
 from agentrt.protocol.frames import Scope
@@ -923,6 +925,45 @@ async def test_the_command_scope_sees_every_origin_and_a_window_only_its_own(
             assert await cli.receive() == ErrorFrame(
                 ErrorCode.NOT_FOUND, "session chat-none has no pending task", "pending"
             )
+
+
+async def test_a_preview_is_given_to_whoever_may_see_the_task_and_to_no_one_else(
+    daemon: Daemon, runtime: Runtime
+) -> None:
+    parked = await runtime.executor.run("chat-1", "ask Name?", owner="web", emit=Recorder())
+    assert parked.outcome is Outcome.AWAITING_ANSWER
+    record = await runtime.store.load("chat-1")
+    assert record is not None
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as window, await command(daemon) as cli:
+            replies = []
+            for session in ("chat-1", "chat-none"):
+                await window.send(PendingRequest(PendingAction.PREVIEW, session=session))
+                refused = await window.receive()
+                assert isinstance(refused, ErrorFrame)
+                replies.append((refused.code, refused.message.replace(session, "S")))
+            # A window cannot tell another origin's task from no task at all.
+            assert (
+                replies[0]
+                == replies[1]
+                == (
+                    ErrorCode.NOT_FOUND,
+                    "no pending task of session 'S' is visible to this window",
+                )
+            )
+            await cli.send(PendingRequest(PendingAction.PREVIEW, session="chat-1"))
+            previewed = await cli.receive()
+            assert previewed == PendingPreview("chat-1", resume_preview(record))
+            assert previewed.preview.questions == ("Name?",)
+            await cli.send(PendingRequest(PendingAction.PREVIEW))
+            unnamed = await cli.receive()
+            assert unnamed == ErrorFrame(
+                ErrorCode.INVALID, "pending preview needs the session to preview", "pending"
+            )
+            # pending show carries the same preview beside the transcript.
+            await cli.send(PendingRequest(PendingAction.SHOW, session="chat-1"))
+            shown = await cli.receive()
+            assert isinstance(shown, PendingDetail) and shown.preview == previewed.preview
 
 
 async def test_a_command_run_gets_its_confirmation_even_with_a_catch_all_listener_open(

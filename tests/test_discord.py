@@ -10,11 +10,13 @@ import pytest
 import trio
 
 from agentrt import Runtime
+from agentrt.agent.preview import resume_preview
 from agentrt.bots import ConfigError
 from agentrt.bots import RetryPolicy
 from agentrt.frontends.chats.discord import DEFAULT_INTENTS
 from agentrt.frontends.chats.discord import DiscordBot
 from agentrt.frontends.chats.discord import DiscordConfig
+from agentrt.present.preview import preview_lines
 
 from .fakes.discord_server import TOKEN
 from .fakes.discord_server import FakeDiscord
@@ -276,11 +278,14 @@ async def test_slash_pause_pending_and_stop_are_acknowledged_first_then_answered
         assert answer_of(server, pause) == "⏸ Pausing the task."
         await server.wait_for(lambda: "Paused" in last(server))
         await bot.bridge.wait_idle()
-        assert await runtime.store.load(SESSION) is not None
+        record = await runtime.store.load(SESSION)
+        assert record is not None
 
         pending = server.slash(OWNER, CHANNEL, "pending")
         await server.wait_for(lambda: answer_of(server, pending))
-        assert answer_of(server, pending) == "Resuming: sleep 60"
+        # What the resume will do comes first, in the words of every front-end.
+        preview = preview_lines(resume_preview(record))
+        assert answer_of(server, pending) == "\n".join(["Resuming: sleep 60", *preview])
         await server.wait_for(lambda: runtime.executor.is_running(SESSION))
 
         stop = server.slash(OWNER, CHANNEL, "stop")

@@ -46,6 +46,7 @@ from agentrt.protocol.frames import Hello
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
 from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingPreview
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import ReasoningFrame
@@ -70,6 +71,10 @@ from agentrt.protocol.frames import from_wire
 from agentrt.protocol.frames import from_wire_slow
 from agentrt.protocol.frames import to_wire
 from agentrt.protocol.frames import to_wire_slow
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import PreviewCall
+from agentrt.vocab.stops import ResumePreview
+from agentrt.vocab.stops import StopKind
 
 CLIENT_SAMPLES: list[ClientFrame] = [
     Hello(1, "w-1"),
@@ -86,6 +91,7 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     PendingRequest(PendingAction.DISCARD, session="cli-1"),
     PendingRequest(PendingAction.LIST, prefix="chat-"),
     PendingRequest(PendingAction.SHOW, session="chat-1"),
+    PendingRequest(PendingAction.PREVIEW, session="cli-1"),
     PendingRequest(PendingAction.RESUME, session="chat-1", cwd="/home/ada"),
     SessionsRequest(SessionsAction.LIST),
     SessionsRequest(SessionsAction.LIST, prefix="chat-", limit=20, cursor="12.5:cli-1"),
@@ -112,6 +118,23 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     PendingDetail(
         PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),
         ({"role": "user", "content": "ask x"},),
+    ),
+    PendingDetail(
+        PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),
+        ({"role": "user", "content": "ask x"},),
+        ResumePreview(
+            to_run=(PreviewCall("call_0_0", "ask_user", CallState.NOT_STARTED),),
+            questions=("x",),
+        ),
+    ),
+    PendingPreview(
+        "cli-1",
+        ResumePreview(
+            kept=(PreviewCall("call_0_0", "read_file", CallState.DONE),),
+            to_run=(PreviewCall("call_0_1", "shell", CallState.STOPPED, "sub1", attempt=2),),
+            regenerated_words=40,
+            stop=StopKind.PAUSE,
+        ),
     ),
     SessionList(
         (SessionItem("cli-1", "hello", 1.0, 2.5, 4), SessionItem("cli-2", "", 0, 0, 0, "failed"))
@@ -199,7 +222,7 @@ def test_unknown_field_is_refused() -> None:
 
 def test_bad_enum_lists_the_choices() -> None:
     err = _error({"type": "pending", "action": "frob"})
-    assert "expected one of 'list', 'resume', 'discard', 'show' @ $.action" in str(err)
+    assert "expected one of 'list', 'resume', 'discard', 'show', 'preview' @ $.action" in str(err)
     err = _error({"type": "ended", "task": "t", "session": "s", "outcome": "x"}, DaemonFrame)
     assert "@ $.outcome" in str(err)
 

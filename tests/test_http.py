@@ -405,6 +405,74 @@ async def test_pause_keeps_pending_task_and_resume_continues_it(
     assert_error(await server.client.get("/v1/session/p1/task"), 404, "no_pending_task")
 
 
+async def test_the_task_says_what_a_resume_will_do_in_its_documented_shape(
+    server: Server, events: Events
+) -> None:
+    started = await start(server, "pv", "read nothing; sleep 60")
+    await events.expect("tool_call", task_hash=started["task_hash"], name="sleep")
+    await events.expect("tool_result", task_hash=started["task_hash"], name="read_file")
+    await server.client.post(f"/v1/task/{started['task_hash']}/cancel", json={"cause": "pause"})
+    await events.expect("run_ended", task_hash=started["task_hash"])
+
+    task = (await server.client.get("/v1/session/pv/task")).json()["task"]
+    preview = task["preview"]
+    assert preview["stop"] == "pause"
+    assert [(c["name"], c["state"]) for c in preview["kept"]] == [("read_file", "done")]
+    assert [(c["call_id"], c["name"], c["attempt"]) for c in preview["to_run"]] == [
+        ("call_1_1", "sleep", 1)
+    ]
+    assert (preview["reissue"], preview["questions"]) == ([], [])
+    assert preview["lines"][:2] == [
+        "resume will keep 1 call (its result is saved, it does not run again)",
+        "resume will run 1 call:",
+    ]
+    assert preview["lines"][2].startswith("  sleep call_1_1 (")
+    validator = _validator("Task")
+    assert [e.message for e in validator.iter_errors(task)] == []
+    # The document holds the preview to its shape: without it, or with a key too many, no.
+    assert list(validator.iter_errors({k: v for k, v in task.items() if k != "preview"}))
+    assert list(validator.iter_errors(task | {"preview": preview | {"extra": 1}}))
+
+
+async def test_a_question_is_listed_and_answered_only_for_its_own_session(
+    server: Server, events: Events, workdir: Path
+) -> None:
+    one = await start(server, "q1", "write one.txt hi")
+    first = await events.expect("question", kind="confirm", session_id="chat-q1")
+    await start(server, "q2", "write two.txt hi")
+    second = await events.expect("question", kind="confirm", session_id="chat-q2")
+
+    def ids(response: httpx.Response) -> list[str]:
+        return [q["id"] for q in response.json()["questions"]]
+
+    assert ids(await server.client.get("/v1/questions")) == [first["id"], second["id"]]
+    assert ids(await server.client.get("/v1/questions", params={"session": "q1"})) == [first["id"]]
+    assert ids(await server.client.get("/v1/questions", params={"session": "chat-new"})) == []
+    bad = await server.client.get("/v1/questions", params={"session": "a b"})
+    assert_error(bad, 400, "bad_session_id")
+
+    # Given in the view of chat-q2, an answer to chat-q1's question answers nothing.
+    wrong = await server.client.post(
+        f"/v1/questions/{first['id']}/answer", json={"value": "allow", "session_id": "chat-q2"}
+    )
+    message = assert_error(wrong, 404, "unknown_question")
+    assert message == (
+        f"no open question {first['id']!r} of session chat-q2; list them at /v1/questions"
+    )
+    assert ids(await server.client.get("/v1/questions", params={"session": "q1"})) == [first["id"]]
+    assert not (workdir / "one.txt").exists()
+    right = await server.client.post(
+        f"/v1/questions/{first['id']}/answer", json={"value": "allow", "session_id": "chat-q1"}
+    )
+    assert right.status_code == 200, right.text
+    await events.expect("run_ended", task_hash=one["task_hash"])
+    assert (workdir / "one.txt").read_text() == "hi"
+    assert not (workdir / "two.txt").exists()
+    # Without a session the answer goes to the question named, as before.
+    plain = await server.client.post(f"/v1/questions/{second['id']}/answer", json={"value": "deny"})
+    assert plain.status_code == 200, plain.text
+
+
 async def test_stop_without_pause_drops_the_pending_task(server: Server, events: Events) -> None:
     started = await start(server, "s1", "sleep 60")
     await events.expect("tool_call", task_hash=started["task_hash"])

@@ -16,12 +16,14 @@ import trio
 
 from agentrt import Runtime
 from agentrt import ScriptedModel
+from agentrt.agent.preview import resume_preview
 from agentrt.bots import ConfigError
 from agentrt.bots import RetryPolicy
 from agentrt.bots import TelegramBot
 from agentrt.bots import TelegramConfig
 from agentrt.bots import run_bots
 from agentrt.frontends.chats.markup import telegram_html
+from agentrt.present.preview import preview_lines
 
 from .fakes.telegram_server import TOKEN
 from .fakes.telegram_server import FakeTelegram
@@ -268,7 +270,8 @@ async def test_pause_keeps_the_task_and_pending_resumes_it(
         assert record is not None
 
         pending = server.user_says(CHAT, OWNER, "/pending")
-        await server.wait_for(lambda: "Resuming: sleep 60" in last_text(server))
+        said = "\n".join(["Resuming: sleep 60", *preview_lines(resume_preview(record))])
+        await server.wait_for(lambda: said in last_text(server))
         await handled(server, pending)
         assert runtime.executor.is_running(session)
         server.user_says(CHAT, OWNER, "/stop")

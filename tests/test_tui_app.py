@@ -26,10 +26,20 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import ClientFrame
 from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import PendingAction
+from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingPreview
+from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import Run
 from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import PreviewCall
+from agentrt.vocab.stops import ResumePreview
+from agentrt.vocab.stops import StopKind
 from agenttui._app import TuiApp
+from agenttui._app import _pending
 from agenttui._history import FileHistory
 from agenttui._history import history_path
 from agenttui._state import TuiState
@@ -38,6 +48,8 @@ ESC = "\x1b"
 ENTER = "\r"
 CTRL_C = "\x03"
 DOWN = "\x1b[B"
+UP = "\x1b[A"
+CTRL_D = "\x04"
 
 
 @pytest.fixture
@@ -379,6 +391,49 @@ def test_quit_during_a_run_asks_and_pause_and_quit_waits_for_the_end(pipe: PipeI
         app.receive(
             EndedFrame("t1", "cli-1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
         )
+
+    drive(pipe, scenario)
+
+
+def pending_text(app: TuiApp) -> str:
+    """The `/pending` list as drawn, as text."""
+    return "".join(fragment[1] for fragment in _pending(app.state, 0.0))
+
+
+def test_the_pending_list_shows_what_resuming_the_selected_task_will_do(pipe: PipeInput) -> None:
+    paused = PendingTask("cli-a", "interrupted", "sleep 30", 0.0, Cause.PAUSE)
+    other = PendingTask("cli-b", "interrupted", "hello", 0.0, Cause.DISCONNECT)
+    stopped = PreviewCall("call_1_0", "sleep", CallState.STOPPED)
+
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        state = app.state
+        app.receive(PendingList((paused, other)))
+        assert state.pending_open
+        # Opening the list asks about its selected task, and says it is asking.
+        assert sent == [PendingRequest(PendingAction.PREVIEW, "cli-a")]
+        assert pending_text(app).endswith(
+            "\nIf resumed: (asking the daemon what a resume would do...)"
+        )
+        app.receive(PendingPreview("cli-a", ResumePreview(to_run=(stopped,), stop=StopKind.PAUSE)))
+        assert pending_text(app).endswith(
+            "\nIf resumed:\n  resume will run 1 call:\n"
+            "    sleep call_1_0 (stopped while running at the pause)"
+        )
+        pipe.send_text(DOWN)
+        await until(app, lambda: len(sent) == 2, "Down asked about the task it reached")
+        assert sent[-1] == PendingRequest(PendingAction.PREVIEW, "cli-b")
+        app.receive(PendingPreview("cli-b", ResumePreview()))
+        shown = pending_text(app)
+        assert shown.endswith(
+            "\nIf resumed:\n  nothing is redone: the model goes on from what was saved"
+        )
+        assert "sleep call_1_0" not in shown
+        pipe.send_text(UP)
+        await until(app, lambda: "sleep call_1_0" in pending_text(app), "Up shows cli-a's again")
+        assert len(sent) == 2, "a preview already known is not asked again"
+        pipe.send_text(ESC)
+        await until(app, lambda: not state.pending_open, "Esc closed the list")
+        pipe.send_text(CTRL_D)
 
     drive(pipe, scenario)
 

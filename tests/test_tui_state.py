@@ -515,11 +515,30 @@ def test_slash_pending_lists_then_resumes_and_the_daemon_asks_the_saved_question
 def test_pending_discard_with_d() -> None:
     state = TuiState(connected=True)
     on_pending(state, listed(task_record("cli-a"), task_record("cli-b")))
-    assert press_hotkey(state, "d") == [Send(PendingRequest(PendingAction.DISCARD, "cli-a"))]
+    # The selection moves to cli-b, whose preview is asked for then.
+    assert press_hotkey(state, "d") == [
+        Send(PendingRequest(PendingAction.DISCARD, "cli-a")),
+        Send(PendingRequest(PendingAction.PREVIEW, "cli-b")),
+    ]
     assert isinstance(state.overlay, PendingPicker)
     assert state.overlay.tasks == (task_record("cli-b"),)
     press_hotkey(state, "d")
     assert not is_("pending_open", state)
+
+
+def test_a_refused_preview_is_not_taken_for_the_refusal_of_the_resume_sent_after_it() -> None:
+    state = TuiState(connected=True)
+    on_pending(state, listed(task_record("cli-a"), task_record("cli-b")))
+    assert press_enter(state, now=1.0) == [Send(PendingRequest(PendingAction.RESUME, "cli-a"))]
+    gone = "no pending task of session 'cli-a' is visible to this window"
+    on_error(state, ErrorFrame(ErrorCode.NOT_FOUND, gone, ref="pending"))
+    # The preview asked for when the list opened was refused; the resume is still starting.
+    assert state.run is not None and state.run.session == "cli-a"
+    assert "cli-a" not in state.previews
+    assert state.notice == Notice(gone, NoticeLevel.ERROR)
+    # The resume's own refusal, after it, forgets the run.
+    on_error(state, ErrorFrame(ErrorCode.NOT_FOUND, gone, ref="pending"))
+    assert state.run is None
 
 
 def test_empty_pending_list_says_so() -> None:

@@ -423,7 +423,14 @@ def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
     if not isinstance(picker, PendingPicker):
         return _list(title, [], -1)
     lines = [_words.pending_line(task, wall_now) for task in picker.tasks]
-    return _list(title, lines, picker.index)
+    fragments = _list(title, lines, picker.index)
+    # What resuming the selected task will do, in the words every front-end uses.
+    session = picker.tasks[picker.index].session
+    if session in state.previews:
+        preview = state.previews[session]
+        said = _words.preview_text(preview) if preview is not None else _words.PREVIEW_ASKED
+        fragments.append(("class:preview", "\n" + said))
+    return fragments
 
 
 def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
@@ -530,6 +537,7 @@ def _build_layout(app: TuiApp) -> FloatContainer:
                     Window(
                         text(lambda: _pending(state, app.wall_clock())),
                         width=Dimension(min=40, max=110),
+                        wrap_lines=True,
                     ),
                     title="/pending",
                     style="class:popup",

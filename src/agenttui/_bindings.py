@@ -14,6 +14,7 @@ from prompt_toolkit.key_binding import KeyPressEvent
 from . import _transitions_keys as on_key
 from ._state import Action
 from ._state import TuiState
+from ._transitions_commands import want_preview
 
 
 class Dispatcher(Protocol):
@@ -75,10 +76,13 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
     @kb.add("up", filter=in_list)
     def _up(event: KeyPressEvent) -> None:
         on_key.press_up(state)
+        # A move in the /pending list asks what resuming the task it reaches will do.
+        dispatcher.apply(want_preview(state))
 
     @kb.add("down", filter=in_list)
     def _down(event: KeyPressEvent) -> None:
         on_key.press_down(state)
+        dispatcher.apply(want_preview(state))
 
     @kb.add("left", filter=sideways)
     def _left(event: KeyPressEvent) -> None:

@@ -26,6 +26,7 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import ClientFrame
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
+from agentrt.vocab.stops import ResumePreview
 
 from ._words import COMMANDS
 from ._words import POPUP_DEFAULT
@@ -280,6 +281,9 @@ class TuiState:
     #: True while a `pending list` asked for after reconnecting is on its way: it is
     #: summed up in the notice box instead of opening the list.
     quiet_pending: bool = False
+    #: What resuming each task of the `/pending` list will do, by session, as the daemon said;
+    #: None while it is asked for. Asked for as the selection reaches a task.
+    previews: dict[str, ResumePreview | None] = attrs.field(factory=dict)
     #: The pages of a `/sessions` list received so far, while more are on their way.
     sessions_pages: list[SessionItem] = attrs.field(factory=list)
     #: The session whose last messages were asked for, to be shown when they come.

@@ -56,6 +56,22 @@ def run_command(state: TuiState, text: str) -> list[Action]:
     return []
 
 
+def want_preview(state: TuiState) -> list[Action]:
+    """Ask what resuming the task selected in the `/pending` list will do, unless asked already.
+
+    Called when the list opens and whenever its selection moves: the preview
+    shows under the list for the selected task only.
+    """
+    overlay = state.overlay
+    if not isinstance(overlay, PendingPicker) or not state.connected:
+        return []
+    session = overlay.tasks[overlay.index].session
+    if session in state.previews:
+        return []
+    state.previews[session] = None
+    return [Send(PendingRequest(PendingAction.PREVIEW, session))]
+
+
 def resume_pending(state: TuiState, index: int, now: float) -> list[Action]:
     """Resume a task from the `/pending` list; the daemon asks its saved question inline."""
     overlay = state.overlay
@@ -113,4 +129,4 @@ def discard_pending(state: TuiState, index: int) -> list[Action]:
     left = overlay.tasks[:index] + overlay.tasks[index + 1 :]
     state.overlay = PendingPicker(left, max(0, min(overlay.index, len(left) - 1))) if left else None
     state.info(f"Discarded {task.session}")
-    return [Send(PendingRequest(PendingAction.DISCARD, task.session))]
+    return [Send(PendingRequest(PendingAction.DISCARD, task.session)), *want_preview(state)]

@@ -23,6 +23,7 @@ from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingList
+from agentrt.protocol.frames import PendingPreview
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import ReasoningFrame
@@ -57,6 +58,7 @@ from ._state import SessionsPicker
 from ._state import SetInput
 from ._state import StopPopup
 from ._state import TuiState
+from ._transitions_commands import want_preview
 
 
 def connected(state: TuiState, welcome: Welcome) -> list[Action]:
@@ -361,7 +363,16 @@ def on_pending(state: TuiState, frame: PendingList) -> list[Action]:
         state.close(PendingPicker)
         state.info("No paused tasks in this window")
         return []
+    # What a resume will do is asked afresh each time: a task may have run again meanwhile.
+    state.previews.clear()
     _open_list(state, PendingPicker(tuple(tasks)))
+    return want_preview(state)
+
+
+def on_pending_preview(state: TuiState, frame: PendingPreview) -> list[Action]:
+    """What resuming a task of the `/pending` list will do: shown while it is selected."""
+    if frame.session in state.previews:
+        state.previews[frame.session] = frame.preview
     return []
 
 
@@ -424,6 +435,13 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
 def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
     """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
+    asked = next((session for session, said in state.previews.items() if said is None), None)
+    if frame.ref == "pending" and asked is not None:
+        # The daemon answers in the order asked: this refuses the preview asked for first
+        # (its task went meanwhile), not a resume sent after it.
+        del state.previews[asked]
+        state.error(frame.message)
+        return []
     if run is not None and run.task is None and frame.ref in ("run", "pending"):
         state.run = None
     if frame.ref == "sessions" and state.history_for is not None:
@@ -452,6 +470,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     AskFrame: on_ask,
     AskWithdrawn: on_ask_withdrawn,
     PendingList: on_pending,
+    PendingPreview: on_pending_preview,
     SessionList: on_sessions,
     SessionMessages: on_session_messages,
     Ack: on_ack,

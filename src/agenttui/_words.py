@@ -7,8 +7,10 @@ import os
 
 from agentrt import Cause
 from agentrt import TaskStatus
+from agentrt.present.preview import preview_lines
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
+from agentrt.vocab.stops import ResumePreview
 
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -75,7 +77,8 @@ Keys
   d, Delete          discard the highlighted task in the /pending list
 Commands
   /pending           this window's paused and interrupted tasks, with their age and
-                     why they stopped: Enter resumes one here, d discards it
+                     why they stopped, and under them what resuming the highlighted
+                     one will do: Enter resumes it here, d discards it
   /new               start a new session with the next message
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
@@ -137,6 +140,15 @@ def pending_line(task: PendingTask, wall_now: float) -> str:
         what = what[:59] + "…"
     when = age_text(wall_now - task.updated_at)
     return f"{task.session}  {pending_reason(task)}, {when}: {what}"
+
+
+#: What the `/pending` list shows under its tasks while the selected one's preview is asked for.
+PREVIEW_ASKED = "If resumed: (asking the daemon what a resume would do...)"
+
+
+def preview_text(preview: ResumePreview) -> str:
+    """What resuming the selected task of the `/pending` list will do, under the list."""
+    return "\n".join(["If resumed:", *(f"  {line}" for line in preview_lines(preview))])
 
 
 def session_line(item: SessionItem, wall_now: float) -> str:

@@ -79,9 +79,11 @@ from ..frontends.terminal.framing import session_message
 from ..present.ends import describe_end as _describe_end
 from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
+from ..present.preview import preview_lines
 from ..present.shapes import SCHEMA_VERSION
 from ..present.shapes import event_to_json
 from ..present.shapes import message_json
+from ..present.shapes import preview_json
 from ..present.shapes import question_json
 from ..protocol.frames import EVENT_FRAMES
 from ..protocol.frames import LIST_PAGE_MAX
@@ -625,10 +627,43 @@ def _print_list(printer: Printer, tasks: Sequence[PendingTask]) -> int:
 
 
 def _print_detail(printer: Printer, detail: PendingDetail) -> int:
-    obj = summarize(detail.task)
-    obj["transcript"] = list(detail.transcript)
-    printer.line(dumps(obj, indent=None if printer.json_mode else 2))
+    """``pending show``: the task's line, its saved conversation, and what a resume will do.
+
+    As JSON, the task's summary with its ``transcript`` and its ``preview``
+    (`preview_json`, as the HTTP API gives it).
+    """
+    task = detail.task
+    preview = detail.preview
+    if printer.json_mode:
+        obj = summarize(task)
+        obj["transcript"] = list(detail.transcript)
+        obj["preview"] = preview_json(preview) if preview is not None else None
+        printer.line(dumps(obj))
+        return EXIT_FINISHED
+    lines = listing_lines([_summary_row(task)])
+    for message in detail.transcript:
+        lines += _message_lines(_saved_message(message))
+    if preview is not None:
+        lines += ["", *preview_lines(preview)]
+    if task.question is not None:
+        lines.append(f"answer with: agentrt pending answer {task.session} 'TEXT'")
+    lines.append(f"resume with: agentrt pending resume {task.session}")
+    printer.lines(lines)
     return EXIT_FINISHED
+
+
+def _saved_message(saved: dict[str, Any]) -> SessionMessage:
+    """A message of a saved transcript (as the store keeps it) in the shape `sessions show` reads."""
+    calls = saved.get("tool_calls") or ()
+    return SessionMessage(
+        seq=0,
+        role=str(saved.get("role", "")),
+        content=str(saved.get("content") or ""),
+        created_at=0.0,
+        tool_calls=tuple(c for c in calls if isinstance(c, dict)),
+        tool_call_id=saved.get("tool_call_id"),
+        name=saved.get("name"),
+    )
 
 
 def _no_pending_task(session: str) -> int:

@@ -1,5 +1,5 @@
-"""The JSON shape of an event, a question, a task and a stored message, wherever one is shown
-as JSON.
+"""The JSON shape of an event, a question, a task, a resume's preview and a stored message,
+wherever one is shown as JSON.
 
 The HTTP API (`/v1/events`, `/v1/questions`, `/v1/session/{id}/task`) and
 ``agentrt run --json`` print these same objects, in the runtime's own words
@@ -37,7 +37,10 @@ from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
 from ..vocab.request import Request
+from ..vocab.stops import PreviewCall
+from ..vocab.stops import ResumePreview
 from .ends import describe_end
+from .preview import preview_lines
 
 #: The version of these shapes. ``agentrt --json`` puts it in every line as ``"v"``; the HTTP
 #: API carries it in its paths (``/v1/``). A change a reader could trip on raises it.
@@ -152,6 +155,40 @@ def task_to_json(record: TaskRecord | TaskSummary, *, running: bool) -> dict[str
     if isinstance(record, TaskRecord):
         obj["transcript"] = summarise(record)
     return obj
+
+
+def preview_call_json(call: PreviewCall) -> dict[str, Any]:
+    """One call of a resume preview: its id, tool, agent path, state and the attempt it runs as."""
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "agent": call.agent,
+        "state": call.state.value,
+        "attempt": call.attempt,
+        "may_have_run": call.may_have_run,
+    }
+
+
+def preview_json(preview: ResumePreview) -> dict[str, Any]:
+    """What resuming a kept task will do, as ``agentrt pending show --json`` and
+    `GET /v1/session/{id}/task` (its ``preview``) show it.
+
+    ``kept`` are the calls whose results are saved, ``to_run`` those that will
+    run (``may_have_run`` says which an earlier run began), ``reissue`` those
+    the model must issue again, ``questions`` the prompts asked again,
+    ``regenerated_words`` the words of an unsaved reply said again, ``stop``
+    why the task stopped last; ``lines`` says it all in the words every
+    front-end shows (`agentrt.present.preview.preview_lines`).
+    """
+    return {
+        "stop": preview.stop.value if preview.stop is not None else None,
+        "kept": [preview_call_json(call) for call in preview.kept],
+        "to_run": [preview_call_json(call) for call in preview.to_run],
+        "reissue": [preview_call_json(call) for call in preview.reissue],
+        "questions": list(preview.questions),
+        "regenerated_words": preview.regenerated_words,
+        "lines": preview_lines(preview),
+    }
 
 
 def unreadable_to_json(record: UnreadableTask, *, running: bool) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
 from ..vocab.reprs import record
 from ..vocab.request import Request
+from ..vocab.stops import ResumePreview
 from ..vocab.terms import Cause
 from ..vocab.terms import RequestKind
 from .wirecode import carries_utf8
@@ -155,6 +156,8 @@ class PendingAction(enum.Enum):
     DISCARD = "discard"
     #: One session's pending task in full, transcript included.
     SHOW = "show"
+    #: What resuming one session's pending task will do (a `PendingPreview`), and no more.
+    PREVIEW = "preview"
 
 
 #: Tasks in one ``pending`` list page when the request sets no limit, and the most it may ask.
@@ -164,9 +167,9 @@ LIST_PAGE_MAX = 1000
 
 @record
 class PendingRequest:
-    """List, show, resume or discard pending tasks.
+    """List, show, preview, resume or discard pending tasks.
 
-    `session` names the task for ``show``, ``resume`` and ``discard``. On
+    `session` names the task for ``show``, ``preview``, ``resume`` and ``discard``. On
     ``resume``, `answer` answers the saved question; without it the question
     is asked again inline. The resumed task works in the folder it recorded;
     one that recorded none is given `cwd` (absolute), else the daemon's own
@@ -417,11 +420,26 @@ class PendingList:
 
 @record
 class PendingDetail:
-    """The reply to ``pending show``: one pending task and its saved transcript."""
+    """The reply to ``pending show``: one pending task, its saved transcript, and what
+    resuming it will do (None from a daemon that does not say)."""
 
     TYPE: ClassVar[str] = "pending_task"
     task: PendingTask
     transcript: tuple[dict[str, Any], ...] = ()
+    preview: ResumePreview | None = None
+
+
+@record
+class PendingPreview:
+    """The reply to ``pending preview``: what resuming the pending task of `session` will do.
+
+    Small whatever the task's transcript: a window asks for it as its
+    ``/pending`` list's selection moves.
+    """
+
+    TYPE: ClassVar[str] = "pending_preview"
+    session: str
+    preview: ResumePreview
 
 
 @record
@@ -537,6 +555,7 @@ DaemonFrame = (
     | AskWithdrawn
     | PendingList
     | PendingDetail
+    | PendingPreview
     | SessionList
     | SessionMessages
     | Ack

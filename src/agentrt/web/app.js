@@ -222,7 +222,11 @@ function renderTitle() {
   $("#session-name").hidden = !title;
   $("#session-name").textContent = title || "";
   $("#session-title").textContent = sid || "New chat";
+  $("#questions-heading").textContent = sid ? chatName(sid) : "";
 }
+
+// A chat as its headings name it: its title once the server gives one, else its id.
+const chatName = (sid) => state.titles.get(sid) || sid;
 
 function showSession(sid) {
   setCurrent(sid);
@@ -523,10 +527,13 @@ function button(label, onClick, className) {
   return el;
 }
 
-async function answer(q, value, secret) {
+// An answer names the chat whose view it was given in: the server refuses it for a
+// question of any other session, as if there were no such question.
+async function answer(q, view, value, secret) {
+  const body = { value, session_id: view };
+  if (secret !== undefined) body.secret = secret;
   try {
-    await api("POST", `/v1/questions/${encodeURIComponent(q.id)}/answer`,
-      secret === undefined ? { value } : { value, secret });
+    await api("POST", `/v1/questions/${encodeURIComponent(q.id)}/answer`, body);
     state.questions.delete(q.id);
     renderQuestions();
   } catch (error) {
@@ -534,13 +541,14 @@ async function answer(q, value, secret) {
   }
 }
 
-function renderQuestion(q) {
+function renderQuestion(q, view) {
   const card = document.createElement("div");
   card.className = "question";
   card.dataset.id = q.id;
   card.dataset.kind = q.kind;
+  card.dataset.session = q.session_id;
   card.setAttribute("role", "group");
-  card.setAttribute("aria-label", `question from ${q.session_id}`);
+  card.setAttribute("aria-label", `question from ${chatName(q.session_id)}`);
   const meta = document.createElement("div");
   meta.className = "meta";
   meta.textContent = `${q.session_id}${q.agent ? " / " + q.agent : ""} asks` +
@@ -557,7 +565,7 @@ function renderQuestion(q) {
   }
   if (q.kind === "confirm") {
     for (const choice of q.choices) {
-      card.append(button(CHOICE_LABELS[choice] || choice, () => answer(q, choice)));
+      card.append(button(CHOICE_LABELS[choice] || choice, () => answer(q, view, choice)));
     }
   } else if (q.kind === "question") {
     const form = document.createElement("form");
@@ -570,7 +578,7 @@ function renderQuestion(q) {
     form.append(input, submit);
     form.addEventListener("submit", (e) => {
       e.preventDefault();
-      answer(q, input.value);
+      answer(q, view, input.value);
     });
     card.append(form);
   } else {
@@ -583,19 +591,21 @@ function renderQuestion(q) {
     card.append(button(q.kind === "password" ? "Allow" : "Store", () => {
       const value = input.value;
       input.value = "";
-      answer(q, q.kind === "password" ? "allow" : "store", value);
+      answer(q, view, q.kind === "password" ? "allow" : "store", value);
     }));
-    card.append(button(q.kind === "password" ? "Deny" : "Decline", () => answer(q, "deny")));
+    card.append(button(q.kind === "password" ? "Deny" : "Decline", () => answer(q, view, "deny")));
   }
   return card;
 }
 
+// A question shows only in the view of the chat it belongs to, under that chat's title: a
+// new chat or another one never shows it (answering there would answer for another
+// session), and the session list says which chats wait on a question.
 function renderQuestions() {
-  const box = $("#questions");
-  const mine = [...state.questions.values()];
-  // The open session's questions first; the others still show, so nothing waits unseen.
-  mine.sort((a, b) => (b.session_id === state.current) - (a.session_id === state.current));
-  box.replaceChildren(...mine.map(renderQuestion));
+  const view = state.current;
+  const mine = view ? [...state.questions.values()].filter((q) => q.session_id === view) : [];
+  $("#questions").hidden = mine.length === 0;
+  $("#question-cards").replaceChildren(...mine.map((q) => renderQuestion(q, view)));
 }
 
 // -- the sessions ---------------------------------------------------------------
@@ -697,7 +707,9 @@ function renderSessions() {
     const pending = ["interrupted", "awaiting_answer", "failed", "unreadable"];
     if (!running && pending.includes(s.status)) {
       if (!(s.question && s.status === "awaiting_answer")) {
-        li.append(button("Resume", () => resume(id), "resume"));
+        // Another chat opens first, to show what resuming it will do by its Resume button.
+        li.append(button("Resume", () => (id === state.current ? resume(id) : showSession(id)),
+          "resume"));
       } else {
         li.append(button("Answer", () => showSession(id), "open"));
       }
@@ -744,6 +756,14 @@ async function refreshTask() {
     $("#paused-text").textContent = `This session has a pending task (${task.status.replace("_", " ")}` +
       `${task.cause ? ", " + task.cause : ""}${task.error ? ": " + task.error : ""}).`;
   }
+  // What resuming will do, in the server's words (the terminal's and the bots' too).
+  const lines = (waiting && !saved && task.preview && task.preview.lines) || [];
+  $("#paused-preview").hidden = lines.length === 0;
+  $("#paused-preview-lines").replaceChildren(...lines.map((line) => {
+    const li = document.createElement("li");
+    li.textContent = line;
+    return li;
+  }));
 }
 
 // A run or resume request: the session is busy until it is answered, and the run it

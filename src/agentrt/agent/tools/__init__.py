@@ -64,7 +64,9 @@ def find(name: str) -> type[Tool]:
 
 
 def records_start(name: str) -> bool:
-    """Whether the tool called `name` records its start before it takes effect (an unknown
-    tool does not)."""
+    """Whether the tool called `name` records its start before it takes effect (`RECORDS_START`).
+
+    False for a name no tool has: what such a call did cannot be known.
+    """
     tool = TOOLS.get(name)
     return tool is not None and tool.RECORDS_START

@@ -169,8 +169,9 @@ class Tool:
     #: A tool for trying the runtime out (a long wait, a large result): offered only to the
     #: models that play scripts, never to a real one (see `agentrt.agent.tools.offered_to`).
     TESTING: ClassVar[bool] = False
-    #: Whether the tool records its start (`ToolRun.begin_effect`) before it takes effect: a
-    #: call of it with no recorded start has done nothing (see `agentrt.store.ledger`).
+    #: Whether the tool records its start (`ToolRun.begin_effect`) before it takes effect. For
+    #: such a tool a call with no recorded start did not begin, even in a run that died; for
+    #: any other, a call a dead run left unanswered may have run (`agentrt.store.ledger`).
     RECORDS_START: ClassVar[bool] = False
 
     @classmethod

@@ -37,6 +37,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from ...agent.preview import resume_preview
 from ...config.settings import ConfigError
 from ...core.cause import Cause
 from ...core.desk import REFUSED
@@ -60,6 +61,7 @@ from ...core.pending import EntryState
 from ...core.pending import RequestKind
 from ...core.policy import origin_rules
 from ...present.ends import describe_end
+from ...present.preview import preview_lines
 from ...vocab.events import Event
 from ...vocab.events import Outcome
 from ...vocab.events import RunEnded
@@ -632,7 +634,9 @@ class ChatBridge:
             return
         question = record.question
         if question is None:
-            await say(f"Resuming: {record.input}")
+            # What the resume will do, in the words of every front-end, before it does it.
+            lines = preview_lines(resume_preview(record))
+            await say("\n".join([f"Resuming: {record.input}", *lines]))
             self._start(chat, lambda emit: self._resume(session, emit))
         elif question.kind is RequestKind.QUESTION:
             await say(f"❓ {question.prompt}\n(Your next message answers this question.)")

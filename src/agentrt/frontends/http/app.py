@@ -262,12 +262,14 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         )
 
     async def questions(request: Request) -> Response:
-        return JSONResponse({"questions": frontend.questions()})
+        raw = request.query_params.get("session")
+        session = session_id_from_path(raw) if raw is not None else None
+        return JSONResponse({"questions": frontend.questions(session)})
 
     async def answer(request: Request) -> Response:
         body = await read_body(request, AnswerBody)
         question_id = request.path_params["question_id"]
-        frontend.answer(question_id, body.value, body.secret)
+        frontend.answer(question_id, body.value, body.secret, body.session_id)
         return JSONResponse({"id": question_id, "answered": True})
 
     async def events(request: Request) -> Response:
@@ -361,7 +363,7 @@ async def _event_stream(
         # older than any, so it gets `reload`.
         after = int(given) if given.isascii() and given.isdigit() and len(given) <= 20 else -1
     with frontend.subscribe(after=after, session=session) as feed:
-        questions = [q for q in frontend.questions() if session in (None, q["session_id"])]
+        questions = frontend.questions(session)
         yield "retry: 1000\n" + _sse(feed.start, {"type": "ready", "questions": questions})
         if feed.lost:
             reason = (

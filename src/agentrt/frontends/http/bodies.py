@@ -95,10 +95,15 @@ class CancelBody:
 
 @record
 class AnswerBody:
-    """`POST /v1/questions/{id}/answer`: a choice or text, and masked input in `secret`."""
+    """`POST /v1/questions/{id}/answer`: a choice or text, and masked input in `secret`.
+
+    `session_id` names the session the answer is given for (the chat whose view
+    showed the question): a question of any other session is refused as unknown.
+    """
 
     value: str
     secret: str | None = attrs.field(default=None, repr=False)
+    session_id: str | None = None
 
 
 def _strict(kind: type) -> Any:

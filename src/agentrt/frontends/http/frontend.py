@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import trio
 
+from ...agent.preview import resume_preview
 from ...core.cause import Cause
 from ...core.context import origin_of
 from ...core.desk import Desk
@@ -48,6 +49,7 @@ from ...core.pending import Listener
 from ...core.policy import Actor
 from ...core.runtime import Runtime
 from ...present.shapes import event_to_json
+from ...present.shapes import preview_json
 from ...present.shapes import question_to_json
 from ...present.shapes import stored_message_to_json
 from ...present.shapes import task_to_json
@@ -264,12 +266,13 @@ class WebFrontEnd:
     # -- what there is -----------------------------------------------------
 
     async def task(self, session_id: str) -> dict[str, Any] | None:
-        """The pending task of `session_id` as JSON, or None."""
+        """The pending task of `session_id` as JSON, with what resuming it will do; or None."""
         record = await self.runtime.store.load(session_id)
         if record is None or not self._policy_allows(record.session_id, record.window_hash):
             return None
         obj = task_to_json(record, running=self.runtime.executor.is_running(session_id))
         obj["waiting_on"] = self._waiting_on(session_id, obj)
+        obj["preview"] = preview_json(resume_preview(record))
         return obj
 
     async def sessions(
@@ -395,24 +398,45 @@ class WebFrontEnd:
 
     # -- questions --------------------------------------------------------
 
-    def questions(self) -> list[dict[str, Any]]:
-        """The questions the `chat-` listener claimed and nobody has answered yet."""
-        return [question_to_json(e) for e in self._desk.entries() if not e.done]
+    def questions(self, session: str | None = None) -> list[dict[str, Any]]:
+        """The questions the `chat-` listener claimed and nobody has answered yet; with
+        `session`, only that session's (what a view of that one chat shows)."""
+        return [
+            question_to_json(e)
+            for e in self._desk.entries()
+            if not e.done and self._shows(e, session)
+        ]
 
-    def answer(self, question_id: str, value: str, secret: str | None) -> None:
-        """Answer a claimed question.
+    def _shows(self, entry: Entry, session: str | None) -> bool:
+        """Whether a view of `session` (of every session HTTP may see: None) shows `entry`.
 
-        Raises `ApiError` for an unknown id, and `BadAnswerError` for an answer
-        that does not fit (`Entry.check`: the rules of every front-end).
+        By the access policy, as every other session HTTP acts on, and by session: a
+        question belongs to the view of its own chat and of no other.
+        """
+        ctx = entry.context
+        return self._policy_allows(ctx.session_id, ctx.window_hash) and session in (
+            None,
+            ctx.session_id,
+        )
+
+    def answer(
+        self, question_id: str, value: str, secret: str | None, session: str | None = None
+    ) -> None:
+        """Answer a claimed question; with `session`, only a question of that session.
+
+        Raises `ApiError` for an unknown id (and for a question of another
+        session than `session`, in the same words), and `BadAnswerError` for an
+        answer that does not fit (`Entry.check`: the rules of every front-end).
 
         The registry raises `EntryGoneError` when the question's run stopped meanwhile.
         """
         entry = self._desk.find(question_id)
-        if entry is None:
+        if entry is None or not self._shows(entry, session):
+            where = f" of session {session}" if session is not None else ""
             raise ApiError(
                 404,
                 "unknown_question",
-                f"no open question {question_id!r}; list them at /v1/questions",
+                f"no open question {question_id!r}{where}; list them at /v1/questions",
             )
         self._desk.answer(entry, Answer(value, secret=secret))
 

@@ -33,6 +33,8 @@ from ...protocol.frames import MESSAGES_PAGE
 from ...protocol.frames import MESSAGES_PAGE_MAX
 from ...store import UnreadableTask
 from ...vocab.events import RunEnded
+from ...vocab.stops import PreviewCall
+from ...vocab.stops import StopKind
 from ...vocab.terms import TaskStatus
 from .bodies import OLDER_FIELDS
 from .bodies import AnswerBody
@@ -217,7 +219,8 @@ def _schemas() -> dict[str, Any]:
             items={"type": "array"},
         ),
         waiting_on={"type": "array", "items": _ref("Waiting")},
-    )
+        preview=_ref("ResumePreview"),
+    ) | {"required": ["session_id", "status", "running", "preview"]}
     session = _object(
         session_id=_STRING,
         origin=_NULLABLE,
@@ -285,8 +288,59 @@ def _schemas() -> dict[str, Any]:
             "Task": task,
             "Question": open_question,
         }
+        | preview_schemas()
         | event_schemas(open_question)
     )
+
+
+def preview_schemas() -> dict[str, Any]:
+    """``ResumePreview`` and ``PreviewCall``: what resuming a task will do, as a task's
+    ``preview`` gives it (`agentrt.present.shapes.preview_json`).
+
+    A call's fields come from `PreviewCall`, the stop's values from `StopKind`.
+    """
+    hints = typing.get_type_hints(PreviewCall)
+    call = {f.name: type_schema(hints[f.name]) for f in attrs.fields(PreviewCall)}
+    call["attempt"] |= {"minimum": 1, "description": "which attempt running it now is"}
+    call["agent"] |= {"description": "the subagent that made it (sub1, sub1/sub2); '' the task's"}
+    call["may_have_run"] = {
+        "type": "boolean",
+        "description": "an earlier run began it: running it now may run it a second time",
+    }
+    calls = {"type": "array", "items": _ref("PreviewCall")}
+    preview = {
+        "stop": type_schema(StopKind | None) | {"description": "why the task stopped last"},
+        "kept": calls | {"description": "calls whose results are saved: they never run again"},
+        "to_run": calls | {"description": "calls that will run"},
+        "reissue": calls
+        | {"description": "calls the model must issue again (an argument was shortened)"},
+        "questions": {"type": "array", "items": _STRING, "description": "asked again"},
+        "regenerated_words": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "words of an unsaved reply the model will say again",
+        },
+        "lines": {
+            "type": "array",
+            "items": _STRING,
+            "minItems": 1,
+            "description": "all of it in the words every front-end shows, a line each",
+        },
+    }
+
+    def exact(properties: dict[str, Any], description: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "description": description,
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+
+    return {
+        "PreviewCall": exact(call, "a call of a task a resume keeps, runs or has issued again"),
+        "ResumePreview": exact(preview, "what resuming the pending task will do"),
+    }
 
 
 def event_name(kind: str) -> str:
@@ -574,6 +628,13 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "operationId": "listQuestions",
                 "summary": "Open questions of chat- sessions (confirmations, questions, secrets)",
+                "parameters": [
+                    _query(
+                        "session",
+                        "only the questions of this session (what a view of that chat shows)",
+                        _STRING | {"pattern": SESSION_ID_PATTERN},
+                    ),
+                ],
                 "responses": {
                     "200": _list_of(
                         "Question",
@@ -585,6 +646,7 @@ def _paths() -> dict[str, Any]:
                             question_id="$response.body#/questions/0/id",
                         ),
                     ),
+                    "400": _ERROR,
                     **_ERRORS,
                 },
             }

@@ -86,6 +86,7 @@ from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
 from .framing import ask_frame
 from .framing import pending_detail
+from .framing import pending_preview
 from .framing import pending_task
 from .framing import session_item
 from .framing import session_message
@@ -681,11 +682,13 @@ class Connection:
         stored = await self._visible(frame, self.daemon.runtime.store.lookup, self._no_pending)
         if stored is None:
             return
-        if frame.action is PendingAction.SHOW:
+        if frame.action in (PendingAction.SHOW, PendingAction.PREVIEW):
             if isinstance(stored, UnreadableTask):
                 await self.error(ErrorCode.FAILED, stored.error, frame)
-            else:
+            elif frame.action is PendingAction.SHOW:
                 await self.send(pending_detail(stored))
+            else:
+                await self.send(pending_preview(stored))
         elif frame.action is PendingAction.RESUME:
             await self._pending_resume(frame, stored.session_id)
         else:

@@ -9,10 +9,12 @@ through a daemon.
 
 from __future__ import annotations
 
+from ...agent.preview import resume_preview
 from ...core.pending import Entry
 from ...present.shapes import tool_call_json
 from ...protocol.frames import AskFrame
 from ...protocol.frames import PendingDetail
+from ...protocol.frames import PendingPreview
 from ...protocol.frames import PendingTask
 from ...protocol.frames import SessionItem
 from ...protocol.frames import SessionMessage
@@ -58,11 +60,17 @@ def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:
 
 
 def pending_detail(record: TaskRecord) -> PendingDetail:
-    """A pending task in full, as ``pending show`` gives it."""
+    """A pending task in full, as ``pending show`` gives it: what resuming it will do too."""
     return PendingDetail(
         pending_task(record),
         tuple(record_converter.unstructure(m) for m in record.transcript),
+        resume_preview(record),
     )
+
+
+def pending_preview(record: TaskRecord) -> PendingPreview:
+    """What resuming a pending task will do, as ``pending preview`` gives it."""
+    return PendingPreview(record.session_id, resume_preview(record))
 
 
 def session_item(info: SessionInfo) -> SessionItem:
