@@ -175,11 +175,8 @@ def test_a_saved_question_is_asked_again() -> None:
         cause=None,
         question=SavedQuestion("call_0_0", "Colour?", RequestKind.QUESTION),
     )
-    assert lines_of(record) == [
-        "resume will run 1 call:",
-        "  ask_user call_0_0 (not started)",
-        'asked again: "Colour?"',
-    ]
+    # The question is all its call does: it is listed once, as asked again.
+    assert lines_of(record) == ['asked again: "Colour?"']
     shown = preview_json(resume_preview(record))
     assert (shown["questions"], shown["stop"]) == (["Colour?"], None)
     validate(shown)
@@ -202,12 +199,25 @@ def test_a_subagents_call_is_named_with_its_agent_path() -> None:
         "sub1",
         (Message.user("sh make"), Message.assistant("", [inner])),
         attempts={inner.id: 1},
+        interruptions=(
+            Interruption(
+                StopKind.PAUSE, 5.0, (LedgerCall(inner.id, "shell", CallState.STOPPED, "sub1", 1),)
+            ),
+        ),
     )
-    record = paused(Message.assistant("", [spawn]), subagents={spawn.id: journal})
+    # The pause saw the spawn running, and its subagent's shell call in its effect.
+    record = paused(
+        Message.assistant("", [spawn]),
+        subagents={spawn.id: journal},
+        interruptions=(
+            Interruption(StopKind.PAUSE, 5.0, (LedgerCall(spawn.id, "spawn", CallState.STOPPED),)),
+        ),
+    )
     assert lines_of(record) == [
         "resume will run 2 calls:",
-        "  spawn call_0_0 (not started)",
-        "  [sub1] shell call_0_0 (attempt 2: may already have run; its result was never saved)",
+        "  spawn call_0_0 (stopped while running at the pause)",
+        "  [sub1] shell call_0_0 (attempt 2: may already have run; stopped while running at the "
+        "pause)",
     ]
     shown = preview_json(resume_preview(record))
     assert [(c["agent"], c["name"]) for c in shown["to_run"]] == [("", "spawn"), ("sub1", "shell")]

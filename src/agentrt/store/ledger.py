@@ -29,6 +29,7 @@ from ..vocab.stops import LedgerCall
 from ..vocab.stops import PreviewCall
 from ..vocab.stops import ResumePreview
 from ..vocab.stops import StopKind
+from ..vocab.terms import RequestKind
 from ..vocab.terms import TaskStatus
 from .record import TaskRecord
 from .record import call_was_clamped
@@ -164,6 +165,9 @@ def preview_of(
     """
     told = latest_states(record)
     unseen = None if resuming else unseen_stop(record)
+    question = record.question
+    # A saved question of `ask_user` is its call: asking it again is all the call does.
+    asked = question.call_id if question and question.kind is RequestKind.QUESTION else None
     kept: list[PreviewCall] = []
     to_run: list[PreviewCall] = []
     reissue: list[PreviewCall] = []
@@ -184,6 +188,8 @@ def preview_of(
                 )
             )
         for call in unanswered_calls(transcript):
+            if not agent and asked is not None and call.id == asked:
+                continue  # listed as the question asked again: it does nothing else
             state = told.get((agent, call.id)) or ledger.get(call.id, CallState.NOT_STARTED)
             entry = PreviewCall(call.id, call.name, state, agent, attempts.get(call.id, 0) + 1)
             if call.id not in arguments and call_was_clamped(call):
