@@ -49,8 +49,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Test processes: one a core, at most 4 (the suite is mostly waits on real processes, sockets
+# and browsers). `make unit TEST_JOBS=0` runs it in this process alone.
+TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
+
 unit: $(STAMP) $(LITELLM_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 ## test: install everything, then lint, type-check and run the whole suite
 test: $(STAMP) $(LITELLM_STAMP) system-deps lint typecheck unit

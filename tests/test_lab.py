@@ -28,7 +28,11 @@ from agentrt.vocab.terms import Settle
 
 #: Runs whole daemons and suites: slower than most, and two or three times slower on a busy
 #: machine (the tour of 205 points takes 60 s on a quiet one, up to 160 s on a loaded one).
-pytestmark = pytest.mark.deadline(300)
+pytestmark = [
+    pytest.mark.deadline(300),
+    # The tour's report is made once for the module: its tests run in one test process.
+    pytest.mark.xdist_group("lab-tour"),
+]
 
 TOUR = "write a.txt hi; ask Name?; sh echo x >> log; stream 5"
 

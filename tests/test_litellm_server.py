@@ -50,7 +50,8 @@ MOCK_TEXT = "Hello from LiteLLM's mock response."
 #: Real seconds the proxy may take to start on a busy two-core machine.
 STARTUP_SECONDS = 90.0
 
-pytestmark = [pytest.mark.e2e, pytest.mark.deadline(60)]
+# One proxy for the module (it takes seconds to start): its tests run in one test process.
+pytestmark = [pytest.mark.e2e, pytest.mark.deadline(60), pytest.mark.xdist_group("litellm")]
 
 
 @attrs.frozen

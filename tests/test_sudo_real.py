@@ -30,9 +30,11 @@ from .conftest import Recorder
 USER = "agentrt-sudo-test"
 PASSWORD = "canary-pw-5c8e1f"
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="creating a throwaway sudo user needs root"
-)
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating a throwaway sudo user needs root"),
+    # One machine-wide user and sudoers file: the module's tests run in one test process.
+    pytest.mark.xdist_group("sudo-user"),
+]
 
 
 @pytest.fixture(scope="module")
