@@ -22,6 +22,7 @@ from agentrt.bots import TelegramBot
 from agentrt.bots import TelegramConfig
 from agentrt.bots import run_bots
 from agentrt.frontends.chats.markup import telegram_html
+from agentrt.vocab.questions import clock_time
 
 from .fakes.telegram_server import TOKEN
 from .fakes.telegram_server import FakeTelegram
@@ -137,9 +138,13 @@ async def test_a_second_press_of_the_same_button_is_answered_politely_and_change
         await server.wait_for(lambda: len(server.calls_of("answerCallbackQuery")) == 2)
         await server.wait_for(lambda: "Done." in last_text(server))
     replies = [c.payload["text"] for c in server.calls_of("answerCallbackQuery")]
+    # The button carries its question's id; the second press is told when it was answered.
+    question = allow.split(":")[0]
+    settled = runtime.registry.settled(question)
+    assert settled is not None
     assert replies == [
         "Allowed once",
-        "This question was already answered or is no longer waiting.",
+        f"Question {question} was answered already at {clock_time(settled.trace.at)}.",
     ]
     assert (tmp_path / "work" / "out.txt").read_text() == "hello"
 

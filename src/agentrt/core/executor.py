@@ -52,6 +52,7 @@ from .errors import BadAnswerError as BadAnswerError
 from .errors import BadSessionIdError as BadSessionIdError
 from .errors import BadWorkdirError as BadWorkdirError
 from .errors import ExecutorError as ExecutorError
+from .errors import LateAnswerError as LateAnswerError
 from .errors import ModelNotConfiguredError as ModelNotConfiguredError
 from .errors import NoPendingTaskError as NoPendingTaskError
 from .errors import NotOwnerError as NotOwnerError
@@ -210,11 +211,15 @@ class Executor:
         owner: object,
         emit: Emit,
         answer: str | None = None,
+        question_id: str | None = None,
         window_hash: str | None = None,
         workdir: Path | None = None,
         task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.
+
+        With `question_id`, `answer` is for that question only: if the task
+        does not wait for it now, `LateAnswerError` says why and nothing changes.
 
         Started and ended as `run` is. Committed tool calls are not run again. The task is re-bound to
         `window_hash`, so its questions reach the window that resumed it. It
@@ -234,7 +239,7 @@ class Executor:
                 self._check_not_running_elsewhere(record)
                 effect = AnswerEffects()
                 if answer is not None:
-                    record, effect = apply_answer(record, answer)
+                    record, effect = apply_answer(record, answer, question_id)
                 effects.append(effect)
                 return record.evolve(
                     status=TaskStatus.RUNNING,
@@ -475,6 +480,7 @@ class Executor:
             prefilled=dict(answered.prefilled),
             resumed=resumed,
             live=list(live),
+            stop=running.scope.cancel,
         )
 
     async def _conclude(
@@ -560,6 +566,7 @@ class Executor:
                 ending.outcome,
                 question=ending.question,
                 pending_kept=True,
+                question_id=ending.question_id,
             )
         # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
@@ -689,8 +696,9 @@ class _Ending:
     cause: Cause | None = attrs.field(default=None, validator=_check_ending)
     error: str | None = None
     text: str | None = None
-    #: The prompt of the question a parked run saved.
+    #: The prompt of the question a parked run saved, and its id.
     question: str | None = None
+    question_id: str | None = None
 
 
 def _ending_cause(running: _Running, exc: BaseException | None = None) -> Cause:
@@ -714,7 +722,7 @@ def _classify_return(
     if running.scope.cancelled_caught:
         return _Ending(Outcome.CANCELLED, cause=_ending_cause(running))
     if question is not None:
-        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt)
+        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt, question_id=question.id)
     return _Ending(Outcome.FINISHED, text=text)
 
 
