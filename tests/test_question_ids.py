@@ -44,6 +44,7 @@ from agentrt.protocol.frames import TaskFrame
 from agentrt.store import Store
 from agentrt.store.record import SavedQuestion
 from agentrt.store.record import TaskRecord
+from agentrt.store.record import TaskSummary
 from agentrt.vocab.questions import RECENT_QUESTIONS
 from agentrt.vocab.questions import QuestionTrace
 from agentrt.vocab.questions import clock_time
@@ -342,6 +343,7 @@ async def test_the_recent_questions_and_their_states_are_kept_with_the_task(stor
         state=QuestionState.EXPIRED,
     )
     [listed] = (await store.list_page("chat-")).items
+    assert isinstance(listed, TaskSummary)
     assert listed.question == loaded.question
     assert expired.refusal() == f"question {saved.id} expired after 30m"
 

@@ -74,7 +74,14 @@ class ResumeBody:
     """
 
     answer: str | None = None
-    question_id: str | None = None
+    question_id: str | None = attrs.field(
+        default=None,
+        metadata={
+            "schema": {
+                "description": "the id of the question `answer` is for (the task's question.id)"
+            }
+        },
+    )
 
 
 def _check_cancel_cause(self: CancelBody, _: attrs.Attribute[Cause], cause: Cause) -> None:
