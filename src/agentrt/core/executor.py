@@ -38,6 +38,8 @@ from ..store.record import unanswered_calls
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
 from ..vocab.events import TaskStarted
+from ..vocab.questions import QuestionTrace
+from ..vocab.questions import trace_of
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.terms import SETTLE
@@ -233,13 +235,17 @@ class Executor:
         running = self._register(session_id, owner, window_hash)
         try:
             effects: list[AnswerEffects] = []
+            answered: list[QuestionTrace] = []
 
             def change(record: TaskRecord) -> TaskRecord:
                 # Runs inside the store's transaction: a bad answer raises and writes nothing.
                 self._check_not_running_elsewhere(record)
                 effect = AnswerEffects()
                 if answer is not None:
+                    asked = record.question
                     record, effect = apply_answer(record, answer, question_id)
+                    noted = trace_of(record.questions, asked.id) if asked is not None else None
+                    answered[:] = [noted] if noted is not None else []
                 effects.append(effect)
                 return record.evolve(
                     status=TaskStatus.RUNNING,
@@ -258,6 +264,10 @@ class Executor:
             if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
             record, history = loaded
+            for trace in answered:
+                # A live answer to it from now on is told it was answered here.
+                context = RequestContext(session_id, window_hash, running.info.task_hash)
+                self.registry.remember(trace, context)
             effect = effects[-1]
             if effect.allow is not None:
                 self._allow.setdefault(session_id, set()).add(effect.allow)

@@ -556,6 +556,14 @@ class Registry:
         """The open entry (waiting or claimed) with this id, or None."""
         return next((e for e in self._all_open() if e.id == entry_id and not e.done), None)
 
+    def remember(self, trace: QuestionTrace, context: RequestContext) -> None:
+        """Remember how a question of `context` ended elsewhere (a saved one answered on
+        resume), as if settled here: a late live answer to it is told so (`settled`)."""
+        self._settled[trace.id] = SettledQuestion(trace, context)
+        self._settled.move_to_end(trace.id)
+        while len(self._settled) > SETTLED_KEPT:
+            self._settled.popitem(last=False)
+
     def settled(self, entry_id: str) -> SettledQuestion | None:
         """How the question `entry_id` ended, if it was settled here lately (else None).
 
@@ -670,10 +678,7 @@ class Registry:
             self._claimed_count -= 1
         entry.state = state
         entry._settled_at = time.time()
-        self._settled[entry.id] = SettledQuestion(entry.trace, entry.context)
-        self._settled.move_to_end(entry.id)
-        while len(self._settled) > SETTLED_KEPT:
-            self._settled.popitem(last=False)
+        self.remember(entry.trace, entry.context)
 
     def _withdraw(self, entry: Entry, reason: str) -> None:
         if entry.done:

@@ -71,6 +71,7 @@ from ...vocab.events import RunEnded
 from ...vocab.events import TextEvent
 from ...vocab.events import ToolCallEvent
 from ...vocab.events import ToolResultEvent
+from ...vocab.questions import QuestionState
 from ...vocab.questions import late_answer
 from ...vocab.reprs import mutable
 from ...vocab.reprs import record
@@ -601,9 +602,14 @@ class ChatBridge:
                 lambda emit: self._resume(session, emit, answer=choice, question_id=question_id),
             )
             return ButtonReply(True, CHOICE_DONE[choice].capitalize())
+        # Why not, from the newest of what this process saw of it and what the task recorded.
+        known = [t for t in record.questions if t.id == question_id] if record is not None else []
         settled = self.executor.registry.settled(question_id)
         if settled is not None and settled.context.session_id == session:
-            return ButtonReply(False, _sentence(settled.trace.refusal()))
+            known.append(settled.trace)
+        ended = [t for t in known if t.state is not QuestionState.WAITING]
+        if ended:
+            return ButtonReply(False, _sentence(max(ended, key=lambda t: t.at).refusal()))
         if record is None:
             return ButtonReply(False, "No pending task in this chat waits for this question.")
         waiting = question.id if question is not None else None
