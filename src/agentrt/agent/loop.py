@@ -634,18 +634,12 @@ class AgentRun:
         so an answer naming it lands on it; any other gets a fresh one.
         """
         kept = (self.root or self).snapshot.question
-        same = kept is not None and (kept.call_id, kept.prompt, kept.kind) == (
-            call_id,
-            prompt,
-            kind,
-        )
+        if kept is not None and (kept.call_id, kept.prompt, kept.kind) == (call_id, prompt, kind):
+            question_id = kept.id
+        else:
+            question_id = new_question_id()
         return SavedQuestion(
-            call_id,
-            prompt,
-            kind,
-            id=kept.id if same and kept is not None else new_question_id(),
-            task=self.task_hash,
-            origin=self.context.origin,
+            call_id, prompt, kind, id=question_id, task=self.task_hash, origin=self.context.origin
         )
 
     async def _ask_recorded(self, saved: SavedQuestion, request: Request) -> Answer:
