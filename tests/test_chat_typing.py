@@ -108,7 +108,7 @@ async def test_no_typing_while_the_run_waits_for_the_persons_answer(
     await trio.sleep(60)  # a person taking their time over the question
     assert len(transport.typed) == before
     [(_, buttons)] = [s for s in transport.sent if s[1]]
-    reply = bridge.on_button(CHAT, OWNER, buttons[0].data)
+    reply = await bridge.on_button(CHAT, OWNER, buttons[0].data)
     assert reply.ok
     await transport.wait_for(lambda: any("Done." in text for text, _ in transport.sent))
 

@@ -8,6 +8,8 @@ state dir: both must behave alike.
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from agentrt import ALLOW_ONCE
 from agentrt import Outcome
 from agentrt import Runtime
 from agentrt.agent.loop import AgentRun
+from agentrt.vocab.questions import clock_time
 
 from .cli_process import run
 from .conftest import Recorder
@@ -145,3 +148,53 @@ async def test_a_later_call_that_reaches_its_question_first_waits_for_the_earlie
         )
     assert ended.outcome is Outcome.FINISHED
     assert [e.request.prompt.rsplit("/", 1)[-1] for e in asked] == ["one.txt", "two.txt"]
+
+
+def _answered_at(state: Path, session: str, question: str) -> str:
+    """When the store says `question` of `session` was answered, as a refusal says it."""
+    db = sqlite3.connect(state / "tasks.db")
+    try:
+        [(journal,)] = db.execute(
+            "SELECT journal FROM tasks WHERE session_id = ?", (session,)
+        ).fetchall()
+    finally:
+        db.close()
+    [at] = [t["at"] for t in json.loads(journal)["questions"] if t["id"] == question]
+    assert [t["state"] for t in json.loads(journal)["questions"] if t["id"] == question] == [
+        "answered"
+    ]
+    return clock_time(at)
+
+
+def test_pending_answer_names_its_question_and_a_late_or_wrong_one_is_refused(
+    state: Path, tmp_path: Path
+) -> None:
+    hint = r"answer with: agentrt pending answer chat-q1 --question (q-[0-9a-f]{12}) 'TEXT'"
+    parked = run(["run", "--session", "chat-q1", "ask Colour?; ask Size?"], state, tmp_path)
+    assert parked.returncode == 3, parked.stderr
+    found = re.search(hint, parked.stderr)
+    assert found is not None, parked.stderr
+    colour = found.group(1)
+    first = run(["pending", "answer", "chat-q1", "--question", colour, "red"], state, tmp_path)
+    assert first.returncode == 3, first.stderr  # parked again, on "Size?"
+    found = re.search(hint, first.stderr)
+    assert found is not None, first.stderr
+    size = found.group(1)
+    assert size != colour
+    # A second answer for "Colour?" is refused saying why: never taken for "Size?".
+    late = run(["pending", "answer", "chat-q1", "--question", colour, "blue"], state, tmp_path)
+    assert late.returncode == 2
+    when = _answered_at(state, "chat-q1", colour)
+    assert late.stderr == f"agentrt: question {colour} was answered already at {when}\n"
+    wrong = run(
+        ["pending", "answer", "chat-q1", "--question", "q-000000000000", "L"], state, tmp_path
+    )
+    assert wrong.returncode == 2
+    assert wrong.stderr == (
+        "agentrt: question q-000000000000 is not the question this task waits for: it waits "
+        f"for {size}\n"
+    )
+    done = run(["pending", "answer", "chat-q1", "--question", size, "L"], state, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "You answered: red\nYou answered: L" in done.stdout
+    assert "blue" not in done.stdout

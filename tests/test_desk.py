@@ -14,6 +14,7 @@ from agentrt.core.desk import Desk
 from agentrt.core.desk import Refusal
 from agentrt.core.desk import refusal
 from agentrt.core.errors import BadAnswerError
+from agentrt.core.errors import LateAnswerError
 from agentrt.core.errors import NotOwnerError
 from agentrt.core.errors import SessionBusyError
 from agentrt.core.errors import UnknownTaskError
@@ -23,6 +24,7 @@ from agentrt.core.pending import Entry
 from agentrt.core.pending import EntryGoneError
 from agentrt.core.pending import EntryState
 from agentrt.core.pending import ListenerGoneError
+from agentrt.core.pending import QuestionExpiredError
 from agentrt.core.pending import Registry
 from agentrt.store import BadCursorError
 from agentrt.store import StoreError
@@ -179,8 +181,10 @@ async def test_serve_returns_once_closed_with_nothing_claimed() -> None:
             StoreError("disk full"),
             Refusal("store_error", 500, "failed", "the task store failed: disk full"),
         ),
-        (AlreadyAnsweredError("twice"), Refusal("already_answered", 409, "not_found", "twice")),
-        (EntryGoneError("stopped"), Refusal("question_gone", 410, "not_found", "stopped")),
+        (AlreadyAnsweredError("twice"), Refusal("late_answer", 409, "invalid", "twice")),
+        (EntryGoneError("stopped"), Refusal("late_answer", 409, "invalid", "stopped")),
+        (QuestionExpiredError("late"), Refusal("late_answer", 409, "invalid", "late")),
+        (LateAnswerError("other"), Refusal("late_answer", 409, "invalid", "other")),
     ],
 )
 def test_one_table_refuses_for_every_front_end(error: Exception, expected: Refusal) -> None:

@@ -17,6 +17,7 @@ from agentrt.frontends.chats.discord import DEFAULT_INTENTS
 from agentrt.frontends.chats.discord import DiscordBot
 from agentrt.frontends.chats.discord import DiscordConfig
 from agentrt.present.preview import preview_lines
+from agentrt.vocab.questions import clock_time
 
 from .fakes.discord_server import TOKEN
 from .fakes.discord_server import FakeDiscord
@@ -183,7 +184,12 @@ async def test_dropped_gateway_resumes_with_the_last_sequence_and_no_question_is
     assert (tmp_path / "work" / "out.txt").read_text() == "once"
     # The replayed copy of the press is dropped; the later Deny is told politely.
     assert callback_types(server) == [6, 4]
-    assert "already answered" in server.calls_of("callback")[1].body["data"]["content"]
+    question = allow.split(":")[0]
+    settled = runtime.registry.settled(question)
+    assert settled is not None
+    assert server.calls_of("callback")[1].body["data"]["content"] == (
+        f"Question {question} was answered already at {clock_time(settled.trace.at)}."
+    )
     assert server.calls_of("callback")[1].path.endswith(
         f"/{second['d']['id']}/{second['d']['token']}/callback"
     )

@@ -173,7 +173,8 @@ async def test_a_question_is_answered_through_the_member_whose_front_end_listens
             n.start_soon(run)
             entry = await bot.claim()
             assert entry.context.session_id == "tg-42"
-            assert entry.id.startswith(a.registry.id_prefix)  # the id it has on a, too
+            asked = a.registry.find(entry.id)  # the id it has on a, too
+            assert asked is not None and asked.request == entry.request
             entry.answer("allow")
         await done.wait()
     assert ended == [Outcome.FINISHED]

@@ -631,7 +631,7 @@ async def test_confirmation_answer_must_be_one_of_its_choices(
     again = await server.client.post(
         f"/v1/questions/{question['id']}/answer", json={"value": "deny"}
     )
-    assert again.status_code in (404, 409)
+    assert "was answered already at" in assert_error(again, 409, "late_answer")
 
 
 async def test_stopping_a_run_withdraws_its_open_question(server: Server, events: Events) -> None:
@@ -643,7 +643,9 @@ async def test_stopping_a_run_withdraws_its_open_question(server: Server, events
     late = await server.client.post(
         f"/v1/questions/{question['id']}/answer", json={"value": "allow"}
     )
-    assert_error(late, 404, "unknown_question")
+    assert assert_error(late, 409, "late_answer") == (
+        f"question {question['id']} was withdrawn: its run was paused"
+    )
     assert (await server.client.get("/v1/questions")).json()["questions"] == []
 
 

@@ -175,11 +175,11 @@ class RegistryMachine(RuleBasedStateMachine):
                 item.entry.answer(Answer("yes"))
 
         if item.state in (EntryState.ANSWERED, EntryState.FAILED):
-            with pytest.raises(AlreadyAnsweredError, match="already answered"):
+            with pytest.raises(AlreadyAnsweredError, match=r"answered already|was withdrawn"):
                 act()
             assert item.entry.state is before
         elif item.state is EntryState.WITHDRAWN:
-            with pytest.raises(EntryGoneError, match="is gone"):
+            with pytest.raises(EntryGoneError, match="was withdrawn"):
                 act()
             assert item.entry.state is before
         else:
@@ -312,9 +312,9 @@ async def test_an_answer_reaches_the_producer_once_and_a_second_is_refused() -> 
             with trio.fail_after(10):
                 entry = await listener.claim()
                 entry.answer(Answer("yes"))
-                with pytest.raises(AlreadyAnsweredError, match="already answered"):
+                with pytest.raises(AlreadyAnsweredError, match="answered already at"):
                     entry.answer(Answer("no"))
-                with pytest.raises(AlreadyAnsweredError, match="already answered"):
+                with pytest.raises(AlreadyAnsweredError, match="answered already at"):
                     entry.fail(RuntimeError("late"))
     assert answers == [Answer("yes")]
 

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
+from agentrt import open_runtime
 from agentrt.config.keystore import KeyNameError
 from agentrt.config.keystore import KeyStore
 from agentrt.config.keystore import check_key_name
@@ -28,7 +29,11 @@ from agentrt.models.anthropic import AnthropicModel
 from agentrt.models.openai import DEFAULT_OPENAI_URL
 from agentrt.models.providers import ConfiguredModel
 from agentrt.models.providers import ModelOptions
+from agentrt.vocab.questions import Timeout
+from agentrt.vocab.questions import TimeoutAction
+from agentrt.vocab.questions import Timeouts
 from agentrt.vocab.terms import Approval
+from agentrt.vocab.terms import RequestKind
 
 from .conftest import write_config
 
@@ -272,6 +277,51 @@ token_env = "MY_TG_TOKEN"
             2,
             r"discord\.token_env: invalid key name 'my token'",
         ),
+        (
+            "[timeouts]\nconfirm = 30\n",
+            2,
+            r'^[^ ]+ timeouts\.confirm: must be a duration such as "90s", "30m", "2h" or "1d", '
+            r"not 30$",
+        ),
+        (
+            '[timeouts]\nquestion = "half an hour"\nquestion_action = "deny"\n',
+            2,
+            r"timeouts\.question: 'half an hour' is not a duration; write one such as \"90s\"",
+        ),
+        (
+            '[timeouts]\nsecret = "0m"\nsecret_action = "deny"\n',
+            2,
+            r"timeouts\.secret: '0m' is no time at all; a timeout must be longer than 0s$",
+        ),
+        (
+            '[timeouts]\npassword_action = "later"\n',
+            2,
+            r"timeouts\.password_action: unknown action 'later'; expected one of: 'pause', "
+            r"'deny', 'wait'$",
+        ),
+        (
+            '[timeouts]\nconfirm_after = "30m"\n',
+            2,
+            r"timeouts\.confirm_after: unknown key; did you mean 'confirm_action'\?",
+        ),
+        (
+            '[timeouts]\n\nconfirm = "30m"\n',
+            3,
+            r"timeouts\.confirm: a timeout needs an action: set timeouts\.confirm_action to "
+            r'"pause" or "deny" \(unset, it waits\), or leave timeouts\.confirm out to wait for '
+            r"ever$",
+        ),
+        (
+            '[timeouts]\nquestion = "2h"\nquestion_action = "wait"\n',
+            2,
+            r'timeouts\.question: a timeout needs an action: .*\(its "wait" never times out\)',
+        ),
+        (
+            '[timeouts]\nconfirm = "1d"\nconfirm_action = "deny"\nquestion_action = "pause"\n',
+            4,
+            r"timeouts\.question_action: 'pause' needs timeouts\.question, how long a question "
+            r'waits first \(such as "30m"\)$',
+        ),
     ],
 )
 def test_a_bad_file_is_refused_naming_file_line_and_key(
@@ -283,6 +333,34 @@ def test_a_bad_file_is_refused_naming_file_line_and_key(
     error = str(caught.value)
     assert error.startswith(f"{path}:{line}: "), error
     assert re.search(message, error), error
+
+
+async def test_timeouts_are_read_per_kind_shown_with_their_lines_and_reach_the_runs(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    path = write_config(
+        home,
+        "[timeouts]\n"
+        'confirm = "30m"          # how long a confirmation waits\n'
+        'confirm_action = "pause"\n'
+        'question = "1h30m"\n'
+        'question_action = "deny"\n',
+    )
+    settings = load(home)
+    assert settings.timeouts == Timeouts(
+        confirm=Timeout(1800.0, TimeoutAction.PAUSE),
+        question=Timeout(5400.0, TimeoutAction.DENY),
+    )
+    assert settings.timeouts.of(RequestKind.SECRET) == Timeout(None, TimeoutAction.WAIT)
+    rows = {key: (value, source) for key, value, source in settings.rows()}
+    assert rows["timeouts.confirm"] == ("30m", f"file {path}:2")
+    assert rows["timeouts.confirm_action"] == ("pause", f"file {path}:3")
+    assert rows["timeouts.question"] == ("1h30m", f"file {path}:4")
+    assert rows["timeouts.password"] == ("(not set)", "default")
+    assert rows["timeouts.password_action"] == ("wait", "default")
+    assert settings.as_json()["timeouts.question_action"]["value"] == "deny"
+    async with open_runtime(tmp_path / "state", settings=settings, workdir=tmp_path) as runtime:
+        assert runtime.executor.config.timeouts == settings.timeouts
 
 
 def test_bad_values_from_flags_and_the_environment_name_their_source(

@@ -117,7 +117,7 @@ async def test_an_entry_takes_exactly_one_answer() -> None:
     registry = Registry()
     entry = registry.post(Request.question("q"), ctx("cli-1"))
     entry.answer("a")
-    with pytest.raises(Exception, match="already answered"):
+    with pytest.raises(Exception, match="answered already"):
         entry.answer("b")
 
 

@@ -24,6 +24,7 @@ from agentrt.bots import TelegramConfig
 from agentrt.bots import run_bots
 from agentrt.frontends.chats.markup import telegram_html
 from agentrt.present.preview import preview_lines
+from agentrt.vocab.questions import clock_time
 
 from .fakes.telegram_server import TOKEN
 from .fakes.telegram_server import FakeTelegram
@@ -139,11 +140,68 @@ async def test_a_second_press_of_the_same_button_is_answered_politely_and_change
         await server.wait_for(lambda: len(server.calls_of("answerCallbackQuery")) == 2)
         await server.wait_for(lambda: "Done." in last_text(server))
     replies = [c.payload["text"] for c in server.calls_of("answerCallbackQuery")]
+    # The button carries its question's id; the second press is told when it was answered.
+    question = allow.split(":")[0]
+    settled = runtime.registry.settled(question)
+    assert settled is not None
     assert replies == [
         "Allowed once",
-        "This question was already answered or is no longer waiting.",
+        f"Question {question} was answered already at {clock_time(settled.trace.at)}.",
     ]
     assert (tmp_path / "work" / "out.txt").read_text() == "hello"
+
+
+def keyboards(server: FakeTelegram, chat: int = CHAT) -> list[int]:
+    """The ids of the messages in `chat` that carry an inline keyboard now, oldest first."""
+    return sorted(
+        m
+        for m, held in server.messages.items()
+        if held["chat_id"] == chat and held.get("reply_markup")
+    )
+
+
+async def test_an_old_button_resumes_the_question_a_paused_task_waits_for_and_a_stale_one_is_refused(
+    runtime: Runtime, server: FakeTelegram, bot: TelegramBot, tmp_path: Path
+) -> None:
+    session = f"tg-{CHAT}"
+    with trio.fail_after(LIMIT):
+        server.user_says(CHAT, OWNER, "write a.txt 1; write b.txt 2")
+        shown = await server.wait_for(lambda: len(keyboards(server)) == 2 and keyboards(server))
+        allow_a, allow_b = (data_of(server, m, "Allow once") for m in shown)
+        first_a, first_b = (data.split(":")[0] for data in (allow_a, allow_b))
+        server.user_says(CHAT, OWNER, "/pause")
+        await server.wait_for(lambda: "Paused" in last_text(server))
+        await bot.bridge.wait_idle()
+        record = await runtime.store.load(session)
+        assert record is not None and record.question is not None
+        assert record.question.id == first_a  # the task waits for a's confirmation
+
+        # a's button, pressed after the pause, still answers a: the task resumes with it.
+        server.press(OWNER, shown[0], allow_a)
+        again = await server.wait_for(
+            lambda: [m for m in keyboards(server) if m > shown[1]] or None
+        )
+        [asked] = again
+        second_b = data_of(server, asked, "Allow once").split(":")[0]
+        assert second_b not in (first_a, first_b)  # b's question was never saved: a new one
+        # Pressed again, a's button is told a was answered; b's old one that it was withdrawn.
+        server.press(OWNER, shown[0], allow_a)
+        server.press(OWNER, shown[1], allow_b)
+        await server.wait_for(lambda: len(server.calls_of("answerCallbackQuery")) == 3)
+        server.press(OWNER, asked, data_of(server, asked, "Allow once"))
+        await server.wait_for(lambda: "Done." in last_text(server))
+        await bot.bridge.wait_idle()
+    settled = runtime.registry.settled(first_a)
+    assert settled is not None
+    assert [c.payload["text"] for c in server.calls_of("answerCallbackQuery")] == [
+        "Allowed once",
+        f"Question {first_a} was answered already at {clock_time(settled.trace.at)}.",
+        f"Question {first_b} was withdrawn: its run was paused.",
+        "Allowed once",
+    ]
+    assert (tmp_path / "work" / "a.txt").read_text() == "1"
+    assert (tmp_path / "work" / "b.txt").read_text() == "2"
+    assert await runtime.store.load(session) is None
 
 
 async def test_a_repeated_update_is_handled_once(

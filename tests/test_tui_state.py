@@ -456,10 +456,10 @@ def test_password_accepted() -> None:
 def test_withdrawn_question_leaves_the_input() -> None:
     state = started()
     on_ask(state, asking("q1", RequestKind.QUESTION, "?", "t1"))
-    on_ask_withdrawn(state, AskWithdrawn("q1", "the run stopped"))
+    on_ask_withdrawn(state, AskWithdrawn("q1", "question q1 was withdrawn: its run was paused"))
     assert state.ask is None
     assert state.notice is not None
-    assert "withdrawn" in state.notice.text
+    assert state.notice.text == "Question q1 was withdrawn: its run was paused"
 
 
 def test_ended_run_drops_its_questions() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections.abc import AsyncIterator
 from functools import partial
@@ -88,9 +90,15 @@ def drive_the_page(base: str, token: str, workdir: Path) -> str:
             parked = page.locator(f"#sessions li[data-session='{session}']")
             expect(parked).to_have_attribute("data-status", "awaiting_answer")
 
-            # Answering resumes it as a new turn, which finishes.
+            # Answering resumes it as a new turn, which finishes. The answer names the
+            # question shown, so it can never land on one saved after it.
+            shown_id = page.locator("#saved-form").get_attribute("data-question")
+            assert shown_id is not None and re.fullmatch(r"q-[0-9a-f]{12}", shown_id), shown_id
             page.fill("#saved-answer", "Ada")
-            page.click("#saved-submit")
+            with page.expect_request(lambda r: r.url.endswith("/task/resume")) as sent:
+                page.click("#saved-submit")
+            body = json.loads(sent.value.post_data or "{}")
+            assert body == {"answer": "Ada", "question_id": shown_id}, body
             expect(page.locator("#log .msg.status").last).to_have_text("finished")
             expect(page.locator("#log .msg.assistant").last).to_contain_text("You answered: Ada")
             expect(page.locator("#saved")).to_be_hidden()

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from .core.executor import BadWorkdirError as BadWorkdirError
     from .core.executor import Executor as Executor
     from .core.executor import ExecutorError as ExecutorError
+    from .core.executor import LateAnswerError as LateAnswerError
     from .core.executor import ModelNotConfiguredError as ModelNotConfiguredError
     from .core.executor import NoPendingTaskError as NoPendingTaskError
     from .core.executor import NotOwnerError as NotOwnerError
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from .core.pending import EntryState as EntryState
     from .core.pending import Listener as Listener
     from .core.pending import ListenerGoneError as ListenerGoneError
+    from .core.pending import QuestionExpiredError as QuestionExpiredError
     from .core.pending import Registry as Registry
     from .core.pending import RegistryStatistics as RegistryStatistics
     from .core.runtime import Runtime as Runtime
@@ -84,6 +86,11 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from .vocab.events import describe_resume as describe_resume
     from .vocab.events import may_have_run as may_have_run
     from .vocab.locations import default_state_dir as default_state_dir
+    from .vocab.questions import QuestionState as QuestionState
+    from .vocab.questions import QuestionTrace as QuestionTrace
+    from .vocab.questions import Timeout as Timeout
+    from .vocab.questions import TimeoutAction as TimeoutAction
+    from .vocab.questions import Timeouts as Timeouts
     from .vocab.request import Request as Request
     from .vocab.terms import ALLOW_ONCE as ALLOW_ONCE
     from .vocab.terms import ALLOW_SESSION as ALLOW_SESSION
@@ -123,6 +130,7 @@ _WHERE: dict[str, str] = {
     "BadWorkdirError": "core.executor",
     "Executor": "core.executor",
     "ExecutorError": "core.executor",
+    "LateAnswerError": "core.executor",
     "NoPendingTaskError": "core.executor",
     "NotOwnerError": "core.executor",
     "PendingTaskExistsError": "core.executor",
@@ -150,6 +158,12 @@ _WHERE: dict[str, str] = {
     "EntryState": "core.pending",
     "Listener": "core.pending",
     "ListenerGoneError": "core.pending",
+    "QuestionExpiredError": "core.pending",
+    "QuestionState": "vocab.questions",
+    "QuestionTrace": "vocab.questions",
+    "Timeout": "vocab.questions",
+    "TimeoutAction": "vocab.questions",
+    "Timeouts": "vocab.questions",
     "Registry": "core.pending",
     "RegistryStatistics": "core.pending",
     "Request": "vocab.request",

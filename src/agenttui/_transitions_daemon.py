@@ -283,11 +283,15 @@ def on_ask(state: TuiState, frame: AskFrame) -> list[Action]:
 
 
 def on_ask_withdrawn(state: TuiState, frame: AskWithdrawn) -> list[Action]:
-    """The daemon took a question back (its run stopped)."""
+    """The daemon took a question back (its run stopped, or its timeout fired).
+
+    The reason is the daemon's sentence (``question q-... was withdrawn: its run
+    was paused``), the one a late answer to it would be refused with.
+    """
     for index, ask in enumerate(state.asks):
         if ask.id == frame.id:
             reason = frame.reason
-            state.info(f"Question withdrawn: {reason}" if reason else "Question withdrawn")
+            state.info(reason[:1].upper() + reason[1:] if reason else "Question withdrawn")
             return state.pop_ask(index)
     return []
 

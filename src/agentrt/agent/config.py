@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 
 from ..config.secrets import SecretStore
+from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .guard import Redactor
@@ -52,6 +53,8 @@ class AgentConfig:
     #: restricted path asks for the password, agentrt's own files are refused before
     #: anything runs). They are conveniences: the sandbox holds without them.
     text_guard: bool = True
+    #: How long each kind of question waits for its person, and what happens then.
+    timeouts: Timeouts = Timeouts()
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

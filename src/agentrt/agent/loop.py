@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import time
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from typing import Any
 import attrs
 import trio
 
+from ..core.cause import Cause
+from ..core.cause import cause_of
 from ..core.context import RequestContext
 from ..core.context import bind_context
 from ..core.context import current_context
@@ -28,6 +31,7 @@ from ..core.pending import ALLOW_SESSION
 from ..core.pending import DENY
 from ..core.pending import Answer
 from ..core.pending import NoAnswerComingError
+from ..core.pending import QuestionExpiredError
 from ..core.pending import Registry
 from ..core.pending import RequestKind
 from ..core.policy import origin_rules
@@ -68,6 +72,13 @@ from ..vocab.events import ToolCallEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
+from ..vocab.questions import QuestionState
+from ..vocab.questions import QuestionTrace
+from ..vocab.questions import Timeout
+from ..vocab.questions import TimeoutAction
+from ..vocab.questions import format_duration
+from ..vocab.questions import new_question_id
+from ..vocab.questions import withdrawn_because
 from ..vocab.reprs import mutable
 from ..vocab.request import Request
 from ..vocab.stops import CallState
@@ -204,6 +215,9 @@ class AgentRun:
     journal_key: str = ""
     #: A subagent's journal as it starts, before anything of it is in the record.
     journal_start: SubagentJournal | None = None
+    #: Stops the task's run with a cause (its executor's cancel): a question whose timeout
+    #: says ``pause`` stops it so. Without it, such a question parks the run instead.
+    stop: Callable[[Cause], None] | None = attrs.field(default=None, repr=False)
     #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
     uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -478,9 +492,15 @@ class AgentRun:
 
         return lifted
 
-    async def set_record(self, **changes: Any) -> None:
-        """Persist a change to the snapshot that adds no message."""
-        await self._change(lambda record: record.evolve(**changes))
+    async def set_record(self, *, note: QuestionTrace | None = None, **changes: Any) -> None:
+        """Persist a change to the snapshot that adds no message.
+
+        With `note`, the record notes that question state too (`TaskRecord.noting`).
+        """
+        if note is not None:
+            await self._change(lambda record: record.noting(note, **changes))
+        else:
+            await self._change(lambda record: record.evolve(**changes))
 
     async def _change(self, change: Callable[[TaskRecord], TaskRecord]) -> None:
         """Persist `change` applied to the snapshot as it is once the commit lock is held."""
@@ -504,8 +524,12 @@ class AgentRun:
         only say a little less); it reaches the disk with the next write that
         is waited for, in the same transaction, and that write checks it.
         """
+        await self._change_soon(lambda record: record.evolve(**changes))
+
+    async def _change_soon(self, change: Callable[[TaskRecord], TaskRecord]) -> None:
+        """`set_record_soon` of `change` applied to the snapshot (a method of the task's run)."""
         async with self._commit_lock:
-            record = self.snapshot.evolve(**changes)
+            record = change(self.snapshot)
             if _unchanged(record, self.snapshot):
                 return
             if self.store is not None:
@@ -561,7 +585,8 @@ class AgentRun:
             return None
         # The round's other results are committed by now; save the question and stop.
         question = min(parked, key=lambda q: order[q.call_id])
-        await self.set_record(status=TaskStatus.AWAITING_ANSWER, question=question)
+        saved = QuestionTrace(question.id, QuestionState.WAITING, time.time())
+        await self.set_record(status=TaskStatus.AWAITING_ANSWER, question=question, note=saved)
         return question
 
     async def _run_call(
@@ -605,7 +630,7 @@ class AgentRun:
                 state = CallState.DENIED
         except QuestionParked as park:
             self._ended(call)
-            parked.append(SavedQuestion(call.id, redactor.redact(park.prompt), park.kind))
+            parked.append(self._saved(call.id, redactor.redact(park.prompt), park.kind))
             # Saved at once: if the run stops before the round ends, the kept task still
             # shows (and accepts an answer to) the question it waits for.
             first = min(parked, key=lambda q: order[q.call_id])
@@ -691,16 +716,14 @@ class AgentRun:
         """
         redact = self.config.redactor.redact
         request = attrs.evolve(request, prompt=redact(request.prompt))
-        saved = SavedQuestion(call_id, request.prompt, request.kind)
+        # The task's record shows a subagent's question as its spawn's (the first call of
+        # the chain): a resume runs that spawn, and the subagent asks again.
+        shown_call = self.journal_key.split("/", 1)[0] if self.root is not None else call_id
+        shown = self._saved(shown_call, request.prompt, request.kind)
+        saved = attrs.evolve(shown, call_id=call_id)
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
-        if self.root is not None:
-            # The task's record shows a subagent's question as its spawn's (the first call
-            # of the chain): a resume runs that spawn, and the subagent asks again.
-            shown = attrs.evolve(saved, call_id=self.journal_key.split("/", 1)[0])
-        else:
-            shown = saved
         asking = call_id in self._inflight
         if asking:
             self._inflight[call_id] = _ASKING
@@ -712,24 +735,94 @@ class AgentRun:
             self._inflight[call_id] = _BEGUN
         return answer
 
+    def _saved(self, call_id: str, prompt: str, kind: RequestKind) -> SavedQuestion:
+        """The question `call_id` asks, as the task saves it.
+
+        The same question the task saved, asked again (on resume), keeps its id,
+        so an answer naming it lands on it; any other gets a fresh one.
+        """
+        kept = (self.root or self).snapshot.question
+        if kept is not None and (kept.call_id, kept.prompt, kept.kind) == (call_id, prompt, kind):
+            question_id = kept.id
+        else:
+            question_id = new_question_id()
+        return SavedQuestion(
+            call_id, prompt, kind, id=question_id, task=self.task_hash, origin=self.context.origin
+        )
+
     async def _ask_recorded(self, saved: SavedQuestion, request: Request) -> Answer:
-        """Ask `request` while `saved` is the task's question (a method of the task's run)."""
+        """Ask `request` while `saved` is the task's question (a method of the task's run).
+
+        The question's states go to the record as they come (`TaskRecord.questions`):
+        waiting, then answered, withdrawn (the run stopped) or expired (its
+        timeout in `AgentConfig.timeouts` fired; then its action is done).
+        """
         token = object()  # (the questions of one subagent share their spawn's call id)
         self._asking[token] = saved
-        await self.set_record(question=self._oldest_waiting())
+        asked = QuestionTrace(saved.id, QuestionState.WAITING, time.time())
+        await self.set_record(question=self._oldest_waiting(), note=asked)
+        timeout = self.config.timeouts.of(request.kind)
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
         self.asks_nothing()
         try:
-            answer = await self.registry.ask(request)
+            answer = await self.registry.ask(
+                request,
+                entry_id=saved.id,
+                expires_after=timeout.seconds if timeout.fires else None,
+            )
         except NoAnswerComingError:
             del self._asking[token]
             raise
+        except QuestionExpiredError:
+            return await self._expired(token, saved, timeout)
+        except BaseException as exc:
+            await self._withdrawn(saved, exc)
+            raise
         del self._asking[token]
+        answered = QuestionTrace(saved.id, QuestionState.ANSWERED, time.time())
+        oldest = self._oldest_waiting()
         # Not waited for: if it is lost, the kept task shows a question that was answered,
         # and a resume asks it again, as if the answer had come a moment later.
-        await self.set_record_soon(question=self._oldest_waiting())
+        await self._change_soon(lambda r: r.noting(answered, question=oldest))
         return answer
+
+    async def _expired(self, token: object, saved: SavedQuestion, limit: Timeout) -> Answer:
+        """Do what the timeout of a question that expired says (`TimeoutAction`)."""
+        assert limit.seconds is not None
+        expired = QuestionTrace(saved.id, QuestionState.EXPIRED, time.time(), waited=limit.seconds)
+        within = format_duration(limit.seconds)
+        if limit.action is TimeoutAction.PAUSE:
+            # Stopped as a Pause stops it: the task is kept, the question saved with it.
+            await self.set_record(note=expired)
+            if self.stop is None:
+                raise QuestionParked(saved.prompt, saved.kind)
+            self.stop(Cause.PAUSE)
+            await trio.lowlevel.checkpoint()
+            raise AssertionError("a run stopped with a pause goes on")  # pragma: no cover
+        del self._asking[token]
+        oldest = self._oldest_waiting()
+        await self._change_soon(lambda r: r.noting(expired, question=oldest))
+        if saved.kind in (RequestKind.CONFIRM, RequestKind.PASSWORD):
+            return Answer(DENY)
+        if saved.kind is RequestKind.QUESTION:
+            return Answer(f"nobody answered within {within}")
+        raise ToolError(f"nobody typed the secret within {within}")
+
+    async def _withdrawn(self, saved: SavedQuestion, exc: BaseException) -> None:
+        """Note that `saved` was withdrawn as its run stopped (`exc`), in the kept task.
+
+        A user-cancel deletes the task: nothing to note there.
+        """
+        cause = cause_of(exc)
+        if cause is Cause.USER_CANCEL:
+            return
+        reason = withdrawn_because(cause) if isinstance(exc, trio.Cancelled) else str(exc)
+        gone = QuestionTrace(saved.id, QuestionState.WITHDRAWN, time.time(), reason=reason)
+        # Queued, in the stopping run's own turn: it reaches the store before the stop's
+        # own status, which the executor writes once the run has unwound.
+        with trio.CancelScope(shield=True), trio.move_on_after(SHIELDED_WRITE_SECONDS):
+            await self._change_soon(lambda r: r.noting(gone))
 
     def _nobody_to_answer(self, saved: SavedQuestion) -> Exception:
         """What a question that will get no answer becomes: as if nobody had been connected.

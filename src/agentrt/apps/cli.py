@@ -260,6 +260,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         panswer.add_argument("session")
         panswer.add_argument("answer")
+        panswer.add_argument(
+            "--question",
+            metavar="ID",
+            help="the id of the question answered (`pending list --json` shows it as "
+            "question_id): if the task waits for another one now, or this one was answered, "
+            "withdrawn or expired, nothing is answered and the command says why (exit 2)",
+        )
         presume = psub.add_parser("resume", help="resume a task where it stopped", parents=[common])
         presume.add_argument("session")
         pdiscard = psub.add_parser(
@@ -575,7 +582,10 @@ def describe_end(ended: EndedFrame) -> str:
     """One line saying how a run ended, what became of its task, and how to go on here."""
     status = _describe_end(ended).status
     if ended.outcome is Outcome.AWAITING_ANSWER:
-        return f"{status}\n  answer with: agentrt pending answer {ended.session_id} 'TEXT'"
+        question = f" --question {ended.question_id}" if ended.question_id else ""
+        return (
+            f"{status}\n  answer with: agentrt pending answer {ended.session_id}{question} 'TEXT'"
+        )
     if ended.pending_kept:
         return f"{status}: agentrt pending resume {ended.session_id}"
     return status
@@ -589,6 +599,7 @@ def summarize(task: PendingTask) -> dict[str, Any]:
         "cause": task.cause.value if task.cause else None,
         "error": task.error,
         "question": task.question,
+        "question_id": task.question_id,
         "question_kind": task.question_kind.value if task.question_kind else None,
         "input": task.input,
         "messages": task.messages,
@@ -1080,6 +1091,7 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             args.session,
             owner="cli",
             answer=answer,
+            question_id=_question_of(args),
             workdir=Path(_workdir(args)),
         )
         return await _drive_here(rt, printer, resume)
@@ -1089,7 +1101,11 @@ async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client
     if args.action in ("resume", "answer"):
         answer = args.answer if args.action == "answer" else None
         request = PendingRequest(
-            PendingAction.RESUME, args.session, answer=answer, cwd=_workdir(args)
+            PendingAction.RESUME,
+            args.session,
+            answer=answer,
+            cwd=_workdir(args),
+            question_id=_question_of(args),
         )
         return await _drive_daemon(client, printer, request, args.session)
     action = PendingAction(args.action)
@@ -1105,6 +1121,12 @@ async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client
         if isinstance(frame, Ack) and action is PendingAction.DISCARD:
             printer.line(f"discarded the pending task of {args.session}")
             return EXIT_FINISHED
+
+
+def _question_of(args: argparse.Namespace) -> str | None:
+    """The question ``pending answer --question ID`` names (None: the one the task waits for)."""
+    question: str | None = getattr(args, "question", None)
+    return question
 
 
 async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int:

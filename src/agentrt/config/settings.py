@@ -44,8 +44,13 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..vocab.locations import default_state_dir
+from ..vocab.questions import Timeout
+from ..vocab.questions import TimeoutAction
+from ..vocab.questions import Timeouts
+from ..vocab.questions import parse_duration
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
+from ..vocab.terms import RequestKind
 from ..vocab.terms import SandboxMode
 from .keystore import KeyNameError
 from .keystore import KeyStore
@@ -373,6 +378,25 @@ def _ids(value: Any) -> tuple[str, ...]:
     return tuple(str(v).strip() for v in value)
 
 
+def _duration(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError('a duration such as "90s", "30m", "2h" or "1d"')
+    parse_duration(value)  # ValueError saying the form
+    return value.strip()
+
+
+def _timeout_action(value: Any) -> TimeoutAction:
+    return TimeoutAction.parse(_text(value))
+
+
+#: The kinds of question a timeout is set for, as the ``[timeouts]`` table names them.
+TIMEOUT_KINDS: Final = tuple(kind.value for kind in RequestKind)
+_TIMEOUT_KEYS: Final[dict[str, Check]] = {
+    key: check
+    for kind in TIMEOUT_KINDS
+    for key, check in ((kind, _duration), (f"{kind}_action", _timeout_action))
+}
+
 _PROVIDER_KEYS: Final[dict[str, Check]] = {
     "base_url": _url,
     "api_key_env": _variable,
@@ -400,6 +424,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "fleet": {"lease": _lease},
     "telegram": _BOT_KEYS,
     "discord": _BOT_KEYS,
+    "timeouts": _TIMEOUT_KEYS,
 }
 
 
@@ -608,6 +633,10 @@ class Settings:
     sandbox: Value[SandboxMode] = Value(SandboxMode.WORKSPACE_WRITE)
     #: Network for tool calls that run unasked (``full-auto``) too.
     sandbox_network: Value[bool] = Value(False)
+    #: How long each kind of question waits, and what happens then (the ``[timeouts]`` table).
+    timeouts: Timeouts = Timeouts()
+    #: The ``[timeouts]`` keys' values and sources, as ``config show`` lists them.
+    timeout_values: Mapping[str, Value[Any]] = attrs.field(factory=dict)
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -656,6 +685,9 @@ class Settings:
             yield f"{service}.allow", bot.allow
             yield f"{service}.token_env", bot.token_env
             yield f"{service}.token", bot.token
+        for kind in TIMEOUT_KINDS:
+            for key in (f"timeouts.{kind}", f"timeouts.{kind}_action"):
+                yield key, self.timeout_values.get(key) or _timeout_default(key)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """``(key, value as shown, source)`` for each setting; keys and tokens masked."""
@@ -767,6 +799,7 @@ def load_settings(
         name: _provider(name, file, env, keys, state_dir.value, flag if name == in_use else None)
         for name in PROVIDERS
     }
+    timeouts, timeout_values = _timeouts(file)
     return Settings(
         config=config,
         config_found=found,
@@ -788,7 +821,45 @@ def load_settings(
         guarded_paths=tuple(dict.fromkeys((default_config_path(env).parent, config.value))),
         sandbox=sandbox,
         sandbox_network=sandbox_network,
+        timeouts=timeouts,
+        timeout_values=timeout_values,
     )
+
+
+def _timeout_default(key: str) -> Value[Any]:
+    return Value(TimeoutAction.WAIT) if key.endswith("_action") else Value(None)
+
+
+def _timeouts(file: ConfigFile) -> tuple[Timeouts, dict[str, Value[Any]]]:
+    """The ``[timeouts]`` table as `Timeouts`, and its keys' values for ``config show``.
+
+    A duration needs an action that acts (``pause`` or ``deny``), and such an
+    action needs a duration: either alone is refused naming its key and line.
+    """
+    found: dict[str, Timeout] = {}
+    values: dict[str, Value[Any]] = {}
+    for kind in TIMEOUT_KINDS:
+        duration = file.get(f"timeouts.{kind}")
+        action = file.get(f"timeouts.{kind}_action")
+        for key, value in ((f"timeouts.{kind}", duration), (f"timeouts.{kind}_action", action)):
+            if value is not None:
+                values[key] = value
+        acts = action is not None and action.value is not TimeoutAction.WAIT
+        if duration is not None and not acts:
+            said = 'its "wait" never times out' if action is not None else "unset, it waits"
+            raise ConfigError(
+                f"{duration.source.where}: timeouts.{kind}: a timeout needs an action: set "
+                f'timeouts.{kind}_action to "pause" or "deny" ({said}), or leave '
+                f"timeouts.{kind} out to wait for ever"
+            )
+        if action is not None and acts and duration is None:
+            raise ConfigError(
+                f"{action.source.where}: timeouts.{kind}_action: {action.value.value!r} needs "
+                f'timeouts.{kind}, how long a {kind} waits first (such as "30m")'
+            )
+        if duration is not None and action is not None:
+            found[kind] = Timeout(parse_duration(duration.value), action.value)
+    return Timeouts(**found), values
 
 
 def _checked(value: Value[Any], check: Check) -> Value[Any]:

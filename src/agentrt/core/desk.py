@@ -35,7 +35,9 @@ from ..store import BadCursorError
 from ..store import StoreError
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from .context import RequestContext
 from .errors import ExecutorError
+from .errors import LateAnswerError
 from .pending import AlreadyAnsweredError
 from .pending import Answer
 from .pending import ClosedListenerError
@@ -128,6 +130,22 @@ class Desk(Generic[T]):
         """The questions forwarded and not yet closed, in the order they were claimed."""
         return [entry for entry, _ in self._open.values()]
 
+    def late(
+        self, entry_id: str, may_see: Callable[[RequestContext], bool]
+    ) -> LateAnswerError | None:
+        """Why an answer naming `entry_id`, which this desk no longer holds, is refused.
+
+        A question settled lately (`Registry.settled`) whose context `may_see`
+        accepts (the access policy of the one answering) is refused with why it
+        no longer waits (``question q-... was answered already at 12:03``);
+        None for any other id, so that an unknown question and one of another
+        window or chat get the same answer.
+        """
+        settled = self.listener.registry.settled(entry_id)
+        if settled is None or not may_see(settled.context):
+            return None
+        return LateAnswerError(settled.trace.refusal())
+
     @staticmethod
     def answer(
         entry: Entry, answer: Answer, *, on_resumed: Callable[[], object] | None = None
@@ -157,13 +175,14 @@ class Refusal:
 
 
 #: What a front-end refuses a request for, with the rest of its refusal. An executor's
-#: error carries its own codes (`agentrt.core.errors`). A window answering a question that no
-#: longer waits is told ``not_found``, as for one it never had.
+#: error carries its own codes (`agentrt.core.errors`). A question answered twice, withdrawn
+#: or expired is refused as every late answer is (`LateAnswerError`: 409 ``late_answer``),
+#: the message saying why.
 _TABLE: Final[dict[type[Exception], tuple[str, int, str, Callable[[Exception], str]]]] = {
     BadCursorError: ("bad_query", 400, "invalid", str),
     StoreError: ("store_error", 500, "failed", lambda exc: f"the task store failed: {exc}"),
-    AlreadyAnsweredError: ("already_answered", 409, "not_found", str),
-    EntryGoneError: ("question_gone", 410, "not_found", str),
+    AlreadyAnsweredError: (LateAnswerError.code, 409, LateAnswerError.frame_code, str),
+    EntryGoneError: (LateAnswerError.code, 409, LateAnswerError.frame_code, str),
 }
 
 #: Every error `refusal` answers for: catch these, and refuse with `refusal`.

@@ -76,6 +76,17 @@ class BadAnswerError(ExecutorError, ValueError):
     code, http_status, frame_code = "bad_answer", 409, "invalid"
 
 
+class LateAnswerError(BadAnswerError):
+    """An answer naming a question that no longer waits for one, or not the one that waits.
+
+    The message says why (`agentrt.vocab.questions.late_answer`): the question
+    was answered already, withdrawn or expired, or the task waits for another.
+    The answer is never applied to another question.
+    """
+
+    code = "late_answer"
+
+
 class BadWorkdirError(ExecutorError, ValueError):
     """A working directory that cannot be used."""
 

@@ -42,6 +42,8 @@ from ..store.record import reissue_note
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
 from ..vocab.events import TaskStarted
+from ..vocab.questions import QuestionTrace
+from ..vocab.questions import trace_of
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.stops import Interruption
@@ -58,6 +60,7 @@ from .errors import BadAnswerError as BadAnswerError
 from .errors import BadSessionIdError as BadSessionIdError
 from .errors import BadWorkdirError as BadWorkdirError
 from .errors import ExecutorError as ExecutorError
+from .errors import LateAnswerError as LateAnswerError
 from .errors import ModelNotConfiguredError as ModelNotConfiguredError
 from .errors import NoPendingTaskError as NoPendingTaskError
 from .errors import NotOwnerError as NotOwnerError
@@ -216,11 +219,15 @@ class Executor:
         owner: object,
         emit: Emit,
         answer: str | None = None,
+        question_id: str | None = None,
         window_hash: str | None = None,
         workdir: Path | None = None,
         task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.
+
+        With `question_id`, `answer` is for that question only: if the task
+        does not wait for it now, `LateAnswerError` says why and nothing changes.
 
         Started and ended as `run` is. Committed tool calls are not run again. The task is re-bound to
         `window_hash`, so its questions reach the window that resumed it. It
@@ -234,6 +241,7 @@ class Executor:
         running = self._register(session_id, owner, window_hash)
         try:
             effects: list[AnswerEffects] = []
+            answered: list[QuestionTrace] = []
 
             def change(record: TaskRecord) -> TaskRecord:
                 # Runs inside the store's transaction: a bad answer raises and writes nothing.
@@ -243,7 +251,10 @@ class Executor:
                 record = with_unseen_entries(record, records_start)
                 effect = AnswerEffects()
                 if answer is not None:
-                    record, effect = apply_answer(record, answer)
+                    asked = record.question
+                    record, effect = apply_answer(record, answer, question_id)
+                    noted = trace_of(record.questions, asked.id) if asked is not None else None
+                    answered[:] = [noted] if noted is not None else []
                 effects.append(effect)
                 return record.evolve(
                     status=TaskStatus.RUNNING,
@@ -262,6 +273,10 @@ class Executor:
             if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
             record, history = loaded
+            for trace in answered:
+                # A live answer to it from now on is told it was answered here.
+                context = RequestContext(session_id, window_hash, running.info.task_hash)
+                self.registry.remember(trace, context)
             effect = effects[-1]
             if effect.allow is not None:
                 self._allow.setdefault(session_id, set()).add(effect.allow)
@@ -494,6 +509,7 @@ class Executor:
             prefilled=dict(answered.prefilled),
             resumed=resumed,
             live=list(live),
+            stop=running.scope.cancel,
         )
 
     async def _conclude(
@@ -579,6 +595,7 @@ class Executor:
                 ending.outcome,
                 question=ending.question,
                 pending_kept=True,
+                question_id=ending.question_id,
             )
         # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
@@ -740,8 +757,9 @@ class _Ending:
     cause: Cause | None = attrs.field(default=None, validator=_check_ending)
     error: str | None = None
     text: str | None = None
-    #: The prompt of the question a parked run saved.
+    #: The prompt of the question a parked run saved, and its id.
     question: str | None = None
+    question_id: str | None = None
 
 
 def _ending_cause(running: _Running, exc: BaseException | None = None) -> Cause:
@@ -765,7 +783,7 @@ def _classify_return(
     if running.scope.cancelled_caught:
         return _Ending(Outcome.CANCELLED, cause=_ending_cause(running))
     if question is not None:
-        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt)
+        return _Ending(Outcome.AWAITING_ANSWER, question=question.prompt, question_id=question.id)
     return _Ending(Outcome.FINISHED, text=text)
 
 

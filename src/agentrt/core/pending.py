@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from types import TracebackType
@@ -29,6 +30,9 @@ from types import TracebackType
 import attrs
 import trio
 
+from ..vocab.questions import QuestionState
+from ..vocab.questions import QuestionTrace
+from ..vocab.questions import withdrawn_because
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.request import Request
@@ -37,6 +41,7 @@ from ..vocab.terms import ALLOW_SESSION as ALLOW_SESSION
 from ..vocab.terms import CONFIRM_CHOICES as CONFIRM_CHOICES
 from ..vocab.terms import DENY as DENY
 from ..vocab.terms import RequestKind as RequestKind
+from .cause import cause_of
 from .context import RequestContext
 from .context import current_context
 from .errors import BadAnswerError
@@ -80,11 +85,24 @@ class NoAnswerComingError(RegistryError):
 
 
 class EntryGoneError(RegistryError):
-    """An answer arrived for a question that no longer waits (its run was stopped)."""
+    """An answer arrived for a question that no longer waits (its run was stopped).
+
+    The message says why (`QuestionTrace.refusal`): ``question q-... was
+    withdrawn: its run was paused``.
+    """
+
+
+class QuestionExpiredError(EntryGoneError):
+    """The question's timeout fired before anyone answered it.
+
+    `Registry.ask` raises it to the producer (which does what the timeout's
+    action says); a late answer gets it too, saying ``question q-... expired
+    after 30m``.
+    """
 
 
 class AlreadyAnsweredError(RegistryError):
-    """A question was answered or failed twice."""
+    """A question was answered or failed twice; the message says when it was answered."""
 
 
 class NoRequestContextError(RegistryError):
@@ -99,6 +117,24 @@ class EntryState(enum.Enum):
     ANSWERED = "answered"
     FAILED = "failed"
     WITHDRAWN = "withdrawn"
+    #: Its timeout fired before anyone answered (see `Registry.ask`).
+    EXPIRED = "expired"
+
+    @property
+    def question_state(self) -> QuestionState:
+        """The state of the question as every front-end tells it (`QuestionState`)."""
+        return _QUESTION_STATES[self]
+
+
+_QUESTION_STATES: dict[EntryState, QuestionState] = {
+    EntryState.WAITING: QuestionState.WAITING,
+    EntryState.CLAIMED: QuestionState.WAITING,
+    EntryState.ANSWERED: QuestionState.ANSWERED,
+    # A failed question is one nobody will answer here: its asker goes on without it.
+    EntryState.FAILED: QuestionState.WITHDRAWN,
+    EntryState.WITHDRAWN: QuestionState.WITHDRAWN,
+    EntryState.EXPIRED: QuestionState.EXPIRED,
+}
 
 
 @mutable(eq=False)
@@ -120,11 +156,32 @@ class Entry:
     _done_callbacks: list[Callable[[Entry], object]] = attrs.field(
         factory=list, init=False, repr=False
     )
+    #: When it was settled, and why it was withdrawn or how long it waited to expire.
+    _settled_at: float | None = attrs.field(default=None, init=False, repr=False)
+    _reason: str | None = attrs.field(default=None, init=False, repr=False)
+    _waited: float | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def done(self) -> bool:
-        """True once the entry was answered, failed or withdrawn."""
+        """True once the entry was answered, failed, withdrawn or expired."""
         return self._done.is_set()
+
+    @property
+    def task(self) -> str | None:
+        """The task hash of the run that asked (its owner run)."""
+        return self.context.task_hash
+
+    @property
+    def origin(self) -> str:
+        """The front-end the question belongs to: its session's origin (``chat-``...)."""
+        return self.context.origin
+
+    @property
+    def trace(self) -> QuestionTrace:
+        """The question's state as a late answer is told it (`QuestionTrace`)."""
+        state = self.state.question_state
+        at = self._settled_at if self._settled_at is not None else time.time()
+        return QuestionTrace(self.id, state, at, reason=self._reason, waited=self._waited)
 
     def check(self, answer: Answer) -> Answer:
         """`answer` if it fits this question; else `BadAnswerError` saying what fits.
@@ -170,6 +227,7 @@ class Entry:
         """Make the producer's `ask` raise `error` instead of returning an answer."""
         self._check_open()
         self._error = error
+        self._reason = str(error) or type(error).__name__
         self._finish(EntryState.FAILED)
 
     def add_done_callback(self, callback: Callable[[Entry], object]) -> None:
@@ -203,16 +261,32 @@ class Entry:
         return self.state
 
     def _check_open(self) -> None:
+        if self.state is EntryState.EXPIRED:
+            raise QuestionExpiredError(self.trace.refusal())
         if self.state is EntryState.WITHDRAWN:
-            raise EntryGoneError(
-                f"question {self.id} is gone: its run was stopped before the answer arrived"
-            )
+            raise EntryGoneError(self.trace.refusal())
         if self.state in (EntryState.ANSWERED, EntryState.FAILED):
-            raise AlreadyAnsweredError(f"question {self.id} was already answered")
+            raise AlreadyAnsweredError(self.trace.refusal())
 
     def _finish(self, state: EntryState) -> None:
         self._registry._settle(self, state)
         self._set_done()
+
+
+@record
+class SettledQuestion:
+    """A question the registry no longer holds: how it ended, and whose it was.
+
+    A late answer naming it is told why (`QuestionTrace.refusal`) when the one
+    answering may see its session (`context`); else it is unknown to them.
+    """
+
+    trace: QuestionTrace
+    context: RequestContext
+
+
+#: How many settled questions a registry remembers, to tell a late answer why.
+SETTLED_KEPT = 1024
 
 
 @record
@@ -253,6 +327,11 @@ class Listener:
     _lot: trio.lowlevel.ParkingLot = attrs.field(
         factory=trio.lowlevel.ParkingLot, init=False, repr=False
     )
+
+    @property
+    def registry(self) -> Registry:
+        """The registry this listener claims from."""
+        return self._registry
 
     @property
     def narrow(self) -> bool:
@@ -357,6 +436,8 @@ class Registry:
     _observers: list[Callable[[Entry], None]] = attrs.field(factory=list, init=False)
     #: Whether a listener elsewhere (another daemon of the fleet) takes an origin.
     elsewhere: Callable[[str], bool] | None = attrs.field(default=None, kw_only=True)
+    #: The last `SETTLED_KEPT` questions settled, by id (see `settled`).
+    _settled: OrderedDict[str, SettledQuestion] = attrs.field(factory=OrderedDict, init=False)
 
     def listen(
         self,
@@ -408,14 +489,19 @@ class Registry:
         *,
         context: RequestContext | None = None,
         entry_id: str | None = None,
+        expires_after: float | None = None,
     ) -> Answer:
         """Post `request` and wait for the answer (the spec's `Ask`).
 
         The request is routed by `context`, by default the current task's
         request context. If the caller is cancelled, the entry is withdrawn
-        before `Cancelled` propagates, so no human is asked a stale question.
-        Raises `ListenerGoneError` (or whatever a listener failed it with) when
-        no answer will come.
+        before `Cancelled` propagates, so no human is asked a stale question;
+        a late answer is told why (the cause the cancel carried: ``its run was
+        paused``). Raises `ListenerGoneError` (or whatever a listener failed
+        it with) when no answer will come. With `expires_after`, a question
+        still unanswered after that many seconds expires: it is settled as
+        `EntryState.EXPIRED` and `QuestionExpiredError` is raised (not a
+        cancel: the question itself ran out of time, not its run).
         """
         ctx = context if context is not None else current_context()
         if ctx is None:
@@ -424,10 +510,18 @@ class Registry:
             )
         entry = self.post(request, ctx, entry_id=entry_id)
         try:
-            await entry._done.wait()
-        except BaseException:
-            self._withdraw(entry)
+            if expires_after is None:
+                await entry._done.wait()
+            else:
+                with trio.move_on_after(expires_after):
+                    await entry._done.wait()
+        except BaseException as exc:
+            self._withdraw(entry, withdrawn_because(cause_of(exc)))
             raise
+        if not entry.done:
+            assert expires_after is not None
+            self._expire(entry, expires_after)
+            raise QuestionExpiredError(entry.trace.refusal())
         if entry._error is not None:
             raise entry._error
         assert entry._answer is not None
@@ -462,13 +556,34 @@ class Registry:
         """The open entry (waiting or claimed) with this id, or None."""
         return next((e for e in self._all_open() if e.id == entry_id and not e.done), None)
 
+    def remember(self, trace: QuestionTrace, context: RequestContext) -> None:
+        """Remember how a question of `context` ended elsewhere (a saved one answered on
+        resume), as if settled here: a late live answer to it is told so (`settled`)."""
+        self._settled[trace.id] = SettledQuestion(trace, context)
+        self._settled.move_to_end(trace.id)
+        while len(self._settled) > SETTLED_KEPT:
+            self._settled.popitem(last=False)
+
+    def settled(self, entry_id: str) -> SettledQuestion | None:
+        """How the question `entry_id` ended, if it was settled here lately (else None).
+
+        The registry remembers its last `SETTLED_KEPT` settled questions, so a
+        late answer can be told why it is refused.
+        """
+        return self._settled.get(entry_id)
+
     def general_prefixes(self) -> list[str]:
         """The prefixes of the listeners bound to no window or match: the front-ends'."""
         return sorted({lsn.prefix for lsn in self._general if not lsn.narrow})
 
-    def withdraw(self, entry: Entry) -> None:
-        """Remove an entry whose producer stopped waiting; a listener's later answer fails."""
-        self._withdraw(entry)
+    def withdraw(
+        self, entry: Entry, reason: str = "the call that asked no longer needs it"
+    ) -> None:
+        """Remove an entry whose producer stopped waiting; a listener's later answer fails.
+
+        `reason` is what that late answer is told: ``question q-... was withdrawn: REASON``.
+        """
+        self._withdraw(entry, reason)
 
     def waiting_for(self, session_id: str) -> list[Entry]:
         """The unanswered entries (waiting or claimed) of one session, oldest first."""
@@ -562,11 +677,19 @@ class Registry:
             entry.claimed_by._claimed.pop(entry._seq, None)
             self._claimed_count -= 1
         entry.state = state
+        entry._settled_at = time.time()
+        self.remember(entry.trace, entry.context)
 
-    def _withdraw(self, entry: Entry) -> None:
+    def _withdraw(self, entry: Entry, reason: str) -> None:
         if entry.done:
             return
+        entry._reason = reason
         self._settle(entry, EntryState.WITHDRAWN)
+        entry._set_done()
+
+    def _expire(self, entry: Entry, waited: float) -> None:
+        entry._waited = waited
+        self._settle(entry, EntryState.EXPIRED)
         entry._set_done()
 
     def _remove_listener(self, listener: Listener) -> None:

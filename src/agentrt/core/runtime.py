@@ -39,6 +39,7 @@ from ..store import open_store
 from ..vocab.locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
 from ..vocab.locations import default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir
+from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .executor import Executor
@@ -205,6 +206,7 @@ async def open_runtime(
     http: str | None = None,
     lease: float | None = None,
     sandbox: Sandbox | None = None,
+    timeouts: Timeouts | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -227,6 +229,9 @@ async def open_runtime(
     machine; see `agentrt.agent.sandbox`), with an environment that holds no
     credential. Where no sandbox can be had this says so once on standard
     error, and ``full-auto`` is refused (`SandboxMissingError`).
+
+    Questions wait for their person as `timeouts` says (else the settings'
+    ``[timeouts]``, else for ever).
     """
     options: ModelOptions | None = None
     guarded: tuple[Path, ...] = ()
@@ -248,6 +253,8 @@ async def open_runtime(
             store = settings.store.value
         if lease is None:
             lease = settings.lease.value
+        if timeouts is None:
+            timeouts = settings.timeouts
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
     if sandbox.missing:
@@ -278,6 +285,7 @@ async def open_runtime(
             guarded_paths=guarded,
             sandbox=sandbox,
             tool_env=_tool_env(settings, state_dir),
+            timeouts=timeouts if timeouts is not None else Timeouts(),
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)

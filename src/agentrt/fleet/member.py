@@ -718,7 +718,12 @@ class Fleet:
         secret = message.get("secret")
         try:
             if entry is None:
-                raise EntryGoneError(f"question {message.get('id')} is no longer waiting")
+                settled = self.registry.settled(str(message.get("id")))
+                raise EntryGoneError(
+                    settled.trace.refusal()
+                    if settled is not None
+                    else f"question {message.get('id')} is no longer waiting"
+                )
             entry.answer(
                 entry.check(
                     Answer(

@@ -143,9 +143,11 @@ def task_to_json(record: TaskRecord | TaskSummary, *, running: bool) -> dict[str
         "question": None
         if question is None
         else {
+            "id": question.id,
             "call_id": question.call_id,
             "prompt": question.prompt,
             "kind": question.kind.value,
+            "state": question.state.value,
         },
         "task_hash": record.task_hash,
         "runs": record.runs,

@@ -103,6 +103,10 @@ class Run:
 class AnswerFrame:
     """Answer the question `ask` (the `AskFrame.id` this connection was sent).
 
+    A question that no longer waits (answered already, withdrawn because its
+    run stopped, expired) is refused with an ``error`` frame saying why; an
+    unknown id, or one of another window, with ``not_found``.
+
     `value` is the choice or the typed text; `secret` carries masked input
     (a secret's value or the system password) and is never echoed or logged.
     `unanswerable` says that no answer will come from this window (the
@@ -171,7 +175,12 @@ class PendingRequest:
 
     `session` names the task for ``show``, ``preview``, ``resume`` and ``discard``. On
     ``resume``, `answer` answers the saved question; without it the question
-    is asked again inline. The resumed task works in the folder it recorded;
+    is asked again inline (under the same id). `question_id` names the
+    question `answer` is for (the listing's `PendingTask.question_id`, the
+    ``ended`` frame's): if the task waits for another one now, or the named
+    one was answered, withdrawn or expired, the resume is refused with an
+    ``error`` frame saying why, and nothing changes. Without it the answer
+    goes to the one question the task waits for. The resumed task works in the folder it recorded;
     one that recorded none is given `cwd` (absolute), else the daemon's own
     folder. ``list`` shows only sessions starting with `prefix`, most recently
     updated first, a page at a time: at most `limit` tasks (the daemon's page
@@ -190,6 +199,7 @@ class PendingRequest:
     limit: int | None = None
     cursor: str | None = None
     all_pages: bool = False
+    question_id: str | None = None
 
 
 class SessionsAction(enum.Enum):
@@ -406,6 +416,8 @@ class PendingTask:
     runs: int = 0
     #: True when it is marked running but no run is working on it (its process died).
     crashed: bool = False
+    #: The id of the saved question: a resume with an answer names it (`PendingRequest`).
+    question_id: str | None = None
 
 
 @record

@@ -14,6 +14,7 @@ import cattrs
 
 from ..core.cause import Cause
 from ..models.messages import Message
+from ..vocab.questions import QuestionTrace
 from ..vocab.stops import Interruption
 from ..vocab.terms import TaskStatus
 from .record import SavedQuestion
@@ -90,8 +91,9 @@ def fields_of(record: TaskRecord) -> tuple[Any, ...]:
 
 
 def _journal_json(record: TaskRecord) -> str:
-    """The ``journal`` column: a record's kept full arguments, its subagents' journals and
-    the stops not told to the model yet (`TaskRecord.interruptions`).
+    """The ``journal`` column: a record's kept full arguments, its subagents' journals,
+    the stops not told to the model yet (`TaskRecord.interruptions`) and its recent
+    questions' states (`TaskRecord.questions`).
 
     All are usually empty, and the column then holds ``{}``.
     """
@@ -107,6 +109,8 @@ def _journal_json(record: TaskRecord) -> str:
         journal["interruptions"] = converter.unstructure(
             record.interruptions, tuple[Interruption, ...]
         )
+    if record.questions:
+        journal["questions"] = converter.unstructure(record.questions, tuple[QuestionTrace, ...])
     return dumps(journal)
 
 
@@ -124,6 +128,7 @@ def journal_fields(text: str) -> dict[str, Any]:
         "interruptions": converter.structure(
             data.get("interruptions", []), tuple[Interruption, ...]
         ),
+        "questions": converter.structure(data.get("questions", []), tuple[QuestionTrace, ...]),
     }
 
 

@@ -15,6 +15,7 @@ from cattrs.gen import override
 
 from ..core.cause import Cause
 from ..core.errors import BadAnswerError
+from ..core.errors import LateAnswerError
 from ..core.process import token_alive
 from ..models.messages import Message
 from ..models.messages import Role
@@ -24,6 +25,12 @@ from ..vocab.clamp import TOOL_RESULT_LIMIT
 from ..vocab.clamp import clamp
 from ..vocab.clamp import clamp_arguments
 from ..vocab.clamp import was_clamped
+from ..vocab.questions import QuestionState
+from ..vocab.questions import QuestionTrace
+from ..vocab.questions import late_answer
+from ..vocab.questions import legacy_question_id
+from ..vocab.questions import new_question_id
+from ..vocab.questions import noted
 from ..vocab.reprs import record
 from ..vocab.stops import Interruption
 from ..vocab.terms import ALLOW_ONCE
@@ -35,11 +42,25 @@ from ..vocab.terms import TaskStatus
 
 @record
 class SavedQuestion:
-    """A question a run parked on: the tool call it answers and what to show the human."""
+    """A question saved with its task: the tool call it answers and what to show the human.
+
+    `id` is the question's one id (`agentrt.vocab.questions`): the registry
+    entry that asks it live has it too, and so does the same question asked
+    again when the task resumes, so an answer naming it lands on it. `task` is
+    the hash of the run that asked it (its owner run), `origin` the front-end
+    its session belongs to, and `state` where it stands: `QuestionState.WAITING`
+    while nothing happened to it but being saved; ``withdrawn`` or ``expired``
+    once its live asking ended so (the kept task still waits for it: a resume
+    asks it again, or takes an answer given ahead).
+    """
 
     call_id: str
     prompt: str
     kind: RequestKind = RequestKind.QUESTION
+    id: str = attrs.field(factory=new_question_id)
+    task: str | None = None
+    origin: str = ""
+    state: QuestionState = QuestionState.WAITING
 
 
 #: The most bytes (JSON) of full arguments a task keeps for its calls that have not run.
@@ -112,6 +133,9 @@ class TaskRecord:
     #: The stops of this task not told to the model yet, oldest first: the interrupt ledger
     #: (`agentrt.store.ledger`). Told with the next model call, then part of the transcript.
     interruptions: tuple[Interruption, ...] = ()
+    #: The recent questions of this task and their states, oldest first (at most
+    #: `agentrt.vocab.questions.RECENT_QUESTIONS`): what a late answer is told.
+    questions: tuple[QuestionTrace, ...] = ()
 
     @property
     def crashed(self) -> bool:
@@ -142,6 +166,16 @@ class TaskRecord:
         """A copy with `changes` applied and `updated_at` set to now."""
         changes.setdefault("updated_at", time.time())
         return attrs.evolve(self, **changes)
+
+    def noting(self, trace: QuestionTrace, **changes: Any) -> TaskRecord:
+        """`evolve` with `trace` as its question's newest state.
+
+        The saved question, when it is that question and stays, takes its state.
+        """
+        question = changes.get("question", self.question)
+        if question is not None and question.id == trace.id and question.state is not trace.state:
+            changes["question"] = attrs.evolve(question, state=trace.state)
+        return self.evolve(questions=noted(self.questions, trace), **changes)
 
 
 @record
@@ -354,9 +388,21 @@ class AnswerEffects:
     prefilled: Mapping[str, str] = attrs.field(factory=dict)
 
 
-def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEffects]:
-    """Answer a record's saved question: the new record and what the resumed run must know."""
+def apply_answer(
+    record: TaskRecord, answer: str, question_id: str | None = None
+) -> tuple[TaskRecord, AnswerEffects]:
+    """Answer a record's saved question: the new record and what the resumed run must know.
+
+    With `question_id`, the answer is for that question only: one the task
+    does not wait for now (answered already, withdrawn, expired, or another)
+    is refused with `LateAnswerError` saying why, never taken as the answer to
+    the question that waits. Without it, the answer goes to the one question
+    the task waits for. The question is noted answered in the record.
+    """
     question = record.question
+    if question_id is not None and (question is None or question.id != question_id):
+        waiting = question.id if question is not None else None
+        raise LateAnswerError(late_answer(question_id, record.questions, waiting))
     if question is None:
         raise BadAnswerError(
             f"session {record.session_id} has no saved question to answer; resume it without one"
@@ -364,24 +410,29 @@ def apply_answer(record: TaskRecord, answer: str) -> tuple[TaskRecord, AnswerEff
     call = next((c for c in record.unanswered_calls() if c.id == question.call_id), None)
     if call is None:
         raise BadAnswerError(f"the saved question of session {record.session_id} is stale")
+    answered = QuestionTrace(question.id, QuestionState.ANSWERED, time.time())
     if question.kind is RequestKind.QUESTION:
         if call.name == "spawn":
             # A subagent asked: its spawn runs again and takes the answer when it asks again.
-            return record.evolve(question=None), AnswerEffects(prefilled={question.prompt: answer})
+            return record.noting(answered, question=None), AnswerEffects(
+                prefilled={question.prompt: answer}
+            )
         result = Message.tool_result(call, answer)
-        return record.evolve(
-            transcript=(*record.transcript, result), question=None
+        return record.noting(
+            answered, transcript=(*record.transcript, result), question=None
         ), AnswerEffects()
     if question.kind is RequestKind.CONFIRM:
         if answer == DENY:
             result = Message.tool_result(call, "denied by the user")
             return (
-                record.evolve(transcript=(*record.transcript, result), question=None),
+                record.noting(answered, transcript=(*record.transcript, result), question=None),
                 AnswerEffects(),
             )
         if answer in (ALLOW_ONCE, ALLOW_SESSION):
             allow = call.name if answer == ALLOW_SESSION else None
-            return record.evolve(question=None), AnswerEffects(frozenset({call.id}), allow)
+            return record.noting(answered, question=None), AnswerEffects(
+                frozenset({call.id}), allow
+            )
         raise BadAnswerError(f"a confirmation takes one of: {ALLOW_ONCE}, {ALLOW_SESSION}, {DENY}")
     if question.kind is RequestKind.SECRET:
         raise BadAnswerError(
@@ -410,5 +461,27 @@ converter.register_unstructure_hook(
         converter,
         thinking=override(omit_if_default=True),
         call_state=override(omit_if_default=True),
+    ),
+)
+
+
+def _structure_saved_question(data: Mapping[str, Any], _: object) -> SavedQuestion:
+    """A saved question as stored; one saved before questions had ids gets a stable one."""
+    if "id" not in data:
+        data = {**data, "id": legacy_question_id(str(data["call_id"]), str(data["prompt"]))}
+    return _saved_question_fields(data, SavedQuestion)
+
+
+_saved_question_fields = converter.gen_structure_attrs_fromdict(SavedQuestion)
+converter.register_structure_hook(SavedQuestion, _structure_saved_question)
+# The fields a question had before it had an id and a state are all an older agentrt reads.
+converter.register_unstructure_hook(
+    SavedQuestion,
+    make_dict_unstructure_fn(
+        SavedQuestion,
+        converter,
+        task=override(omit_if_default=True),
+        origin=override(omit_if_default=True),
+        state=override(omit_if_default=True),
     ),
 )

@@ -164,6 +164,8 @@ class RunEnded:
     pending_kept: bool = False
     #: The final assistant text, when the run finished.
     text: str | None = None
+    #: The id of the saved question, when the run parked on one: an answer names it.
+    question_id: str | None = None
 
 
 Event = (

@@ -744,13 +744,18 @@ async function refreshTask() {
   $("#saved").hidden = !saved;
   $("#paused").hidden = !waiting || !!saved;
   if (saved) {
+    // The answer names the question shown: one saved after it was shown is never answered
+    // by mistake (the server refuses an answer naming a question it no longer waits for).
+    const questionId = task.question.id;
     $("#saved-prompt").textContent = task.question.prompt;
     const confirm = task.question.kind === "confirm";
     $("#saved-form").hidden = confirm;
+    $("#saved-form").dataset.question = questionId;
     const choices = $("#saved-choices");
     choices.hidden = !confirm;
     choices.replaceChildren(...(confirm
-      ? ["allow", "allow_session", "deny"].map((c) => button(CHOICE_LABELS[c], () => resume(sid, c)))
+      ? ["allow", "allow_session", "deny"].map(
+        (c) => button(CHOICE_LABELS[c], () => resume(sid, c, questionId)))
       : []));
   } else if (waiting) {
     $("#paused-text").textContent = `This session has a pending task (${task.status.replace("_", " ")}` +
@@ -789,11 +794,12 @@ async function startRequest(sid, path, body) {
   }
 }
 
-async function resume(sid, answerText) {
+async function resume(sid, answerText, questionId) {
   if (sid !== state.current) showSession(sid);
   $("#saved").hidden = true;
   $("#paused").hidden = true;
-  const body = answerText === undefined ? undefined : { answer: answerText };
+  const body = answerText === undefined ? undefined
+    : questionId ? { answer: answerText, question_id: questionId } : { answer: answerText };
   const mine = answerText !== undefined ? add(sid, "user", answerText) : null;
   try {
     await startRequest(sid, sessionPath(sid) + "/task/resume", body);
@@ -989,7 +995,7 @@ function init() {
   });
   $("#saved-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    resume(state.current, $("#saved-answer").value);
+    resume(state.current, $("#saved-answer").value, e.target.dataset.question);
     $("#saved-answer").value = "";
   });
   $("#paused-resume").addEventListener("click", () => resume(state.current));

@@ -19,7 +19,13 @@ bridge, not to a connection, so a dropped long poll or gateway keeps every
 claimed question open, and a delivery that fails is retried until it is
 delivered or its question is gone. An entry is answered at most once: a
 second press of the same button, or a replayed press, gets a polite answer
-and changes nothing.
+saying why (answered already, and when) and changes nothing.
+
+Every button carries the id of its question (``q-...:a``), and a message
+answers the question this chat was last shown: an answer is never taken for
+another question. A press for a question the chat's task no longer waits for
+is refused saying why; a message meant for a question that is no longer the
+one waiting is not taken, and the one waiting is shown instead.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import secrets
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -68,6 +73,8 @@ from ...vocab.events import RunEnded
 from ...vocab.events import TextEvent
 from ...vocab.events import ToolCallEvent
 from ...vocab.events import ToolResultEvent
+from ...vocab.questions import QuestionState
+from ...vocab.questions import late_answer
 from ...vocab.reprs import mutable
 from ...vocab.reprs import record
 
@@ -397,9 +404,10 @@ class _Prompt:
     session_id: str = ""
     choice: str | None = None
     used: bool = False
-    #: A live entry's: its key in `ChatBridge._prompts`, its text and buttons, and the
-    #: id of the message that shows them once delivered.
+    #: Its key in `ChatBridge._prompts`: the question's id, which its buttons carry.
     token: str = ""
+    #: A live entry's text and buttons, and the id of the message that shows them once
+    #: delivered.
     text: str = ""
     buttons: Sequence[Button] = ()
     message_id: str | None = None
@@ -437,7 +445,10 @@ class ChatBridge:
     allow_env: str
     edit_interval: float = 1.0
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    #: The questions shown with buttons (or waiting for a message), by question id.
     _prompts: dict[str, _Prompt] = attrs.field(factory=dict, init=False)
+    #: The id of the saved question each chat was last shown: its next message answers it.
+    _shown: dict[str, str] = attrs.field(factory=dict, init=False)
     _active: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -522,10 +533,24 @@ class ChatBridge:
             return
         question = record.question
         if question is not None and question.kind is RequestKind.QUESTION:
-            self._start(chat, lambda emit: self._resume(session, emit, answer=text))
+            shown = self._shown.get(chat)
+            if shown != question.id:
+                # This chat was not shown the question waiting now (it was saved after the
+                # one this message answers, or before this bot started): it is not taken
+                # for its answer; the question is shown, and the next message answers it.
+                if shown is not None:
+                    await self.say(
+                        chat, _sentence(late_answer(shown, record.questions, question.id))
+                    )
+                await self._show_saved(chat, question.id, question.prompt)
+                return
+            asked = question.id
+            self._start(
+                chat, lambda emit: self._resume(session, emit, answer=text, question_id=asked)
+            )
         elif question is not None and question.kind is RequestKind.CONFIRM:
             await self.say(chat, "The paused task is waiting for a confirmation:")
-            await self._offer_saved(chat, session, question.prompt)
+            await self._offer_saved(chat, session, question.id, question.prompt)
         else:
             await self.say(
                 chat,
@@ -533,29 +558,64 @@ class ChatBridge:
                 "so you can start a new one.",
             )
 
-    def on_button(self, chat: str, user: str, data: str) -> ButtonReply:
-        """A press of one of our buttons; the reply is for the presser's eyes."""
+    async def on_button(self, chat: str, user: str, data: str) -> ButtonReply:
+        """A press of one of our buttons; the reply is for the presser's eyes.
+
+        A button carries its question's id. A live question of this chat is
+        answered at once; otherwise the chat's kept task is resumed with the
+        choice if it waits for that very question, and the press is refused,
+        saying why, if it does not.
+        """
         if not self.is_allowed(user):
             log.info("%s: refused a button press from user %s", self.service, user)
             return ButtonReply(False, NOT_ALLOWED_BUTTON)
-        token, _, code = data.partition(":")
+        question_id, _, code = data.partition(":")
         choice = _CODE_CHOICES.get(code)
-        prompt = self._prompts.get(token)
-        if prompt is None or prompt.used or choice is None:
-            return ButtonReply(False, ALREADY_ANSWERED)
-        if prompt.chat != chat:
+        if choice is None or not question_id:
+            return ButtonReply(False, ALREADY_ANSWERED)  # none of ours: forged, or garbled
+        prompt = self._prompts.get(question_id)
+        if prompt is not None and prompt.chat != chat:
             return ButtonReply(False, "That button belongs to another chat.")
-        if prompt.kind is _PromptKind.ENTRY:
+        if prompt is not None and prompt.kind is _PromptKind.ENTRY:
             assert prompt.entry is not None
-            request = prompt.entry.request
-            if request.kind is not RequestKind.CONFIRM:
+            if prompt.entry.request.kind is not RequestKind.CONFIRM:
                 return ButtonReply(False, ALREADY_ANSWERED)
             return self._answer_entry(prompt, choice)
-        prompt.used = True
-        prompt.choice = choice
-        session = prompt.session_id
-        self._start(chat, lambda emit: self._resume(session, emit, answer=choice))
-        return ButtonReply(True, CHOICE_DONE[choice].capitalize())
+        if prompt is not None and prompt.used:
+            return ButtonReply(False, "This question is being answered already.")
+        return await self._press_saved(chat, question_id, choice, prompt)
+
+    async def _press_saved(
+        self, chat: str, question_id: str, choice: str, prompt: _Prompt | None
+    ) -> ButtonReply:
+        """A press for a question this bot holds no live entry of: resume the chat's task with
+        the choice if it waits for that question; else say why not."""
+        session = self.session_of(chat)
+        record = await self.executor.store.load(session)
+        question = record.question if record is not None else None
+        if record is not None and question is not None and question.id == question_id:
+            if question.kind is not RequestKind.CONFIRM:
+                return ButtonReply(False, ALREADY_ANSWERED)
+            if prompt is not None:
+                prompt.used = True
+                prompt.choice = choice
+            self._start(
+                chat,
+                lambda emit: self._resume(session, emit, answer=choice, question_id=question_id),
+            )
+            return ButtonReply(True, CHOICE_DONE[choice].capitalize())
+        # Why not, from the newest of what this process saw of it and what the task recorded.
+        known = [t for t in record.questions if t.id == question_id] if record is not None else []
+        settled = self.executor.registry.settled(question_id)
+        if settled is not None and settled.context.session_id == session:
+            known.append(settled.trace)
+        ended = [t for t in known if t.state is not QuestionState.WAITING]
+        if ended:
+            return ButtonReply(False, _sentence(max(ended, key=lambda t: t.at).refusal()))
+        if record is None:
+            return ButtonReply(False, "No pending task in this chat waits for this question.")
+        waiting = question.id if question is not None else None
+        return ButtonReply(False, _sentence(late_answer(question_id, record.questions, waiting)))
 
     def _answer_entry(self, prompt: _Prompt, value: str) -> ButtonReply:
         assert prompt.entry is not None
@@ -564,10 +624,9 @@ class ChatBridge:
         except BadAnswerError:
             # Only a forged or stale press offers a choice the question does not take.
             return ButtonReply(False, ALREADY_ANSWERED)
-        except AlreadyAnsweredError:
-            return ButtonReply(False, ALREADY_ANSWERED)
-        except EntryGoneError:
-            return ButtonReply(False, "This question is no longer waiting: its task was stopped.")
+        except (AlreadyAnsweredError, EntryGoneError) as exc:
+            # Why: answered already (and when), withdrawn as its task stopped, expired.
+            return ButtonReply(False, _sentence(str(exc)))
         prompt.used = True
         prompt.choice = value
         return ButtonReply(True, CHOICE_DONE.get(value, "answered").capitalize())
@@ -639,25 +698,34 @@ class ChatBridge:
             await say("\n".join([f"Resuming: {record.input}", *lines]))
             self._start(chat, lambda emit: self._resume(session, emit))
         elif question.kind is RequestKind.QUESTION:
+            self._shown[chat] = question.id
             await say(f"❓ {question.prompt}\n(Your next message answers this question.)")
         elif question.kind is RequestKind.CONFIRM:
             await say("The paused task is waiting for a confirmation:")
-            await self._offer_saved(chat, session, question.prompt)
+            await self._offer_saved(chat, session, question.id, question.prompt)
         else:
             await say(
                 "The paused task needs the system password, which never travels through "
                 f"{self.service}. Resume it from the terminal (agenttui) or the web page."
             )
 
-    async def _offer_saved(self, chat: str, session: str, prompt_text: str) -> None:
-        token = self._new_token()
-        self._prompts[token] = _Prompt(chat, _PromptKind.SAVED, session_id=session)
-        buttons = _buttons(token, (ALLOW_ONCE, ALLOW_SESSION, DENY))
+    async def _offer_saved(
+        self, chat: str, session: str, question_id: str, prompt_text: str
+    ) -> None:
+        self._prompts[question_id] = _Prompt(
+            chat, _PromptKind.SAVED, session_id=session, token=question_id
+        )
+        buttons = _buttons(question_id, (ALLOW_ONCE, ALLOW_SESSION, DENY))
         try:
             await self.transport.send(chat, f"🔐 Allow this?\n{prompt_text}", buttons)
         except DeliveryError as exc:
-            self._prompts.pop(token, None)
+            self._prompts.pop(question_id, None)
             log.warning("chat %s: could not offer a saved confirmation: %s", chat, exc)
+
+    async def _show_saved(self, chat: str, question_id: str, prompt_text: str) -> None:
+        """Show the saved question `question_id`: the chat's next message answers it."""
+        self._shown[chat] = question_id
+        await self.say(chat, f"❓ {prompt_text}\n(Your next message answers this question.)")
 
     # -- runs -------------------------------------------------------------
 
@@ -665,9 +733,15 @@ class ChatBridge:
         await self.executor.run(session, text, owner=self, emit=emit)
 
     async def _resume(
-        self, session: str, emit: Callable[[Event], Awaitable[None]], answer: str | None = None
+        self,
+        session: str,
+        emit: Callable[[Event], Awaitable[None]],
+        answer: str | None = None,
+        question_id: str | None = None,
     ) -> None:
-        await self.executor.resume(session, owner=self, emit=emit, answer=answer)
+        await self.executor.resume(
+            session, owner=self, emit=emit, answer=answer, question_id=question_id
+        )
 
     def _start(
         self, chat: str, go: Callable[[Callable[[Event], Awaitable[None]]], Awaitable[None]]
@@ -700,6 +774,11 @@ class ChatBridge:
             nursery.start_soon(self._keep_typing, output.chat, working)
             try:
                 await go(output.emit)
+                ended = output.ended
+                if ended is not None and ended.question_id is not None:
+                    # The notice of the end shows the question: the chat's next message
+                    # answers that one.
+                    self._shown[output.chat] = ended.question_id
             except SessionBusyError:
                 output.notice("Still working on your last message. /stop or /pause it first.")
             except (PendingTaskExistsError, NoPendingTaskError, BadAnswerError) as exc:
@@ -743,10 +822,10 @@ class ChatBridge:
             with contextlib.suppress(AlreadyAnsweredError, EntryGoneError):
                 entry.answer(DENY)
             return None
-        token = self._new_token()
+        token = entry.id
         if request.kind is RequestKind.CONFIRM:
             text = f"🔐 Allow this?\n{request.prompt}"
-            buttons = _buttons(token, request.choices or (ALLOW_ONCE, DENY))
+            buttons = _buttons(entry.id, request.choices or (ALLOW_ONCE, DENY))
         else:
             text = f"❓ {request.prompt}"
             buttons = []
@@ -796,6 +875,8 @@ class ChatBridge:
                 outcome = "✔ Answered."
         elif state is EntryState.WITHDRAWN:
             outcome = "⌛ No longer needed: the task stopped."
+        elif state is EntryState.EXPIRED:
+            outcome = f"⌛ {_sentence(entry.trace.refusal())}"
         else:
             outcome = "✖ Not answered."
         try:
@@ -812,16 +893,16 @@ class ChatBridge:
                 log.warning("chat %s: could not send a message: %s", chat, exc)
                 return
 
-    def _new_token(self) -> str:
-        token = secrets.token_urlsafe(6)
-        while token in self._prompts:
-            token = secrets.token_urlsafe(6)
-        return token
 
-
-def _buttons(token: str, choices: Sequence[str]) -> list[Button]:
+def _buttons(question_id: str, choices: Sequence[str]) -> list[Button]:
+    """The buttons of `choices`, each carrying the question's id and its choice."""
     return [
-        Button(CHOICE_LABELS.get(c, c), f"{token}:{_CHOICE_CODES[c]}")
+        Button(CHOICE_LABELS.get(c, c), f"{question_id}:{_CHOICE_CODES[c]}")
         for c in choices
         if c in _CHOICE_CODES
     ]
+
+
+def _sentence(text: str) -> str:
+    """`text` as a sentence for a chat: a capital first, a full stop last."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")

@@ -542,7 +542,7 @@ class DiscordBot:
             await self._on_slash_command(data, str(user.get("id")), path)
             return
         custom_id = str((data.get("data") or {}).get("custom_id", ""))
-        reply = self.bridge.on_button(str(data["channel_id"]), str(user.get("id")), custom_id)
+        reply = await self.bridge.on_button(str(data["channel_id"]), str(user.get("id")), custom_id)
         if reply.ok:
             callback: dict[str, Any] = {"type": CALLBACK_DEFERRED_UPDATE}
         else:

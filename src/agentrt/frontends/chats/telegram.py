@@ -367,7 +367,7 @@ class TelegramBot:
             held = query.get("message") or {}
             chat = str(held.get("chat", {}).get("id", ""))
             user = str(query["from"]["id"])
-            reply = self.bridge.on_button(chat, user, str(query.get("data", "")))
+            reply = await self.bridge.on_button(chat, user, str(query.get("data", "")))
             assert self._api is not None
             try:
                 await self._api.call(

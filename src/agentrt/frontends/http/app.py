@@ -243,7 +243,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
     async def resume_task(request: Request) -> Response:
         session_id = _session(request)
         body = await read_body(request, ResumeBody)
-        task_hash = await frontend.resume(session_id, body.answer)
+        task_hash = await frontend.resume(session_id, body.answer, body.question_id)
         return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
 
     async def run(request: Request) -> Response:

@@ -66,9 +66,22 @@ class RunBody:
 
 @record
 class ResumeBody:
-    """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any."""
+    """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any.
+
+    `question_id` names the question `answer` is for (the task's
+    ``question.id``): a resume naming one the task no longer waits for is
+    refused (409 ``late_answer``, saying why) and changes nothing.
+    """
 
     answer: str | None = None
+    question_id: str | None = attrs.field(
+        default=None,
+        metadata={
+            "schema": {
+                "description": "the id of the question `answer` is for (the task's question.id)"
+            }
+        },
+    )
 
 
 def _check_cancel_cause(self: CancelBody, _: attrs.Attribute[Cause], cause: Cause) -> None:

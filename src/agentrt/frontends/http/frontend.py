@@ -209,11 +209,18 @@ class WebFrontEnd:
         run = partial(self.runtime.executor.run, session_id, text)
         return await self._start(session_id, run)
 
-    async def resume(self, session_id: str, answer: str | None) -> str:
-        """Resume the pending task of `session_id` (answering its saved question); return its hash."""
+    async def resume(
+        self, session_id: str, answer: str | None, question_id: str | None = None
+    ) -> str:
+        """Resume the pending task of `session_id` (answering its saved question); return its hash.
+
+        With `question_id`, the answer is for that question only (`Executor.resume`).
+        """
         if not await self._may_act(session_id):
             raise NoPendingTaskError(f"session {session_id} has no pending task")
-        resume = partial(self.runtime.executor.resume, session_id, answer=answer)
+        resume = partial(
+            self.runtime.executor.resume, session_id, answer=answer, question_id=question_id
+        )
         return await self._start(session_id, resume)
 
     async def _start(self, session_id: str, start: Callable[..., Awaitable[RunEnded]]) -> str:
@@ -388,7 +395,7 @@ class WebFrontEnd:
             question = obj.get("question") or {}
             waits.append(
                 {
-                    "question_id": None,
+                    "question_id": question.get("id"),
                     "kind": question.get("kind", "question"),
                     "prompt": question.get("prompt", ""),
                     "who": "saved: answer it to resume",
@@ -424,14 +431,24 @@ class WebFrontEnd:
     ) -> None:
         """Answer a claimed question; with `session`, only a question of that session.
 
-        Raises `ApiError` for an unknown id (and for a question of another
-        session than `session`, in the same words), and `BadAnswerError` for an
-        answer that does not fit (`Entry.check`: the rules of every front-end).
-
-        The registry raises `EntryGoneError` when the question's run stopped meanwhile.
+        Raises `ApiError` for an unknown id (and for one of a session HTTP may
+        not act on, or of another session than `session`, in the same words),
+        `LateAnswerError` for one that no longer waits (answered, withdrawn,
+        expired: the message says which), and `BadAnswerError` for an answer
+        that does not fit (`Entry.check`: the rules of every front-end).
         """
         entry = self._desk.find(question_id)
         if entry is None or not self._shows(entry, session):
+            if entry is None:
+                late = self._desk.late(
+                    question_id,
+                    lambda ctx: (
+                        self._policy_allows(ctx.session_id, ctx.window_hash)
+                        and session in (None, ctx.session_id)
+                    ),
+                )
+                if late is not None:
+                    raise late
             where = f" of session {session}" if session is not None else ""
             raise ApiError(
                 404,

@@ -33,6 +33,7 @@ from ...protocol.frames import MESSAGES_PAGE
 from ...protocol.frames import MESSAGES_PAGE_MAX
 from ...store import UnreadableTask
 from ...vocab.events import RunEnded
+from ...vocab.questions import QuestionState
 from ...vocab.stops import PreviewCall
 from ...vocab.stops import StopKind
 from ...vocab.terms import TaskStatus
@@ -195,9 +196,20 @@ def _schemas() -> dict[str, Any]:
     waiting = _object(
         question_id=_NULLABLE, kind=type_schema(RequestKind), prompt=_STRING, who=_NULLABLE
     )
-    question = _object(call_id=_STRING, prompt=_STRING, kind=type_schema(RequestKind)) | {
-        "type": ["object", "null"]
-    }
+    question = _object(
+        id={
+            "type": "string",
+            "description": "the question's id: a resume with an answer names it (question_id)",
+        },
+        call_id=_STRING,
+        prompt=_STRING,
+        kind=type_schema(RequestKind),
+        state=type_schema(QuestionState)
+        | {
+            "description": "waiting; or withdrawn or expired when it was asked live and its run "
+            "stopped or its timeout fired (the task still waits for it)"
+        },
+    ) | {"type": ["object", "null"]}
     task = _object(
         session_id=_STRING,
         status=type_schema(TaskStatus),
@@ -383,7 +395,8 @@ def event_schemas(question: dict[str, Any]) -> dict[str, Any]:
             "session_id": _STRING,
             "state": {"enum": [s.value for s in EntryState if s is not EntryState.WAITING]},
         },
-        "a question was answered, withdrawn (its run stopped) or claimed elsewhere",
+        "a question was answered, withdrawn (its run stopped), expired (its timeout fired) "
+        "or claimed elsewhere",
     )
     exact(
         "ready",
@@ -589,7 +602,9 @@ def _paths() -> dict[str, Any]:
         "/v1/session/{session_id}/task/resume": {
             "post": {
                 "operationId": "resumeTask",
-                "summary": "Resume the pending task, answering its saved question if given",
+                "summary": "Resume the pending task, answering its saved question if given; an "
+                "answer naming a question the task no longer waits for is refused (409 "
+                "late_answer), saying why",
                 "parameters": [_SESSION],
                 "requestBody": _body("ResumeBody", required=False),
                 "responses": {"202": _STARTED, "409": _ERROR, **_BODY_ERRORS},
@@ -654,7 +669,8 @@ def _paths() -> dict[str, Any]:
         "/v1/questions/{question_id}/answer": {
             "post": {
                 "operationId": "answerQuestion",
-                "summary": "Answer an open question",
+                "summary": "Answer an open question; one answered already, withdrawn or "
+                "expired is refused (409 late_answer), saying why",
                 "parameters": [_path_param("question_id", "the question's id")],
                 "requestBody": _body("AnswerBody"),
                 "responses": {
@@ -664,7 +680,6 @@ def _paths() -> dict[str, Any]:
                         "answered",
                     ),
                     "409": _ERROR,
-                    "410": _ERROR,
                     **_BODY_ERRORS,
                 },
             }

@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from ...core.cause import Cause
+from ...core.context import RequestContext
 from ...core.desk import REFUSED
 from ...core.desk import Desk
 from ...core.desk import refusal
@@ -559,15 +560,18 @@ class Connection:
         self.send_nowait(ask_frame(entry))
 
     async def _question_closed(self, entry: Entry, state: EntryState, shown: None) -> None:
-        if state is EntryState.WITHDRAWN:
-            await self.send(
-                AskWithdrawn(entry.id, "the run that asked it stopped before it was answered")
-            )
+        if state in (EntryState.WITHDRAWN, EntryState.EXPIRED):
+            # Why, in the words a late answer to it would hear.
+            await self.send(AskWithdrawn(entry.id, entry.trace.refusal()))
 
     async def _on_answer(self, frame: AnswerFrame) -> None:
         assert self._desk is not None
         entry = self._desk.find(frame.ask)
         if entry is None or entry.done:
+            late = self._desk.late(frame.ask, self._may_see_question)
+            if late is not None:
+                await self.refuse(late, frame)
+                return
             await self.error(
                 ErrorCode.NOT_FOUND,
                 f"no question {frame.ask!r} is waiting for an answer from this window",
@@ -737,6 +741,10 @@ class Connection:
         assert self.window is not None, "only a connection past hello acts on sessions"
         return Actor.terminal(self.window)
 
+    def _may_see_question(self, ctx: RequestContext) -> bool:
+        """Whether the access policy lets this connection hear of a question of `ctx`."""
+        return self.daemon.runtime.policy.may_act(self._actor(), ctx.session_id, ctx.window_hash)
+
     def _may_see(self, record: StoredTask | ListedTask | SessionInfo) -> bool:
         """What the access policy lets this connection see.
 
@@ -835,7 +843,11 @@ class Connection:
     async def _pending_resume(self, frame: PendingRequest, session: str) -> None:
         workdir = Path(frame.cwd) if frame.cwd is not None else None
         resume = partial(
-            self.daemon.runtime.executor.resume, session, answer=frame.answer, workdir=workdir
+            self.daemon.runtime.executor.resume,
+            session,
+            answer=frame.answer,
+            question_id=frame.question_id,
+            workdir=workdir,
         )
         await self._start_run(resume, frame)
 

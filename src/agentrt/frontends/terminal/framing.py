@@ -56,6 +56,7 @@ def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:
         messages=stored.messages if isinstance(stored, TaskSummary) else len(stored.transcript),
         runs=stored.runs,
         crashed=stored.crashed,
+        question_id=question.id if question is not None else None,
     )
 
 
