@@ -125,7 +125,10 @@ async def test_a_confirmation_that_times_out_with_deny_is_denied_and_the_run_goe
     [ended] = asking.ended
     assert ended.outcome is Outcome.FINISHED  # the model was told, and answered
     [result] = asking.recorder.of(ToolResultEvent)
-    assert (result.name, result.preview) == ("write_file", "denied by the user")
+    assert (result.name, result.preview) == (
+        "write_file",
+        "error: denied: nobody answered its confirmation within 1m30s",
+    )
     assert not (workdir / "a.txt").exists()
     settled = runtime.registry.settled(entry.id)
     assert settled is not None

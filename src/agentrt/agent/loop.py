@@ -91,6 +91,7 @@ from .guard import inside
 from .guard import touched_roots
 from .tools import QuestionParked
 from .tools import ToolError as ToolError
+from .tools import ToolDenied
 from .tools import ToolRefused
 from .tools import find
 from .tools import offered_to
@@ -642,6 +643,8 @@ class AgentRun:
             result = f"error: {exc}"
             if isinstance(exc, ToolRefused):
                 state = CallState.REFUSED
+            elif isinstance(exc, ToolDenied):
+                state = CallState.DENIED
         result = self.config.redactor.redact(result)
         # The call has happened: its result is committed even if a cancel arrives now, so
         # a resume never runs it again.
@@ -804,7 +807,8 @@ class AgentRun:
         oldest = self._oldest_waiting()
         await self._change_soon(lambda r: r.noting(expired, question=oldest))
         if saved.kind in (RequestKind.CONFIRM, RequestKind.PASSWORD):
-            return Answer(DENY)
+            # Not "denied by the user": nobody said no, the time ran out.
+            raise ToolDenied(f"denied: nobody answered its confirmation within {within}")
         if saved.kind is RequestKind.QUESTION:
             return Answer(f"nobody answered within {within}")
         raise ToolError(f"nobody typed the secret within {within}")

@@ -68,6 +68,10 @@ class ToolRefused(ToolError):
     """agentrt will not run the call as asked (its result says why): a refusal, not a failure."""
 
 
+class ToolDenied(ToolError):
+    """The call was denied without a person saying no (its confirmation timed out)."""
+
+
 class QuestionParked(Exception):
     """Raised inside a tool call to park the run on a saved question instead of blocking."""
 
