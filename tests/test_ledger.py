@@ -246,6 +246,28 @@ def call_of(call_id: str) -> Callable[[Event], bool]:
     return lambda e: isinstance(e, ToolCallEvent) and e.call_id == call_id
 
 
+def held(*call_ids: str) -> Callable[[Run], Awaitable[None]]:
+    """A boundary: every one of `call_ids` is inside its tool, waiting to be let go."""
+
+    async def at(run: Run) -> None:
+        for call_id in call_ids:
+            await GATE.wait_entered(call_id)
+        await trio.testing.wait_all_tasks_blocked()
+
+    return at
+
+
+def released(*call_ids: str) -> Callable[[Run], Awaitable[None]]:
+    """After the resume: let each of `call_ids` go as it enters its tool again."""
+
+    async def let_go(run: Run) -> None:
+        for call_id in call_ids:
+            await GATE.wait_entered(call_id)
+            GATE.release(call_id)
+
+    return let_go
+
+
 async def answer_questions(runtime: Runtime, answers: dict[str, str], task_status: Any) -> None:
     """A listener for the session's questions: answers those in `answers`, leaves the rest."""
     with runtime.registry.listen("", name="test") as listener:
@@ -507,18 +529,8 @@ async def test_stopped_while_calls_run(
 ) -> None:
     first = [sse(wire.calls([("h1", "hold_effect", {}), ("h2", "hold", {})]))]
 
-    async def at(run: Run) -> None:
-        await GATE.wait_entered("h1")
-        await GATE.wait_entered("h2")
-        await trio.testing.wait_all_tasks_blocked()
-
-    async def let_go(run: Run) -> None:
-        for call_id in ("h1", "h2"):
-            await GATE.wait_entered(call_id)
-            GATE.release(call_id)
-
     bodies = await scenario.stop_and_continue(
-        nursery, first, at, cause, [sse(wire.text("ok"))], let_go
+        nursery, first, held("h1", "h2"), cause, [sse(wire.text("ok"))], released("h1", "h2")
     )
     received = Received.of(wire, bodies[-1])
     note = received.note()
@@ -572,10 +584,6 @@ async def test_stopped_after_a_call_committed(
         await GATE.wait_entered("h2")
         await trio.testing.wait_all_tasks_blocked()
 
-    async def let_go(run: Run) -> None:
-        await GATE.wait_entered("h2")
-        GATE.release("h2")
-
     if cause == "failure":
 
         async def fail_h2() -> None:
@@ -588,7 +596,7 @@ async def test_stopped_after_a_call_committed(
         bodies = await _fail_then_resume(scenario, nursery, first, [sse(wire.text("ok"))])
     else:
         bodies = await scenario.stop_and_continue(
-            nursery, first, at, cause, [sse(wire.text("ok"))], let_go
+            nursery, first, at, cause, [sse(wire.text("ok"))], released("h2")
         )
     received = Received.of(wire, bodies[-1])
     note = received.note()
@@ -623,14 +631,12 @@ async def test_stopped_while_a_question_waits(
     scenario: Scenario, wire: Wire, nursery: trio.Nursery, cause: str
 ) -> None:
     first = [sse(wire.calls([("q1", "ask_user", {"question": "Colour?"})]))]
-    claimed = trio.Event()
     scenario.answers.clear()
 
     async def at(run: Run) -> None:
         # Nobody answers it in the first run: the question waits when the stop comes.
         while not scenario.runtime.registry.waiting_for(SESSION):
             await trio.testing.wait_all_tasks_blocked()
-        claimed.set()
         scenario.answers["Colour?"] = "blue"  # for the question asked again after the stop
 
     bodies = await scenario.stop_and_continue(nursery, first, at, cause, [sse(wire.text("ok"))])
@@ -663,18 +669,12 @@ async def test_stopped_inside_a_subagent(
         sse(wire.calls([("c1", "hold_effect", {})])),
     ]
 
-    async def at(run: Run) -> None:
-        await GATE.wait_entered("c1")
-        await trio.testing.wait_all_tasks_blocked()
-
-    async def let_go(run: Run) -> None:
-        await GATE.wait_entered("c1")
-        GATE.release("c1")
-
     then = [sse(wire.text("sub done")), sse(wire.text("ok"))]
     if cause == "user_cancel":
         then = [sse(wire.text("ok"))]
-    bodies = await scenario.stop_and_continue(nursery, first, at, cause, then, let_go)
+    bodies = await scenario.stop_and_continue(
+        nursery, first, held("c1"), cause, then, released("c1")
+    )
     top = Received.of(wire, bodies[-1])
     note = top.note()
     check_placement(wire, bodies[-1], top)
@@ -715,15 +715,10 @@ async def test_the_note_says_shortened_only_when_a_saved_value_was(
 
     async def at(run: Run) -> None:
         await run.wait_for(result_of("b1"))
-        await GATE.wait_entered("h1")
-        await trio.testing.wait_all_tasks_blocked()
-
-    async def let_go(run: Run) -> None:
-        await GATE.wait_entered("h1")
-        GATE.release("h1")
+        await held("h1")(run)
 
     bodies = await scenario.stop_and_continue(
-        nursery, first, at, "pause", [sse(wire.text("ok"))], let_go
+        nursery, first, at, "pause", [sse(wire.text("ok"))], released("h1")
     )
     received = Received.of(wire, bodies[-1])
     note = received.note()
@@ -746,26 +741,17 @@ async def test_a_stop_nobody_saw_is_told_as_one_whose_calls_may_have_run(
     # claim more than the record shows.
     first = [sse(wire.calls([("h1", "hold_effect", {})]))]
 
-    async def at(run: Run) -> None:
-        await GATE.wait_entered("h1")
-        await trio.testing.wait_all_tasks_blocked()
+    async def fence() -> None:
+        def unseen(record: TaskRecord) -> TaskRecord:
+            return record.evolve(
+                status=TaskStatus.INTERRUPTED, cause=Cause.DISCONNECT, interruptions=()
+            )
 
-        async def fence() -> None:
-            def unseen(record: TaskRecord) -> TaskRecord:
-                return record.evolve(
-                    status=TaskStatus.INTERRUPTED, cause=Cause.DISCONNECT, interruptions=()
-                )
+        assert await scenario.runtime.store.update(SESSION, unseen) is not None
 
-            assert await scenario.runtime.store.update(SESSION, unseen) is not None
-
-        scenario.after_stop = fence
-
-    async def let_go(run: Run) -> None:
-        await GATE.wait_entered("h1")
-        GATE.release("h1")
-
+    scenario.after_stop = fence
     bodies = await scenario.stop_and_continue(
-        nursery, first, at, "pause", [sse(wire.text("ok"))], let_go
+        nursery, first, held("h1"), "pause", [sse(wire.text("ok"))], released("h1")
     )
     note = Received.of(wire, bodies[-1]).note()
     assert note.startswith(
