@@ -90,8 +90,8 @@ from .guard import command_touches
 from .guard import inside
 from .guard import touched_roots
 from .tools import QuestionParked
-from .tools import ToolError as ToolError
 from .tools import ToolDenied
+from .tools import ToolError as ToolError
 from .tools import ToolRefused
 from .tools import find
 from .tools import offered_to

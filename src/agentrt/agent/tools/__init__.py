@@ -26,8 +26,8 @@ from ...models.scripted import ReplayModel
 from ...models.scripted import ScriptedModel
 from .base import QuestionParked as QuestionParked
 from .base import Tool as Tool
-from .base import ToolError as ToolError
 from .base import ToolDenied as ToolDenied
+from .base import ToolError as ToolError
 from .base import ToolRefused as ToolRefused
 from .base import ToolRun as ToolRun
 from .files import ReadFile
