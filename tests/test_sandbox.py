@@ -11,7 +11,9 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -390,3 +392,47 @@ async def test_the_file_tools_cannot_reach_agentrt_state(guard: bool) -> None:
         assert not any(secret in r or "approval" in r for r in results)
         assert target.read_text() == secret
         assert not (lay.state / "planted").exists()
+
+
+@pytest.fixture
+def install_under_tmp() -> Iterator[Path]:
+    """A folder right under /tmp, as a virtualenv or a clone installed there is, with a script."""
+    install = Path(os.path.realpath(tempfile.mkdtemp(prefix="agentrt-install-", dir="/tmp")))
+    (install / "tool.py").write_text("print('ran from', __file__)\n")
+    try:
+        yield install
+    finally:
+        shutil.rmtree(install, ignore_errors=True)
+
+
+async def test_a_python_installed_under_tmp_still_runs_tool_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install_under_tmp: Path
+) -> None:
+    # /tmp is private inside the sandbox; agentrt and its Python (a virtualenv, a clone)
+    # installed there are bound in again, read-only, or `write_file` could not start.
+    from agentrt.agent import sandbox as module
+    from agentrt.agent.toolproc import run_tool
+
+    install = install_under_tmp
+    monkeypatch.setattr(module, "runtime_roots", lambda: (install,))
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = Sandbox.detect().wrap(
+        [sys.executable, str(install / "tool.py")], workdir=work, network=False
+    )
+    root = str(install)
+    at = argv.index(root)
+    assert argv[at - 1 : at + 2] == ["--ro-bind", root, root]
+    assert argv.index("--bind") > at, "the work folder is bound after, and stays writable"
+    with trio.fail_after(20):
+        out = await run_tool(argv, cwd=work)
+    assert (out.returncode, out.output) == (0, f"ran from {install}/tool.py\n".encode())
+    with trio.fail_after(20):
+        wrote = await run_tool(
+            Sandbox.detect().wrap(
+                ["sh", "-c", f"echo x > {install}/new.txt"], workdir=work, network=False
+            ),
+            cwd=work,
+        )
+    assert wrote.returncode != 0, "read-only"
+    assert not (install / "new.txt").exists()

@@ -190,8 +190,16 @@ class Sandbox:
         workdir = workdir.resolve()
         open_roots = {p.resolve() for p in writable}
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--tmpfs", str(PRIVATE_TMP), "--bind", str(workdir), str(workdir)]
-        seen: list[Path] = [workdir]
+        args += ["--tmpfs", str(PRIVATE_TMP)]
+        seen: list[Path] = []
+        for root in runtime_roots():
+            # The Python and the agentrt a tool process runs (`write_file`'s writer), when
+            # installed under /tmp, are bound in again read-only, as the rest of / is.
+            if not _visible(root, seen):
+                args += ["--ro-bind", str(root), str(root)]
+                seen.append(root)
+        args += ["--bind", str(workdir), str(workdir)]
+        seen.append(workdir)
         for root in dict.fromkeys(p.resolve() for p in restricted):
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
             if not root.exists():
@@ -225,6 +233,14 @@ class Sandbox:
         if len(argv) == 3 and list(argv[:2]) == ["sh", "-c"]:
             return [*args, "sh", "-c", _INIT_SHELL, argv[2]]
         return [*args, "sh", "-c", _INIT, "agentrt-sandbox", *argv]
+
+
+@functools.cache
+def runtime_roots() -> tuple[Path, ...]:
+    """The folders of the running Python and of agentrt itself, which tool processes use."""
+    here = Path(__file__).resolve().parents[2]  # the folder agentrt was imported from
+    found = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), here)
+    return tuple(dict.fromkeys(p.resolve() for p in found))
 
 
 def _visible(path: Path, bound: Sequence[Path]) -> bool:
