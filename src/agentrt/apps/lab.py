@@ -1207,7 +1207,8 @@ def write_heatmap(report: LabReport, path: Path) -> None:
             loc="lower center",
         )
     fig.suptitle(f"agentrt lab: {report.conversation}")
-    fig.tight_layout()
+    # Room at the foot for the legend, under the causes' names.
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
