@@ -109,7 +109,7 @@ def round_ledger(
     return tuple(entries)
 
 
-def crash_interruptions(
+def unseen_interruptions(
     record: TaskRecord, records_start: RecordsStart = _never, stop: StopKind = StopKind.CRASH
 ) -> dict[str, Interruption]:
     """The entries of a stop nobody saw, found when its task is resumed: one per scope.
@@ -265,7 +265,7 @@ def with_unseen_entries(record: TaskRecord, records_start: RecordsStart = _never
     stop = unseen_stop(record)
     if stop is None:
         return record
-    found = crash_interruptions(record, records_start, stop)
+    found = unseen_interruptions(record, records_start, stop)
     subagents = {
         key: attrs.evolve(journal, interruptions=(*journal.interruptions, found[journal.agent]))
         for key, journal in record.subagents.items()
