@@ -30,6 +30,7 @@ from ..store import Store
 from ..store import StoreError
 from ..store import TaskExistsError
 from ..store import TaskTakenError
+from ..store.ledger import entries_of
 from ..store.ledger import preview_of
 from ..store.ledger import round_ledger
 from ..store.ledger import thrown_away
@@ -637,14 +638,11 @@ class Executor:
         """A user-cancel: the task is deleted (unless a discard of it did that already)."""
         record = agent.snapshot
         stopped = agent.stopped(StopKind.USER_CANCEL, time.time())
-        entries = [*stopped.interruptions]
-        for journal in stopped.subagents.values():
-            entries += journal.interruptions
         # The task goes; the session keeps what it did, with a result for each call it left
         # without one and the note of how it ended, for the model of its next message.
         await self.store.finish(
             record.session_id,
-            [*history, *record.transcript, *thrown_away(stopped, entries)],
+            [*history, *record.transcript, *thrown_away(stopped, entries_of(stopped))],
             record.window_hash,
             runner=self._token,
         )
@@ -733,9 +731,7 @@ def _thrown_away_record(record: TaskRecord, stop: StopKind, at: float) -> list[M
     The stops it had are told as they were recorded; the throwing away is one
     more entry, with the calls' states only when no earlier entry gave them.
     """
-    entries = [*record.interruptions]
-    for journal in record.subagents.values():
-        entries += journal.interruptions
+    entries = entries_of(record)
     calls = () if entries else round_ledger("", record.transcript, record.attempts)
     entries.append(Interruption(stop, at, calls))
     return [*record.transcript, *thrown_away(record, entries)]

@@ -142,13 +142,18 @@ def unseen_stop(record: TaskRecord) -> StopKind | None:
     return StopKind.of(record.cause) if record.cause is not None else StopKind.FAILURE
 
 
-def latest_states(record: TaskRecord) -> dict[tuple[str, str], CallState]:
-    """The state each call of an interrupted round was last told to be in, by (agent, call id)."""
-    states: dict[tuple[str, str], CallState] = {}
+def entries_of(record: TaskRecord) -> list[Interruption]:
+    """The stops `record` holds that its model was not told of yet, its subagents' included."""
     entries = [*record.interruptions]
     for journal in record.subagents.values():
         entries += journal.interruptions
-    for entry in sorted(entries, key=lambda e: e.at):
+    return entries
+
+
+def latest_states(record: TaskRecord) -> dict[tuple[str, str], CallState]:
+    """The state each call of an interrupted round was last told to be in, by (agent, call id)."""
+    states: dict[tuple[str, str], CallState] = {}
+    for entry in sorted(entries_of(record), key=lambda e: e.at):
         for call in entry.calls:
             states[(call.agent, call.call_id)] = call.state
     return states
