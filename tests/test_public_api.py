@@ -183,3 +183,27 @@ def test_a_scripted_run_loads_no_http_client_and_no_config_parser(tmp_path: Path
     assert set(loaded).isdisjoint(NOT_FOR_A_SCRIPTED_RUN), sorted(
         set(loaded) & set(NOT_FOR_A_SCRIPTED_RUN)
     )
+
+
+async def test_open_runtime_takes_its_paths_as_strings_too(tmp_path: Path) -> None:
+    # An embedder writes workdir="/tmp/x" as readily as Path("/tmp/x"): both are a folder.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("remember this")
+    async with agentrt.open_runtime(
+        str(tmp_path / "state"),
+        workdir=str(work),
+        restricted_paths=[str(tmp_path / "restricted")],
+        protected_paths=[str(tmp_path / "private")],
+    ) as runtime:
+        config = runtime.executor.config
+        assert config.workdir == work.resolve()
+        assert config.restricted_paths == (tmp_path / "restricted",)
+        assert tmp_path / "private" in config.protected_paths
+        ended = await runtime.executor.run("cli-str", "read notes.txt", owner="me", emit=_ignore)
+    assert ended.outcome is agentrt.Outcome.FINISHED
+    assert ended.text == "Done.\nread_file: remember this"
+
+
+async def _ignore(event: agentrt.Event) -> None:
+    return None

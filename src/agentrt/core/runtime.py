@@ -191,15 +191,15 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    state_dir: Path | None = None,
+    state_dir: Path | str | None = None,
     model_spec: str = "scripted",
     *,
     model: Model | None = None,
-    workdir: Path | None = None,
-    restricted_paths: Sequence[Path] | None = None,
+    workdir: Path | str | None = None,
+    restricted_paths: Sequence[Path | str] | None = None,
     verifier: Verifier | None = None,
     base_url: str | None = None,
-    protected_paths: Sequence[Path] = (),
+    protected_paths: Sequence[Path | str] = (),
     settings: Settings | None = None,
     approval: Approval | None = None,
     store: str | Path | None = None,
@@ -232,6 +232,8 @@ async def open_runtime(
 
     Questions wait for their person as `timeouts` says (else the settings'
     ``[timeouts]``, else for ever).
+
+    Every path may be given as a `str` or a `Path`.
     """
     options: ModelOptions | None = None
     guarded: tuple[Path, ...] = ()
@@ -256,6 +258,7 @@ async def open_runtime(
         if timeouts is None:
             timeouts = settings.timeouts
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
+    folder = Path(workdir) if workdir is not None else Path.cwd()
     check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
     if sandbox.missing:
         _tell_missing(sandbox)
@@ -272,13 +275,13 @@ async def open_runtime(
     opened = await open_store(store, lease=lease, http=http)
     try:
         config = AgentConfig(
-            workdir=(workdir or Path.cwd()).resolve(),
+            workdir=folder.resolve(),
             secrets=secrets,
-            restricted_paths=tuple(restricted_paths)
+            restricted_paths=tuple(Path(p) for p in restricted_paths)
             if restricted_paths is not None
             else default_restricted(),
             verifier=verifier or SudoVerifier(ledger=ledger),
-            protected_paths=_protected(state_dir, protected_paths),
+            protected_paths=_protected(state_dir, [Path(p) for p in protected_paths]),
             redactor=Redactor.for_state_dir(state_dir),
             tool_ledger=ledger,
             approval=approval if approval is not None else Approval.ASK,
