@@ -158,14 +158,16 @@ class _Turns:
             await self.ready[index].wait()
 
 
-#: Where a call in flight stands (`AgentRun._inflight`): it began (it may be asking nothing
-#: yet, or working without recording a start), it waits on its question, or it began its
-#: recorded effect.
-_BEGUN = "begun"
-_ASKING = "asking"
-_EFFECT = "effect"
-#: It failed with an error that is not a tool's result (the run fails with it).
-_FAILED = "failed"
+#: Where a call in flight stands (`AgentRun._inflight`), and what a stop then says of it:
+#: it began and will record its start before its effect (not started yet); it works, its
+#: tool recording no start (stopped while running); it waits on its question (not
+#: started); it began its recorded effect (stopped while running); it failed with an error
+#: that is not a tool's result, the run failing with it (may have run).
+_BEGUN = CallState.NOT_STARTED
+_RUNNING = CallState.STOPPED
+_ASKING = CallState.NOT_STARTED
+_EFFECT = CallState.STOPPED
+_FAILED = CallState.MAY_HAVE_RUN
 
 #: Where the running tool call stands: its round's `_Turns` and its index there, from the
 #: top-level round down to the subagent round it runs in (Trio copies it into the call's task).
@@ -229,13 +231,11 @@ class AgentRun:
     _asking: dict[object, SavedQuestion] = attrs.field(factory=dict, init=False)
     #: Ids of the calls this run took over from the snapshot (see `_restored_call`).
     _restored: set[str] = attrs.field(factory=set, init=False)
-    #: The calls of this run that began and have not ended, by id, with where each stands
-    #: (`_BEGUN`, `_ASKING`, `_EFFECT`): those still here when the run stops were stopped.
-    _inflight: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: The calls of this run that began and have not ended, by id, with the state a stop now
+    #: would leave each in (`_BEGUN`, `_RUNNING`, `_ASKING`, `_EFFECT`, `_FAILED`).
+    _inflight: dict[str, CallState] = attrs.field(factory=dict, init=False)
     #: The subagent runs of this task's run going on now, by journal key (see `stopped`).
     _children: dict[str, AgentRun] = attrs.field(factory=dict, init=False)
-    #: The tool each call in `_inflight` calls, by call id.
-    _names: dict[str, str] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         # The calls not run yet get their full arguments back from the record (as saved:
@@ -340,21 +340,8 @@ class AgentRun:
         whose tool failed with an error of its own may have run.
         """
 
-        def seen(run: AgentRun) -> dict[str, CallState]:
-            states: dict[str, CallState] = {}
-            for call_id, phase in run._inflight.items():
-                if phase == _FAILED:
-                    states[call_id] = CallState.MAY_HAVE_RUN
-                elif phase == _EFFECT or (
-                    phase == _BEGUN and not records_start(run._names[call_id])
-                ):
-                    states[call_id] = CallState.STOPPED
-                else:
-                    states[call_id] = CallState.NOT_STARTED
-            return states
-
-        scopes = {"": seen(self)}
-        scopes.update({key: seen(child) for key, child in self._children.items()})
+        scopes = {"": dict(self._inflight)}
+        scopes.update({key: dict(child._inflight) for key, child in self._children.items()})
         return stop_entries(
             self.snapshot,
             stop,
@@ -621,8 +608,7 @@ class AgentRun:
         )
         ok = True
         state: CallState | None = None
-        self._inflight[call.id] = _BEGUN
-        self._names[call.id] = call.name
+        self._inflight[call.id] = _BEGUN if records_start(call.name) else _RUNNING
         try:
             if call.id in self._restored:
                 call = self._restored_call(call)
@@ -671,7 +657,6 @@ class AgentRun:
     def _ended(self, call: ToolCall) -> None:
         """`call` ended (its result committed, or it parked): no stop interrupts it any more."""
         self._inflight.pop(call.id, None)
-        self._names.pop(call.id, None)
 
     def _restored_call(self, call: ToolCall) -> ToolCall:
         """A call taken over from the snapshot, with the values its arguments stand for.
@@ -727,15 +712,15 @@ class AgentRun:
         # Posted in the order the calls were issued: after the questions of the calls before.
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
-        asking = call_id in self._inflight
-        if asking:
+        before = self._inflight.get(call_id)
+        if before is not None:
             self._inflight[call_id] = _ASKING
         try:
             answer = await (self.root or self)._ask_recorded(shown, request)
         except NoAnswerComingError:
             raise self._nobody_to_answer(saved) from None
-        if asking:
-            self._inflight[call_id] = _BEGUN
+        if before is not None:
+            self._inflight[call_id] = before
         return answer
 
     def _saved(self, call_id: str, prompt: str, kind: RequestKind) -> SavedQuestion:

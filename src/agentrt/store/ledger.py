@@ -59,7 +59,8 @@ def last_round(transcript: Sequence[Message]) -> tuple[tuple[ToolCall, ...], dic
     return (), {}
 
 
-_Scope = tuple[str, Sequence[Message], Mapping[str, int], Mapping[str, object]]
+Attempts = Mapping[str, int]
+_Scope = tuple[str, Sequence[Message], Attempts, Mapping[str, object]]
 
 
 def _scopes(record: TaskRecord) -> Iterator[_Scope]:
@@ -98,31 +99,13 @@ def round_ledger(
             state = result.call_state or CallState.DONE
         elif call.id in seen:
             state = seen[call.id]
-        elif died and (started > 0 or not records_start(call.name)):
-            state = CallState.MAY_HAVE_RUN
-        elif started > 0:
-            # Began in an earlier run that stopped it, and did not begin again in this one.
+        elif started > 0 or (died and not records_start(call.name)):
+            # It began (in a run that died, or an earlier one), or nobody can say it did not.
             state = CallState.MAY_HAVE_RUN
         else:
             state = CallState.NOT_STARTED
         entries.append(LedgerCall(call.id, call.name, state, agent, started))
     return tuple(entries)
-
-
-def unseen_interruptions(
-    record: TaskRecord, records_start: RecordsStart = _never, stop: StopKind = StopKind.CRASH
-) -> dict[str, Interruption]:
-    """The entries of a stop nobody saw, found when its task is resumed: one per scope.
-
-    Keyed by agent ("" for the task's own run). When it came is not known; the
-    record's last write is the latest it can have been alive.
-    """
-    found: dict[str, Interruption] = {}
-    for agent, transcript, attempts, _ in _scopes(record):
-        calls = round_ledger(agent, transcript, attempts, died=True, records_start=records_start)
-        lost = record.lost_words if not agent else 0
-        found[agent] = Interruption(stop, record.updated_at, calls, lost, unseen=True)
-    return found
 
 
 def unseen_stop(record: TaskRecord) -> StopKind | None:
@@ -234,35 +217,22 @@ def stop_entries(
     `seen` gives, by journal key ("" for the task's own run), the states the
     run saw its calls in flight in when it stopped (see `round_ledger`).
     """
-    calls = round_ledger(
-        "",
-        record.transcript,
-        record.attempts,
-        seen=seen.get("", _NOTHING_SEEN),
-        records_start=records_start,
-    )
-    entry = Interruption(stop, at, calls, lost_words, error)
-    subagents = {
-        key: attrs.evolve(
-            journal,
-            interruptions=(
-                *journal.interruptions,
-                Interruption(
-                    stop,
-                    at,
-                    round_ledger(
-                        journal.agent,
-                        journal.transcript,
-                        journal.attempts,
-                        seen=seen.get(key, _NOTHING_SEEN),
-                        records_start=records_start,
-                    ),
-                ),
-            ),
+
+    def entry(
+        key: str, agent: str, transcript: Sequence[Message], attempts: Attempts
+    ) -> Interruption:
+        calls = round_ledger(
+            agent,
+            transcript,
+            attempts,
+            seen=seen.get(key, _NOTHING_SEEN),
+            records_start=records_start,
         )
-        for key, journal in record.subagents.items()
-    }
-    return record.evolve(interruptions=(*record.interruptions, entry), subagents=subagents)
+        if key:  # a subagent's: the words lost and the error are the task's to tell
+            return Interruption(stop, at, calls)
+        return Interruption(stop, at, calls, lost_words, error)
+
+    return _with_entries(record, entry)
 
 
 def with_unseen_entries(record: TaskRecord, records_start: RecordsStart = _never) -> TaskRecord:
@@ -270,16 +240,35 @@ def with_unseen_entries(record: TaskRecord, records_start: RecordsStart = _never
     stop = unseen_stop(record)
     if stop is None:
         return record
-    found = unseen_interruptions(record, records_start, stop)
+
+    def entry(
+        key: str, agent: str, transcript: Sequence[Message], attempts: Attempts
+    ) -> Interruption:
+        # When it came is not known: the record's last write is the latest it can have been.
+        calls = round_ledger(agent, transcript, attempts, died=True, records_start=records_start)
+        lost = record.lost_words if not key else 0
+        return Interruption(stop, record.updated_at, calls, lost, unseen=True)
+
+    return _with_entries(record, entry)
+
+
+def _with_entries(
+    record: TaskRecord, entry: Callable[[str, str, Sequence[Message], Attempts], Interruption]
+) -> TaskRecord:
+    """`record` with one more entry in each scope's ledger: ``entry(key, agent, transcript,
+    attempts)``, its key "" for the task's own run, else its subagent's journal key."""
     subagents = {
-        key: attrs.evolve(journal, interruptions=(*journal.interruptions, found[journal.agent]))
+        key: attrs.evolve(
+            journal,
+            interruptions=(
+                *journal.interruptions,
+                entry(key, journal.agent, journal.transcript, journal.attempts),
+            ),
+        )
         for key, journal in record.subagents.items()
-        if journal.agent in found
     }
-    return record.evolve(
-        interruptions=(*record.interruptions, found[""]),
-        subagents={**record.subagents, **subagents},
-    )
+    top = entry("", "", record.transcript, record.attempts)
+    return record.evolve(interruptions=(*record.interruptions, top), subagents=subagents)
 
 
 def _when(at: float) -> str:
