@@ -35,10 +35,11 @@ from ..frontends.terminal.paths import default_socket_path
 from ..frontends.terminal.server import Daemon
 from ..store import StoreError
 from ..store.retention import Retention
+from ..vocab.locations import StrPath
 
 
 async def serve(
-    socket_path: Path,
+    socket_path: StrPath,
     runtime: Runtime,
     *,
     handle_signals: bool = False,
