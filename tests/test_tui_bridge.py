@@ -20,7 +20,9 @@ from agentrt.protocol.client import BrokenDaemonConnectionError
 from agentrt.protocol.client import Client
 from agentrt.protocol.client import HandshakeError
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import DaemonRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import Welcome
@@ -122,7 +124,8 @@ async def test_a_lost_connection_is_said_then_made_again_and_pending_tasks_are_a
         nursery.start_soon(bridge.run)
         await trio.testing.wait_all_tasks_blocked()
         assert is_connected(app)
-        assert clients[0].sent == []  # a first connection asks for nothing
+        # A first connection asks only how the daemon is (an HTTP API it could not serve).
+        assert clients[0].sent == [DaemonRequest(DaemonAction.STATUS)]
         lost_at = trio.current_time()
         clients[0].lost.set()
         await trio.testing.wait_all_tasks_blocked()
@@ -135,7 +138,10 @@ async def test_a_lost_connection_is_said_then_made_again_and_pending_tasks_are_a
         await trio.testing.wait_all_tasks_blocked()
         assert is_connected(app)
         assert len(clients) == 2
-        assert clients[1].sent == [PendingRequest(PendingAction.LIST)]
+        assert clients[1].sent == [
+            DaemonRequest(DaemonAction.STATUS),
+            PendingRequest(PendingAction.LIST),
+        ]
         bridge.stop()
 
 

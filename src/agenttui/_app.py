@@ -210,6 +210,10 @@ class TuiApp:
         """A connection attempt failed; the next is due at `retry_at` (on `clock`)."""
         self.apply(_transitions_daemon.connect_failed(self.state, reason, retry_at))
 
+    def gave_up(self, text: str, retry_at: float) -> None:
+        """The daemon failed to start too often: no more starts; `text` says why and what to do."""
+        self.apply(_transitions_daemon.gave_up_starting(self.state, text, retry_at))
+
     def starting_daemon(self, where: str) -> None:
         """No daemon answered: one is being started."""
         self.apply(_transitions_daemon.starting_daemon(self.state, where))

@@ -14,9 +14,11 @@ def _link_text(state: TuiState, now: float) -> str:
     if state.link_error is None:
         return "connecting…"
     lost = "lost the daemon" if state.was_connected else "no daemon"
+    if state.gave_up:
+        lost = "no daemon, not starting one (see above)"
     if state.retry_at is not None and state.retry_at > now:
-        return f"{lost}: reconnecting in {state.retry_at - now:.0f}s"
-    return f"{lost}: reconnecting…"
+        return f"{lost}: {'looking again' if state.gave_up else 'reconnecting'} in {state.retry_at - now:.0f}s"
+    return f"{lost}: {'looking again' if state.gave_up else 'reconnecting'}…"
 
 
 def status_text(state: TuiState, now: float) -> str:
