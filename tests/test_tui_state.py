@@ -85,6 +85,7 @@ from agenttui._transitions_keys import press_right
 from agenttui._transitions_keys import press_tab
 from agenttui._transitions_keys import press_up
 from agenttui._transitions_keys import restore_input
+from agenttui._transitions_keys import send_when_connected
 from agenttui._words import COMMANDS
 from agenttui._words import POPUP_CHOICES
 from agenttui._words import QUIT_CHOICES
@@ -611,7 +612,57 @@ def test_enter_while_disconnected_keeps_the_message_in_the_input() -> None:
     assert state.input == "important words"
     assert state.run is None
     assert state.notice is not None
-    assert "your message stays here" in state.notice.text
+    assert "your message is sent as soon as it is" in state.notice.text
+    # The daemon answers: the message held for it goes, once.
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    actions = send_when_connected(state, now=1.0)
+    assert actions == [
+        SetInput(""),
+        RememberInput("important words"),
+        Send(Run("important words", None, None)),
+    ]
+    assert state.input == ""
+    assert is_("running", state)
+    assert state.notice == Notice("Connected: your message was sent", NoticeLevel.INFO)
+    assert state.transcript[-1].text == "important words"
+    assert send_when_connected(state, now=1.0) == []
+
+
+def test_a_held_message_changed_before_the_connection_is_not_sent() -> None:
+    state = TuiState(connected=False, link_error="the daemon closed the connection")
+    typed(state, "first thought")
+    press_enter(state, now=0.0)
+    typed(state, "first thought, better")
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    assert send_when_connected(state, now=1.0) == []
+    assert state.input == "first thought, better"
+    assert state.run is None
+
+
+def test_a_held_message_waits_while_a_run_is_in_progress() -> None:
+    state = TuiState(connected=False, link_error="gone")
+    typed(state, "next")
+    press_enter(state, now=0.0)
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    state.run = RunState(started_at=0.0, session=None, text="resumed")  # asked for meanwhile
+    assert send_when_connected(state, now=1.0) == []
+    assert state.input == "next"
+    assert state.notice is not None
+    assert "Enter sends it" in state.notice.text
+
+
+def test_reconnecting_with_text_in_the_input_box_says_enter_sends_it() -> None:
+    state = TuiState(connected=True, was_connected=True)
+    typed(state, "lost message")
+    press_enter(state, now=0.0)
+    disconnected(state, "the daemon closed the connection")
+    assert state.input == "lost message"
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    assert state.notice is not None
+    assert state.notice.text == (
+        "Reconnected to the daemon. Your message is still in the input box: Enter sends it"
+    )
+    assert press_enter(state, now=2.0)[-1] == Send(Run("lost message", None, None))
 
 
 def test_a_message_the_daemon_may_not_have_received_comes_back_to_the_input() -> None:

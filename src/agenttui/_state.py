@@ -266,6 +266,9 @@ class TuiState:
     notice: Notice | None = None
     #: The text of the input box, mirrored here by `input_changed`.
     input: str = ""
+    #: The input Enter was pressed for while the daemon was not connected: sent on
+    #: connecting, unless the input box was changed meanwhile.
+    send_when_connected: str | None = None
     #: What the last Esc cleared from the input box, until something else is typed.
     cleared_input: str | None = None
     #: The input text the `/` picker was closed for (it reopens when the text changes).

@@ -78,7 +78,14 @@ def connected(state: TuiState, welcome: Welcome) -> list[Action]:
     status = Send(DaemonRequest(DaemonAction.STATUS))
     if not again:
         return [status]
-    state.info("Reconnected to the daemon")
+    if state.input.strip() and state.send_when_connected is None:
+        # A message the lost daemon may not have received is back in the input box: the
+        # notice that said so is replaced, so this one says it again.
+        state.info(
+            "Reconnected to the daemon. Your message is still in the input box: Enter sends it"
+        )
+    else:
+        state.info("Reconnected to the daemon")
     state.quiet_pending = True
     return [status, Send(PendingRequest(PendingAction.LIST))]
 

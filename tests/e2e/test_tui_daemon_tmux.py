@@ -15,6 +15,7 @@ from agenttui._launch import is_answering
 
 from .test_tui_tmux import World
 from .test_tui_tmux import daemon  # noqa: F401  (fixtures)
+from .test_tui_tmux import slow_daemon
 from .test_tui_tmux import wait_until
 from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
@@ -115,3 +116,26 @@ def test_the_first_message_after_a_replaced_daemon_is_sent_and_answered(
     screen = term.wait_for(r"(?s)> stream 3\s+word1 word2 word3\s+-- Done", "the reply")
     assert term.input_line() == ">"
     assert "Reconnected to the daemon" not in screen
+
+
+def test_enter_pressed_while_the_window_reconnects_sends_the_message_once_it_has(
+    daemon: World,  # noqa: F811
+) -> None:
+    # The daemon the window starts again is slow to start: the message is typed meanwhile.
+    term = daemon.open_window(env=slow_daemon(daemon))
+    term.type("stream 2")
+    term.keys("Enter")
+    term.wait_for(r"-- Done", "the first run")
+    assert daemon.daemon is not None
+    daemon.daemon.send_signal(signal.SIGTERM)
+    assert daemon.daemon.wait(timeout=20) == 0
+    term.wait_for(r"starting the daemon…", "the window to start a daemon")
+    term.type("stream 3")
+    wait_until(lambda: term.input_line() == "> stream 3", "the typed message")
+    term.keys("Enter")
+    screen = term.wait_for(r"your message is sent as soon as it is", "the window to hold it")
+    assert term.input_line() == "> stream 3"
+    assert "word3" not in screen
+    screen = term.wait_for(r"(?s)> stream 3\s+word1 word2 word3\s+-- Done", "the reply")
+    assert term.input_line() == ">"
+    assert screen.count("> stream 3") == 1
