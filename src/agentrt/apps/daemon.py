@@ -111,10 +111,11 @@ def _parser() -> argparse.ArgumentParser:
             "resume (/pending in agenttui)."
         ),
         epilog=(
-            "'agentrt daemon status' says whether a daemon holds the state dir and how it is; "
-            "'agentrt daemon stop' (or SIGTERM, or Ctrl+C) stops it gracefully: runs end "
-            "with cause 'shutdown' and their pending tasks are kept. Settings come from the flags, the environment "
-            "and the configuration file, in that order: 'agentrt config show' prints them."
+            "'agentrt daemon status' says whether a daemon holds the state dir and how it "
+            "is; 'agentrt daemon stop' (or SIGTERM, or Ctrl+C) stops it gracefully: runs "
+            "end with cause 'shutdown' and their pending tasks are kept. Settings come from "
+            "the flags, the environment and the configuration file, in that order: "
+            "'agentrt config show' prints them."
         ),
     )
     parser.add_argument(
