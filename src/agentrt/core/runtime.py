@@ -207,6 +207,8 @@ async def open_runtime(
     lease: float | None = None,
     sandbox: Sandbox | None = None,
     timeouts: Timeouts | None = None,
+    instructions: str | None = None,
+    instructions_file: Path | str | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -233,6 +235,10 @@ async def open_runtime(
     Questions wait for their person as `timeouts` says (else the settings'
     ``[timeouts]``, else for ever).
 
+    Every model request starts with the run's system prompt (`agentrt.agent.prompt`),
+    which ends with `instructions` and the text of `instructions_file` (else the
+    settings' ``instructions`` and ``instructions_file``).
+
     Every path may be given as a `str` or a `Path`.
     """
     options: ModelOptions | None = None
@@ -257,6 +263,10 @@ async def open_runtime(
             lease = settings.lease.value
         if timeouts is None:
             timeouts = settings.timeouts
+        if instructions is None:
+            instructions = settings.instructions.value
+        if instructions_file is None:
+            instructions_file = settings.instructions_file.value
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     folder = Path(workdir) if workdir is not None else Path.cwd()
     check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
@@ -289,6 +299,8 @@ async def open_runtime(
             sandbox=sandbox,
             tool_env=_tool_env(settings, state_dir),
             timeouts=timeouts if timeouts is not None else Timeouts(),
+            instructions=instructions or "",
+            instructions_file=Path(instructions_file) if instructions_file is not None else None,
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)
