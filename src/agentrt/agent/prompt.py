@@ -37,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import Protocol
 
 import attrs
 
@@ -45,12 +46,41 @@ from ..models.messages import ToolSpec
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from ..vocab.terms import SandboxMode
-from .config import AgentConfig
+from .sandbox import Sandbox
 
 #: The file a project keeps its instructions for agents in (the cross-tool convention).
 AGENTS_FILE: Final = "AGENTS.md"
 #: The most bytes of ``AGENTS.md`` text one prompt holds, all files together.
 AGENTS_LIMIT: Final = 32 * 1024
+
+
+class PromptInputs(Protocol):
+    """What a prompt is made from: an `agentrt.agent.config.AgentConfig` has all of it."""
+
+    @property
+    def workdir(self) -> Path: ...
+    @property
+    def approval(self) -> Approval: ...
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def restricted_paths(self) -> tuple[Path, ...]: ...
+    @property
+    def instructions(self) -> str: ...
+    @property
+    def instructions_file(self) -> Path | None: ...
+
+
+@record
+class PromptSettings:
+    """`PromptInputs` on their own, for a prompt shown without a run (``config show --prompt``)."""
+
+    workdir: Path
+    approval: Approval
+    sandbox: Sandbox
+    restricted_paths: tuple[Path, ...] = ()
+    instructions: str = ""
+    instructions_file: Path | None = None
 
 
 @record
@@ -87,6 +117,8 @@ class SystemPrompt:
     parts: tuple[PromptPart, ...]
     #: The run's start, in local time: the date the prompt gives.
     started: datetime
+    #: The names of the tools offered, in the order the model is offered them.
+    tools: tuple[str, ...] = ()
     #: The ``AGENTS.md`` files found, root first.
     agents_files: tuple[AgentsFile, ...] = ()
 
@@ -106,6 +138,7 @@ class SystemPrompt:
         return {
             "text": self.text,
             "date": self.started.date().isoformat(),
+            "tools": list(self.tools),
             "parts": [{"kind": p.kind, "text": p.text} for p in self.parts],
             "agents_files": [
                 {
@@ -121,7 +154,7 @@ class SystemPrompt:
 
 
 def build_prompt(
-    config: AgentConfig, tools: Sequence[ToolSpec], started: datetime | None = None
+    config: PromptInputs, tools: Sequence[ToolSpec], started: datetime | None = None
 ) -> SystemPrompt:
     """The system prompt of a run with `config`, offering `tools`, started at `started`
     (local time; default now)."""
@@ -143,7 +176,7 @@ def build_prompt(
         )
     if config.instructions_file is not None:
         parts.append(PromptPart("instructions", _instructions_file(config.instructions_file)))
-    return SystemPrompt(tuple(parts), started, files)
+    return SystemPrompt(tuple(parts), started, tuple(t.name for t in tools), files)
 
 
 # -- agentrt's own instructions ------------------------------------------------------------
@@ -165,7 +198,7 @@ _APPROVAL: Final = {
 }
 
 
-def _own_part(config: AgentConfig, tools: Sequence[ToolSpec]) -> str:
+def _own_part(config: PromptInputs, tools: Sequence[ToolSpec]) -> str:
     listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())}" for t in tools)
     tools_text = (
         f"# Your tools\n\n{listed}"
@@ -190,7 +223,7 @@ def _own_part(config: AgentConfig, tools: Sequence[ToolSpec]) -> str:
     )
 
 
-def _sandbox_part(config: AgentConfig) -> str:
+def _sandbox_part(config: PromptInputs) -> str:
     sandbox = config.sandbox
     if sandbox.mode is SandboxMode.OFF:
         return (
@@ -257,7 +290,7 @@ def repository_root(workdir: Path) -> Path | None:
     return None
 
 
-def _environment(config: AgentConfig, root: Path | None, started: datetime) -> str:
+def _environment(config: PromptInputs, root: Path | None, started: datetime) -> str:
     workdir = config.workdir
     if root is None:
         repository = "none (no folder holding .git above the working folder)"

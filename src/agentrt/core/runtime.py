@@ -16,11 +16,15 @@ import trio
 
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
+from ..agent.prompt import PromptSettings
+from ..agent.prompt import SystemPrompt
+from ..agent.prompt import build_prompt
 from ..agent.sandbox import Sandbox
 from ..agent.sandbox import tool_environment
 from ..agent.sudo import SudoVerifier
 from ..agent.sudo import Verifier
 from ..agent.toolproc import ToolLedger
+from ..agent.tools import offered_to
 from ..config.keystore import KeyStore
 from ..config.secrets import SecretStore
 from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
@@ -173,6 +177,35 @@ def make_model(
     return ConfiguredModel(provider, name.strip(), options, find_key)
 
 
+def _restricted_of(settings: Settings) -> list[Path]:
+    return [p.resolve() for p in settings.restricted_paths.value]
+
+
+def run_prompt(settings: Settings, *, workdir: Path | str | None = None) -> SystemPrompt:
+    """The system prompt a run would send now with `settings`, its tools working in `workdir`
+    (default: the current folder): what ``agentrt config show --prompt`` prints.
+
+    The model, the sandbox and the run's configuration are made as `open_runtime`
+    makes them from `settings`; no store is opened and nothing is written. Raises
+    what a run would (`SandboxMissingError` for ``full-auto`` without a sandbox, a
+    ValueError for a model that cannot be built).
+    """
+    sandbox = Sandbox.detect(settings.sandbox.value, network=settings.sandbox_network.value)
+    approval = settings.approval.value
+    check_sandbox(sandbox, approval)
+    model = make_model(settings.check_model(), options=model_options(settings))
+    folder = Path(workdir) if workdir is not None else Path.cwd()
+    config = PromptSettings(
+        workdir=folder.resolve(),
+        approval=approval,
+        sandbox=sandbox,
+        restricted_paths=tuple(_restricted_of(settings)),
+        instructions=settings.instructions.value or "",
+        instructions_file=settings.instructions_file.value,
+    )
+    return build_prompt(config, offered_to(model))
+
+
 @record
 class Runtime:
     """The registry, store, secrets and executor of one process."""
@@ -254,7 +287,7 @@ async def open_runtime(
         model_spec = settings.model.value
         options = model_options(settings)
         if restricted_paths is None:
-            restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
+            restricted_paths = _restricted_of(settings)
         approval = approval if approval is not None else settings.approval.value
         guarded = tuple(p.resolve() for p in settings.guarded_paths)
         if store is None and settings.store.value is not None:
