@@ -1403,13 +1403,16 @@ def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
 def _show_prompt(args: argparse.Namespace, settings: Settings, daemon: DaemonInfo | None) -> int:
     """``agentrt config show --prompt``: the system prompt a run would send, as it is sent."""
     prompt = run_prompt(settings, workdir=_workdir(args))
+    limit = f"AGENTS.md files may take {AGENTS_LIMIT // 1024} KiB in all, the nearer first"
     notes = [
-        f"{f.path} is cut to fit: {f.sent} of its {f.size} bytes are in the prompt"
-        f" (AGENTS.md files may take {AGENTS_LIMIT // 1024} KiB in all, the nearer first)"
+        f"{f.path} could not be read: {f.error}"
+        if f.error
+        else f"{f.path} is left out: none of its {f.size} bytes fit ({limit})"
+        if f.sent == 0
+        else f"{f.path} is cut to fit: {f.sent} of its {f.size} bytes are in the prompt ({limit})"
         for f in prompt.agents_files
-        if f.cut
+        if f.error or f.cut
     ]
-    notes += [f"{f.path} could not be read: {f.error}" for f in prompt.agents_files if f.error]
     if daemon is not None:
         notes.append(
             f"a daemon (pid {daemon.pid}) holds the state dir: `agentrt run` goes through it, "

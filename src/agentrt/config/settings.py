@@ -751,11 +751,11 @@ class Settings:
 
 
 def _summary(text: str) -> str:
-    """Instructions as one short line of a table: their start and their size."""
+    """Instructions as one short line of the table (``config show --prompt`` shows them whole)."""
     first = " ".join(text.split())
-    if len(first) > 40:
-        first = first[:37] + "..."
-    return f"{first} ({len(text)} characters; --prompt shows them in the prompt)"
+    if len(first) > 28:
+        first = first[:25] + "..."
+    return f"{first} ({len(text)} characters)"
 
 
 def load_settings(
