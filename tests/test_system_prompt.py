@@ -35,8 +35,10 @@ from agentrt.config.secrets import SecretStore
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
 from agentrt.models.anthropic import AnthropicModel
+from agentrt.models.messages import Message
 from agentrt.models.openai import OpenAIModel
 from agentrt.models.providers import RetryPolicy
+from agentrt.models.scripted import ScriptedModel
 from agentrt.vocab.events import RunEnded
 from agentrt.vocab.terms import Approval
 from agentrt.vocab.terms import SandboxMode
@@ -409,3 +411,15 @@ def test_config_show_prompt_says_what_it_cut_and_help_explains_it(
     flat = " ".join(helped.stdout.split())
     assert "--prompt print the system prompt a run would send with these flags" in flat
     assert "AGENTS.md files from the repository's root down to the working folder" in flat
+
+
+async def test_the_scripted_model_plays_the_same_with_a_system_prompt_or_none() -> None:
+    async def ignore(delta: object) -> None:
+        pass
+
+    model = ScriptedModel(word_delay=0)
+    talk = [Message.user("read a.txt; read b.txt")]
+    bare = await model.complete(talk, offered_to(model), ignore)
+    prompted = await model.complete([Message.system("the prompt"), *talk], (), ignore)
+    assert [c.id for c in bare.tool_calls] == ["call_1_0", "call_1_1"]
+    assert prompted == bare
