@@ -191,9 +191,8 @@ _OPENING: Final = (
 _APPROVAL: Final = {
     Approval.ASK: "Every file change and every shell command is shown to the person first "
     "and runs only if they allow it; reading runs at once.",
-    Approval.AUTO_EDIT: "File changes inside the working folder run at once; a file change "
-    "elsewhere and every shell command are shown to the person first and run only if they "
-    "allow it.",
+    Approval.AUTO_EDIT: "File changes inside the working folder run at once; every shell "
+    "command is shown to the person first and runs only if they allow it.",
     Approval.FULL_AUTO: "File changes and shell commands run at once, without asking.",
 }
 
@@ -213,8 +212,8 @@ def _own_part(config: PromptInputs, tools: Sequence[ToolSpec]) -> str:
     )
     approval = (
         f"# Approval policy: {config.approval.value}\n\n{_APPROVAL[config.approval]} "
-        f"Whatever the policy, {password}a change to agentrt's own configuration, and a call "
-        "that may already have run once, are always asked about. The person may say no to a "
+        f"Whatever the policy, {password}a call that names agentrt's own configuration, and a "
+        "call that may already have run once, are always asked about. The person may say no to a "
         "call, or allow a tool for the rest of the session. A call they denied says so in its "
         "result: do not issue it again unchanged; ask, or find another way."
     )
@@ -340,7 +339,15 @@ def agents_paths(workdir: Path, root: Path | None) -> list[Path]:
     folders = [workdir]
     if root is not None and root != workdir:
         folders += list(workdir.parents[: len(workdir.parts) - len(root.parts)])
-    return [f / AGENTS_FILE for f in reversed(folders) if (f / AGENTS_FILE).is_file()]
+    return [f / AGENTS_FILE for f in reversed(folders) if _is_file(f / AGENTS_FILE)]
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a regular file (or a link to one); False when it cannot be known."""
+    try:
+        return path.is_file()
+    except OSError:  # a folder that may not be searched
+        return False
 
 
 def _agents_part(workdir: Path, root: Path | None) -> tuple[tuple[AgentsFile, ...], str]:
