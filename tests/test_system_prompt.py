@@ -56,6 +56,7 @@ from .fakes.llm_server import oa_finish
 from .fakes.llm_server import oa_text
 from .fakes.llm_server import oa_tool
 from .fakes.llm_server import sse
+from .test_configured_entry_points import daemon
 
 FAST = RetryPolicy(max_attempts=1, base_delay=0.001, max_delay=0.01)
 ROOT_RULE = "Root rule: indent with tabs, never spaces."
@@ -423,3 +424,40 @@ async def test_the_scripted_model_plays_the_same_with_a_system_prompt_or_none() 
     prompted = await model.complete([Message.system("the prompt"), *talk], (), ignore)
     assert [c.id for c in bare.tool_calls] == ["call_1_0", "call_1_1"]
     assert prompted == bare
+
+
+@pytest.mark.deadline(120)
+async def test_a_daemons_run_sends_the_prompt_of_the_folder_the_command_ran_in(
+    llm_server: LLMServer, project: Path, short_dir: Path
+) -> None:
+    env = dict(os.environ)
+    env.update(XDG_CONFIG_HOME=str(short_dir / "xdg"), AGENTRT_STATE_DIR=str(short_dir / "state"))
+    env.pop("AGENTRT_MODEL", None)
+    write_config(
+        env,
+        f'model = "openai:m"\ninstructions = "{INSTRUCTIONS}"\n\n'
+        f'[openai]\nbase_url = "{llm_server.base_url}/v1"\n',
+    )
+    llm_server.script(sse(Wire("openai").text("hi")))
+    before = date.today()
+
+    def agentrt(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return run_in(args, env, short_dir)
+
+    # The daemon works in short_dir; the command asks for the project's folder.
+    async with daemon(short_dir, env) as (process, _):
+        ran = await trio.to_thread.run_sync(agentrt, ["run", "--workdir", str(project), "hi"])
+        assert ran.returncode == 0, ran.stderr
+        sent = Wire("openai").system(llm_server.requests[0].json())
+        shown = await trio.to_thread.run_sync(
+            agentrt, ["config", "show", "--prompt", "--workdir", str(project)]
+        )
+    assert f"- Working folder: {project} " in sent
+    assert NEAR_RULE in sent and ROOT_RULE in sent and sent.endswith(INSTRUCTIONS)
+    day_sent, day_shown = _today_between(before, sent), _today_between(before, shown.stdout)
+    assert shown.stdout == sent.replace(day_sent, day_shown) + "\n"
+    assert shown.stderr == (
+        f"note: a daemon (pid {process.pid}) holds the state dir: `agentrt run` goes through "
+        "it, with its model (openai:m), its approval policy (ask) and the configuration it "
+        "read when it started\n"
+    )
