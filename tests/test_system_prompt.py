@@ -379,6 +379,18 @@ async def test_config_show_prompt_prints_exactly_what_a_run_sends(
     ]
     assert data["daemon"] is None
     # The settings themselves, with where they came from.
+    settings = await trio.to_thread.run_sync(agentrt, ["config", "show", "--json"])
+    listed = json.loads(settings.stdout)
+    assert listed["instructions"] == {
+        "value": INSTRUCTIONS,
+        "source": "file",
+        "where": f"{config}:1",
+    }
+    assert listed["instructions_file"] == {
+        "value": str(config.parent / "more.md"),
+        "source": "file",
+        "where": f"{config}:2",
+    }
     table = await trio.to_thread.run_sync(agentrt, ["config", "show"])
     assert re.search(
         rf"^instructions +{re.escape(INSTRUCTIONS[:20])}.* +file {config}:1$", table.stdout, re.M
