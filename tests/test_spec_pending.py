@@ -530,7 +530,9 @@ async def test_resume_prompt_tells_the_model_to_rerun_a_call_whose_elided_part_m
         "a '...[N bytes elided]...' marker shows where N bytes were removed. If an elided part "
         "matters, run that call again."
     )
-    assert not any(m.role is Role.SYSTEM for m in resumed_messages)
+    # The run's system prompt comes first; nothing of the conversation is a system message.
+    assert resumed_messages[0].role is Role.SYSTEM
+    assert not any(m.role is Role.SYSTEM for m in resumed_messages[1:])
     big = next(m for m in resumed_messages if m.name == "big")
     assert MARKER_RE.search(big.content)
 

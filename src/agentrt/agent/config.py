@@ -62,6 +62,10 @@ class AgentConfig:
     text_guard: bool = True
     #: How long each kind of question waits for its person, and what happens then.
     timeouts: Timeouts = Timeouts()
+    #: The configuration's words for the model (``instructions``), in every run's system prompt.
+    instructions: str = ""
+    #: A file whose text follows `instructions` there (``instructions_file``), read at each run.
+    instructions_file: Path | None = None
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from ..models.messages import Role
 from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
+from ..models.messages import ToolSpec
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -89,6 +91,8 @@ from .guard import SecretGoneError
 from .guard import command_touches
 from .guard import inside
 from .guard import touched_roots
+from .prompt import SystemPrompt
+from .prompt import build_prompt
 from .tools import QuestionParked
 from .tools import ToolDenied
 from .tools import ToolError as ToolError
@@ -221,6 +225,13 @@ class AgentRun:
     #: Stops the task's run with a cause (its executor's cancel): a question whose timeout
     #: says ``pause`` stops it so. Without it, such a question parks the run instead.
     stop: Callable[[Cause], None] | None = attrs.field(default=None, repr=False)
+    #: When this run started, in local time: the date its system prompt gives.
+    started: datetime = attrs.field(factory=lambda: datetime.now().astimezone())
+    #: The system prompt every model request of this run sends (`agentrt.agent.prompt`); built
+    #: at the first request, unless given (a subagent's is its parent's, see `spawn`).
+    prompt: SystemPrompt | None = attrs.field(default=None, repr=False)
+    #: The tools the model is offered in this run, the same at every request.
+    tools: tuple[ToolSpec, ...] = attrs.field(init=False, repr=False)
     #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
     uncommitted_words: int = attrs.field(default=0, init=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -244,6 +255,7 @@ class AgentRun:
         if not self.live:
             self.live = restored
         self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
+        self.tools = offered_to(self.model)
 
     @property
     def context(self) -> RequestContext:
@@ -277,9 +289,7 @@ class AgentRun:
                 )
             rounds += 1
             await self._tell_stops()
-            response = await self.model.complete(
-                self._model_messages(), offered_to(self.model), self._on_delta
-            )
+            response = await self.model.complete(self._model_messages(), self.tools, self._on_delta)
             if response.usage is not None:
                 usage = response.usage
                 await self.emit(
@@ -309,8 +319,16 @@ class AgentRun:
             return last.content
         return None
 
+    def system_prompt(self) -> SystemPrompt:
+        """The run's system prompt, built once (it reads the project's AGENTS.md files)."""
+        if self.prompt is None:
+            self.prompt = build_prompt(self.config, self.tools, self.started)
+        return self.prompt
+
     def _model_messages(self) -> list[Message]:
-        return [*self.history, *self.live]
+        """What the model reads: the system prompt first, then the conversation. The prompt
+        is never part of the conversation: no transcript or store holds it."""
+        return [Message.system(self.system_prompt().text), *self.history, *self.live]
 
     async def _tell_stops(self) -> None:
         """Before the model is asked again: the note of what it has not been told yet.
@@ -990,6 +1008,8 @@ class AgentRun:
             root=root,
             journal_key=key,
             journal_start=start,
+            started=self.started,
+            prompt=self.system_prompt().for_subagent(name),
         )
         root._children[key] = child
         with bind_context(attrs.evolve(self.context, agent_path=name)):

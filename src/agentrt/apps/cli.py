@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from .. import __version__
+from ..agent.prompt import AGENTS_LIMIT
 from ..config.keystore import KeyStore
 from ..config.keystore import check_key_name
 from ..config.options import API_KEY_ENV
@@ -71,6 +72,7 @@ from ..core.pending import RequestKind
 from ..core.runtime import Runtime
 from ..core.runtime import default_state_dir
 from ..core.runtime import open_runtime
+from ..core.runtime import run_prompt
 from ..frontends.terminal.framing import ask_frame
 from ..frontends.terminal.framing import pending_detail
 from ..frontends.terminal.framing import pending_task
@@ -317,19 +319,34 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
         cshow = csub.add_parser(
             "show",
-            parents=[shared_options(STATE_DIR, STORE, *MODEL_OPTIONS, RETENTION_DAYS)],
+            parents=[shared_options(STATE_DIR, STORE, *MODEL_OPTIONS, RETENTION_DAYS, WORKDIR)],
             help="every setting, its value and where it came from (flag, env, file:line, key "
-            "store, default); API keys and tokens are never printed",
+            "store, default); API keys and tokens are never printed; --prompt prints the "
+            "system prompt a run would send",
             description="Print every setting of agentrt, its value and where it came from: a "
             "flag, an environment variable, the configuration file (with its line), the key "
             "store or the default. Flags given here are applied as `agentrt run` would apply "
-            "them. API keys and tokens are shown only as set or not.",
+            "them. API keys and tokens are shown only as set or not. With --prompt, print "
+            "instead the exact system prompt `agentrt run` would send the model now with the "
+            "same flags: agentrt's own instructions (the tools offered, the approval policy, "
+            "the sandbox, what a stop looks like), the environment (working folder, operating "
+            "system, shell, today's date), the AGENTS.md files from the repository's root down "
+            "to the working folder, and the configured instructions.",
         )
         cshow.add_argument(
             "--json",
             action="store_true",
             help='print one JSON object: {SETTING: {"value", "source", "where"}}, a key or '
-            'token with "value": null and "set"',
+            'token with "value": null and "set"; with --prompt: {"text", "date", "tools", '
+            '"parts", "agents_files", "daemon"}',
+        )
+        cshow.add_argument(
+            "--prompt",
+            action="store_true",
+            help="print the system prompt a run would send with these flags (--model, "
+            "--approval, --sandbox, --workdir, --config...), exactly as sent and nothing "
+            "else; notes (an AGENTS.md cut to fit, a daemon that runs tasks with its own "
+            "settings) go to standard error",
         )
 
     if wanted("keys"):
@@ -1266,6 +1283,8 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     daemon = read_daemon_info(settings.state_dir.value)
     if daemon is not None and not daemon.alive():
         daemon = None
+    if args.prompt:
+        return _show_prompt(args, settings, daemon)
     if args.json:
         data = settings.as_json()
         data["daemon"] = (
@@ -1380,6 +1399,40 @@ def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
             "the stored key is used where it is not set",
             file=sys.stderr,
         )
+    return EXIT_FINISHED
+
+
+def _show_prompt(args: argparse.Namespace, settings: Settings, daemon: DaemonInfo | None) -> int:
+    """``agentrt config show --prompt``: the system prompt a run would send, as it is sent."""
+    prompt = run_prompt(settings, workdir=_workdir(args))
+    limit = f"AGENTS.md files may take {AGENTS_LIMIT // 1024} KiB in all, the nearer first"
+    notes = [
+        f"{f.path} could not be read: {f.error}"
+        if f.error
+        else f"{f.path} is left out: none of its {f.size} bytes fit ({limit})"
+        if f.sent == 0
+        else f"{f.path} is cut to fit: {f.sent} of its {f.size} bytes are in the prompt ({limit})"
+        for f in prompt.agents_files
+        if f.error or f.cut
+    ]
+    if daemon is not None:
+        notes.append(
+            f"a daemon (pid {daemon.pid}) holds the state dir: `agentrt run` goes through it, "
+            f"with its model ({daemon.model}), its approval policy ({daemon.approval}) and the "
+            "configuration it read when it started"
+        )
+    if args.json:
+        data = prompt.as_json()
+        data["daemon"] = (
+            None
+            if daemon is None
+            else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
+        )
+        print(dumps(data, indent=2))
+    else:
+        print(prompt.text)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return EXIT_FINISHED
 
 

@@ -75,6 +75,9 @@ HOSTED_URLS: Final = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
 }
+#: The most bytes of the configuration's ``instructions`` (and of ``instructions_file``'s
+#: text) sent to the model.
+INSTRUCTIONS_LIMIT: Final = 32 * 1024
 #: The chat services the daemon can serve.
 BOTS: Final = ("telegram", "discord")
 
@@ -285,6 +288,20 @@ def _flag_text(value: Any) -> bool:
     return _boolean(value)
 
 
+def _instructions(value: Any) -> str:
+    text = _text(value)
+    if len(text.encode()) > INSTRUCTIONS_LIMIT:
+        raise ValueError(
+            f"is {len(text.encode())} bytes; at most {INSTRUCTIONS_LIMIT} are sent to the model"
+            " (put longer instructions in instructions_file, or in an AGENTS.md)"
+        )
+    return text
+
+
+def _path(value: Any) -> Path:
+    return Path(_nonblank(value)).expanduser()
+
+
 def _paths(value: Any) -> tuple[Path, ...]:
     if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
         raise TypeError("a list of paths (strings)")
@@ -413,6 +430,8 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "approval": _approval,
     "sandbox": _sandbox,
     "sandbox_network": _boolean,
+    "instructions": _instructions,
+    "instructions_file": _path,
     "max_tokens": _positive_int,
     "temperature": _temperature,
     "restricted_paths": _paths,
@@ -637,6 +656,10 @@ class Settings:
     timeouts: Timeouts = Timeouts()
     #: The ``[timeouts]`` keys' values and sources, as ``config show`` lists them.
     timeout_values: Mapping[str, Value[Any]] = attrs.field(factory=dict)
+    #: Words for the model, sent in the system prompt of every run.
+    instructions: Value[str | None] = Value(None)
+    #: A file whose text is sent after `instructions`, read again at the start of each run.
+    instructions_file: Value[Path | None] = Value(None)
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -669,6 +692,8 @@ class Settings:
         yield "approval", self.approval
         yield "sandbox", self.sandbox
         yield "sandbox_network", self.sandbox_network
+        yield "instructions", self.instructions
+        yield "instructions_file", self.instructions_file
         yield "max_tokens", self.max_tokens
         yield "temperature", self.temperature
         yield "restricted_paths", self.restricted_paths
@@ -698,6 +723,12 @@ class Settings:
             else (key, shown, source)
             for key, shown, source in rows
         ]
+        rows = [
+            (key, _summary(self.instructions.value), source)
+            if key == "instructions" and self.instructions.value
+            else (key, shown, source)
+            for key, shown, source in rows
+        ]
         if not self.config_found:
             rows[0] = ("config", f"{self.config.value} (none there)", str(self.config.source))
         return rows
@@ -717,6 +748,14 @@ class Settings:
         out["config"]["found"] = self.config_found
         out["sandbox"]["dangerous"] = self.sandbox.value is SandboxMode.OFF
         return out
+
+
+def _summary(text: str) -> str:
+    """Instructions as one short line of the table (``config show --prompt`` shows them whole)."""
+    first = " ".join(text.split())
+    if len(first) > 28:
+        first = first[:25] + "..."
+    return f"{first} ({len(text)} characters)"
 
 
 def load_settings(
@@ -823,7 +862,21 @@ def load_settings(
         sandbox_network=sandbox_network,
         timeouts=timeouts,
         timeout_values=timeout_values,
+        instructions=file.get("instructions") or Value(None),
+        instructions_file=_instructions_file(file),
     )
+
+
+def _instructions_file(file: ConfigFile) -> Value[Path | None]:
+    """The file's ``instructions_file``, relative to the file's folder; it must be a file."""
+    found = file.get("instructions_file")
+    if found is None:
+        return Value(None)
+    path = found.value if found.value.is_absolute() else file.path.parent / found.value
+    if not path.is_file():
+        said = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"{found.source.where}: instructions_file: {path} {said}")
+    return attrs.evolve(found, value=path)
 
 
 def _timeout_default(key: str) -> Value[Any]:

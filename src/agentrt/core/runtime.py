@@ -16,11 +16,15 @@ import trio
 
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
+from ..agent.prompt import PromptSettings
+from ..agent.prompt import SystemPrompt
+from ..agent.prompt import build_prompt
 from ..agent.sandbox import Sandbox
 from ..agent.sandbox import tool_environment
 from ..agent.sudo import SudoVerifier
 from ..agent.sudo import Verifier
 from ..agent.toolproc import ToolLedger
+from ..agent.tools import offered_to
 from ..config.keystore import KeyStore
 from ..config.secrets import SecretStore
 from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
@@ -174,6 +178,35 @@ def make_model(
     return ConfiguredModel(provider, name.strip(), options, find_key)
 
 
+def _restricted_of(settings: Settings) -> list[Path]:
+    return [p.resolve() for p in settings.restricted_paths.value]
+
+
+def run_prompt(settings: Settings, *, workdir: Path | str | None = None) -> SystemPrompt:
+    """The system prompt a run would send now with `settings`, its tools working in `workdir`
+    (default: the current folder): what ``agentrt config show --prompt`` prints.
+
+    The model, the sandbox and the run's configuration are made as `open_runtime`
+    makes them from `settings`; no store is opened and nothing is written. Raises
+    what a run would (`SandboxMissingError` for ``full-auto`` without a sandbox, a
+    ValueError for a model that cannot be built).
+    """
+    sandbox = Sandbox.detect(settings.sandbox.value, network=settings.sandbox_network.value)
+    approval = settings.approval.value
+    check_sandbox(sandbox, approval)
+    model = make_model(settings.check_model(), options=model_options(settings))
+    folder = Path(workdir) if workdir is not None else Path.cwd()
+    config = PromptSettings(
+        workdir=folder.resolve(),
+        approval=approval,
+        sandbox=sandbox,
+        restricted_paths=tuple(_restricted_of(settings)),
+        instructions=settings.instructions.value or "",
+        instructions_file=settings.instructions_file.value,
+    )
+    return build_prompt(config, offered_to(model))
+
+
 @record
 class Runtime:
     """The registry, store, secrets and executor of one process."""
@@ -208,6 +241,8 @@ async def open_runtime(
     lease: float | None = None,
     sandbox: Sandbox | None = None,
     timeouts: Timeouts | None = None,
+    instructions: str | None = None,
+    instructions_file: StrPath | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -234,6 +269,10 @@ async def open_runtime(
     Questions wait for their person as `timeouts` says (else the settings'
     ``[timeouts]``, else for ever).
 
+    Every model request starts with the run's system prompt (`agentrt.agent.prompt`),
+    which ends with `instructions` and the text of `instructions_file` (else the
+    settings' ``instructions`` and ``instructions_file``).
+
     Every path may be given as a `str` or any `os.PathLike` (a `Path`, say).
     """
     options: ModelOptions | None = None
@@ -249,7 +288,7 @@ async def open_runtime(
         model_spec = settings.model.value
         options = model_options(settings)
         if restricted_paths is None:
-            restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
+            restricted_paths = _restricted_of(settings)
         approval = approval if approval is not None else settings.approval.value
         guarded = tuple(p.resolve() for p in settings.guarded_paths)
         if store is None and settings.store.value is not None:
@@ -258,6 +297,10 @@ async def open_runtime(
             lease = settings.lease.value
         if timeouts is None:
             timeouts = settings.timeouts
+        if instructions is None:
+            instructions = settings.instructions.value
+        if instructions_file is None:
+            instructions_file = settings.instructions_file.value
     state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
     folder = Path(workdir) if workdir is not None else Path.cwd()
     check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
@@ -290,6 +333,8 @@ async def open_runtime(
             sandbox=sandbox,
             tool_env=_tool_env(settings, state_dir),
             timeouts=timeouts if timeouts is not None else Timeouts(),
+            instructions=instructions or "",
+            instructions_file=Path(instructions_file) if instructions_file is not None else None,
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)

@@ -200,6 +200,11 @@ class Model(Protocol):
     `complete` streams deltas through `on_delta` as they arrive and returns
     the whole response. It must be cancellable at any checkpoint: a provider
     that holds a network stream closes it when cancelled.
+
+    A run's `messages` start with its system prompt, one `Role.SYSTEM` message
+    (`agentrt.agent.prompt`), the same at every request of the run; no other
+    system message follows it, and no transcript or store keeps it. A provider
+    sends it where its API takes instructions; a model may ignore it.
     """
 
     @property

@@ -133,7 +133,12 @@ class ScriptedModel:
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
     ) -> ModelResponse:
-        """Answer the last user message, or summarise the tool results that follow it."""
+        """Answer the last user message, or summarise the tool results that follow it.
+
+        The system prompt a run starts with is ignored: call ids count the conversation's
+        messages only, as they did before runs had one.
+        """
+        prompt = 1 if messages and messages[0].role is Role.SYSTEM else 0
         # From the end: a long history before the last user message is never walked.
         last_user = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.USER), None
@@ -143,7 +148,7 @@ class ScriptedModel:
         after = messages[last_user + 1 :]
         if any(m.role is Role.ASSISTANT for m in after):
             return await self._summarise(after, on_delta)
-        return await self._plan(messages[last_user].content, len(messages), on_delta)
+        return await self._plan(messages[last_user].content, len(messages) - prompt, on_delta)
 
     async def _plan(self, text: str, position: int, on_delta: OnDelta) -> ModelResponse:
         spoken: list[str] = []
