@@ -53,6 +53,10 @@ from agentrt.protocol.frames import ReasoningFrame
 from agentrt.protocol.frames import Run
 from agentrt.protocol.frames import Scope
 from agentrt.protocol.frames import SessionItem
+from agentrt.protocol.frames import ModelItem
+from agentrt.protocol.frames import ModelList
+from agentrt.protocol.frames import ModelsAction
+from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import SessionList
 from agentrt.protocol.frames import SessionMessage
 from agentrt.protocol.frames import SessionMessages
@@ -97,6 +101,8 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     SessionsRequest(SessionsAction.LIST, prefix="chat-", limit=20, cursor="12.5:cli-1"),
     SessionsRequest(SessionsAction.SHOW, session="cli-1", after=9, limit=50),
     SessionsRequest(SessionsAction.RM, session="cli-1"),
+    ModelsRequest(ModelsAction.LIST),
+    ModelsRequest(ModelsAction.SET, session="cli-1", model="openai:gpt-4o"),
 ]
 
 DAEMON_SAMPLES: list[DaemonFrame] = [
@@ -140,6 +146,11 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
         (SessionItem("cli-1", "hello", 1.0, 2.5, 4), SessionItem("cli-2", "", 0, 0, 0, "failed"))
     ),
     SessionList(next="2.5:cli-1"),
+    ModelList(
+        (ModelItem("scripted", True), ModelItem("openai:o3", usable=False, why="no API key")),
+        "cli-1",
+        "scripted",
+    ),
     SessionMessages(
         SessionItem("cli-1", "read it", 1.0, 2.5, 3),
         (
@@ -252,7 +263,7 @@ def test_unknown_and_missing_type() -> None:
     assert err.code is ErrorCode.UNKNOWN_TYPE
     assert (
         str(err)
-        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, pending, run, sessions"
+        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, models, pending, run, sessions"
     )
     assert str(_error({"task": "t"})).startswith('missing "type" field')
     # A daemon frame is not a client frame.

@@ -104,6 +104,12 @@ class ModelNotConfiguredError(ExecutorError):
     code, http_status, frame_code = "model_not_configured", 503, "state"
 
 
+class UnknownModelError(ExecutorError, ValueError):
+    """A model that is not among the configured ones (``model`` and the ``models`` list)."""
+
+    code, http_status, frame_code = "unknown_model", 400, "invalid"
+
+
 def check_model_ready(model: object) -> None:
     """Raise `ModelNotConfiguredError` if `model` says it cannot be asked now.
 

@@ -24,6 +24,8 @@ from ..agent.loop import Emit
 from ..agent.tools import records_start
 from ..models.messages import Message
 from ..models.messages import Model
+from ..models.catalog import ModelCatalog
+from ..models.catalog import ModelEntry
 from ..models.messages import ModelError
 from ..store import Queued
 from ..store import Store
@@ -67,9 +69,9 @@ from .errors import NoPendingTaskError as NoPendingTaskError
 from .errors import NotOwnerError as NotOwnerError
 from .errors import PendingTaskExistsError as PendingTaskExistsError
 from .errors import SessionBusyError as SessionBusyError
+from .errors import UnknownModelError as UnknownModelError
 from .errors import UnknownSessionError as UnknownSessionError
 from .errors import UnknownTaskError as UnknownTaskError
-from .errors import check_model_ready
 from .pending import Registry
 from .process import token_alive
 from .process import token_pid
@@ -124,6 +126,8 @@ class _Running:
     scope: CauseScope = attrs.field(factory=CauseScope)
     #: Set when the task was discarded while this run worked on it.
     discarded: bool = False
+    #: The model the run talks to: its session's.
+    model: Model | None = None
 
 
 @record
@@ -136,20 +140,69 @@ class ExecutorStatistics:
 
 @mutable(eq=False)
 class Executor:
-    """Runs sessions' tasks against one model, registry, store and configuration."""
+    """Runs sessions' tasks against a registry, store and configuration.
+
+    Each run talks to its session's model: the one chosen for the session
+    (`choose_model`, kept in the store with it), else the default, `model`.
+    The models a session may choose are `catalog`'s (the default alone when
+    none is given).
+    """
 
     registry: Registry
     store: Store
     model: Model
     config: AgentConfig
+    catalog: ModelCatalog | None = attrs.field(default=None, kw_only=True)
     _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     #: What this process's runs are recorded with as their runner (the store says).
     _token: str = attrs.field(init=False)
+    _catalog: ModelCatalog = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._token = self.store.runner
+        if self.catalog is None:
+            self.catalog = ModelCatalog.of(self.model, self.model.name)
+        self._catalog = self.catalog
+
+    # -- models -----------------------------------------------------------
+
+    def models(self) -> list[ModelEntry]:
+        """The configured models, the default first, each saying whether it can be used now."""
+        return self._catalog.entries()
+
+    async def session_model(self, session_id: str) -> str:
+        """The name of the model `session_id` runs with: its chosen one, else the default."""
+        check_session_id(session_id)
+        chosen = await self.store.session_model(session_id)
+        return chosen if chosen is not None else self._catalog.default
+
+    async def choose_model(
+        self, session_id: str, name: str, *, window_hash: str | None = None
+    ) -> None:
+        """Make `name` the model of `session_id` from its next run (or resume) on.
+
+        Kept in the store with the session, so another front-end, a resume and
+        a restart use it too; a session with no message yet is owned by
+        `window_hash`. A run going on keeps the model it started with. Raises
+        `UnknownModelError` for a model that is not configured and
+        `ModelNotConfiguredError` for one that cannot be used now (no key).
+        """
+        check_session_id(session_id)
+        self._catalog.ready(name)
+        await self.store.set_session_model(session_id, name, window_hash=window_hash)
+
+    async def _model_for(self, session_id: str) -> Model:
+        """The model a run of `session_id` talks to, checked ready (`ModelNotConfiguredError`)."""
+        chosen = await self.store.session_model(session_id)
+        try:
+            return self._catalog.ready(chosen)
+        except UnknownModelError:
+            raise ModelNotConfiguredError(
+                f"the model chosen for session {session_id}, {chosen}, is not configured any "
+                f"more; choose another one (the models are: {', '.join(self._catalog.names)})"
+            ) from None
 
     # -- starting ---------------------------------------------------------
 
@@ -181,9 +234,9 @@ class Executor:
         `ModelNotConfiguredError` (before any task exists) if the model lacks its key.
         """
         check_session_id(session_id)
-        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
-        running = self._register(session_id, owner, window_hash)
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
         try:
             # A stored secret typed into the message is saved as its name; the run itself
             # reads the message as typed.
@@ -237,9 +290,9 @@ class Executor:
         key is refused (`ModelNotConfiguredError`) before the task is touched.
         """
         check_session_id(session_id)
-        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
-        running = self._register(session_id, owner, window_hash)
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
         try:
             effects: list[AnswerEffects] = []
             answered: list[QuestionTrace] = []
@@ -423,13 +476,15 @@ class Executor:
 
     # -- internals --------------------------------------------------------
 
-    def _register(self, session_id: str, owner: object, window_hash: str | None) -> _Running:
+    def _register(
+        self, session_id: str, owner: object, window_hash: str | None, model: Model
+    ) -> _Running:
         if session_id in self._sessions:
             raise SessionBusyError(f"session {session_id} is running; cancel or pause it first")
         task_hash = new_task_hash()
         while task_hash in self._tasks:
             task_hash = new_task_hash()
-        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash))
+        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash), model=model)
         self._tasks[task_hash] = running
         self._sessions[session_id] = running
         return running
@@ -496,8 +551,9 @@ class Executor:
         config = self.config
         if record.workdir is not None:
             config = attrs.evolve(config, workdir=Path(record.workdir))
+        assert running.model is not None  # given when the run was registered
         return AgentRun(
-            model=self.model,
+            model=running.model,
             registry=self.registry,
             config=config,
             emit=emit,

@@ -30,6 +30,7 @@ from ..config.settings import check_model_spec as check_model_spec
 from ..config.settings import find_api_key
 from ..config.settings import model_options
 from ..config.statedir import prepare_state_dir
+from ..models.catalog import ModelCatalog
 from ..models.messages import Model
 from ..models.scripted import ReplayModel
 from ..models.scripted import ScriptedModel
@@ -195,6 +196,7 @@ async def open_runtime(
     model_spec: str = "scripted",
     *,
     model: Model | None = None,
+    models: Sequence[str] | None = None,
     workdir: Path | str | None = None,
     restricted_paths: Sequence[Path | str] | None = None,
     verifier: Verifier | None = None,
@@ -217,7 +219,8 @@ async def open_runtime(
     settings', else 10); `http` is the address it serves, for ``agentrt fleet
     status``.
 
-    `model` overrides `model_spec`. With `settings` (`agentrt.config.settings.load_settings`),
+    `model` overrides `model_spec`. `models` (else the settings' ``models`` list) names
+    the other models a session may be switched to, each made when first used. With `settings` (`agentrt.config.settings.load_settings`),
     the state dir, model, provider options, restricted paths and approval
     policy come from them, unless given here. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
@@ -247,6 +250,8 @@ async def open_runtime(
         state_dir = state_dir if state_dir is not None else settings.state_dir.value
         model_spec = settings.model.value
         options = model_options(settings)
+        if models is None:
+            models = settings.models.value
         if restricted_paths is None:
             restricted_paths = [p.resolve() for p in settings.restricted_paths.value]
         approval = approval if approval is not None else settings.approval.value
@@ -264,8 +269,18 @@ async def open_runtime(
         _tell_missing(sandbox)
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
+    default = model.name if model is not None else model_spec
     if model is None:
         model = make_model(model_spec, base_url=base_url, secrets=secrets, options=options)
+
+    def make_other(spec: str) -> Model:
+        # The command line's base URL is the default model's alone.
+        other = model_options(settings, spec) if settings is not None else None
+        return make_model(spec, secrets=secrets, options=other)
+
+    for spec in models or ():
+        check_model_spec(spec)
+    catalog = ModelCatalog.of(model, default, tuple(models or ()), make_other)
     # Tool processes a dead runner left behind must not go on to finish a call the resume
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
@@ -291,7 +306,9 @@ async def open_runtime(
             timeouts=timeouts if timeouts is not None else Timeouts(),
         )
         registry = Registry()
-        executor = Executor(registry=registry, store=opened, model=model, config=config)
+        executor = Executor(
+            registry=registry, store=opened, model=model, config=config, catalog=catalog
+        )
         runtime = Runtime(state_dir, registry, opened, secrets, executor, model)
         if not is_postgres(store):
             yield runtime

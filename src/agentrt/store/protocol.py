@@ -203,6 +203,16 @@ class Store(Protocol):
         """A page of a session's stored messages with `seq` > `after`, oldest first."""
         ...
 
+    async def session_model(self, session_id: str) -> str | None:
+        """The model chosen for `session_id`, or None (the default model)."""
+        ...
+
+    async def set_session_model(
+        self, session_id: str, model: str | None, *, window_hash: str | None = None
+    ) -> None:
+        """Keep `model` as the one `session_id` runs with (None: the default again)."""
+        ...
+
     async def forget(self, session_id: str) -> bool:
         """Delete a session: its messages, its history and its pending task."""
         ...
