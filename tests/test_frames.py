@@ -43,6 +43,10 @@ from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import Frame
 from agentrt.protocol.frames import FrameError
 from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import ModelItem
+from agentrt.protocol.frames import ModelList
+from agentrt.protocol.frames import ModelsAction
+from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
 from agentrt.protocol.frames import PendingList
@@ -53,10 +57,6 @@ from agentrt.protocol.frames import ReasoningFrame
 from agentrt.protocol.frames import Run
 from agentrt.protocol.frames import Scope
 from agentrt.protocol.frames import SessionItem
-from agentrt.protocol.frames import ModelItem
-from agentrt.protocol.frames import ModelList
-from agentrt.protocol.frames import ModelsAction
-from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import SessionList
 from agentrt.protocol.frames import SessionMessage
 from agentrt.protocol.frames import SessionMessages

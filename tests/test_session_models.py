@@ -13,10 +13,19 @@ from agentrt import Outcome
 from agentrt import Runtime
 from agentrt import TaskRecord
 from agentrt import TaskStore
+from agentrt.client import Client
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
 from agentrt.core.errors import ModelNotConfiguredError
 from agentrt.core.errors import UnknownModelError
+from agentrt.daemon import serve
+from agentrt.frames import EndedFrame
+from agentrt.frames import ErrorCode
+from agentrt.frames import ErrorFrame
+from agentrt.frames import ModelList
+from agentrt.frames import ModelsAction
+from agentrt.frames import ModelsRequest
+from agentrt.frames import Run
 from agentrt.store import Store
 
 from .conftest import FakeVerifier
@@ -210,3 +219,65 @@ def test_the_models_list_is_checked_where_it_is_read(tmp_path: Path) -> None:
     config.write_text('model = "openai:a"\nmodels = ["openai:b", "openai:a"]\n', "utf-8")
     settings = load_settings(environ={"AGENTRT_CONFIG": str(config)})
     assert settings.model_list == ("openai:a", "openai:b")
+
+
+# -- the daemon's models frame -------------------------------------------------------------
+
+
+async def test_the_models_frame_lists_and_switches_a_windows_session(
+    tmp_path: Path,
+    workdir: Path,
+    verifier: FakeVerifier,
+    sock_path: Path,
+    llm_server: LLMServer,
+    nursery: trio.Nursery,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{llm_server.base_url}/v1")
+    llm_server.script(sse([oa_text("from m1"), oa_finish(), OA_DONE]))
+    async with runtime_in(
+        tmp_path, workdir, verifier, models=["openai:m1", "anthropic:hosted"]
+    ) as runtime:
+        daemon = await nursery.start(serve, sock_path, runtime)
+        with trio.fail_after(LIMIT):
+            async with await Client.connect(daemon.socket_path, window="w1") as client:
+                await client.send(ModelsRequest(ModelsAction.LIST))
+                listed = await client.wait_for(ModelList)
+                assert (listed.session, listed.current) == (None, "scripted")
+                assert [(m.name, m.default, m.usable) for m in listed.models] == [
+                    ("scripted", True, True),
+                    ("openai:m1", False, True),
+                    ("anthropic:hosted", False, False),
+                ]
+                assert "ANTHROPIC_API_KEY" in (listed.models[2].why or "")
+                # A switch with no session makes one, owned by this window.
+                await client.send(ModelsRequest(ModelsAction.SET, model="openai:m1"))
+                switched = await client.wait_for(ModelList)
+                session = switched.session
+                assert session is not None and session.startswith("cli-")
+                assert switched.current == "openai:m1"
+                await client.send(Run("to m1", session))
+                ended = await client.wait_for(EndedFrame)
+                assert ended.text == "from m1"
+                assert "to m1" in str(llm_server.requests[0].json()["messages"])
+                for model, code in (
+                    ("anthropic:hosted", ErrorCode.STATE),
+                    ("x:y", ErrorCode.INVALID),
+                ):
+                    await client.send(ModelsRequest(ModelsAction.SET, session, model))
+                    refused = await client.wait_for(ErrorFrame)
+                    assert (refused.code, refused.ref) == (code, "models")
+                await client.send(ModelsRequest(ModelsAction.SET, session))
+                refused = await client.wait_for(ErrorFrame)
+                assert refused.message == "models set needs the model to set"
+                await client.send(ModelsRequest(ModelsAction.LIST, session))
+                assert (await client.wait_for(ModelList)).current == "openai:m1"
+                # Another live window may neither see nor switch it.
+                async with await Client.connect(daemon.socket_path, window="w2") as other:
+                    await other.send(ModelsRequest(ModelsAction.SET, session, "scripted"))
+                    hidden = await other.wait_for(ErrorFrame)
+                    assert hidden.code is ErrorCode.NOT_FOUND
+                assert await runtime.store.session_model(session) == "openai:m1"
+        await daemon.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from prompt_toolkit.history import History
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.key_binding.defaults import load_key_bindings
+from prompt_toolkit.layout import CompletionsMenu
 from prompt_toolkit.layout import ConditionalContainer
 from prompt_toolkit.layout import Dimension
 from prompt_toolkit.layout import Float
@@ -44,6 +46,9 @@ from agentrt.protocol.frames import DaemonFrame
 from . import _scroll
 from . import _transitions_daemon
 from . import _words
+from ._attach import AttachCompleter
+from ._attach import Attached
+from ._attach import attach
 from ._bindings import load_tui_bindings
 from ._render import Line
 from ._render import LineCache
@@ -51,6 +56,7 @@ from ._render import wrap_text
 from ._state import WHEEL_LINES
 from ._state import Action
 from ._state import EndedPopup
+from ._state import ModelPicker
 from ._state import Notice
 from ._state import NoticeLevel
 from ._state import PendingPicker
@@ -142,6 +148,9 @@ class TuiApp:
         self.buffer = Buffer(
             history=self.history,
             multiline=True,
+            # Paths after @, as they are typed (see `agenttui._attach`).
+            completer=AttachCompleter(lambda: state.cwd),
+            complete_while_typing=Condition(lambda: not state.input_locked and not state.masked),
             read_only=Condition(lambda: state.input_locked),
             on_text_changed=lambda buf: self.apply(input_changed(state, buf.text)),
         )
@@ -197,6 +206,10 @@ class TuiApp:
         """Scroll the transcript (negative: back)."""
         self.transcript.scroll(lines=lines, pages=pages)
         self.application.invalidate()
+
+    def attach(self, text: str) -> Attached:
+        """`text` with the files it names (``@path``) attached, from the window's folder."""
+        return attach(text, self.state.cwd or os.getcwd())
 
     def receive(self, frame: DaemonFrame) -> None:
         """A frame from the daemon."""
@@ -443,6 +456,15 @@ def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
     return _list(title, lines, picker.index, follow=True)
 
 
+def _models(state: TuiState) -> StyleAndTextTuples:
+    title = "Models (Enter switches this conversation to one, Esc closes)"
+    picker = state.overlay
+    if not isinstance(picker, ModelPicker):
+        return _list(title, [], -1)
+    lines = [_words.model_line(item, picker.current) for item in picker.models]
+    return _list(title, lines, picker.index, follow=True)
+
+
 def _list(
     title: str, lines: Sequence[str], index: int, *, follow: bool = False
 ) -> StyleAndTextTuples:
@@ -560,5 +582,23 @@ def _build_layout(app: TuiApp) -> FloatContainer:
                 filter=Condition(lambda: state.sessions_open),
             )
         ),
+        Float(
+            ConditionalContainer(
+                Frame(
+                    Window(
+                        text(lambda: _models(state)),
+                        width=Dimension(min=40, max=110),
+                        height=Dimension(max=24),
+                        always_hide_cursor=True,
+                        wrap_lines=True,
+                    ),
+                    title="/model",
+                    style="class:popup",
+                ),
+                filter=Condition(lambda: state.models_open),
+            )
+        ),
     ]
+    # The paths that complete the @ word being typed, under the cursor.
+    floats.append(Float(xcursor=True, ycursor=True, content=CompletionsMenu(max_height=8)))
     return FloatContainer(body, floats=floats)

@@ -22,10 +22,10 @@ from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
 from ..agent.tools import records_start
-from ..models.messages import Message
-from ..models.messages import Model
 from ..models.catalog import ModelCatalog
 from ..models.catalog import ModelEntry
+from ..models.messages import Message
+from ..models.messages import Model
 from ..models.messages import ModelError
 from ..store import Queued
 from ..store import Store
