@@ -27,7 +27,6 @@ from agenttui._attach import attach
 from agenttui._state import EntryKind
 from agenttui._state import ModelPicker
 from agenttui._state import Send
-from agenttui._state import SetInput
 from agenttui._state import TuiState
 from agenttui._status import status_text
 from agenttui._transitions_commands import run_command
@@ -43,6 +42,21 @@ MODELS = (
 )
 
 
+def overlay(state: TuiState) -> object:
+    """The overlay, read through a call so that the type checker does not narrow it."""
+    return state.overlay
+
+
+def model(state: TuiState) -> str | None:
+    """The window's model, read through a call (see `overlay`)."""
+    return state.model
+
+
+def session(state: TuiState) -> str | None:
+    """The window's session, read through a call (see `overlay`)."""
+    return state.session
+
+
 def test_slash_model_lists_the_models_with_the_sessions_highlighted_and_switches() -> None:
     state = TuiState(connected=True, session="cli-s1")
     assert run_command(state, "/model") == [Send(ModelsRequest(ModelsAction.LIST, "cli-s1"))]
@@ -52,7 +66,7 @@ def test_slash_model_lists_the_models_with_the_sessions_highlighted_and_switches
     press_down(state)
     actions = press_enter(state, now=0.0)
     assert actions == [Send(ModelsRequest(ModelsAction.SET, "cli-s1", "openai:o3"))]
-    assert state.overlay is None
+    assert overlay(state) is None
     # The daemon refuses a model that cannot be used: said in the notice box.
     on_frame(state, ErrorFrame(ErrorCode.STATE, "no API key for the OpenAI API", "models"))
     assert state.notice is not None and "no API key" in state.notice.text
@@ -90,7 +104,7 @@ def test_slash_new_starts_an_empty_conversation_and_is_refused_during_a_run() ->
     assert state.session == "cli-s1" and state.transcript
     state.model = "openai:m1"
     assert run_command(state, "/new") == []
-    assert state.session is None and state.model is None
+    assert (session(state), model(state)) == (None, None)
     assert state.transcript == []
     input_changed(state, "again")
     assert Send(Run("again", None, None)) in press_enter(state, now=0.0)

@@ -17,10 +17,10 @@ from agentrt.protocol.frames import SessionList
 from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
 from agenttui._state import EndedPopup
+from agenttui._state import ModelPicker
 from agenttui._state import Overlay
 from agenttui._state import PendingPicker
 from agenttui._state import QuitPopup
-from agenttui._state import ModelPicker
 from agenttui._state import SessionsPicker
 from agenttui._state import StopPopup
 from agenttui._state import TuiState
