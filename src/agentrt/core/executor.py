@@ -27,6 +27,7 @@ from ..models.catalog import ModelEntry
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelError
+from ..store import NoUserMessageError
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -66,6 +67,7 @@ from .errors import ExecutorError as ExecutorError
 from .errors import LateAnswerError as LateAnswerError
 from .errors import ModelNotConfiguredError as ModelNotConfiguredError
 from .errors import NoPendingTaskError as NoPendingTaskError
+from .errors import NothingToReplaceError as NothingToReplaceError
 from .errors import NotOwnerError as NotOwnerError
 from .errors import PendingTaskExistsError as PendingTaskExistsError
 from .errors import SessionBusyError as SessionBusyError
@@ -261,6 +263,70 @@ class Executor:
                 emit,
                 resumed=False,
                 live=(Message.user(text),),
+                task_status=task_status,
+            )
+        finally:
+            self._unregister(running)
+
+    async def redo(
+        self,
+        session_id: str,
+        text: str | None = None,
+        *,
+        owner: object,
+        emit: Emit,
+        window_hash: str | None = None,
+        workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
+    ) -> RunEnded:
+        """Run the session's last user message again, or `text` in its place (an edit).
+
+        The last user message and every message after it (the replies and
+        tool calls it led to) are replaced by the new run's task, in the one
+        store transaction that writes it (`Store.replace_last_turn`): the
+        run starts from the conversation before that message. Started and
+        ended as `run` is, and refused as it is (`SessionBusyError` while a
+        run of the session goes on, `PendingTaskExistsError` while it has a
+        pending task: nothing is dropped then), and with
+        `NothingToReplaceError` when the session has no user message.
+        """
+        check_session_id(session_id)
+        folder = check_workdir(workdir) if workdir is not None else None
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
+        try:
+            typed = self.config.redactor.redact(text) if text is not None else None
+            made: list[TaskRecord] = []
+
+            def make(last: str) -> TaskRecord:
+                said = typed if typed is not None else last
+                made.append(
+                    TaskRecord(
+                        session_id,
+                        said,
+                        (Message.user(said),),
+                        window_hash=window_hash,
+                        task_hash=running.info.task_hash,
+                        runner=self._token,
+                        workdir=str(folder) if folder is not None else None,
+                    )
+                )
+                return made[-1]
+
+            try:
+                _, history = await self.store.replace_last_turn(session_id, make)
+            except TaskExistsError as exc:
+                raise PendingTaskExistsError(str(exc)) from None
+            except NoUserMessageError as exc:
+                raise NothingToReplaceError(str(exc)) from None
+            live = Message.user(text if text is not None else made[-1].input)
+            return await self._drive(
+                running,
+                made[-1],
+                history,
+                emit,
+                resumed=False,
+                live=(live,),
                 task_status=task_status,
             )
         finally:

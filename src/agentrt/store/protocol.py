@@ -93,6 +93,17 @@ class Store(Protocol):
         """
         ...
 
+    async def replace_last_turn(
+        self, session_id: str, make: Callable[[str], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+        """Replace the last user message and all after it by the task `make` builds from its
+        text, in one transaction; return the record and the history before it.
+
+        Raises `TaskExistsError` while the session has a pending task and
+        `NoUserMessageError` when it has no user message, writing nothing.
+        """
+        ...
+
     async def update(
         self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
     ) -> tuple[TaskRecord, tuple[Message, ...]] | None:

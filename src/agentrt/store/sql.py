@@ -60,6 +60,7 @@ from .columns import prompt_of
 from .columns import task_fields
 from .columns import title_of
 from .errors import BadCursorError
+from .errors import NoUserMessageError
 from .errors import StoreError
 from .errors import TaskExistsError
 from .errors import TaskTakenError
@@ -421,6 +422,50 @@ class SqlStore:
                 history = self._messages(db, record.session_id, session, history=True)
                 self._save(db, record, claim=True)
                 return history
+
+        return await self._run(write)
+
+    async def replace_last_turn(
+        self, session_id: str, make: Callable[[str], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+        """Replace the session's last user message, and every message after it, by a new task.
+
+        One transaction: the messages from the last one of the user's on are
+        deleted, and the task `make` builds from that message's text is
+        written in their place (its record and the session's history before
+        it are returned); nothing else of the session changes. Raises
+        `TaskExistsError` while the session has a pending task (running ones
+        included) and `NoUserMessageError` when it has no message of the
+        user's, writing nothing. `make` runs in the store's thread.
+        """
+
+        def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]]:
+            with self._write(db):
+                if self._task_row(db, session_id) is not None:
+                    raise TaskExistsError(
+                        f"session {session_id} has a pending task; resume it or discard it first"
+                    )
+                row = db.execute(
+                    "SELECT seq, body FROM messages WHERE session_id = ? AND role = ? "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (session_id, Role.USER.value),
+                ).fetchone()
+                if row is None:
+                    raise NoUserMessageError(f"session {session_id} has no message to replace")
+                try:
+                    last = decode_message(row[1])
+                except Exception as exc:  # any malformed shape, whichever error it raises
+                    raise StoreError(
+                        f"message {row[0]} of session {session_id!r} in {self.location} is "
+                        f"unreadable: {error_detail(exc)}"
+                    ) from None
+                record = make(last.content)
+                self._truncate(db, session_id, int(row[0]))
+                history = self._messages(
+                    db, session_id, self._session_row(db, session_id), history=True
+                )
+                self._save(db, record, claim=True)
+                return record, history
 
         return await self._run(write)
 
