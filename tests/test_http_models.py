@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from agentrt import Runtime
 from agentrt.models.messages import Role
@@ -18,6 +18,7 @@ from agentrt.models.messages import Role
 from .conftest import FakeVerifier
 from .conftest import Recorder
 from .conftest import runtime_in
+from .test_http import Events
 from .test_http import Server
 from .test_http import assert_error
 from .test_http import serving_http
@@ -25,7 +26,6 @@ from .test_http import start
 from .test_http_sessions import schema_validator
 
 Json = dict[str, Any]
-LIMIT = 10
 
 
 @pytest.fixture
@@ -39,9 +39,11 @@ async def models_server(
     replay = tmp_path / "replay.json"
     replay.write_text(json.dumps({"turns": [{"text": f"replayed {n}"} for n in range(9)]}))
     models = [f"replay:{replay}", "openai:gpt-x"]
-    async with runtime_in(tmp_path, workdir, verifier, models=models) as runtime:
-        async with serving_http(runtime) as served:
-            yield served
+    async with (
+        runtime_in(tmp_path, workdir, verifier, models=models) as runtime,
+        serving_http(runtime) as served,
+    ):
+        yield served
 
 
 async def finished(runtime: Runtime, session: str, text: str) -> None:
@@ -49,11 +51,13 @@ async def finished(runtime: Runtime, session: str, text: str) -> None:
     assert ended.outcome.value in ("finished", "awaiting_answer"), ended
 
 
-async def settled(runtime: Runtime, session: str) -> None:
-    """Wait until no run of `session` goes on (bounded)."""
-    with trio.fail_after(LIMIT):
-        while runtime.executor.is_running(session):
-            await trio.sleep(0.01)
+@asynccontextmanager
+async def watching(server: Server) -> AsyncIterator[Events]:
+    """The server's event stream, read from before the block's requests."""
+    async with server.client.stream("GET", "/v1/events") as response:
+        reader = Events(response.aiter_lines())
+        await reader.expect("ready")
+        yield reader
 
 
 async def conversation(server: Server, session: str) -> list[tuple[str, str]]:
@@ -118,8 +122,9 @@ async def test_a_chats_model_is_set_read_back_listed_and_used_by_its_next_run(
     assert (await client.get("/v1/session/chat-m/model")).json()["model"] == replay
     # Not listed before its first message; its run talks to the replay model.
     assert (await client.get("/v1/sessions")).json()["sessions"] == []
-    await start(models_server, "chat-m", "hello")
-    await settled(models_server.runtime, "chat-m")
+    async with watching(models_server) as events:
+        await start(models_server, "chat-m", "hello")
+        await events.expect("run_ended", session_id="chat-m")
     assert await conversation(models_server, "chat-m") == [
         ("user", "hello"),
         ("assistant", "replayed 0"),
@@ -164,10 +169,11 @@ async def test_regenerate_replaces_the_last_reply_and_its_tool_calls(
     # The next run's model is the replay one: the reply that replaces the last is its.
     replay = f"replay:{tmp_path / 'replay.json'}"
     await models_server.client.put("/v1/session/chat-r/model", json={"model": replay})
-    redone = await models_server.client.post("/v1/session/chat-r/regenerate")
-    assert redone.status_code == 202, redone.text
+    async with watching(models_server) as events:
+        redone = await models_server.client.post("/v1/session/chat-r/regenerate")
+        assert redone.status_code == 202, redone.text
+        await events.expect("run_ended", session_id="chat-r")
     conforms("/v1/session/{session_id}/regenerate", "post", "202", redone.json())
-    await settled(runtime, "chat-r")
     after = await conversation(models_server, "chat-r")
     # The first exchange is untouched; the last user message stays, its reply is new.
     assert after == [*before[:3], ("assistant", "replayed 1")]
@@ -180,12 +186,13 @@ async def test_edit_replaces_the_last_user_message_and_everything_after_it(
     runtime = models_server.runtime
     await finished(runtime, "chat-e", "first words")
     await finished(runtime, "chat-e", "a typo here")
-    edited = await models_server.client.post(
-        "/v1/session/chat-e/edit", json={"text": "the fixed words"}
-    )
-    assert edited.status_code == 202, edited.text
+    async with watching(models_server) as events:
+        edited = await models_server.client.post(
+            "/v1/session/chat-e/edit", json={"text": "the fixed words"}
+        )
+        assert edited.status_code == 202, edited.text
+        await events.expect("run_ended", session_id="chat-e")
     conforms("/v1/session/{session_id}/edit", "post", "202", edited.json())
-    await settled(runtime, "chat-e")
     said = await conversation(models_server, "chat-e")
     assert [text for role, text in said if role == "user"] == ["first words", "the fixed words"]
     assert "a typo here" not in json.dumps(said)
@@ -213,12 +220,14 @@ async def test_regenerate_and_edit_are_refused_while_a_run_goes_on_or_a_task_is_
     assert await runtime.store.load("chat-p") is not None
 
     await finished(runtime, "chat-b", "hello")
-    running = await start(models_server, "chat-b", "sleep 30")
-    for path, body in (("regenerate", None), ("edit", {"text": "other"})):
-        refused = await client.post(f"/v1/session/chat-b/{path}", json=body)
-        assert "is running" in assert_error(refused, 409, "session_busy")
-    await client.post(f"/v1/task/{running['task_hash']}/cancel", json={"cause": "user_cancel"})
-    await settled(runtime, "chat-b")
+    async with watching(models_server) as events:
+        running = await start(models_server, "chat-b", "sleep 30")
+        for path, body in (("regenerate", None), ("edit", {"text": "other"})):
+            refused = await client.post(f"/v1/session/chat-b/{path}", json=body)
+            assert "is running" in assert_error(refused, 409, "session_busy")
+        cancel = {"cause": "user_cancel"}
+        await client.post(f"/v1/task/{running['task_hash']}/cancel", json=cancel)
+        await events.expect("run_ended", session_id="chat-b")
 
     # A chat with a model chosen but no message: nothing to replace; none at all: unknown.
     await client.put("/v1/session/chat-n/model", json={"model": "scripted"})
