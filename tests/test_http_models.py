@@ -137,7 +137,7 @@ async def test_a_chats_model_is_set_read_back_listed_and_used_by_its_next_run(
 async def test_a_model_that_cannot_be_set_is_refused_clearly(models_server: Server) -> None:
     client = models_server.client
     unknown = await client.put("/v1/session/chat-m/model", json={"model": "anthropic:nope"})
-    assert "is not configured" in assert_error(unknown, 400, "unknown_model")
+    assert "is not configured" in assert_error(unknown, 404, "unknown_model")
     no_key = await client.put("/v1/session/chat-m/model", json={"model": "openai:gpt-x"})
     assert "OPENAI_API_KEY" in assert_error(no_key, 503, "model_not_configured")
     terminal = await client.put("/v1/session/cli-x/model", json={"model": "scripted"})

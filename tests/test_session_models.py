@@ -264,7 +264,7 @@ async def test_the_models_frame_lists_and_switches_a_windows_session(
                 assert "to m1" in str(llm_server.requests[0].json()["messages"])
                 for model, code in (
                     ("anthropic:hosted", ErrorCode.STATE),
-                    ("x:y", ErrorCode.INVALID),
+                    ("x:y", ErrorCode.NOT_FOUND),
                 ):
                     await client.send(ModelsRequest(ModelsAction.SET, session, model))
                     refused = await client.wait_for(ErrorFrame)

@@ -113,7 +113,7 @@ class NothingToReplaceError(ExecutorError):
 class UnknownModelError(ExecutorError, ValueError):
     """A model that is not among the configured ones (``model`` and the ``models`` list)."""
 
-    code, http_status, frame_code = "unknown_model", 400, "invalid"
+    code, http_status, frame_code = "unknown_model", 404, "not_found"
 
 
 def check_model_ready(model: object) -> None:

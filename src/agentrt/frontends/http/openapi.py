@@ -184,9 +184,7 @@ _STARTED = _json(
     ),
     **_session_links("$response.body#/session_id"),
 )
-_SESSION_MODEL = _object(session_id=_STRING, model=_STRING) | {
-    "required": ["session_id", "model"]
-}
+_SESSION_MODEL = _object(session_id=_STRING, model=_STRING) | {"required": ["session_id", "model"]}
 # Any request may be refused for its Host (421) or a declared body over the cap (413).
 _ANY = {"413": _ERROR, "421": _ERROR}
 # A route behind the token answers 401 without it; a route with a path parameter, 400
@@ -672,7 +670,7 @@ def _paths() -> dict[str, Any]:
             "put": {
                 "operationId": "setSessionModel",
                 "summary": "Switch the session to a configured model from its next run on "
-                "(400 unknown_model for one not configured, 503 model_not_configured for one "
+                "(404 unknown_model for one not configured, 503 model_not_configured for one "
                 "that cannot be used now)",
                 "parameters": [_CHAT_SESSION],
                 "requestBody": _body("ModelBody"),
