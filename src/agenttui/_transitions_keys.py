@@ -242,7 +242,9 @@ def _move_selection(state: TuiState, delta: int) -> bool:
     elif isinstance(overlay, SessionsPicker):
         state.overlay = attrs.evolve(overlay, index=_move(overlay.index, delta, len(overlay.items)))
     elif isinstance(overlay, ModelPicker):
-        state.overlay = attrs.evolve(overlay, index=_move(overlay.index, delta, len(overlay.models)))
+        state.overlay = attrs.evolve(
+            overlay, index=_move(overlay.index, delta, len(overlay.models))
+        )
     elif state.picker_open:
         state.picker_index = _move(state.picker_index, delta, len(state.picker_items))
     elif state.choosing and state.ask is not None:

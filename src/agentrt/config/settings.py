@@ -293,7 +293,9 @@ def _paths(value: Any) -> tuple[Path, ...]:
 
 def _models(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise TypeError('a list of models, such as ["openai:gpt-4o", "anthropic:claude-sonnet-4-5"]')
+        raise TypeError(
+            'a list of models, such as ["openai:gpt-4o", "anthropic:claude-sonnet-4-5"]'
+        )
     return tuple(dict.fromkeys(check_model_spec(v.strip()) for v in value))
 
 

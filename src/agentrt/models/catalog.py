@@ -49,7 +49,11 @@ class ModelCatalog:
 
     @classmethod
     def of(
-        cls, default: Model, name: str, others: Sequence[str] = (), make: Callable[[str], Model] | None = None
+        cls,
+        default: Model,
+        name: str,
+        others: Sequence[str] = (),
+        make: Callable[[str], Model] | None = None,
     ) -> ModelCatalog:
         """A catalog whose default, `name`, is the model `default`, made already."""
 

@@ -609,9 +609,7 @@ class ErrorFrame:
     ref: str | None = None
 
 
-ClientFrame = (
-    Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest | ModelsRequest
-)
+ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest | ModelsRequest
 """A frame a client sends to the daemon."""
 
 DaemonFrame = (
