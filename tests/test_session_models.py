@@ -26,7 +26,9 @@ from agentrt.frames import ModelList
 from agentrt.frames import ModelsAction
 from agentrt.frames import ModelsRequest
 from agentrt.frames import Run
+from agentrt.store import NoUserMessageError
 from agentrt.store import Store
+from agentrt.store import TaskExistsError
 
 from .conftest import FakeVerifier
 from .conftest import Recorder
@@ -281,3 +283,88 @@ async def test_the_models_frame_lists_and_switches_a_windows_session(
                     assert hidden.code is ErrorCode.NOT_FOUND
                 assert await runtime.store.session_model(session) == "openai:m1"
         await daemon.shutdown()
+
+
+# -- replacing the last turn ---------------------------------------------------------------
+
+
+async def test_the_last_turn_is_replaced_in_one_transaction_or_not_at_all(store: Store) -> None:
+    first = [Message.user("one"), Message.assistant("reply one")]
+    second = [Message.user("two"), Message.assistant("reply two"), Message.note("stopped")]
+    await store.finish("chat-t", [*first, *second])
+    made: list[str] = []
+
+    def make(text: str) -> TaskRecord:
+        made.append(text)
+        return TaskRecord("chat-t", "two again", (Message.user("two again"),))
+
+    record, history = await store.replace_last_turn("chat-t", make)
+    assert made == ["two"]
+    assert [m.content for m in history] == ["one", "reply one"]
+    assert record.transcript == (Message.user("two again"),)
+    stored = await store.messages("chat-t")
+    assert [m.message.content for m in stored.items] == ["one", "reply one", "two again"]
+    # A pending task (this one) refuses it, writing nothing.
+    with pytest.raises(TaskExistsError):
+        await store.replace_last_turn("chat-t", make)
+    assert made == ["two"]
+    await store.finish("chat-t", [*first, Message.user("two again"), Message.assistant("r")])
+    # A `make` that raises writes nothing either.
+
+    def refuse(text: str) -> TaskRecord:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no"):
+        await store.replace_last_turn("chat-t", refuse)
+    assert len((await store.messages("chat-t")).items) == 4
+    # A session with no message of the user's: nothing to replace.
+    await store.set_session_model("chat-empty", "scripted")
+    with pytest.raises(NoUserMessageError, match="no message to replace"):
+        await store.replace_last_turn("chat-empty", make)
+    # Its only exchange replaced, a session keeps its model and takes the new title.
+    await store.finish("chat-empty", [Message.user("# Hello"), Message.assistant("hi")])
+    await store.replace_last_turn(
+        "chat-empty", lambda _: TaskRecord("chat-empty", "bye", (Message.user("bye"),))
+    )
+    info = await store.session("chat-empty")
+    assert info is not None and (info.title, info.model, info.messages) == ("bye", "scripted", 1)
+
+
+async def test_a_redo_gives_the_model_the_conversation_before_the_replaced_message(
+    tmp_path: Path,
+    workdir: Path,
+    verifier: FakeVerifier,
+    llm_server: LLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{llm_server.base_url}/v1")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    llm_server.script(
+        sse([oa_text("again"), oa_finish(), OA_DONE]),
+        sse([oa_text("edited"), oa_finish(), OA_DONE]),
+    )
+    async with runtime_in(tmp_path, workdir, verifier, models=["openai:m1"]) as runtime:
+        executor = runtime.executor
+        await executor.run("chat-x", "first", owner="o", emit=Recorder())
+        await executor.run("chat-x", "second", owner="o", emit=Recorder())
+        assert len(await runtime.store.load_history("chat-x")) == 4
+        await executor.choose_model("chat-x", "openai:m1")
+        ended = await executor.redo("chat-x", owner="o", emit=Recorder())
+        assert ended.text == "again"
+        said = [(m["role"], m["content"]) for m in llm_server.requests[0].json()["messages"]]
+        # The scripted model echoes: its reply to "second" was "second", and is gone.
+        assert [s for s in said if s[0] != "system"] == [
+            ("user", "first"),
+            ("assistant", "first"),
+            ("user", "second"),
+        ]
+        ended = await executor.redo("chat-x", "third", owner="o", emit=Recorder())
+        assert ended.text == "edited"
+        said = [(m["role"], m["content"]) for m in llm_server.requests[1].json()["messages"]]
+        assert [s for s in said if s[0] != "system"] == [
+            ("user", "first"),
+            ("assistant", "first"),
+            ("user", "third"),
+        ]
+        history = [m.content for m in await runtime.store.load_history("chat-x")]
+        assert history[2:] == ["third", "edited"]
