@@ -219,10 +219,12 @@ async def open_runtime(
     settings', else 10); `http` is the address it serves, for ``agentrt fleet
     status``.
 
-    `model` overrides `model_spec`. `models` (else the settings' ``models`` list) names
-    the other models a session may be switched to, each made when first used. With `settings` (`agentrt.config.settings.load_settings`),
-    the state dir, model, provider options, restricted paths and approval
-    policy come from them, unless given here. The store is closed on exit. Tools may
+    `model` overrides `model_spec`. `models` (else the settings' ``models`` list)
+    names the other models a session may be switched to, each made when first
+    used (`agentrt.models.catalog`). With `settings`
+    (`agentrt.config.settings.load_settings`), the state dir, model, provider
+    options, restricted paths and approval policy come from them, unless given
+    here. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
     folder, or any of `protected_paths`. A state dir that others may enter is
     tightened to 0700; one of another user is refused (`StateDirError`). Tool
