@@ -145,7 +145,8 @@ class Executor:
     """Runs sessions' tasks against a registry, store and configuration.
 
     Each run talks to its session's model: the one chosen for the session
-    (`choose_model`, kept in the store with it), else the default, `model`.
+    (`choose_model`, kept in the store with it), else the default, `model`
+    (which may be replaced: the next run of a session on the default uses it).
     The models a session may choose are `catalog`'s (the default alone when
     none is given).
     """
@@ -172,6 +173,7 @@ class Executor:
 
     def models(self) -> list[ModelEntry]:
         """The configured models, the default first, each saying whether it can be used now."""
+        self._catalog.use_default(self.model)
         return self._catalog.entries()
 
     async def session_model(self, session_id: str) -> str:
@@ -192,12 +194,15 @@ class Executor:
         `ModelNotConfiguredError` for one that cannot be used now (no key).
         """
         check_session_id(session_id)
+        self._catalog.use_default(self.model)
         self._catalog.ready(name)
         await self.store.set_session_model(session_id, name, window_hash=window_hash)
 
     async def _model_for(self, session_id: str) -> Model:
         """The model a run of `session_id` talks to, checked ready (`ModelNotConfiguredError`)."""
         chosen = await self.store.session_model(session_id)
+        # The default is whatever model the executor has now.
+        self._catalog.use_default(self.model)
         try:
             return self._catalog.ready(chosen)
         except UnknownModelError:

@@ -64,6 +64,10 @@ class ModelCatalog:
         catalog._made[name] = default
         return catalog
 
+    def use_default(self, model: Model) -> None:
+        """Make `model` the default's model (an embedder may give an executor another)."""
+        self._made[self.default] = model
+
     @property
     def default(self) -> str:
         """The name of the default model."""
