@@ -22,6 +22,7 @@ from agentrt.protocol.frames import TaskFrame
 from agentrt.vocab.events import Outcome
 from agenttui._attach import ATTACH_LIMIT
 from agenttui._attach import AttachCompleter
+from agenttui._attach import Attached
 from agenttui._attach import AttachError
 from agenttui._attach import attach
 from agenttui._state import EntryKind
@@ -189,3 +190,17 @@ def test_the_completer_offers_paths_after_an_at_only(tmp_path: Path) -> None:
     assert offered("read @.h") == [("idden", ".hidden")]
     assert offered("read no") == []
     assert offered("read @nothing/") == []
+
+
+def test_handles_decorators_and_code_are_text_and_a_missing_path_is_refused(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("plum", "utf-8")
+    (tmp_path / "README").write_text("read me", "utf-8")
+    plain = "thanks @alice, use @dataclass here: `@notes.txt` and\n```\n@notes.txt\n```"
+    assert attach(plain, str(tmp_path)) == Attached(plain)
+    # A name with no extension is a file when there is one by that name.
+    assert attach("see @README", str(tmp_path)).files == (("README", 7),)
+    for missing in ("@src/app", "@nothing.py"):
+        with pytest.raises(AttachError, match=f"cannot attach {missing}: there is no such file"):
+            attach(f"look at {missing}", str(tmp_path))

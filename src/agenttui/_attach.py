@@ -2,7 +2,9 @@
 read when the message is sent.
 
 A word of the message that starts with ``@`` names a file, relative to the
-window's folder (or absolute, or ``~/...``). When the message is sent, each
+window's folder (or absolute, or ``~/...``), when a file of that name exists or
+the word reads as a path (a ``/`` or an extension): ``@alice`` and
+``@dataclass`` stay text, and so does any ``@`` inside code. When the message is sent, each
 named file's text is added to it, in a ``<file path="...">`` block the model
 reads as part of the user's message; the transcript shows one line per file,
 not its text. A file over `ATTACH_LIMIT`, one that is not UTF-8 text (a binary
@@ -39,6 +41,10 @@ COMPLETIONS_SHOWN: Final = 200
 _WORD: Final = re.compile(r"(?<!\S)@(\S+)")
 #: What may end a sentence right after a path (``see @notes.txt.``): not part of the name.
 _TRAILING: Final = ".,;:!?)]}'\""
+#: Code in a message: a fenced block, or an inline span; an ``@`` in it names no file.
+_CODE: Final = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.DOTALL)
+#: A file name's extension (``.txt``, ``.py``), which makes an ``@`` word read as a path.
+_EXTENSION: Final = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
 class AttachError(ValueError):
@@ -54,13 +60,26 @@ class Attached:
 
 
 def named_files(text: str) -> list[str]:
-    """The paths `text` attaches (``@path`` words), each once, in order."""
-    return list(dict.fromkeys(match.group(1) for match in _WORD.finditer(text)))
+    """The ``@`` words of `text` outside its code (fenced blocks, `inline code`), each once."""
+    prose = _CODE.sub(" ", text)
+    return list(dict.fromkeys(match.group(1) for match in _WORD.finditer(prose)))
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """Whether ``@name`` reads as a path (``src/app.py``, ``notes.txt``), not a handle or a
+    decorator (``@alice``, ``@dataclass``)."""
+    return "/" in name or _EXTENSION.search(name.rstrip(_TRAILING)) is not None
 
 
 def attach(text: str, folder: str) -> Attached:
-    """`text` with the text of each file it names added; `AttachError` if one cannot be."""
-    names = named_files(text)
+    """`text` with the text of each file it names added; `AttachError` if one cannot be.
+
+    An ``@`` word names a file when there is one by that name, or when it
+    reads as a path (then one that is missing is refused); any other (a
+    handle, a decorator) is plain text, and so is every ``@`` inside code.
+    """
+    base = Path(folder)
+    names = [name for name in named_files(text) if _exists(base, name) or _looks_like_a_path(name)]
     if not names:
         return Attached(text)
     blocks = [text]
@@ -76,6 +95,11 @@ def attach(text: str, folder: str) -> Attached:
             f"{(MAX_FRAME_SIZE - _FRAME_ROOM) // 1024} KiB as sent): attach fewer or smaller ones"
         )
     return Attached(whole, tuple(files))
+
+
+def _exists(folder: Path, name: str) -> bool:
+    stripped = name.rstrip(_TRAILING)
+    return any((folder / os.path.expanduser(n)).exists() for n in (name, stripped) if n)
 
 
 def _read(name: str, folder: Path) -> tuple[str, str]:
