@@ -46,6 +46,10 @@ from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import Frame
 from agentrt.protocol.frames import FrameError
 from agentrt.protocol.frames import Hello
+from agentrt.protocol.frames import ModelItem
+from agentrt.protocol.frames import ModelList
+from agentrt.protocol.frames import ModelsAction
+from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
 from agentrt.protocol.frames import PendingList
@@ -102,6 +106,8 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     SessionsRequest(SessionsAction.RM, session="cli-1"),
     DaemonRequest(DaemonAction.STATUS),
     DaemonRequest(DaemonAction.STOP),
+    ModelsRequest(ModelsAction.LIST),
+    ModelsRequest(ModelsAction.SET, session="cli-1", model="openai:gpt-4o"),
 ]
 
 DAEMON_SAMPLES: list[DaemonFrame] = [
@@ -145,6 +151,11 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
         (SessionItem("cli-1", "hello", 1.0, 2.5, 4), SessionItem("cli-2", "", 0, 0, 0, "failed"))
     ),
     SessionList(next="2.5:cli-1"),
+    ModelList(
+        (ModelItem("scripted", True), ModelItem("openai:o3", usable=False, why="no API key")),
+        "cli-1",
+        "scripted",
+    ),
     SessionMessages(
         SessionItem("cli-1", "read it", 1.0, 2.5, 3),
         (
@@ -270,7 +281,7 @@ def test_unknown_and_missing_type() -> None:
     assert err.code is ErrorCode.UNKNOWN_TYPE
     assert (
         str(err)
-        == "unknown frame type 'nope'; expected one of: answer, cancel, daemon, hello, pending, run, sessions"
+        == "unknown frame type 'nope'; expected one of: answer, cancel, daemon, hello, models, pending, run, sessions"
     )
     assert str(_error({"task": "t"})).startswith('missing "type" field')
     # A daemon frame is not a client frame.

@@ -205,6 +205,7 @@ def downgrade_to_version_3(path: Path) -> None:
         db.execute("DROP TRIGGER tasks_line_dropped")
         db.execute("ALTER TABLE tasks DROP COLUMN line")
         db.execute("ALTER TABLE tasks DROP COLUMN journal")
+        db.execute("ALTER TABLE sessions DROP COLUMN model")
         db.execute("PRAGMA user_version = 3")
         db.commit()
     finally:
@@ -241,7 +242,7 @@ async def test_a_version_3_store_gets_its_lines_when_opened(
     finally:
         await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     db.close()
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from agentrt import Outcome
 from agentrt.protocol.frames import EndedFrame
+from agentrt.protocol.frames import ModelItem
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
@@ -16,6 +17,7 @@ from agentrt.protocol.frames import SessionList
 from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
 from agenttui._state import EndedPopup
+from agenttui._state import ModelPicker
 from agenttui._state import Overlay
 from agenttui._state import PendingPicker
 from agenttui._state import QuitPopup
@@ -37,6 +39,7 @@ FLAGS: dict[type[Overlay], str] = {
     EndedPopup: "ended_popup_open",
     PendingPicker: "pending_open",
     SessionsPicker: "sessions_open",
+    ModelPicker: "models_open",
 }
 
 
@@ -84,6 +87,7 @@ def test_the_state_has_one_overlay_field_and_the_union_names_every_overlay() -> 
         EndedPopup("ended"),
         PendingPicker((task("cli-a"),)),
         SessionsPicker((conversation("cli-a"),)),
+        ModelPicker((ModelItem("scripted", True),)),
     ]
     assert {type(example) for example in examples} == overlay_types
     for example in examples:
@@ -155,7 +159,9 @@ def test_ctrl_c_while_stopping_closes_the_popups_and_keeps_a_list() -> None:
     assert shown(state) == PendingPicker((task("cli-a"),))
 
 
-@pytest.mark.parametrize("kind", [PendingPicker, SessionsPicker])
-def test_an_empty_list_cannot_be_made(kind: type[PendingPicker | SessionsPicker]) -> None:
+@pytest.mark.parametrize("kind", [PendingPicker, SessionsPicker, ModelPicker])
+def test_an_empty_list_cannot_be_made(
+    kind: type[PendingPicker | SessionsPicker | ModelPicker],
+) -> None:
     with pytest.raises(ValueError, match="Length of"):
         kind(())

@@ -262,7 +262,7 @@ def test_picker_reopens_when_the_text_changes() -> None:
     assert not is_("picker_open", state)
     typed(state, "/n")
     assert is_("picker_open", state)
-    assert state.picker_items == [("/new", "start a new session")]
+    assert state.picker_items == [("/new", "start a new conversation in this window")]
 
 
 # -- the buffered early cancel -----------------------------------------------------------
@@ -497,7 +497,7 @@ def test_picker_tab_completes_and_enter_runs_the_command() -> None:
     actions = press_enter(state, now=0.0)
     assert actions == [SetInput("")]
     assert state.notice is not None
-    assert "New session" in state.notice.text
+    assert "New conversation" in state.notice.text
 
 
 def test_slash_pending_lists_then_resumes_and_the_daemon_asks_the_saved_question() -> None:

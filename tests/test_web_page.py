@@ -774,7 +774,8 @@ async def test_a_reload_keeps_the_open_session_and_restores_its_conversation(
     assert seen["after"][0] == "hello **there**"  # what the person typed, as typed
     assert seen["bold"] == "there"  # the reply, rendered
     assert any(text.startswith("→ write_file") for text in seen["after"]), seen["after"]
-    assert seen["title"] == seen["header"] == "hello **there**"
+    # A title is plain text: the Markdown of the first line is read, not shown.
+    assert seen["title"] == seen["header"] == "hello there"
     assert seen["status"] == "finished"
     assert seen["when"]
     # The session id is kept in the tab beside the token; nothing in a cookie.

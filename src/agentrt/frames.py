@@ -31,6 +31,10 @@ from .protocol.frames import EventFrame as EventFrame
 from .protocol.frames import Frame as Frame
 from .protocol.frames import FrameError as FrameError
 from .protocol.frames import Hello as Hello
+from .protocol.frames import ModelItem as ModelItem
+from .protocol.frames import ModelList as ModelList
+from .protocol.frames import ModelsAction as ModelsAction
+from .protocol.frames import ModelsRequest as ModelsRequest
 from .protocol.frames import PendingAction as PendingAction
 from .protocol.frames import PendingDetail as PendingDetail
 from .protocol.frames import PendingList as PendingList
@@ -89,6 +93,10 @@ __all__ = [
     "Frame",
     "FrameError",
     "Hello",
+    "ModelItem",
+    "ModelList",
+    "ModelsAction",
+    "ModelsRequest",
     "PendingAction",
     "PendingDetail",
     "PendingList",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from prompt_toolkit.history import History
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import merge_key_bindings
 from prompt_toolkit.key_binding.defaults import load_key_bindings
+from prompt_toolkit.layout import CompletionsMenu
 from prompt_toolkit.layout import ConditionalContainer
 from prompt_toolkit.layout import Dimension
 from prompt_toolkit.layout import Float
@@ -45,6 +47,9 @@ from agentrt.protocol.frames import Welcome
 from . import _scroll
 from . import _transitions_daemon
 from . import _words
+from ._attach import AttachCompleter
+from ._attach import Attached
+from ._attach import attach
 from ._bindings import load_tui_bindings
 from ._render import Line
 from ._render import LineCache
@@ -52,6 +57,7 @@ from ._render import wrap_text
 from ._state import WHEEL_LINES
 from ._state import Action
 from ._state import EndedPopup
+from ._state import ModelPicker
 from ._state import Notice
 from ._state import NoticeLevel
 from ._state import PendingPicker
@@ -144,6 +150,9 @@ class TuiApp:
         self.buffer = Buffer(
             history=self.history,
             multiline=True,
+            # Paths after @, as they are typed (see `agenttui._attach`).
+            completer=AttachCompleter(lambda: state.cwd),
+            complete_while_typing=Condition(lambda: not state.input_locked and not state.masked),
             read_only=Condition(lambda: state.input_locked),
             on_text_changed=lambda buf: self.apply(input_changed(state, buf.text)),
         )
@@ -200,11 +209,15 @@ class TuiApp:
         self.transcript.scroll(lines=lines, pages=pages)
         self.application.invalidate()
 
+    def attach(self, text: str) -> Attached:
+        """`text` with the files it names (``@path``) attached, from the window's folder."""
+        return attach(text, self.state.cwd or os.getcwd())
+
     def receive(self, frame: DaemonFrame) -> None:
         """A frame from the daemon; on the `Welcome`, a message held for it is sent."""
         self.apply(_transitions_daemon.on_frame(self.state, frame))
         if isinstance(frame, Welcome) and self.state.send_when_connected is not None:
-            self.apply(send_when_connected(self.state, self.now()))
+            self.apply(send_when_connected(self.state, self.now(), self.attach))
 
     def disconnected(self, reason: str, retry_at: float | None = None) -> None:
         """The connection ended; the next attempt is due at `retry_at` (on `clock`)."""
@@ -451,6 +464,15 @@ def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
     return _list(title, lines, picker.index, follow=True)
 
 
+def _models(state: TuiState) -> StyleAndTextTuples:
+    title = "Models (Enter switches this conversation to one, Esc closes)"
+    picker = state.overlay
+    if not isinstance(picker, ModelPicker):
+        return _list(title, [], -1)
+    lines = [_words.model_line(item, picker.current) for item in picker.models]
+    return _list(title, lines, picker.index, follow=True)
+
+
 def _list(
     title: str, lines: Sequence[str], index: int, *, follow: bool = False
 ) -> StyleAndTextTuples:
@@ -568,5 +590,23 @@ def _build_layout(app: TuiApp) -> FloatContainer:
                 filter=Condition(lambda: state.sessions_open),
             )
         ),
+        Float(
+            ConditionalContainer(
+                Frame(
+                    Window(
+                        text(lambda: _models(state)),
+                        width=Dimension(min=40, max=110),
+                        height=Dimension(max=24),
+                        always_hide_cursor=True,
+                        wrap_lines=True,
+                    ),
+                    title="/model",
+                    style="class:popup",
+                ),
+                filter=Condition(lambda: state.models_open),
+            )
+        ),
     ]
+    # The paths that complete the @ word being typed, under the cursor.
+    floats.append(Float(xcursor=True, ycursor=True, content=CompletionsMenu(max_height=8)))
     return FloatContainer(body, floats=floats)

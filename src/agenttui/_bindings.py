@@ -12,6 +12,7 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding import KeyPressEvent
 
 from . import _transitions_keys as on_key
+from ._attach import Attached
 from ._state import Action
 from ._state import TuiState
 from ._transitions_commands import want_preview
@@ -29,6 +30,9 @@ class Dispatcher(Protocol):
     def scroll(self, *, lines: int = 0, pages: int = 0) -> None:
         """Scroll the transcript (negative: back)."""
 
+    def attach(self, text: str) -> Attached:
+        """`text` with the files it names (``@path``) attached; `AttachError` if one cannot be."""
+
 
 def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKeyBindings:
     """The bindings of the window. Every filter reads `state`; every handler calls a transition.
@@ -42,9 +46,10 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
     quit_popup = Condition(lambda: state.quit_popup_open)
     pending = Condition(lambda: state.pending_open)
     sessions = Condition(lambda: state.sessions_open)
+    models = Condition(lambda: state.models_open)
     picker = Condition(lambda: state.picker_open)
     choosing = Condition(lambda: state.choosing)
-    in_list = popup | quit_popup | pending | sessions | picker | choosing
+    in_list = popup | quit_popup | pending | sessions | models | picker | choosing
     sideways = popup | quit_popup | choosing
     empty_input = Condition(lambda: not state.input)
     editable = Condition(lambda: not state.input_locked and not state.masked)
@@ -66,7 +71,12 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
 
     @kb.add("enter")
     def _enter(event: KeyPressEvent) -> None:
-        dispatcher.apply(on_key.press_enter(state, dispatcher.now()))
+        completing = event.current_buffer.complete_state
+        if completing is not None and completing.current_completion is not None:
+            # Enter takes the path highlighted in the @ completions; the next one sends.
+            event.current_buffer.apply_completion(completing.current_completion)
+            return
+        dispatcher.apply(on_key.press_enter(state, dispatcher.now(), dispatcher.attach))
 
     @kb.add("escape", "enter", filter=editable)
     @kb.add("c-j", filter=editable)

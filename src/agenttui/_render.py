@@ -44,6 +44,7 @@ PREFIX: dict[EntryKind, tuple[str, str]] = {
     EntryKind.INFO: ("class:info", "-- "),
     EntryKind.ERROR: ("class:error", "!! "),
     EntryKind.HELP: ("class:help", ""),
+    EntryKind.ATTACHMENT: ("class:info", "  + "),
 }
 
 _SPACE = re.compile(r"(\s+)")

@@ -24,6 +24,8 @@ from agentrt import Cause
 from agentrt import RequestKind
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import ModelItem
+from agentrt.protocol.frames import ModelsAction
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
 from agentrt.vocab.stops import ResumePreview
@@ -76,6 +78,8 @@ class EntryKind(enum.Enum):
     ERROR = "error"
     #: The `/help` text.
     HELP = "help"
+    #: A file attached to the message above it (``@path``): its name and size, not its text.
+    ATTACHMENT = "attachment"
 
 
 # -- values ------------------------------------------------------------------------------
@@ -228,11 +232,23 @@ class SessionsPicker:
     index: int = 0
 
 
+@attrs.frozen
+class ModelPicker:
+    """The `/model` picker: the configured models (never empty), the session's highlighted."""
+
+    models: tuple[ModelItem, ...] = attrs.field(validator=attrs.validators.min_len(1))
+    index: int = 0
+    #: The model the window's session runs with now.
+    current: str = ""
+
+
 #: The popups: a choice about the run (or its end) the user has to make first.
 Popup = StopPopup | QuitPopup | EndedPopup
+#: The lists a command opens over the input box.
+Picker = PendingPicker | SessionsPicker | ModelPicker
 #: What covers the input box and takes the keys. The `/` picker is not one: it shows
 #: while the input starts with ``/`` and no overlay is open.
-Overlay = StopPopup | QuitPopup | EndedPopup | PendingPicker | SessionsPicker
+Overlay = StopPopup | QuitPopup | EndedPopup | PendingPicker | SessionsPicker | ModelPicker
 
 
 @attrs.define
@@ -295,6 +311,10 @@ class TuiState:
     sessions_pages: list[SessionItem] = attrs.field(factory=list)
     #: The session whose last messages were asked for, to be shown when they come.
     history_for: str | None = None
+    #: The `models` request on its way, if any: its reply lists them or says what was set.
+    models_asked: ModelsAction | None = None
+    #: The model the window's session runs with, once the daemon said.
+    model: str | None = None
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0
@@ -349,6 +369,11 @@ class TuiState:
     def sessions_open(self) -> bool:
         """True when the `/sessions` picker is showing."""
         return isinstance(self.overlay, SessionsPicker)
+
+    @property
+    def models_open(self) -> bool:
+        """True when the `/model` picker is showing."""
+        return isinstance(self.overlay, ModelPicker)
 
     @property
     def choosing(self) -> bool:

@@ -41,6 +41,8 @@ def status_text(state: TuiState, now: float) -> str:
         parts.append(f"{spin} {label}")
         parts.append(f"task {run.task[:12]}" if run.task else "task ...")
         parts.append(f"{elapsed:.1f}s")
+    if state.connected and state.model:
+        parts.append(f"model {state.model}")
     if state.cwd:
         parts.append(f"in {short_path(state.cwd)}")
     if state.input_tokens or state.output_tokens:

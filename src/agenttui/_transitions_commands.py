@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentrt.protocol.frames import ModelsAction
+from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import SessionsAction
@@ -12,6 +14,7 @@ from ._state import SESSIONS_PAGE
 from ._state import Action
 from ._state import Anchor
 from ._state import EntryKind
+from ._state import ModelPicker
 from ._state import PendingPicker
 from ._state import Quit
 from ._state import QuitPopup
@@ -36,9 +39,26 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         state.scroll = Anchor(state.transcript[-1].serial, 0)
         return []
     if name == "/new":
+        if state.run is not None:
+            state.error("A run is in progress: wait for it, or stop it (Esc), before /new")
+            return []
         state.session = None
-        state.info("New session: the next message starts it")
+        state.model = None
+        state.history_for = None
+        state.transcript.clear()
+        state.scroll = None
+        state.info("New conversation: the next message starts it")
         return []
+    if name == "/model":
+        if not state.connected:
+            state.error("Not connected to the daemon: /model works once it is")
+            return []
+        state.notice = None
+        chosen = text[len(name) :].strip()
+        if chosen:
+            return choose_model(state, chosen)
+        state.models_asked = ModelsAction.LIST
+        return [Send(ModelsRequest(ModelsAction.LIST, state.session))]
     if name == "/pending":
         if not state.connected:
             state.error("Not connected to the daemon: /pending works once it is")
@@ -54,6 +74,23 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))]
     state.error(f"Unknown command {name}; type / to see the commands")
     return []
+
+
+def choose_model(state: TuiState, name: str) -> list[Action]:
+    """Switch the window's conversation to the model `name` (the daemon says if it may)."""
+    state.close(ModelPicker)
+    if state.session is None and state.run is not None:
+        state.error("The run is starting: choose the model once it has started")
+        return []
+    state.models_asked = ModelsAction.SET
+    return [Send(ModelsRequest(ModelsAction.SET, state.session, name))]
+
+
+def pick_model(state: TuiState, index: int) -> list[Action]:
+    """Enter in the `/model` picker."""
+    overlay = state.overlay
+    assert isinstance(overlay, ModelPicker)
+    return choose_model(state, overlay.models[index].name)
 
 
 def want_preview(state: TuiState) -> list[Action]:
@@ -86,6 +123,7 @@ def _resume(state: TuiState, session: str, what: str, now: float) -> list[Action
         state.error("A run is in progress: stop it or wait before resuming another task")
         return []
     state.session = session
+    state.model = None
     state.notice = None
     state.scroll = None
     state.run = RunState(started_at=now, session=session, resumed=True)
@@ -110,6 +148,7 @@ def continue_session(state: TuiState, index: int, now: float) -> list[Action]:
         state.error("A run is in progress: wait for it, or stop it, before switching")
         return []
     state.session = item.session
+    state.model = None
     state.scroll = None
     state.history_for = item.session
     count = f"{item.messages} message{'' if item.messages == 1 else 's'}"

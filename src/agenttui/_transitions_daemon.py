@@ -24,6 +24,8 @@ from agentrt.protocol.frames import DaemonRequest
 from agentrt.protocol.frames import DaemonStatus
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
+from agentrt.protocol.frames import ModelList
+from agentrt.protocol.frames import ModelsAction
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingPreview
@@ -49,9 +51,11 @@ from ._state import SESSIONS_SHOWN
 from ._state import Action
 from ._state import EndedPopup
 from ._state import EntryKind
+from ._state import ModelPicker
 from ._state import Notice
 from ._state import NoticeLevel
 from ._state import PendingPicker
+from ._state import Picker
 from ._state import Popup
 from ._state import Quit
 from ._state import QuitPopup
@@ -445,10 +449,38 @@ def on_sessions(state: TuiState, frame: SessionList) -> list[Action]:
     return []
 
 
-def _open_list(state: TuiState, picker: PendingPicker | SessionsPicker) -> None:
+def on_models(state: TuiState, frame: ModelList) -> list[Action]:
+    """The configured models: the `/model` picker opens, or the switch it asked for is done."""
+    asked, state.models_asked = state.models_asked, None
+    if frame.session is not None and frame.session == state.session:
+        state.model = frame.current
+    if asked is ModelsAction.SET and frame.session is not None:
+        # A conversation not started yet was made by the switch: the next message goes there.
+        if state.session is None and state.run is None:
+            state.session = frame.session
+        if frame.session == state.session:
+            state.model = frame.current
+            state.info(f"Model {frame.current}: this conversation's next message goes to it")
+        return []
+    if not frame.models:
+        state.info("The daemon offers no models to choose from")
+        return []
+    current = frame.current if state.session is not None else state.model or frame.current
+    index = next((n for n, m in enumerate(frame.models) if m.name == current), 0)
+    _open_list(state, ModelPicker(frame.models, index, current))
+    return []
+
+
+def _open_list(state: TuiState, picker: Picker) -> None:
     """Open a list that arrived, in place of whatever overlay is open, except a popup."""
     if isinstance(state.overlay, Popup):
-        name = "/pending" if isinstance(picker, PendingPicker) else "/sessions"
+        name = (
+            "/pending"
+            if isinstance(picker, PendingPicker)
+            else "/sessions"
+            if isinstance(picker, SessionsPicker)
+            else "/model"
+        )
         state.info(f"The {name} list came while a popup was open: type {name} again to see it")
         return
     state.overlay = picker
@@ -495,6 +527,8 @@ def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
         return []
     if run is not None and run.task is None and frame.ref in ("run", "pending"):
         state.run = None
+    if frame.ref == "models":
+        state.models_asked = None
     if frame.ref == "sessions" and state.history_for is not None:
         # The conversation to continue is gone (removed meanwhile): start afresh instead.
         state.session = state.history_for = None
@@ -525,6 +559,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     SessionList: on_sessions,
     SessionMessages: on_session_messages,
     DaemonStatus: on_daemon_status,
+    ModelList: on_models,
     Ack: on_ack,
     ErrorFrame: on_error,
 }

@@ -8,6 +8,7 @@ state's one `overlay` field, so no key can leave two of them open.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 import attrs
 
@@ -20,9 +21,12 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import Run
 
+from ._attach import Attached
+from ._attach import AttachError
 from ._state import Action
 from ._state import EndedPopup
 from ._state import EntryKind
+from ._state import ModelPicker
 from ._state import PendingPicker
 from ._state import Quit
 from ._state import QuitPopup
@@ -38,6 +42,7 @@ from ._state import has_choices
 from ._state import is_masked
 from ._transitions_commands import continue_session
 from ._transitions_commands import discard_pending
+from ._transitions_commands import pick_model
 from ._transitions_commands import resume_pending
 from ._transitions_commands import run_command
 from ._words import CHOICE_LABELS
@@ -46,6 +51,7 @@ from ._words import POPUP_CHOICES
 from ._words import QUIT_CAUSES
 from ._words import QUIT_CHOICES
 from ._words import STOPPING_WORDS
+from ._words import size_text
 
 
 def _request_cancel(state: TuiState, cause: Cause) -> list[Action]:
@@ -235,6 +241,10 @@ def _move_selection(state: TuiState, delta: int) -> bool:
         state.overlay = attrs.evolve(overlay, index=_move(overlay.index, delta, len(overlay.tasks)))
     elif isinstance(overlay, SessionsPicker):
         state.overlay = attrs.evolve(overlay, index=_move(overlay.index, delta, len(overlay.items)))
+    elif isinstance(overlay, ModelPicker):
+        state.overlay = attrs.evolve(
+            overlay, index=_move(overlay.index, delta, len(overlay.models))
+        )
     elif state.picker_open:
         state.picker_index = _move(state.picker_index, delta, len(state.picker_items))
     elif state.choosing and state.ask is not None:
@@ -300,8 +310,14 @@ def input_changed(state: TuiState, text: str) -> list[Action]:
     return []
 
 
-def press_enter(state: TuiState, now: float) -> list[Action]:
-    """Enter: choose in a popup or list, answer the question, run a command or send a message."""
+def press_enter(
+    state: TuiState, now: float, attach: Callable[[str], Attached] | None = None
+) -> list[Action]:
+    """Enter: choose in a popup or list, answer the question, run a command or send a message.
+
+    `attach` adds the text of the files a message names (``@path``) to it, or
+    raises `AttachError` saying why it cannot: the message is then not sent.
+    """
     overlay = state.overlay
     if isinstance(overlay, EndedPopup):
         state.overlay = None
@@ -314,6 +330,8 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
         return resume_pending(state, overlay.index, now)
     if isinstance(overlay, SessionsPicker):
         return continue_session(state, overlay.index, now)
+    if isinstance(overlay, ModelPicker):
+        return pick_model(state, overlay.index)
     if state.picker_open:
         name = _picked(state)
         state.input = ""
@@ -339,10 +357,12 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
     if state.run is not None:
         state.info("A run is in progress: wait for it, or press Esc to stop it")
         return []
-    return _send(state, text, now)
+    return _send(state, text, now, attach)
 
 
-def send_when_connected(state: TuiState, now: float) -> list[Action]:
+def send_when_connected(
+    state: TuiState, now: float, attach: Callable[[str], Attached] | None = None
+) -> list[Action]:
     """The window is connected: send the message Enter was pressed for while it was not."""
     held, state.send_when_connected = state.send_when_connected, None
     text = held.strip() if held is not None else ""
@@ -351,20 +371,32 @@ def send_when_connected(state: TuiState, now: float) -> list[Action]:
     if state.run is not None or state.ask is not None or state.overlay is not None:
         state.info("Connected: your message is still in the input box; Enter sends it")
         return []
-    actions = _send(state, text, now)
-    state.info("Connected: your message was sent")
+    actions = _send(state, text, now, attach)
+    if actions:
+        state.info("Connected: your message was sent")
     return actions
 
 
-def _send(state: TuiState, text: str, now: float) -> list[Action]:
-    """Send `text` as the next message: shown, remembered, and run."""
+def _send(
+    state: TuiState, text: str, now: float, attach: Callable[[str], Attached] | None
+) -> list[Action]:
+    """Send `text` as the next message, its ``@path`` files attached: shown, remembered, run."""
+    try:
+        attached = attach(text) if attach is not None else Attached(text)
+    except AttachError as exc:
+        # The message stays in the input box, to fix the path or drop the file.
+        state.error(f"{exc}; the message was not sent")
+        return []
     state.input = ""
     state.quit_armed = False
     state.notice = None
     state.scroll = None
     state.add(EntryKind.USER, text)
+    for name, size in attached.files:
+        state.add(EntryKind.ATTACHMENT, f"attached {name} ({size_text(size)})")
     state.run = RunState(started_at=now, session=state.session, text=text)
-    return [SetInput(""), RememberInput(text), Send(Run(text, state.session, state.cwd or None))]
+    run = Run(attached.text, state.session, state.cwd or None)
+    return [SetInput(""), RememberInput(text), Send(run)]
 
 
 def _enter_answer(state: TuiState, ask: AskFrame) -> list[Action]:

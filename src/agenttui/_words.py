@@ -8,6 +8,7 @@ import os
 from agentrt import Cause
 from agentrt import TaskStatus
 from agentrt.present.preview import preview_lines
+from agentrt.protocol.frames import ModelItem
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
 from agentrt.vocab.stops import ResumePreview
@@ -15,7 +16,8 @@ from agentrt.vocab.stops import ResumePreview
 #: The `/` commands, with the line the picker shows for each.
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
-    ("/new", "start a new session"),
+    ("/new", "start a new conversation in this window"),
+    ("/model", "the configured models: pick the one this conversation uses"),
     ("/sessions", "earlier conversations: pick one to continue it"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
@@ -62,7 +64,7 @@ Keys
   Up / Down          earlier messages (kept across restarts); move in a list or picker
   Ctrl+R             search earlier messages: type, Ctrl+R again for older, Enter takes it
   Left / Right       move between the choices of a confirmation or a popup
-  Tab                complete the highlighted / command
+  Tab                complete the highlighted / command, or the file after @
   PageUp / PageDown  scroll the transcript back and forth (so does the mouse wheel);
                      new output does not move it, and back at the end it follows again
   Esc                close the / picker, then the notice, then stop the run (at once if
@@ -79,7 +81,11 @@ Commands
   /pending           this window's paused and interrupted tasks, with their age and
                      why they stopped, and under them what resuming the highlighted
                      one will do: Enter resumes it here, d discards it
-  /new               start a new session with the next message
+  /new               start a new conversation: an empty transcript, a new session
+  /model [NAME]      the configured models, this conversation's highlighted: Enter
+                     switches to one (from the next message on); /model NAME at once
+  @path              in a message: attach that file (its text goes to the model with
+                     the message, at most 256 KiB; the transcript shows its name)
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
   /help              this text
@@ -149,6 +155,21 @@ PREVIEW_ASKED = "If resumed: (asking the daemon what a resume would do...)"
 def preview_text(preview: ResumePreview) -> str:
     """What resuming the selected task of the `/pending` list will do, under the list."""
     return "\n".join(["If resumed:", *(f"  {line}" for line in preview_lines(preview))])
+
+
+def size_text(size: int) -> str:
+    """A file's size as a person reads it: ``812 bytes``, ``3.4 KiB``."""
+    if size < 1024:
+        return f"{size} byte{'' if size == 1 else 's'}"
+    return f"{size / 1024:.1f} KiB"
+
+
+def model_line(item: ModelItem, current: str) -> str:
+    """One model of the `/model` picker: its name, whether it is the default or in use, or
+    why it cannot be used."""
+    marks = [m for m, on in (("in use", item.name == current), ("default", item.default)) if on]
+    line = item.name + (f"  ({', '.join(marks)})" if marks else "")
+    return line if item.usable else f"{line}  cannot be used: {item.why}"
 
 
 def session_line(item: SessionItem, wall_now: float) -> str:

@@ -308,6 +308,14 @@ def _paths(value: Any) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser() for p in value)
 
 
+def _models(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise TypeError(
+            'a list of models, such as ["openai:gpt-4o", "anthropic:claude-sonnet-4-5"]'
+        )
+    return tuple(dict.fromkeys(check_model_spec(v.strip()) for v in value))
+
+
 def _url(value: Any) -> str:
     return check_base_url(_nonblank(value))
 
@@ -427,6 +435,7 @@ _BOT_KEYS: Final[dict[str, Check]] = {
 #: Every key the file may hold: a check, or a table of them.
 FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "model": _model,
+    "models": _models,
     "approval": _approval,
     "sandbox": _sandbox,
     "sandbox_network": _boolean,
@@ -652,6 +661,8 @@ class Settings:
     sandbox: Value[SandboxMode] = Value(SandboxMode.WORKSPACE_WRITE)
     #: Network for tool calls that run unasked (``full-auto``) too.
     sandbox_network: Value[bool] = Value(False)
+    #: The models a person may switch a session to, besides `model` (the ``models`` list).
+    models: Value[tuple[str, ...]] = Value(())
     #: How long each kind of question waits, and what happens then (the ``[timeouts]`` table).
     timeouts: Timeouts = Timeouts()
     #: The ``[timeouts]`` keys' values and sources, as ``config show`` lists them.
@@ -666,6 +677,11 @@ class Settings:
         """The settings of the model's provider; None for the scripted and replay models."""
         name = provider_of(self.model.value)
         return self.providers[name] if name is not None else None
+
+    @property
+    def model_list(self) -> tuple[str, ...]:
+        """The models a session may use: the default (`model`) first, then the ``models`` list."""
+        return tuple(dict.fromkeys((self.model.value, *self.models.value)))
 
     def check_model(self) -> str:
         """The model spec, checked; `ConfigError` naming its source if it has no known form.
@@ -689,6 +705,7 @@ class Settings:
         )
         yield "fleet.lease", self.lease
         yield "model", self.model
+        yield "models", self.models
         yield "approval", self.approval
         yield "sandbox", self.sandbox
         yield "sandbox_network", self.sandbox_network
@@ -845,6 +862,7 @@ def load_settings(
         state_dir=state_dir,
         model=model,
         approval=approval,
+        models=file.get("models") or Value(()),
         max_tokens=file.get("max_tokens") or Value(None),
         temperature=file.get("temperature") or Value(None),
         restricted_paths=restricted,
@@ -1083,12 +1101,16 @@ def _bot(
 # -- what the settings give the rest ---------------------------------------------------
 
 
-def model_options(settings: Settings) -> ModelOptions:
-    """The options of the settings' model for `agentrt.providers`: the one place the
-    configuration turns into what a provider is built with."""
+def model_options(settings: Settings, spec: str | None = None) -> ModelOptions:
+    """The options of the settings' model (or of `spec`, one of `Settings.model_list`) for
+    `agentrt.providers`: the one place the configuration turns into what a provider is
+    built with."""
     from ..models.options import ModelOptions
 
-    provider = settings.provider
+    name = provider_of(spec) if spec is not None else None
+    provider = settings.providers[name] if name is not None else None
+    if spec is None:
+        provider = settings.provider
     if provider is None:
         return ModelOptions(
             max_tokens=settings.max_tokens.value, temperature=settings.temperature.value

@@ -104,6 +104,18 @@ class ModelNotConfiguredError(ExecutorError):
     code, http_status, frame_code = "model_not_configured", 503, "state"
 
 
+class NothingToReplaceError(ExecutorError):
+    """A regenerate or an edit of a session that has no message of the user's yet."""
+
+    code, http_status, frame_code = "nothing_to_replace", 409, "state"
+
+
+class UnknownModelError(ExecutorError, ValueError):
+    """A model that is not among the configured ones (``model`` and the ``models`` list)."""
+
+    code, http_status, frame_code = "unknown_model", 404, "not_found"
+
+
 def check_model_ready(model: object) -> None:
     """Raise `ModelNotConfiguredError` if `model` says it cannot be asked now.
 

@@ -22,9 +22,12 @@ from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
 from ..agent.tools import records_start
+from ..models.catalog import ModelCatalog
+from ..models.catalog import ModelEntry
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelError
+from ..store import NoUserMessageError
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -65,12 +68,13 @@ from .errors import ExecutorError as ExecutorError
 from .errors import LateAnswerError as LateAnswerError
 from .errors import ModelNotConfiguredError as ModelNotConfiguredError
 from .errors import NoPendingTaskError as NoPendingTaskError
+from .errors import NothingToReplaceError as NothingToReplaceError
 from .errors import NotOwnerError as NotOwnerError
 from .errors import PendingTaskExistsError as PendingTaskExistsError
 from .errors import SessionBusyError as SessionBusyError
+from .errors import UnknownModelError as UnknownModelError
 from .errors import UnknownSessionError as UnknownSessionError
 from .errors import UnknownTaskError as UnknownTaskError
-from .errors import check_model_ready
 from .pending import Registry
 from .process import token_alive
 from .process import token_pid
@@ -125,6 +129,8 @@ class _Running:
     scope: CauseScope = attrs.field(factory=CauseScope)
     #: Set when the task was discarded while this run worked on it.
     discarded: bool = False
+    #: The model the run talks to: its session's.
+    model: Model | None = None
 
 
 @record
@@ -137,20 +143,74 @@ class ExecutorStatistics:
 
 @mutable(eq=False)
 class Executor:
-    """Runs sessions' tasks against one model, registry, store and configuration."""
+    """Runs sessions' tasks against a registry, store and configuration.
+
+    Each run talks to its session's model: the one chosen for the session
+    (`choose_model`, kept in the store with it), else the default, `model`
+    (which may be replaced: the next run of a session on the default uses it).
+    The models a session may choose are `catalog`'s (the default alone when
+    none is given).
+    """
 
     registry: Registry
     store: Store
     model: Model
     config: AgentConfig
+    catalog: ModelCatalog | None = attrs.field(default=None, kw_only=True)
     _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     #: What this process's runs are recorded with as their runner (the store says).
     _token: str = attrs.field(init=False)
+    _catalog: ModelCatalog = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._token = self.store.runner
+        if self.catalog is None:
+            self.catalog = ModelCatalog.of(self.model, self.model.name)
+        self._catalog = self.catalog
+
+    # -- models -----------------------------------------------------------
+
+    def models(self) -> list[ModelEntry]:
+        """The configured models, the default first, each saying whether it can be used now."""
+        self._catalog.use_default(self.model)
+        return self._catalog.entries()
+
+    async def session_model(self, session_id: str) -> str:
+        """The name of the model `session_id` runs with: its chosen one, else the default."""
+        check_session_id(session_id)
+        chosen = await self.store.session_model(session_id)
+        return chosen if chosen is not None else self._catalog.default
+
+    async def choose_model(
+        self, session_id: str, name: str, *, window_hash: str | None = None
+    ) -> None:
+        """Make `name` the model of `session_id` from its next run (or resume) on.
+
+        Kept in the store with the session, so another front-end, a resume and
+        a restart use it too; a session with no message yet is owned by
+        `window_hash`. A run going on keeps the model it started with. Raises
+        `UnknownModelError` for a model that is not configured and
+        `ModelNotConfiguredError` for one that cannot be used now (no key).
+        """
+        check_session_id(session_id)
+        self._catalog.use_default(self.model)
+        self._catalog.ready(name)
+        await self.store.set_session_model(session_id, name, window_hash=window_hash)
+
+    async def _model_for(self, session_id: str) -> Model:
+        """The model a run of `session_id` talks to, checked ready (`ModelNotConfiguredError`)."""
+        chosen = await self.store.session_model(session_id)
+        # The default is whatever model the executor has now.
+        self._catalog.use_default(self.model)
+        try:
+            return self._catalog.ready(chosen)
+        except UnknownModelError:
+            raise ModelNotConfiguredError(
+                f"the model chosen for session {session_id}, {chosen}, is not configured any "
+                f"more; choose another one (the models are: {', '.join(self._catalog.names)})"
+            ) from None
 
     # -- starting ---------------------------------------------------------
 
@@ -182,9 +242,9 @@ class Executor:
         `ModelNotConfiguredError` (before any task exists) if the model lacks its key.
         """
         check_session_id(session_id)
-        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
-        running = self._register(session_id, owner, window_hash)
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
         try:
             # A stored secret typed into the message is saved as its name; the run itself
             # reads the message as typed.
@@ -214,6 +274,70 @@ class Executor:
         finally:
             self._unregister(running)
 
+    async def redo(
+        self,
+        session_id: str,
+        text: str | None = None,
+        *,
+        owner: object,
+        emit: Emit,
+        window_hash: str | None = None,
+        workdir: Path | None = None,
+        task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
+    ) -> RunEnded:
+        """Run the session's last user message again, or `text` in its place (an edit).
+
+        The last user message and every message after it (the replies and
+        tool calls it led to) are replaced by the new run's task, in the one
+        store transaction that writes it (`Store.replace_last_turn`): the
+        run starts from the conversation before that message. Started and
+        ended as `run` is, and refused as it is (`SessionBusyError` while a
+        run of the session goes on, `PendingTaskExistsError` while it has a
+        pending task: nothing is dropped then), and with
+        `NothingToReplaceError` when the session has no user message.
+        """
+        check_session_id(session_id)
+        folder = check_workdir(workdir) if workdir is not None else None
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
+        try:
+            typed = self.config.redactor.redact(text) if text is not None else None
+            made: list[TaskRecord] = []
+
+            def make(last: str) -> TaskRecord:
+                said = typed if typed is not None else last
+                made.append(
+                    TaskRecord(
+                        session_id,
+                        said,
+                        (Message.user(said),),
+                        window_hash=window_hash,
+                        task_hash=running.info.task_hash,
+                        runner=self._token,
+                        workdir=str(folder) if folder is not None else None,
+                    )
+                )
+                return made[-1]
+
+            try:
+                _, history = await self.store.replace_last_turn(session_id, make)
+            except TaskExistsError as exc:
+                raise PendingTaskExistsError(str(exc)) from None
+            except NoUserMessageError as exc:
+                raise NothingToReplaceError(str(exc)) from None
+            live = Message.user(text if text is not None else made[-1].input)
+            return await self._drive(
+                running,
+                made[-1],
+                history,
+                emit,
+                resumed=False,
+                live=(live,),
+                task_status=task_status,
+            )
+        finally:
+            self._unregister(running)
+
     async def resume(
         self,
         session_id: str,
@@ -238,9 +362,9 @@ class Executor:
         key is refused (`ModelNotConfiguredError`) before the task is touched.
         """
         check_session_id(session_id)
-        check_model_ready(self.model)
         folder = check_workdir(workdir) if workdir is not None else None
-        running = self._register(session_id, owner, window_hash)
+        model = await self._model_for(session_id)
+        running = self._register(session_id, owner, window_hash, model)
         try:
             effects: list[AnswerEffects] = []
             answered: list[QuestionTrace] = []
@@ -424,13 +548,15 @@ class Executor:
 
     # -- internals --------------------------------------------------------
 
-    def _register(self, session_id: str, owner: object, window_hash: str | None) -> _Running:
+    def _register(
+        self, session_id: str, owner: object, window_hash: str | None, model: Model
+    ) -> _Running:
         if session_id in self._sessions:
             raise SessionBusyError(f"session {session_id} is running; cancel or pause it first")
         task_hash = new_task_hash()
         while task_hash in self._tasks:
             task_hash = new_task_hash()
-        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash))
+        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash), model=model)
         self._tasks[task_hash] = running
         self._sessions[session_id] = running
         return running
@@ -497,8 +623,9 @@ class Executor:
         config = self.config
         if record.workdir is not None:
             config = attrs.evolve(config, workdir=Path(record.workdir))
+        assert running.model is not None  # given when the run was registered
         return AgentRun(
-            model=self.model,
+            model=running.model,
             registry=self.registry,
             config=config,
             emit=emit,

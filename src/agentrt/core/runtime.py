@@ -34,6 +34,7 @@ from ..config.settings import check_model_spec as check_model_spec
 from ..config.settings import find_api_key
 from ..config.settings import model_options
 from ..config.statedir import prepare_state_dir
+from ..models.catalog import ModelCatalog
 from ..models.messages import Model
 from ..models.scripted import ReplayModel
 from ..models.scripted import ScriptedModel
@@ -229,6 +230,7 @@ async def open_runtime(
     model_spec: str = "scripted",
     *,
     model: Model | None = None,
+    models: Sequence[str] | None = None,
     workdir: StrPath | None = None,
     restricted_paths: Sequence[StrPath] | None = None,
     verifier: Verifier | None = None,
@@ -253,9 +255,12 @@ async def open_runtime(
     settings', else 10); `http` is the address it serves, for ``agentrt fleet
     status``.
 
-    `model` overrides `model_spec`. With `settings` (`agentrt.config.settings.load_settings`),
-    the state dir, model, provider options, restricted paths and approval
-    policy come from them, unless given here. The store is closed on exit. Tools may
+    `model` overrides `model_spec`. `models` (else the settings' ``models`` list)
+    names the other models a session may be switched to, each made when first
+    used (`agentrt.models.catalog`). With `settings`
+    (`agentrt.config.settings.load_settings`), the state dir, model, provider
+    options, restricted paths and approval policy come from them, unless given
+    here. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
     folder, or any of `protected_paths`. A state dir that others may enter is
     tightened to 0700; one of another user is refused (`StateDirError`). Tool
@@ -287,6 +292,8 @@ async def open_runtime(
         state_dir = state_dir if state_dir is not None else settings.state_dir.value
         model_spec = settings.model.value
         options = model_options(settings)
+        if models is None:
+            models = settings.models.value
         if restricted_paths is None:
             restricted_paths = _restricted_of(settings)
         approval = approval if approval is not None else settings.approval.value
@@ -308,8 +315,18 @@ async def open_runtime(
         _tell_missing(sandbox)
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
+    default = model.name if model is not None else model_spec
     if model is None:
         model = make_model(model_spec, base_url=base_url, secrets=secrets, options=options)
+
+    def make_other(spec: str) -> Model:
+        # The command line's base URL is the default model's alone.
+        other = model_options(settings, spec) if settings is not None else None
+        return make_model(spec, secrets=secrets, options=other)
+
+    for spec in models or ():
+        check_model_spec(spec)
+    catalog = ModelCatalog.of(model, default, tuple(models or ()), make_other)
     # Tool processes a dead runner left behind must not go on to finish a call the resume
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
@@ -337,7 +354,9 @@ async def open_runtime(
             instructions_file=Path(instructions_file) if instructions_file is not None else None,
         )
         registry = Registry()
-        executor = Executor(registry=registry, store=opened, model=model, config=config)
+        executor = Executor(
+            registry=registry, store=opened, model=model, config=config, catalog=catalog
+        )
         runtime = Runtime(state_dir, registry, opened, secrets, executor, model)
         if not is_postgres(store):
             yield runtime

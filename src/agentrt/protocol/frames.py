@@ -265,6 +265,33 @@ class DaemonRequest:
     action: DaemonAction
 
 
+class ModelsAction(enum.Enum):
+    """What a client `ModelsRequest` asks for."""
+
+    #: The configured models, and the one `session` runs with.
+    LIST = "list"
+    #: Switch `session` to `model` from its next run on.
+    SET = "set"
+
+
+@record
+class ModelsRequest:
+    """List the configured models, or switch a session to one of them.
+
+    ``list`` gives every model the daemon's configuration offers (``model``
+    and the ``models`` list), each saying whether it can be used now, and the
+    one `session` runs with (the default without a session). ``set`` makes
+    `model` the model of `session` from its next run (or resume) on, kept
+    with the session; without a session a new one is made, which the next
+    `Run` names to use it. Both are answered with a `ModelList`.
+    """
+
+    TYPE: ClassVar[str] = "models"
+    action: ModelsAction
+    session: str | None = None
+    model: str | None = None
+
+
 # -- daemon -> client --------------------------------------------------------
 
 
@@ -530,6 +557,31 @@ class SessionMessages:
 
 
 @record
+class ModelItem:
+    """One configured model as listed in a `ModelList` (not a frame of its own)."""
+
+    #: Its spec: ``scripted``, ``openai:NAME``, ``anthropic:NAME``, ...
+    name: str
+    #: Whether it is the configured default (``model``).
+    default: bool = False
+    #: Whether it can be used now; `why` says why not (no API key, ...).
+    usable: bool = True
+    why: str | None = None
+
+
+@record
+class ModelList:
+    """The reply to ``models list`` and ``models set``: the models, and `session`'s own."""
+
+    TYPE: ClassVar[str] = "models"
+    models: tuple[ModelItem, ...] = ()
+    #: The session asked about (made by a ``set`` without one), or None.
+    session: str | None = None
+    #: The model `session` runs with (the default for none).
+    current: str = ""
+
+
+@record
 class Ack:
     """A request was carried out: `ref` is the type of the frame acknowledged.
 
@@ -605,7 +657,16 @@ class ErrorFrame:
     ref: str | None = None
 
 
-ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest | DaemonRequest
+ClientFrame = (
+    Hello
+    | Run
+    | AnswerFrame
+    | Cancel
+    | PendingRequest
+    | SessionsRequest
+    | DaemonRequest
+    | ModelsRequest
+)
 """A frame a client sends to the daemon."""
 
 DaemonFrame = (
@@ -619,6 +680,7 @@ DaemonFrame = (
     | SessionList
     | SessionMessages
     | DaemonStatus
+    | ModelList
     | Ack
     | ErrorFrame
 )

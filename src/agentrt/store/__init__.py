@@ -19,6 +19,7 @@ The modules of the package:
 from __future__ import annotations
 
 from .errors import BadCursorError
+from .errors import NoUserMessageError
 from .errors import StaleLeaseError
 from .errors import StoreError
 from .errors import TaskExistsError
@@ -39,6 +40,7 @@ from .types import brief_of
 __all__ = [
     "BadCursorError",
     "ListedTask",
+    "NoUserMessageError",
     "Page",
     "Queued",
     "SessionInfo",

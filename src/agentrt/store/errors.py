@@ -15,6 +15,10 @@ class TaskExistsError(Exception):
     """A new task was started in a session that still has a pending task."""
 
 
+class NoUserMessageError(LookupError):
+    """A session has no message of the user's to replace (`Store.replace_last_turn`)."""
+
+
 class TaskTakenError(StoreError):
     """A run wrote to a task that another runner holds now (it took the task over).
 

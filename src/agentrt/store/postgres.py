@@ -68,7 +68,7 @@ from .writer import Call
 from .writer import run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Seconds a member's lease lasts from its last heartbeat.
 DEFAULT_LEASE: Final = 10.0
 #: The first key of every advisory lock agentrt takes ('agrt'); the second is the schema's.
@@ -153,6 +153,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     2: _EPOCHS,
     # Full arguments of calls not run yet, and subagents' journals (see `agentrt.store.sql`).
     3: ("ALTER TABLE tasks ADD COLUMN journal text NOT NULL DEFAULT '{}'",),
+    # The model chosen for a session (`SqlStore.set_session_model`).
+    4: ("ALTER TABLE sessions ADD COLUMN model text",),
 }
 
 

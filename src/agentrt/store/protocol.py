@@ -93,6 +93,17 @@ class Store(Protocol):
         """
         ...
 
+    async def replace_last_turn(
+        self, session_id: str, make: Callable[[str], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+        """Replace the last user message and all after it by the task `make` builds from its
+        text, in one transaction; return the record and the history before it.
+
+        Raises `TaskExistsError` while the session has a pending task and
+        `NoUserMessageError` when it has no user message, writing nothing.
+        """
+        ...
+
     async def update(
         self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
     ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
@@ -201,6 +212,16 @@ class Store(Protocol):
         self, session_id: str, *, after: int = -1, limit: int = 100
     ) -> Page[StoredMessage]:
         """A page of a session's stored messages with `seq` > `after`, oldest first."""
+        ...
+
+    async def session_model(self, session_id: str) -> str | None:
+        """The model chosen for `session_id`, or None (the default model)."""
+        ...
+
+    async def set_session_model(
+        self, session_id: str, model: str | None, *, window_hash: str | None = None
+    ) -> None:
+        """Keep `model` as the one `session_id` runs with (None: the default again)."""
         ...
 
     async def forget(self, session_id: str) -> bool:

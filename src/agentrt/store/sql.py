@@ -60,6 +60,7 @@ from .columns import prompt_of
 from .columns import task_fields
 from .columns import title_of
 from .errors import BadCursorError
+from .errors import NoUserMessageError
 from .errors import StoreError
 from .errors import TaskExistsError
 from .errors import TaskTakenError
@@ -211,10 +212,15 @@ _NO_TASK: BriefTask = ("", "", False, None, 0.0, None, "")
 #: A session's row and, when it has one, its pending task's summary columns.
 _SESSION_SELECT = (
     "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.next_seq, "
-    "COALESCE(t.window_hash, s.window_hash), t.status, t.session_id, "
+    "COALESCE(t.window_hash, s.window_hash), t.status, s.model, t.session_id, "
     f"{', '.join('t.' + c for c in _SUMMARY_COLUMNS)}, t.message_count "
     "FROM sessions s LEFT JOIN tasks t ON t.session_id = s.session_id"
 )
+
+
+#: A session listed: one with a message, or a pending task. A session whose model was chosen
+#: before its first message has a row of its own (`SqlStore.set_session_model`), not listed.
+_HAS_MESSAGES = "s.next_seq > 0 OR t.session_id IS NOT NULL"
 
 
 def _like(prefix: str) -> str:
@@ -229,6 +235,8 @@ def _page_rows(
     prefix: str,
     after: tuple[float, str] | None,
     limit: int | None,
+    *,
+    where: str = "",
 ) -> tuple[list[Any], Any]:
     """A page of `select`'s rows by session id prefix, most recent first, after a cursor.
 
@@ -236,7 +244,7 @@ def _page_rows(
     ``""``). Returns the page's rows and its last row when more follow (the
     next page's cursor comes from it), else None.
     """
-    rows = db.execute(*page_query(select, table, prefix, after, limit)).fetchall()
+    rows = db.execute(*page_query(select, table, prefix, after, limit, where=where)).fetchall()
     if limit is None or len(rows) <= limit:
         return rows, None
     rows = rows[:limit]
@@ -249,9 +257,16 @@ def page_query(
     prefix: str,
     after: tuple[float, str] | None,
     limit: int | None,
+    *,
+    where: str = "",
 ) -> tuple[str, list[Any]]:
-    """The query of `_page_rows` (one row more than `limit`) and its parameters."""
+    """The query of `_page_rows` (one row more than `limit`) and its parameters.
+
+    `where`, when given, is one more condition every row must meet.
+    """
     sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
+    if where:
+        sql += f" AND ({where})"
     args: list[Any] = [_like(prefix)]
     if after is not None:
         # The bound on updated_at alone lets the index seek to the cursor (a page
@@ -407,6 +422,50 @@ class SqlStore:
                 history = self._messages(db, record.session_id, session, history=True)
                 self._save(db, record, claim=True)
                 return history
+
+        return await self._run(write)
+
+    async def replace_last_turn(
+        self, session_id: str, make: Callable[[str], TaskRecord]
+    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+        """Replace the session's last user message, and every message after it, by a new task.
+
+        One transaction: the messages from the last one of the user's on are
+        deleted, and the task `make` builds from that message's text is
+        written in their place (its record and the session's history before
+        it are returned); nothing else of the session changes. Raises
+        `TaskExistsError` while the session has a pending task (running ones
+        included) and `NoUserMessageError` when it has no message of the
+        user's, writing nothing. `make` runs in the store's thread.
+        """
+
+        def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]]:
+            with self._write(db):
+                if self._task_row(db, session_id) is not None:
+                    raise TaskExistsError(
+                        f"session {session_id} has a pending task; resume it or discard it first"
+                    )
+                row = db.execute(
+                    "SELECT seq, body FROM messages WHERE session_id = ? AND role = ? "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (session_id, Role.USER.value),
+                ).fetchone()
+                if row is None:
+                    raise NoUserMessageError(f"session {session_id} has no message to replace")
+                try:
+                    last = decode_message(row[1])
+                except Exception as exc:  # any malformed shape, whichever error it raises
+                    raise StoreError(
+                        f"message {row[0]} of session {session_id!r} in {self.location} is "
+                        f"unreadable: {error_detail(exc)}"
+                    ) from None
+                record = make(last.content)
+                self._truncate(db, session_id, int(row[0]))
+                history = self._messages(
+                    db, session_id, self._session_row(db, session_id), history=True
+                )
+                self._save(db, record, claim=True)
+                return record, history
 
         return await self._run(write)
 
@@ -722,7 +781,9 @@ class SqlStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            rows, last = _page_rows(db, _SESSION_SELECT, "s.", prefix, after, limit)
+            rows, last = _page_rows(
+                db, _SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES
+            )
             items = tuple(self._session_info(r) for r in rows)
             nxt = None if last is None else _cursor(items[-1].updated_at, items[-1].session_id)
             return Page(items, nxt)
@@ -738,6 +799,42 @@ class SqlStore:
 
         return await self._run(read)
 
+    async def session_model(self, session_id: str) -> str | None:
+        """The model chosen for `session_id` (a spec such as ``openai:gpt-4o``), or None."""
+
+        def read(db: sqlite3.Connection) -> str | None:
+            row = db.execute(
+                "SELECT model FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return row[0] if row is not None and isinstance(row[0], str) else None
+
+        return await self._run(read)
+
+    async def set_session_model(
+        self, session_id: str, model: str | None, *, window_hash: str | None = None
+    ) -> None:
+        """Choose `model` for `session_id` (None: the default again), kept with the session.
+
+        A session with no message yet gets a row of its own, owned by
+        `window_hash`, that listings leave out until its first message.
+        """
+
+        def write(db: sqlite3.Connection) -> None:
+            with self._write(db):
+                changed = db.execute(
+                    "UPDATE sessions SET model = ? WHERE session_id = ?", (model, session_id)
+                ).rowcount
+                if changed or model is None:
+                    return
+                now = time.time()
+                db.execute(
+                    "INSERT INTO sessions(session_id, window_hash, title, created_at, "
+                    "updated_at, next_seq, rev, model) VALUES (?, ?, '', ?, ?, 0, 1, ?)",
+                    (session_id, window_hash, now, now, model),
+                )
+
+        await self._run(write)
+
     def _session_info(self, r: Sequence[Any]) -> SessionInfo:
         return SessionInfo(
             session_id=str(r[0]),
@@ -747,8 +844,9 @@ class SqlStore:
             messages=int(r[4]),
             window_hash=r[5] if isinstance(r[5], str) else None,
             status=r[6] if isinstance(r[6], str) else None,
+            model=r[7] if isinstance(r[7], str) else None,
             # The task's summary columns, as `list_page` reads them.
-            task=self._summary(tuple(r[7:])) if r[7] is not None else None,
+            task=self._summary(tuple(r[8:])) if r[8] is not None else None,
         )
 
     async def messages(
@@ -1018,6 +1116,12 @@ class SqlStore:
             "UPDATE sessions SET next_seq = ?, rev = ?, updated_at = ? WHERE session_id = ?",
             (end, rev, now, session_id),
         )
+        if start == 0 and added:
+            # A session whose model was chosen before its first message: its title now.
+            db.execute(
+                "UPDATE sessions SET title = ? WHERE session_id = ?",
+                (title_of(title or _first_user_text(added)), session_id),
+            )
         cached = self._memory.get(session_id, session.rev)
         if cached is not None and len(cached) == start:
             self._memory.put(session_id, rev, cached + added)
@@ -1032,12 +1136,18 @@ class SqlStore:
             return
         db.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, first))
         if first == 0:
-            db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-            self._memory.drop(session_id)
-            return
+            # A session left with no message goes, unless a model was chosen for it.
+            gone = db.execute(
+                "DELETE FROM sessions WHERE session_id = ? AND model IS NULL", (session_id,)
+            ).rowcount
+            if gone:
+                self._memory.drop(session_id)
+                return
         rev = session.rev + 1
         db.execute(
-            "UPDATE sessions SET next_seq = ?, rev = ? WHERE session_id = ?",
+            "UPDATE sessions SET next_seq = ?, rev = ?"
+            + (", title = ''" if first == 0 else "")
+            + " WHERE session_id = ?",
             (first, rev, session_id),
         )
         cached = self._memory.get(session_id, session.rev)

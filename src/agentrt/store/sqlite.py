@@ -51,7 +51,7 @@ from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The columns of `tasks` that held a record's fields up to schema version 4: all but
 #: ``journal``, which version 5 added.
@@ -100,7 +100,8 @@ _SCHEMA = (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     next_seq INTEGER NOT NULL DEFAULT 0,
-    rev INTEGER NOT NULL DEFAULT 0
+    rev INTEGER NOT NULL DEFAULT 0,
+    model TEXT
 )""",
     "CREATE INDEX sessions_by_time ON sessions(updated_at DESC, session_id)",
     """CREATE TABLE messages (
@@ -225,9 +226,12 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
     elif version < 4:
         db.execute("ALTER TABLE tasks ADD COLUMN line TEXT")
         db.execute(_LINE_TRIGGER)
-    if version >= 3:  # (an older file got the column with its version-3 tables)
+    if 3 <= version < 5:  # (an older file got the column with its version-3 tables)
         # Version 5 keeps full arguments of calls not run yet and subagents' journals.
         db.execute("ALTER TABLE tasks ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'")
+    if version >= 3:  # (as for the journal)
+        # Version 6 keeps the model chosen for a session.
+        db.execute("ALTER TABLE sessions ADD COLUMN model TEXT")
     if version < 4:
         _fill_lines(db)
 

@@ -66,6 +66,8 @@ class SessionInfo:
     status: str | None = None
     #: The pending task as a listing shows it, or None when the session has none.
     task: ListedTask | None = None
+    #: The model chosen for the session (a spec), or None for the configured default.
+    model: str | None = None
 
 
 @record

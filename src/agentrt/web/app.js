@@ -33,6 +33,9 @@ const state = {
   lastEventId: null, // the id of the last event read, when the server numbers them
   history: null, // null: not known yet; then true or false: the history API exists
   loaded: new Set(), // session ids whose stored messages were read into their log
+  models: null, // {models, default} from GET /v1/models; null until read (or no such route)
+  modelOf: new Map(), // session id -> the model it runs with, as the server said
+  editing: null, // the session whose last message the composer is editing, if any
 };
 
 const TOKEN_KEY = "agentrt.token";
@@ -141,6 +144,14 @@ async function copyCode(el, text) {
   setTimeout(() => { el.textContent = "Copy"; }, 2000);
 }
 
+// A title as plain text: the first line of a message is Markdown ("## Plan", "Hi **there**"),
+// read as markdown-it reads it, and only its text kept.
+function plainTitle(text) {
+  const template = document.createElement("template");
+  template.innerHTML = DOMPurify.sanitize(markdown.render(text || ""));
+  return template.content.textContent.replace(/\s+/g, " ").trim();
+}
+
 // -- the conversation log ---------------------------------------------------
 
 function logOf(sid) {
@@ -161,6 +172,18 @@ function add(sid, kind, text) {
   logOf(sid).append(el);
   if (sid === state.current) el.scrollIntoView({ block: "end" });
   return el;
+}
+
+// A message of the user's (not an answer to a question): the one regenerate and edit act on.
+function addTurn(sid, text) {
+  const el = add(sid, "user", text);
+  el.dataset.turn = "user";
+  return el;
+}
+
+function lastTurn(sid) {
+  const turns = logOf(sid).querySelectorAll(".msg.user[data-turn]");
+  return turns.length ? turns[turns.length - 1] : null;
 }
 
 function addReply(sid, text) {
@@ -229,6 +252,7 @@ function renderTitle() {
 const chatName = (sid) => state.titles.get(sid) || sid;
 
 function showSession(sid) {
+  if (state.editing && state.editing !== sid) stopEditing();
   setCurrent(sid);
   renderTitle();
   const log = $("#log");
@@ -239,7 +263,11 @@ function showSession(sid) {
   renderSessions();
   renderQuestions();
   refreshTask();
-  if (sid) loadHistory(sid);
+  renderModels();
+  if (sid) {
+    loadHistory(sid);
+    refreshModel(sid);
+  }
 }
 
 function renderRunState() {
@@ -252,6 +280,131 @@ function renderRunState() {
   // One run at a time per session: sending now would only be refused (409).
   $("#send").disabled = busy || !!run;
   if (!run && $("#stop-dialog").open) $("#stop-dialog").close("no");
+  renderTurnActions();
+}
+
+// -- the model, and the last turn ----------------------------------------------------
+
+// The models come from GET /v1/models; a server without that route has no picker.
+async function loadModels() {
+  try {
+    state.models = await api("GET", "/v1/models");
+  } catch (error) {
+    state.models = null;
+    if (error.status !== 404) notice(`The models cannot be listed: ${error.message}`);
+  }
+  renderModels();
+  if (state.current) refreshModel(state.current);
+}
+
+async function refreshModel(sid) {
+  if (!state.models) return;
+  try {
+    const data = await api("GET", sessionPath(sid) + "/model");
+    state.modelOf.set(sid, data.model);
+  } catch (error) {
+    if (error.status !== 404) notice(error.message);
+  }
+  if (sid === state.current) renderModels();
+}
+
+function renderModels() {
+  const data = state.models;
+  $("#models").hidden = !data || !data.models.length;
+  if (!data) return;
+  const sid = state.current;
+  const current = (sid && state.modelOf.get(sid)) || data.default;
+  const select = $("#model");
+  select.replaceChildren(...data.models.map((m) => {
+    const option = document.createElement("option");
+    option.value = m.name;
+    option.textContent = m.name + (m.default ? " (default)" : "") +
+      (m.usable ? "" : " (cannot be used)");
+    // A model that cannot be used is listed, with why, but cannot be picked.
+    option.disabled = !m.usable;
+    option.title = m.why || "";
+    return option;
+  }));
+  select.value = current;
+  const unusable = data.models.filter((m) => !m.usable);
+  $("#model-why").textContent = unusable.map((m) => `${m.name}: ${m.why}`).join("; ");
+}
+
+async function chooseModel(name) {
+  // A new chat gets its id now: the model is kept with it on the server.
+  if (!state.current) showSession(newSessionId());
+  const sid = state.current;
+  try {
+    const data = await api("PUT", sessionPath(sid) + "/model", { model: name });
+    state.modelOf.set(sid, data.model);
+    notice("");
+  } catch (error) {
+    notice(error.message);
+  }
+  if (sid === state.current) renderModels();
+}
+
+function renderTurnActions() {
+  const sid = state.current;
+  const last = sid ? lastTurn(sid) : null;
+  const busy = !sid || state.sending.has(sid) || state.runs.has(sid);
+  const editing = !!sid && state.editing === sid;
+  $("#regenerate").hidden = !last || editing;
+  $("#edit-last").hidden = !last || editing;
+  $("#regenerate").disabled = busy;
+  $("#edit-last").disabled = busy;
+  $("#cancel-edit").hidden = !editing;
+  $("#send").textContent = editing ? "Resend" : "Send";
+}
+
+function startEditing() {
+  const sid = state.current;
+  const last = sid && lastTurn(sid);
+  if (!last) return;
+  state.editing = sid;
+  $("#input").value = last.textContent;
+  $("#input").focus();
+  renderTurnActions();
+}
+
+function stopEditing() {
+  state.editing = null;
+  $("#input").value = "";
+  renderTurnActions();
+}
+
+// Regenerate (no text) or edit and resend (text): the server replaces the last message of
+// the user's and all after it, or refuses (409, a run going on or a task pending) and
+// nothing changes. What is replaced leaves the view at once, and comes back if refused.
+async function redo(text) {
+  const sid = state.current;
+  const last = sid && lastTurn(sid);
+  if (!last || state.sending.has(sid) || state.runs.has(sid)) return;
+  notice("");
+  const log = logOf(sid);
+  const dropped = [];
+  for (let el = text === undefined ? last.nextSibling : last; el; el = el.nextSibling) {
+    dropped.push(el);
+  }
+  for (const el of dropped) el.remove();
+  const mine = text === undefined ? null : addTurn(sid, text);
+  if (text !== undefined) {
+    state.editing = null;
+    $("#input").value = "";
+  }
+  try {
+    await startRequest(sid, sessionPath(sid) + (text === undefined ? "/regenerate" : "/edit"),
+      text === undefined ? undefined : { text });
+  } catch (error) {
+    mine?.remove();
+    log.append(...dropped);
+    if (text !== undefined && !$("#input").value) {
+      state.editing = sid;
+      $("#input").value = text;
+    }
+    notice(error.message);
+  }
+  renderTurnActions();
 }
 
 // -- the history of a session, when the server keeps it ----------------------------
@@ -293,13 +446,16 @@ async function loadHistory(sid) {
   const tools = new Map(); // tool call id -> the tool's name, for its result
   for (const message of messages) showStored(sid, message, tools);
   log.append(...live);
-  if (sid === state.current) log.lastElementChild?.scrollIntoView({ block: "end" });
+  if (sid === state.current) {
+    log.lastElementChild?.scrollIntoView({ block: "end" });
+    renderTurnActions();
+  }
 }
 
 function showStored(sid, message, tools) {
   const content = typeof message.content === "string" ? message.content : "";
   if (message.role === "user") {
-    add(sid, "user", content);
+    addTurn(sid, content);
   } else if (message.role === "assistant") {
     if (content.trim()) addReply(sid, content);
     for (const call of message.tool_calls || []) {
@@ -666,7 +822,9 @@ function renderSessions() {
   const list = $("#sessions");
   const items = state.sessions.map((s) => {
     const id = sessionIdOf(s);
-    if (s.title) state.titles.set(id, s.title);
+    const title = s.title ? plainTitle(s.title) : "";
+    if (title) state.titles.set(id, title);
+    if (s.model !== undefined) state.modelOf.set(id, s.model || state.models?.default || null);
     const running = s.running || s.status === "running";
     const li = document.createElement("li");
     li.className = "session" + (id === state.current ? " current" : "");
@@ -675,10 +833,10 @@ function renderSessions() {
     // A button, so the list is reachable and usable from the keyboard.
     const open = button("", () => showSession(id), "sid");
     if (id === state.current) open.setAttribute("aria-current", "true");
-    if (s.title) {
+    if (title) {
       const name = document.createElement("span");
       name.className = "name";
-      name.textContent = s.title;
+      name.textContent = title;
       open.append(name);
     }
     const idLine = document.createElement("span");
@@ -769,6 +927,7 @@ async function refreshTask() {
     li.textContent = line;
     return li;
   }));
+  renderTurnActions();
 }
 
 // A run or resume request: the session is busy until it is answered, and the run it
@@ -825,12 +984,16 @@ async function discard(sid) {
 
 async function send(text) {
   if (!text.trim()) return;
+  if (state.editing && state.editing === state.current) {
+    await redo(text);
+    return;
+  }
   if (!state.current) showSession(newSessionId());
   const sid = state.current;
   if (state.sending.has(sid) || state.runs.has(sid)) return; // Send is disabled meanwhile
   notice("");
   // The message shows at once, so it always comes before the reply.
-  const mine = add(sid, "user", text);
+  const mine = addTurn(sid, text);
   $("#input").value = "";
   try {
     await startRequest(sid, sessionPath(sid) + "/run", { text });
@@ -948,6 +1111,7 @@ function start() {
   // The open session survives a reload: the address names it, and so does this tab.
   const fromHash = decodeURIComponent(location.hash.slice(1));
   showSession(fromHash || sessionStorage.getItem(SESSION_KEY) || null);
+  loadModels();
   connect();
 }
 
@@ -998,6 +1162,10 @@ function init() {
     resume(state.current, $("#saved-answer").value, e.target.dataset.question);
     $("#saved-answer").value = "";
   });
+  $("#model").addEventListener("change", (e) => chooseModel(e.target.value));
+  $("#regenerate").addEventListener("click", () => redo());
+  $("#edit-last").addEventListener("click", startEditing);
+  $("#cancel-edit").addEventListener("click", stopEditing);
   $("#paused-resume").addEventListener("click", () => resume(state.current));
   $("#paused-discard").addEventListener("click", () => discard(state.current));
   if (token) start();

@@ -44,6 +44,8 @@ from ...protocol.frames import MESSAGES_PAGE_MAX
 from .bodies import AnswerBody
 from .bodies import ApiError
 from .bodies import CancelBody
+from .bodies import EditBody
+from .bodies import ModelBody
 from .bodies import ResumeBody
 from .bodies import RunBody
 from .bodies import error_body
@@ -254,6 +256,32 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         task_hash = await frontend.start_run(session_id, body.text)
         return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
 
+    async def regenerate(request: Request) -> Response:
+        session_id = _session(request)
+        task_hash = await frontend.redo(session_id)
+        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+
+    async def edit(request: Request) -> Response:
+        session_id = _session(request)
+        body = await read_body(request, EditBody)
+        if not body.text.strip():
+            raise ApiError(400, "bad_body", "the edited message must not be empty")
+        task_hash = await frontend.redo(session_id, body.text)
+        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(frontend.models())
+
+    async def get_model(request: Request) -> Response:
+        return JSONResponse(await frontend.session_model(_session(request)))
+
+    async def set_model(request: Request) -> Response:
+        session_id = _session(request)
+        body = await read_body(request, ModelBody)
+        if not body.model:
+            raise ApiError(400, "bad_body", "name the model (one GET /v1/models lists)")
+        return JSONResponse(await frontend.choose_model(session_id, body.model))
+
     async def cancel(request: Request) -> Response:
         body = await read_body(request, CancelBody)
         info = await frontend.cancel_anywhere(request.path_params["task_hash"], body.cause)
@@ -293,6 +321,10 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         "/v1/session/{session_id}/task": {"GET": get_task, "DELETE": discard_task},
         "/v1/session/{session_id}/task/resume": {"POST": resume_task},
         "/v1/session/{session_id}/run": {"POST": run},
+        "/v1/session/{session_id}/regenerate": {"POST": regenerate},
+        "/v1/session/{session_id}/edit": {"POST": edit},
+        "/v1/session/{session_id}/model": {"GET": get_model, "PUT": set_model},
+        "/v1/models": {"GET": models},
         "/v1/task/{task_hash}/cancel": {"POST": cancel},
         "/v1/questions": {"GET": questions},
         "/v1/questions/{question_id}/answer": {"POST": answer},

@@ -65,6 +65,21 @@ class RunBody:
 
 
 @record
+class EditBody:
+    """`POST /v1/session/{id}/edit`: the message that replaces the last one (not all blank)."""
+
+    text: str = attrs.field(metadata={"schema": {"minLength": 1, "pattern": NOT_BLANK}})
+
+
+@record
+class ModelBody:
+    """`PUT /v1/session/{id}/model`: the model (one `GET /v1/models` lists) the session
+    runs with from its next run on."""
+
+    model: str = attrs.field(metadata={"schema": {"minLength": 1}})
+
+
+@record
 class ResumeBody:
     """`POST /v1/session/{id}/task/resume`: the answer to the saved question, if any.
 

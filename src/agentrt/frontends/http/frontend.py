@@ -199,6 +199,47 @@ class WebFrontEnd:
         the hash works at once. Errors before that (a pending task exists, the
         session is running) are raised here.
         """
+        self._check_may_start(session_id)
+        run = partial(self.runtime.executor.run, session_id, text)
+        return await self._start(session_id, run)
+
+    async def redo(self, session_id: str, text: str | None = None) -> str:
+        """Run the session's last user message again (`text`: edited), its reply and tool
+        calls replaced (`Executor.redo`); return the new run's hash."""
+        self._check_may_start(session_id)
+        await self._visible_session(session_id)
+        redo = partial(self.runtime.executor.redo, session_id, text)
+        return await self._start(session_id, redo)
+
+    # -- models -------------------------------------------------------------
+
+    def models(self) -> dict[str, Any]:
+        """The configured models, each saying whether it can be used now, and the default."""
+        entries = self.runtime.executor.models()
+        return {
+            "models": [
+                {"name": e.name, "default": e.default, "usable": e.usable, "why": e.why}
+                for e in entries
+            ],
+            "default": next(e.name for e in entries if e.default),
+        }
+
+    async def session_model(self, session_id: str) -> dict[str, Any]:
+        """The model `session_id` runs with: its chosen one, else the default."""
+        if not await self._may_act(session_id):
+            raise UnknownSessionError(f"no session {session_id}")
+        model = await self.runtime.executor.session_model(session_id)
+        return {"session_id": session_id, "model": model}
+
+    async def choose_model(self, session_id: str, model: str) -> dict[str, Any]:
+        """Switch `session_id` to `model` from its next run on (`Executor.choose_model`)."""
+        self._check_may_start(session_id)
+        if not await self._may_act(session_id):
+            raise UnknownSessionError(f"no session {session_id}")
+        await self.runtime.executor.choose_model(session_id, model)
+        return {"session_id": session_id, "model": model}
+
+    def _check_may_start(self, session_id: str) -> None:
         if not self.runtime.policy.may_start(HTTP_ACTOR, session_id, None):
             raise ApiError(
                 400,
@@ -206,8 +247,6 @@ class WebFrontEnd:
                 f"the HTTP API starts runs in {DEFAULT_ORIGIN!r} sessions only, not "
                 f"{session_id!r}; name the session without a prefix or with {DEFAULT_ORIGIN!r}",
             )
-        run = partial(self.runtime.executor.run, session_id, text)
-        return await self._start(session_id, run)
 
     async def resume(
         self, session_id: str, answer: str | None, question_id: str | None = None
@@ -331,6 +370,7 @@ class WebFrontEnd:
             }
         obj["title"] = info.title
         obj["messages"] = info.messages
+        obj["model"] = info.model
         if obj.get("created_at") is None:
             obj["created_at"] = info.created_at
         if obj.get("updated_at") is None:

@@ -40,6 +40,8 @@ from ...vocab.terms import TaskStatus
 from .bodies import OLDER_FIELDS
 from .bodies import AnswerBody
 from .bodies import CancelBody
+from .bodies import EditBody
+from .bodies import ModelBody
 from .bodies import ResumeBody
 from .bodies import RunBody
 from .files import page_files
@@ -182,6 +184,7 @@ _STARTED = _json(
     ),
     **_session_links("$response.body#/session_id"),
 )
+_SESSION_MODEL = _object(session_id=_STRING, model=_STRING) | {"required": ["session_id", "model"]}
 # Any request may be refused for its Host (421) or a declared body over the cap (413).
 _ANY = {"413": _ERROR, "421": _ERROR}
 # A route behind the token answers 401 without it; a route with a path parameter, 400
@@ -247,6 +250,10 @@ def _schemas() -> dict[str, Any]:
         running={"type": "boolean"},
         running_task=_NULLABLE,
         stoppable={"type": "boolean"},
+        model={
+            "type": ["string", "null"],
+            "description": "the model chosen for the session; null: the configured default",
+        },
         cause=type_schema(Cause | None),
         question=question,
         waiting_on={"type": "array", "items": _ref("Waiting")},
@@ -289,7 +296,8 @@ def _schemas() -> dict[str, Any]:
         "required": [*question_fields],
     }
     bodies = {
-        cls.__name__: body_schema(cls) for cls in (RunBody, ResumeBody, CancelBody, AnswerBody)
+        cls.__name__: body_schema(cls)
+        for cls in (RunBody, ResumeBody, CancelBody, AnswerBody, EditBody, ModelBody)
     }
     return (
         bodies
@@ -299,6 +307,16 @@ def _schemas() -> dict[str, Any]:
             "StoredMessage": message,
             "Task": task,
             "Question": open_question,
+            "Model": _object(
+                name={"type": "string", "description": "scripted, openai:NAME, anthropic:NAME..."},
+                default={"type": "boolean", "description": "it is the configured model"},
+                usable={"type": "boolean", "description": "it can be asked now"},
+                why={
+                    "type": ["string", "null"],
+                    "description": "why it cannot be used (no API key...); null when it can",
+                },
+            )
+            | {"required": ["name", "default", "usable", "why"], "additionalProperties": False},
         }
         | preview_schemas()
         | event_schemas(open_question)
@@ -617,6 +635,67 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_CHAT_SESSION],
                 "requestBody": _body("RunBody"),
                 "responses": {"202": _STARTED, "409": _ERROR, **_BODY_ERRORS},
+            }
+        },
+        "/v1/session/{session_id}/regenerate": {
+            "post": {
+                "operationId": "regenerate",
+                "summary": "Run the last user message again: its reply and tool calls are "
+                "replaced by the new run's (refused with 409 while a run goes on or a task is "
+                "pending, or when there is no user message; nothing is dropped then)",
+                "parameters": [_CHAT_SESSION],
+                "responses": {"202": _STARTED, "409": _ERROR, "503": _ERROR, **_PARAM_ERRORS},
+            }
+        },
+        "/v1/session/{session_id}/edit": {
+            "post": {
+                "operationId": "editLast",
+                "summary": "Replace the last user message, and everything after it, by text, "
+                "and run it (refused as regenerate is)",
+                "parameters": [_CHAT_SESSION],
+                "requestBody": _body("EditBody"),
+                "responses": {"202": _STARTED, "409": _ERROR, "503": _ERROR, **_BODY_ERRORS},
+            }
+        },
+        "/v1/session/{session_id}/model": {
+            "get": {
+                "operationId": "getSessionModel",
+                "summary": "The model the session runs with: its chosen one, else the default",
+                "parameters": [_SESSION],
+                "responses": {
+                    "200": _json(_SESSION_MODEL, "the session's model"),
+                    **_PARAM_ERRORS,
+                },
+            },
+            "put": {
+                "operationId": "setSessionModel",
+                "summary": "Switch the session to a configured model from its next run on "
+                "(404 unknown_model for one not configured, 503 model_not_configured for one "
+                "that cannot be used now)",
+                "parameters": [_CHAT_SESSION],
+                "requestBody": _body("ModelBody"),
+                "responses": {
+                    "200": _json(_SESSION_MODEL, "switched"),
+                    "503": _ERROR,
+                    **_BODY_ERRORS,
+                },
+            },
+        },
+        "/v1/models": {
+            "get": {
+                "operationId": "listModels",
+                "summary": "The configured models (model and the models list), the default first",
+                "responses": {
+                    "200": _json(
+                        _object(
+                            models={"type": "array", "items": _ref("Model")},
+                            default=_STRING,
+                        )
+                        | {"required": ["models", "default"]},
+                        "the models a session may run with",
+                    ),
+                    **_ERRORS,
+                },
             }
         },
         "/v1/task/{task_hash}/cancel": {

@@ -66,6 +66,9 @@ from ...protocol.frames import EndedFrame
 from ...protocol.frames import ErrorCode
 from ...protocol.frames import ErrorFrame
 from ...protocol.frames import Hello
+from ...protocol.frames import ModelList
+from ...protocol.frames import ModelsAction
+from ...protocol.frames import ModelsRequest
 from ...protocol.frames import PendingAction
 from ...protocol.frames import PendingDetail
 from ...protocol.frames import PendingList
@@ -89,6 +92,7 @@ from ...vocab.events import RunEnded
 from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
 from .framing import ask_frame
+from .framing import model_items
 from .framing import pending_detail
 from .framing import pending_preview
 from .framing import pending_task
@@ -129,6 +133,7 @@ _AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
         SessionList,
         SessionMessages,
         DaemonStatus,
+        ModelList,
     }
 )
 #: Gives up the processor to another runnable process, if any (a no-op where it is missing).
@@ -260,6 +265,7 @@ class Connection:
             PendingRequest: self._on_pending,
             SessionsRequest: self._on_sessions,
             DaemonRequest: self._on_daemon,
+            ModelsRequest: self._on_models,
         }
 
     # -- the connection's life ---------------------------------------------
@@ -608,8 +614,11 @@ class Connection:
 
     # -- runs -------------------------------------------------------------
 
-    async def _on_run(self, frame: Run) -> None:
-        session = frame.session if frame.session is not None else new_session_id()
+    async def _may_use(self, session: str | None, frame: Run | ModelsRequest) -> str | None:
+        """The session `frame` acts on (a new one for None) if this window may start runs
+        of it; None once an error frame said why not."""
+        if session is None:
+            return new_session_id()
         if self.scope is Scope.WINDOW and not session.startswith(ORIGIN):
             await self.error(
                 ErrorCode.INVALID,
@@ -617,22 +626,28 @@ class Connection:
                 f"use {ORIGIN!r} sessions (leave session out to start a new one)",
                 frame,
             )
+            return None
+        runtime = self.daemon.runtime
+        try:
+            owner = await runtime.store.owner(session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return None
+        if not runtime.policy.may_start(self._actor(), session, owner):
+            await self.error(
+                ErrorCode.NOT_FOUND,
+                f"session {session!r} belongs to another live window; leave session out "
+                "to start a new one",
+                frame,
+            )
+            return None
+        return session
+
+    async def _on_run(self, frame: Run) -> None:
+        session = await self._may_use(frame.session, frame)
+        if session is None:
             return
         runtime = self.daemon.runtime
-        if frame.session is not None:
-            try:
-                owner = await runtime.store.owner(session)
-            except REFUSED as exc:
-                await self.refuse(exc, frame)
-                return
-            if not runtime.policy.may_start(self._actor(), session, owner):
-                await self.error(
-                    ErrorCode.NOT_FOUND,
-                    f"session {session!r} belongs to another live window; leave session out "
-                    "to start a new one",
-                    frame,
-                )
-                return
         workdir = Path(frame.cwd) if frame.cwd is not None else None
         await self._start_run(
             partial(runtime.executor.run, session, frame.text, workdir=workdir), frame
@@ -689,6 +704,37 @@ class Connection:
             "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
         )
         await self.send(Ack(frame.TYPE, detail, task=frame.task), linger=True)
+
+    # -- models -------------------------------------------------------------
+
+    async def _on_models(self, frame: ModelsRequest) -> None:
+        executor = self.daemon.runtime.executor
+        session = frame.session
+        if frame.action is ModelsAction.SET:
+            if frame.model is None:
+                await self.error(ErrorCode.INVALID, "models set needs the model to set", frame)
+                return
+            session = await self._may_use(session, frame)
+            if session is None:
+                return
+            try:
+                await executor.choose_model(session, frame.model, window_hash=self.window)
+            except REFUSED as exc:
+                await self.refuse(exc, frame)
+                return
+        elif session is not None and await self._may_use(session, frame) is None:
+            return
+        try:
+            entries = executor.models()
+            current = (
+                await executor.session_model(session)
+                if session is not None
+                else next(e.name for e in entries if e.default)
+            )
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        await self.send(ModelList(model_items(entries), session, current))
 
     # -- pending tasks ------------------------------------------------------
 

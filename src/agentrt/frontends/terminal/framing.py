@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from ...agent.preview import resume_preview
 from ...core.pending import Entry
+from ...models.catalog import ModelEntry
 from ...present.shapes import tool_call_json
 from ...protocol.frames import AskFrame
+from ...protocol.frames import ModelItem
 from ...protocol.frames import PendingDetail
 from ...protocol.frames import PendingPreview
 from ...protocol.frames import PendingTask
@@ -30,6 +32,11 @@ from ...store.record import converter as record_converter
 def ask_frame(entry: Entry) -> AskFrame:
     """The frame that forwards a claimed registry entry."""
     return AskFrame.of(entry.id, entry.context.task_hash, entry.context.session_id, entry.request)
+
+
+def model_items(entries: list[ModelEntry]) -> tuple[ModelItem, ...]:
+    """The configured models as a `ModelList` lists them."""
+    return tuple(ModelItem(e.name, e.default, e.usable, e.why) for e in entries)
 
 
 def pending_task(stored: StoredTask | TaskSummary) -> PendingTask:
