@@ -53,7 +53,9 @@ async def serve(
 
     Reports the `Daemon` through `task_status` once the socket accepts
     connections. With `handle_signals`, SIGTERM and SIGINT shut it down
-    gracefully (a second signal stops it at once); this needs the main thread.
+    gracefully (a second signal stops it at once); this needs the main thread,
+    and once the daemon stops, those signals are only logged until the program
+    sets handlers of its own.
     `http` (the HTTP API's address) or `http_error` (why it is not served) is
     what a ``daemon status`` request is told of the process's HTTP API.
     """

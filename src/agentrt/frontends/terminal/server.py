@@ -154,7 +154,9 @@ class Daemon:
                     self._root = nursery
                     nursery.start_soon(self._accept_loop, self._listener)
                     if self.handle_signals:
-                        nursery.start_soon(self._watch_signals)
+                        # Handled before the daemon says it is ready: a SIGTERM right after
+                        # "listening on" is a graceful stop, never the default kill.
+                        await nursery.start(self._watch_signals)
                     task_status.started(self)
             finally:
                 self._remove_socket()
@@ -178,8 +180,21 @@ class Daemon:
         if self._root is not None:
             self._root.cancel_scope.cancel()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        # A signal still on its way when the receiver closes (the daemon already stopping for
+        # a `stop` frame, say) is raised again by Trio, even a moment later, at the handler
+        # that was there before the receiver opened: this one, which lets the shutdown under
+        # way finish, and not the default one, which would kill the daemon in the middle of
+        # it. It stays: the daemon is stopping from then on.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _already_stopping)
+        await self._receive_signals(task_status)
+
+    async def _receive_signals(self, task_status: trio.TaskStatus[None]) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if self.stopping:
@@ -244,3 +259,8 @@ class Daemon:
                 await stream.send_all(encode(ErrorFrame(ErrorCode.FORBIDDEN, message)))
         with trio.CancelScope(shield=True), trio.move_on_after(1.0):
             await stream.aclose()
+
+
+def _already_stopping(signum: int, _frame: object) -> None:
+    """A stop signal that came while the daemon was already stopping: said, nothing more."""
+    log.warning("%s: the daemon is already stopping", signal.Signals(signum).name)
