@@ -76,6 +76,8 @@ class EntryKind(enum.Enum):
     ERROR = "error"
     #: The `/help` text.
     HELP = "help"
+    #: The unified diff of a file change a confirmation asks about: + green, - red, @@ cyan.
+    DIFF = "diff"
 
 
 # -- values ------------------------------------------------------------------------------

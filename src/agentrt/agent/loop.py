@@ -891,9 +891,7 @@ class AgentRun:
         if await verifier.cached():
             answer = await self.ask_inline(
                 call.id,
-                Request(
-                    RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name, diff=diff
-                ),
+                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name, diff=diff),
             )
             return answer.value == ALLOW_ONCE
         error: str | None = None

@@ -403,4 +403,3 @@ class ReadFile(Tool):
         if last < total:
             note += f"; read on with offset={last + 1}"
         return f"{text}{'' if text.endswith(chr(10)) else chr(10)}{note}]"
-
