@@ -310,6 +310,21 @@ class Consent:
         return self.asked or agent.config.sandbox.network
 
 
+def runs_unasked(agent: ToolRun, call: ToolCall, action: Edit | Command) -> bool:
+    """Whether the approval policy lets `call` take effect unasked (see `confirmed`)."""
+    config = agent.config
+    return (
+        agent.attempt(call) == 1
+        and not config.sandbox.missing
+        and auto_approves(
+            config.approval,
+            action,
+            workdir=config.workdir,
+            guarded=config.guarded_paths if config.text_guard else (),
+        )
+    )
+
+
 async def confirmed(
     agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command, diff: str | None = None
 ) -> Consent | None:
@@ -321,17 +336,7 @@ async def confirmed(
     a call that may already have run (attempt 2 or later) is asked about all the same, and
     so is every call when no sandbox can be had.
     """
-    config = agent.config
-    unasked = (
-        agent.attempt(call) == 1
-        and not config.sandbox.missing
-        and auto_approves(
-            config.approval,
-            action,
-            workdir=config.workdir,
-            guarded=config.guarded_paths if config.text_guard else (),
-        )
-    )
+    unasked = runs_unasked(agent, call, action)
     if not unasked and not await agent.confirm(call, prompt, diff):
         return None
     await agent.begin_effect(call)

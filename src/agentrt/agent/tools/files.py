@@ -47,6 +47,7 @@ from .base import argument
 from .base import check_confinable
 from .base import confine
 from .base import confirmed
+from .base import runs_unasked
 from .base import via_sudo
 from .diff import unified_diff
 
@@ -225,12 +226,14 @@ class WriteFile(Tool):
         data = self.content.encode("utf-8", "surrogatepass")
         root = _restricted_root(agent, path)
         size = f"{len(data)} bytes"
+        # The current file is read for the diff only when someone will be asked.
+        asked = root is not None or not runs_unasked(agent, call, Edit(path))
         change = _Change(
             path,
             data,
             prompt=f"write {size} to {path}",
             done=f"wrote {size} to {path}",
-            diff=await _diff(agent, path, data),
+            diff=await _diff(agent, path, data) if asked else None,
         )
         return await _apply(agent, call, change, root)
 
