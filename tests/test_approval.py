@@ -150,6 +150,39 @@ async def test_each_policy_asks_for_what_it_should(
 
 
 @pytest.mark.parametrize("policy", [a.value for a in Approval])
+async def test_edit_file_is_asked_about_exactly_as_write_file(
+    policy: str,
+    workdir: Path,
+    outside: Path,
+    under: Callable[[str], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    (workdir / "a.txt").write_text("one\n")
+    (outside / "b.txt").write_text("one\n")
+    async with under(policy) as rt:
+        asked, _ = await run_recording(rt, "edit a.txt one two")
+        elsewhere, recorder = await run_recording(rt, f"edit {outside}/b.txt one two")
+    expected = WHAT_IS_ASKED[policy, "write in workdir"]
+    assert [e.request.kind for e in asked] == ([RequestKind.CONFIRM] if expected else [])
+    assert (workdir / "a.txt").read_text() == "two\n"
+    # Outside the working folder it is refused before anything is asked, as write_file is.
+    assert elsewhere == []
+    [result] = recorder.of(ToolResultEvent)
+    assert not result.ok and "outside the working folder" in result.preview
+    assert (outside / "b.txt").read_text() == "one\n"
+
+
+async def test_the_tools_that_only_read_are_never_asked_about(any_policy: Runtime) -> None:
+    workdir = any_policy.executor.config.workdir
+    (workdir / "a.txt").write_text("needle\n")
+    asked, recorder = await run_recording(
+        any_policy, "read a.txt 1 1; ls; glob '*.txt'; grep needle"
+    )
+    assert asked == []
+    results = recorder.of(ToolResultEvent)
+    assert len(results) == 4 and all(r.ok for r in results)
+
+
+@pytest.mark.parametrize("policy", [a.value for a in Approval])
 async def test_nothing_writes_outside_the_working_folder_under_any_policy(
     policy: str,
     outside: Path,
@@ -200,6 +233,27 @@ async def test_a_restricted_path_needs_the_password_under_every_policy(
         ["--bind", root, root],
     ]
     assert (tmp_path / "restricted" / "x.conf").read_text() == "on"
+
+
+async def test_a_restricted_edit_shows_its_diff_with_the_password_question(
+    any_policy: Runtime, tmp_path: Path, verifier: FakeVerifier
+) -> None:
+    target = tmp_path / "restricted" / "x.conf"
+    target.parent.mkdir()
+    target.write_text("mode = on\n")
+    asked, recorder = await run_recording(any_policy, f"edit {target} on off")
+    [entry] = asked
+    assert entry.request.kind is RequestKind.PASSWORD
+    assert entry.request.prompt == f"edit {target} (1 replacement) (restricted)"
+    assert entry.request.diff == (
+        f"--- a/{target}\n+++ b/{target}\n@@ -1 +1 @@\n-mode = on\n+mode = off"
+    )
+    [result] = recorder.of(ToolResultEvent)
+    assert result.preview == f"edited {target}: 1 replacement (via sudo)"
+    # Through sudo, with the digest of what it read: the writer checks it is still there.
+    [argv] = verifier.commands
+    assert argv[-2] == str(target) and len(argv[-1]) == 64
+    assert target.read_text() == "mode = off\n"
 
 
 async def test_agentrt_configuration_is_out_of_reach_under_every_policy(

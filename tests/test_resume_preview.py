@@ -147,7 +147,7 @@ def test_after_a_crash_only_a_tool_that_records_its_start_is_known_not_to_have_b
 
 def test_the_tools_that_call_begin_effect_say_they_record_their_start() -> None:
     recording = {name for name, tool in TOOLS.items() if tool.RECORDS_START}
-    assert recording == {"write_file", "shell", "store_secret"}
+    assert recording == {"write_file", "edit_file", "shell", "store_secret"}
     assert [records_start(n) for n in ("write_file", "read_file", "spawn", "no_such_tool")] == [
         True,
         False,

@@ -28,6 +28,42 @@ def test_statements_split_on_semicolons_outside_braces() -> None:
         ("write a.txt hello world", ("write_file", {"path": "a.txt", "content": "hello world"})),
         ("sh ls -l", ("shell", {"command": "ls -l"})),
         ("read a.txt", ("read_file", {"path": "a.txt"})),
+        ("read a.txt 10", ("read_file", {"path": "a.txt", "offset": 10})),
+        ("read a.txt 10 20", ("read_file", {"path": "a.txt", "offset": 10, "limit": 20})),
+        ("read my notes.txt", ("read_file", {"path": "my notes.txt"})),
+        ("read 2024 1", ("read_file", {"path": "2024", "offset": 1})),
+        (
+            "edit a.txt 'port = 80' \"port = 8080\"",
+            (
+                "edit_file",
+                {"path": "a.txt", "old_string": "port = 80", "new_string": "port = 8080"},
+            ),
+        ),
+        (
+            "edit a.txt x y all",
+            (
+                "edit_file",
+                {"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": True},
+            ),
+        ),
+        (
+            "edit a.txt x",
+            "(scripted model: edit needs a path, the old text and the new: "
+            "edit PATH OLD NEW [all])",
+        ),
+        (
+            "edit a.txt 'x y",
+            "(scripted model: edit PATH OLD NEW [all]: No closing quotation)",
+        ),
+        ("ls", ("list_dir", {"path": "."})),
+        ("ls src", ("list_dir", {"path": "src"})),
+        ("glob *.py", ("glob", {"pattern": "*.py"})),
+        ("glob '**/*.md' docs", ("glob", {"pattern": "**/*.md", "path": "docs"})),
+        ("grep 'def \\w+' src", ("grep", {"pattern": "def \\w+", "path": "src"})),
+        (
+            "grep a b c",
+            "(scripted model: grep takes a pattern and a path: quote a pattern with spaces)",
+        ),
         ("secret token", ("store_secret", {"name": "token"})),
         ("sleep 2.5", ("sleep", {"seconds": 2.5})),
         ("big 100", ("big", {"size": 100})),

@@ -29,7 +29,7 @@ def _schema(**properties: str) -> dict[str, Any]:
     }
 
 
-#: What the model was offered before the tools were declared as classes; unchanged.
+#: What the model is offered, tool by tool.
 SPECS = (
     ToolSpec(
         "ask_user", "Ask the human a question and wait for the answer.", _schema(question="string")
@@ -39,7 +39,102 @@ SPECS = (
         "Write text to a file (relative paths are inside the working directory).",
         _schema(path="string", content="string"),
     ),
-    ToolSpec("read_file", "Read a text file.", _schema(path="string")),
+    ToolSpec(
+        "edit_file",
+        "Edit a file by replacing an exact piece of its text (relative paths are inside the "
+        "working directory). old_string must occur exactly once, unless replace_all is true: "
+        "include enough surrounding lines to make it unique. Whitespace and indentation must "
+        "match exactly. To create a file, use write_file.",
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "The file to edit."},
+                "old_string": {"type": "string", "description": "The exact text to replace."},
+                "new_string": {"type": "string", "description": "The text to put in its place."},
+                "replace_all": {
+                    "type": "boolean",
+                    "description": "Replace every occurrence (default false).",
+                },
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a text file: at most 2000 lines and 32,000 bytes a call; the result says when "
+        "the file goes on, and from which line to read on.",
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "offset": {
+                    "type": "integer",
+                    "description": "The first line to read, counting from 1 (default 1).",
+                },
+                "limit": {
+                    "type": "integer",
+                    "description": "How many lines to read (default and at most 2000).",
+                },
+            },
+            "required": ["path"],
+        },
+    ),
+    ToolSpec(
+        "list_dir",
+        "List the entries of a folder, sorted by name: folders end in '/', files show their "
+        "size. Entries .gitignore ignores are left out. At most 500 entries.",
+        {
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The folder (default: the working directory).",
+                }
+            },
+            "required": [],
+        },
+    ),
+    ToolSpec(
+        "glob",
+        "Find files by a gitignore-style pattern: '*.py' matches at any depth, 'src/*.py' "
+        "only directly in src, 'src/**/*.py' anywhere under src. Gives the paths sorted; files "
+        ".gitignore ignores are left out. At most 500 paths.",
+        {
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The pattern, e.g. '*.py' or 'docs/**/*.md'.",
+                },
+                "path": {
+                    "type": "string",
+                    "description": "The folder to search, the pattern relative to it "
+                    "(default: the working directory).",
+                },
+            },
+            "required": ["pattern"],
+        },
+    ),
+    ToolSpec(
+        "grep",
+        "Search the contents of files for a regular expression; gives 'path:line:text', "
+        "files sorted by path. Files .gitignore ignores and binary files are skipped. At "
+        "most 200 matches.",
+        {
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The regular expression (ripgrep's syntax, like Python's).",
+                },
+                "path": {
+                    "type": "string",
+                    "description": "The file or folder to search (default: the working directory).",
+                },
+            },
+            "required": ["pattern"],
+        },
+    ),
     ToolSpec(
         "shell",
         "Run a shell command in the working directory; returns its output and exit status. "
@@ -77,7 +172,18 @@ def test_script_players_get_every_tool_and_real_models_not_the_testing_ones(
     for spec in ("openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"):
         real = make_model(spec, base_url="http://127.0.0.1:9")
         names = [tool.name for tool in offered_to(real)]
-        assert names == ["ask_user", "write_file", "read_file", "shell", "store_secret", "spawn"]
+        assert names == [
+            "ask_user",
+            "write_file",
+            "edit_file",
+            "read_file",
+            "list_dir",
+            "glob",
+            "grep",
+            "shell",
+            "store_secret",
+            "spawn",
+        ]
 
 
 def test_arguments_are_structured_into_the_tools_class() -> None:
@@ -97,6 +203,14 @@ def test_arguments_are_structured_into_the_tools_class() -> None:
         ("write_file", {"path": "a"}, "write_file needs 'content' as a str"),
         ("write_file", {"content": 5}, "write_file needs 'path' as a str"),
         ("ask_user", {"question": None}, "ask_user needs 'question' as a str"),
+        ("edit_file", {"path": "a", "old_string": "x"}, "edit_file needs 'new_string' as a str"),
+        (
+            "edit_file",
+            {"path": "a", "old_string": "x", "new_string": "y", "replace_all": 1},
+            "edit_file needs 'replace_all' as a bool",
+        ),
+        ("read_file", {"path": "a", "offset": "3"}, "read_file needs 'offset' as a int"),
+        ("grep", {"path": "."}, "grep needs 'pattern' as a str"),
     ],
 )
 def test_a_missing_or_mistyped_argument_is_named(

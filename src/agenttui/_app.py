@@ -94,6 +94,11 @@ STYLE = Style.from_dict(
         "info": "ansigreen",
         "error": "ansired",
         "help": "",
+        "diff": "",
+        "diff.file": "bold",
+        "diff.hunk": "ansicyan",
+        "diff.add": "ansigreen",
+        "diff.remove": "ansired",
         "md.h1": "bold underline",
         "md.heading": "bold",
         "md.strong": "bold",
@@ -362,6 +367,8 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
         return []
     waiting = f"  (+{len(state.asks) - 1} more)" if len(state.asks) > 1 else ""
     fragments: StyleAndTextTuples = [("class:ask", f"? {ask.prompt}{waiting}\n")]
+    if ask.diff:
+        fragments.append(("", _diff_summary(ask.diff)))
     if ask.error:
         fragments.append(("class:ask.error", f"  ({ask.error})\n"))
     if has_choices(ask):
@@ -380,6 +387,14 @@ def _ask(state: TuiState) -> StyleAndTextTuples:
     else:
         fragments.append(("", "Type the answer and Enter"))
     return fragments
+
+
+def _diff_summary(diff: str) -> str:
+    """What the question says of its diff, which is in the transcript above it."""
+    lines = diff.split("\n")
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++ "))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("--- "))
+    return f"  (the change, +{added} -{removed} lines, is shown above)\n"
 
 
 def _mark(label: str, selected: bool) -> str:

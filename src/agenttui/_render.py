@@ -45,6 +45,7 @@ PREFIX: dict[EntryKind, tuple[str, str]] = {
     EntryKind.ERROR: ("class:error", "!! "),
     EntryKind.HELP: ("class:help", ""),
     EntryKind.ATTACHMENT: ("class:info", "  + "),
+    EntryKind.DIFF: ("class:diff", "  "),
 }
 
 _SPACE = re.compile(r"(\s+)")
@@ -450,6 +451,19 @@ def _table(tokens: Sequence[Token], start: int, end: int, ctx: _Context, out: li
 # -- entries -----------------------------------------------------------------------------
 
 
+def diff_style(line: str) -> str:
+    """The style of one line of a unified diff: its headers, hunks, additions and removals."""
+    if line.startswith(("+++ ", "--- ")):
+        return "class:diff.file"
+    if line.startswith("@@"):
+        return "class:diff.hunk"
+    if line.startswith("+"):
+        return "class:diff.add"
+    if line.startswith("-"):
+        return "class:diff.remove"
+    return "class:diff"
+
+
 def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
     """The screen lines of one transcript entry at `width` columns."""
     style, prefix = PREFIX[entry.kind]
@@ -473,6 +487,12 @@ def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
             hang = len(columns.group(1)) if columns else indent + 2
             out += wrap([(style, body)], width, [("", " " * indent)], [("", " " * hang)])
         return out
+    if entry.kind is EntryKind.DIFF:
+        return [
+            row
+            for line in text.split("\n")
+            for row in wrap([(diff_style(line), line)], width, [("", prefix)])
+        ]
     if entry.kind is EntryKind.REASONING and entry.agent:
         prefix = f"{prefix}[{entry.agent}] "
     lines = wrap_text([(style, text)], width, [(style, prefix)], [("", " " * len(prefix))])

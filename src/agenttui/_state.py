@@ -80,6 +80,8 @@ class EntryKind(enum.Enum):
     HELP = "help"
     #: A file attached to the message above it (``@path``): its name and size, not its text.
     ATTACHMENT = "attachment"
+    #: The unified diff of a file change a confirmation asks about: + green, - red, @@ cyan.
+    DIFF = "diff"
 
 
 # -- values ------------------------------------------------------------------------------

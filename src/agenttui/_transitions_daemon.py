@@ -328,8 +328,14 @@ def on_verify(state: TuiState, frame: VerifyFrame) -> list[Action]:
 
 
 def on_ask(state: TuiState, frame: AskFrame) -> list[Action]:
-    """A question for this window: a confirmation, a question, a secret or a password."""
+    """A question for this window: a confirmation, a question, a secret or a password.
+
+    The diff of a file change it asks about goes to the transcript, in full and
+    coloured, right above the question, where it can be scrolled back.
+    """
     state.mark_shown()
+    if frame.diff:
+        state.add(EntryKind.DIFF, frame.diff, frame.task)
     return state.push_ask(frame)
 
 

@@ -718,10 +718,11 @@ class AgentRun:
         If the run stops before the answer, the kept task shows the question.
         With several inline questions open in one round, the record shows the
         oldest one still waiting, so answering one never hides another.
-        Secret values in the prompt are shown (and saved) as ``[secret NAME]``.
+        Secret values in the prompt and the diff are shown (and saved) as ``[secret NAME]``.
         """
         redact = self.config.redactor.redact
-        request = attrs.evolve(request, prompt=redact(request.prompt))
+        diff = None if request.diff is None else redact(request.diff)
+        request = attrs.evolve(request, prompt=redact(request.prompt), diff=diff)
         # The task's record shows a subagent's question as its spawn's (the first call of
         # the chain): a resume runs that spawn, and the subagent asks again.
         shown_call = self.journal_key.split("/", 1)[0] if self.root is not None else call_id
@@ -861,8 +862,10 @@ class AgentRun:
         ctx = self.context
         return self.registry.has_listener(ctx.origin, ctx)
 
-    async def confirm(self, call: ToolCall, prompt: str) -> bool:
+    async def confirm(self, call: ToolCall, prompt: str, diff: str | None = None) -> bool:
         """Ask whether `call` may run; True to run it. Parks when nobody can answer.
+
+        `diff`, the file change a write or an edit makes, is shown with the question.
 
         A call that may already have run (an earlier attempt started but never
         committed) is always asked about, even for a tool allowed for the session.
@@ -878,13 +881,15 @@ class AgentRun:
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
-        answer = await self.ask_inline(call.id, Request.confirm(call.name, prompt))
+        answer = await self.ask_inline(call.id, Request.confirm(call.name, prompt, diff))
         if answer.value == ALLOW_SESSION:
             self.session_allow.add(call.name)
             return True
         return answer.value == ALLOW_ONCE
 
-    async def confirm_restricted(self, call: ToolCall, prompt: str) -> bool:
+    async def confirm_restricted(
+        self, call: ToolCall, prompt: str, diff: str | None = None
+    ) -> bool:
         """Confirm a call that touches a restricted path: needs the system password."""
         ctx = self.context
         prompt = self.describe(call, prompt)
@@ -903,7 +908,8 @@ class AgentRun:
         verifier = self.config.verifier
         if await verifier.cached():
             answer = await self.ask_inline(
-                call.id, Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name)
+                call.id,
+                Request(RequestKind.CONFIRM, prompt, (ALLOW_ONCE, DENY), tool=call.name, diff=diff),
             )
             return answer.value == ALLOW_ONCE
         error: str | None = None
@@ -916,6 +922,7 @@ class AgentRun:
                     (ALLOW_ONCE, DENY),
                     tool=call.name,
                     error=error,
+                    diff=diff,
                 ),
             )
             if answer.value == DENY:

@@ -518,6 +518,8 @@ class Printer:
 
 def _ask_text(ask: AskFrame) -> str:
     lines = [f"? {ask.prompt}"]
+    if ask.diff:
+        lines += [f"  {line}" for line in ask.diff.splitlines()]
     if ask.error:
         lines.append(f"  ({ask.error})")
     takes = _takes(ask)

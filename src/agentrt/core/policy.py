@@ -36,7 +36,8 @@ does not exist, so no front-end can probe for another's sessions.
 Which tool calls run without a confirmation (`auto_approves`), by approval policy:
 
 =============  =========================  ======================  ==================
-policy         ``write_file`` in the      ``write_file``          ``shell``
+policy         ``write_file`` or          ``write_file`` or       ``shell``
+               ``edit_file`` in the       ``edit_file``
                working folder             elsewhere
 =============  =========================  ======================  ==================
 ``ask``        confirmed                  confirmed               confirmed
@@ -44,7 +45,9 @@ policy         ``write_file`` in the      ``write_file``          ``shell``
 ``full-auto``  runs                       runs                    runs
 =============  =========================  ======================  ==================
 
-Under every policy every tool process runs in the workspace-write sandbox
+The tools that only read (``read_file``, ``list_dir``, ``glob``, ``grep``) are
+never confirmed, under any policy (but a restricted path's ``read_file`` takes
+the system password). Under every policy every tool process runs in the workspace-write sandbox
 (`agentrt.agent.sandbox`): a write outside the working folder fails however it is
 spelled, so ``write_file`` elsewhere is refused before anything is asked; a
 restricted path needs the system password (and only then becomes writable);

@@ -5,19 +5,26 @@ statement becomes one tool call, and all the calls of a message run in
 parallel in one round. After the round, the model answers with a summary of
 the results. Grammar:
 
-=====================  ==========================================================
-``ask QUESTION``       ask the human (``ask_user``)
-``write PATH TEXT``    write a file (needs a confirmation)
-``sh COMMAND``         run a shell command (needs a confirmation)
-``read PATH``          read a file
-``secret NAME``        ask for a secret and store it (``store_secret``)
-``sleep SECONDS``      a tool that sleeps (a long-running tool to cancel)
-``stream N``           stream N words slowly (a long reply to interrupt)
-``spawn {STATEMENTS}`` run STATEMENTS in an in-process subagent
-``big N``              a tool whose result is N bytes (to see snapshot clamping)
-``fail MESSAGE``       the model fails with MESSAGE (a run that fails at once)
-anything else          echoed back as streamed text
-=====================  ==========================================================
+=======================  ==========================================================
+``ask QUESTION``         ask the human (``ask_user``)
+``write PATH TEXT``      write a file (needs a confirmation)
+``sh COMMAND``           run a shell command (needs a confirmation)
+``read PATH``            read a file
+``read PATH N [M]``      read M lines (default: up to the bound) from line N on
+``edit PATH OLD NEW``    replace OLD by NEW in a file (needs a confirmation, showing the
+                         diff); quote a piece with spaces in it (shell-style), and end
+                         with ``all`` to replace every occurrence
+``ls [DIR]``             list a folder (``list_dir``)
+``glob PATTERN [DIR]``   find files by a gitignore-style pattern
+``grep PATTERN [PATH]``  search file contents for a regular expression
+``secret NAME``          ask for a secret and store it (``store_secret``)
+``sleep SECONDS``        a tool that sleeps (a long-running tool to cancel)
+``stream N``             stream N words slowly (a long reply to interrupt)
+``spawn {STATEMENTS}``   run STATEMENTS in an in-process subagent
+``big N``                a tool whose result is N bytes (to see snapshot clamping)
+``fail MESSAGE``         the model fails with MESSAGE (a run that fails at once)
+anything else            echoed back as streamed text
+=======================  ==========================================================
 
 `ReplayModel` instead plays a conversation recorded in a JSON file, one
 model turn per response.
@@ -26,6 +33,7 @@ model turn per response.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,7 +98,16 @@ def parse_statement(statement: str) -> tuple[str, dict[str, Any]] | str:
         if verb == "sh" and rest:
             return "shell", {"command": rest}
         if verb == "read" and rest:
-            return "read_file", {"path": rest}
+            return "read_file", _read(rest)
+        if verb == "edit":
+            return "edit_file", _edit(rest)
+        if verb == "ls":
+            return "list_dir", {"path": rest or "."}
+        if verb in ("glob", "grep") and rest:
+            words = _words(rest, f"{verb} PATTERN [PATH]")
+            if len(words) > 2:
+                raise _ParseError(f"{verb} takes a pattern and a path: quote a pattern with spaces")
+            return verb, {"pattern": words[0], **({"path": words[1]} if len(words) > 1 else {})}
         if verb == "secret" and rest:
             return "store_secret", {"name": rest}
         if verb == "sleep":
@@ -102,6 +119,40 @@ def parse_statement(statement: str) -> tuple[str, dict[str, Any]] | str:
     except _ParseError as exc:
         return f"(scripted model: {exc})"
     return statement
+
+
+def _words(text: str, usage: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise _ParseError(f"{usage}: {exc}") from None
+
+
+def _read(rest: str) -> dict[str, Any]:
+    """``read PATH [OFFSET [LIMIT]]``: the numbers at the end, if any; the path is the rest."""
+    words = rest.split(" ")
+    numbers: list[int] = []
+    while len(words) > 1 and len(numbers) < 2 and words[-1].isdigit():
+        numbers.insert(0, int(words.pop()))
+    arguments: dict[str, Any] = {"path": " ".join(words)}
+    for name, value in zip(("offset", "limit"), numbers, strict=False):
+        arguments[name] = value
+    return arguments
+
+
+def _edit(rest: str) -> dict[str, Any]:
+    usage = "edit PATH OLD NEW [all]"
+    words = _words(rest, usage)
+    if len(words) == 4 and words[3] == "all":
+        return {
+            "path": words[0],
+            "old_string": words[1],
+            "new_string": words[2],
+            "replace_all": True,
+        }
+    if len(words) != 3:
+        raise _ParseError(f"edit needs a path, the old text and the new: {usage}")
+    return {"path": words[0], "old_string": words[1], "new_string": words[2]}
 
 
 def _number(text: str, usage: str) -> float:

@@ -407,7 +407,8 @@ class AskFrame:
     ``question`` (free text), ``secret`` (masked text, sent as
     `AnswerFrame.secret`) or ``password`` (pick a choice and type the system
     password into a masked field). `error` explains why a question is asked
-    again ("wrong password").
+    again ("wrong password"). `diff` is the unified diff of the file change a
+    confirmation is about (``write_file``, ``edit_file``), to show with it.
     """
 
     TYPE: ClassVar[str] = "ask"
@@ -421,6 +422,7 @@ class AskFrame:
     masked: bool = False
     tool: str | None = None
     error: str | None = None
+    diff: str | None = None
 
     @classmethod
     def of(cls, id: str, task: str | None, session: str, request: Request) -> AskFrame:
@@ -430,7 +432,9 @@ class AskFrame:
     @property
     def request(self) -> Request:
         """The question asked; masked exactly as its kind says (`Request.masked`)."""
-        return Request(self.kind, self.prompt, self.choices, tool=self.tool, error=self.error)
+        return Request(
+            self.kind, self.prompt, self.choices, tool=self.tool, error=self.error, diff=self.diff
+        )
 
 
 @record

@@ -37,11 +37,14 @@ class Request:
     tool: str | None = None
     #: The previous attempt's failure, shown with a retried request ("wrong password").
     error: str | None = None
+    #: What a confirmed file change does, as a unified diff (``--- a/PATH``, ``+++ b/PATH``,
+    #: ``@@`` hunks), bounded and redacted (`agentrt.agent.tools.diff`); None for other asks.
+    diff: str | None = None
 
     @classmethod
-    def confirm(cls, tool: str, prompt: str) -> Request:
+    def confirm(cls, tool: str, prompt: str, diff: str | None = None) -> Request:
         """A tool-call confirmation with the standard choices."""
-        return cls(RequestKind.CONFIRM, prompt, CONFIRM_CHOICES, tool=tool)
+        return cls(RequestKind.CONFIRM, prompt, CONFIRM_CHOICES, tool=tool, diff=diff)
 
     @classmethod
     def question(cls, prompt: str) -> Request:

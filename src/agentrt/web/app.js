@@ -697,6 +697,24 @@ async function answer(q, view, value, secret) {
   }
 }
 
+// The unified diff of the file change a confirmation asks about: one line an element,
+// classed by what it is (added, removed, hunk, file), set as text, never as markup.
+function renderDiff(diff) {
+  const block = document.createElement("pre");
+  block.className = "diff";
+  block.setAttribute("aria-label", "the change");
+  for (const line of diff.split("\n")) {
+    const row = document.createElement("span");
+    if (line.startsWith("+++ ") || line.startsWith("--- ")) row.className = "file";
+    else if (line.startsWith("@@")) row.className = "hunk";
+    else if (line.startsWith("+")) row.className = "add";
+    else if (line.startsWith("-")) row.className = "remove";
+    row.textContent = line + "\n";
+    block.append(row);
+  }
+  return block;
+}
+
 function renderQuestion(q, view) {
   const card = document.createElement("div");
   card.className = "question";
@@ -713,6 +731,7 @@ function renderQuestion(q, view) {
   prompt.className = "prompt";
   prompt.textContent = q.prompt;
   card.append(meta, prompt);
+  if (q.diff) card.append(renderDiff(q.diff));
   if (q.error) {
     const error = document.createElement("p");
     error.className = "error";

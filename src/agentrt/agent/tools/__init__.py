@@ -4,9 +4,14 @@
 tool                  what it does
 ====================  ======================================================
 ``ask_user``          asks the human (inline from a terminal, else parks)
-``write_file``        writes a file, after a confirmation (unless the approval policy
-                      lets it run: ``auto-edit`` in the working folder, ``full-auto``)
-``read_file``         reads a file
+``write_file``        writes a file, after a confirmation showing the diff (unless the
+                      approval policy lets it run: ``auto-edit`` in the working folder,
+                      ``full-auto``)
+``edit_file``         replaces an exact piece of a file's text, confirmed as ``write_file``
+``read_file``         reads a file, or a range of its lines (bounded)
+``list_dir``          lists a folder, less what ``.gitignore`` ignores (bounded)
+``glob``              finds files by a gitignore-style pattern (bounded)
+``grep``              searches file contents with ripgrep, or Python without it (bounded)
 ``shell``             runs a shell command, after a confirmation (unless ``full-auto``)
 ``store_secret``      asks for a secret in a masked field and stores it
 ``spawn``             runs a task in an in-process subagent
@@ -14,7 +19,9 @@ tool                  what it does
 ====================  ======================================================
 
 A path under a restricted folder needs the system password instead of a plain
-confirmation (`via_sudo`), and no tool reaches the agent's own state.
+confirmation (`via_sudo`), and no tool reaches the agent's own state. The tools
+that only read (``read_file``, ``list_dir``, ``glob``, ``grep``) are never
+confirmed, under any approval policy.
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ from .base import ToolDenied as ToolDenied
 from .base import ToolError as ToolError
 from .base import ToolRefused as ToolRefused
 from .base import ToolRun as ToolRun
+from .files import EditFile
 from .files import ReadFile
 from .files import WriteFile
 from .human import AskUser
 from .human import StoreSecret
+from .search import Glob
+from .search import Grep
+from .search import ListDir
 from .shell import Shell
 from .spawn import Spawn
 from .testing import Big
@@ -42,7 +53,20 @@ from .testing import Sleep
 #: Every tool, by name, in the order the model is offered them.
 TOOLS: Final[dict[str, type[Tool]]] = {
     tool.NAME: tool
-    for tool in (AskUser, WriteFile, ReadFile, Shell, StoreSecret, Sleep, Big, Spawn)
+    for tool in (
+        AskUser,
+        WriteFile,
+        EditFile,
+        ReadFile,
+        ListDir,
+        Glob,
+        Grep,
+        Shell,
+        StoreSecret,
+        Sleep,
+        Big,
+        Spawn,
+    )
 }
 
 

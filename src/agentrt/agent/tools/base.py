@@ -112,11 +112,13 @@ class ToolRun(Protocol):
         """Ask through the registry while the question is saved with the task (for `call_id`)."""
         ...
 
-    async def confirm(self, call: ToolCall, prompt: str) -> bool:
-        """Ask whether `call` may run; parks the run when nobody can answer."""
+    async def confirm(self, call: ToolCall, prompt: str, diff: str | None = None) -> bool:
+        """Ask whether `call` may run (showing `diff`, a file change's); parks when nobody can answer."""
         ...
 
-    async def confirm_restricted(self, call: ToolCall, prompt: str) -> bool:
+    async def confirm_restricted(
+        self, call: ToolCall, prompt: str, diff: str | None = None
+    ) -> bool:
         """Confirm a call that touches a restricted path: needs the system password."""
         ...
 
@@ -159,7 +161,12 @@ class ToolRun(Protocol):
 
 
 #: JSON schema types of the Python types a tool argument may have.
-_JSON_TYPES: Final[Mapping[type, str]] = {str: "string", float: "number", int: "integer"}
+_JSON_TYPES: Final[Mapping[type, str]] = {
+    str: "string",
+    float: "number",
+    int: "integer",
+    bool: "boolean",
+}
 
 
 @record
@@ -217,10 +224,23 @@ def _make_spec(cls: type[Tool]) -> ToolSpec:
         cls.DESCRIPTION,
         {
             "type": "object",
-            "properties": {f.name: {"type": _JSON_TYPES[_kind(f)]} for f in fields},
+            "properties": {f.name: _property(f) for f in fields},
             "required": [f.name for f in fields if f.default is attrs.NOTHING],
         },
     )
+
+
+def _property(field: attrs.Attribute[Any]) -> dict[str, str]:
+    """The JSON schema of one argument; its description, when the field's metadata has one."""
+    schema = {"type": _JSON_TYPES[_kind(field)]}
+    if "description" in field.metadata:
+        schema["description"] = field.metadata["description"]
+    return schema
+
+
+def argument(description: str, **kwargs: Any) -> Any:
+    """A tool argument whose JSON schema says what it is (`attrs.field` with `description`)."""
+    return attrs.field(metadata={"description": description}, **kwargs)
 
 
 def _kind(field: attrs.Attribute[Any]) -> type:
@@ -251,6 +271,12 @@ def _exactly(kind: type) -> Any:
     return structure
 
 
+def _boolean(value: object, _: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError("expected bool")
+    return value
+
+
 def _number(value: object, _: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError("expected float")
@@ -266,6 +292,7 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _exactly(str))
     conv.register_structure_hook(int, _exactly(int))
     conv.register_structure_hook(float, _number)
+    conv.register_structure_hook(bool, _boolean)
     return conv
 
 
@@ -283,17 +310,10 @@ class Consent:
         return self.asked or agent.config.sandbox.network
 
 
-async def confirmed(
-    agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command
-) -> Consent | None:
-    """Ask whether `call` may take effect and record that it starts; None when denied.
-
-    The approval policy may let `action` run without asking (`agentrt.core.policy.auto_approves`);
-    a call that may already have run (attempt 2 or later) is asked about all the same, and
-    so is every call when no sandbox can be had.
-    """
+def runs_unasked(agent: ToolRun, call: ToolCall, action: Edit | Command) -> bool:
+    """Whether the approval policy lets `call` take effect unasked (see `confirmed`)."""
     config = agent.config
-    unasked = (
+    return (
         agent.attempt(call) == 1
         and not config.sandbox.missing
         and auto_approves(
@@ -303,7 +323,21 @@ async def confirmed(
             guarded=config.guarded_paths if config.text_guard else (),
         )
     )
-    if not unasked and not await agent.confirm(call, prompt):
+
+
+async def confirmed(
+    agent: ToolRun, call: ToolCall, prompt: str, action: Edit | Command, diff: str | None = None
+) -> Consent | None:
+    """Ask whether `call` may take effect and record that it starts; None when denied.
+
+    `diff` (a file change's, see `agentrt.agent.tools.diff`) is shown with the question.
+
+    The approval policy may let `action` run without asking (`agentrt.core.policy.auto_approves`);
+    a call that may already have run (attempt 2 or later) is asked about all the same, and
+    so is every call when no sandbox can be had.
+    """
+    unasked = runs_unasked(agent, call, action)
+    if not unasked and not await agent.confirm(call, prompt, diff):
         return None
     await agent.begin_effect(call)
     return Consent(asked=not unasked)
@@ -362,14 +396,16 @@ async def via_sudo(
     *,
     stdin: bytes | None = None,
     effect: bool = True,
+    diff: str | None = None,
 ) -> PrivilegedResult | None:
     """The restricted-path preamble: confirm with the system password, then run through sudo.
 
     None when the person denied it. With `effect` (a write, a command) the
     attempt is recorded before anything runs, so a resume says the call may
-    already have run; a read has no effect to record.
+    already have run; a read has no effect to record. `diff` is shown with
+    the question.
     """
-    if not await agent.confirm_restricted(call, prompt):
+    if not await agent.confirm_restricted(call, prompt, diff):
         return None
     if effect:
         await agent.begin_effect(call)

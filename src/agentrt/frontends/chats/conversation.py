@@ -33,10 +33,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
+import re
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import Final
 from typing import Protocol
 
 import attrs
@@ -411,6 +413,8 @@ class _Prompt:
     text: str = ""
     buttons: Sequence[Button] = ()
     message_id: str | None = None
+    #: The text is Markdown (it holds a diff as a code block).
+    markdown: bool = False
 
 
 @record
@@ -823,15 +827,28 @@ class ChatBridge:
                 entry.answer(DENY)
             return None
         token = entry.id
+        markdown = False
         if request.kind is RequestKind.CONFIRM:
             text = f"🔐 Allow this?\n{request.prompt}"
             buttons = _buttons(entry.id, request.choices or (ALLOW_ONCE, DENY))
+            if request.diff:
+                room = self.transport.max_text - self.transport.text_length(text) - _DIFF_MARGIN
+                text = f"🔐 Allow this?\n{markdown_escape(request.prompt)}\n" + diff_block(
+                    request.diff, room
+                )
+                markdown = True
         else:
             text = f"❓ {request.prompt}"
             buttons = []
         chat = entry.context.session_id.removeprefix(self.prefix)
         prompt = _Prompt(
-            chat, _PromptKind.ENTRY, entry=entry, token=token, text=text, buttons=buttons
+            chat,
+            _PromptKind.ENTRY,
+            entry=entry,
+            token=token,
+            text=text,
+            buttons=buttons,
+            markdown=markdown,
         )
         self._prompts[token] = prompt
         return prompt
@@ -850,7 +867,7 @@ class ChatBridge:
         while not entry.done:
             try:
                 prompt.message_id = await self.transport.send(
-                    prompt.chat, prompt.text + hint, prompt.buttons
+                    prompt.chat, prompt.text + hint, prompt.buttons, markdown=prompt.markdown
                 )
                 return
             except DeliveryError as exc:
@@ -880,7 +897,12 @@ class ChatBridge:
         else:
             outcome = "✖ Not answered."
         try:
-            await self.transport.edit(prompt.chat, prompt.message_id, f"{prompt.text}\n{outcome}")
+            await self.transport.edit(
+                prompt.chat,
+                prompt.message_id,
+                f"{prompt.text}\n{outcome}",
+                markdown=prompt.markdown,
+            )
         except DeliveryError as exc:
             log.info("chat %s: could not mark a question as settled: %s", prompt.chat, exc)
 
@@ -892,6 +914,46 @@ class ChatBridge:
             except DeliveryError as exc:
                 log.warning("chat %s: could not send a message: %s", chat, exc)
                 return
+
+
+#: Room kept in a question's message besides its text and diff (fences, a hint, the outcome).
+_DIFF_MARGIN: Final = 200
+#: The characters a chat's Markdown would take for formatting in a prompt.
+_MARKDOWN_SPECIAL: Final = re.compile(r"([\\`*_~|\[\]<>#!])")
+
+
+def markdown_escape(text: str) -> str:
+    """`text` shown as it is in Markdown (Telegram's, as converted, and Discord's).
+
+    A backslash before punctuation shows the punctuation in both (CommonMark and
+    Discord's parser alike), so a path with ``*``, ``_`` or ``[x](y)`` in it reads as
+    it will be used, never as formatting or a link.
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def diff_block(diff: str, room: int) -> str:
+    """`diff` as a fenced ``diff`` code block of at most about `room` characters.
+
+    Cut at the end of a line, with a line saying how many more there were and
+    where the whole change can be seen.
+    """
+    lines = diff.split("\n")
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > room:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    more = len(lines) - len(shown)
+    if more:
+        shown.append(f"... {more} more lines (the terminal or the web page shows them all)")
+    body = "\n".join(shown)
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}diff\n{body}\n{fence}"
 
 
 def _buttons(question_id: str, choices: Sequence[str]) -> list[Button]:

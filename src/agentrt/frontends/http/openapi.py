@@ -289,6 +289,9 @@ def _schemas() -> dict[str, Any]:
         "masked": {"type": "boolean"},
         "tool": _NULLABLE,
         "error": _NULLABLE,
+        # The unified diff of the file change a confirmation asks about (write_file,
+        # edit_file): at most 200 lines and 16 KiB, secrets redacted; null for other asks.
+        "diff": _NULLABLE,
     }
     open_question = {
         "type": "object",
