@@ -307,11 +307,14 @@ class TuiApp:
         self.transcript.scroll(lines=lines, pages=pages)
         self.application.invalidate()
 
+    @staticmethod
+    def streamed(frame: DaemonFrame) -> bool:
+        """True for a frame that only adds to what streams in (drawn with others, later)."""
+        return isinstance(frame, _STREAMED)
+
     def receive(self, frame: DaemonFrame) -> None:
         """A frame from the daemon; what streams in is drawn a few times a second."""
-        self.apply(
-            _transitions_daemon.on_frame(self.state, frame), soon=isinstance(frame, _STREAMED)
-        )
+        self.apply(_transitions_daemon.on_frame(self.state, frame), soon=self.streamed(frame))
 
     def disconnected(self, reason: str, retry_at: float | None = None) -> None:
         """The connection ended; the next attempt is due at `retry_at` (on `clock`)."""

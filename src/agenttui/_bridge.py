@@ -199,6 +199,11 @@ async def _serve(
                 scope.cancel()
                 return
             app.receive(frame)
+            if app.streamed(frame) and not client.ready:
+                # What streams in is drawn every `app.interval` at most: the pieces that
+                # come meanwhile are read together then (in one read, handled one after
+                # the other), not each on a wake-up of its own.
+                await trio.sleep(app.interval)
 
     async def write(scope: trio.CancelScope) -> None:
         nonlocal reason
