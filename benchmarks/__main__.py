@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands).
+``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from . import bench_core
 from . import bench_fleet
 from . import bench_processes
 from . import bench_scale
+from . import bench_tui
 from ._harness import Result
 from ._harness import format_table
 from ._processes import ensure_store
@@ -46,6 +47,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
         root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
+    "tui": bench_tui.run_all,
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -64,6 +66,8 @@ ORDER = (
     "run_hello",
     "client_import",
     "tui_first_screen",
+    "tui_stream_20k",
+    "tui_idle_after_20k",
     "answer_idle_1000",
     "sandboxed_sh",
     "fleet_takeover",

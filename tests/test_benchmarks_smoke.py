@@ -24,6 +24,7 @@ from benchmarks import bench_commands
 from benchmarks import bench_core
 from benchmarks import bench_processes
 from benchmarks import bench_scale
+from benchmarks import bench_tui
 from benchmarks.__main__ import ORDER
 from benchmarks.__main__ import _run_optional
 from benchmarks.__main__ import ordered
@@ -228,6 +229,22 @@ async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
     for result in results:
         _assert_measured(result, result.name, targets[result.name])
     assert "(connected)" in results[-1].notes[0]
+
+
+def test_tui_benchmarks_stream_a_reply_into_a_real_window(tmp_path: Path) -> None:
+    # A short folder: Unix socket paths must stay under 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="agentrt-bench-") as tmp:
+        stream, idle = bench_tui.run_all(Path(tmp), size=400, idle=0.5)
+    # The reply's last words showed in the window (else a problem is reported).
+    _assert_measured(stream, "tui_stream_20k", 2.0)
+    assert idle.name == "tui_idle_after_20k"
+    assert (idle.failure, idle.problems, idle.target_kind, idle.target) == (
+        None,
+        (),
+        "absolute",
+        0.6,
+    )
+    assert idle.subject >= 0 and idle.baseline >= 0
 
 
 # -- the peers comparison ------------------------------------------------------------

@@ -475,3 +475,44 @@ def test_escape_acts_without_waiting_for_a_timer(pipe: PipeInput) -> None:
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def _timers() -> list[asyncio.TimerHandle]:
+    """The timers the event loop holds (none cancelled): every wake-up scheduled ahead."""
+    loop = asyncio.get_running_loop()
+    scheduled: list[asyncio.TimerHandle] = getattr(loop, "_scheduled")  # noqa: B009
+    return [timer for timer in scheduled if not timer.cancelled()]
+
+
+def test_a_run_moves_the_status_line_and_an_idle_window_schedules_nothing(pipe: PipeInput) -> None:
+    async def scenario(app: TuiApp, sent: list[ClientFrame]) -> None:
+        state = app.state
+        await until(app, lambda: app.application.render_counter > 0, "the first screen")
+        # Idle from the start: no redraw, no timer, no task is waiting to wake it.
+        assert app.scheduled == 0 and _timers() == []
+        pipe.send_text("go" + ENTER)
+        await until(app, lambda: bool(sent), "the run was sent")
+        # While a run goes, the status line's spinner and time move by themselves.
+        assert app.scheduled == 1 and len(_timers()) == 1
+        app.receive(TaskFrame("t1", "cli-1"))
+        for n in range(500):
+            app.receive(TextFrame("t1", f"word{n} "))
+        # The pieces are drawn together: one redraw is due for all of them.
+        assert app.scheduled == 2
+        await until(app, lambda: app.scheduled == 1, "the pieces drawn (the spinner goes on)")
+        drawn = app.application.render_counter
+        app.receive(EndedFrame("t1", "cli-1", Outcome.FINISHED))
+        await until(app, lambda: app.application.render_counter > drawn, "the end drawn")
+        assert "Done" in "".join(screen_text(app))
+        assert not app.application.invalidated
+        drawn = app.application.render_counter
+        assert state.run is None
+        assert app.scheduled == 0 and _timers() == []
+        # The loop turns with nothing to do: no redraw comes by itself.
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert app.application.render_counter == drawn
+        assert all(task.done() for task in getattr(app.application, "_background_tasks"))  # noqa: B009
+        pipe.send_text(CTRL_D)
+
+    drive(pipe, scenario)

@@ -25,12 +25,15 @@ from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import DaemonRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingRequest
+from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import Welcome
 from agenttui import _bridge
+from agenttui import _transitions_daemon
 from agenttui._app import TuiApp
 from agenttui._bridge import BACKOFF
 from agenttui._bridge import Bridge
 from agenttui._bridge import backoff
+from agenttui._state import Action
 from agenttui._state import TuiState
 from agenttui._status import status_text
 
@@ -244,4 +247,74 @@ async def test_a_daemon_that_fails_to_start_twice_is_started_no_more(
         assert is_connected(app)
         assert not gave_up(app)
         assert len(clients) == 2
+
+
+@attrs.define(eq=False)
+class StreamingClient:
+    """A connection whose frames the test hands over; those handed over together arrive
+    together, as one read of the socket brings them."""
+
+    welcome: Welcome
+    frames: list[DaemonFrame] = attrs.field(factory=list)
+    arrived: trio.Event = attrs.field(factory=trio.Event)
+
+    def hand_over(self, *frames: DaemonFrame) -> None:
+        self.frames += frames
+        self.arrived.set()
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.frames)
+
+    async def receive(self) -> DaemonFrame:
+        while not self.frames:
+            self.arrived = trio.Event()
+            await self.arrived.wait()
+        return self.frames.pop(0)
+
+    async def send(self, frame: ClientFrame) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> StreamingClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_pieces_of_a_reply_are_read_together_once_per_redraw_interval(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    client = StreamingClient(Welcome(1, "0.1.0", "w1"))
+
+    async def connect(cls: type[Client], *args: Any, **kwargs: Any) -> StreamingClient:
+        await trio.lowlevel.checkpoint()
+        return client
+
+    monkeypatch.setattr(Client, "connect", classmethod(connect))
+    bridge, app = make_bridge()
+    read_at: list[float] = []
+    on_frame = _transitions_daemon.on_frame
+
+    def record(state: TuiState, frame: DaemonFrame) -> list[Action]:
+        read_at.append(trio.current_time())
+        return on_frame(state, frame)
+
+    monkeypatch.setattr(_transitions_daemon, "on_frame", record)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bridge.run)
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        client.hand_over(*(TextFrame("t1", f"word{n} ") for n in range(10)))
+        await trio.testing.wait_all_tasks_blocked()
+        # The ten that came together are handled at once, one after the other.
+        assert read_at[1:] == [start] * 10
+        client.hand_over(TextFrame("t1", "later "))
+        await trio.testing.wait_all_tasks_blocked()
+        # The next piece waits for the window's redraw interval: read with what came with it.
+        assert len(read_at) == 11
+        await trio.sleep(app.interval)
+        await trio.testing.wait_all_tasks_blocked()
+        assert read_at[11:] == [start + app.interval]
+        assert app.state.transcript[-1].text.endswith("word9 later ")
         bridge.stop()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+from markdown_it.token import Token
+
+from agenttui import _render
+from agenttui._render import LONG_LINE
 from agenttui._render import Line
 from agenttui._render import LineCache
 from agenttui._render import entry_lines
@@ -143,3 +148,104 @@ def test_the_cache_lays_out_an_entry_again_when_it_grows_or_the_width_changes() 
     entry.parts.append(" two")
     assert [text(line) for line in cache.lines(entry, 40)] == ["one two"]
     assert cache.lines(entry, 3) is not first
+
+
+def _reply(lines: int) -> str:
+    """A reply of `lines` lines: headings, paragraphs of several lines, lists, code blocks."""
+    out: list[str] = []
+    for n in range(lines):
+        kind = (n // 10) % 4
+        if n % 10 == 0:
+            out.append(f"\n## Part {n // 10}\n" if kind != 3 else "\n```python")
+        elif kind == 0:
+            out.append(f"Line {n} of a paragraph with **bold** words and `code` in it.")
+        elif kind == 1:
+            out.append(f"- item {n}, a point made in the list")
+        elif kind == 2:
+            out.append(f"{n}. a numbered step with *emphasis*")
+        else:
+            out.append(f"value_{n} = compute({n}) + 1" if n % 10 != 9 else "```\n")
+    return "\n".join(out) + "\n"
+
+
+def _pieces(text: str, ends: str = " \n") -> list[str]:
+    """`text` cut as a model streams it: a word (and the space or newline after it) a piece,
+    or a line a piece (`ends` a newline only)."""
+    pieces: list[str] = []
+    start = 0
+    for index, char in enumerate(text):
+        if char in ends:
+            pieces.append(text[start : index + 1])
+            start = index + 1
+    return pieces + ([text[start:]] if start < len(text) else [])
+
+
+def _streamed(
+    text: str, width: int, kind: EntryKind = EntryKind.ASSISTANT, ends: str = " \n"
+) -> list[Line]:
+    """The lines shown while `text` streams in, after its last piece (laid out at each piece)."""
+    cache = LineCache()
+    entry = TranscriptEntry(kind, [], serial=1, agent="helper")
+    lines: list[Line] = []
+    for piece in _pieces(text, ends):
+        entry.parts.append(piece)
+        lines = cache.lines(entry, width, growing=True)
+    return lines
+
+
+def _count_parsing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every text the Markdown parser reads from now on."""
+    read: list[int] = []
+    parse = _render.parse
+
+    def counting(text: str) -> list[Token]:
+        read.append(len(text))
+        return parse(text)
+
+    monkeypatch.setattr(_render, "parse", counting)
+    return read
+
+
+def test_a_streamed_reply_is_parsed_a_piece_at_a_time_not_whole_at_every_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read = _count_parsing(monkeypatch)
+    work = {}
+    for lines in (500, 5000):
+        read.clear()
+        text = _reply(lines)
+        _streamed(text, 80, ends="\n")
+        work[lines] = sum(read)
+        # Each piece (a line) reads the open part (a line or two), never the reply so far.
+        assert max(read) < 200
+    # Ten times the reply is ten times the reading: linear, not growing with the reply.
+    assert work[5000] / work[500] < 11
+
+
+def test_a_long_single_line_streams_in_without_reading_it_whole_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read = _count_parsing(monkeypatch)
+    text = " ".join(f"word{n}" for n in range(4000))
+    lines = _streamed(text, 80)
+    assert max(read) <= LONG_LINE + 20
+    assert [line_text(line) for line in lines] == [
+        line_text(line)
+        for line in entry_lines(TranscriptEntry(EntryKind.ASSISTANT, [text], agent="helper"), 80)
+    ]
+
+
+def line_text(line: Line) -> str:
+    return text(line).rstrip()
+
+
+@pytest.mark.parametrize("kind", [EntryKind.ASSISTANT, EntryKind.REASONING])
+def test_a_streamed_reply_shows_what_it_shows_once_complete(kind: EntryKind) -> None:
+    text = REPLY + _reply(200) + "Last words, no newline"
+    whole = entry_lines(TranscriptEntry(kind, [text], agent="helper"), 60)
+    assert _streamed(text, 60, kind) == whole
+    # Once it stops growing, it is laid out whole: the same lines again.
+    cache = LineCache()
+    entry = TranscriptEntry(kind, [text], serial=1, agent="helper")
+    cache.lines(entry, 60, growing=True)
+    assert cache.lines(entry, 60) == whole

@@ -16,6 +16,10 @@ from agentrt.protocol.frames import SessionMessages
 from agentrt.protocol.frames import SessionsAction
 from agentrt.protocol.frames import SessionsRequest
 from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import ToolResultFrame
+from agentrt.vocab.clamp import PREVIEW_BYTES
+from agentrt.vocab.clamp import preview
+from agenttui._render import entry_lines
 from agenttui._state import HISTORY_SHOWN
 from agenttui._state import SESSIONS_PAGE
 from agenttui._state import EntryKind
@@ -177,3 +181,34 @@ def test_a_picker_line_shows_title_age_size_and_id() -> None:
     assert pending == (
         "x" * 59 + "…  (1 min ago, 3 messages, awaiting answer: Enter resumes it)  cli-p"
     )
+
+
+def test_a_continued_conversation_shows_a_saved_result_as_its_live_preview() -> None:
+    # A 32 KiB result (what `big 32768` returns), saved whole with the conversation.
+    result = ("0123456789abcdef" * 2048)[:32768]
+    live = TuiState(connected=True)
+    assert _command(live, "big 32768")[-1] == Send(Run("big 32768"))
+    on_task(live, TaskFrame("t1", "cli-old"))
+    on_frame(live, ToolResultFrame("t1", "c1", "big", preview(result)))
+    live_entry = live.transcript[-1]
+
+    state = opened(item("cli-old", "big", 3))
+    press_enter(state, now=1.0)
+    on_frame(
+        state,
+        SessionMessages(
+            item("cli-old", "big", 3),
+            (
+                SessionMessage(0, "user", "big 32768", 1.0),
+                SessionMessage(
+                    1, "assistant", "", 1.0, ({"id": "c1", "name": "big", "arguments": {}},)
+                ),
+                SessionMessage(2, "tool", result, 1.0, tool_call_id="c1", name="big"),
+            ),
+        ),
+    )
+    continued = state.transcript[-1]
+    assert (continued.kind, continued.text) == (live_entry.kind, live_entry.text)
+    assert continued.text == "big: " + result[:PREVIEW_BYTES]
+    # Three lines at 120 columns, as live, not the 280 of the whole result.
+    assert len(entry_lines(continued, 120)) == len(entry_lines(live_entry, 120)) == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 import os
 import time
 from collections.abc import Callable
@@ -28,12 +30,18 @@ from prompt_toolkit.layout import FloatContainer
 from prompt_toolkit.layout import HSplit
 from prompt_toolkit.layout import Layout
 from prompt_toolkit.layout import Window
+from prompt_toolkit.layout.containers import Container
 from prompt_toolkit.layout.controls import BufferControl
 from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.layout.controls import UIContent
 from prompt_toolkit.layout.controls import UIControl
+from prompt_toolkit.layout.mouse_handlers import MouseHandlers
 from prompt_toolkit.layout.processors import ConditionalProcessor
 from prompt_toolkit.layout.processors import PasswordProcessor
+from prompt_toolkit.layout.screen import _CHAR_CACHE
+from prompt_toolkit.layout.screen import Char
+from prompt_toolkit.layout.screen import Screen
+from prompt_toolkit.layout.screen import WritePosition
 from prompt_toolkit.mouse_events import MouseEvent
 from prompt_toolkit.mouse_events import MouseEventType
 from prompt_toolkit.styles import Style
@@ -42,6 +50,10 @@ from prompt_toolkit.widgets import SearchToolbar
 
 from agentrt.protocol.frames import ClientFrame
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import ReasoningFrame
+from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import ToolCallDeltaFrame
+from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import Welcome
 
 from . import _scroll
@@ -130,6 +142,20 @@ STYLE = Style.from_dict(
 #: The last line of the transcript while reading back.
 MORE_BELOW = " ↓ more below: PageDown or the mouse wheel "
 
+#: What streams in (pieces of a reply or of reasoning, token counts) and the status line's
+#: spinner and time while a run goes are drawn together, a redraw at most every so often:
+#: `REDRAW_SHARE` times what the last redraw cost (so redrawing takes at most a fiftieth
+#: of a core), and between `STREAM_INTERVAL` (30 a second) and `STREAM_INTERVAL_MAX`.
+#: Keys are drawn at once.
+REDRAW_SHARE = 50
+STREAM_INTERVAL = 1 / 30
+STREAM_INTERVAL_MAX = 0.5
+#: How often the countdown to the next connection attempt moves while the link is down.
+LINK_TICK = 1.0
+#: The frames that only add to what streams in: drawn together, at most every
+#: `interval`.
+_STREAMED = (TextFrame, ReasoningFrame, ToolCallDeltaFrame, UsageFrame)
+
 
 @attrs.define(eq=False)
 class TuiApp:
@@ -149,6 +175,15 @@ class TuiApp:
     transcript: TranscriptControl = attrs.field(init=False)
     application: Application[None] = attrs.field(init=False)
     _history_warned: bool = attrs.field(default=False, init=False)
+    #: The next move of the status line, while something goes on; None when idle.
+    _ticking: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
+    #: The redraw due for what streamed in since the last one, if any.
+    _redraw_due: asyncio.TimerHandle | None = attrs.field(default=None, init=False)
+    #: When the screen was last drawn (the event loop's clock).
+    _drawn_at: float = attrs.field(default=-math.inf, init=False)
+    #: The time between two redraws of what streams in, from what the last one cost.
+    interval: float = attrs.field(default=STREAM_INTERVAL, init=False)
+    _drawing: float = attrs.field(default=0.0, init=False)
 
     def __attrs_post_init__(self) -> None:
         state = self.state
@@ -169,6 +204,9 @@ class TuiApp:
             full_screen=True,
             # For the mouse wheel; most terminals still select text with Shift held.
             mouse_support=True,
+            # The window runs in the main thread, so SIGWINCH says when its size changes:
+            # no polling for it (an idle window does no work at all).
+            terminal_size_polling_interval=None,
         )
         self.application.layout.focus(self.buffer)
         # Keys are read as the terminal sends them: a lone Esc arrives alone and acts at
@@ -176,13 +214,16 @@ class TuiApp:
         # waiting for a longer key sequence that a person could not type anyway.
         self.application.ttimeoutlen = 0
         self.application.timeoutlen = 0
+        self.application.before_render += self._drawing_starts
+        self.application.after_render += self._drawn
 
     def now(self) -> float:
         """The current time, as transitions record it."""
         return self.clock()
 
-    def apply(self, actions: list[Action]) -> None:
-        """Carry out the actions a transition returned, then redraw."""
+    def apply(self, actions: list[Action], *, soon: bool = False) -> None:
+        """Carry out the actions a transition returned, then redraw (`soon`: with what else
+        streams in, at most every `interval`)."""
         for action in actions:
             if isinstance(action, Send):
                 self.send(action.frame)
@@ -196,7 +237,75 @@ class TuiApp:
                 future = self.application.future
                 if future is not None and not future.done():
                     self.application.exit()
+        if soon:
+            self._redraw_soon()
+        else:
+            # Drawn now: a redraw due for what streamed in has nothing left to do.
+            if self._redraw_due is not None:
+                self._redraw_due.cancel()
+                self._redraw_due = None
+            self.application.invalidate()
+        self._animate()
+
+    def _drawing_starts(self, _: object) -> None:
+        self._drawing = time.thread_time()
+
+    def _drawn(self, _: object) -> None:
+        cost = time.thread_time() - self._drawing
+        self.interval = min(max(cost * REDRAW_SHARE, STREAM_INTERVAL), STREAM_INTERVAL_MAX)
+        loop = self.application.loop
+        if loop is not None:
+            self._drawn_at = loop.time()
+
+    def _redraw_soon(self) -> None:
+        """Redraw once `interval` has passed since the last redraw."""
+        loop = self.application.loop
+        if loop is None or loop.is_closed():
+            self.application.invalidate()
+            return
+        if self._redraw_due is None:
+            delay = max(0.0, self._drawn_at + self.interval - loop.time())
+            self._redraw_due = loop.call_later(delay, self._redraw_now)
+
+    def _redraw_now(self) -> None:
+        self._redraw_due = None
         self.application.invalidate()
+
+    def _tick_pause(self) -> float | None:
+        """How often the status line changes by itself now; None when it does not."""
+        state = self.state
+        if state.run is not None:
+            return self.interval
+        if not state.connected and state.retry_at is not None:
+            return LINK_TICK
+        return None
+
+    def _animate(self) -> None:
+        """Keep the status line moving while a run goes or a reconnection is counted down.
+
+        Nothing is scheduled otherwise: an idle window does no work until a key or a
+        frame comes.
+        """
+        pause = self._tick_pause()
+        if pause is None and self._ticking is not None:
+            self._ticking.cancel()
+            self._ticking = None
+        loop = self.application.loop
+        if self._ticking is not None or loop is None or loop.is_closed():
+            return
+        if pause is not None:
+            self._ticking = loop.call_later(pause, self._tick)
+
+    def _tick(self) -> None:
+        self._ticking = None
+        if self._tick_pause() is not None:
+            self._redraw_soon()
+            self._animate()
+
+    @property
+    def scheduled(self) -> int:
+        """How many redraws or status line moves are scheduled (none when idle)."""
+        return (self._ticking is not None) + (self._redraw_due is not None)
 
     def _remember(self, text: str) -> None:
         strings = self.history.get_strings()
@@ -218,9 +327,17 @@ class TuiApp:
         """`text` with the files it names (``@path``) attached, from the window's folder."""
         return attach(text, self.state.cwd or os.getcwd())
 
+    @staticmethod
+    def streamed(frame: DaemonFrame) -> bool:
+        """True for a frame that only adds to what streams in (drawn with others, later)."""
+        return isinstance(frame, _STREAMED)
+
     def receive(self, frame: DaemonFrame) -> None:
-        """A frame from the daemon; on the `Welcome`, a message held for it is sent."""
-        self.apply(_transitions_daemon.on_frame(self.state, frame))
+        """A frame from the daemon; what streams in is drawn a few times a second.
+
+        On the `Welcome`, a message held for it is sent.
+        """
+        self.apply(_transitions_daemon.on_frame(self.state, frame), soon=self.streamed(frame))
         if isinstance(frame, Welcome) and self.state.send_when_connected is not None:
             self.apply(send_when_connected(self.state, self.now(), self.attach))
 
@@ -266,9 +383,19 @@ class TranscriptControl(UIControl):
         self.width = 80
         self.height = 24
 
+    def lines(self, entry: TranscriptEntry) -> list[Line]:
+        """The screen lines of `entry` at the current width.
+
+        The last entry grows while a run goes (its reply streams in): it is laid out
+        a piece at a time until then, and whole once.
+        """
+        entries = self.state.transcript
+        growing = self.state.run is not None and entry is entries[-1]
+        return self.cache.lines(entry, self.width, growing=growing)
+
     def count(self, entry: TranscriptEntry) -> int:
         """Screen lines of `entry` at the current width."""
-        return len(self.cache.lines(entry, self.width))
+        return len(self.lines(entry))
 
     def create_content(self, width: int, height: int) -> UIContent:
         """The visible lines; remembers the size for scrolling."""
@@ -288,12 +415,12 @@ class TranscriptControl(UIControl):
         if top is None:
             index = len(entries) - 1
             while index >= 0 and len(rows) < height:
-                rows[:0] = self.cache.lines(entries[index], self.width)
+                rows[:0] = self.lines(entries[index])
                 index -= 1
             return rows[-height:]
         index, line = top
         while index < len(entries) and len(rows) < height - 1:
-            rows += self.cache.lines(entries[index], self.width)[line:]
+            rows += self.lines(entries[index])[line:]
             index += 1
             line = 0
         rows = rows[: height - 1]
@@ -322,6 +449,85 @@ class TranscriptControl(UIControl):
     def is_focusable(self) -> bool:
         """The keys stay with the input box."""
         return False
+
+
+class TranscriptView(Container):
+    """The transcript drawn straight into the screen, each line's cells made once.
+
+    A `Window` would copy every character of every visible line into the screen at
+    each redraw; the lines of the transcript rarely change, so their cells are kept
+    (for the lines on screen) and a redraw copies each line's cells in one step.
+    """
+
+    def __init__(self, control: TranscriptControl) -> None:
+        self.control = control
+        self._cells: dict[int, tuple[Line, int, dict[int, Char]]] = {}
+
+    def reset(self) -> None:
+        """Nothing to reset."""
+
+    def preferred_width(self, max_available_width: int) -> Dimension:
+        """Any width."""
+        return Dimension()
+
+    def preferred_height(self, width: int, max_available_height: int) -> Dimension:
+        """Every line the other parts leave."""
+        return Dimension(min=1, preferred=10**6)
+
+    def write_to_screen(
+        self,
+        screen: Screen,
+        mouse_handlers: MouseHandlers,
+        write_position: WritePosition,
+        parent_style: str,
+        erase_bg: bool,
+        z_index: int | None,
+    ) -> None:
+        """The visible lines of the transcript (see `TranscriptControl.rows`)."""
+        where = write_position
+        control = self.control
+        control.width, control.height = max(where.width, 1), max(where.height, 1)
+        cells: dict[int, tuple[Line, int, dict[int, Char]]] = {}
+        for y, line in enumerate(control.rows()[: where.height]):
+            known = self._cells.get(id(line))
+            if known is None or known[0] is not line or known[1] != where.xpos:
+                known = (line, where.xpos, _cells(line, where.xpos, where.width))
+            cells[id(line)] = known
+            screen.data_buffer[where.ypos + y].update(known[2])
+        self._cells = cells
+        screen.height = max(screen.height, where.ypos + where.height)
+        mouse_handlers.set_mouse_handler_for_range(
+            where.xpos,
+            where.xpos + where.width,
+            where.ypos,
+            where.ypos + where.height,
+            control.mouse_handler,
+        )
+
+    def get_children(self) -> list[Container]:
+        """None."""
+        return []
+
+
+def _cells(line: Line, xpos: int, width: int) -> dict[int, Char]:
+    """The screen cells of `line` from column `xpos`, as prompt_toolkit's `Window` makes them."""
+    cells: dict[int, Char] = {}
+    x = 0
+    last: Char | None = None
+    for style, text in line:
+        for c in text:
+            char = _CHAR_CACHE[c, style]
+            if char.width == 0 and last is not None:
+                # A combining character joins the one before it.
+                last = cells[xpos + x - 1] = Char(last.char + c, last.style)
+                continue
+            if x + char.width > width:
+                return cells
+            cells[xpos + x] = last = char
+            for i in range(1, char.width):
+                cells[xpos + x + i] = _CHAR_CACHE["", style]
+            x += char.width
+    return cells
 
 
 # -- widgets -------------------------------------------------------------------------------
@@ -528,9 +734,7 @@ def _build_layout(app: TuiApp) -> FloatContainer:
         return FormattedTextControl(get, focusable=False)
 
     # It takes every line the other parts leave: its preferred height is "all of them".
-    transcript = Window(
-        app.transcript, always_hide_cursor=True, height=Dimension(min=1, preferred=10**6)
-    )
+    transcript = TranscriptView(app.transcript)
     notice = ConditionalContainer(
         Window(WrappedText(lambda: _notice(state)), height=Dimension(max=12)),
         filter=Condition(lambda: state.notice is not None),

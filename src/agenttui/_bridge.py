@@ -46,8 +46,6 @@ from ._launch import tail
 from ._launch import wait_exit
 from ._state import TuiState
 
-#: How often the status line's spinner and times move while something is going on.
-TICK = 0.1
 #: The pauses between connection attempts: quick at first, then every few seconds.
 BACKOFF: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: Failed starts of the daemon in a row after which a window starts it no more.
@@ -120,10 +118,8 @@ class Bridge:
                 send.send_nowait(frame)
             self._early.clear()
             self._token = trio.lowlevel.current_trio_token()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_tick, app)
-                await self._connect_and_serve(app, receive)
-                await trio.sleep_forever()
+            await self._connect_and_serve(app, receive)
+            await trio.sleep_forever()
 
     async def _connect_and_serve(
         self, app: TuiApp, outbox: trio.MemoryReceiveChannel[ClientFrame]
@@ -273,6 +269,11 @@ async def _serve(
                 scope.cancel()
                 return
             app.receive(frame)
+            if app.streamed(frame) and not client.ready:
+                # What streams in is drawn every `app.interval` at most: the pieces that
+                # come meanwhile are read together then (in one read, handled one after
+                # the other), not each on a wake-up of its own.
+                await trio.sleep(app.interval)
 
     async def write(scope: trio.CancelScope) -> None:
         nonlocal reason
@@ -288,14 +289,6 @@ async def _serve(
         nursery.start_soon(read, nursery.cancel_scope)
         nursery.start_soon(write, nursery.cancel_scope)
     return reason
-
-
-async def _tick(app: TuiApp) -> None:
-    while True:
-        await trio.sleep(TICK)
-        state = app.state
-        if state.run is not None or not state.connected:
-            app.application.invalidate()
 
 
 def run_window(

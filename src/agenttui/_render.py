@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 from prompt_toolkit.formatted_text import PygmentsTokens
@@ -74,18 +75,23 @@ def wrap(
     width: int,
     first: Sequence[tuple[str, str]] = (),
     rest: Sequence[tuple[str, str]] | None = None,
+    *,
+    continued: bool = False,
 ) -> list[Line]:
     """Wrap one logical line of styled text at word boundaries into lines of `width`.
 
     `first` starts the first line and `rest` (default: spaces as wide as `first`)
     every later one. Spaces where a line breaks are dropped; a word wider than a
-    line is cut.
+    line is cut. With `continued`, `first` is a line of text the words go on after
+    (a space between), moving to the next line when they do not fit.
     """
     first_line = list(first)
     rest_line = (
         list(rest) if rest is not None else [("", " " * width_of("".join(t for _, t in first)))]
     )
-    width = max(width, width_of("".join(t for _, t in first_line)) + 1, 2)
+    # A prefix leaves room for a character at least; a line of text carried on may be full.
+    least = 0 if continued else width_of("".join(t for _, t in first_line)) + 1
+    width = max(width, least, 2)
     rest_width = width_of("".join(t for _, t in rest_line))
     if rest_width >= width:
         rest_line, rest_width = [], 0
@@ -108,7 +114,11 @@ def wrap(
     line: Line = list(first_line)
     used = width_of("".join(t for _, t in line))
     start = used  # the columns taken by the prefix: a line with no more has no word yet
-    if not words[0][0] and words[0][1] is not None:
+    if continued:
+        line.append(("", " "))
+        used += 1
+        start = 0
+    elif not words[0][0] and words[0][1] is not None:
         # The line's own indentation is kept (an indented line of a message, say).
         style, text = words.pop(0)[1] or ("", "")
         text, _ = _cut(text, max(0, width - used - 1))
@@ -167,12 +177,22 @@ def wrap_text(
     width: int,
     first: Sequence[tuple[str, str]] = (),
     rest: Sequence[tuple[str, str]] | None = None,
+    *,
+    continued: bool = False,
 ) -> list[Line]:
-    """Like `wrap`, for text with newlines: each of its lines wrapped, later ones with `rest`."""
+    """Like `wrap`, for text with newlines: each of its lines wrapped, later ones with `rest`.
+
+    With `continued`, the first line goes on after the text of `first` (see `wrap`).
+    """
     indent = rest if rest is not None else [("", " " * width_of("".join(t for _, t in first)))]
+    if continued and rest is None:
+        indent = []
     out: list[Line] = []
     for index, logical in enumerate(_split_lines(fragments)):
-        out += wrap(logical, width, first if index == 0 else indent, indent)
+        if index == 0:
+            out += wrap(logical, width, first, indent, continued=continued)
+        else:
+            out += wrap(logical, width, indent, indent)
     return out
 
 
@@ -193,6 +213,9 @@ class _Context:
     width: int
     first: tuple[tuple[str, str], ...] = ()
     rest: tuple[tuple[str, str], ...] = ()
+    #: A line of text the first paragraph goes on after (the reply is laid out a piece at
+    #: a time, and a long line was cut between two pieces).
+    carry: tuple[tuple[str, str], ...] | None = None
 
     def nested(self, first: Line, rest: Line) -> _Context:
         return _Context(self.width, (*self.rest, *first), (*self.rest, *rest))
@@ -201,14 +224,28 @@ class _Context:
         return _Context(self.width, (*self.first, *first), (*self.rest, *rest))
 
 
+def parse(text: str) -> list[Token]:
+    """`text`'s Markdown tokens: every reply is read through here."""
+    return _parser().parse(text)
+
+
 def render_markdown(text: str, width: int) -> list[Line]:
     """A reply in Markdown as screen lines of `width`."""
-    tokens = _parser().parse(text)
+    return _markdown_lines(text, width) or [[]]
+
+
+def _markdown_lines(text: str, width: int, carry: Line | None = None) -> list[Line]:
+    """The screen lines of `text` (none when it shows nothing); see `_Context.carry`."""
+    tokens = parse(text)
     lines: list[Line] = []
-    _blocks(tokens, 0, len(tokens), _Context(width), lines, gap=True)
+    ctx = _Context(width, carry=None if carry is None else tuple(carry))
+    _blocks(tokens, 0, len(tokens), ctx, lines, gap=True)
     while lines and not lines[-1]:
         lines.pop()
-    return lines or [[]]
+    if carry is not None and not any(t.type == "paragraph_open" for t in tokens[:1]):
+        # The text went on with something else than its paragraph: the line stays as it was.
+        lines.insert(0, list(carry))
+    return lines
 
 
 def _matching(tokens: Sequence[Token], start: int) -> int:
@@ -264,7 +301,11 @@ def _blocks(
         if kind == "heading_open":
             _heading(token, tokens[here_index + 1], here, out)
         elif kind == "paragraph_open":
-            out += wrap_text(_inline(tokens[here_index + 1]), here.width, here.first, here.rest)
+            inline = _inline(tokens[here_index + 1])
+            if here.carry is not None and here_index == 0:
+                out += wrap_text(inline, here.width, here.carry, here.rest, continued=True)
+            else:
+                out += wrap_text(inline, here.width, here.first, here.rest)
         elif kind in ("fence", "code_block"):
             _code(token, here, out)
         elif kind in ("bullet_list_open", "ordered_list_open"):
@@ -355,15 +396,21 @@ def _code(token: Token, ctx: _Context, out: list[Line]) -> None:
         out.append(line)
 
 
+@functools.lru_cache(maxsize=32)
+def _lexer(language: str) -> Any:
+    """Pygments' lexer for `language`, or None when it knows none (found once per name)."""
+    from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+    try:
+        return get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
 def _highlight(code: str, language: str) -> list[tuple[str, str]]:
     if language:
-        from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
-        from pygments.util import ClassNotFound  # type: ignore[import-untyped]
-
-        try:
-            lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
-        except ClassNotFound:
-            lexer = None
+        lexer = _lexer(language)
         if lexer is not None:
             tokens = to_formatted_text(PygmentsTokens(list(lexer.get_tokens(code))))
             return [(fragment[0], fragment[1]) for fragment in tokens]
@@ -502,20 +549,212 @@ def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
     return lines
 
 
+#: A line of a reply still streaming is laid out in pieces of at most about this many
+#: characters: the full screen lines of a piece are kept, the last goes on with the next.
+LONG_LINE = 250
+
+
+def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
+    """`lines` behind `label` (on the first line when `first`) or as much space."""
+    if not label:
+        return lines
+    pad: Line = [("", " " * width_of(_plain(label)))]
+    return [[*(label if first and n == 0 else pad), *line] for n, line in enumerate(lines)]
+
+
+@attrs.define(eq=False)
+class _Stream:
+    """The screen lines of a reply still streaming in, laid out a completed part at a time.
+
+    The parts no later text can change (the blocks before the last one, the earlier
+    lines of a paragraph, the earlier items of a list, the earlier lines of a code
+    block, the full screen lines of a long line) are laid out once and kept; only
+    the open part after them is laid out again as the text grows, so the work done
+    for each new piece does not grow with the reply. Markup spanning two parts (an
+    emphasis across lines, a list's number widths) is shown exactly once the reply
+    is complete (`LineCache.lines` with ``growing=False``).
+    """
+
+    width: int
+    #: Markdown (a reply), else plain text behind `prefix` in `style` (reasoning).
+    markdown: bool
+    style: str = ""
+    prefix: str = ""
+    #: The subagent's label on the first line (replies).
+    label: Line = attrs.field(factory=list)
+    #: The kept lines.
+    done: list[Line] = attrs.field(factory=list)
+    #: How many of the entry's parts were read.
+    seen: int = 0
+    #: The text not kept yet: the open part.
+    rest: str = ""
+    #: What the open part continues, read before it: an open code block's fence line.
+    lead: str = ""
+    #: The screen line the open part's first paragraph goes on after (a long line's).
+    carry: Line | None = None
+    #: True when a blank line separates the kept lines from the open part (two blocks).
+    gap: bool = False
+
+    @classmethod
+    def of(cls, entry: TranscriptEntry, width: int) -> _Stream:
+        """An empty stream laying out `entry` (a reply or reasoning) at `width`."""
+        if entry.kind is EntryKind.ASSISTANT:
+            label: Line = [("class:agent", f"[{entry.agent}] ")] if entry.agent else []
+            return cls(width - width_of(_plain(label)), markdown=True, label=label)
+        style, prefix = PREFIX[entry.kind]
+        if entry.agent:
+            prefix = f"{prefix}[{entry.agent}] "
+        return cls(width, markdown=False, style=style, prefix=prefix)
+
+    def lines(self, parts: list[str]) -> list[Line]:
+        """The screen lines of the text of `parts`, which start with every part given before."""
+        self.rest += visible("".join(parts[self.seen :]))
+        self.seen = len(parts)
+        self._advance()
+        rest = self.rest
+        shown = self._lay_out(self.lead + rest) if rest or self.carry or not self.markdown else []
+        out = self.done + (self._blank() if self.gap and self.done and shown else [])
+        out += _labelled(shown, self.label, not out)
+        return out or [[]]
+
+    def _blank(self) -> list[Line]:
+        return _labelled([[]], self.label, False)
+
+    def _lay_out(self, text: str) -> list[Line]:
+        carry, self_first = self.carry, not self.done and self.carry is None
+        if self.markdown:
+            return _markdown_lines(text, self.width, carry)
+        indent: Line = [("", " " * width_of(self.prefix))]
+        if carry is not None:
+            return wrap_text([(self.style, text)], self.width, carry, indent, continued=True)
+        first = [(self.style, self.prefix)] if self_first else indent
+        return wrap_text([(self.style, text)], self.width, first, indent)
+
+    def _keep(self, lines: list[Line]) -> None:
+        if self.gap and self.done and lines:
+            self.done += self._blank()
+        self.done += _labelled(lines, self.label, not self.done)
+
+    def _advance(self) -> None:
+        """Keep the lines of every part of the text completed since the last call."""
+        while True:
+            tail = self.lead + self.rest
+            cut = self._cut(tail) if self.markdown else _plain_cut(tail)
+            if cut is None:
+                break
+            at, lead, gap = cut
+            # Plain text is kept up to its last newline, which the next part starts after.
+            kept = tail[:at] if self.markdown else tail[: at - 1]
+            self._keep(self._lay_out(kept))
+            self.carry = None
+            self.rest = self.rest[at - len(self.lead) :]
+            self.lead, self.gap = lead, gap
+        tail = self.rest
+        if not self.lead and "\n" not in tail and len(tail) > LONG_LINE:
+            self._cut_long_line(tail)
+
+    def _cut(self, tail: str) -> tuple[int, str, bool] | None:
+        """Where the completed part of `tail` ends: (offset, the lead after it, gap)."""
+        end = tail.rfind("\n") + 1
+        if end <= len(self.lead):
+            return None
+        complete = tail[:end]
+        tokens = parse(complete)
+        starts = [0]
+        for line in complete.split("\n")[:-1]:
+            starts.append(starts[-1] + len(line) + 1)
+        blocks = [t for t in tokens if t.level == 0 and t.nesting >= 0 and t.map is not None]
+        if not blocks:
+            return None
+        last = blocks[-1]
+        assert last.map is not None
+        first_line, end_line = last.map
+        if len(blocks) >= 2:
+            # The blocks before the last are closed: no line to come changes them.
+            return _progress(starts[first_line], "", True, self.lead)
+        if last.type == "paragraph_open" and end_line - 1 > first_line:
+            # Its last line stays open: the next one may underline it into a heading.
+            return _progress(starts[end_line - 1], "", False, self.lead)
+        if last.type in ("bullet_list_open", "ordered_list_open"):
+            items = [t for t in tokens if t.type == "list_item_open" and t.level == 1]
+            if len(items) >= 2 and items[-1].map is not None:
+                return _progress(starts[items[-1].map[0]], "", False, self.lead)
+            return None
+        if last.type == "fence" and end_line - first_line > 2:
+            lines = complete.split("\n")
+            if not _closed(last, lines):
+                # Its lines but the last are kept; the open part goes on after its fence
+                # line, with a line of code at least (so no empty block shows).
+                return _progress(starts[end_line - 1], lines[first_line] + "\n", False, self.lead)
+        return None
+
+    def _cut_long_line(self, tail: str) -> None:
+        """Keep the full screen lines of a long line still being written (one paragraph)."""
+        if self.markdown:
+            tokens = parse(tail)
+            if len(tokens) != 3 or tokens[0].type != "paragraph_open":
+                return
+        at = tail.rfind(" ", 0, len(tail) - 1)
+        if at <= 0:
+            return
+        lines = self._lay_out(tail[:at])
+        if not lines:
+            return
+        self._keep(lines[:-1])
+        self.carry = lines[-1]
+        self.rest = self.rest[at + 1 :]
+        self.gap = False
+
+
+def _progress(at: int, lead: str, gap: bool, old_lead: str) -> tuple[int, str, bool] | None:
+    """A cut at `at` when it keeps more than the old lead (else None: nothing to keep)."""
+    return (at, lead, gap) if at > len(old_lead) else None
+
+
+def _closed(fence: Token, lines: list[str]) -> bool:
+    """True when `fence` (a code block's token) has its closing fence among `lines`."""
+    assert fence.map is not None
+    start, end = fence.map
+    if end - 1 <= start or end - 1 >= len(lines):
+        return False
+    closing = lines[end - 1].strip()
+    marker = fence.markup
+    return bool(marker) and closing.startswith(marker) and set(closing) == {marker[0]}
+
+
+def _plain_cut(tail: str) -> tuple[int, str, bool] | None:
+    """Plain text is kept up to its last full line (each line is wrapped alone)."""
+    end = tail.rfind("\n")
+    return (end + 1, "", False) if end >= 0 else None
+
+
 @attrs.define(eq=False)
 class LineCache:
-    """Screen lines of each entry, made again only when its text or the width changed."""
+    """Screen lines of each entry, made again only when its text or the width changed.
 
-    _cache: dict[int, tuple[int, int, list[Line]]] = attrs.field(factory=dict, init=False)
+    An entry still growing (the reply or reasoning streaming in) is laid out a piece
+    at a time (see `_Stream`); once it stops, it is laid out whole, once.
+    """
+
+    _cache: dict[int, tuple[int, int, bool, list[Line]]] = attrs.field(factory=dict, init=False)
+    _streams: dict[int, tuple[int, _Stream]] = attrs.field(factory=dict, init=False)
     _oldest: int = attrs.field(default=0, init=False)
 
-    def lines(self, entry: TranscriptEntry, width: int) -> list[Line]:
-        """`entry_lines` of `entry`, cached by its serial."""
-        key = (width, len(entry.parts))
+    def lines(self, entry: TranscriptEntry, width: int, *, growing: bool = False) -> list[Line]:
+        """`entry_lines` of `entry`, cached by its serial; `growing` while it streams in."""
+        growing = growing and entry.kind in (EntryKind.ASSISTANT, EntryKind.REASONING)
+        key = (width, len(entry.parts), growing)
         hit = self._cache.get(entry.serial)
-        if hit is not None and hit[:2] == key:
-            return hit[2]
-        lines = entry_lines(entry, width)
+        if hit is not None and hit[:3] == key:
+            return hit[3]
+        if growing:
+            known = self._streams.get(entry.serial)
+            if known is None or known[0] != width:
+                known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
+            lines = known[1].lines(entry.parts)
+        else:
+            self._streams.pop(entry.serial, None)
+            lines = entry_lines(entry, width)
         self._cache[entry.serial] = (*key, lines)
         return lines
 
@@ -526,3 +765,5 @@ class LineCache:
         self._oldest = serial
         for old in [s for s in self._cache if s < serial]:
             del self._cache[old]
+        for old in [s for s in self._streams if s < serial]:
+            del self._streams[old]

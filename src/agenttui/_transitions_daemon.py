@@ -45,6 +45,7 @@ from agentrt.protocol.frames import ToolResultFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
+from agentrt.vocab.clamp import preview
 
 from ._state import SESSIONS_PAGE
 from ._state import SESSIONS_SHOWN
@@ -510,7 +511,9 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
     if message.role == "user":
         return [(EntryKind.USER, message.content)]
     if message.role == "tool":
-        return [(EntryKind.TOOL_RESULT, f"{message.name or 'result'}: {message.content}".rstrip())]
+        # The preview a live run's tool_result showed, not the whole saved result.
+        shown = preview(message.content)
+        return [(EntryKind.TOOL_RESULT, f"{message.name or 'result'}: {shown}".rstrip())]
     if message.role != "assistant":
         return []
     entries = [(EntryKind.ASSISTANT, message.content)] if message.content.strip() else []

@@ -50,3 +50,33 @@ def test_a_new_window_lists_an_earlier_conversation_and_continues_it(daemon: Wor
         ("user", "and today"),
     ]
     assert data["session"]["messages"] == 4
+
+
+def _result_lines(screen: str) -> list[str]:
+    """The lines of the `big` tool result on `screen`: its "= big:" line and those under it."""
+    lines = screen.split("\n")
+    start = next(n for n, line in enumerate(lines) if line.startswith("  = big:"))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("    "):
+        end += 1
+    return lines[start:end]
+
+
+def test_a_continued_conversation_shows_a_big_result_as_the_live_run_did(daemon: World) -> None:  # noqa: F811
+    live = daemon.open_window()
+    live.type("big 32768")
+    live.keys("Enter")
+    shown_live = _result_lines(live.wait_for(r"-- Done", "the run to finish"))
+    live.keys("C-d")
+    wait_until(live.dead, "the first window to quit")
+
+    today = daemon.open_window()
+    today.type("/sessions")
+    today.keys("Enter")
+    today.wait_for(r"> big 32768", "the /sessions picker")
+    today.keys("Enter")
+    screen = today.wait_for(r"(?s)Continuing cli-\w+: big 32768.*= big:", "the saved result")
+    # The same short preview the live run showed (3 lines), not the 32 KiB result.
+    assert _result_lines(screen) == shown_live
+    assert len(shown_live) <= 3
+    assert "> big 32768" in screen

@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 
 from ..config.secrets import SecretStore
+from ..vocab.clamp import PREVIEW_BYTES
 from ..vocab.locations import StrPath
 from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
@@ -37,7 +38,7 @@ class AgentConfig:
     verifier: Verifier = attrs.field(factory=SudoVerifier)
     max_rounds: int = 32
     #: Bytes of a tool result shown in a `ToolResultEvent` preview.
-    preview_bytes: int = 200
+    preview_bytes: int = PREVIEW_BYTES
     shell_timeout: float = 300.0
     #: The agent's own state (state dir, socket folder): no tool may read or write inside.
     protected_paths: tuple[Path, ...] = attrs.field(default=(), converter=_paths)

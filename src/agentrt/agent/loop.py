@@ -66,6 +66,7 @@ from ..store.record import unanswered_calls
 from ..vocab.clamp import ARGUMENT_LIMIT
 from ..vocab.clamp import clamp
 from ..vocab.clamp import clamp_arguments
+from ..vocab.clamp import preview
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import TextEvent
@@ -665,12 +666,8 @@ class AgentRun:
                 f"the result of {call.name} could not be saved within "
                 f"{SHIELDED_WRITE_SECONDS:g}s; the task store is stuck"
             )
-        preview = result.encode("utf-8", "replace")[: self.config.preview_bytes].decode(
-            "utf-8", "ignore"
-        )
-        await self.emit(
-            ToolResultEvent(self.task_hash, call.id, call.name, preview, ok, self.agent)
-        )
+        shown = preview(result, self.config.preview_bytes)
+        await self.emit(ToolResultEvent(self.task_hash, call.id, call.name, shown, ok, self.agent))
 
     def _ended(self, call: ToolCall) -> None:
         """`call` ended (its result committed, or it parked): no stop interrupts it any more."""

@@ -144,6 +144,11 @@ class Client:
             except trio.BrokenResourceError as exc:
                 raise BrokenDaemonConnectionError(f"the daemon went away: {exc}") from None
 
+    @property
+    def ready(self) -> bool:
+        """True when a frame already read is waiting: `receive` returns it without waiting."""
+        return self._codec.ready
+
     async def receive(self) -> DaemonFrame:
         """The next frame from the daemon.
 

@@ -120,6 +120,11 @@ class FrameCodec(Generic[_F]):
         held = sum(len(line) for line in self._lines if isinstance(line, bytes))
         return held + len(self._partial)
 
+    @property
+    def ready(self) -> bool:
+        """True when `next_frame` has something to return without more data (a whole line)."""
+        return bool(self._lines)
+
     def feed(self, data: bytes) -> None:
         """Add bytes received from the peer; ``b""`` means the peer closed the stream."""
         if self._eof:

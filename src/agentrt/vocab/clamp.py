@@ -14,6 +14,9 @@ from typing import Any
 TOOL_RESULT_LIMIT = 32 * 1024
 ARGUMENT_LIMIT = 4 * 1024
 
+#: Bytes of a tool result shown as its preview (a run's `tool_result` event carries it).
+PREVIEW_BYTES = 200
+
 _MARKER = "...[{n} bytes elided]..."
 #: Rounds of handing back what a shorter marker leaves (each N has fewer digits, at most 20).
 _FILL_TRIES = 24
@@ -35,6 +38,15 @@ def _cut_tail(data: bytes, size: int) -> bytes:
     while start < len(data) and (data[start] & 0xC0) == 0x80:
         start += 1
     return data[start:]
+
+
+def preview(result: str, size: int = PREVIEW_BYTES) -> str:
+    """The start of a tool result: its first `size` UTF-8 bytes, no character split.
+
+    What a run's ``tool_result`` event shows of the result, and what a front-end
+    shows of a saved one, so a conversation read back looks as it did live.
+    """
+    return result.encode("utf-8", "replace")[:size].decode("utf-8", "ignore")
 
 
 def clamp(text: str, limit: int) -> str:
