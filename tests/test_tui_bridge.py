@@ -247,6 +247,7 @@ async def test_a_daemon_that_fails_to_start_twice_is_started_no_more(
         assert is_connected(app)
         assert not gave_up(app)
         assert len(clients) == 2
+        bridge.stop()
 
 
 @attrs.define(eq=False)
