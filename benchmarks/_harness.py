@@ -90,7 +90,8 @@ def format_table(results: Sequence[Result]) -> str:
             r.name,
             format_time(r.subject) if r.failure is None else f"fails: {r.failure}",
             format_time(r.baseline),
-            f"{r.ratio:.2f}x" if r.failure is None else "-",
+            # An absolute row against a baseline of nothing (an idle window's CPU) has no ratio.
+            f"{r.ratio:.2f}x" if r.failure is None and r.baseline > 0 else "-",
             r.target_text,
             "PASS" if r.passed else "MISS",
         )
