@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -20,6 +21,9 @@ from .sandbox import tool_environment
 from .sudo import SudoVerifier
 from .sudo import Verifier
 from .toolproc import ToolLedger
+
+if TYPE_CHECKING:
+    from .mcp import McpClients
 
 
 def _paths(paths: Iterable[StrPath]) -> tuple[Path, ...]:
@@ -62,6 +66,8 @@ class AgentConfig:
     text_guard: bool = True
     #: How long each kind of question waits for its person, and what happens then.
     timeouts: Timeouts = Timeouts()
+    #: The MCP servers whose tools every model is offered (`agentrt.agent.mcp`), if any.
+    mcp: McpClients | None = None
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

@@ -44,6 +44,7 @@ from ..models.messages import Role
 from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
+from ..models.messages import ToolSpec
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -278,7 +279,7 @@ class AgentRun:
             rounds += 1
             await self._tell_stops()
             response = await self.model.complete(
-                self._model_messages(), offered_to(self.model), self._on_delta
+                self._model_messages(), self._offered(), self._on_delta
             )
             if response.usage is not None:
                 usage = response.usage
@@ -349,7 +350,7 @@ class AgentRun:
             scopes,
             self.uncommitted_words,
             error=error,
-            records_start=records_start,
+            records_start=self._records_start,
         )
 
     async def _on_delta(self, delta: ModelDelta) -> None:
@@ -608,7 +609,7 @@ class AgentRun:
         )
         ok = True
         state: CallState | None = None
-        self._inflight[call.id] = _BEGUN if records_start(call.name) else _RUNNING
+        self._inflight[call.id] = _BEGUN if self._records_start(call.name) else _RUNNING
         try:
             if call.id in self._restored:
                 call = self._restored_call(call)
@@ -689,8 +690,23 @@ class AgentRun:
         return attrs.evolve(call, arguments=arguments, redaction=Redaction.NONE)
 
     async def _dispatch(self, call: ToolCall) -> str:
+        mcp = self.config.mcp
+        if mcp is not None and mcp.owns(call.name):
+            from .tools.mcpcall import call_mcp_tool
+
+            return await call_mcp_tool(self, call, mcp)
         tool = find(call.name)
         return await tool.parse(call).run(self, call)
+
+    def _offered(self) -> tuple[ToolSpec, ...]:
+        """The tools the model is offered: the built-in ones, then the MCP servers' ready ones."""
+        mcp = self.config.mcp
+        return offered_to(self.model) + (mcp.specs() if mcp is not None else ())
+
+    def _records_start(self, name: str) -> bool:
+        """Whether the tool `name` records its start before its effect (an MCP tool does)."""
+        mcp = self.config.mcp
+        return (mcp is not None and mcp.owns(name)) or records_start(name)
 
     # -- asking the human --------------------------------------------------
 

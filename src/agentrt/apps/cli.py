@@ -191,6 +191,7 @@ COMMANDS: Final = (
     "config",
     "keys",
     "fleet",
+    "mcp",
     "daemon",
     "token",
     "lab",
@@ -371,6 +372,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             help="every daemon of the fleet, its heartbeat, its lease and the tasks it holds",
         )
         fstatus.add_argument("--json", action="store_true", help="print one JSON object")
+
+    if wanted("mcp"):
+        mcp = sub.add_parser(
+            "mcp",
+            help="the MCP servers whose tools the models are offered ([mcp.servers.NAME])",
+            description="MCP servers are configured in config.toml, one [mcp.servers.NAME] "
+            "table each (see docs/mcp.md); the daemon starts them and offers their tools as "
+            "NAME__tool.",
+        )
+        msub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
+        mlist = msub.add_parser(
+            "list",
+            parents=[shared_options(STATE_DIR, CONFIG)],
+            help="each server, its state (starting, ready, failed: why) and its tools; "
+            "without a daemon, each server is started here to look",
+        )
+        mlist.add_argument("--json", action="store_true", help="print one JSON object")
 
     sub.add_parser(
         "daemon",
@@ -1434,6 +1452,10 @@ def _command(argv: list[str]) -> int:
             return _cmd_config(args, settings)
         if args.command == "fleet":
             return _cmd_fleet(args, settings)
+        if args.command == "mcp":
+            from .mcplist import cmd_mcp
+
+            return cmd_mcp(args, settings)
         command = {"run": _cmd_run, "sessions": _cmd_sessions}.get(args.command, _cmd_pending)
         return trio.run(command, args, settings)
     except BaseException as exc:

@@ -55,6 +55,8 @@ from ..vocab.terms import SandboxMode
 from .keystore import KeyNameError
 from .keystore import KeyStore
 from .keystore import check_key_name
+from .mcp import McpServerConfig
+from .mcp import parse_servers
 
 if TYPE_CHECKING:
     from ..models.options import ModelOptions
@@ -425,6 +427,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "telegram": _BOT_KEYS,
     "discord": _BOT_KEYS,
     "timeouts": _TIMEOUT_KEYS,
+    "mcp": {"servers": parse_servers},
 }
 
 
@@ -637,6 +640,8 @@ class Settings:
     timeouts: Timeouts = Timeouts()
     #: The ``[timeouts]`` keys' values and sources, as ``config show`` lists them.
     timeout_values: Mapping[str, Value[Any]] = attrs.field(factory=dict)
+    #: The MCP servers whose tools every model is offered (``[mcp.servers.NAME]``).
+    mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -823,6 +828,7 @@ def load_settings(
         sandbox_network=sandbox_network,
         timeouts=timeouts,
         timeout_values=timeout_values,
+        mcp_servers=(file.get("mcp.servers") or Value({})).value,
     )
 
 

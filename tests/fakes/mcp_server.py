@@ -1,0 +1,132 @@
+"""An MCP server for the tests, on the official SDK's `MCPServer` (FastMCP), over stdio.
+
+Run as ``python tests/fakes/mcp_server.py [FAULT]``. Its tools:
+
+- ``echo(text)``: ``echo: TEXT``.
+- ``greet()``: elicits a name (string), an age (integer), a colour (enum) and
+  whether to subscribe (boolean); says what it got, or the action taken.
+- ``login()``: elicits a password field (``format: password``).
+- ``slow(seconds)``: reports progress, then waits; writes ``started``, then
+  ``cancelled`` (when a ``notifications/cancelled`` reached it) or ``finished``
+  to the file named by ``FAKE_MCP_RECORD`` (default ``mcp-record.txt`` in its
+  working folder), one line each, with the request's id.
+- ``crash()``: the process exits in the middle of the call.
+- ``garbage()``: writes a line that is not JSON-RPC to standard output.
+
+FAULT ``no-init`` makes a server that reads its input and never answers
+(``initialize`` included).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
+from pydantic import Field
+
+RECORD = Path(os.environ.get("FAKE_MCP_RECORD", "mcp-record.txt"))
+
+app = MCPServer("fake")
+
+
+def _record(line: str) -> None:
+    with RECORD.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+class Colour(StrEnum):
+    red = "red"
+    green = "green"
+    blue = "blue"
+
+
+class Greeting(BaseModel):
+    name: str = Field(description="your name")
+    age: int
+    colour: Colour
+    subscribe: bool
+
+
+@app.tool()
+async def greet(ctx: Context) -> str:
+    """Greet the user, asking who they are."""
+    result = await ctx.elicit("Who are you?", Greeting)
+    if result.action != "accept":
+        return f"greet: {result.action}"
+    data = result.data
+    return (
+        f"hello {data.name}, {data.age}, {data.colour.value}, "
+        f"{'subscribed' if data.subscribe else 'not subscribed'}"
+    )
+
+
+class Login(BaseModel):
+    password: str = Field(json_schema_extra={"format": "password"})
+
+
+@app.tool()
+async def login(ctx: Context) -> str:
+    """Log in, asking for a password."""
+    result = await ctx.elicit("Your password, please", Login)
+    if result.action != "accept":
+        return f"login: {result.action}"
+    return f"logged in with {len(result.data.password)} characters"
+
+
+@app.tool()
+async def slow(seconds: float, ctx: Context) -> str:
+    """Wait for a number of seconds, reporting progress."""
+    request = ctx.request_id
+    _record(f"started {request}")
+    try:
+        for step in range(3):
+            await ctx.report_progress(step, 3, f"step {step}")
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _record(f"cancelled {request}")
+        raise
+    _record(f"finished {request}")
+    return f"slept {seconds:g}s"
+
+
+@app.tool()
+async def crash() -> str:
+    """Exit in the middle of the call."""
+    await anyio.sleep(0.05)
+    os._exit(3)
+
+
+@app.tool()
+async def garbage() -> str:
+    """Write a line that is not JSON-RPC to standard output, then wait."""
+    os.write(1, b"this is not json-rpc\n")
+    await anyio.sleep(3600)
+    return "unreachable"
+
+
+def _never_answer() -> None:
+    print("fake MCP server: reading, never answering", file=sys.stderr, flush=True)
+    for _ in sys.stdin:
+        pass
+    time.sleep(3600)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["no-init"]:
+        _never_answer()
+    else:
+        print("fake MCP server: up", file=sys.stderr, flush=True)
+        app.run()
