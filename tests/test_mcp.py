@@ -14,33 +14,52 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from jsonschema import Draft202012Validator
 
 from agentrt import ALLOW_ONCE
 from agentrt import DENY
 from agentrt import Answer
+from agentrt import Cause
 from agentrt import Entry
+from agentrt import Message
 from agentrt import Outcome
 from agentrt import ReplayModel
 from agentrt import RequestKind
+from agentrt import RunEnded
 from agentrt import Runtime
 from agentrt import ScriptedModel
 from agentrt import ToolResultEvent
 from agentrt import open_runtime
 from agentrt.agent.mcp import McpClients
 from agentrt.agent.mcp import ServerState
+from agentrt.agent.mcp import exposed_name
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import OpenAIModel
 
 from . import cli_process
+from .conftest import Collect
 from .conftest import FakeVerifier
+from .conftest import Recorder
 from .conftest import run_answering
 from .conftest import write_config
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import sse
 
 FAKE = Path(__file__).parent / "fakes" / "mcp_server.py"
 SESSION = "cli-mcp"
@@ -165,9 +184,7 @@ async def test_a_servers_tools_are_offered_as_name__tool_with_their_schemas(
         specs = {spec.name: spec for spec in clients_of(rt).specs()}
         status = clients_of(rt).statuses()[0]
     assert status.state is ServerState.READY
-    assert set(specs) == {
-        f"fake__{t}" for t in ("echo", "greet", "login", "slow", "crash", "garbage")
-    }
+    assert set(specs) == {f"fake__{t}" for t in ("echo", "greet", "login", "slow", "crash")}
     echo = specs["fake__echo"]
     assert echo.description == "Say the text back."
     assert echo.parameters["properties"]["text"]["type"] == "string"
@@ -248,12 +265,14 @@ def test_mcp_list_without_a_daemon_starts_each_server_to_look(
     lines = done.stdout.splitlines()
     assert lines[0] == "MCP servers (started here to look: no daemon is running):"
     assert lines[1].startswith("  fake  stdio  ready (")
-    assert "fake__echo, fake__greet" in lines[2]
-    assert lines[3] == "  mute  stdio  failed: it did not answer initialize within 1s"
+    assert lines[2] == "    5 tools: fake__echo, fake__greet, fake__login, fake__slow, fake__crash"
+    # (started again meanwhile, it may say how often)
+    assert lines[3].startswith("  mute  stdio  failed: it did not answer initialize within 1s")
     assert lines[4].startswith("  gone  stdio  failed: its connection closed (the server exited): ")
     assert "/nonexistent/program" in lines[4]
     assert done.stderr == ""
-    assert "reading, never answering" in (tmp_path / "state" / "mcp" / "mute.log").read_text()
+    # Each server's standard error went to its log.
+    assert "fake MCP server: up" in (tmp_path / "state" / "mcp" / "fake.log").read_text()
 
 
 def test_mcp_list_says_where_to_configure_a_server(
@@ -287,3 +306,187 @@ def test_the_daemon_starts_its_servers_and_a_run_calls_their_tools(
     assert ran.returncode == 0, ran.stderr
     assert "· fake__echo -> echo: through the daemon" in ran.stderr
     assert ran.stdout == "done\n"
+
+
+# -- what the providers are sent -------------------------------------------------------
+
+
+async def test_both_providers_send_the_servers_schemas_as_they_came(
+    tmp_path: Path, workdir: Path, llm_server: LLMServer
+) -> None:
+    async with mcp_runtime(tmp_path, workdir, server_table()) as rt:
+        specs = clients_of(rt).specs()
+        listed = {t.name: t.input_schema for t in clients_of(rt).servers["fake"].tools.values()}
+    llm_server.script(
+        sse([an_start(), *an_text_block(0, ["ok"]), *an_end()]),
+        sse([oa_text("ok"), oa_finish(), OA_DONE]),
+    )
+    anthropic = AnthropicModel("claude-test", llm_server.base_url, api_key="k")
+    openai = OpenAIModel("test-model", llm_server.base_url + "/v1", api_key="k")
+    for model in (anthropic, openai):
+        await model.complete([Message.user("hi")], specs, Collect())
+    an_body, oa_body = (request.json() for request in llm_server.requests)
+    sent_an = {t["name"]: t["input_schema"] for t in an_body["tools"]}
+    sent_oa = {t["function"]["name"]: t["function"]["parameters"] for t in oa_body["tools"]}
+    for sent in (sent_an, sent_oa):
+        assert set(sent) == {f"fake__{name}" for name in listed}
+        for name, schema in listed.items():
+            assert sent[f"fake__{name}"] == schema
+            Draft202012Validator.check_schema(sent[f"fake__{name}"])
+
+
+def test_a_tool_name_models_refuse_is_offered_in_a_form_they_take() -> None:
+    assert exposed_name("git", "git.status") == "git__git_status"
+    assert len(exposed_name("s", "x" * 100)) == 64
+
+
+# -- cancellation -----------------------------------------------------------------------
+
+
+async def wait_for_line(path: Path, prefix: str, seconds: float = 20) -> str:
+    """The first line of `path` that starts with `prefix`, once the server has written it."""
+    file = trio.Path(path)
+    with trio.fail_after(seconds):
+        while True:
+            if await file.exists():
+                for line in (await file.read_text()).splitlines():
+                    if line.startswith(prefix):
+                        return line
+            await trio.sleep(0.02)
+
+
+@pytest.mark.parametrize("cause", [Cause.PAUSE, Cause.USER_CANCEL])
+async def test_a_stop_sends_notifications_cancelled_and_a_resume_is_attempt_2(
+    tmp_path: Path, workdir: Path, cause: Cause
+) -> None:
+    # Long enough to be stopped in flight; the resumed attempt waits it out.
+    model = replay(tmp_path, ("fake__slow", {"seconds": 2}))
+    record = workdir / "mcp-record.txt"
+    asked: list[Entry] = []
+
+    async def answer(entry: Entry) -> Answer:
+        asked.append(entry)
+        await trio.lowlevel.checkpoint()
+        return Answer(ALLOW_ONCE)
+
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        recorder = Recorder()
+        async with trio.open_nursery() as nursery:
+            info = await nursery.start(
+                partial(rt.executor.run, SESSION, "go", owner="t", emit=recorder)
+            )
+            started = await wait_for_line(record, "started ")
+            rt.executor.cancel(info.task_hash, cause)
+        # The server heard of it: its handler was cancelled, for that very request.
+        request = started.removeprefix("started ")
+        assert await wait_for_line(record, "cancelled ") == f"cancelled {request}"
+        ended = recorder.of(RunEnded)[0]
+        assert (ended.outcome, ended.cause) == (Outcome.CANCELLED, cause)
+        task = await rt.store.load(SESSION)
+        if cause is Cause.USER_CANCEL:
+            assert task is None
+            return
+        assert task is not None and task.attempts_of("c0") == 1
+        # On resume the call may already have run: it is confirmed, trusted or not.
+        record.unlink()
+        resumed, _ = await resume_answering(rt, answer)
+    assert resumed.outcome is Outcome.FINISHED
+    assert [e.request.prompt for e in asked] == [
+        'fake: slow {"seconds": 2} [may already have run (attempt 2)]'
+    ]
+    assert (await wait_for_line(record, "finished ")).startswith("finished ")
+
+
+async def resume_answering(
+    rt: Runtime, answer: Callable[[Entry], Awaitable[Answer]]
+) -> tuple[RunEnded, Recorder]:
+    recorder = Recorder()
+    async with trio.open_nursery() as nursery:
+
+        async def listen(task_status: trio.TaskStatus[None]) -> None:
+            with rt.registry.listen("cli-") as listener:
+                task_status.started()
+                while True:
+                    entry = await listener.claim()
+                    entry.answer(await answer(entry))
+
+        await nursery.start(listen)
+        with trio.fail_after(30):
+            ended = await rt.executor.resume(SESSION, owner="t", emit=recorder)
+        nursery.cancel_scope.cancel()
+    return ended, recorder
+
+
+# -- faults -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        (None, "its connection closed (the server exited)"),
+        ("garbage", "it wrote something that is not MCP: 'this is not json-rpc'"),
+    ],
+)
+async def test_a_server_that_breaks_mid_call_fails_the_call_and_is_started_again(
+    tmp_path: Path, workdir: Path, fault: str | None, says: str
+) -> None:
+    tool = "garbage" if fault else "crash"
+    model = replay(tmp_path, (f"fake__{tool}", {}), ("other__echo", {"text": "on"}))
+    config = server_table("fake", "trust = true", fault=fault) + server_table(
+        "other", "trust = true"
+    )
+    async with mcp_runtime(tmp_path, workdir, config, model) as rt:
+        ended, recorder = await run_answering(rt, SESSION, "go", allow, limit=30)
+        other = clients_of(rt).servers["other"]
+        assert other.state is ServerState.READY and other.restarts == 0
+        fake = clients_of(rt).servers["fake"]
+        with trio.fail_after(10):
+            while fake.restarts == 0 or fake.state is not ServerState.READY:
+                await clients_of(rt).wait_changed()
+    first, second = results(recorder)
+    assert first.startswith(f"error: MCP server 'fake' broke during the call ({says}"), first
+    assert "it may have run in part" in first
+    # The other server and the run went on.
+    assert second == "echo: on"
+    assert ended.outcome is Outcome.FINISHED
+
+
+async def test_a_call_to_a_server_back_from_a_crash_goes_through(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__crash", {}), ("fake__echo", {"text": "again"}))
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        _, recorder = await run_answering(rt, SESSION, "go", allow, limit=30)
+        assert clients_of(rt).servers["fake"].restarts == 1
+    assert results(recorder)[1] == "echo: again"
+
+
+async def test_a_server_that_never_answers_initialize_fails_its_calls_clearly(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("mute__echo", {"text": "x"}), ("fake__echo", {"text": "y"}))
+    config = server_table("mute", "startup_timeout = 0.5", fault="no-init") + server_table(
+        "fake", "trust = true"
+    )
+    async with mcp_runtime(tmp_path, workdir, config, model) as rt:
+        ended, recorder = await run_answering(rt, SESSION, "go", allow, limit=30)
+        mute = clients_of(rt).servers["mute"]
+    assert results(recorder)[0].startswith("error: MCP server 'mute' is ")
+    assert "it did not answer initialize within 0.5s" in results(recorder)[0] or mute.restarts
+    assert results(recorder)[1] == "echo: y"
+    assert ended.outcome is Outcome.FINISHED
+
+
+async def test_a_slow_call_is_cancelled_at_its_timeout_with_a_clear_error(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__slow", {"seconds": 600}))
+    config = server_table("fake", "trust = true", "timeout = 0.5")
+    async with mcp_runtime(tmp_path, workdir, config, model) as rt:
+        ended, recorder = await run_answering(rt, SESSION, "go", allow, limit=30)
+        assert clients_of(rt).servers["fake"].state is ServerState.READY
+    assert results(recorder) == [
+        "error: MCP server 'fake' did not answer within 0.5s (its timeout); the call was cancelled"
+    ]
+    assert (await wait_for_line(workdir / "mcp-record.txt", "cancelled ")).startswith("cancelled")
+    assert ended.outcome is Outcome.FINISHED

@@ -11,14 +11,16 @@ Run as ``python tests/fakes/mcp_server.py [FAULT]``. Its tools:
   to the file named by ``FAKE_MCP_RECORD`` (default ``mcp-record.txt`` in its
   working folder), one line each, with the request's id.
 - ``crash()``: the process exits in the middle of the call.
-- ``garbage()``: writes a line that is not JSON-RPC to standard output.
 
 FAULT ``no-init`` makes a server that reads its input and never answers
-(``initialize`` included).
+(``initialize`` included); FAULT ``garbage`` one that starts as a server should
+(by hand: the SDK's server keeps stray output off the wire) and answers its
+one tool's call, ``garbage``, with a line that is not JSON-RPC.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -109,14 +111,6 @@ async def crash() -> str:
     os._exit(3)
 
 
-@app.tool()
-async def garbage() -> str:
-    """Write a line that is not JSON-RPC to standard output, then wait."""
-    os.write(1, b"this is not json-rpc\n")
-    await anyio.sleep(3600)
-    return "unreachable"
-
-
 def _never_answer() -> None:
     print("fake MCP server: reading, never answering", file=sys.stderr, flush=True)
     for _ in sys.stdin:
@@ -124,9 +118,35 @@ def _never_answer() -> None:
     time.sleep(3600)
 
 
+def _garbage() -> None:
+    """A server by hand whose only tool's call is answered with something that is not MCP."""
+    tool = {"name": "garbage", "inputSchema": {"type": "object", "properties": {}}}
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, ident = message.get("method"), message.get("id")
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "garbage", "version": "0"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [tool]}
+        elif method == "tools/call":
+            sys.stdout.write("this is not json-rpc\n")
+            sys.stdout.flush()
+            continue
+        else:
+            continue
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}) + "\n")
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["no-init"]:
         _never_answer()
+    elif sys.argv[1:] == ["garbage"]:
+        _garbage()
     else:
         print("fake MCP server: up", file=sys.stderr, flush=True)
         app.run()

@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
@@ -57,6 +58,9 @@ log = logging.getLogger("agentrt.mcp")
 
 #: Between a tool's server and its own name in the name the model calls it by.
 SEPARATOR: Final = "__"
+#: The longest tool name the providers take (OpenAI's limit; Anthropic's is higher).
+NAME_LIMIT: Final = 64
+_NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]")
 #: The first wait before a failed server is started again; it doubles up to `BACKOFF_MAX`.
 BACKOFF_FIRST: Final = 1.0
 BACKOFF_MAX: Final = 60.0
@@ -157,6 +161,8 @@ class McpServer:
     #: Set when the current connection ends (crash, garbage, closed): calls on it fail.
     gone: trio.Event = attrs.field(factory=trio.Event)
     inflight: list[_InFlight] = attrs.field(factory=list)
+    #: The server's own name of each tool, by the name the model calls it by.
+    names: dict[str, str] = attrs.field(factory=dict)
 
     def status(self) -> ServerStatus:
         """What `agentrt mcp list` shows of it."""
@@ -207,7 +213,7 @@ class McpClients:
                 schema.setdefault("properties", {})
                 specs.append(
                     ToolSpec(
-                        f"{name}{SEPARATOR}{tool.name}",
+                        exposed_name(name, tool.name),
                         tool.description or f"{tool.name} (from MCP server {name})",
                         schema,
                     )
@@ -222,11 +228,16 @@ class McpClients:
     def config_of(self, name: str) -> tuple[McpServerConfig, str]:
         """The server config and the server's own tool name of the tool called `name`."""
         server, _, tool = name.partition(SEPARATOR)
-        return self.servers[server].config, tool
+        found = self.servers[server]
+        return found.config, found.names.get(name, tool)
 
     def statuses(self) -> list[ServerStatus]:
         """Each server's status, in the order configured."""
         return [server.status() for server in self.servers.values()]
+
+    async def wait_changed(self) -> None:
+        """Return once any server's state has changed."""
+        await self._changed.wait()
 
     async def wait_settled(self) -> None:
         """Return once no server is starting (each is ready or has failed at least once)."""
@@ -251,8 +262,11 @@ class McpClients:
 
         server_name, _, tool = name.partition(SEPARATOR)
         server = self.servers[server_name]
-        while server.state is ServerState.STARTING:
-            await self._changed.wait()  # bounded by the server's startup_timeout
+        tool = server.names.get(name, tool)
+        # A server starting, or failed and about to start again, is waited for a while.
+        with trio.move_on_after(server.config.startup_timeout):
+            while server.state is not ServerState.READY:
+                await self._changed.wait()
         session = server.session
         if server.state is not ServerState.READY or session is None:
             why = f": {server.why}" if server.why else ""
@@ -272,6 +286,7 @@ class McpClients:
         server.inflight.append(entry)
         result: mcp_types.CallToolResult | None = None
         broken: str | None = None
+        failed: str | None = None
 
         report = progress
 
@@ -300,21 +315,21 @@ class McpClients:
                             tool, arguments, progress_callback=progressed
                         )
                 except trio.TooSlowError:
-                    raise McpCallError(
+                    failed = (
                         f"MCP server {server_name!r} did not answer within "
                         f"{server.config.timeout:g}s (its timeout); the call was cancelled"
-                    ) from None
+                    )
                 except mcp.MCPError as exc:
                     if gone.is_set():
                         broken = server.why or str(exc)
                     else:
-                        raise McpCallError(
-                            f"MCP server {server_name!r} refused the call: {exc}"
-                        ) from None
+                        failed = f"MCP server {server_name!r} refused the call: {exc}"
                 nursery.cancel_scope.cancel()
         finally:
             server.inflight.remove(entry)
             send.close()
+        if failed is not None:
+            raise McpCallError(failed)
         if broken is not None or result is None:
             raise McpCallError(
                 f"MCP server {server_name!r} broke during the call ({broken}); it may have "
@@ -376,7 +391,9 @@ class McpClients:
         start = log_file.tell()
 
         def last_words() -> str:
-            """The last line the server wrote to its log since it started, if any."""
+            """The last line the server wrote to its log if it died starting, else nothing."""
+            if server.state is ServerState.READY:
+                return ""
             try:
                 with log_path.open("rb") as f:
                     f.seek(start)
@@ -420,6 +437,7 @@ class McpClients:
                 )
                 return f"it did not {what} within {config.startup_timeout:g}s"
             server.tools = {tool.name: tool for tool in listed.tools}
+            server.names = {exposed_name(config.name, t): t for t in server.tools}
             server.session = session
             self._set(server, ServerState.READY, "")
             log.info("MCP server %s ready: %d tools", config.name, len(server.tools))
@@ -468,10 +486,11 @@ class McpClients:
             mine_send, mine_receive = anyio.create_memory_object_stream[Any](0)
 
             async def pump() -> None:
-                async with mine_send:
+                # Closing `read` on the way out frees the transport's reader, blocked on it.
+                async with read, mine_send:
                     async for item in read:
                         if isinstance(item, Exception):
-                            broke(f"it wrote something that is not MCP: {_short(_reason(item))}")
+                            broke(f"it wrote something that is not MCP: {_offending(item)}")
                             return
                         await mine_send.send(item)
                 broke(f"its connection closed (the server exited){exited()}")
@@ -536,6 +555,14 @@ class McpClients:
             log.warning("cannot write %s: %s", path, exc)
 
 
+def exposed_name(server: str, tool: str) -> str:
+    """``SERVER__tool`` as models take a tool's name: letters, digits, ``_`` and ``-``, 64 at most.
+
+    Any other character of the server's name for its tool becomes ``_``.
+    """
+    return f"{server}{SEPARATOR}{_NOT_IN_NAMES.sub('_', tool)}"[:NAME_LIMIT]
+
+
 def _http_transport(client: Any, url: str, headers: dict[str, str]) -> Any:
     """The streamable-HTTP transport to `url`, with `headers` on every request."""
     import httpx2  # the HTTP client the SDK's transport takes (a dependency of ``mcp``)
@@ -563,6 +590,17 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def _offending(exc: Exception) -> str:
+    """What a server wrote that is not MCP, as the SDK's parse error holds it (else the error)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            found = errors()[0].get("input")
+            if isinstance(found, str):
+                return repr(found if len(found) <= 80 else found[:77] + "...")
+    return _short(_reason(exc))
 
 
 def _reason(exc: BaseException) -> str:

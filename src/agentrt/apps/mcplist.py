@@ -60,7 +60,8 @@ def _line(status: ServerStatus) -> str:
         state = f"failed: {status.why}"
     elif status.state is ServerState.READY and status.transport == "stdio":
         state += " (sandboxed)" if status.sandboxed else " (NOT sandboxed)"
-    restarts = f", restarted {status.restarts} times" if status.restarts else ""
+    times = "once" if status.restarts == 1 else f"{status.restarts} times"
+    restarts = f", started again {times}" if status.restarts else ""
     line = f"  {status.name}  {status.transport}  {state}{restarts}"
     if status.tools:
         names = ", ".join(f"{status.name}__{t}" for t in status.tools)
