@@ -490,3 +490,100 @@ async def test_a_slow_call_is_cancelled_at_its_timeout_with_a_clear_error(
     ]
     assert (await wait_for_line(workdir / "mcp-record.txt", "cancelled ")).startswith("cancelled")
     assert ended.outcome is Outcome.FINISHED
+
+
+# -- elicitation --------------------------------------------------------------------------
+
+
+def answering(*replies: str) -> tuple[Callable[[Entry], Awaitable[Answer]], list[Entry]]:
+    """An answerer giving `replies` in turn (a secret's reply in `Answer.secret`), and what it saw."""
+    seen: list[Entry] = []
+    left = list(replies)
+
+    async def answer(entry: Entry) -> Answer:
+        seen.append(entry)
+        await trio.lowlevel.checkpoint()
+        reply = left.pop(0)
+        if entry.request.kind is RequestKind.SECRET:
+            return Answer("ok", secret=reply)
+        return Answer(reply)
+
+    return answer, seen
+
+
+async def test_an_elicitation_is_asked_field_by_field_and_accepted(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__greet", {}))
+    answer, seen = answering("accept", "Ada", "thirty", "36", "green", "yes")
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        ended, recorder = await run_answering(rt, SESSION, "go", answer)
+    asked = [(e.request.kind, e.request.prompt, e.request.choices, e.request.error) for e in seen]
+    assert asked == [
+        (
+            RequestKind.CONFIRM,
+            "MCP server fake asks: Who are you?",
+            ("accept", "decline", "cancel"),
+            None,
+        ),
+        (RequestKind.QUESTION, "Name (your name)", (), None),
+        (RequestKind.QUESTION, "Age", (), None),
+        (RequestKind.QUESTION, "Age", (), "'thirty' is not a whole number"),
+        (RequestKind.CONFIRM, "Colour", ("red", "green", "blue"), None),
+        (RequestKind.CONFIRM, "Subscribe", ("yes", "no"), None),
+    ]
+    assert results(recorder) == ["hello Ada, 36, green, subscribed"]
+    assert ended.outcome is Outcome.FINISHED
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_an_elicitation_declined_or_cancelled_tells_the_server_so(
+    tmp_path: Path, workdir: Path, action: str
+) -> None:
+    model = replay(tmp_path, ("fake__greet", {}))
+    answer, seen = answering(action)
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        _, recorder = await run_answering(rt, SESSION, "go", answer)
+    assert len(seen) == 1
+    assert results(recorder) == [f"greet: {action}"]
+
+
+async def test_a_password_field_is_asked_masked_from_a_terminal(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__login", {}))
+    answer, seen = answering("accept", "hunter2")
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        _, recorder = await run_answering(rt, SESSION, "go", answer)
+        messages = await rt.store.messages(SESSION)
+    assert [e.request.kind for e in seen] == [RequestKind.CONFIRM, RequestKind.SECRET]
+    assert seen[1].request.masked
+    assert results(recorder) == ["logged in with 7 characters"]
+    assert not any("hunter2" in m.message.content for m in messages.items)
+
+
+async def test_a_password_field_is_refused_over_a_chat_service(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__login", {}))
+    answer, seen = answering("accept")
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        recorder = Recorder()
+        async with trio.open_nursery() as nursery:
+
+            async def listen(task_status: trio.TaskStatus[None]) -> None:
+                with rt.registry.listen("tg-") as listener:
+                    task_status.started()
+                    while True:
+                        entry = await listener.claim()
+                        entry.answer(await answer(entry))
+
+            await nursery.start(listen)
+            with trio.fail_after(20):
+                await rt.executor.run("tg-42", "go", owner="t", emit=recorder)
+            nursery.cancel_scope.cancel()
+    assert [e.request.kind for e in seen] == [RequestKind.CONFIRM]
+    assert results(recorder)[0].startswith(
+        "error: refused: field 'Password' asks for a secret, which must not travel through a "
+        "chat service"
+    )

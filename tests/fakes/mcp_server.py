@@ -24,8 +24,8 @@ import json
 import os
 import sys
 import time
-from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -49,16 +49,10 @@ def echo(text: str) -> str:
     return f"echo: {text}"
 
 
-class Colour(StrEnum):
-    red = "red"
-    green = "green"
-    blue = "blue"
-
-
 class Greeting(BaseModel):
     name: str = Field(description="your name")
     age: int
-    colour: Colour
+    colour: Literal["red", "green", "blue"]
     subscribe: bool
 
 
@@ -70,22 +64,28 @@ async def greet(ctx: Context) -> str:
         return f"greet: {result.action}"
     data = result.data
     return (
-        f"hello {data.name}, {data.age}, {data.colour.value}, "
+        f"hello {data.name}, {data.age}, {data.colour}, "
         f"{'subscribed' if data.subscribe else 'not subscribed'}"
     )
 
 
-class Login(BaseModel):
-    password: str = Field(json_schema_extra={"format": "password"})
+#: A password field: the SDK's models allow no such format, so the schema is sent as it is.
+LOGIN_SCHEMA = {
+    "type": "object",
+    "properties": {"password": {"type": "string", "title": "Password", "format": "password"}},
+    "required": ["password"],
+}
 
 
 @app.tool()
 async def login(ctx: Context) -> str:
     """Log in, asking for a password."""
-    result = await ctx.elicit("Your password, please", Login)
-    if result.action != "accept":
+    result = await ctx.request_context.session.elicit_form(
+        "Your password, please", LOGIN_SCHEMA, related_request_id=ctx.request_id
+    )
+    if result.action != "accept" or result.content is None:
         return f"login: {result.action}"
-    return f"logged in with {len(result.data.password)} characters"
+    return f"logged in with {len(str(result.content['password']))} characters"
 
 
 @app.tool()

@@ -287,6 +287,7 @@ class McpClients:
         result: mcp_types.CallToolResult | None = None
         broken: str | None = None
         failed: str | None = None
+        refused: Exception | None = None
 
         report = progress
 
@@ -298,8 +299,17 @@ class McpClients:
             async with trio.open_nursery() as nursery:
 
                 async def answer_elicitations() -> None:
+                    nonlocal refused
                     async for elicitation, reply in receive:
-                        await reply.send(await ask(elicitation))
+                        try:
+                            answered = await ask(elicitation)
+                        except Exception as exc:
+                            # Raised as it is once the call is over (the server hears cancel).
+                            refused = exc
+                            await reply.send(("cancel", None))
+                            nursery.cancel_scope.cancel()
+                            return
+                        await reply.send(answered)
 
                 async def watch() -> None:
                     nonlocal broken
@@ -328,6 +338,8 @@ class McpClients:
         finally:
             server.inflight.remove(entry)
             send.close()
+        if refused is not None:
+            raise refused
         if failed is not None:
             raise McpCallError(failed)
         if broken is not None or result is None:

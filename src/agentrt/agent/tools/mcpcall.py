@@ -137,7 +137,7 @@ async def _field(
             ),
         )
         return answer.value == "yes"
-    if kind == "string" and field.get("format") == "password":
+    if kind == "string" and (field.get("format") == "password" or field.get("writeOnly")):
         if not origin_rules(agent.context.origin).takes_secrets:
             raise ToolRefused(
                 f"refused: field {title!r} asks for a secret, which must not travel through "
