@@ -536,6 +536,9 @@ _CHOICE_WORDS: Final = {
 
 def _takes(ask: AskFrame) -> str:
     """What an answer to `ask` may be, as the line that asks it says."""
+    if ask.kind is RequestKind.CONFIRM and set(ask.choices) - set(_CHOICE_WORDS):
+        # Choices that are not a permission's (an MCP elicitation's): typed as they are.
+        return "answer " + " or ".join(ask.choices)
     if ask.kind is RequestKind.CONFIRM:
         offered = [
             c for c in (ALLOW_ONCE, ALLOW_SESSION, DENY) if not ask.choices or c in ask.choices
@@ -572,6 +575,8 @@ def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer
     counts as a deny.
     """
     text = line.rstrip("\r\n")
+    if kind is RequestKind.CONFIRM and text.strip() in choices:
+        return Answer(text.strip())  # a choice typed as it is (an MCP elicitation's)
     if kind is RequestKind.CONFIRM:
         value = _CONFIRM_WORDS.get(text.strip().lower())
         if value is None or (choices and value not in choices):
