@@ -24,10 +24,10 @@ it is the ``agentrt[mcp]`` extra.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import enum
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -142,9 +142,17 @@ ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 @mutable(eq=False)
 class _InFlight:
-    """One call in flight on a server: where its elicitations go."""
+    """One call in flight on a server: how to stop it, and how its elicitations are asked."""
 
-    send: trio.MemorySendChannel[tuple[Elicitation, trio.MemorySendChannel[ElicitReply]]]
+    #: The call's own context: its elicitations are asked in a task that runs in it.
+    context: contextvars.Context
+    ask: Asker
+    #: The call's scope: cancelled when its server breaks.
+    scope: trio.CancelScope
+    #: The scopes of the tasks asking its elicitations: cancelled when the call ends.
+    asking: list[trio.CancelScope] = attrs.field(factory=list)
+    #: What asking raised (a refusal): raised by the call once it is over.
+    refused: Exception | None = None
 
 
 @mutable(eq=False)
@@ -195,6 +203,8 @@ class McpClients:
     servers: dict[str, McpServer] = attrs.field(init=False)
     #: Set whenever a server's state changes (then replaced).
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
+    #: Where the tasks asking elicitations run (the servers' nursery, while `run` runs).
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.servers = {name: McpServer(config) for name, config in self.configs.items()}
@@ -279,50 +289,24 @@ class McpClients:
                 f"{', '.join(server.tools) or 'none'}"
             )
         gone = server.gone
-        send, receive = trio.open_memory_channel[
-            tuple[Elicitation, trio.MemorySendChannel[ElicitReply]]
-        ](math.inf)
-        entry = _InFlight(send)
+        entry = _InFlight(contextvars.copy_context(), ask, trio.CancelScope())
         server.inflight.append(entry)
         result: mcp_types.CallToolResult | None = None
-        broken: str | None = None
         failed: str | None = None
-        refused: Exception | None = None
-
         report = progress
 
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if report is not None:
                 await report(progress, total, message)
 
+        # No task of its own: a server that breaks cancels `entry.scope`, and an elicitation
+        # is asked in a task started in this call's context (see `_elicitation_callback`).
         try:
-            async with trio.open_nursery() as nursery:
-
-                async def answer_elicitations() -> None:
-                    nonlocal refused
-                    async for elicitation, reply in receive:
-                        try:
-                            answered = await ask(elicitation)
-                        except Exception as exc:
-                            # Raised as it is once the call is over (the server hears cancel).
-                            refused = exc
-                            await reply.send(("cancel", None))
-                            nursery.cancel_scope.cancel()
-                            return
-                        await reply.send(answered)
-
-                async def watch() -> None:
-                    nonlocal broken
-                    await gone.wait()
-                    broken = server.why or "its connection closed"
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(answer_elicitations)
-                nursery.start_soon(watch)
+            with entry.scope:
                 try:
                     with trio.fail_after(server.config.timeout):
                         result = await session.call_tool(
-                            tool, arguments, progress_callback=progressed
+                            tool, arguments, progress_callback=progressed if report else None
                         )
                 except trio.TooSlowError:
                     failed = (
@@ -330,22 +314,25 @@ class McpClients:
                         f"{server.config.timeout:g}s (its timeout); the call was cancelled"
                     )
                 except mcp.MCPError as exc:
-                    if gone.is_set():
-                        broken = server.why or str(exc)
-                    else:
+                    if not gone.is_set():
                         failed = f"MCP server {server_name!r} refused the call: {exc}"
-                nursery.cancel_scope.cancel()
+        except trio.Cancelled as exc:
+            for scope in entry.asking:
+                scope.cancel(reason=exc.reason)  # the run's stop, with its cause
+            raise
         finally:
             server.inflight.remove(entry)
-            send.close()
-        if refused is not None:
-            raise refused
+            for scope in entry.asking:
+                scope.cancel()
+        if entry.refused is not None:
+            raise entry.refused
         if failed is not None:
             raise McpCallError(failed)
-        if broken is not None or result is None:
+        if result is None:
             raise McpCallError(
-                f"MCP server {server_name!r} broke during the call ({broken}); it may have "
-                "run in part, and the server is being started again"
+                f"MCP server {server_name!r} broke during the call "
+                f"({server.why or 'its connection closed'}); it may have run in part, and the "
+                "server is being started again"
             )
         text = result_text(result)
         if result.is_error:
@@ -363,6 +350,7 @@ class McpClients:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._write_status()
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             for server in self.servers.values():
                 nursery.start_soon(self._keep, server)
             task_status.started()
@@ -397,6 +385,8 @@ class McpClients:
                 why = reason
                 server.why = reason
                 server.gone.set()
+                for call in server.inflight:
+                    call.scope.cancel()
 
         log_path = self.folder / f"{config.name}.log"
         log_file = log_path.open("a", encoding="utf-8")
@@ -529,10 +519,27 @@ class McpClients:
                     code=mcp_types.INVALID_REQUEST,
                     message="only form elicitations are supported",
                 )
+            entry = server.inflight[0]
+            elicitation = Elicitation(server.config.name, params.message, schema)
             send, receive = trio.open_memory_channel[ElicitReply](1)
-            await server.inflight[0].send.send(
-                (Elicitation(server.config.name, params.message, schema), send)
-            )
+
+            async def asking() -> None:
+                async with send:
+                    with trio.CancelScope() as scope:
+                        entry.asking.append(scope)
+                        try:
+                            reply = await entry.ask(elicitation)
+                        except Exception as exc:
+                            # Raised by the call once it is over; the server hears cancel.
+                            entry.refused = exc
+                            entry.scope.cancel()
+                            reply = ("cancel", None)
+                        await send.send(reply)
+
+            # Started in the call's context: the question is the call's run's, routed as
+            # its questions are.
+            assert self._nursery is not None
+            entry.context.run(self._nursery.start_soon, asking)
             async with receive:
                 try:
                     action, content = await receive.receive()
