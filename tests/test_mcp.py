@@ -587,3 +587,33 @@ async def test_a_password_field_is_refused_over_a_chat_service(
         "error: refused: field 'Password' asks for a secret, which must not travel through a "
         "chat service"
     )
+
+
+# -- the lab --------------------------------------------------------------------------------
+
+
+@pytest.mark.deadline(240)
+def test_the_lab_stops_an_mcp_call_during_its_elicitation_with_every_cause_keeping_every_rule(
+    tmp_path: Path,
+) -> None:
+    model = replay(tmp_path, ("fake__greet", {}))
+    from agentrt.apps.lab import Conversation
+    from agentrt.apps.lab import Lab
+    from agentrt.config.mcp import parse_server
+
+    servers = {"fake": parse_server("fake", {"command": sys.executable, "args": [str(FAKE)]})}
+    answers = {
+        "MCP server fake asks: Who are you?": "accept",
+        "Name (your name)": "Ada",
+        "Age": "36",
+        "Colour": "green",
+        "Subscribe": "yes",
+    }
+    conversation = Conversation("hi", model.source, answers, mcp_servers=servers)
+    # The baseline's boundaries: the point where the elicitation's first question is saved.
+    boundaries = Lab(conversation, causes=("pause",), only=0).run().boundaries
+    asked = [b.index for b in boundaries if "MCP server fake asks" in b.label[2]]
+    assert asked, [b.label for b in boundaries]
+    report = Lab(conversation, only=asked[0]).run()
+    assert len(report.points) == 5  # every cause at that point
+    assert report.violations == []

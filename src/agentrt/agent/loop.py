@@ -235,6 +235,8 @@ class AgentRun:
     #: The calls of this run that began and have not ended, by id, with the state a stop now
     #: would leave each in (`_BEGUN`, `_RUNNING`, `_ASKING`, `_EFFECT`, `_FAILED`).
     _inflight: dict[str, CallState] = attrs.field(factory=dict, init=False)
+    #: The calls in flight whose recorded effect has begun (`begin_effect`).
+    _effects: set[str] = attrs.field(factory=set, init=False)
     #: The subagent runs of this task's run going on now, by journal key (see `stopped`).
     _children: dict[str, AgentRun] = attrs.field(factory=dict, init=False)
 
@@ -547,6 +549,7 @@ class AgentRun:
         await self._change(started)
         if call.id in self._inflight:
             self._inflight[call.id] = _EFFECT
+            self._effects.add(call.id)
 
     def attempt(self, call: ToolCall) -> int:
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""
@@ -658,6 +661,7 @@ class AgentRun:
     def _ended(self, call: ToolCall) -> None:
         """`call` ended (its result committed, or it parked): no stop interrupts it any more."""
         self._inflight.pop(call.id, None)
+        self._effects.discard(call.id)
 
     def _restored_call(self, call: ToolCall) -> ToolCall:
         """A call taken over from the snapshot, with the values its arguments stand for.
@@ -729,7 +733,8 @@ class AgentRun:
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
         before = self._inflight.get(call_id)
-        if before is not None:
+        if before is not None and call_id not in self._effects:
+            # (A question asked once the call's effect began, an MCP server's, leaves it so.)
             self._inflight[call_id] = _ASKING
         try:
             answer = await (self.root or self)._ask_recorded(shown, request)

@@ -68,6 +68,8 @@ BACKOFF_MAX: Final = 60.0
 BACKOFF_RESET: Final = 60.0
 #: Longest text of why a server failed, as `agentrt mcp list` shows it.
 WHY_LIMIT: Final = 500
+#: How long a call that ends waits for the questions of its elicitations to be withdrawn.
+ASKING_GONE_SECONDS: Final = 10.0
 #: Name of the file, in the MCP folder of the state dir, that holds the servers' states.
 STATUS_FILE: Final = "status.json"
 
@@ -151,6 +153,8 @@ class _InFlight:
     scope: trio.CancelScope
     #: The scopes of the tasks asking its elicitations: cancelled when the call ends.
     asking: list[trio.CancelScope] = attrs.field(factory=list)
+    #: Set by each of those tasks as it ends.
+    asked: list[trio.Event] = attrs.field(factory=list)
     #: What asking raised (a refusal): raised by the call once it is over.
     refused: Exception | None = None
 
@@ -324,6 +328,11 @@ class McpClients:
             server.inflight.remove(entry)
             for scope in entry.asking:
                 scope.cancel()
+            # What a withdrawn question writes reaches the store before the call (and so the
+            # run) has ended, as it does for a question asked in the run's own task.
+            with trio.CancelScope(shield=True), trio.move_on_after(ASKING_GONE_SECONDS):
+                for asked in entry.asked:
+                    await asked.wait()
         if entry.refused is not None:
             raise entry.refused
         if failed is not None:
@@ -523,18 +532,27 @@ class McpClients:
             elicitation = Elicitation(server.config.name, params.message, schema)
             send, receive = trio.open_memory_channel[ElicitReply](1)
 
+            done = trio.Event()
+            entry.asked.append(done)
+            # Made here, entered by the task: a call that ends before the task starts still
+            # cancels it.
+            scope = trio.CancelScope()
+            entry.asking.append(scope)
+
             async def asking() -> None:
-                async with send:
-                    with trio.CancelScope() as scope:
-                        entry.asking.append(scope)
-                        try:
-                            reply = await entry.ask(elicitation)
-                        except Exception as exc:
-                            # Raised by the call once it is over; the server hears cancel.
-                            entry.refused = exc
-                            entry.scope.cancel()
-                            reply = ("cancel", None)
-                        await send.send(reply)
+                try:
+                    async with send:
+                        with scope:
+                            try:
+                                reply = await entry.ask(elicitation)
+                            except Exception as exc:
+                                # Raised by the call once it is over; the server hears cancel.
+                                entry.refused = exc
+                                entry.scope.cancel()
+                                reply = ("cancel", None)
+                            await send.send(reply)
+                finally:
+                    done.set()
 
             # Started in the call's context: the question is the call's run's, routed as
             # its questions are.
