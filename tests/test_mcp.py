@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -41,6 +43,7 @@ from agentrt import open_runtime
 from agentrt.agent.mcp import McpClients
 from agentrt.agent.mcp import ServerState
 from agentrt.agent.mcp import exposed_name
+from agentrt.config.keystore import KeyStore
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
 from agentrt.models.providers import AnthropicModel
@@ -617,3 +620,39 @@ def test_the_lab_stops_an_mcp_call_during_its_elicitation_with_every_cause_keepi
     report = Lab(conversation, only=asked[0]).run()
     assert len(report.points) == 5  # every cause at that point
     assert report.violations == []
+
+
+# -- streamable HTTP ----------------------------------------------------------------------
+
+
+async def test_an_http_server_gets_its_headers_with_keys_from_the_key_store(
+    tmp_path: Path, workdir: Path, nursery: trio.Nursery
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "s3cret-token-4f1a"
+    env = {**os.environ, "FAKE_MCP_TOKEN": token}
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(FAKE), "http", str(port)], env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        KeyStore.for_state_dir(tmp_path / "state").put("TRACKER_TOKEN", token)
+        model = replay(tmp_path, ("tracker__authorized", {}))
+        config = (
+            "[mcp.servers.tracker]\n"
+            f'url = "http://127.0.0.1:{port}/mcp"\n'
+            'headers = { Authorization = "Bearer ${TRACKER_TOKEN}" }\n'
+            "trust = true\n"
+        )
+        async with mcp_runtime(tmp_path, workdir, config, model) as rt:
+            tracker = clients_of(rt).servers["tracker"]
+            with trio.fail_after(30):  # (started again until the server listens)
+                while tracker.state is not ServerState.READY:
+                    await clients_of(rt).wait_changed()
+            assert clients_of(rt).statuses()[0].transport == "http"
+            _, recorder = await run_answering(rt, SESSION, "go", allow)
+        assert results(recorder) == ["authorized"]
+    finally:
+        server.kill()
+        await server.wait()

@@ -15,7 +15,10 @@ Run as ``python tests/fakes/mcp_server.py [FAULT]``. Its tools:
 FAULT ``no-init`` makes a server that reads its input and never answers
 (``initialize`` included); FAULT ``garbage`` one that starts as a server should
 (by hand: the SDK's server keeps stray output off the wire) and answers its
-one tool's call, ``garbage``, with a line that is not JSON-RPC.
+one tool's call, ``garbage``, with a line that is not JSON-RPC. ``http PORT``
+serves the same tools over streamable HTTP on loopback, and one more,
+``authorized``, which says whether the request carried the bearer token
+``FAKE_MCP_TOKEN`` names.
 """
 
 from __future__ import annotations
@@ -111,6 +114,13 @@ async def crash() -> str:
     os._exit(3)
 
 
+async def authorized(ctx: Context) -> str:
+    """Whether the request carried ``Authorization: Bearer $FAKE_MCP_TOKEN`` (HTTP only)."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization") if request is not None else None
+    return "authorized" if header == f"Bearer {os.environ['FAKE_MCP_TOKEN']}" else "unauthorized"
+
+
 def _never_answer() -> None:
     print("fake MCP server: reading, never answering", file=sys.stderr, flush=True)
     for _ in sys.stdin:
@@ -147,6 +157,9 @@ if __name__ == "__main__":
         _never_answer()
     elif sys.argv[1:] == ["garbage"]:
         _garbage()
+    elif sys.argv[1:2] == ["http"]:
+        app.tool()(authorized)
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         print("fake MCP server: up", file=sys.stderr, flush=True)
         app.run()
