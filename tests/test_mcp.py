@@ -48,6 +48,7 @@ from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
 from agentrt.models.providers import AnthropicModel
 from agentrt.models.providers import OpenAIModel
+from agentrt.vocab.events import ToolProgressEvent
 
 from . import cli_process
 from .conftest import Collect
@@ -656,3 +657,21 @@ async def test_an_http_server_gets_its_headers_with_keys_from_the_key_store(
     finally:
         server.kill()
         await server.wait()
+
+
+# -- progress ------------------------------------------------------------------------------
+
+
+async def test_a_servers_progress_notifications_become_progress_events(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = replay(tmp_path, ("fake__slow", {"seconds": 0}))
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        _, recorder = await run_answering(rt, SESSION, "go", allow)
+    progress = [
+        (e.call_id, e.name, e.progress, e.total, e.message) for e in recorder.of(ToolProgressEvent)
+    ]
+    assert progress == [("c0", "fake__slow", float(n), 3.0, f"step {n}") for n in range(3)]
+    # Each before the call's result.
+    kinds = [type(e) for e in recorder.events if isinstance(e, ToolProgressEvent | ToolResultEvent)]
+    assert kinds == [ToolProgressEvent] * 3 + [ToolResultEvent]

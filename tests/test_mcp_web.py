@@ -45,15 +45,19 @@ def answer_the_elicitation(page: Page, site: Site) -> str:
     expect(card.locator(".prompt")).to_have_text("Subscribe")
     card.get_by_role("button", name="yes", exact=True).click()
     expect(page.locator("#log .msg.status").last).to_have_text("finished")
+    # The next call's progress notifications, each a line of the log.
+    expect(page.locator("#log .msg.progress")).to_have_text(
+        [f"… fake__slow: {n}/3 ({round(100 * n / 3)}%) step {n}" for n in range(3)]
+    )
     return page.locator("#session-title").inner_text()
 
 
 async def test_an_elicitation_is_answered_on_the_web_page(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    model = replay(tmp_path, ("fake__greet", {}))
+    model = replay(tmp_path, ("fake__greet", {}), ("fake__slow", {"seconds": 0}))
     async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
         session = await in_browser(rt, answer_the_elicitation, viewport=DESKTOP)
         messages = await rt.store.messages(session)
     tool_results = [m.message.content for m in messages.items if m.message.role.value == "tool"]
-    assert tool_results == ["hello Ada, 36, green, subscribed"]
+    assert tool_results == ["hello Ada, 36, green, subscribed", "slept 0s"]

@@ -10,7 +10,7 @@ from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
 
 def test_an_elicitation_is_answered_inline_field_by_field(world: World) -> None:  # noqa: F811
-    model = replay(world.root, ("fake__greet", {}))
+    model = replay(world.root, ("fake__greet", {}), ("fake__slow", {"seconds": 0}))
     config = world.root / "xdg" / "agentrt" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(f'model = "{model.source}"\n' + server_table("fake", "trust = true"))
@@ -36,3 +36,8 @@ def test_an_elicitation_is_answered_inline_field_by_field(world: World) -> None:
     term.wait_for(r"\? Subscribe", "the boolean field")
     term.keys("1")
     term.wait_for(r"hello Ada, 36, green, subscribed", "the server's answer")
+    # The next call's progress notifications, each a line, before its result.
+    screen = term.wait_for(r"fake__slow: slept 0s", "the slow call's result")
+    steps = [f"fake__slow: {n}/3 ({n / 3:.0%}) step {n}" for n in range(3)]
+    at = [screen.index(step) for step in steps]
+    assert at == sorted(at) and at[-1] < screen.index("fake__slow: slept 0s")

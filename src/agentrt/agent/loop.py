@@ -70,6 +70,7 @@ from ..vocab.events import ReasoningEvent
 from ..vocab.events import TextEvent
 from ..vocab.events import ToolCallDeltaEvent
 from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolProgressEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
@@ -554,6 +555,15 @@ class AgentRun:
     def attempt(self, call: ToolCall) -> int:
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""
         return self.snapshot.attempts_of(call.id) + 1
+
+    async def progress(
+        self, call: ToolCall, progress: float, total: float | None, message: str
+    ) -> None:
+        """Tell the run's front-ends how far `call` has got (its message redacted and clamped)."""
+        said = clamp(self.config.redactor.redact(message), EVENT_STRING_LIMIT)
+        await self.emit(
+            ToolProgressEvent(self.task_hash, call.id, call.name, progress, total, said, self.agent)
+        )
 
     def describe(self, call: ToolCall, prompt: str) -> str:
         """`prompt` with a warning when an earlier attempt at `call` may already have run."""

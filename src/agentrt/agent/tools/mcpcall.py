@@ -73,8 +73,11 @@ async def call_mcp_tool(agent: ToolRun, call: ToolCall, clients: McpClients) -> 
     async def ask(elicitation: Elicitation) -> ElicitReply:
         return await _elicit(agent, call, elicitation)
 
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        await agent.progress(call, done, total, message or "")
+
     try:
-        return await clients.call(call.name, dict(call.arguments), ask=ask)
+        return await clients.call(call.name, dict(call.arguments), ask=ask, progress=progress)
     except McpCallError as exc:
         raise ToolError(str(exc)) from None
 
