@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
@@ -188,7 +190,9 @@ async def test_a_servers_tools_are_offered_as_name__tool_with_their_schemas(
         specs = {spec.name: spec for spec in clients_of(rt).specs()}
         status = clients_of(rt).statuses()[0]
     assert status.state is ServerState.READY
-    assert set(specs) == {f"fake__{t}" for t in ("echo", "greet", "login", "slow", "crash")}
+    assert set(specs) == {
+        f"fake__{t}" for t in ("echo", "greet", "login", "slow", "touch", "crash")
+    }
     echo = specs["fake__echo"]
     assert echo.description == "Say the text back."
     assert echo.parameters["properties"]["text"]["type"] == "string"
@@ -269,7 +273,9 @@ def test_mcp_list_without_a_daemon_starts_each_server_to_look(
     lines = done.stdout.splitlines()
     assert lines[0] == "MCP servers (started here to look: no daemon is running):"
     assert lines[1].startswith("  fake  stdio  ready (")
-    assert lines[2] == "    5 tools: fake__echo, fake__greet, fake__login, fake__slow, fake__crash"
+    assert lines[2] == (
+        "    6 tools: fake__echo, fake__greet, fake__login, fake__slow, fake__touch, fake__crash"
+    )
     # (started again meanwhile, it may say how often)
     assert lines[3].startswith("  mute  stdio  failed: it did not answer initialize within 1s")
     assert lines[4].startswith("  gone  stdio  failed: its connection closed (the server exited): ")
@@ -675,3 +681,49 @@ async def test_a_servers_progress_notifications_become_progress_events(
     # Each before the call's result.
     kinds = [type(e) for e in recorder.events if isinstance(e, ToolProgressEvent | ToolResultEvent)]
     assert kinds == [ToolProgressEvent] * 3 + [ToolResultEvent]
+
+
+# -- the sandbox ------------------------------------------------------------------------------
+
+
+async def test_a_stdio_server_runs_in_the_sandbox_unless_its_entry_says_not(
+    tmp_path: Path, workdir: Path
+) -> None:
+    # Outside the private /tmp a sandboxed process gets, so what it writes would be seen here.
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        await sandboxed_or_not(tmp_path, workdir, folder / "outside.txt")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def sandboxed_or_not(tmp_path: Path, workdir: Path, outside: Path) -> None:
+    inside = workdir / "inside.txt"
+    calls = (("fake__touch", {"path": str(outside)}), ("fake__touch", {"path": str(inside)}))
+    async with mcp_runtime(
+        tmp_path, workdir, server_table("fake", "trust = true"), replay(tmp_path, *calls)
+    ) as rt:
+        if not rt.executor.config.sandbox.enforced:
+            pytest.fail(f"no sandbox here: {rt.executor.config.sandbox.why}")
+        assert clients_of(rt).statuses()[0].sandboxed
+        _, recorder = await run_answering(rt, SESSION, "go", allow)
+    assert results(recorder) == ["cannot: Read-only file system", f"touched {inside}"]
+    assert not await trio.Path(outside).exists()
+    assert await trio.Path(inside).exists()
+    # With sandbox = false it has the user's full access; a chat session may not use it.
+    await trio.Path(inside).unlink()
+    async with mcp_runtime(
+        tmp_path,
+        workdir,
+        server_table("fake", "trust = true", "sandbox = false"),
+        replay(tmp_path, *calls),
+    ) as rt:
+        assert not clients_of(rt).statuses()[0].sandboxed
+        _, recorder = await run_answering(rt, "cli-unconfined", "go", allow)
+        refused = Recorder()
+        with trio.fail_after(20):
+            await rt.executor.run("chat-1", "go", owner="t", emit=refused)
+    assert results(recorder) == [f"touched {outside}", f"touched {inside}"]
+    assert results(refused)[0].startswith(
+        "error: refused: MCP server 'fake' runs outside the sandbox"
+    )

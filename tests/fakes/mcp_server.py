@@ -10,6 +10,7 @@ Run as ``python tests/fakes/mcp_server.py [FAULT]``. Its tools:
   ``cancelled`` (when a ``notifications/cancelled`` reached it) or ``finished``
   to the file named by ``FAKE_MCP_RECORD`` (default ``mcp-record.txt`` in its
   working folder), one line each, with the request's id.
+- ``touch(path)``: creates a file, or says why it cannot.
 - ``crash()``: the process exits in the middle of the call.
 
 FAULT ``no-init`` makes a server that reads its input and never answers
@@ -105,6 +106,16 @@ async def slow(seconds: float, ctx: Context) -> str:
         raise
     _record(f"finished {request}")
     return f"slept {seconds:g}s"
+
+
+@app.tool()
+def touch(path: str) -> str:
+    """Create a file (to see where the server may write)."""
+    try:
+        Path(path).write_text("touched\n")
+    except OSError as exc:
+        return f"cannot: {exc.strerror}"
+    return f"touched {path}"
 
 
 @app.tool()
