@@ -727,3 +727,25 @@ async def sandboxed_or_not(tmp_path: Path, workdir: Path, outside: Path) -> None
     assert results(refused)[0].startswith(
         "error: refused: MCP server 'fake' runs outside the sandbox"
     )
+
+
+async def test_without_the_sdk_every_server_says_how_to_install_it_and_runs_go_on(
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a)
+    )
+    model = replay(tmp_path, ("fake__echo", {"text": "x"}))
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
+        status = clients_of(rt).statuses()[0]
+        # At once: no start is coming to wait for.
+        ended, recorder = await run_answering(rt, SESSION, "go", allow, limit=5)
+    why = "the MCP SDK is not installed: pip install 'agentrt[mcp]'"
+    assert (status.state, status.why) == (ServerState.FAILED, why)
+    assert results(recorder) == [
+        f"error: MCP server 'fake' is failed: {why}; the call was not made"
+    ]
+    assert ended.outcome is Outcome.FINISHED

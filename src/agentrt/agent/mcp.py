@@ -207,6 +207,8 @@ class McpClients:
     servers: dict[str, McpServer] = attrs.field(init=False)
     #: Set whenever a server's state changes (then replaced).
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
+    #: Why no server can start here at all (the SDK is missing), once `run` has looked.
+    _missing: str | None = attrs.field(default=None, init=False)
     #: Where the tasks asking elicitations run (the servers' nursery, while `run` runs).
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
@@ -279,7 +281,7 @@ class McpClients:
         tool = server.names.get(name, tool)
         # A server starting, or failed and about to start again, is waited for a while.
         with trio.move_on_after(server.config.startup_timeout):
-            while server.state is not ServerState.READY:
+            while server.state is not ServerState.READY and self._missing is None:
                 await self._changed.wait()
         session = server.session
         if server.state is not ServerState.READY or session is None:
@@ -358,6 +360,14 @@ class McpClients:
         """
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._write_status()
+        missing = self._missing = sdk_missing()
+        if missing is not None:
+            # Said of every server, and nothing else stops: the rest of agentrt goes on.
+            for server in self.servers.values():
+                self._set(server, ServerState.FAILED, missing)
+            log.warning("MCP servers not started: %s", missing)
+            task_status.started()
+            await trio.sleep_forever()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for server in self.servers.values():
@@ -590,6 +600,15 @@ class McpClients:
             temporary.replace(path)
         except OSError as exc:
             log.warning("cannot write %s: %s", path, exc)
+
+
+def sdk_missing() -> str | None:
+    """Why the MCP SDK cannot be used here (it is not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        return "the MCP SDK is not installed: pip install 'agentrt[mcp]'"
+    return None
 
 
 def exposed_name(server: str, tool: str) -> str:
