@@ -287,7 +287,8 @@ class McpClients:
         if server.state is not ServerState.READY or session is None:
             why = f": {server.why}" if server.why else ""
             raise McpCallError(
-                f"MCP server {server_name!r} is {server.state.value}{why}; the call was not made"
+                f"MCP server {server_name!r} is not ready ({server.state.value}{why}); "
+                "the call was not made"
             )
         if tool not in server.tools:
             raise McpCallError(
