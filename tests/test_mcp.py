@@ -19,11 +19,13 @@ import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from jsonschema import Draft202012Validator
@@ -48,6 +50,10 @@ from agentrt.agent.mcp import exposed_name
 from agentrt.config.keystore import KeyStore
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import load_settings
+from agentrt.models.messages import ModelResponse
+from agentrt.models.messages import OnDelta
+from agentrt.models.messages import Role
+from agentrt.models.messages import ToolSpec
 from agentrt.models.providers import AnthropicModel
 from agentrt.models.providers import OpenAIModel
 from agentrt.vocab.events import ToolProgressEvent
@@ -752,3 +758,53 @@ async def test_without_the_sdk_every_server_says_how_to_install_it_and_runs_go_o
         f"error: MCP server 'fake' is not ready (failed: {why}); the call was not made"
     ]
     assert ended.outcome is Outcome.FINISHED
+
+
+@attrs.define
+class ByTask:
+    """A model that plays the replay of each task's text (the first user message)."""
+
+    models: dict[str, ReplayModel]
+
+    @property
+    def name(self) -> str:
+        return "replay by task"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
+    ) -> ModelResponse:
+        task = next(m.content for m in messages if m.role is Role.USER)
+        return await self.models[task].complete(messages, tools, on_delta)
+
+
+async def test_a_crash_mid_call_leaves_a_run_on_another_server_and_one_on_the_same_going(
+    tmp_path: Path, workdir: Path
+) -> None:
+    # Three runs: one whose call crashes its server and one at the same time on another
+    # server, then one on the same server once it is back.
+    plays: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "crash": [("fake__crash", {})],
+        "other": [("other__slow", {"seconds": 1})],
+        "after": [("fake__echo", {"text": "back"})],
+    }
+    models: dict[str, ReplayModel] = {}
+    for task, calls in plays.items():
+        folder = tmp_path / task
+        folder.mkdir()
+        models[task] = replay(folder, *calls)
+    config = server_table("fake", "trust = true") + server_table("other", "trust = true")
+    async with mcp_runtime(tmp_path, workdir, config) as rt:
+        rt.executor.model = ByTask(models)
+        ended: dict[str, tuple[RunEnded, Recorder]] = {}
+
+        async def run(task: str) -> None:
+            ended[task] = await run_answering(rt, f"cli-{task}", task, allow, limit=30)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "other")
+            nursery.start_soon(run, "crash")
+        await run("after")
+    assert results(ended["crash"][1])[0].startswith("error: MCP server 'fake' broke during")
+    assert results(ended["other"][1]) == ["slept 1s"]
+    assert results(ended["after"][1]) == ["echo: back"]
+    assert all(e.outcome is Outcome.FINISHED for e, _ in ended.values())
