@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 from jsonschema import Draft202012Validator
 
 from agentrt import ALLOW_ONCE
@@ -808,3 +809,26 @@ async def test_a_crash_mid_call_leaves_a_run_on_another_server_and_one_on_the_sa
     assert results(ended["other"][1]) == ["slept 1s"]
     assert results(ended["after"][1]) == ["echo: back"]
     assert all(e.outcome is Outcome.FINISHED for e, _ in ended.values())
+
+
+async def test_a_failing_server_is_started_again_after_1_2_4_seconds_up_to_a_minute(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from agentrt.agent.sandbox import Sandbox
+    from agentrt.config.mcp import parse_server
+
+    servers = {"gone": parse_server("gone", {"command": str(tmp_path / "no-such-program")})}
+    clients = McpClients(servers, tmp_path / "mcp", tmp_path, sandbox=Sandbox.off())
+    failed_at: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(clients.run)
+        gone = clients.servers["gone"]
+        while len(failed_at) < 9:
+            await clients.wait_changed()
+            if gone.state is ServerState.FAILED:
+                failed_at.append(trio.current_time())
+        nursery.cancel_scope.cancel()
+    start = failed_at[0]
+    assert [round(t - start) for t in failed_at] == [0, 1, 3, 7, 15, 31, 63, 123, 183]
+    assert gone.why.startswith("cannot start it: ")
+    assert gone.restarts == 8
