@@ -832,3 +832,39 @@ async def test_a_failing_server_is_started_again_after_1_2_4_seconds_up_to_a_min
     assert [round(t - start) for t in failed_at] == [0, 1, 3, 7, 15, 31, 63, 123, 183]
     assert gone.why.startswith("cannot start it: ")
     assert gone.restarts == 8
+
+
+async def test_a_result_is_redacted_and_clamped_in_the_kept_task_as_a_built_in_tools(
+    tmp_path: Path, workdir: Path
+) -> None:
+    secret = "canary-7f3a9b2e-mcp"
+    big = "x" * (64 * 1024)
+    # Two calls of one round: a secret echoed back, and a result over the 32 KiB limit; the
+    # run is paused in its next round, so the task is kept with both results.
+    path = tmp_path / "replay.json"
+    calls = [
+        {"id": "s", "name": "fake__echo", "arguments": {"text": secret}},
+        {"id": "b", "name": "fake__echo", "arguments": {"text": big}},
+    ]
+    turns = [
+        {"tool_calls": calls},
+        {"tool_calls": [{"id": "w", "name": "fake__slow", "arguments": {"seconds": 600}}]},
+    ]
+    path.write_text(json.dumps({"turns": turns}))
+    async with mcp_runtime(
+        tmp_path, workdir, server_table("fake", "trust = true"), ReplayModel.from_file(path)
+    ) as rt:
+        rt.executor.config.secrets.put("mcp_token", secret)
+        recorder = Recorder()
+        async with trio.open_nursery() as nursery:
+            info = await nursery.start(
+                partial(rt.executor.run, SESSION, "go", owner="t", emit=recorder)
+            )
+            await wait_for_line(workdir / "mcp-record.txt", "started ")
+            rt.executor.cancel(info.task_hash, Cause.PAUSE)
+        task = await rt.store.load(SESSION)
+    assert task is not None
+    kept = {m.tool_call_id: m.content for m in task.transcript if m.role is Role.TOOL}
+    assert kept["s"] == "echo: [secret mcp_token]"
+    assert "elided" in kept["b"] and len(kept["b"].encode()) <= 32 * 1024
+    assert all(secret not in e.preview for e in recorder.of(ToolResultEvent))
