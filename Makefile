@@ -10,6 +10,9 @@ PEERS_STAMP := $(PEERS)/.installed
 # own (its packages conflict with the project's pins; see constraints-litellm.txt).
 LITELLM       ?= .venv-litellm
 LITELLM_STAMP := $(LITELLM)/.installed
+# Two MCP servers from PyPI the tests run through a daemon, in a virtualenv of their own.
+MCP_SERVERS       ?= .venv-mcp-servers
+MCP_SERVERS_STAMP := $(MCP_SERVERS)/.installed
 
 .PHONY: run test lint typecheck unit bench bench-peers stress clean system-deps
 
@@ -28,6 +31,14 @@ $(LITELLM_STAMP): constraints-litellm.txt | $(LITELLM)/bin/python
 	$(LITELLM)/bin/pip install -q --upgrade pip
 	$(LITELLM)/bin/pip install -q -c constraints-litellm.txt 'litellm[proxy]'
 	touch $(LITELLM_STAMP)
+
+$(MCP_SERVERS)/bin/python:
+	$(PYTHON) -m venv $(MCP_SERVERS)
+
+$(MCP_SERVERS_STAMP): constraints-mcp-servers.txt | $(MCP_SERVERS)/bin/python
+	$(MCP_SERVERS)/bin/pip install -q --upgrade pip
+	$(MCP_SERVERS)/bin/pip install -q -c constraints-mcp-servers.txt mcp-server-time mcp-server-git
+	touch $(MCP_SERVERS_STAMP)
 
 ## run: start the terminal client on the embedded scripted model (starts a local daemon if none)
 run: $(STAMP)
@@ -53,11 +64,11 @@ typecheck: $(STAMP)
 # and browsers). `make unit TEST_JOBS=0` runs it in this process alone.
 TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
 
-unit: $(STAMP) $(LITELLM_STAMP)
+unit: $(STAMP) $(LITELLM_STAMP) $(MCP_SERVERS_STAMP)
 	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 ## test: install everything, then lint, type-check and run the whole suite
-test: $(STAMP) $(LITELLM_STAMP) system-deps lint typecheck unit
+test: $(STAMP) $(LITELLM_STAMP) $(MCP_SERVERS_STAMP) system-deps lint typecheck unit
 
 ## bench: benchmarks, each figure a ratio against a baseline measured in the same run
 bench: $(STAMP)
@@ -86,4 +97,4 @@ stress: $(STAMP)
 	$(BIN)/python -m stress
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(LITELLM) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) $(LITELLM) $(MCP_SERVERS) .mypy_cache .pytest_cache .ruff_cache

@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui).
+``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import trio
 from . import bench_commands
 from . import bench_core
 from . import bench_fleet
+from . import bench_mcp
 from . import bench_processes
 from . import bench_scale
 from . import bench_tui
@@ -48,6 +49,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
     "tui": bench_tui.run_all,
+    "mcp": lambda root: trio.run(bench_mcp.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -71,6 +73,7 @@ ORDER = (
     "answer_idle_1000",
     "sandboxed_sh",
     "fleet_takeover",
+    "mcp_call",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

@@ -287,3 +287,12 @@ def test_peers_comparison_says_how_to_install_the_peers(
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert peers.main([]) == 2
     assert "make bench-peers" in capsys.readouterr().err
+
+
+async def test_mcp_call_benchmark_calls_through_agentrt_and_bare(tmp_path: Path) -> None:
+    from benchmarks import bench_mcp
+
+    with trio.fail_after(60):
+        result = await bench_mcp.bench_mcp_call(tmp_path, rounds=2, batch=2)
+    _assert_measured(result, "mcp_call", 1.3)
+    assert "mcp_call" in ORDER

@@ -23,6 +23,7 @@ from agentrt.vocab.events import TaskStarted
 from agentrt.vocab.events import TextEvent
 from agentrt.vocab.events import ToolCallDeltaEvent
 from agentrt.vocab.events import ToolCallEvent
+from agentrt.vocab.events import ToolProgressEvent
 from agentrt.vocab.events import ToolResultEvent
 from agentrt.vocab.events import UsageEvent
 from agentrt.vocab.events import VerifyEvent
@@ -39,6 +40,7 @@ EXAMPLES: tuple[Event, ...] = (
     ToolCallDeltaEvent("t1", 0, "call_1", "write_file", '{"pa', ""),
     ToolCallEvent("t1", "call_1", "write_file", {"path": "a.txt"}, "", 2),
     ToolResultEvent("t1", "call_1", "write_file", "wrote 5 bytes", False, "sub1"),
+    ToolProgressEvent("t1", "call_1", "git__clone", 2.0, 5.0, "receiving objects", "sub1"),
     VerifyEvent("t1", False, 2, "wrong password"),
     UsageEvent("t1", 10, 5, 4, 1),
     RunEnded("t1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, "e", "q", True, "done"),

@@ -69,6 +69,7 @@ from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import ToolProgressFrame
 from agentrt.protocol.frames import ToolResultFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
@@ -118,6 +119,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     ToolCallDeltaFrame("t-1", 0, "c1", "write", '{"pa'),
     ToolCallFrame("t-1", "c1", "write", {"path": "/tmp/x", "n": [1, 2]}),
     ToolResultFrame("t-1", "c1", "write", "ok", ok=False),
+    ToolProgressFrame("t-1", "c1", "git__clone", 2.0, 5.0, "receiving objects"),
     UsageFrame("t-1", 10, 20),
     UsageFrame("t-1", 1200, 20, cache_read_tokens=1024, cache_creation_tokens=150),
     VerifyFrame("t-1", False, 2, "wrong password"),

@@ -53,6 +53,7 @@ from .protocol.frames import TaskFrame as TaskFrame
 from .protocol.frames import TextFrame as TextFrame
 from .protocol.frames import ToolCallDeltaFrame as ToolCallDeltaFrame
 from .protocol.frames import ToolCallFrame as ToolCallFrame
+from .protocol.frames import ToolProgressFrame as ToolProgressFrame
 from .protocol.frames import ToolResultFrame as ToolResultFrame
 from .protocol.frames import UsageFrame as UsageFrame
 from .protocol.frames import VerifyFrame as VerifyFrame
@@ -115,6 +116,7 @@ __all__ = [
     "TextFrame",
     "ToolCallDeltaFrame",
     "ToolCallFrame",
+    "ToolProgressFrame",
     "ToolResultFrame",
     "UsageFrame",
     "VerifyFrame",

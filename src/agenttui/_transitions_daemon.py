@@ -41,6 +41,7 @@ from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import ToolCallFrame
+from agentrt.protocol.frames import ToolProgressFrame
 from agentrt.protocol.frames import ToolResultFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
@@ -304,6 +305,23 @@ def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     return []
 
 
+def on_tool_progress(state: TuiState, frame: ToolProgressFrame) -> list[Action]:
+    """A tool call in flight says how far it has got: a line of the transcript."""
+    if not _ours(state, frame.task_hash):
+        return []
+    state.mark_shown()
+    state.add(EntryKind.INFO, progress_text(frame), frame.task_hash)
+    return []
+
+
+def progress_text(frame: ToolProgressFrame) -> str:
+    """``NAME: 2/5 (40%) receiving objects``, or ``NAME: 2`` with no total."""
+    done = f"{frame.progress:g}"
+    if frame.total:
+        done += f"/{frame.total:g} ({frame.progress / frame.total:.0%})"
+    return f"{frame.name}: {done} {frame.message}".rstrip()
+
+
 def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     """Token usage of one model response."""
     state.input_tokens += frame.input_tokens
@@ -558,6 +576,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     ToolCallDeltaFrame: on_tool_call_delta,
     ToolCallFrame: on_tool_call,
     ToolResultFrame: on_tool_result,
+    ToolProgressFrame: on_tool_progress,
     UsageFrame: on_usage,
     VerifyFrame: on_verify,
     EndedFrame: on_ended,

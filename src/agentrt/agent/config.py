@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -21,6 +22,9 @@ from .sandbox import tool_environment
 from .sudo import SudoVerifier
 from .sudo import Verifier
 from .toolproc import ToolLedger
+
+if TYPE_CHECKING:
+    from .mcp import McpClients
 
 
 def _paths(paths: Iterable[StrPath]) -> tuple[Path, ...]:
@@ -67,6 +71,8 @@ class AgentConfig:
     instructions: str = ""
     #: A file whose text follows `instructions` there (``instructions_file``), read at each run.
     instructions_file: Path | None = None
+    #: The MCP servers whose tools every model is offered (`agentrt.agent.mcp`), if any.
+    mcp: McpClients | None = None
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

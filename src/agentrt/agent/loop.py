@@ -72,6 +72,7 @@ from ..vocab.events import ReasoningEvent
 from ..vocab.events import TextEvent
 from ..vocab.events import ToolCallDeltaEvent
 from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolProgressEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
@@ -246,6 +247,8 @@ class AgentRun:
     #: The calls of this run that began and have not ended, by id, with the state a stop now
     #: would leave each in (`_BEGUN`, `_RUNNING`, `_ASKING`, `_EFFECT`, `_FAILED`).
     _inflight: dict[str, CallState] = attrs.field(factory=dict, init=False)
+    #: The calls in flight whose recorded effect has begun (`begin_effect`).
+    _effects: set[str] = attrs.field(factory=set, init=False)
     #: The subagent runs of this task's run going on now, by journal key (see `stopped`).
     _children: dict[str, AgentRun] = attrs.field(factory=dict, init=False)
 
@@ -290,7 +293,9 @@ class AgentRun:
                 )
             rounds += 1
             await self._tell_stops()
-            response = await self.model.complete(self._model_messages(), self.tools, self._on_delta)
+            response = await self.model.complete(
+                self._model_messages(), self._offered(), self._on_delta
+            )
             if response.usage is not None:
                 usage = response.usage
                 await self.emit(
@@ -323,7 +328,7 @@ class AgentRun:
     def system_prompt(self) -> SystemPrompt:
         """The run's system prompt, built once (it reads the project's AGENTS.md files)."""
         if self.prompt is None:
-            self.prompt = build_prompt(self.config, self.tools, self.started)
+            self.prompt = build_prompt(self.config, self._offered(), self.started)
         return self.prompt
 
     def _model_messages(self) -> list[Message]:
@@ -368,7 +373,7 @@ class AgentRun:
             scopes,
             self.uncommitted_words,
             error=error,
-            records_start=records_start,
+            records_start=self._records_start,
         )
 
     async def _on_delta(self, delta: ModelDelta) -> None:
@@ -565,10 +570,20 @@ class AgentRun:
         await self._change(started)
         if call.id in self._inflight:
             self._inflight[call.id] = _EFFECT
+            self._effects.add(call.id)
 
     def attempt(self, call: ToolCall) -> int:
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""
         return self.snapshot.attempts_of(call.id) + 1
+
+    async def progress(
+        self, call: ToolCall, progress: float, total: float | None, message: str
+    ) -> None:
+        """Tell the run's front-ends how far `call` has got (its message redacted and clamped)."""
+        said = clamp(self.config.redactor.redact(message), EVENT_STRING_LIMIT)
+        await self.emit(
+            ToolProgressEvent(self.task_hash, call.id, call.name, progress, total, said, self.agent)
+        )
 
     def describe(self, call: ToolCall, prompt: str) -> str:
         """`prompt` with a warning when an earlier attempt at `call` may already have run."""
@@ -627,7 +642,7 @@ class AgentRun:
         )
         ok = True
         state: CallState | None = None
-        self._inflight[call.id] = _BEGUN if records_start(call.name) else _RUNNING
+        self._inflight[call.id] = _BEGUN if self._records_start(call.name) else _RUNNING
         try:
             if call.id in self._restored:
                 call = self._restored_call(call)
@@ -672,6 +687,7 @@ class AgentRun:
     def _ended(self, call: ToolCall) -> None:
         """`call` ended (its result committed, or it parked): no stop interrupts it any more."""
         self._inflight.pop(call.id, None)
+        self._effects.discard(call.id)
 
     def _restored_call(self, call: ToolCall) -> ToolCall:
         """A call taken over from the snapshot, with the values its arguments stand for.
@@ -704,8 +720,23 @@ class AgentRun:
         return attrs.evolve(call, arguments=arguments, redaction=Redaction.NONE)
 
     async def _dispatch(self, call: ToolCall) -> str:
+        mcp = self.config.mcp
+        if mcp is not None and mcp.owns(call.name):
+            from .tools.mcpcall import call_mcp_tool
+
+            return await call_mcp_tool(self, call, mcp)
         tool = find(call.name)
         return await tool.parse(call).run(self, call)
+
+    def _offered(self) -> tuple[ToolSpec, ...]:
+        """The tools the model is offered: the built-in ones, then the MCP servers' ready ones."""
+        mcp = self.config.mcp
+        return offered_to(self.model) + (mcp.specs() if mcp is not None else ())
+
+    def _records_start(self, name: str) -> bool:
+        """Whether the tool `name` records its start before its effect (an MCP tool does)."""
+        mcp = self.config.mcp
+        return (mcp is not None and mcp.owns(name)) or records_start(name)
 
     # -- asking the human --------------------------------------------------
 
@@ -729,7 +760,8 @@ class AgentRun:
         for turns, index in _position.get():
             await turns.wait_for_those_before(index)
         before = self._inflight.get(call_id)
-        if before is not None:
+        if before is not None and call_id not in self._effects:
+            # (A question asked once the call's effect began, an MCP server's, leaves it so.)
             self._inflight[call_id] = _ASKING
         try:
             answer = await (self.root or self)._ask_recorded(shown, request)

@@ -193,6 +193,7 @@ COMMANDS: Final = (
     "config",
     "keys",
     "fleet",
+    "mcp",
     "daemon",
     "token",
     "lab",
@@ -389,6 +390,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         fstatus.add_argument("--json", action="store_true", help="print one JSON object")
 
+    if wanted("mcp"):
+        mcp = sub.add_parser(
+            "mcp",
+            help="the MCP servers whose tools the models are offered ([mcp.servers.NAME])",
+            description="MCP servers are configured in config.toml, one [mcp.servers.NAME] "
+            "table each (see docs/mcp.md); the daemon starts them and offers their tools as "
+            "NAME__tool.",
+        )
+        msub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
+        mlist = msub.add_parser(
+            "list",
+            parents=[shared_options(STATE_DIR, CONFIG)],
+            help="each server, its state (starting, ready, failed: why) and its tools; "
+            "without a daemon, each server is started here to look",
+        )
+        mlist.add_argument("--json", action="store_true", help="print one JSON object")
+
     sub.add_parser(
         "daemon",
         help="serve the terminal client over a Unix socket (see `agentrt daemon --help`); "
@@ -538,6 +556,9 @@ _CHOICE_WORDS: Final = {
 
 def _takes(ask: AskFrame) -> str:
     """What an answer to `ask` may be, as the line that asks it says."""
+    if ask.kind is RequestKind.CONFIRM and set(ask.choices) - set(_CHOICE_WORDS):
+        # Choices that are not a permission's (an MCP elicitation's): typed as they are.
+        return "answer " + " or ".join(ask.choices)
     if ask.kind is RequestKind.CONFIRM:
         offered = [
             c for c in (ALLOW_ONCE, ALLOW_SESSION, DENY) if not ask.choices or c in ask.choices
@@ -574,6 +595,8 @@ def parse_answer(kind: RequestKind, choices: Sequence[str], line: str) -> Answer
     counts as a deny.
     """
     text = line.rstrip("\r\n")
+    if kind is RequestKind.CONFIRM and text.strip() in choices:
+        return Answer(text.strip())  # a choice typed as it is (an MCP elicitation's)
     if kind is RequestKind.CONFIRM:
         value = _CONFIRM_WORDS.get(text.strip().lower())
         if value is None or (choices and value not in choices):
@@ -1495,6 +1518,10 @@ def _command(argv: list[str]) -> int:
             return _cmd_config(args, settings)
         if args.command == "fleet":
             return _cmd_fleet(args, settings)
+        if args.command == "mcp":
+            from .mcplist import cmd_mcp
+
+            return cmd_mcp(args, settings)
         command = {"run": _cmd_run, "sessions": _cmd_sessions}.get(args.command, _cmd_pending)
         return trio.run(command, args, settings)
     except BaseException as exc:

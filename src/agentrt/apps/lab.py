@@ -65,6 +65,8 @@ import attrs
 import trio
 import trio.testing
 
+from ..config.mcp import McpServerConfig
+from ..config.settings import read_config_file
 from ..core.cause import Cause
 from ..core.context import current_context
 from ..core.executor import ExecutorError
@@ -440,6 +442,8 @@ class Conversation:
     #: Answers to questions, by prompt; questions not named take `default_answer`.
     answers: dict[str, str] = attrs.field(factory=dict)
     default_answer: str = "yes"
+    #: MCP servers the runs use (each run starts them anew, as a process starting does).
+    mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
 
     def model(self) -> Model:
         if self.model_spec == "scripted":
@@ -490,12 +494,54 @@ async def _lab_runtime(root: Path, conversation: Conversation, trace: _Trace) ->
         # the file once it returns, and no fsync is waited for (the scratch store goes anyway).
         store._db.execute("PRAGMA synchronous=OFF")
         config = attrs.evolve(runtime.executor.config, shell_timeout=math.inf)
-        executor = attrs.evolve(runtime.executor, store=store, config=config)
-        lab = attrs.evolve(runtime, store=store, executor=executor)
         try:
-            yield lab
+            async with _mcp_servers(conversation, config) as mcp:
+                config = attrs.evolve(config, mcp=mcp)
+                executor = attrs.evolve(runtime.executor, store=store, config=config)
+                yield attrs.evolve(runtime, store=store, executor=executor)
         finally:
             await store.aclose()
+
+
+@asynccontextmanager
+async def _mcp_servers(conversation: Conversation, config: Any) -> Any:
+    """The conversation's MCP servers, started and ready (None when it has none).
+
+    On the mock clock a wait for a real process would jump to its deadline at
+    once: the servers' timeouts are lifted, as the shell's is.
+    """
+    if not conversation.mcp_servers:
+        yield None
+        return
+    from ..agent.mcp import McpClients
+    from ..agent.mcp import ServerState
+
+    servers = {
+        name: attrs.evolve(server, timeout=math.inf, startup_timeout=math.inf)
+        for name, server in conversation.mcp_servers.items()
+    }
+    clients = McpClients(
+        servers,
+        config.workdir.parent / "state" / "mcp",
+        config.workdir,
+        sandbox=config.sandbox,
+        hidden=config.hidden_paths,
+    )
+    failure: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(clients.run)
+        await clients.wait_settled()
+        failed = [s for s in clients.statuses() if s.state is not ServerState.READY]
+        if failed:
+            nursery.cancel_scope.cancel()
+            raise LabError(f"MCP server {failed[0].name} did not start: {failed[0].why}")
+        try:
+            yield clients
+        except BaseException as exc:
+            failure = exc  # raised again as it came, not in the nursery's group
+        nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 async def _drive(
@@ -1274,6 +1320,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="seed for --real-kills")
     parser.add_argument("--heatmap", type=Path, metavar="PNG", help="write a heatmap of the cost")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a configuration file whose [mcp.servers] the runs use (see docs/mcp.md); each "
+        "run starts them anew",
+    )
     return parser
 
 
@@ -1300,7 +1353,14 @@ def _main(argv: Sequence[str] | None) -> int:
         except LabError as exc:
             print(f"agentrt lab: {exc}", file=sys.stderr)
             return 2
-    conversation = Conversation(args.text, spec, answers)
+    servers: dict[str, McpServerConfig] = {}
+    if args.config is not None:
+        try:
+            servers = dict(read_config_file(args.config).values.get("mcp.servers") or {})
+        except ValueError as exc:
+            print(f"agentrt lab: {exc}", file=sys.stderr)
+            return 2
+    conversation = Conversation(args.text, spec, answers, mcp_servers=servers)
     causes = tuple(args.cause) if args.cause else CAUSES
 
     def progress(done: int, total: int) -> None:

@@ -55,6 +55,8 @@ from ..vocab.terms import SandboxMode
 from .keystore import KeyNameError
 from .keystore import KeyStore
 from .keystore import check_key_name
+from .mcp import McpServerConfig
+from .mcp import parse_servers
 
 if TYPE_CHECKING:
     from ..models.options import ModelOptions
@@ -453,6 +455,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "telegram": _BOT_KEYS,
     "discord": _BOT_KEYS,
     "timeouts": _TIMEOUT_KEYS,
+    "mcp": {"servers": parse_servers},
 }
 
 
@@ -671,6 +674,8 @@ class Settings:
     instructions: Value[str | None] = Value(None)
     #: A file whose text is sent after `instructions`, read again at the start of each run.
     instructions_file: Value[Path | None] = Value(None)
+    #: The MCP servers whose tools every model is offered (``[mcp.servers.NAME]``).
+    mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -882,6 +887,7 @@ def load_settings(
         timeout_values=timeout_values,
         instructions=file.get("instructions") or Value(None),
         instructions_file=_instructions_file(file),
+        mcp_servers=(file.get("mcp.servers") or Value({})).value,
     )
 
 

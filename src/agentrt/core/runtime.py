@@ -53,6 +53,7 @@ from .pending import Registry
 from .policy import AccessPolicy
 
 if TYPE_CHECKING:
+    from ..agent.mcp import McpClients
     from ..fleet.member import Fleet
     from ..models.options import ModelOptions
 
@@ -353,11 +354,31 @@ async def open_runtime(
             instructions=instructions or "",
             instructions_file=Path(instructions_file) if instructions_file is not None else None,
         )
+        if settings is not None and settings.mcp_servers:
+            config = attrs.evolve(config, mcp=_mcp_clients(settings, config, state_dir))
         registry = Registry()
         executor = Executor(
             registry=registry, store=opened, model=model, config=config, catalog=catalog
         )
         runtime = Runtime(state_dir, registry, opened, secrets, executor, model)
+        if config.mcp is not None:
+            # The servers start with the runtime and stop with it (a nursery of their own).
+            stopped: BaseException | None = None
+            async with trio.open_nursery() as servers:
+                await servers.start(config.mcp.run)
+                try:
+                    if not is_postgres(store):
+                        yield runtime
+                        return
+                    async with _fleet(opened, executor, registry, http) as fleet:
+                        yield attrs.evolve(runtime, fleet=fleet)
+                except BaseException as exc:
+                    stopped = exc  # raised again as it came, not in the nursery's group
+                finally:
+                    servers.cancel_scope.cancel()
+            if stopped is not None:
+                raise stopped
+            return
         if not is_postgres(store):
             yield runtime
             return
@@ -379,3 +400,41 @@ async def open_runtime(
             raise failure
     finally:
         await opened.aclose()
+
+
+def _mcp_clients(settings: Settings, config: AgentConfig, state_dir: Path) -> McpClients:
+    """The MCP servers of `settings`, confined as tool processes are (not started yet)."""
+    from ..agent.mcp import McpClients
+
+    keys = KeyStore.for_state_dir(state_dir)
+    return McpClients(
+        settings.mcp_servers,
+        state_dir / "mcp",
+        config.workdir,
+        sandbox=config.sandbox,
+        hidden=config.hidden_paths,
+        restricted=config.restricted_paths,
+        lookup=lambda name: keys.lookup(name)[1] or None,
+    )
+
+
+@asynccontextmanager
+async def _fleet(
+    opened: Store, executor: Executor, registry: Registry, http: str | None
+) -> AsyncIterator[Fleet]:
+    """This process in the fleet of the PostgreSQL store `opened`, while the block runs."""
+    from ..fleet.member import Fleet
+    from ..store.postgres import PgStore
+
+    assert isinstance(opened, PgStore)
+    failure: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        fleet = Fleet(opened, executor, registry, http=http)
+        await nursery.start(fleet.run)
+        try:
+            yield fleet
+        except BaseException as exc:
+            failure = exc
+        nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

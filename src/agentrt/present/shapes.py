@@ -33,6 +33,7 @@ from ..vocab.events import TaskStarted
 from ..vocab.events import TextEvent
 from ..vocab.events import ToolCallDeltaEvent
 from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolProgressEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
@@ -60,6 +61,7 @@ EVENT_TYPES: dict[type, str] = {
     ToolCallDeltaEvent: "tool_call_delta",
     ToolCallEvent: "tool_call",
     ToolResultEvent: "tool_result",
+    ToolProgressEvent: "tool_progress",
     VerifyEvent: "verify",
     UsageEvent: "usage",
     RunEnded: "run_ended",

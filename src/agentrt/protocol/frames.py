@@ -38,6 +38,7 @@ from ..vocab.events import TaskStarted
 from ..vocab.events import TextEvent
 from ..vocab.events import ToolCallDeltaEvent
 from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolProgressEvent
 from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
@@ -354,6 +355,13 @@ class ToolResultFrame(ToolResultEvent):
     TYPE: ClassVar[str] = "tool_result"
 
 
+class ToolProgressFrame(ToolProgressEvent):
+    """A tool call of run `task_hash` in flight says how far it has got."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = "tool_progress"
+
+
 class UsageFrame(UsageEvent):
     """Token usage of one model response of run `task_hash`."""
 
@@ -382,6 +390,7 @@ EventFrame = (
     | ToolCallDeltaFrame
     | ToolCallFrame
     | ToolResultFrame
+    | ToolProgressFrame
     | UsageFrame
     | VerifyFrame
     | EndedFrame

@@ -123,6 +123,20 @@ class ToolResultEvent:
 
 
 @record
+class ToolProgressEvent:
+    """A tool call in flight says how far it has got (an MCP server's progress notification)."""
+
+    task_hash: str
+    call_id: str
+    name: str
+    progress: float
+    #: The progress at the end, when the tool knows it.
+    total: float | None = None
+    message: str = ""
+    agent: str = ""
+
+
+@record
 class VerifyEvent:
     """The result of checking a password typed for a restricted path."""
 
@@ -175,6 +189,7 @@ Event = (
     | ToolCallDeltaEvent
     | ToolCallEvent
     | ToolResultEvent
+    | ToolProgressEvent
     | VerifyEvent
     | UsageEvent
     | RunEnded

@@ -549,6 +549,12 @@ const handlers = {
   tool_result(ev) {
     add(ev.session_id, "tool", `${ev.ok ? "✓" : "✗"} ${ev.name}: ${ev.preview}`);
   },
+  tool_progress(ev) {
+    // An MCP server's progress: "2/5 (40%) receiving objects", or the count alone.
+    let done = `${ev.progress}`;
+    if (ev.total) done += `/${ev.total} (${Math.round((100 * ev.progress) / ev.total)}%)`;
+    add(ev.session_id, "tool progress", `… ${ev.name}: ${done} ${ev.message}`.trimEnd());
+  },
   verify(ev) {
     add(ev.session_id, "status", ev.message);
   },

@@ -139,6 +139,12 @@ class ToolRun(Protocol):
         """Which attempt at `call` this is: 1 unless an earlier run started it already."""
         ...
 
+    async def progress(
+        self, call: ToolCall, progress: float, total: float | None, message: str
+    ) -> None:
+        """Tell the run's front-ends how far `call` has got."""
+        ...
+
     def resolve(self, path: str) -> Path:
         """A path argument resolved against the working directory; never the agent's state."""
         ...

@@ -574,10 +574,10 @@ class ChatBridge:
             log.info("%s: refused a button press from user %s", self.service, user)
             return ButtonReply(False, NOT_ALLOWED_BUTTON)
         question_id, _, code = data.partition(":")
-        choice = _CODE_CHOICES.get(code)
+        prompt = self._prompts.get(question_id)
+        choice = _CODE_CHOICES.get(code) or _other_choice(prompt, code)
         if choice is None or not question_id:
             return ButtonReply(False, ALREADY_ANSWERED)  # none of ours: forged, or garbled
-        prompt = self._prompts.get(question_id)
         if prompt is not None and prompt.chat != chat:
             return ButtonReply(False, "That button belongs to another chat.")
         if prompt is not None and prompt.kind is _PromptKind.ENTRY:
@@ -828,7 +828,10 @@ class ChatBridge:
             return None
         token = entry.id
         markdown = False
-        if request.kind is RequestKind.CONFIRM:
+        if request.kind is RequestKind.CONFIRM and set(request.choices) - set(_CHOICE_CODES):
+            text = f"❓ {request.prompt}"  # a choice that is not a permission (an elicitation's)
+            buttons = _buttons(entry.id, request.choices)
+        elif request.kind is RequestKind.CONFIRM:
             text = f"🔐 Allow this?\n{request.prompt}"
             buttons = _buttons(entry.id, request.choices or (ALLOW_ONCE, DENY))
             if request.diff:
@@ -957,12 +960,24 @@ def diff_block(diff: str, room: int) -> str:
 
 
 def _buttons(question_id: str, choices: Sequence[str]) -> list[Button]:
-    """The buttons of `choices`, each carrying the question's id and its choice."""
+    """The buttons of `choices`, each carrying the question's id and its choice.
+
+    A confirmation's choices have codes of their own; any other (an MCP
+    elicitation's) is carried as its place among the question's choices.
+    """
     return [
-        Button(CHOICE_LABELS.get(c, c), f"{question_id}:{_CHOICE_CODES[c]}")
-        for c in choices
-        if c in _CHOICE_CODES
+        Button(CHOICE_LABELS.get(c, c), f"{question_id}:{_CHOICE_CODES.get(c, f'c{n}')}")
+        for n, c in enumerate(choices)
     ]
+
+
+def _other_choice(prompt: _Prompt | None, code: str) -> str | None:
+    """The choice a ``cN`` code names among the choices of `prompt`'s live question, if any."""
+    if prompt is None or prompt.entry is None or not code[1:].isdigit() or code[:1] != "c":
+        return None
+    choices = prompt.entry.request.choices
+    index = int(code[1:])
+    return choices[index] if index < len(choices) else None
 
 
 def _sentence(text: str) -> str:
