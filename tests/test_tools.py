@@ -61,8 +61,8 @@ SPECS = (
     ),
     ToolSpec(
         "read_file",
-        "Read a text file: at most 2000 lines and 256 KiB a call; the result says when the "
-        "file goes on, and from which line to read on.",
+        "Read a text file: at most 2000 lines and 32,000 bytes a call; the result says when "
+        "the file goes on, and from which line to read on.",
         {
             "type": "object",
             "properties": {

@@ -57,8 +57,10 @@ _WRITER: Final = str(Path(_atomic.__file__).resolve())
 _SCANNER: Final = str(Path(_scan.__file__).resolve())
 #: The most lines one `read_file` call gives.
 READ_LINES: Final = 2000
-#: The most bytes one `read_file` call gives.
-READ_BYTES: Final = 256 * 1024
+#: The most bytes one `read_file` call gives (and `list_dir`, `glob`, `grep`), a note on
+#: what was left out aside: below the 32 KiB of a tool result a task keeps
+#: (`agentrt.vocab.clamp.TOOL_RESULT_LIMIT`), so a result is never elided in a kept task.
+READ_BYTES: Final = 32_000
 
 
 def _writer(path: Path, expect: str | None = None) -> list[str]:
@@ -353,7 +355,7 @@ class ReadFile(Tool):
 
     NAME: ClassVar = "read_file"
     DESCRIPTION: ClassVar = (
-        f"Read a text file: at most {READ_LINES} lines and {READ_BYTES // 1024} KiB a call; "
+        f"Read a text file: at most {READ_LINES} lines and {READ_BYTES:,} bytes a call; "
         "the result says when the file goes on, and from which line to read on."
     )
 
@@ -397,9 +399,9 @@ class ReadFile(Tool):
             return text  # the whole file, as it is
         note = f"[lines {first}-{last} of {total}"
         if cut and first == last:
-            note += f"; line {first} is longer than {READ_BYTES // 1024} KiB and was cut"
+            note += f"; line {first} is longer than {READ_BYTES:,} bytes and was cut"
         elif cut:
-            note += f"; cut at {READ_BYTES // 1024} KiB"
+            note += f"; cut at {READ_BYTES:,} bytes"
         if last < total:
             note += f"; read on with offset={last + 1}"
         return f"{text}{'' if text.endswith(chr(10)) else chr(10)}{note}]"

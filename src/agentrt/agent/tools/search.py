@@ -31,6 +31,7 @@ from .base import ToolRun
 from .base import argument
 from .base import check_confinable
 from .base import confine
+from .files import READ_BYTES
 from .files import run_scan
 from .files import scan_failure
 from .files import shown_path
@@ -42,7 +43,7 @@ GLOB_PATHS: Final = 500
 #: The most matching lines `grep` gives.
 GREP_MATCHES: Final = 200
 #: The most bytes (UTF-8) of any of their results, the note on what was left out aside.
-RESULT_BYTES: Final = 32 * 1024
+RESULT_BYTES: Final = READ_BYTES
 #: The most characters of one matching line `grep` shows.
 LINE_CHARS: Final = 300
 
