@@ -55,7 +55,8 @@ async def run(
     # In the order the calls were issued (they run side by side, and end in any order).
     order = [call.id for m in history for call in m.tool_calls]
     results = sorted(
-        (m for m in history if m.role.value == "tool"), key=lambda m: order.index(m.tool_call_id)
+        (m for m in history if m.role.value == "tool"),
+        key=lambda m: order.index(m.tool_call_id or ""),
     )
     return [m.content for m in results], asked
 
@@ -151,7 +152,10 @@ async def test_edit_of_a_missing_file_or_with_nothing_to_change_is_an_error(
 
 def test_the_nearest_match_is_the_window_of_lines_most_alike() -> None:
     text = "a = 1\nb = 2\nc = 3\nd = 4\n"
-    assert nearest_match(text, "b = 2\nc = 9") == (2, 3, pytest.approx(10 / 11))
+    near = nearest_match(text, "b = 2\nc = 9")
+    assert near is not None
+    assert near[:2] == (2, 3)
+    assert near[2] == pytest.approx(10 / 11)
     assert nearest_match(text, "zzzzzzzzzzzzzzzzzz") is None
 
 
