@@ -50,6 +50,7 @@ from agentrt import open_runtime
 from agentrt.agent.sudo import PrivilegedResult
 from agentrt.daemon import Daemon
 from agentrt.daemon import serve
+from agentrt.models.messages import Message
 from agentrt.models.messages import ModelDelta
 from agentrt.protocol.client import Client
 from agentrt.protocol.frames import ErrorFrame
@@ -588,6 +589,15 @@ async def run_answering(
             ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
         nursery.cancel_scope.cancel()
     return ended, recorder
+
+
+def results_in_call_order(history: Sequence[Message]) -> list[str]:
+    """The tool results of `history` in the order their calls were issued (a round's calls
+    run side by side and may end, and be saved, in any order)."""
+    order = [call.id for message in history for call in message.tool_calls]
+    results = [m for m in history if m.role.value == "tool"]
+    results.sort(key=lambda m: order.index(m.tool_call_id or ""))
+    return [m.content for m in results]
 
 
 def write_config(env: dict[str, str], text: str) -> Path:

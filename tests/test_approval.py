@@ -150,6 +150,39 @@ async def test_each_policy_asks_for_what_it_should(
 
 
 @pytest.mark.parametrize("policy", [a.value for a in Approval])
+async def test_edit_file_is_asked_about_exactly_as_write_file(
+    policy: str,
+    workdir: Path,
+    outside: Path,
+    under: Callable[[str], AbstractAsyncContextManager[Runtime]],
+) -> None:
+    (workdir / "a.txt").write_text("one\n")
+    (outside / "b.txt").write_text("one\n")
+    async with under(policy) as rt:
+        asked, _ = await run_recording(rt, "edit a.txt one two")
+        elsewhere, recorder = await run_recording(rt, f"edit {outside}/b.txt one two")
+    expected = WHAT_IS_ASKED[policy, "write in workdir"]
+    assert [e.request.kind for e in asked] == ([RequestKind.CONFIRM] if expected else [])
+    assert (workdir / "a.txt").read_text() == "two\n"
+    # Outside the working folder it is refused before anything is asked, as write_file is.
+    assert elsewhere == []
+    [result] = recorder.of(ToolResultEvent)
+    assert not result.ok and "outside the working folder" in result.preview
+    assert (outside / "b.txt").read_text() == "one\n"
+
+
+async def test_the_tools_that_only_read_are_never_asked_about(any_policy: Runtime) -> None:
+    workdir = any_policy.executor.config.workdir
+    (workdir / "a.txt").write_text("needle\n")
+    asked, recorder = await run_recording(
+        any_policy, "read a.txt 1 1; ls; glob '*.txt'; grep needle"
+    )
+    assert asked == []
+    results = recorder.of(ToolResultEvent)
+    assert len(results) == 4 and all(r.ok for r in results)
+
+
+@pytest.mark.parametrize("policy", [a.value for a in Approval])
 async def test_nothing_writes_outside_the_working_folder_under_any_policy(
     policy: str,
     outside: Path,

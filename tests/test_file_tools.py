@@ -33,6 +33,7 @@ from agentrt.agent.tools.files import nearest_match
 from agentrt.config.secrets import SecretStore
 from agentrt.vocab.clamp import TOOL_RESULT_LIMIT
 
+from .conftest import results_in_call_order
 from .conftest import run_answering
 
 _sessions = itertools.count()
@@ -51,14 +52,7 @@ async def run(
     session = f"cli-ft{next(_sessions)}"
     ended, _ = await run_answering(rt, session, text, give)
     assert ended.outcome is Outcome.FINISHED, ended
-    history = await rt.store.load_history(session)
-    # In the order the calls were issued (they run side by side, and end in any order).
-    order = [call.id for m in history for call in m.tool_calls]
-    results = sorted(
-        (m for m in history if m.role.value == "tool"),
-        key=lambda m: order.index(m.tool_call_id or ""),
-    )
-    return [m.content for m in results], asked
+    return results_in_call_order(await rt.store.load_history(session)), asked
 
 
 # -- edit_file --------------------------------------------------------------------------

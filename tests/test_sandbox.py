@@ -31,11 +31,13 @@ from agentrt import ToolResultEvent
 from agentrt.agent.sandbox import Sandbox
 from agentrt.agent.sandbox import refusal_note
 from agentrt.agent.sandbox import tool_environment
+from agentrt.agent.tools import search
 from agentrt.vocab.terms import Approval
 from agentrt.vocab.terms import SandboxMode
 
 from .cli_process import run_in
 from .conftest import Recorder
+from .conftest import results_in_call_order
 from .test_tool_processes import allow_everything
 from .test_tool_processes import poll
 
@@ -392,6 +394,66 @@ async def test_the_file_tools_cannot_reach_agentrt_state(guard: bool) -> None:
         assert not any(secret in r or "approval" in r for r in results)
         assert target.read_text() == secret
         assert not (lay.state / "planted").exists()
+
+
+@pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])
+async def test_the_search_tools_cannot_see_agentrt_state_in_the_working_folder(
+    guard: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The working folder (the home) holds the state dir, its secrets and HTTP token, and
+    agentrt's configuration: the kernel hides them from ``grep`` (ripgrep and its Python
+    fallback), ``glob`` and ``list_dir`` alike, the text guard on or off."""
+    with layout() as lay:
+        secret = lay.values["secret api_token"]
+        token = lay.values["http token"]
+        (lay.home / "visible.txt").write_text("tok- starts a token\n")
+        state = lay.state.relative_to(lay.home)
+        statements = (
+            f"grep tok-; grep {secret[4:]}; grep approval; glob '*'; glob '**/api_token'; "
+            f"ls {state}; ls {state}/secrets; grep {token[:10]} {state}"
+        )
+        runs = {}
+        async with (
+            sandboxed_runtime(lay, Approval.ASK, text_guard=guard) as runtime,
+            trio.open_nursery() as nursery,
+        ):
+            await nursery.start(allow_everything, runtime)
+            for engine in ("ripgrep", "python"):
+                if engine == "python":
+                    monkeypatch.setattr(search, "ripgrep", lambda: None)
+                else:
+                    assert search.ripgrep() is not None
+                with trio.fail_after(60):
+                    await runtime.executor.run(
+                        f"cli-search-{engine}", statements, owner="t", emit=Recorder()
+                    )
+                history = await runtime.store.load_history(f"cli-search-{engine}")
+                runs[engine] = results_in_call_order(history)
+            nursery.cancel_scope.cancel()
+        # What the tools may see they find; the state, its secret and token, are not there.
+        found = [
+            "visible.txt:1:tok- starts a token",
+            f"no match for {secret[4:]!r} in .",
+            "no match for 'approval' in .",
+            ".ssh/authorized_keys\nvisible.txt",
+            "no file under . matches '**/api_token'",
+        ]
+        if guard:
+            refused = "error: refused: {} is part of agentrt's own state"
+            reached = [refused.format(state), refused.format(f"{state}/secrets")]
+            reached.append(refused.format(state))
+        else:
+            # Named outright, the state dir is an empty folder and nothing is inside it.
+            missing = lay.state / "secrets"
+            reached = [
+                f"{state} is empty",
+                f"error: cannot list {missing}: No such file or directory",
+                f"no match for {token[:10]!r} in {state}",
+            ]
+        for engine, results in runs.items():
+            assert results[:5] == found, engine
+            assert [r[: len(e)] for r, e in zip(results[5:], reached, strict=True)] == reached
+            assert not any(secret in r or token in r for r in results)
 
 
 @pytest.fixture
