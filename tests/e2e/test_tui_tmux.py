@@ -745,3 +745,33 @@ def test_escape_right_after_a_resume_asks_and_slash_reopens_the_picker(daemon: W
     term.wait_for(r"running\s+\|\s+task \w+", "the resumed run to keep going")
     term.keys("C-c")
     term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
+
+
+def test_an_edit_confirmation_shows_the_coloured_diff(daemon: World) -> None:
+    project = daemon.root / "project"
+    project.mkdir()
+    (project / "app.cfg").write_text("name = demo\nport = 80\ndebug = off\n")
+    term = daemon.open_window(cwd=project)
+    term.type("edit app.cfg 'port = 80' 'port = 8080'")
+    term.keys("Enter")
+    screen = term.wait_for(r"Allow once", "the confirmation")
+    assert "(the change, +1 -1 lines, is shown above)" in screen
+    lines = [line.strip() for line in screen.split("\n")]
+    start = lines.index("--- a/app.cfg")
+    assert lines[start : start + 7] == [
+        "--- a/app.cfg",
+        "+++ b/app.cfg",
+        "@@ -1,3 +1,3 @@",
+        "name = demo",
+        "-port = 80",
+        "+port = 8080",
+        "debug = off",
+    ]
+    coloured = term.world.tmux("capture-pane", "-p", "-e", "-t", term.name)
+    # Removed in red, added in green, the hunk in cyan (SGR 31, 32, 36).
+    assert re.search(r"\x1b\[31m-port = 80", coloured), coloured
+    assert re.search(r"\x1b\[32m\+port = 8080", coloured), coloured
+    assert re.search(r"\x1b\[36m@@ -1,3 \+1,3 @@", coloured), coloured
+    term.keys("1")
+    term.wait_for(r"-- Done", "the edit to finish")
+    assert (project / "app.cfg").read_text() == "name = demo\nport = 8080\ndebug = off\n"
