@@ -40,6 +40,22 @@ def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> Non
     assert "answer y (allow once), a (allow for this session) or n (deny)" in done.stderr
 
 
+def test_run_shows_the_diff_of_an_edit_as_plain_text_before_asking(
+    state: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    done = run(["run", "edit a.txt two 2"], state, tmp_path, stdin="y\n")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.txt").read_text() == "one\n2\n"
+    asked = (
+        f"· ? edit {tmp_path / 'a.txt'} (1 replacement)\n"
+        "  --- a/a.txt\n  +++ b/a.txt\n  @@ -1,2 +1,2 @@\n   one\n  -two\n  +2\n"
+        "  answer y (allow once), a (allow for this session) or n (deny)\n"
+    )
+    assert asked in done.stderr
+    assert "\x1b" not in done.stderr
+
+
 def test_run_answers_a_question_on_stdin(state: Path, tmp_path: Path) -> None:
     done = run(["run", "ask Colour?"], state, tmp_path, stdin="blue\n")
     assert done.returncode == 0, done.stderr
@@ -75,9 +91,12 @@ def test_json_mode_prints_events_and_questions_as_the_http_api_does(
     [question] = [e for e in lines if e["type"] == "question"]
     assert set(question) == {
         *("v", "type", "id", "session_id", "task_hash", "agent", "kind", "prompt", "choices"),
-        *("masked", "tool", "error"),
+        *("masked", "tool", "error", "diff"),
     }
     assert (question["kind"], question["tool"]) == ("confirm", "write_file")
+    assert question["diff"] == (
+        "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+hey\n\\ No newline at end of file"
+    )
     assert lines[-1]["summary"] == "finished"
 
 
