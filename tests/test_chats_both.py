@@ -5,6 +5,7 @@ ids, how a message is read back, how a rate limit is said)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -17,15 +18,19 @@ from agentrt.bots import ConfigError
 from agentrt.bots import DiscordBot
 from agentrt.bots import TelegramBot
 from agentrt.bots import TelegramConfig
+from agentrt.frontends.chats.conversation import diff_block
+from agentrt.frontends.chats.conversation import markdown_escape
 from agentrt.frontends.chats.discord import DiscordConfig
 
 from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import FakeTelegram
 from .test_discord import CHANNEL
+from .test_discord import custom_id
 from .test_discord import OWNER as DISCORD_OWNER
 from .test_discord import make_bot as make_discord_bot
 from .test_telegram import CHAT
 from .test_telegram import OWNER as TELEGRAM_OWNER
+from .test_telegram import data_of
 from .test_telegram import make_bot as make_telegram_bot
 
 LIMIT = 10
@@ -186,6 +191,52 @@ async def test_secret_request_is_refused_and_the_refusal_is_shown(
     shown = [t for t in chat.texts() if "must not travel through a chat service" in t]
     assert shown[0].startswith("⚠️ store_secret: error: refused: secret 'API_KEY'")
     assert runtime.secrets.get("API_KEY") is None
+
+
+async def test_an_edit_confirmation_shows_its_diff_in_a_code_block(
+    runtime: Runtime, chat: Chat, bot: Bot, workdir: Path
+) -> None:
+    target = workdir / "a.txt"
+    target.write_text("one\ntwo\n")
+    diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2"
+    fake = chat.fake
+    with trio.fail_after(LIMIT):
+        chat.says("edit a.txt two 2")
+        await chat.wait_for(lambda: any("Allow this?" in t for t in chat.texts()))
+        [message_id] = [k for k, m in fake.messages.items() if "Allow this?" in str(m)]
+        message = fake.messages[message_id]
+        if chat.service is TELEGRAM:
+            # Sent as HTML: a pre block of language diff, shown as the diff's plain lines.
+            [pre] = [e for e in message["entities"] if e["type"] == "pre"]
+            assert pre["language"] == "diff"
+            units = message["text"].encode("utf-16-le")
+            shown = units[2 * pre["offset"] : 2 * (pre["offset"] + pre["length"])]
+            assert shown.decode("utf-16-le") == diff
+            assert f"edit {target} (1 replacement)" in message["text"]
+            press = data_of(fake, message_id, "Allow once")
+        else:
+            # Discord shows Markdown itself: the prompt escaped, the diff fenced as diff.
+            assert message["content"] == (
+                f"🔐 Allow this?\n{markdown_escape(f'edit {target} (1 replacement)')}\n"
+                f"```diff\n{diff}\n```"
+            )
+            press = custom_id(fake, message_id, "Allow once")
+        fake.press(chat.service.owner, message_id, press)
+        await chat.wait_for(lambda: "Done." in chat.last())
+    assert target.read_text() == "one\n2\n"
+
+
+def test_a_long_diff_is_cut_to_fit_one_message() -> None:
+    diff = "\n".join(f"+line {n}" for n in range(1000))
+    block = diff_block(diff, 1900)
+    assert len(block) <= 1900 + 100
+    body = block.split("\n")
+    assert body[0] == "```diff" and body[-1] == "```"
+    assert body[-2] == (
+        f"... {1000 - (len(body) - 3)} more lines (the terminal or the web page shows them all)"
+    )
+    # A diff holding a fence is fenced with a longer one.
+    assert diff_block("+```", 100) == "````diff\n+```\n````"
 
 
 async def test_rate_limited_post_is_retried_after_retry_after(
