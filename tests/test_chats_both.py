@@ -25,8 +25,8 @@ from agentrt.frontends.chats.discord import DiscordConfig
 from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import FakeTelegram
 from .test_discord import CHANNEL
-from .test_discord import custom_id
 from .test_discord import OWNER as DISCORD_OWNER
+from .test_discord import custom_id
 from .test_discord import make_bot as make_discord_bot
 from .test_telegram import CHAT
 from .test_telegram import OWNER as TELEGRAM_OWNER
