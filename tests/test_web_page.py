@@ -486,6 +486,57 @@ async def test_a_markdown_reply_renders_sanitised_with_a_copy_button_on_its_code
     assert '<img src=x onerror="window.pwned=1">' in seen["text"]
 
 
+def see_an_edit(page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    send(page, "edit a.txt two '<b>2</b>'")
+    card = page.locator(".question[data-kind=confirm]")
+    expect(card).to_be_visible()
+    block = card.locator("pre.diff")
+    expect(block).to_be_visible()
+    rows: list[list[str]] = block.locator("span").evaluate_all(
+        "els => els.map(e => [e.className, e.textContent, getComputedStyle(e).color])"
+    )
+    seen = {
+        "rows": rows,
+        "label": block.get_attribute("aria-label"),
+        "prompt": card.locator(".prompt").inner_text(),
+        "markup": card.locator("pre.diff b").count(),
+        "sizes": measure(page),
+    }
+    card.locator("button", has_text="Allow").first.click()
+    expect(last_status(page)).to_have_text("finished")
+    return seen
+
+
+@WIDTHS
+async def test_an_edit_confirmation_shows_its_diff_coloured_as_text(
+    runtime: Runtime, viewport: dict[str, int], tmp_path: Path
+) -> None:
+    target = tmp_path / "work" / "a.txt"
+    target.write_text("one\ntwo\n" + "z" * 300 + "\n")
+    seen = await in_browser(runtime, see_an_edit, viewport=viewport, color_scheme="light")
+    assert seen["prompt"] == f"edit {target} (1 replacement)"
+    assert seen["label"] == "the change"
+    green, red, cyan, plain = "rgb(10, 107, 43)", "rgb(163, 0, 27)", "rgb(0, 112, 138)", ""
+    rows = [[kind, text, colour] for kind, text, colour in seen["rows"]]
+    assert [row[:2] for row in rows] == [
+        ["file", "--- a/a.txt\n"],
+        ["file", "+++ b/a.txt\n"],
+        ["hunk", "@@ -1,3 +1,3 @@\n"],
+        [plain, " one\n"],
+        ["remove", "-two\n"],
+        ["add", "+<b>2</b>\n"],
+        [plain, " " + "z" * 300 + "\n"],
+    ]
+    assert [row[2] for row in rows[2:3] + rows[4:6]] == [cyan, red, green]
+    # A long line scrolls inside the diff instead of widening the page.
+    assert seen["sizes"]["scroll"] <= seen["sizes"]["inner"], seen["sizes"]
+    # The new text's markup is shown as text, never made markup.
+    assert seen["markup"] == 0
+    assert target.read_text() == "one\n<b>2</b>\n" + "z" * 300 + "\n"
+
+
 def colours(page: Page, site: Site) -> dict[str, str]:
     from playwright.sync_api import expect
 
