@@ -112,6 +112,16 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     VerifyFrame("t-1", False, 2, "wrong password"),
     EndedFrame("t-1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, pending_kept=True),
     AskFrame("q1", "t-1", "cli-1", RequestKind.CONFIRM, "Allow?", ("allow", "deny")),
+    AskFrame(
+        "q2",
+        "t-1",
+        "cli-1",
+        RequestKind.CONFIRM,
+        "edit /w/a (1 replacement)",
+        ("allow", "deny"),
+        tool="edit_file",
+        diff="--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y",
+    ),
     AskWithdrawn("q1", "the run was cancelled"),
     PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
     PendingList((PendingTask("chat-9", "unreadable", "", 0.0, error="bad JSON; discard it"),)),
@@ -365,6 +375,7 @@ async def test_ask_frame_of_an_entry() -> None:
         ("allow", "deny"),
         tool="write",
         error="wrong",
+        diff="--- a/x\n+++ b/x",
     )
     entry = registry.post(request, ctx)
     assert ask_frame(entry) == AskFrame(
@@ -377,8 +388,10 @@ async def test_ask_frame_of_an_entry() -> None:
         True,
         "write",
         "wrong",
+        "--- a/x\n+++ b/x",
     )
     assert to_wire(ask_frame(entry))["kind"] == "password"
+    assert ask_frame(entry).request == request
 
 
 PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"

@@ -332,6 +332,9 @@ async def test_confirmation_then_saved_question_then_answer_resumes_as_new_turn(
     assert question["choices"] == ["allow", "allow_session", "deny"]
     listed = (await server.client.get("/v1/questions")).json()["questions"]
     assert [q["id"] for q in listed] == [question["id"]]
+    # The change the write makes, a new file: all additions.
+    diff = "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+hi\n\\ No newline at end of file"
+    assert question["diff"] == listed[0]["diff"] == diff
     sessions = (await server.client.get("/v1/sessions")).json()["sessions"]
     (chat,) = [s for s in sessions if s["session_id"] == "chat-c1"]
     assert chat["running"] is True
