@@ -10,7 +10,6 @@ Secret values in it are redacted with the rest of the question.
 
 from __future__ import annotations
 
-import difflib
 from typing import Final
 
 #: The most lines of diff a confirmation shows.
@@ -33,6 +32,8 @@ def unified_diff(name: str, old: bytes | None, new: bytes) -> str:
     """
     if old == new:
         return f"(no change to {name}: the new content is the same)"
+    import difflib  # loaded when a write is asked about, not by every run
+
     if b"\0" in new or (old is not None and b"\0" in old):
         before = "no file" if old is None else f"{len(old)} bytes"
         return f"Binary content of {name} differs ({before} -> {len(new)} bytes)"

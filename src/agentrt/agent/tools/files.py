@@ -12,7 +12,6 @@ off restricted paths.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import json
 import sys
@@ -244,6 +243,8 @@ NEAR_WINDOWS: Final = 20_000
 
 def nearest_match(text: str, sought: str) -> tuple[int, int, float] | None:
     """The lines of `text` most like `sought` (first, last from 1, ratio), if any come near."""
+    import difflib  # loaded only when an edit's text is not found
+
     lines = text.splitlines()
     want = sought.splitlines() or [sought]
     target = "\n".join(want)
