@@ -235,6 +235,27 @@ async def test_a_restricted_path_needs_the_password_under_every_policy(
     assert (tmp_path / "restricted" / "x.conf").read_text() == "on"
 
 
+async def test_a_restricted_edit_shows_its_diff_with_the_password_question(
+    any_policy: Runtime, tmp_path: Path, verifier: FakeVerifier
+) -> None:
+    target = tmp_path / "restricted" / "x.conf"
+    target.parent.mkdir()
+    target.write_text("mode = on\n")
+    asked, recorder = await run_recording(any_policy, f"edit {target} on off")
+    [entry] = asked
+    assert entry.request.kind is RequestKind.PASSWORD
+    assert entry.request.prompt == f"edit {target} (1 replacement) (restricted)"
+    assert entry.request.diff == (
+        f"--- a/{target}\n+++ b/{target}\n@@ -1 +1 @@\n-mode = on\n+mode = off"
+    )
+    [result] = recorder.of(ToolResultEvent)
+    assert result.preview == f"edited {target}: 1 replacement (via sudo)"
+    # Through sudo, with the digest of what it read: the writer checks it is still there.
+    [argv] = verifier.commands
+    assert argv[-2] == str(target) and len(argv[-1]) == 64
+    assert target.read_text() == "mode = off\n"
+
+
 async def test_agentrt_configuration_is_out_of_reach_under_every_policy(
     any_policy: Runtime, config_file: Path
 ) -> None:

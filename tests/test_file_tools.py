@@ -264,6 +264,8 @@ def tree(workdir: Path) -> Path:
     (workdir / "src" / "data.bin").write_bytes(b"needle\0\x01\x02")
     (workdir / ".env.example").write_text("NEEDLE=x\nneedle=y\n")
     (workdir / "README.md").write_text("# A needle\n")
+    # A link found in a folder is listed and globbed, but not searched (as ripgrep does).
+    (workdir / "link.py").symlink_to("src/main.py")
     return workdir
 
 
@@ -271,7 +273,7 @@ async def test_list_dir_leaves_out_what_gitignore_ignores(runtime: Runtime, tree
     results, asked = await run(runtime, "ls; ls src")
     assert asked == []
     assert results == [
-        ".env.example  18 bytes\n.gitignore  13 bytes\nREADME.md  11 bytes\nsrc/\n"
+        ".env.example  18 bytes\n.gitignore  13 bytes\nREADME.md  11 bytes\nlink.py@\nsrc/\n"
         "[3 entries left out: .git, and what .gitignore ignores]",
         "data.bin  9 bytes\nmain.py  22 bytes\npkg/",
     ]
@@ -283,7 +285,7 @@ async def test_glob_matches_gitignore_style_patterns_less_what_gitignore_ignores
     results, asked = await run(runtime, "glob *.py; glob 'src/*.py'; glob '**/*.py' src; glob *.rs")
     assert asked == []
     assert results == [
-        "src/main.py\nsrc/pkg/util.py",
+        "link.py\nsrc/main.py\nsrc/pkg/util.py",
         "src/main.py",
         "src/main.py\nsrc/pkg/util.py",
         "no file under . matches '*.rs'",

@@ -426,12 +426,22 @@ async def test_the_bots_own_words_go_as_plain_text_exactly_as_written(
     runtime: Runtime, server: FakeTelegram, bot: TelegramBot
 ) -> None:
     with trio.fail_after(LIMIT):
-        message_id = await confirmation_for(server, "write a*b*_c_.txt hello")
-    held = server.messages[message_id]
-    assert "a*b*_c_.txt" in held["text"]  # not turned into italics: this is what will run
-    assert held["entities"] == []
-    [call] = [c for c in server.calls_of("sendMessage") if c.payload.get("reply_markup")]
-    assert "parse_mode" not in call.payload
+        message_id = await confirmation_for(server, "sh echo *a* [b](c)")
+        held = server.messages[message_id]
+        assert "run: echo *a* [b](c)" in held["text"]  # not formatted: this is what will run
+        assert held["entities"] == []
+        [call] = [c for c in server.calls_of("sendMessage") if c.payload.get("reply_markup")]
+        assert "parse_mode" not in call.payload
+        server.press(OWNER, message_id, data_of(server, message_id, "Deny"))
+        await server.wait_for(lambda: "denied by the user" in last_text(server))
+        # A write's question carries its diff as a code block; the words before it stay plain.
+        edited = await confirmation_for(server, "write a*b*_c_.txt hello")
+        assert edited != message_id
+    held = server.messages[edited]
+    assert "a*b*_c_.txt" in held["text"]
+    [pre] = held["entities"]
+    assert (pre["type"], pre["language"]) == ("pre", "diff")
+    assert held["text"].index("a*b*_c_.txt") < pre["offset"]
 
 
 async def test_a_reply_whose_markup_telegram_refuses_is_sent_again_as_plain_text(

@@ -165,6 +165,8 @@ def grep(pattern: str, root: str, most: int) -> int:
     out = sys.stdout
     for rel in files(root):
         path = os.path.join(base, rel)
+        if os.path.islink(path) and path != root:
+            continue  # as ripgrep: a link found in a folder is not followed
         try:
             with open(path, "rb") as f:
                 data = f.read()

@@ -919,11 +919,16 @@ class ChatBridge:
 #: Room kept in a question's message besides its text and diff (fences, a hint, the outcome).
 _DIFF_MARGIN: Final = 200
 #: The characters a chat's Markdown would take for formatting in a prompt.
-_MARKDOWN_SPECIAL: Final = re.compile(r"([\\`*_~|])")
+_MARKDOWN_SPECIAL: Final = re.compile(r"([\\`*_~|\[\]<>#!])")
 
 
 def markdown_escape(text: str) -> str:
-    """`text` shown as it is in Markdown (Telegram's, as converted, and Discord's)."""
+    """`text` shown as it is in Markdown (Telegram's, as converted, and Discord's).
+
+    A backslash before punctuation shows the punctuation in both (CommonMark and
+    Discord's parser alike), so a path with ``*``, ``_`` or ``[x](y)`` in it reads as
+    it will be used, never as formatting or a link.
+    """
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
