@@ -53,10 +53,14 @@ BINARY_PROBE = 8000
 
 
 def _git(folder: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes] | None:
-    """`git -C folder ARGS`, or None when git is not installed."""
+    """`git -C folder ARGS`, or None when git is not installed.
+
+    A repository's own configuration could name a program for git to run
+    (``core.fsmonitor``): turned off, so a tool that only reads never runs one.
+    """
     try:
         return subprocess.run(
-            ["git", "-C", folder, *args],
+            ["git", "-c", "core.fsmonitor=false", "-C", folder, *args],
             input=stdin,
             capture_output=True,
             check=False,
