@@ -376,16 +376,22 @@ def test_a_file_in_the_listing_is_named_with_its_size() -> None:
     assert search._size(5 * 1024 * 1024) == "5.0 MiB"
 
 
-async def test_a_repositorys_configuration_runs_nothing_for_the_search_tools(
-    runtime: Runtime, tree: Path
-) -> None:
-    # git runs the program core.fsmonitor names when it lists files: a read must not.
+@pytest.fixture
+def monitored(tree: Path) -> Path:
+    """The tree, its git configuration naming a program for git to run (``core.fsmonitor``)."""
     hook = tree / "hook.sh"
     hook.write_text(f"#!/bin/sh\ntouch {tree}/hook-ran\n")
     hook.chmod(0o755)
     subprocess.run(["git", "-C", str(tree), "config", "core.fsmonitor", str(hook)], check=True)
     subprocess.run(["git", "-C", str(tree), "add", "README.md"], check=True)
     (tree / "hook-ran").unlink(missing_ok=True)  # (git add ran it, outside any tool)
+    return tree
+
+
+async def test_a_repositorys_configuration_runs_nothing_for_the_search_tools(
+    runtime: Runtime, monitored: Path
+) -> None:
+    # git runs the program core.fsmonitor names when it lists files: a read must not.
     results, _ = await run(runtime, "glob *.md; ls")
     assert results[0] == "README.md"
-    assert not (tree / "hook-ran").exists()
+    assert not (monitored / "hook-ran").exists()
