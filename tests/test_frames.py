@@ -36,7 +36,10 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import DaemonRequest
+from agentrt.protocol.frames import DaemonStatus
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorCode
 from agentrt.protocol.frames import ErrorFrame
@@ -97,6 +100,8 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     SessionsRequest(SessionsAction.LIST, prefix="chat-", limit=20, cursor="12.5:cli-1"),
     SessionsRequest(SessionsAction.SHOW, session="cli-1", after=9, limit=50),
     SessionsRequest(SessionsAction.RM, session="cli-1"),
+    DaemonRequest(DaemonAction.STATUS),
+    DaemonRequest(DaemonAction.STOP),
 ]
 
 DAEMON_SAMPLES: list[DaemonFrame] = [
@@ -160,6 +165,19 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
             SessionMessage(2, "tool", "text", 2.0, tool_call_id="c1", name="read_file"),
         ),
         next=2,
+    ),
+    DaemonStatus(41, "/run/d.sock", "0.1.0", "scripted", "ask", 12.5, 2, 1),
+    DaemonStatus(
+        41,
+        "/run/d.sock",
+        "0.1.0",
+        "openai:gpt-4o",
+        "auto-edit",
+        3.0,
+        1,
+        0,
+        http_error="127.0.0.1:8765 is in use (Address already in use)",
+        stopping=True,
     ),
     Ack("cancel", "paused", task="t-1"),
     ErrorFrame(ErrorCode.NOT_FOUND, "no such task", ref="cancel"),
@@ -262,7 +280,7 @@ def test_unknown_and_missing_type() -> None:
     assert err.code is ErrorCode.UNKNOWN_TYPE
     assert (
         str(err)
-        == "unknown frame type 'nope'; expected one of: answer, cancel, hello, pending, run, sessions"
+        == "unknown frame type 'nope'; expected one of: answer, cancel, daemon, hello, pending, run, sessions"
     )
     assert str(_error({"task": "t"})).startswith('missing "type" field')
     # A daemon frame is not a client frame.

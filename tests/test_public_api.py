@@ -207,3 +207,59 @@ async def test_open_runtime_takes_its_paths_as_strings_too(tmp_path: Path) -> No
 
 async def _ignore(event: agentrt.Event) -> None:
     return None
+
+
+class _Where(os.PathLike[str]):
+    """A path-like that is neither a `str` nor a `Path`, as some embedders' own types are."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = str(path)
+
+    def __fspath__(self) -> str:
+        return self._path
+
+
+async def test_every_path_parameter_takes_any_path_like(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("remember this")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("the other folder")
+    async with agentrt.open_runtime(
+        _Where(tmp_path / "state"),
+        workdir=_Where(work),
+        restricted_paths=[_Where(tmp_path / "restricted")],
+        protected_paths=[_Where(tmp_path / "private")],
+        store=_Where(tmp_path / "tasks.db"),
+    ) as runtime:
+        config = runtime.executor.config
+        assert config.workdir == work.resolve()
+        assert config.restricted_paths == (tmp_path / "restricted",)
+        assert tmp_path / "private" in config.protected_paths
+        assert (tmp_path / "tasks.db").is_file()
+        ended = await runtime.executor.run(
+            "cli-pl", "read notes.txt", owner="me", emit=_ignore, workdir=_Where(other)
+        )
+    assert ended.text == "Done.\nread_file: the other folder"
+    secrets = agentrt.SecretStore(_Where(tmp_path / "secrets"))
+    secrets.put("token", "s3cret")
+    assert secrets.path == tmp_path / "secrets"
+    assert (tmp_path / "secrets" / "token").read_text() == "s3cret"
+    made = agentrt.AgentConfig(workdir=_Where(work), secrets=secrets)
+    assert made.workdir == work
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"turns": [{"text": "hi"}]}))
+    assert isinstance(agentrt.ReplayModel.from_file(_Where(replay)), agentrt.ReplayModel)
+    store = await agentrt.TaskStore.open(_Where(tmp_path / "other.db"))
+    await store.aclose()
+    assert (tmp_path / "other.db").is_file()
+    from agentrt.client import Client
+    from agentrt.client import DaemonNotRunningError
+    from agentrt.client import is_socket_answering
+    from agentrt.http import load_or_create_token
+
+    assert not is_socket_answering(_Where(tmp_path / "none.sock"))
+    with pytest.raises(DaemonNotRunningError, match=r"none\.sock"):
+        await Client.connect(_Where(tmp_path / "none.sock"))
+    assert load_or_create_token(_Where(tmp_path / "state")) != ""

@@ -476,7 +476,10 @@ async def test_a_python_installed_under_tmp_still_runs_tool_processes(
     from agentrt.agent.toolproc import run_tool
 
     install = install_under_tmp
-    monkeypatch.setattr(module, "runtime_roots", lambda: (install,))
+    # The roots of the Python running these tests stay bound too: a clone of the project
+    # under /tmp runs the tool's interpreter from there.
+    roots = module.runtime_roots()
+    monkeypatch.setattr(module, "runtime_roots", lambda: (*roots, install))
     work = tmp_path / "work"
     work.mkdir()
     argv = Sandbox.detect().wrap(

@@ -20,7 +20,9 @@ from agentrt.protocol.client import BrokenDaemonConnectionError
 from agentrt.protocol.client import Client
 from agentrt.protocol.client import HandshakeError
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import DaemonRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import Welcome
@@ -51,6 +53,11 @@ def make_bridge() -> tuple[Bridge, TuiApp]:
 def is_connected(app: TuiApp) -> bool:
     """Read through a call, so that the type checker does not narrow it across awaits."""
     return app.state.connected
+
+
+def gave_up(app: TuiApp) -> bool:
+    """Read through a call, so that the type checker does not narrow it across awaits."""
+    return app.state.gave_up
 
 
 def test_the_pauses_grow_then_stay() -> None:
@@ -122,7 +129,8 @@ async def test_a_lost_connection_is_said_then_made_again_and_pending_tasks_are_a
         nursery.start_soon(bridge.run)
         await trio.testing.wait_all_tasks_blocked()
         assert is_connected(app)
-        assert clients[0].sent == []  # a first connection asks for nothing
+        # A first connection asks only how the daemon is (an HTTP API it could not serve).
+        assert clients[0].sent == [DaemonRequest(DaemonAction.STATUS)]
         lost_at = trio.current_time()
         clients[0].lost.set()
         await trio.testing.wait_all_tasks_blocked()
@@ -135,7 +143,10 @@ async def test_a_lost_connection_is_said_then_made_again_and_pending_tasks_are_a
         await trio.testing.wait_all_tasks_blocked()
         assert is_connected(app)
         assert len(clients) == 2
-        assert clients[1].sent == [PendingRequest(PendingAction.LIST)]
+        assert clients[1].sent == [
+            DaemonRequest(DaemonAction.STATUS),
+            PendingRequest(PendingAction.LIST),
+        ]
         bridge.stop()
 
 
@@ -182,4 +193,55 @@ async def test_no_daemon_starts_one_and_says_so(
         assert app.state.notice is not None
         assert "Started a daemon (pid 4242)" in app.state.notice.text
         assert "Started a daemon (pid 4242)" in app.state.transcript[-1].text
+        bridge.stop()
+
+
+async def test_a_daemon_that_fails_to_start_twice_is_started_no_more(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    from agentrt.protocol.client import DaemonNotRunningError
+    from agenttui._launch import DaemonStartError
+
+    clients: list[FakeClient] = []
+    starts: list[float] = []
+    answering = True
+
+    async def connect(cls: type[Client], *args: Any, **kwargs: Any) -> FakeClient:
+        await trio.lowlevel.checkpoint()
+        if not answering:
+            raise DaemonNotRunningError("no daemon answers")
+        clients.append(FakeClient(Welcome(1, "0.1.0", "w1")))
+        return clients[-1]
+
+    async def start_daemon(socket_path: Path, **options: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        starts.append(trio.current_time())
+        raise DaemonStartError(f"the daemon exited with status 1 (attempt {len(starts)})")
+
+    monkeypatch.setattr(Client, "connect", classmethod(connect))
+    monkeypatch.setattr(_bridge, "start_daemon", start_daemon)
+    bridge, app = make_bridge()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bridge.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert is_connected(app)
+        answering = False
+        clients[0].lost.set()
+        # Far longer than the pauses between attempts: the window keeps looking, no more.
+        await trio.sleep(10 * BACKOFF[-1])
+        assert len(starts) == 2
+        assert gave_up(app)
+        assert app.state.notice is not None
+        assert app.state.notice.text.startswith(
+            "The daemon failed to start 2 times: this window starts it no more. Its last "
+            "error: the daemon exited with status 1 (attempt 2)"
+        )
+        assert "looking again in" in status_text(app.state, trio.current_time())
+        # A daemon started by hand is found, and a later failure may start one again.
+        answering = True
+        await trio.sleep(BACKOFF[-1])
+        await trio.testing.wait_all_tasks_blocked()
+        assert is_connected(app)
+        assert not gave_up(app)
+        assert len(clients) == 2
         bridge.stop()

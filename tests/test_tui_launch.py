@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,11 @@ def test_starts_a_daemon_once_and_then_finds_it(short_dir: Path) -> None:
         assert is_answering(sock)
         assert started.log == state / "daemon.log"
         assert ensure_daemon(sock, state_dir=state) is None
+        # The socket answers a moment before the daemon's main task says so in its log.
+        deadline = time.monotonic() + 20
+        while "listening on" not in started.log.read_text():
+            assert time.monotonic() < deadline, "the daemon never logged 'listening on'"
+            time.sleep(0.05)
     finally:
         started.process.send_signal(signal.SIGTERM)
         started.process.wait(timeout=30)

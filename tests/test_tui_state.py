@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from agentrt import CONFIRM_CHOICES
@@ -14,6 +15,9 @@ from agentrt.protocol.frames import AnswerFrame
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonAction
+from agentrt.protocol.frames import DaemonRequest
+from agentrt.protocol.frames import DaemonStatus
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorCode
 from agentrt.protocol.frames import ErrorFrame
@@ -52,10 +56,12 @@ from agenttui._transitions_commands import run_command
 from agenttui._transitions_daemon import connect_failed
 from agenttui._transitions_daemon import connected
 from agenttui._transitions_daemon import disconnected
+from agenttui._transitions_daemon import gave_up_starting
 from agenttui._transitions_daemon import on_ask
 from agenttui._transitions_daemon import on_ask_withdrawn
 from agenttui._transitions_daemon import on_ended
 from agenttui._transitions_daemon import on_error
+from agenttui._transitions_daemon import on_frame
 from agenttui._transitions_daemon import on_pending
 from agenttui._transitions_daemon import on_reasoning
 from agenttui._transitions_daemon import on_task
@@ -79,6 +85,7 @@ from agenttui._transitions_keys import press_right
 from agenttui._transitions_keys import press_tab
 from agenttui._transitions_keys import press_up
 from agenttui._transitions_keys import restore_input
+from agenttui._transitions_keys import send_when_connected
 from agenttui._words import COMMANDS
 from agenttui._words import POPUP_CHOICES
 from agenttui._words import QUIT_CHOICES
@@ -605,7 +612,57 @@ def test_enter_while_disconnected_keeps_the_message_in_the_input() -> None:
     assert state.input == "important words"
     assert state.run is None
     assert state.notice is not None
-    assert "your message stays here" in state.notice.text
+    assert "your message is sent as soon as it is" in state.notice.text
+    # The daemon answers: the message held for it goes, once.
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    actions = send_when_connected(state, now=1.0)
+    assert actions == [
+        SetInput(""),
+        RememberInput("important words"),
+        Send(Run("important words", None, None)),
+    ]
+    assert state.input == ""
+    assert is_("running", state)
+    assert state.notice == Notice("Connected: your message was sent", NoticeLevel.INFO)
+    assert state.transcript[-1].text == "important words"
+    assert send_when_connected(state, now=1.0) == []
+
+
+def test_a_held_message_changed_before_the_connection_is_not_sent() -> None:
+    state = TuiState(connected=False, link_error="the daemon closed the connection")
+    typed(state, "first thought")
+    press_enter(state, now=0.0)
+    typed(state, "first thought, better")
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    assert send_when_connected(state, now=1.0) == []
+    assert state.input == "first thought, better"
+    assert state.run is None
+
+
+def test_a_held_message_waits_while_a_run_is_in_progress() -> None:
+    state = TuiState(connected=False, link_error="gone")
+    typed(state, "next")
+    press_enter(state, now=0.0)
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    state.run = RunState(started_at=0.0, session=None, text="resumed")  # asked for meanwhile
+    assert send_when_connected(state, now=1.0) == []
+    assert state.input == "next"
+    assert state.notice is not None
+    assert "Enter sends it" in state.notice.text
+
+
+def test_reconnecting_with_text_in_the_input_box_says_enter_sends_it() -> None:
+    state = TuiState(connected=True, was_connected=True)
+    typed(state, "lost message")
+    press_enter(state, now=0.0)
+    disconnected(state, "the daemon closed the connection")
+    assert state.input == "lost message"
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    assert state.notice is not None
+    assert state.notice.text == (
+        "Reconnected to the daemon. Your message is still in the input box: Enter sends it"
+    )
+    assert press_enter(state, now=2.0)[-1] == Send(Run("lost message", None, None))
 
 
 def test_a_message_the_daemon_may_not_have_received_comes_back_to_the_input() -> None:
@@ -660,11 +717,13 @@ def test_ctrl_c_after_the_daemon_is_lost_is_not_stuck_on_a_run() -> None:
 
 def test_reconnecting_counts_the_kept_tasks_without_opening_the_list() -> None:
     state = TuiState()
-    assert connected(state, Welcome(1, "0.1.0", "w1")) == []  # the first connection asks nothing
+    # The first connection asks only how the daemon is (an HTTP API it could not serve).
+    status = Send(DaemonRequest(DaemonAction.STATUS))
+    assert connected(state, Welcome(1, "0.1.0", "w1")) == [status]
     disconnected(state, "gone", retry_at=3.0)
     assert "reconnecting in 2s" in status_text(state, now=1.0)
     actions = connected(state, Welcome(1, "0.1.0", "w1"))
-    assert actions == [Send(PendingRequest(PendingAction.LIST))]
+    assert actions == [status, Send(PendingRequest(PendingAction.LIST))]
     on_pending(state, listed(task_record("cli-a")))
     assert not is_("pending_open", state)
     assert state.notice is not None
@@ -685,6 +744,42 @@ def test_status_line_while_the_daemon_starts_and_when_it_cannot_be_reached() -> 
     assert "no daemon: reconnecting in 5s" in status_text(state, now=0.0)
     assert state.notice is not None
     assert "Cannot reach the daemon: the hello was refused" in state.notice.text
+
+
+def test_a_daemon_without_its_http_api_is_said_once() -> None:
+    state = TuiState()
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    said = "127.0.0.1:8765 is in use (Address already in use)"
+    failed = DaemonStatus(7, "/d.sock", "0.1.0", "scripted", "ask", 1.0, 1, 0, http_error=said)
+    assert on_frame(state, failed) == []
+    assert state.notice is not None
+    assert state.notice.level is NoticeLevel.ERROR
+    assert state.notice.text.startswith(f"HTTP API not started: {said}; the socket is served")
+    assert state.transcript[-1].text == state.notice.text
+    state.notice = None
+    on_frame(state, failed)  # asked again on reconnecting to the same daemon: said already
+    assert state.notice is None
+    on_frame(state, attrs.evolve(failed, pid=8))  # another daemon, the same trouble: said
+    assert is_("notice", state)
+    state.notice = None
+    on_frame(state, attrs.evolve(failed, pid=9, http_error=None, http="http://127.0.0.1:8765/"))
+    assert state.notice is None
+
+
+def test_giving_up_starting_the_daemon_keeps_saying_why() -> None:
+    state = TuiState()
+    gave_up_starting(state, "The daemon failed to start 2 times: ...", retry_at=4.0)
+    assert state.notice is not None
+    assert state.notice.text == "The daemon failed to start 2 times: ..."
+    assert state.transcript[-1].text == state.notice.text
+    assert "no daemon, not starting one (see above): looking again in 4s" in status_text(state, 0.0)
+    # Each later attempt to find one leaves the notice alone.
+    connect_failed(state, "no daemon answers on /d.sock", retry_at=8.0)
+    assert state.notice.text == "The daemon failed to start 2 times: ..."
+    assert "looking again in 4s" in status_text(state, 4.0)
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    assert not state.gave_up
+    assert "idle" in status_text(state, 5.0)
 
 
 def test_status_line_labels_the_token_counts() -> None:

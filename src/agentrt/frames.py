@@ -20,7 +20,10 @@ from .protocol.frames import AskWithdrawn as AskWithdrawn
 from .protocol.frames import C as C
 from .protocol.frames import Cancel as Cancel
 from .protocol.frames import ClientFrame as ClientFrame
+from .protocol.frames import DaemonAction as DaemonAction
 from .protocol.frames import DaemonFrame as DaemonFrame
+from .protocol.frames import DaemonRequest as DaemonRequest
+from .protocol.frames import DaemonStatus as DaemonStatus
 from .protocol.frames import EndedFrame as EndedFrame
 from .protocol.frames import ErrorCode as ErrorCode
 from .protocol.frames import ErrorFrame as ErrorFrame
@@ -75,7 +78,10 @@ __all__ = [
     "C",
     "Cancel",
     "ClientFrame",
+    "DaemonAction",
     "DaemonFrame",
+    "DaemonRequest",
+    "DaemonStatus",
     "EndedFrame",
     "ErrorCode",
     "ErrorFrame",

@@ -40,6 +40,7 @@ from prompt_toolkit.widgets import SearchToolbar
 
 from agentrt.protocol.frames import ClientFrame
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import Welcome
 
 from . import _scroll
 from . import _transitions_daemon
@@ -67,6 +68,7 @@ from ._state import has_choices
 from ._state import is_masked
 from ._status import status_text
 from ._transitions_keys import input_changed
+from ._transitions_keys import send_when_connected
 from ._words import CHOICE_LABELS
 from ._words import POPUP_CHOICES
 from ._words import QUIT_CHOICES
@@ -204,8 +206,10 @@ class TuiApp:
         self.application.invalidate()
 
     def receive(self, frame: DaemonFrame) -> None:
-        """A frame from the daemon."""
+        """A frame from the daemon; on the `Welcome`, a message held for it is sent."""
         self.apply(_transitions_daemon.on_frame(self.state, frame))
+        if isinstance(frame, Welcome) and self.state.send_when_connected is not None:
+            self.apply(send_when_connected(self.state, self.now()))
 
     def disconnected(self, reason: str, retry_at: float | None = None) -> None:
         """The connection ended; the next attempt is due at `retry_at` (on `clock`)."""
@@ -214,6 +218,10 @@ class TuiApp:
     def connect_failed(self, reason: str, retry_at: float) -> None:
         """A connection attempt failed; the next is due at `retry_at` (on `clock`)."""
         self.apply(_transitions_daemon.connect_failed(self.state, reason, retry_at))
+
+    def gave_up(self, text: str, retry_at: float) -> None:
+        """The daemon failed to start too often: no more starts; `text` says why and what to do."""
+        self.apply(_transitions_daemon.gave_up_starting(self.state, text, retry_at))
 
     def starting_daemon(self, where: str) -> None:
         """No daemon answered: one is being started."""

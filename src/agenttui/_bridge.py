@@ -10,7 +10,10 @@ calls the application directly and asks it to redraw.
 The window is drawn at once; the connection comes after. When no daemon
 answers, one is started. When the connection is lost, the window says so and
 connects again, with a growing pause between attempts, starting a daemon
-again if none answers.
+again if none answers. A daemon that fails to start twice in a row (it exits
+before answering, or dies with an error status just after) is started no
+more: the window shows its last error and how to fix it, and connects once
+a daemon answers.
 """
 
 from __future__ import annotations
@@ -37,13 +40,20 @@ from agentrt.protocol.frames import ClientFrame
 
 from ._app import TuiApp
 from ._launch import DaemonStartError
+from ._launch import Started
 from ._launch import start_daemon
+from ._launch import tail
+from ._launch import wait_exit
 from ._state import TuiState
 
 #: How often the status line's spinner and times move while something is going on.
 TICK = 0.1
 #: The pauses between connection attempts: quick at first, then every few seconds.
 BACKOFF: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Failed starts of the daemon in a row after which a window starts it no more.
+MAX_FAILED_STARTS = 2
+#: How long a lost daemon this window started is given to exit, to tell how it ended.
+EXIT_WAIT = 2.0
 
 
 def backoff() -> Iterator[float]:
@@ -74,6 +84,13 @@ class Bridge:
     _early: list[ClientFrame] = attrs.field(factory=list, init=False)
     _scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
+    #: The daemon this window started last, until its connection ends.
+    _started: Started | None = attrs.field(default=None, init=False)
+    #: Starts in a row whose daemon never answered, or died with an error status.
+    _failed_starts: int = attrs.field(default=0, init=False)
+    #: The last error, once the window stopped starting daemons.
+    _gave_up: str | None = attrs.field(default=None, init=False)
+    _last_error: str | None = attrs.field(default=None, init=False)
 
     def send(self, frame: ClientFrame) -> None:
         """Queue a frame for the daemon; callable from the asyncio side, never blocks."""
@@ -122,8 +139,10 @@ class Bridge:
                     app.fail(exc)
                     return
                 error = str(exc)
+                self._start_failed(error)
             except ClientError as exc:
-                error = str(exc)
+                # A daemon this attempt started that does not even answer its hello failed.
+                error = self._start_failed(await self._why_gone(str(exc))) or str(exc)
             else:
                 first = False
                 pauses = backoff()
@@ -134,20 +153,70 @@ class Bridge:
                     app.receive(client.welcome)
                     reason = await _serve(client, outbox, app)
                 pause = next(pauses)
+                again = trio.current_time() + pause
                 app.disconnected(reason, app.now() + pause)
-                await trio.sleep(pause)
+                # A daemon this window started that dies with an error status failed to start,
+                # though it answered for a moment (a bot without its token, say).
+                self._start_failed(await self._why_gone(None))
+                await trio.sleep_until(again)
                 continue
             pause = next(pauses)
-            app.connect_failed(error, app.now() + pause)
+            if self._failed_starts >= MAX_FAILED_STARTS and self._gave_up is None:
+                self._gave_up = self._last_error or error
+                app.gave_up(self._give_up_text(self._gave_up), app.now() + pause)
+            else:
+                app.connect_failed(error, app.now() + pause)
             await trio.sleep(pause)
 
+    def _start_failed(self, error: str | None) -> str | None:
+        """Count a failed start of the daemon this window started (None: it did not fail)."""
+        if error is not None:
+            self._failed_starts += 1
+            self._last_error = error
+        return error
+
+    async def _why_gone(self, reason: str | None) -> str | None:
+        """Why the daemon this window started last is gone, if it died with an error status.
+
+        `reason` is why its hello failed, None once its connection served and ended. The
+        connection ends just before the process does: it is given a moment to exit. None
+        when this window started none, or it lives on, or it ended well (it was stopped).
+        """
+        started, self._started = self._started, None
+        if started is None:
+            return None
+        process = started.process
+        status = await wait_exit(process, EXIT_WAIT)
+        if status is not None and status > 0:
+            said = f" ({reason})" if reason else ""
+            return (
+                f"the daemon (pid {process.pid}) exited with status {status} on "
+                f"{self.socket_path}{said}; see {started.log}{tail(started.log)}"
+            )
+        if status is not None or reason is None:
+            self._failed_starts = 0  # it served, or was stopped: a start that worked
+        return None
+
+    def _give_up_text(self, error: str) -> str:
+        where = f" --state-dir {self.state_dir}" if self.state_dir is not None else ""
+        return (
+            f"The daemon failed to start {MAX_FAILED_STARTS} times: this window starts it no "
+            f"more. Its last error: {error}\nFix that, then start it yourself with "
+            f"'agentrt daemon --socket {self.socket_path}{where}' (this window connects once "
+            "it answers), or open agenttui again."
+        )
+
     async def _connect(self, app: TuiApp, *, first: bool) -> Client:
-        """A connection to the daemon, started first when none answers."""
+        """A connection to the daemon, started first when none answers (unless given up)."""
         try:
             client = await Client.connect(self.socket_path, window=self.window)
         except DaemonNotRunningError:
-            pass
+            if self._failed_starts >= MAX_FAILED_STARTS:
+                raise
         else:
+            # A daemon answers without being started: whatever failed is behind us.
+            self._failed_starts = 0
+            self._gave_up = None
             given = (
                 ("--model", self.model),
                 ("--base-url", self.base_url),
@@ -168,6 +237,7 @@ class Bridge:
             base_url=self.base_url,
             options=self.daemon_options,
         )
+        self._started = started
         client = await Client.connect(self.socket_path, window=self.window)
         app.daemon_started(
             f"Started a daemon (pid {started.process.pid}) on {self.socket_path} "

@@ -92,7 +92,7 @@ def _not_started(
     if status is not None:
         return DaemonStartError(
             f"the daemon exited with status {status} before answering on {socket_path}; "
-            f"see {started.log}{_tail(started.log)}"
+            f"see {started.log}{tail(started.log)}"
         )
     if time.monotonic() > deadline:
         # A daemon that may yet bind the socket later would surprise the next window.
@@ -100,7 +100,7 @@ def _not_started(
         started.process.wait()
         return DaemonStartError(
             f"the daemon did not answer on {socket_path} within {timeout:g} s; "
-            f"see {started.log}{_tail(started.log)}"
+            f"see {started.log}{tail(started.log)}"
         )
     return None
 
@@ -159,7 +159,25 @@ async def start_daemon(
     return started
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+async def wait_exit(process: subprocess.Popen[bytes], seconds: float) -> int | None:
+    """Wait up to `seconds` for `process` (a child) to exit; its status, or None if it lives."""
+    if process.poll() is not None:
+        return process.returncode
+    try:
+        fd = os.pidfd_open(process.pid)
+    except ProcessLookupError:
+        return process.poll()
+    try:
+        with trio.move_on_after(seconds):
+            # A pidfd becomes readable when its process exits.
+            await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    return process.poll()
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    """The last `lines` lines of the log at `path`, indented on lines of their own."""
     try:
         text = path.read_text(errors="replace").strip().splitlines()[-lines:]
     except OSError:

@@ -251,6 +251,10 @@ class TuiState:
     was_connected: bool = False
     #: True while a daemon is being started for this window.
     starting_daemon: bool = False
+    #: True once the daemon failed to start too often: the window only looks for one.
+    gave_up: bool = False
+    #: The daemon whose HTTP API failure was said (its pid), so it is said once.
+    http_error_of: int | None = None
     #: When the next connection attempt is due (the clock of `now`), while waiting for it.
     retry_at: float | None = None
     #: The session the next message continues; None starts a new one.
@@ -264,6 +268,9 @@ class TuiState:
     notice: Notice | None = None
     #: The text of the input box, mirrored here by `input_changed`.
     input: str = ""
+    #: The input Enter was pressed for while the daemon was not connected: sent on
+    #: connecting, unless the input box was changed meanwhile.
+    send_when_connected: str | None = None
     #: What the last Esc cleared from the input box, until something else is typed.
     cleared_input: str | None = None
     #: The input text the `/` picker was closed for (it reopens when the text changes).

@@ -14,9 +14,12 @@ def _link_text(state: TuiState, now: float) -> str:
     if state.link_error is None:
         return "connecting…"
     lost = "lost the daemon" if state.was_connected else "no daemon"
+    doing = "reconnecting"
+    if state.gave_up:
+        lost, doing = "no daemon, not starting one (see above)", "looking again"
     if state.retry_at is not None and state.retry_at > now:
-        return f"{lost}: reconnecting in {state.retry_at - now:.0f}s"
-    return f"{lost}: reconnecting…"
+        return f"{lost}: {doing} in {state.retry_at - now:.0f}s"
+    return f"{lost}: {doing}…"
 
 
 def status_text(state: TuiState, now: float) -> str:

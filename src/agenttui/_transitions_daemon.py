@@ -18,7 +18,10 @@ from agentrt.protocol.frames import Ack
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
+from agentrt.protocol.frames import DaemonRequest
+from agentrt.protocol.frames import DaemonStatus
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import PendingAction
@@ -69,12 +72,36 @@ def connected(state: TuiState, welcome: Welcome) -> list[Action]:
     state.link_error = None
     state.starting_daemon = False
     state.retry_at = None
+    state.gave_up = False
     state.window = welcome.window
+    # How the daemon is: an HTTP API it could not serve is said once (`on_daemon_status`).
+    status = Send(DaemonRequest(DaemonAction.STATUS))
     if not again:
-        return []
-    state.info("Reconnected to the daemon")
+        return [status]
+    if state.input.strip() and state.send_when_connected is None:
+        # A message the lost daemon may not have received is back in the input box: the
+        # notice that said so is replaced, so this one says it again.
+        state.info(
+            "Reconnected to the daemon. Your message is still in the input box: Enter sends it"
+        )
+    else:
+        state.info("Reconnected to the daemon")
     state.quiet_pending = True
-    return [Send(PendingRequest(PendingAction.LIST))]
+    return [status, Send(PendingRequest(PendingAction.LIST))]
+
+
+def on_daemon_status(state: TuiState, frame: DaemonStatus) -> list[Action]:
+    """The daemon's status, asked for on connecting: a failed HTTP API is said, once."""
+    if frame.http_error is None or state.http_error_of == frame.pid:
+        return []
+    state.http_error_of = frame.pid
+    text = (
+        f"HTTP API not started: {frame.http_error}; the socket is served, so this window "
+        "works ('agentrt daemon status' shows it)"
+    )
+    state.add(EntryKind.ERROR, text)
+    state.error(text)
+    return []
 
 
 def starting_daemon(state: TuiState, where: str) -> list[Action]:
@@ -99,12 +126,32 @@ def daemon_started(state: TuiState, text: str) -> list[Action]:
     return []
 
 
-def connect_failed(state: TuiState, reason: str, retry_at: float) -> list[Action]:
-    """A connection attempt failed; the next one is due at `retry_at`."""
+def gave_up_starting(state: TuiState, text: str, retry_at: float) -> list[Action]:
+    """The daemon failed to start too often: the window starts it no more, and says why.
+
+    It still looks for a daemon (one started by hand) at `retry_at` and after.
+    """
     state.connected = False
     state.starting_daemon = False
-    state.link_error = reason
+    state.gave_up = True
+    state.link_error = text
     state.retry_at = retry_at
+    state.add(EntryKind.ERROR, text)
+    state.error(text)
+    return []
+
+
+def connect_failed(state: TuiState, reason: str, retry_at: float) -> list[Action]:
+    """A connection attempt failed; the next one is due at `retry_at`.
+
+    Once the window gave up starting the daemon, the notice keeps saying why.
+    """
+    state.connected = False
+    state.starting_daemon = False
+    state.retry_at = retry_at
+    if state.gave_up:
+        return []
+    state.link_error = reason
     what = "Still cannot reach the daemon" if state.was_connected else "Cannot reach the daemon"
     state.error(f"{what}: {reason}")
     return []
@@ -483,6 +530,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     PendingPreview: on_pending_preview,
     SessionList: on_sessions,
     SessionMessages: on_session_messages,
+    DaemonStatus: on_daemon_status,
     Ack: on_ack,
     ErrorFrame: on_error,
 }

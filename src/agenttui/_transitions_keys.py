@@ -289,6 +289,8 @@ def input_changed(state: TuiState, text: str) -> list[Action]:
     """The input box's text changed (typing, history, or a `SetInput`)."""
     if text != state.input:
         state.input = text
+        # A message held for the connection is no longer the one Enter was pressed for.
+        state.send_when_connected = None
         state.picker_index = 0
         # Any change of the text makes a closed picker eligible again: typing `/` anew
         # after Esc closed it must reopen it.
@@ -326,12 +328,36 @@ def press_enter(state: TuiState, now: float) -> list[Action]:
         state.input = ""
         return [SetInput(""), *run_command(state, text)]
     if not state.connected:
-        # The message stays in the input box: nothing typed is lost while the link is down.
-        state.error("Not connected to the daemon: your message stays here until it is")
+        # The message stays in the input box, and goes as soon as the window is connected
+        # (unless it is changed meanwhile): the Enter is not lost to the reconnection.
+        state.send_when_connected = state.input
+        state.info(
+            "Not connected to the daemon yet: your message is sent as soon as it is "
+            "(change it to keep it here)"
+        )
         return []
     if state.run is not None:
         state.info("A run is in progress: wait for it, or press Esc to stop it")
         return []
+    return _send(state, text, now)
+
+
+def send_when_connected(state: TuiState, now: float) -> list[Action]:
+    """The window is connected: send the message Enter was pressed for while it was not."""
+    held, state.send_when_connected = state.send_when_connected, None
+    text = held.strip() if held is not None else ""
+    if not text or held != state.input or not state.connected:
+        return []
+    if state.run is not None or state.ask is not None or state.overlay is not None:
+        state.info("Connected: your message is still in the input box; Enter sends it")
+        return []
+    actions = _send(state, text, now)
+    state.info("Connected: your message was sent")
+    return actions
+
+
+def _send(state: TuiState, text: str, now: float) -> list[Action]:
+    """Send `text` as the next message: shown, remembered, and run."""
     state.input = ""
     state.quit_armed = False
     state.notice = None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
 from ..config.secrets import SecretStore
+from ..vocab.locations import StrPath
 from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
@@ -20,20 +22,25 @@ from .sudo import Verifier
 from .toolproc import ToolLedger
 
 
+def _paths(paths: Iterable[StrPath]) -> tuple[Path, ...]:
+    """Paths given as `str` or `os.PathLike`, as `Path`s."""
+    return tuple(Path(p) for p in paths)
+
+
 @record
 class AgentConfig:
     """How runs behave: where tools work, which paths are restricted, what runs unasked, limits."""
 
-    workdir: Path
+    workdir: Path = attrs.field(converter=Path)
     secrets: SecretStore
-    restricted_paths: tuple[Path, ...] = ()
+    restricted_paths: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     verifier: Verifier = attrs.field(factory=SudoVerifier)
     max_rounds: int = 32
     #: Bytes of a tool result shown in a `ToolResultEvent` preview.
     preview_bytes: int = 200
     shell_timeout: float = 300.0
     #: The agent's own state (state dir, socket folder): no tool may read or write inside.
-    protected_paths: tuple[Path, ...] = ()
+    protected_paths: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     #: Hides stored secret values in tool output and model text (default: the secret store's).
     redactor: Redactor = attrs.field(
         default=attrs.Factory(lambda self: Redactor(self.secrets.path), takes_self=True)

@@ -374,7 +374,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     sub.add_parser(
         "daemon",
-        help="serve the terminal client over a Unix socket (see `agentrt daemon --help`)",
+        help="serve the terminal client over a Unix socket (see `agentrt daemon --help`); "
+        "`agentrt daemon status` and `agentrt daemon stop` ask the running one",
         add_help=False,
     )
     sub.add_parser("token", help="print the HTTP API token", add_help=False)
@@ -1021,7 +1022,8 @@ def _check_same_model(args: argparse.Namespace, info: DaemonInfo, state_dir: Pat
             f"a daemon (pid {info.pid}, socket {info.socket}) holds the state dir {state_dir} "
             f"and runs tasks with its own model ({info.model}) and approval policy "
             f"({info.approval}), not {' '.join(asked)}; leave out --model, --base-url, "
-            "--api-key-env, --approval and --sandbox to use it, or stop that daemon first"
+            "--api-key-env, --approval and --sandbox to use it, or stop that daemon first "
+            "('agentrt daemon stop')"
         )
 
 
@@ -1402,6 +1404,10 @@ def _read_key_value(name: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agentrt` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["daemon"] and argv[1:2] in (["status"], ["stop"]):
+        from .daemonctl import main as daemonctl_main
+
+        return daemonctl_main(argv[1:])
     if argv and argv[0] == "daemon":
         from ..daemon import main as daemon_main
 

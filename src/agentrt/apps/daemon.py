@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+import attrs
 import trio
 
 from ..config.options import MODEL_OPTIONS
@@ -35,13 +37,16 @@ from ..frontends.terminal.paths import default_socket_path
 from ..frontends.terminal.server import Daemon
 from ..store import StoreError
 from ..store.retention import Retention
+from ..vocab.locations import StrPath
 
 
 async def serve(
-    socket_path: Path,
+    socket_path: StrPath,
     runtime: Runtime,
     *,
     handle_signals: bool = False,
+    http: str | None = None,
+    http_error: str | None = None,
     task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `runtime` on `socket_path` until cancelled or shut down.
@@ -49,9 +54,50 @@ async def serve(
     Reports the `Daemon` through `task_status` once the socket accepts
     connections. With `handle_signals`, SIGTERM and SIGINT shut it down
     gracefully (a second signal stops it at once); this needs the main thread.
+    `http` (the HTTP API's address) or `http_error` (why it is not served) is
+    what a ``daemon status`` request is told of the process's HTTP API.
     """
-    daemon = Daemon(runtime, Path(socket_path), handle_signals=handle_signals)
+    daemon = Daemon(
+        runtime,
+        Path(socket_path),
+        handle_signals=handle_signals,
+        http=http,
+        http_error=http_error,
+    )
     await daemon.serve(task_status=task_status)
+
+
+@attrs.frozen
+class _Http:
+    """How starting the HTTP API went: its address, or why it is not served."""
+
+    address: str | None
+    error: str | None = None
+
+
+async def _start_http(
+    nursery: trio.Nursery, runtime: Runtime, http: tuple[str, int], state_dir: Path
+) -> _Http:
+    """Serve the HTTP API in `nursery`; a port that cannot be bound is reported, not fatal.
+
+    The windows on the socket do not need the HTTP API: a daemon whose port is
+    taken (by another daemon, on another socket) says so in one line and goes
+    on serving its socket, and `agentrt daemon status` shows why.
+    """
+    from ..http import load_or_create_token
+    from ..http import serve_http
+
+    host, port = http
+    shown = f"[{host}]" if ":" in host else host
+    token = load_or_create_token(state_dir)
+    try:
+        bound = await nursery.start(partial(serve_http, runtime, host, port, token=token))
+    except OSError as exc:
+        what = "is in use" if exc.errno == errno.EADDRINUSE else "cannot be listened on"
+        return _Http(None, f"{shown}:{port} {what} ({exc.strerror or exc})")
+    if runtime.fleet is not None:
+        runtime.fleet.http = f"{shown}:{bound}"  # for `agentrt fleet status`
+    return _Http(f"http://{shown}:{bound}/")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,9 +112,11 @@ def _parser() -> argparse.ArgumentParser:
             "resume (/pending in agenttui)."
         ),
         epilog=(
-            "SIGTERM or Ctrl+C stops the daemon gracefully: runs end with cause 'shutdown' "
-            "and their pending tasks are kept. Settings come from the flags, the environment "
-            "and the configuration file, in that order: 'agentrt config show' prints them."
+            "'agentrt daemon status' says whether a daemon holds the state dir and how it "
+            "is; 'agentrt daemon stop' (or SIGTERM, or Ctrl+C) stops it gracefully: runs "
+            "end with cause 'shutdown' and their pending tasks are kept. Settings come from "
+            "the flags, the environment and the configuration file, in that order: "
+            "'agentrt config show' prints them."
         ),
     )
     parser.add_argument(
@@ -106,8 +154,13 @@ def _host_port(text: str) -> tuple[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the daemon in the foreground; return the process exit status."""
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    """Run the daemon in the foreground (or `status` / `stop` it); return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["status"], ["stop"]):
+        from .daemonctl import main as control
+
+        return control(argv)
+    args = _parser().parse_args(argv)
     try:
         settings = load_settings(args)
         settings.check_model()
@@ -173,8 +226,18 @@ async def _amain(
             # The first prune is done before the socket accepts anyone.
             await nursery.start(Retention(runtime.store, days).run)
 
+        # The HTTP API is bound first, so the first window to connect can be told how it went.
+        served = await _start_http(nursery, runtime, http, state_dir) if http is not None else None
+
         async def daemon_then_stop(task_status: trio.TaskStatus[Daemon]) -> None:
-            await serve(socket_path, runtime, handle_signals=True, task_status=task_status)
+            await serve(
+                socket_path,
+                runtime,
+                handle_signals=True,
+                http=served.address if served is not None else None,
+                http_error=served.error if served is not None else None,
+                task_status=task_status,
+            )
             nursery.cancel_scope.cancel()  # the daemon stopped: the HTTP server goes with it
 
         await nursery.start(daemon_then_stop)
@@ -188,18 +251,15 @@ async def _amain(
                 file=sys.stderr,
                 flush=True,
             )
-        if http is not None:
-            from ..http import load_or_create_token
-            from ..http import serve_http
-
-            host, port = http
-            token = load_or_create_token(state_dir)
-            bound = await nursery.start(partial(serve_http, runtime, host, port, token=token))
-            shown = f"[{host}]" if ":" in host else host
-            if runtime.fleet is not None:
-                runtime.fleet.http = f"{shown}:{bound}"  # for `agentrt fleet status`
+        if served is not None and served.error is not None:
             print(
-                f"agentrt daemon: HTTP API and web chat on http://{shown}:{bound}/ "
+                f"agentrt daemon: HTTP API not started: {served.error}; the socket is served",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif served is not None:
+            print(
+                f"agentrt daemon: HTTP API and web chat on {served.address} "
                 "('agentrt token' prints the token)",
                 file=sys.stderr,
                 flush=True,

@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import attrs
+
 from ..vocab.reprs import mutable
 from .statedir import fsync_dir
 
@@ -44,7 +46,7 @@ def check_secret_name(name: str) -> str:
 class SecretStore:
     """Named secrets on disk. Values are never logged, and `repr` shows only the folder."""
 
-    path: Path
+    path: Path = attrs.field(converter=Path)
 
     def __attrs_post_init__(self) -> None:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)

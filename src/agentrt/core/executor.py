@@ -43,6 +43,7 @@ from ..store.record import reissue_note
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
 from ..vocab.events import TaskStarted
+from ..vocab.locations import StrPath
 from ..vocab.questions import QuestionTrace
 from ..vocab.questions import trace_of
 from ..vocab.reprs import mutable
@@ -81,7 +82,7 @@ _CLEANUP_SECONDS = 10.0
 _MAX_SESSION_ID = 128
 
 
-def check_workdir(path: Path | str) -> Path:
+def check_workdir(path: StrPath) -> Path:
     """`path` resolved, if it is an existing folder; raise `BadWorkdirError` saying why not."""
     folder = Path(path)
     if not folder.is_absolute():
@@ -161,7 +162,7 @@ class Executor:
         owner: object,
         emit: Emit,
         window_hash: str | None = None,
-        workdir: Path | None = None,
+        workdir: StrPath | None = None,
         task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Run `text` as a new task of `session_id`; return the final event.
@@ -222,7 +223,7 @@ class Executor:
         answer: str | None = None,
         question_id: str | None = None,
         window_hash: str | None = None,
-        workdir: Path | None = None,
+        workdir: StrPath | None = None,
         task_status: trio.TaskStatus[TaskInfo] = trio.TASK_STATUS_IGNORED,
     ) -> RunEnded:
         """Resume the pending task of `session_id`, optionally answering its saved question.

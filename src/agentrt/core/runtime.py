@@ -37,6 +37,7 @@ from ..store import Store
 from ..store import is_postgres
 from ..store import open_store
 from ..vocab.locations import HTTP_TOKEN_FILE as HTTP_TOKEN_FILE
+from ..vocab.locations import StrPath
 from ..vocab.locations import default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir
 from ..vocab.questions import Timeouts
@@ -191,18 +192,18 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    state_dir: Path | str | None = None,
+    state_dir: StrPath | None = None,
     model_spec: str = "scripted",
     *,
     model: Model | None = None,
-    workdir: Path | str | None = None,
-    restricted_paths: Sequence[Path | str] | None = None,
+    workdir: StrPath | None = None,
+    restricted_paths: Sequence[StrPath] | None = None,
     verifier: Verifier | None = None,
     base_url: str | None = None,
-    protected_paths: Sequence[Path | str] = (),
+    protected_paths: Sequence[StrPath] = (),
     settings: Settings | None = None,
     approval: Approval | None = None,
-    store: str | Path | None = None,
+    store: StrPath | None = None,
     http: str | None = None,
     lease: float | None = None,
     sandbox: Sandbox | None = None,
@@ -233,7 +234,7 @@ async def open_runtime(
     Questions wait for their person as `timeouts` says (else the settings'
     ``[timeouts]``, else for ever).
 
-    Every path may be given as a `str` or a `Path`.
+    Every path may be given as a `str` or any `os.PathLike` (a `Path`, say).
     """
     options: ModelOptions | None = None
     guarded: tuple[Path, ...] = ()

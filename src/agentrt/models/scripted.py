@@ -40,6 +40,7 @@ from typing import Any
 
 import trio
 
+from ..vocab.locations import StrPath
 from ..vocab.reprs import record
 from .messages import Message
 from .messages import ModelError
@@ -286,7 +287,7 @@ class ReplayModel:
     source: str = "replay"
 
     @classmethod
-    def from_file(cls, path: Path | str) -> ReplayModel:
+    def from_file(cls, path: StrPath) -> ReplayModel:
         """Read a replay file; raises ValueError saying what is wrong with it."""
         path = Path(path)
         try:

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import trio
 
+from ..vocab.locations import StrPath
 from ..vocab.locations import default_socket_path as default_socket_path
 from ..vocab.locations import default_state_dir as default_state_dir
 from ..vocab.locations import is_socket_answering as is_socket_answering
@@ -77,7 +78,7 @@ class Client:
     @classmethod
     async def connect(
         cls,
-        socket_path: Path | str | None = None,
+        socket_path: StrPath | None = None,
         *,
         window: str | None = None,
         scope: Scope = Scope.WINDOW,

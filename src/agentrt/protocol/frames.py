@@ -242,6 +242,29 @@ class SessionsRequest:
     all_pages: bool = False
 
 
+class DaemonAction(enum.Enum):
+    """What a client `DaemonRequest` asks of the daemon itself."""
+
+    #: How the daemon is: its pid, socket, model, policy, HTTP address, connections, runs.
+    STATUS = "status"
+    #: Shut down as SIGTERM does: runs end with cause ``shutdown``, their tasks kept.
+    STOP = "stop"
+
+
+@record
+class DaemonRequest:
+    """Ask the daemon how it is (``status``) or to shut down (``stop``).
+
+    Both are answered with a `DaemonStatus`; for ``stop`` it is the daemon as
+    it starts to shut down (`DaemonStatus.runs` are the runs it stops), and the
+    connection closes once it has. Only the `agentrt` command (scope ``all``)
+    may stop the daemon; a window is refused.
+    """
+
+    TYPE: ClassVar[str] = "daemon"
+    action: DaemonAction
+
+
 # -- daemon -> client --------------------------------------------------------
 
 
@@ -525,6 +548,30 @@ class Ack:
     session: str | None = None
 
 
+@record
+class DaemonStatus:
+    """The reply to a `DaemonRequest`: the daemon process and what it serves."""
+
+    TYPE: ClassVar[str] = "daemon_status"
+    pid: int
+    socket: str
+    daemon_version: str
+    #: The model spec its runs use, and its approval policy.
+    model: str
+    approval: str
+    #: Seconds since it started.
+    uptime: float
+    #: Open connections (this one included) and runs in flight.
+    connections: int
+    runs: int
+    #: The HTTP API's address (``http://127.0.0.1:8765/``) when it serves one.
+    http: str | None = None
+    #: Why the HTTP API it was asked to serve is not served (a port in use).
+    http_error: str | None = None
+    #: True once it shuts down.
+    stopping: bool = False
+
+
 class ErrorCode(enum.Enum):
     """Why the daemon (or a client's codec) refused something."""
 
@@ -545,7 +592,8 @@ class ErrorCode(enum.Enum):
     VERSION = "version"
     #: The named task, question or session does not exist or is not this connection's.
     NOT_FOUND = "not_found"
-    #: The peer is another user; the connection is closed.
+    #: The peer is another user (the connection is closed), or a window asked to stop
+    #: the daemon.
     FORBIDDEN = "forbidden"
     #: The request was understood but could not be carried out.
     FAILED = "failed"
@@ -561,7 +609,7 @@ class ErrorFrame:
     ref: str | None = None
 
 
-ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest
+ClientFrame = Hello | Run | AnswerFrame | Cancel | PendingRequest | SessionsRequest | DaemonRequest
 """A frame a client sends to the daemon."""
 
 DaemonFrame = (
@@ -574,6 +622,7 @@ DaemonFrame = (
     | PendingPreview
     | SessionList
     | SessionMessages
+    | DaemonStatus
     | Ack
     | ErrorFrame
 )

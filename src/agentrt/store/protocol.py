@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Final
 from typing import Protocol
 from typing import TypeVar
@@ -25,6 +24,7 @@ from typing import TypeVar
 from ..core.cause import Cause
 from ..models.messages import Message
 from ..present.listing import BriefTask
+from ..vocab.locations import StrPath
 from ..vocab.terms import TaskStatus
 from .record import TaskRecord
 from .types import ListedTask
@@ -40,7 +40,7 @@ T_co = TypeVar("T_co", covariant=True)
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
-def is_postgres(location: str | Path) -> bool:
+def is_postgres(location: StrPath) -> bool:
     """Whether `location` names a PostgreSQL database (a ``postgresql://`` URL)."""
     return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
@@ -223,7 +223,7 @@ class Store(Protocol):
 
 
 async def open_store(
-    location: str | Path, *, lease: float | None = None, http: str | None = None
+    location: StrPath, *, lease: float | None = None, http: str | None = None
 ) -> Store:
     """Open the store at `location`: a ``postgresql://`` URL, else an SQLite file path.
 

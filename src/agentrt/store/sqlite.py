@@ -31,6 +31,7 @@ from ..present.listing import line_head
 from ..present.listing import lines as listing_lines
 from ..present.listing import stamp
 from ..present.listing import template
+from ..vocab.locations import StrPath
 from ..vocab.reprs import mutable
 from ..vocab.terms import TaskStatus
 from .columns import FIELDS
@@ -195,7 +196,7 @@ class TaskStore(SqlStore):
         return str(self.path)
 
     @classmethod
-    async def open(cls, path: Path | str) -> TaskStore:
+    async def open(cls, path: StrPath) -> TaskStore:
         """Open (creating if needed) the store file at `path`.
 
         Raises `StoreError` when the file is not an agentrt store or was written

@@ -12,6 +12,10 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
+from typing import TypeAlias
+
+#: A path as a caller may give it: a `str` or any `os.PathLike` (a `Path`, say).
+StrPath: TypeAlias = "str | os.PathLike[str]"
 
 #: The HTTP API token's file in the state directory (`agentrt.http` writes it).
 HTTP_TOKEN_FILE: Final = "http-token"
@@ -40,7 +44,7 @@ def default_socket_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(f"/tmp/agentrt-{os.getuid()}") / "daemon.sock"
 
 
-def is_socket_answering(path: Path) -> bool:
+def is_socket_answering(path: StrPath) -> bool:
     """True when something accepts connections on the Unix socket `path`."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

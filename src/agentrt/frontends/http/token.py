@@ -14,6 +14,7 @@ from ...config.statedir import StateDirError
 from ...config.statedir import fsync_dir
 from ...config.statedir import prepare_state_dir
 from ...vocab.locations import HTTP_TOKEN_FILE
+from ...vocab.locations import StrPath
 from ...vocab.locations import default_state_dir
 
 #: The token's file name inside the state dir.
@@ -21,7 +22,7 @@ TOKEN_FILE = HTTP_TOKEN_FILE
 _MIN_LENGTH = 32
 
 
-def load_or_create_token(state_dir: Path | str) -> str:
+def load_or_create_token(state_dir: StrPath) -> str:
     """The HTTP token stored in `state_dir`, made (mode 0600) if there is none yet.
 
     Two processes starting at once agree on one token: the file is written

@@ -58,7 +58,10 @@ from ...protocol.frames import AskFrame
 from ...protocol.frames import AskWithdrawn
 from ...protocol.frames import Cancel
 from ...protocol.frames import ClientFrame
+from ...protocol.frames import DaemonAction
 from ...protocol.frames import DaemonFrame
+from ...protocol.frames import DaemonRequest
+from ...protocol.frames import DaemonStatus
 from ...protocol.frames import EndedFrame
 from ...protocol.frames import ErrorCode
 from ...protocol.frames import ErrorFrame
@@ -125,6 +128,7 @@ _AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
         PendingDetail,
         SessionList,
         SessionMessages,
+        DaemonStatus,
     }
 )
 #: Gives up the processor to another runnable process, if any (a no-op where it is missing).
@@ -195,6 +199,14 @@ class Host(Protocol):
         """Forget the window `conn` held."""
         ...
 
+    def status(self) -> DaemonStatus:
+        """How the daemon is (a ``daemon status`` request)."""
+        ...
+
+    def stop_soon(self) -> DaemonStatus:
+        """Start a graceful shutdown (a ``daemon stop`` request); the daemon as it starts it."""
+        ...
+
 
 Handler = Callable[[Any], Awaitable[None]]
 
@@ -247,6 +259,7 @@ class Connection:
             Cancel: self._on_cancel,
             PendingRequest: self._on_pending,
             SessionsRequest: self._on_sessions,
+            DaemonRequest: self._on_daemon,
         }
 
     # -- the connection's life ---------------------------------------------
@@ -874,6 +887,23 @@ class Connection:
         await self.send(Ack(frame.TYPE, "discarded", session=session))
 
     # -- sessions -----------------------------------------------------------
+
+    # -- the daemon itself ----------------------------------------------------
+
+    async def _on_daemon(self, frame: DaemonRequest) -> None:
+        if frame.action is DaemonAction.STATUS:
+            await self.send(self.daemon.status())
+            return
+        if self.scope is not Scope.ALL:
+            # A window closing would stop every other window's runs with it.
+            await self.error(
+                ErrorCode.FORBIDDEN,
+                "a window cannot stop the daemon; run 'agentrt daemon stop'",
+                frame,
+            )
+            return
+        log.info("connection %d asked the daemon to stop", self.number)
+        await self.send(self.daemon.stop_soon())
 
     async def _on_sessions(self, frame: SessionsRequest) -> None:
         if frame.action is SessionsAction.LIST:

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket as stdlib_socket
+import time
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +23,7 @@ import trio
 from ...core.cause import Cause
 from ...core.runtime import Runtime
 from ...protocol.codec import encode
+from ...protocol.frames import DaemonStatus
 from ...protocol.frames import ErrorCode
 from ...protocol.frames import ErrorFrame
 from ...vocab.reprs import mutable
@@ -62,7 +64,12 @@ class Daemon:
     handle_signals: bool = False
     #: Runs in flight over every connection.
     runs: RunCounter = attrs.field(factory=RunCounter, init=False)
+    #: The HTTP API's address when the process serves one, or why the one asked for is not
+    #: served (``daemon status`` shows them).
+    http: str | None = None
+    http_error: str | None = None
     stopping: bool = attrs.field(default=False, init=False)
+    _started: float = attrs.field(factory=time.monotonic, init=False, repr=False)
     _connections: set[Connection] = attrs.field(factory=set, init=False, repr=False)
     _count: int = attrs.field(default=0, init=False, repr=False)
     _listener: trio.SocketListener | None = attrs.field(default=None, init=False, repr=False)
@@ -84,6 +91,33 @@ class Daemon:
     def connections(self) -> int:
         """How many connections are open."""
         return len(self._connections)
+
+    def status(self) -> DaemonStatus:
+        """How this daemon is, for a ``daemon status`` request."""
+        return DaemonStatus(
+            pid=os.getpid(),
+            socket=os.fspath(self.socket_path.absolute()),
+            daemon_version=self.version,
+            model=self.runtime.model.name,
+            approval=self.runtime.executor.config.approval.value,
+            uptime=round(time.monotonic() - self._started, 3),
+            connections=len(self._connections),
+            runs=self.runs.count,
+            http=self.http,
+            http_error=self.http_error,
+            stopping=self.stopping,
+        )
+
+    def stop_soon(self) -> DaemonStatus:
+        """Start a graceful `shutdown` (a ``daemon stop`` request); the daemon as it starts it.
+
+        Its `DaemonStatus.runs` are the runs the shutdown stops, their tasks kept.
+        """
+        status = attrs.evolve(self.status(), stopping=True)
+        if not self.stopping and self._root is not None:
+            log.warning("asked to stop over the socket: shutting down; unfinished tasks are kept")
+            self._root.start_soon(self.shutdown)
+        return status
 
     # -- serving ----------------------------------------------------------
 
