@@ -19,17 +19,26 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agentrt import ALLOW_ONCE
 from agentrt import Answer
 from agentrt import Entry as Question
 from agentrt import Outcome
 from agentrt import Runtime
+from agentrt import open_runtime
 from agentrt.agent.checkpoint import BESIDE
 from agentrt.agent.checkpoint import CallRecord
 from agentrt.agent.checkpoint import Checkpoints
+from agentrt.core.errors import NoSuchTurnError
+from agentrt.core.errors import PendingTaskExistsError
+from agentrt.core.errors import UnknownSessionError
+from agentrt.models.messages import Role
 
+from .conftest import Recorder
 from .conftest import results_in_call_order
 from .conftest import run_answering
+from .test_sessions import RecordingModel
 
 _sessions = itertools.count()
 
@@ -178,11 +187,86 @@ async def test_a_call_over_the_limit_says_before_it_runs_that_it_cannot_be_undon
     assert tree(workdir) == left
 
 
+# -- through the runtime: /undo and /rewind, the note the model reads --------------------
+
+
+async def test_rewind_across_three_turns_puts_back_the_later_turns_files_and_words(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = RecordingModel()
+    async with open_runtime(tmp_path / "state", model=model, workdir=workdir) as rt:
+        session = f"cli-undo{next(_sessions)}"
+        await run(rt, session, "write a.txt one")
+        after_first = tree(workdir)
+        await run(rt, session, "write b.txt two; sh mkdir d && echo x > d/c.txt")
+        await run(rt, session, "edit a.txt one ONE")
+        turns = await rt.executor.turns(session)
+        assert [(t.text, t.files) for t in turns] == [
+            ("write a.txt one", 4),  # b.txt, d, d/c.txt, a.txt
+            ("write b.txt two; sh mkdir d && echo x > d/c.txt", 1),
+            ("edit a.txt one ONE", 0),
+        ]
+        with pytest.raises(NoSuchTurnError, match="no turn at message 1;"):
+            await rt.executor.undo(session, turn=1)
+        result = await rt.executor.undo(session, turn=turns[0].index)
+        assert result.done and not result.conflicts
+        assert tree(workdir) == after_first
+        history = await rt.store.load_history(session)
+        note = history[-1]
+        assert note.role is Role.NOTE and note.rewinds == turns[1].index
+        assert note.content.startswith("The user rewound the conversation to this point")
+        assert str(workdir / "d" / "c.txt") in note.content
+        # The next turn's model sees the first turn, the note, and nothing of the two after it.
+        await run(rt, session, "hello")
+        seen = model.seen[-1]
+        said = [m.content for m in seen if m.role is Role.USER]
+        assert said == ["write a.txt one", "hello"]
+        assert any(m.rewinds is not None for m in seen if m.role is Role.NOTE)
+        # Nothing left after it: a rewind to the last turn puts nothing back.
+        assert [t.files for t in await rt.executor.turns(session)] == [0, 0]
+
+
+async def test_undo_refuses_a_session_that_runs_or_has_a_pending_task(
+    runtime: Runtime, workdir: Path
+) -> None:
+    with pytest.raises(UnknownSessionError):
+        await runtime.executor.undo("cli-nosuch")
+    session = f"cli-undo{next(_sessions)}"
+    await run(runtime, session, "write a.txt one")
+    # Nobody listens: the question parks the task.
+    ended = await runtime.executor.run(session, "ask 'what now?'", owner="t", emit=Recorder())
+    assert ended.outcome is Outcome.AWAITING_ANSWER, ended
+    with pytest.raises(PendingTaskExistsError, match="has a pending task"):
+        await runtime.executor.undo(session)
+    assert (workdir / "a.txt").read_text() == "one"
+
+
+async def test_undo_tells_the_model_which_files_are_back(runtime: Runtime, workdir: Path) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    await run(runtime, session, "write a.txt one")
+    result = await runtime.executor.undo(session)
+    assert result.restored == (str(workdir / "a.txt"),)
+    note = (await runtime.store.load_history(session))[-1]
+    assert note.role is Role.NOTE and note.rewinds is None
+    assert note.content == (
+        "The user undid the file changes of the last run; these files are back as they were "
+        f"before: {workdir / 'a.txt'}."
+    )
+    # Nothing more to undo: no second note.
+    again = await runtime.executor.undo(session)
+    assert not again.done and again.restored == ()
+    assert (await runtime.store.load_history(session))[-1] == note
+
+
 # -- an undo killed at any moment -------------------------------------------------------
 
 _UNDO = """
 import sys
 from agentrt.agent.checkpoint import Checkpoints
+from agentrt.core.errors import NoSuchTurnError
+from agentrt.core.errors import PendingTaskExistsError
+from agentrt.core.errors import UnknownSessionError
+from agentrt.models.messages import Role
 c = Checkpoints(sys.argv[1])
 c.undo("s", c.last_run("s"), force=True)
 """

@@ -107,6 +107,8 @@ class CallRecord:
     changes: tuple[Change, ...] = ()
     #: Why the call cannot be undone (over the limit, a restricted path), or None.
     not_undoable: str | None = None
+    #: Where its task's messages begin among the session's (the index of its user message).
+    first: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +118,7 @@ class CallRecord:
             "tool": self.tool,
             "at": self.at,
             "not_undoable": self.not_undoable,
+            "first": self.first,
             "changes": [
                 {
                     "path": c.path,
@@ -140,6 +143,7 @@ class CallRecord:
             float(raw["at"]),
             changes,
             raw.get("not_undoable"),
+            int(raw.get("first", 0)),
         )
 
 
@@ -203,8 +207,9 @@ def _fsync_dir(folder: str) -> None:
 
 def _write_durably(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write `path` whole (temp file, fsync, rename, fsync of the folder)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    # A name of its own: two calls may keep the same object at once.
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
         while view:
@@ -550,10 +555,9 @@ class Checkpoints:
         task = records[-1].task
         return [r for r in records if r.task == task]
 
-    def since(self, session: str, tasks: Iterable[str]) -> list[CallRecord]:
-        """The calls not undone of the tasks `tasks` (those after a turn /rewind goes back to)."""
-        wanted = set(tasks)
-        return [r for r in self.records(session) if r.task in wanted]
+    def from_turn(self, session: str, first: int) -> list[CallRecord]:
+        """The calls not undone of the session's tasks that began at message `first` or later."""
+        return [r for r in self.records(session) if r.first >= first]
 
     def count_files(self, calls: Iterable[CallRecord]) -> int:
         """How many paths undoing `calls` would touch."""
@@ -651,3 +655,30 @@ def described(result: UndoResult) -> Iterator[str]:
         yield f"  {path}" + (f" (its newer content kept in {kept})" if kept else "")
     for call, why in result.skipped.items():
         yield f"  call {call} cannot be undone: {why}"
+
+
+@record
+class Turn:
+    """One turn of a session: where it begins among its messages, its words, and how many
+    files a rewind to it would put back (those the runs after it changed)."""
+
+    index: int
+    text: str
+    files: int
+
+
+def undo_note(result: UndoResult, rewound: bool) -> str:
+    """The note that tells the model what an undo or a rewind did to the files."""
+    first = (
+        "The user rewound the conversation to this point: what was said after it is gone"
+        if rewound
+        else "The user undid the file changes of the last run"
+    )
+    if not result.restored:
+        return f"{first}; no file had to be put back."
+    paths = ", ".join(result.restored[:50]) + (", ..." if len(result.restored) > 50 else "")
+    text = f"{first}; these files are back as they were before: {paths}."
+    if result.kept:
+        kept = ", ".join(f"{k} (kept in {v})" for k, v in result.kept.items())
+        text += f" Their newer content, changed after the run, was kept beside: {kept}."
+    return text

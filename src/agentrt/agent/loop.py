@@ -44,6 +44,7 @@ from ..models.messages import Role
 from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
+from ..models.messages import model_view
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -246,6 +247,11 @@ class AgentRun:
         self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
 
     @property
+    def turn_start(self) -> int:
+        """Where the task's messages begin among its session's (its user message's index)."""
+        return len((self.root or self).history)
+
+    @property
     def context(self) -> RequestContext:
         ctx = current_context()
         assert ctx is not None, "AgentRun.drive must run inside bind_context()"
@@ -310,7 +316,7 @@ class AgentRun:
         return None
 
     def _model_messages(self) -> list[Message]:
-        return [*self.history, *self.live]
+        return [*model_view(self.history), *self.live]
 
     async def _tell_stops(self) -> None:
         """Before the model is asked again: the note of what it has not been told yet.

@@ -87,6 +87,12 @@ class LateAnswerError(BadAnswerError):
     code = "late_answer"
 
 
+class NoSuchTurnError(ExecutorError, ValueError):
+    """A `/rewind` to a turn the session does not have."""
+
+    code, http_status, frame_code = "no_such_turn", 400, "invalid"
+
+
 class BadWorkdirError(ExecutorError, ValueError):
     """A working directory that cannot be used."""
 

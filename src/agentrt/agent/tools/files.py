@@ -191,7 +191,16 @@ async def _checkpoint(agent: ToolRun, call: ToolCall, change: _Change, why: str 
             changes = (Change(str(path), old, Entry("file", mode, digest(change.data))),)
         session = agent.context.session_id
         checkpoints.record(
-            CallRecord(session, agent.task_hash, call.id, call.name, time.time(), changes, why)
+            CallRecord(
+                session,
+                agent.task_hash,
+                call.id,
+                call.name,
+                time.time(),
+                changes,
+                why,
+                agent.turn_start,
+            )
         )
 
     try:

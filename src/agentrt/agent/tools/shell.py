@@ -124,5 +124,6 @@ async def _checkpointed(agent: ToolRun, call: ToolCall) -> AsyncIterator[None]:
                     time.time(),
                     changes,
                     why,
+                    agent.turn_start,
                 )
                 await trio.to_thread.run_sync(checkpoints.record, entry)
