@@ -297,6 +297,8 @@ class TuiState:
     sessions_pages: list[SessionItem] = attrs.field(factory=list)
     #: The session whose last messages were asked for, to be shown when they come.
     history_for: str | None = None
+    #: The turns `/rewind` listed last (their seqs, oldest first), for `/rewind N`.
+    turns: tuple[int, ...] = ()
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0

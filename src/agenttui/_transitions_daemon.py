@@ -40,6 +40,8 @@ from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import ToolCallFrame
 from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import TurnList
+from agentrt.protocol.frames import Undone
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
@@ -489,6 +491,49 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
     return entries
 
 
+def on_turns(state: TuiState, frame: TurnList) -> list[Action]:
+    """The turns `/rewind` asked for: numbered in the transcript, for `/rewind N`."""
+    if frame.session != state.session:
+        return []
+    state.turns = tuple(turn.seq for turn in frame.turns)
+    if not frame.turns:
+        state.info("This session has no turns yet")
+        return []
+    lines = ["Turns of this session (/rewind N goes back to turn N):"]
+    for number, turn in enumerate(frame.turns, start=1):
+        words = turn.text.splitlines()[0] if turn.text else ""
+        words = words if len(words) <= 60 else words[:57] + "..."
+        after = f"{turn.files} file{'' if turn.files == 1 else 's'} to put back"
+        lines.append(f"  {number}. {words}  ({after})")
+    state.add(EntryKind.INFO, "\n".join(lines))
+    return []
+
+
+def on_undone(state: TuiState, frame: Undone) -> list[Action]:
+    """What `/undo` or `/rewind N` did, or the files changed since that stopped it."""
+    if frame.conflicts and not frame.done:
+        lines = [
+            f"{len(frame.conflicts)} file(s) changed since the run; nothing was put back:",
+            *(f"  {path}" for path in frame.conflicts),
+            "Type the command again with force (/undo force, /rewind N force) to put them "
+            "back, their newer content kept beside",
+        ]
+        state.add(EntryKind.INFO, "\n".join(lines))
+        state.error(f"{len(frame.conflicts)} file(s) changed since the run: nothing was undone")
+        return []
+    if not frame.restored and not frame.skipped:
+        state.info("Nothing to undo")
+        return []
+    lines = [f"Put back {len(frame.restored)} file(s):"]
+    for path in frame.restored:
+        kept = frame.kept.get(path)
+        lines.append(f"  {path}" + (f" (its newer content kept in {kept})" if kept else ""))
+    lines += [f"  a call could not be undone: {why}" for why in frame.skipped.values()]
+    state.add(EntryKind.INFO, "\n".join(lines))
+    state.info(f"Put back {len(frame.restored)} file(s)")
+    return []
+
+
 def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
     """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
@@ -530,6 +575,8 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     PendingPreview: on_pending_preview,
     SessionList: on_sessions,
     SessionMessages: on_session_messages,
+    TurnList: on_turns,
+    Undone: on_undone,
     DaemonStatus: on_daemon_status,
     Ack: on_ack,
     ErrorFrame: on_error,

@@ -17,6 +17,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
     ("/new", "start a new session"),
     ("/sessions", "earlier conversations: pick one to continue it"),
+    ("/undo", "put back the files the last run changed"),
+    ("/rewind", "list this session's turns; /rewind N goes back to turn N, files and words"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
@@ -82,6 +84,12 @@ Commands
   /new               start a new session with the next message
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
+  /undo              put back the files the last run changed (write_file, edit_file,
+                     shell), as they were before it; a file changed since is listed
+                     and left alone: /undo force puts it back, its newer text kept beside
+  /rewind            this session's turns, with how many files going back to each
+                     puts back; /rewind N goes back to turn N: the files the later
+                     turns changed, and what was said after it (/rewind N force, too)
   /help              this text
   /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
 The daemon keeps running after you quit. If it goes away, the window says so in

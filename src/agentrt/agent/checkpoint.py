@@ -504,7 +504,7 @@ class Checkpoints:
             steps.append(step)
         ids = tuple(dict.fromkeys(c.call for c in todo))
         if conflicts and not force:
-            return UndoResult(tuple(restored), tuple(conflicts), kept, ids, skipped)
+            return UndoResult(tuple(restored), tuple(conflicts), {}, ids, skipped)
         journal = {"session": session, "calls": list(ids), "steps": steps}
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write_durably(self.journal, json.dumps(journal).encode("utf-8"))
