@@ -105,6 +105,7 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     SessionsRequest(SessionsAction.RM, session="cli-1"),
     SessionsRequest(SessionsAction.UNDO, session="cli-1"),
     SessionsRequest(SessionsAction.UNDO, session="cli-1", turn=4, force=True),
+    SessionsRequest(SessionsAction.UNDO, session="cli-1", task="abc", dry_run=True),
     SessionsRequest(SessionsAction.TURNS, session="cli-1"),
     DaemonRequest(DaemonAction.STATUS),
     DaemonRequest(DaemonAction.STOP),
@@ -175,6 +176,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     TurnList("cli-1", (TurnItem(0, "write a.txt hi", 2), TurnItem(4, "sh ls", 0))),
     Undone("cli-1", True, ("/w/a.txt",), ("/w/a.txt",), {"/w/a.txt": "/w/a.txt.agentrt-undo-1"}),
     Undone("cli-1", False, ("/w/a.txt",), ("/w/a.txt",), skipped={"c1": "over the limit"}),
+    Undone("cli-1", False, ("/w/a.txt",), dry_run=True, task="abc"),
     DaemonStatus(41, "/run/d.sock", "0.1.0", "scripted", "ask", 12.5, 2, 1),
     DaemonStatus(
         41,

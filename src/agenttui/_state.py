@@ -171,6 +171,10 @@ class RunState:
     resumed: bool = False
     #: The message that started the run (None for a resume).
     text: str | None = None
+    #: How many files the run changed so far, as the daemon last said (None: not asked).
+    files: int | None = None
+    #: True once the person chose to stop the run and put back its files.
+    undo_after: bool = False
 
     @property
     def stopping(self) -> bool:

@@ -298,7 +298,17 @@ def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     state.mark_shown()
     kind = EntryKind.TOOL_RESULT if frame.ok else EntryKind.ERROR
     state.add(kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task_hash)
+    run = state.run
+    if frame.name in _CHANGES_FILES and run is not None and run.session is not None:
+        # How many files the run changed so far: the stop popup offers to put them back.
+        ask = SessionsRequest(SessionsAction.UNDO, run.session, task=frame.task_hash, dry_run=True)
+        return [Send(ask)]
     return []
+
+
+#: The tools whose calls may change files (a subagent's too): after each, the stop popup's
+#: count of the files the run changed is asked for again.
+_CHANGES_FILES: frozenset[str] = frozenset({"write_file", "edit_file", "shell", "spawn"})
 
 
 def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
@@ -368,6 +378,10 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     state.add(
         EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task_hash
     )
+    if run.undo_after:
+        # Stopped to put its files back: that task's changes only.
+        undo = SessionsRequest(SessionsAction.UNDO, frame.session_id, task=frame.task_hash)
+        actions.append(Send(undo))
     if interrupted_choice:
         # The popup does not just vanish under the user's hand: it says why.
         state.overlay = EndedPopup(f"The run ended before you chose: {line}", quitting)
@@ -510,7 +524,13 @@ def on_turns(state: TuiState, frame: TurnList) -> list[Action]:
 
 
 def on_undone(state: TuiState, frame: Undone) -> list[Action]:
-    """What `/undo` or `/rewind N` did, or the files changed since that stopped it."""
+    """What `/undo` or `/rewind N` did, or the files changed since that stopped it; or, to a
+    dry run, how many files the running run changed so far."""
+    if frame.dry_run:
+        run = state.run
+        if run is not None and run.task is not None and run.task == frame.task:
+            run.files = len(frame.restored)
+        return []
     if frame.conflicts and not frame.done:
         lines = [
             f"{len(frame.conflicts)} file(s) changed since the run; nothing was put back:",

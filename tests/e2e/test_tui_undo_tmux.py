@@ -61,3 +61,30 @@ def test_rewind_across_three_turns_goes_back_to_the_first(daemon: World) -> None
     term.keys("Enter")
     screen = term.wait_for(r"1\. write one\.txt 1  \(0 files to put back\)", "the list again")
     assert "2. write two.txt" not in screen.split("1. write one.txt 1  (0 files")[-1]
+
+
+def test_ctrl_c_then_undo_stops_the_run_and_puts_back_its_files(daemon: World) -> None:  # noqa: F811
+    project = daemon.root / "project"
+    project.mkdir()
+    (project / "kept.txt").write_text("as it was\n")
+    term = daemon.open_window(cwd=project)
+    # Both calls run side by side: the write ends, the sleep goes on until the stop.
+    term.type("write kept.txt changed; sleep 60")
+    term.keys("Enter")
+    term.wait_for(r"\? write 7 bytes to .*kept\.txt", "the confirmation")
+    term.keys("1")
+    term.wait_for(r"write_file: wrote 7 bytes", "the write's result")
+    assert (project / "kept.txt").read_text() == "changed"
+    # Esc's popup counts the run's file changes once the daemon has said them.
+    term.keys("Escape")
+    term.wait_for(r"Undo: also put back", "the stop popup")
+    while "Undo: also put back the 1 file it changed" not in term.screen():
+        term.keys("Escape", "Escape")  # closed and opened again: counted anew
+        term.wait_for(r"Undo: also put back", "the stop popup again")
+    term.keys("Escape")
+    # Ctrl+C asks too, now that the run changed a file; u is Undo.
+    term.keys("C-c")
+    term.wait_for(r"Undo: also put back the 1 file it changed", "Ctrl+C's popup")
+    term.keys("u")
+    term.wait_for(r"Put back 1 file\(s\)", "the undo after the stop")
+    assert (project / "kept.txt").read_text() == "as it was\n"

@@ -461,12 +461,20 @@ class Checkpoints:
 
     # -- undoing --------------------------------------------------------------------
 
-    def undo(self, session: str, calls: Iterable[CallRecord], *, force: bool = False) -> UndoResult:
+    def undo(
+        self,
+        session: str,
+        calls: Iterable[CallRecord],
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> UndoResult:
         """Put back every path `calls` changed as it was before the first of them.
 
         Without `force`, a path changed since the calls stops it (nothing is
         touched: the result lists the conflicts); with it, each conflicting
-        path's newer content is kept beside it first.
+        path's newer content is kept beside it first. With `dry_run`, nothing is
+        touched: the result says what would be put back.
         """
         todo = sorted(calls, key=lambda c: c.at)
         skipped = {c.call: c.not_undoable for c in todo if c.not_undoable}
@@ -490,6 +498,8 @@ class Checkpoints:
             if _same(now, target):
                 continue
             restored.append(path)
+            if dry_run:
+                continue
             step: dict[str, Any] = {
                 "path": path,
                 "target": target.to_json() if target else None,
@@ -503,7 +513,7 @@ class Checkpoints:
                     step["beside"] = {"path": beside, "sha": now.data, "mode": now.mode}
             steps.append(step)
         ids = tuple(dict.fromkeys(c.call for c in todo))
-        if conflicts and not force:
+        if dry_run or (conflicts and not force):
             return UndoResult(tuple(restored), tuple(conflicts), {}, ids, skipped)
         journal = {"session": session, "calls": list(ids), "steps": steps}
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -554,6 +564,10 @@ class Checkpoints:
             return []
         task = records[-1].task
         return [r for r in records if r.task == task]
+
+    def of_task(self, session: str, task: str) -> list[CallRecord]:
+        """The calls not undone of one task of the session."""
+        return [r for r in self.records(session) if r.task == task]
 
     def from_turn(self, session: str, first: int) -> list[CallRecord]:
         """The calls not undone of the session's tasks that began at message `first` or later."""

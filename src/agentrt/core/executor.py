@@ -133,6 +133,8 @@ class _Running:
     scope: CauseScope = attrs.field(factory=CauseScope)
     #: Set when the task was discarded while this run worked on it.
     discarded: bool = False
+    #: Set once the run is over and its session free (see `Executor.undo` of a stopped task).
+    over: trio.Event = attrs.field(factory=trio.Event)
 
 
 @record
@@ -352,7 +354,13 @@ class Executor:
         self._allow.pop(session_id, None)
 
     async def undo(
-        self, session_id: str, *, turn: int | None = None, force: bool = False
+        self,
+        session_id: str,
+        *,
+        turn: int | None = None,
+        force: bool = False,
+        task: str | None = None,
+        dry_run: bool = False,
     ) -> UndoResult:
         """Put back what the session's last run changed in files (`agentrt.agent.checkpoint`).
 
@@ -363,9 +371,28 @@ class Executor:
         `force`, then its newer content is kept beside it. What was done is
         told to the model in a note, the last entry of the conversation.
         Refused, as `forget`, while the session runs or has a pending task.
+
+        With `task`, only that task's changes are put back: a run stopped to be
+        undone (Ctrl+C, then "discard and undo"), whose end is waited for when
+        it is still winding down. With `dry_run`, nothing is touched, whatever
+        runs: the result says what would be put back.
         """
         check_session_id(session_id)
-        if session_id in self._sessions:
+        running = self._sessions.get(session_id)
+        checkpoints = self.config.checkpoints
+        if dry_run:
+            if checkpoints is None or task is None:
+                return UndoResult((), ())
+            calls = checkpoints.of_task(session_id, task)
+            return await trio.to_thread.run_sync(
+                functools.partial(checkpoints.undo, session_id, calls, dry_run=True)
+            )
+        if running is not None and running.info.task_hash == task:
+            # Stopped to be undone: its final event may come just before its session is free.
+            with trio.move_on_after(_CLEANUP_SECONDS):
+                await running.over.wait()
+            running = self._sessions.get(session_id)
+        if running is not None:
             raise SessionBusyError(f"session {session_id} is running; stop it first")
         if await self.store.lookup(session_id) is not None:
             raise PendingTaskExistsError(
@@ -373,10 +400,11 @@ class Executor:
             )
         if await self.store.session(session_id) is None:
             raise UnknownSessionError(f"no session {session_id}")
-        checkpoints = self.config.checkpoints
         history = await self.store.load_history(session_id)
         rewinds: int | None = None
-        if turn is None:
+        if task is not None:
+            calls = checkpoints.of_task(session_id, task) if checkpoints else []
+        elif turn is None:
             calls = checkpoints.last_run(session_id) if checkpoints else []
         else:
             starts = _turn_starts(history)
@@ -513,6 +541,7 @@ class Executor:
         self._tasks.pop(running.info.task_hash, None)
         if self._sessions.get(running.info.session_id) is running:
             del self._sessions[running.info.session_id]
+        running.over.set()
 
     async def _drive(
         self,

@@ -249,6 +249,10 @@ class SessionsRequest:
     turn: int | None = None
     #: ``undo``: go on when files changed since the run, keeping their newer content beside.
     force: bool = False
+    #: ``undo``: that task's changes only (a run stopped to be undone), waiting for its end.
+    task: str | None = None
+    #: ``undo``: touch nothing, say what would be put back (allowed while the session runs).
+    dry_run: bool = False
 
 
 class DaemonAction(enum.Enum):
@@ -579,6 +583,10 @@ class Undone:
     kept: dict[str, str] = attrs.field(factory=dict)
     #: The calls that could not be undone, and why.
     skipped: dict[str, str] = attrs.field(factory=dict)
+    #: The answer to a ``dry_run``: `restored` lists what would be put back.
+    dry_run: bool = False
+    #: The task named in the request, if one was.
+    task: str | None = None
 
 
 @record

@@ -931,7 +931,7 @@ class Connection:
     async def _sessions_undo(self, frame: SessionsRequest, session: str) -> None:
         try:
             result = await self.daemon.runtime.executor.undo(
-                session, turn=frame.turn, force=frame.force
+                session, turn=frame.turn, force=frame.force, task=frame.task, dry_run=frame.dry_run
             )
         except REFUSED as exc:
             await self.refuse(exc, frame)
@@ -944,6 +944,8 @@ class Connection:
                 result.conflicts,
                 dict(result.kept),
                 dict(result.skipped),
+                frame.dry_run,
+                frame.task,
             )
         )
 
