@@ -28,6 +28,7 @@ from . import bench_core
 from . import bench_fleet
 from . import bench_processes
 from . import bench_scale
+from . import bench_undo
 from ._harness import Result
 from ._harness import format_table
 from ._processes import ensure_store
@@ -46,6 +47,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
         root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
+    "undo": lambda root: trio.run(bench_undo.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -66,6 +68,8 @@ ORDER = (
     "tui_first_screen",
     "answer_idle_1000",
     "sandboxed_sh",
+    "checkpoint_sh",
+    "undo_100_files",
     "fleet_takeover",
 )
 

@@ -182,7 +182,7 @@ async def test_a_call_over_the_limit_says_before_it_runs_that_it_cannot_be_undon
     result = checkpoints.undo(session, checkpoints.last_run(session))
     assert set(result.skipped.values()) == {
         f"{workdir / 'big.txt'} is 101 bytes, over the checkpoint limit of 100",
-        "its files are over the checkpoint limit of 100 bytes",
+        "its files would take 101 bytes to keep, over the checkpoint limit of 100",
     }
     assert tree(workdir) == left
 

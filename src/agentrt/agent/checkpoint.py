@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import NamedTuple
 
 import attrs
 
@@ -165,9 +166,8 @@ class UndoResult:
     done: bool = False
 
 
-@record
-class _Stat:
-    """What a walk compares: a path's kind, mode, size, times and inode."""
+class _Stat(NamedTuple):
+    """What a walk compares: a path's kind, mode, size, times and inode (a tuple: fast)."""
 
     kind: str
     mode: int
@@ -229,6 +229,9 @@ class Snapshot:
     cut: bool = False
     #: The object of each file (and the target of each link) the walk saw, once kept.
     kept: dict[str, str] = attrs.field(factory=dict)
+    #: The files whose content hash is known but not kept yet (a command's new content,
+    #: kept only if another call changes it again: see `Checkpoints.before`).
+    unkept: set[str] = attrs.field(factory=set)
 
 
 @attrs.define
@@ -295,14 +298,18 @@ class Checkpoints:
         return None
 
     def record(self, call: CallRecord) -> None:
-        """Append `call` to its session's log (synced), before its change is made."""
+        """Append `call` to its session's log, before its change is made.
+
+        Not synced: a kill loses nothing written, and a power cut may lose the
+        last records (those calls then cannot be undone), never an object one
+        of them names: objects are synced as they are kept.
+        """
         log = self._log(call.session)
         log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = json.dumps(call.to_json(), separators=(",", ":")) + "\n"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -374,30 +381,21 @@ class Checkpoints:
         return sum(
             s.size
             for p, s in snapshot.entries.items()
-            if s.kind == _FILE and last.entries.get(p) != s
+            if s.kind == _FILE and (last.entries.get(p) != s or p in last.unkept)
         )
-
-    def shell_refusal(self, workdir: Path, skip: Sequence[Path]) -> str | None:
-        """Why a shell command in `workdir` could not be undone, said before it runs; or None."""
-        snapshot = self.walk(workdir, skip)
-        if snapshot.cut:
-            return f"the working folder has more than {self.walk_entries:,} entries"
-        size = self.unkept_bytes(workdir, snapshot)
-        if size > self.limit:
-            return (
-                f"its files would take {size:,} bytes to keep, over the checkpoint limit "
-                f"of {self.limit:,}"
-            )
-        return None
 
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
         """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
         why = None
         snapshot = self.walk(workdir, skip)
+        size = 0 if snapshot.cut else self.unkept_bytes(workdir, snapshot)
         if snapshot.cut:
             why = f"the working folder has more than {self.walk_entries:,} entries"
-        elif self.unkept_bytes(workdir, snapshot) > self.limit:
-            why = f"its files are over the checkpoint limit of {self.limit:,} bytes"
+        elif size > self.limit:
+            why = (
+                f"its files would take {size:,} bytes to keep, over the checkpoint limit "
+                f"of {self.limit:,}"
+            )
         if why is not None:
             self._index.pop(str(workdir), None)
             return why
@@ -407,7 +405,7 @@ class Checkpoints:
         for path, info in snapshot.entries.items():
             if info.kind != _FILE:
                 continue
-            if last.entries.get(path) == info and path in shas:
+            if last.entries.get(path) == info and path in shas and path not in last.unkept:
                 kept[path] = shas[path]
                 continue
             try:
@@ -429,6 +427,8 @@ class Checkpoints:
         for path, info in now.entries.items():
             if before.entries.get(path) == info and path in shas:
                 kept[path] = shas[path]
+                if path in before.unkept:
+                    now.unkept.add(path)
         changes: list[Change] = []
         for path in sorted(before.entries.keys() | now.entries.keys()):
             old, new = before.entries.get(path), now.entries.get(path)
@@ -437,11 +437,14 @@ class Checkpoints:
             new_entry: Entry | None = None
             if new is not None:
                 try:
-                    new_entry = self.entry_of(Path(path))
+                    # Its hash only: its content is kept if a later call changes it again.
+                    new_entry = self.entry_of(Path(path), keep=False)
                 except OSError:
                     continue
                 if new_entry is not None and new_entry.kind != _DIR:
                     kept[path] = new_entry.data
+                    if new_entry.kind == _FILE:
+                        now.unkept.add(path)
             old_entry = self._entry_from(path, old, shas) if old is not None else None
             if old_entry == new_entry:
                 continue  # touched, not changed (a folder's entries are changes of their own)

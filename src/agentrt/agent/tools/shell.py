@@ -64,19 +64,17 @@ class Shell(Tool):
                 return DENIED
             output, code = result.output, result.returncode
         else:
-            checkpoints = config.checkpoints
-            skip = config.hidden_paths
-            why = None
-            if checkpoints is not None:
-                agent.asks_nothing()  # the walk may take long; the question comes after it
-                why = await trio.to_thread.run_sync(checkpoints.shell_refusal, config.workdir, skip)
+            before = await _keep_before(agent)
+            why = before if isinstance(before, str) else None
             prompt = f"run: {shown}" + (f" (cannot be undone: {why})" if why else "")
             consent = await confirmed(agent, call, prompt, Command(command))
             if consent is None:
                 return DENIED
+            if consent.asked and before is not None:
+                before = await _keep_before(agent)  # what the person changed meanwhile too
             argv = confine(agent, ["sh", "-c", command], network=consent.network(agent))
             timeout = config.shell_timeout
-            async with _checkpointed(agent, call):
+            async with _checkpointed(agent, call, before):
                 with trio.move_on_after(timeout) as waited:
                     # In a process group of its own that dies with the call and with its runner.
                     proc = await run_tool(
@@ -92,20 +90,32 @@ class Shell(Tool):
         return f"{text}[exit status {code}]" + (f"\n{note}" if note else "")
 
 
-@asynccontextmanager
-async def _checkpointed(agent: ToolRun, call: ToolCall) -> AsyncIterator[None]:
-    """Keep the working folder's files before the command, record what it changed after.
-
-    What it changed is recorded however it ends (a timeout, a cancel, an error),
-    so a stopped run's changes can be undone too (`agentrt.agent.checkpoint`).
-    """
+async def _keep_before(agent: ToolRun) -> Snapshot | str | None:
+    """The working folder before the command, its changed files kept; or why it cannot be
+    undone (said in its confirmation); None without checkpoints."""
     config = agent.config
     checkpoints = config.checkpoints
     if checkpoints is None:
+        return None
+    agent.asks_nothing()  # the walk may take long; the question comes after it
+    return await trio.to_thread.run_sync(checkpoints.before, config.workdir, config.hidden_paths)
+
+
+@asynccontextmanager
+async def _checkpointed(
+    agent: ToolRun, call: ToolCall, before: Snapshot | str | None
+) -> AsyncIterator[None]:
+    """Record what the command changed since `before`, however it ends.
+
+    A timeout, a cancel or an error records it too, so a stopped run's changes
+    can be undone (`agentrt.agent.checkpoint`).
+    """
+    config = agent.config
+    checkpoints = config.checkpoints
+    if checkpoints is None or before is None:
         yield
         return
     workdir, skip = config.workdir, config.hidden_paths
-    before = await trio.to_thread.run_sync(checkpoints.before, workdir, skip)
     try:
         yield
     finally:
