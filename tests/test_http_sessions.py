@@ -381,5 +381,5 @@ async def test_undo_puts_back_a_chat_runs_files_and_a_conflict_waits_for_force(
     bad = await server.client.post("/v1/sessions/u/undo", json={"turn": "0"})
     assert_error(bad, 400, "bad_body")
     wrong = await server.client.post("/v1/sessions/u/undo", json={"turn": 5})
-    assert "no turn at message 5" in assert_error(wrong, 400, "no_such_turn")
+    assert "no turn at message 5" in assert_error(wrong, 409, "no_such_turn")
     assert_error(await server.client.post("/v1/sessions/nosuch/undo"), 404, "unknown_session")

@@ -88,9 +88,13 @@ class LateAnswerError(BadAnswerError):
 
 
 class NoSuchTurnError(ExecutorError, ValueError):
-    """A `/rewind` to a turn the session does not have."""
+    """A `/rewind` to a turn the session does not have.
 
-    code, http_status, frame_code = "no_such_turn", 400, "invalid"
+    A conflict with the state over HTTP (409), as `BadAnswerError`: which turns
+    there are depends on the session's conversation now.
+    """
+
+    code, http_status, frame_code = "no_such_turn", 409, "invalid"
 
 
 class BadWorkdirError(ExecutorError, ValueError):
