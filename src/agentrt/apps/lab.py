@@ -772,12 +772,13 @@ class Lab:
                 fail("kept", f"the run went on working after {cause} and finished")
             finished = True
         second: _Trace | None = None
-        if cause in DISCARDING and record is not None:
-            fail("kept", "a user-cancel left the pending task behind")
-        if cause == "user_cancel_undo":
-            _check_undone(root, first, fail)
+        if cause in DISCARDING:
+            if record is not None:
+                fail("kept", "a user-cancel left the pending task behind")
         elif not finished and record is None:
             fail("kept", f"{cause} did not keep the pending task")
+        if cause == "user_cancel_undo":
+            _check_undone(root, first, fail)
         if record is not None and interrupt.question_open and record.question is None:
             fail("kept", f"{cause} kept the task without the question that was open")
         if record is not None and cause not in DISCARDING:
