@@ -338,3 +338,19 @@ def test_thirty_kills_at_random_moments_of_an_undo_leave_it_done_or_not_begun(
         shutil.rmtree(place)
     # The kills fell before the journal, and in the middle of the undo.
     assert outcomes["not begun"] and outcomes["finished on the next start"], outcomes
+
+
+async def test_an_old_content_gone_from_the_checkpoints_is_named_and_its_file_left_alone(
+    runtime: Runtime, workdir: Path
+) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    (workdir / "a.txt").write_text("before\n")
+    await run(runtime, session, "write a.txt after; write b.txt new")
+    checkpoints = checkpoints_of(runtime)
+    shutil.rmtree(checkpoints.objects)  # as a power cut could leave them
+    result = checkpoints.undo(session, checkpoints.last_run(session))
+    assert result.skipped == {
+        str(workdir / "a.txt"): "its old content is gone from the checkpoints (a power cut?)"
+    }
+    assert (workdir / "a.txt").read_text() == "after"
+    assert not (workdir / "b.txt").exists()  # no old content needed: it was not there

@@ -205,8 +205,9 @@ def _fsync_dir(folder: str) -> None:
             os.close(fd)
 
 
-def _write_durably(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write `path` whole (temp file, fsync, rename, fsync of the folder)."""
+def _write_durably(path: Path, data: bytes, mode: int = 0o600, *, sync: bool = True) -> None:
+    """Write `path` whole (temp file, fsync, rename, fsync of the folder); without `sync`,
+    whole all the same (a kill leaves it or nothing), but not waited to reach the disk."""
     # A name of its own: two calls may keep the same object at once.
     tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -214,11 +215,13 @@ def _write_durably(path: Path, data: bytes, mode: int = 0o600) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(str(path.parent))
+    if sync:
+        _fsync_dir(str(path.parent))
 
 
 @record
@@ -264,8 +267,14 @@ class Checkpoints:
         path = self.objects / sha[:2] / sha
         if not path.exists():
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _write_durably(path, data)
+            # Not synced one by one: the first command in a folder keeps all of it, and a
+            # sync each would take seconds. A kill loses none; a power cut may, and an undo
+            # then names the files whose old content is gone instead of putting them back.
+            _write_durably(path, data, sync=False)
         return sha
+
+    def _has(self, sha: str) -> bool:
+        return (self.objects / sha[:2] / sha).exists()
 
     def content(self, sha: str) -> bytes:
         """The bytes of object `sha`."""
@@ -494,6 +503,9 @@ class Checkpoints:
         kept: dict[str, str] = {}
         for path in sorted(first):
             target, expected = first[path], last[path]
+            if target is not None and target.kind == _FILE and not self._has(target.data):
+                skipped[path] = "its old content is gone from the checkpoints (a power cut?)"
+                continue
             try:
                 now = self.entry_of(Path(path), keep=False)
             except OSError:
@@ -671,7 +683,7 @@ def described(result: UndoResult) -> Iterator[str]:
         kept = result.kept.get(path)
         yield f"  {path}" + (f" (its newer content kept in {kept})" if kept else "")
     for call, why in result.skipped.items():
-        yield f"  call {call} cannot be undone: {why}"
+        yield f"  {call} cannot be undone: {why}"
 
 
 @record

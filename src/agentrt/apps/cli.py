@@ -1383,7 +1383,7 @@ def _print_undone(printer: Printer, frame: Undone) -> int:
         kept = frame.kept.get(path)
         printer.line(f"  {path}" + (f" (its newer content kept in {kept})" if kept else ""))
     for call, why in frame.skipped.items():
-        printer.line(f"  call {call} cannot be undone: {why}")
+        printer.line(f"  {call}: cannot be undone: {why}")
     return EXIT_FINISHED
 
 
