@@ -103,6 +103,9 @@ def _changed_run(place: Path, files: int) -> tuple[Checkpoints, Path]:
         (work / f"f{n:03}.dat").write_bytes(rng.randbytes(4_096))
     changes = checkpoints.after(work, (), before)
     checkpoints.record(CallRecord("s", "t", "c", "shell", time.time(), changes))
+    # The run is over well before its undo: what it wrote has reached the disk by then (not
+    # flushed here, the undo's syncs would pay for writing the whole run out).
+    os.sync()
     return checkpoints, work
 
 
