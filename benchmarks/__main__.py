@@ -30,6 +30,7 @@ from . import bench_mcp
 from . import bench_processes
 from . import bench_scale
 from . import bench_tui
+from . import bench_undo
 from ._harness import Result
 from ._harness import format_table
 from ._processes import ensure_store
@@ -50,6 +51,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
     "tui": bench_tui.run_all,
     "mcp": lambda root: trio.run(bench_mcp.run_all, root),
+    "undo": lambda root: trio.run(bench_undo.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -72,6 +74,8 @@ ORDER = (
     "tui_idle_after_20k",
     "answer_idle_1000",
     "sandboxed_sh",
+    "checkpoint_sh",
+    "undo_100_files",
     "fleet_takeover",
     "mcp_call",
 )

@@ -127,3 +127,40 @@ async def test_continue_gives_the_model_the_whole_conversation(
     assert said[0] == ("user", "my name is Ada")
     assert said[1][0] == "assistant"
     assert said[-1] == ("user", "what is my name?")
+
+
+def test_undo_puts_back_the_last_runs_files_and_asks_about_a_conflict(
+    state: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("before\n")
+    session = ["run", "--session", "cli-undo"]
+    assert run([*session, "write a.txt first"], state, work, "y\n").returncode == 0
+    assert run([*session, "write a.txt second; sh mkdir d"], state, work, "y\ny\n").returncode == 0
+    turns = run(["sessions", "turns", "--json", "cli-undo"], state, work)
+    assert turns.returncode == 0, turns.stderr
+    listed = [json.loads(line) for line in turns.stdout.splitlines()]
+    assert [(t["seq"], t["files"]) for t in listed] == [(0, 2), (4, 0)]
+
+    undone = run(["sessions", "undo", "cli-undo"], state, work)
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout == f"put back 2 path(s):\n  {work / 'a.txt'}\n  {work / 'd'}\n"
+    assert (work / "a.txt").read_text() == "first" and not (work / "d").exists()
+
+    # The person changes the file: undoing the first run lists it and touches nothing.
+    (work / "a.txt").write_text("mine\n")
+    stopped = run(["sessions", "undo", "cli-undo"], state, work)
+    assert stopped.returncode == 1
+    assert stopped.stdout.startswith(
+        f"1 file(s) changed since the run; nothing was undone:\n  {work / 'a.txt'}\n"
+    )
+    assert (work / "a.txt").read_text() == "mine\n"
+    forced = run(["sessions", "undo", "--force", "cli-undo"], state, work)
+    assert forced.returncode == 0, forced.stderr
+    kept = work / "a.txt.agentrt-undo-1"
+    assert f"(its newer content kept in {kept})" in forced.stdout
+    assert (work / "a.txt").read_text() == "before\n" and kept.read_text() == "mine\n"
+
+    bad = run(["sessions", "undo", "--turn", "1", "cli-undo"], state, work)
+    assert bad.returncode == 2 and "has no turn at message 1" in bad.stderr

@@ -374,7 +374,7 @@ async def test_a_refusal_has_the_code_its_http_status_stands_for(daemon: Daemon)
 
 def test_every_refusal_names_a_frame_code_and_an_http_status() -> None:
     refusals: list[type[ExecutorError]] = [ExecutorError, *ExecutorError.__subclasses__()]
-    assert len(refusals) == 13
+    assert len(refusals) == 14
     for refusal in refusals:
         assert ErrorCode(refusal.frame_code) is not ErrorCode.FAILED or refusal is ExecutorError
         assert 400 <= refusal.http_status < 600

@@ -71,6 +71,9 @@ from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import ToolCallFrame
 from agentrt.protocol.frames import ToolProgressFrame
 from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import TurnItem
+from agentrt.protocol.frames import TurnList
+from agentrt.protocol.frames import Undone
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
@@ -105,6 +108,10 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     SessionsRequest(SessionsAction.LIST, prefix="chat-", limit=20, cursor="12.5:cli-1"),
     SessionsRequest(SessionsAction.SHOW, session="cli-1", after=9, limit=50),
     SessionsRequest(SessionsAction.RM, session="cli-1"),
+    SessionsRequest(SessionsAction.UNDO, session="cli-1"),
+    SessionsRequest(SessionsAction.UNDO, session="cli-1", turn=4, force=True),
+    SessionsRequest(SessionsAction.UNDO, session="cli-1", task="abc", dry_run=True),
+    SessionsRequest(SessionsAction.TURNS, session="cli-1"),
     DaemonRequest(DaemonAction.STATUS),
     DaemonRequest(DaemonAction.STOP),
     ModelsRequest(ModelsAction.LIST),
@@ -179,6 +186,10 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
         ),
         next=2,
     ),
+    TurnList("cli-1", (TurnItem(0, "write a.txt hi", 2), TurnItem(4, "sh ls", 0))),
+    Undone("cli-1", True, ("/w/a.txt",), ("/w/a.txt",), {"/w/a.txt": "/w/a.txt.agentrt-undo-1"}),
+    Undone("cli-1", False, ("/w/a.txt",), ("/w/a.txt",), skipped={"c1": "over the limit"}),
+    Undone("cli-1", False, ("/w/a.txt",), dry_run=True, task="abc"),
     DaemonStatus(41, "/run/d.sock", "0.1.0", "scripted", "ask", 12.5, 2, 1),
     DaemonStatus(
         41,

@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 import trio
 
+from agentrt import Approval
 from agentrt import Cause
 from agentrt import Runtime
 from agentrt import TaskInfo
@@ -343,3 +344,42 @@ async def test_a_stream_can_follow_one_session(server: Server) -> None:
         assert {obj["session_id"] for _, obj in again.seen[1:]} == {"chat-f1"}
     bad = await server.client.get("/v1/events", params={"session": "has space"})
     assert_error(bad, 400, "bad_session_id")
+
+
+# -- undo and turns ---------------------------------------------------------------------
+
+
+async def test_undo_puts_back_a_chat_runs_files_and_a_conflict_waits_for_force(
+    server: Server, runtime: Runtime, workdir: Path
+) -> None:
+    runtime.executor.config = attrs.evolve(runtime.executor.config, approval=Approval.FULL_AUTO)
+    (workdir / "a.txt").write_text("before\n")
+    await finished(runtime, "chat-u", "write a.txt after")
+    turns = await server.client.get("/v1/sessions/u/turns")
+    assert turns.status_code == 200, turns.text
+    assert turns.json() == {
+        "session_id": "chat-u",
+        "turns": [{"seq": 0, "text": "write a.txt after", "files": 0}],
+    }
+    (workdir / "a.txt").write_text("mine\n")
+    asked = await server.client.post("/v1/sessions/u/undo", json={})
+    assert asked.status_code == 200, asked.text
+    path = str(workdir / "a.txt")
+    assert asked.json() == {
+        "session_id": "chat-u",
+        "done": False,
+        "restored": [path],
+        "conflicts": [path],
+        "kept": {},
+        "skipped": {},
+    }
+    assert (workdir / "a.txt").read_text() == "mine\n"
+    done = await server.client.post("/v1/sessions/u/undo", json={"force": True})
+    assert done.json()["done"] is True
+    assert done.json()["kept"] == {path: f"{path}.agentrt-undo-1"}
+    assert (workdir / "a.txt").read_text() == "before\n"
+    bad = await server.client.post("/v1/sessions/u/undo", json={"turn": "0"})
+    assert_error(bad, 400, "bad_body")
+    wrong = await server.client.post("/v1/sessions/u/undo", json={"turn": 5})
+    assert "no turn at message 5" in assert_error(wrong, 409, "no_such_turn")
+    assert_error(await server.client.post("/v1/sessions/nosuch/undo"), 404, "unknown_session")

@@ -14,6 +14,8 @@ from agentrt import Cause
 from agentrt import Message
 from agentrt import Outcome
 from agentrt import ToolResultEvent
+from agentrt.agent.checkpoint import Checkpoints
+from agentrt.agent.checkpoint import UndoResult
 from agentrt.agent.loop import AgentRun
 from agentrt.apps.lab import CAUSES
 from agentrt.apps.lab import Conversation
@@ -247,3 +249,23 @@ def test_the_heatmap_draws_a_user_cancel_as_discarded_not_as_free(tmp_path: Path
     discarded = (abs(pixels - grey) < 0.01).all(axis=2).sum()
     # Every user-cancel cell of each of the four panels is that colour: a large block.
     assert discarded > 2000
+
+
+def test_a_user_cancel_with_undo_leaves_the_folder_as_before_the_run_at_every_boundary() -> None:
+    report = Lab(Conversation(TOUR, answers={"Name?": "Ada"}), causes=("user_cancel_undo",)).run()
+    assert report.violations == []
+    assert len(report.points) == len(report.boundaries)
+    assert all(not p.kept for p in report.points)
+
+
+def test_a_planted_bug_an_undo_that_puts_nothing_back_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def undo_nothing(self: Checkpoints, session: str, calls: Any, **options: Any) -> UndoResult:
+        return UndoResult((), ())
+
+    monkeypatch.setattr(Checkpoints, "undo", undo_nothing)
+    report = Lab(Conversation("write a.txt hi", answers={}), causes=("user_cancel_undo",)).run()
+    rules = {v.rule for v in report.violations}
+    assert rules == {"undo"}
+    assert any("still holds a.txt" in v.detail for v in report.violations)

@@ -7,20 +7,27 @@ import typing
 import attrs
 import pytest
 
+from agentrt import Cause
 from agentrt import Outcome
+from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ModelItem
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
 from agentrt.protocol.frames import SessionList
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
 from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
+from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import Undone
 from agenttui._state import EndedPopup
 from agenttui._state import ModelPicker
 from agenttui._state import Overlay
 from agenttui._state import PendingPicker
 from agenttui._state import QuitPopup
+from agenttui._state import Send
 from agenttui._state import SessionsPicker
 from agenttui._state import StopPopup
 from agenttui._state import TuiState
@@ -31,6 +38,8 @@ from agenttui._transitions_keys import input_changed
 from agenttui._transitions_keys import press_ctrl_c
 from agenttui._transitions_keys import press_enter
 from agenttui._transitions_keys import press_escape
+from agenttui._transitions_keys import press_hotkey
+from agenttui._words import POPUP_CHOICES
 
 #: Every overlay the window has, and the flag that says it is open.
 FLAGS: dict[type[Overlay], str] = {
@@ -165,3 +174,48 @@ def test_an_empty_list_cannot_be_made(
 ) -> None:
     with pytest.raises(ValueError, match="Length of"):
         kind(())
+
+
+# -- the stop popup's undo ---------------------------------------------------------------
+
+
+def _changed_a_file(state: TuiState) -> None:
+    """The run's write_file ended; the daemon says the run changed one file so far."""
+    asked = on_frame(state, ToolResultFrame("t1", "c1", "write_file", "wrote 2 bytes"))
+    assert asked == [Send(SessionsRequest(SessionsAction.UNDO, "cli-s1", task="t1", dry_run=True))]
+    on_frame(state, Undone("cli-s1", False, ("/w/a.txt",), dry_run=True, task="t1"))
+    assert state.run is not None and state.run.files == 1
+
+
+def test_ctrl_c_after_a_file_change_asks_and_undo_puts_the_files_back_once_stopped() -> None:
+    state = shown_run()
+    _changed_a_file(state)
+    assert press_ctrl_c(state) == []
+    assert shown(state) == StopPopup(POPUP_CHOICES.index("Yes"))
+    assert press_hotkey(state, "u") == [Send(Cancel("t1", Cause.USER_CANCEL))]
+    ended = EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.USER_CANCEL)
+    assert on_frame(state, ended)[-1] == Send(
+        SessionsRequest(SessionsAction.UNDO, "cli-s1", task="t1")
+    )
+
+
+def test_ctrl_c_twice_discards_and_keeps_the_files_and_pause_never_undoes() -> None:
+    state = shown_run()
+    _changed_a_file(state)
+    press_ctrl_c(state)
+    assert press_ctrl_c(state) == [Send(Cancel("t1", Cause.USER_CANCEL))]
+    ended = EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.USER_CANCEL)
+    assert not any(isinstance(a, Send) for a in on_frame(state, ended))
+
+    paused = shown_run()
+    _changed_a_file(paused)
+    press_escape(paused)
+    assert press_hotkey(paused, "p") == [Send(Cancel("t1", Cause.PAUSE))]
+    stopped = EndedFrame("t1", "cli-s1", Outcome.CANCELLED, cause=Cause.PAUSE, pending_kept=True)
+    assert not any(isinstance(a, Send) for a in on_frame(paused, stopped))
+
+
+def test_ctrl_c_with_no_file_changed_discards_at_once() -> None:
+    state = shown_run()
+    on_frame(state, Undone("cli-s1", False, (), dry_run=True, task="t1"))
+    assert press_ctrl_c(state) == [Send(Cancel("t1", Cause.USER_CANCEL))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -869,3 +870,42 @@ async def test_without_the_history_routes_a_reload_keeps_the_session_and_carries
     # The page asked once after the reload, heard there is no such route, and asked no more.
     assert seen["asked"] == 1  # a new chat has no history to ask for
     assert seen["notice"] is False
+
+
+def undo_with_a_conflict(target: Path, page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    send(page, "write a.txt after")
+    card = page.locator(".question[data-kind=confirm]")
+    card.locator("button", has_text="Allow").first.click()
+    expect(last_status(page)).to_have_text("finished")
+    undo = page.locator("#undo")
+    expect(undo).to_be_visible()
+    # The person changes the file after the run: the undo asks before it goes on.
+    target.write_text("mine\n")
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", answer)
+    undo.click()
+    expect(last_status(page)).to_contain_text("put back 1 file(s)")
+    return {"asked": asked, "said": last_status(page).inner_text()}
+
+
+@needs_chromium
+async def test_the_undo_button_puts_back_the_last_runs_files_asking_about_a_changed_one(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    target = tmp_path / "work" / "a.txt"
+    target.write_text("before\n")
+    seen = await in_browser(runtime, partial(undo_with_a_conflict, target), viewport=DESKTOP)
+    [asked] = seen["asked"]
+    assert asked.startswith(f"1 file(s) changed since the run:\n{target}\n")
+    assert seen["said"] == (
+        f"put back 1 file(s): {target} (its newer content kept in {target}.agentrt-undo-1)"
+    )
+    assert target.read_text() == "before\n"
+    assert (tmp_path / "work" / "a.txt.agentrt-undo-1").read_text() == "mine\n"

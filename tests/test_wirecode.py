@@ -69,7 +69,9 @@ def _values(kind: Any) -> st.SearchStrategy[Any]:
     if origin is tuple:
         return st.lists(_values(get_args(kind)[0]), max_size=3).map(tuple)
     if origin is dict:
-        return st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=3)
+        value = get_args(kind)[1] if get_args(kind) else Any
+        values = JSON_VALUES if value is Any else _values(value)
+        return st.dictionaries(st.text(max_size=5), values, max_size=3)
     if attrs.has(kind):
         return _instances(kind)
     raise AssertionError(f"no strategy for {kind!r}")

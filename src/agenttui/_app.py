@@ -90,6 +90,7 @@ from ._transitions_keys import send_when_connected
 from ._words import CHOICE_LABELS
 from ._words import POPUP_CHOICES
 from ._words import QUIT_CHOICES
+from ._words import files_text
 
 if TYPE_CHECKING:
     from prompt_toolkit.key_binding.key_bindings import NotImplementedOrNone
@@ -628,9 +629,12 @@ def _choices(choices: tuple[str, ...], highlighted: int | None) -> StyleAndTextT
 
 
 def _popup(state: TuiState) -> StyleAndTextTuples:
+    changed = files_text(state.run.files if state.run is not None else None)
     return [
         ("", "Stop this run?\n\n"),
-        ("", "Yes: stop and discard the task\nPause: stop and keep it for /pending\n"),
+        ("", "Yes: stop and discard the task\n"),
+        ("", f"Undo: also put back {changed}\n"),
+        ("", "Pause: stop and keep it for /pending\n"),
         ("", "No: keep running\n\n"),
         *_choices(POPUP_CHOICES, _highlighted(state, StopPopup)),
     ]

@@ -116,7 +116,7 @@ def load_tui_bindings(state: TuiState, dispatcher: Dispatcher) -> ConditionalKey
 
         return handler
 
-    for key in ("y", "p", "n", "Y", "P", "N"):
+    for key in ("y", "u", "p", "n", "Y", "U", "P", "N"):
         kb.add(key, filter=popup)(hotkey(key))
     for key in ("p", "s", "c", "P", "S", "C"):
         kb.add(key, filter=quit_popup)(hotkey(key))

@@ -175,6 +175,10 @@ class RunState:
     resumed: bool = False
     #: The message that started the run (None for a resume).
     text: str | None = None
+    #: How many files the run changed so far, as the daemon last said (None: not asked).
+    files: int | None = None
+    #: True once the person chose to stop the run and put back its files.
+    undo_after: bool = False
 
     @property
     def stopping(self) -> bool:
@@ -317,6 +321,8 @@ class TuiState:
     models_asked: ModelsAction | None = None
     #: The model the window's session runs with, once the daemon said.
     model: str | None = None
+    #: The turns `/rewind` listed last (their seqs, oldest first), for `/rewind N`.
+    turns: tuple[int, ...] = ()
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0

@@ -72,6 +72,8 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         state.notice = None
         state.sessions_pages = []
         return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))]
+    if name in ("/undo", "/rewind"):
+        return _undo(state, name, text.split()[1:])
     state.error(f"Unknown command {name}; type / to see the commands")
     return []
 
@@ -91,6 +93,31 @@ def pick_model(state: TuiState, index: int) -> list[Action]:
     overlay = state.overlay
     assert isinstance(overlay, ModelPicker)
     return choose_model(state, overlay.models[index].name)
+
+
+def _undo(state: TuiState, name: str, args: list[str]) -> list[Action]:
+    """``/undo [force]``, ``/rewind``, ``/rewind N [force]``: put a run's files back."""
+    if not state.connected:
+        state.error(f"Not connected to the daemon: {name} works once it is")
+        return []
+    if state.session is None:
+        state.error(f"No session yet: {name} puts back what this session's runs changed")
+        return []
+    if state.run is not None:
+        state.error(f"A run is in progress: stop it or wait before {name}")
+        return []
+    force = "force" in args
+    rest = [a for a in args if a != "force"]
+    state.notice = None
+    if name == "/undo":
+        return [Send(SessionsRequest(SessionsAction.UNDO, state.session, force=force))]
+    if not rest:
+        return [Send(SessionsRequest(SessionsAction.TURNS, state.session))]
+    if not rest[0].isdigit() or not 1 <= int(rest[0]) <= len(state.turns):
+        state.error("Type /rewind to list the turns, then /rewind N with one of their numbers")
+        return []
+    turn = state.turns[int(rest[0]) - 1]
+    return [Send(SessionsRequest(SessionsAction.UNDO, state.session, turn=turn, force=force))]
 
 
 def want_preview(state: TuiState) -> list[Action]:

@@ -43,6 +43,8 @@ from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import ToolCallFrame
 from agentrt.protocol.frames import ToolProgressFrame
 from agentrt.protocol.frames import ToolResultFrame
+from agentrt.protocol.frames import TurnList
+from agentrt.protocol.frames import Undone
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
@@ -302,6 +304,11 @@ def on_tool_result(state: TuiState, frame: ToolResultFrame) -> list[Action]:
     state.mark_shown()
     kind = EntryKind.TOOL_RESULT if frame.ok else EntryKind.ERROR
     state.add(kind, f"{frame.name}: {frame.preview}".rstrip(), frame.task_hash)
+    run = state.run
+    if frame.name in _CHANGES_FILES and run is not None and run.session is not None:
+        # How many files the run changed so far: the stop popup offers to put them back.
+        ask = SessionsRequest(SessionsAction.UNDO, run.session, task=frame.task_hash, dry_run=True)
+        return [Send(ask)]
     return []
 
 
@@ -320,6 +327,11 @@ def progress_text(frame: ToolProgressFrame) -> str:
     if frame.total:
         done += f"/{frame.total:g} ({frame.progress / frame.total:.0%})"
     return f"{frame.name}: {done} {frame.message}".rstrip()
+
+
+#: The tools whose calls may change files (a subagent's too): after each, the stop popup's
+#: count of the files the run changed is asked for again.
+_CHANGES_FILES: frozenset[str] = frozenset({"write_file", "edit_file", "shell", "spawn"})
 
 
 def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
@@ -389,6 +401,10 @@ def on_ended(state: TuiState, frame: EndedFrame) -> list[Action]:
     state.add(
         EntryKind.ERROR if level is NoticeLevel.ERROR else EntryKind.INFO, line, frame.task_hash
     )
+    if run.undo_after:
+        # Stopped to put its files back: that task's changes only.
+        undo = SessionsRequest(SessionsAction.UNDO, frame.session_id, task=frame.task_hash)
+        actions.append(Send(undo))
     if interrupted_choice:
         # The popup does not just vanish under the user's hand: it says why.
         state.overlay = EndedPopup(f"The run ended before you chose: {line}", quitting)
@@ -542,6 +558,55 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
     return entries
 
 
+def on_turns(state: TuiState, frame: TurnList) -> list[Action]:
+    """The turns `/rewind` asked for: numbered in the transcript, for `/rewind N`."""
+    if frame.session != state.session:
+        return []
+    state.turns = tuple(turn.seq for turn in frame.turns)
+    if not frame.turns:
+        state.info("This session has no turns yet")
+        return []
+    lines = ["Turns of this session (/rewind N goes back to turn N):"]
+    for number, turn in enumerate(frame.turns, start=1):
+        words = turn.text.splitlines()[0] if turn.text else ""
+        words = words if len(words) <= 60 else words[:57] + "..."
+        after = f"{turn.files} file{'' if turn.files == 1 else 's'} to put back"
+        lines.append(f"  {number}. {words}  ({after})")
+    state.add(EntryKind.INFO, "\n".join(lines))
+    return []
+
+
+def on_undone(state: TuiState, frame: Undone) -> list[Action]:
+    """What `/undo` or `/rewind N` did, or the files changed since that stopped it; or, to a
+    dry run, how many files the running run changed so far."""
+    if frame.dry_run:
+        run = state.run
+        if run is not None and run.task is not None and run.task == frame.task:
+            run.files = len(frame.restored)
+        return []
+    if frame.conflicts and not frame.done:
+        lines = [
+            f"{len(frame.conflicts)} file(s) changed since the run; nothing was put back:",
+            *(f"  {path}" for path in frame.conflicts),
+            "Type the command again with force (/undo force, /rewind N force) to put them "
+            "back, their newer content kept beside",
+        ]
+        state.add(EntryKind.INFO, "\n".join(lines))
+        state.error(f"{len(frame.conflicts)} file(s) changed since the run: nothing was undone")
+        return []
+    if not frame.restored and not frame.skipped:
+        state.info("Nothing to undo")
+        return []
+    lines = [f"Put back {len(frame.restored)} file(s):"]
+    for path in frame.restored:
+        kept = frame.kept.get(path)
+        lines.append(f"  {path}" + (f" (its newer content kept in {kept})" if kept else ""))
+    lines += [f"  a call could not be undone: {why}" for why in frame.skipped.values()]
+    state.add(EntryKind.INFO, "\n".join(lines))
+    state.info(f"Put back {len(frame.restored)} file(s)")
+    return []
+
+
 def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
     """An `error` frame: shown in the notice box; a run refused before it started is forgotten."""
     run = state.run
@@ -586,6 +651,8 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     PendingPreview: on_pending_preview,
     SessionList: on_sessions,
     SessionMessages: on_session_messages,
+    TurnList: on_turns,
+    Undone: on_undone,
     DaemonStatus: on_daemon_status,
     ModelList: on_models,
     Ack: on_ack,

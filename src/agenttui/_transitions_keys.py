@@ -48,6 +48,7 @@ from ._transitions_commands import run_command
 from ._words import CHOICE_LABELS
 from ._words import POPUP_CAUSES
 from ._words import POPUP_CHOICES
+from ._words import POPUP_UNDOES
 from ._words import QUIT_CAUSES
 from ._words import QUIT_CHOICES
 from ._words import STOPPING_WORDS
@@ -146,6 +147,9 @@ def choose_popup(state: TuiState, choice: str) -> list[Action]:
     cause = POPUP_CAUSES[choice]
     if cause is None:
         return []
+    if choice in POPUP_UNDOES and state.run is not None and not state.run.stopping:
+        # The files are put back once the run has ended (`on_ended`).
+        state.run.undo_after = True
     return _request_cancel(state, cause)
 
 
@@ -176,6 +180,13 @@ def press_ctrl_c(state: TuiState) -> list[Action]:
             # The popups go; a list asked for meanwhile stays.
             state.close(StopPopup, QuitPopup, EndedPopup)
             state.info("Already stopping; Ctrl+D quits")
+            return []
+        run = state.run
+        if run.files and not isinstance(state.overlay, StopPopup):
+            # It changed files: ask whether they stay (Yes) or go back (Undo); Ctrl+C again
+            # is Yes.
+            state.close()
+            state.overlay = StopPopup(POPUP_CHOICES.index("Yes"))
             return []
         state.close()
         return _request_cancel(state, Cause.USER_CANCEL)

@@ -19,6 +19,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("/new", "start a new conversation in this window"),
     ("/model", "the configured models: pick the one this conversation uses"),
     ("/sessions", "earlier conversations: pick one to continue it"),
+    ("/undo", "put back the files the last run changed"),
+    ("/rewind", "list this session's turns; /rewind N goes back to turn N, files and words"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
@@ -27,12 +29,23 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 #: for (None: it keeps running).
 POPUP_CAUSES: dict[str, Cause | None] = {
     "Yes": Cause.USER_CANCEL,
+    "Undo": Cause.USER_CANCEL,
     "Pause": Cause.PAUSE,
     "No": None,
 }
 POPUP_CHOICES: tuple[str, ...] = tuple(POPUP_CAUSES)
+#: The choices that also put back the files the run changed, once it has stopped.
+POPUP_UNDOES: frozenset[str] = frozenset({"Undo"})
 #: The choice the popup opens on: stopping without losing anything.
-POPUP_DEFAULT = 1
+POPUP_DEFAULT = POPUP_CHOICES.index("Pause")
+
+
+def files_text(count: int | None) -> str:
+    """What the stop popup's Undo puts back: ``"the 3 files it changed"``."""
+    if not count:
+        return "its files (none so far)"
+    return f"the {count} file{'' if count == 1 else 's'} it changed"
+
 
 #: The choices of the popup `/quit` opens during a run, in display order, with the cause
 #: each stops the run for before quitting (None: neither stop nor quit).
@@ -71,10 +84,12 @@ Keys
                      nothing of it was shown yet, else ask: Yes / Pause / No), then
                      clear the input; Esc once more brings the cleared text back
   Ctrl+_             bring back the text Esc cleared (otherwise: undo)
-  Ctrl+C             stop the run and discard its task; with no run, twice quits
+  Ctrl+C             stop the run and discard its task (once it changed files, asks
+                     first: Yes keeps the files as they are, Undo puts them back);
+                     with no run, twice quits
   Ctrl+D             quit (on an empty input)
   1 2 3              pick a confirmation choice
-  y / p / n          Yes / Pause / No in the stop popup
+  y / u / p / n      Yes / Undo / Pause / No in the stop popup
   p / s / c          Pause and quit / Stop and quit / Cancel in the quit popup
   d, Delete          discard the highlighted task in the /pending list
 Commands
@@ -88,6 +103,12 @@ Commands
                      the message, at most 256 KiB; the transcript shows its name)
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
+  /undo              put back the files the last run changed (write_file, edit_file,
+                     shell), as they were before it; a file changed since is listed
+                     and left alone: /undo force puts it back, its newer text kept beside
+  /rewind            this session's turns, with how many files going back to each
+                     puts back; /rewind N goes back to turn N: the files the later
+                     turns changed, and what was said after it (/rewind N force, too)
   /help              this text
   /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
 The daemon keeps running after you quit. If it goes away, the window says so in

@@ -16,6 +16,7 @@ from ..vocab.locations import StrPath
 from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
+from .checkpoint import Checkpoints
 from .guard import Redactor
 from .sandbox import Sandbox
 from .sandbox import tool_environment
@@ -52,6 +53,9 @@ class AgentConfig:
     )
     #: Where running tool process groups are recorded, so a restart can reap orphans.
     tool_ledger: ToolLedger | None = None
+    #: Where what each call changes is kept, so a run's file changes can be undone
+    #: (`agentrt.agent.checkpoint`); None keeps nothing.
+    checkpoints: Checkpoints | None = None
     #: Which file writes and shell commands run without a confirmation.
     approval: Approval = Approval.ASK
     #: agentrt's own configuration: a write or command touching it is confirmed under

@@ -46,6 +46,7 @@ from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
 from ..models.messages import ToolSpec
+from ..models.messages import model_view
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -262,6 +263,11 @@ class AgentRun:
         self.tools = offered_to(self.model)
 
     @property
+    def turn_start(self) -> int:
+        """Where the task's messages begin among its session's (its user message's index)."""
+        return len((self.root or self).history)
+
+    @property
     def context(self) -> RequestContext:
         ctx = current_context()
         assert ctx is not None, "AgentRun.drive must run inside bind_context()"
@@ -334,7 +340,7 @@ class AgentRun:
     def _model_messages(self) -> list[Message]:
         """What the model reads: the system prompt first, then the conversation. The prompt
         is never part of the conversation: no transcript or store holds it."""
-        return [Message.system(self.system_prompt().text), *self.history, *self.live]
+        return [Message.system(self.system_prompt().text), *model_view(self.history), *self.live]
 
     async def _tell_stops(self) -> None:
         """Before the model is asked again: the note of what it has not been told yet.

@@ -116,6 +116,9 @@ from ..protocol.frames import TaskFrame
 from ..protocol.frames import TextFrame
 from ..protocol.frames import ToolCallFrame
 from ..protocol.frames import ToolResultFrame
+from ..protocol.frames import TurnItem
+from ..protocol.frames import TurnList
+from ..protocol.frames import Undone
 from ..protocol.frames import VerifyFrame
 from ..protocol.frames import frame_of
 from ..store import StoreError
@@ -308,6 +311,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             parents=[common],
         )
         srm.add_argument("session")
+        sundo = ssub.add_parser(
+            "undo",
+            help="put back the files the session's last run changed (or, with --turn, every "
+            "run's after that turn)",
+            description="Every write_file, edit_file and shell call keeps what it changes in the "
+            "working folder (docs/undo.md). This puts the files the session's last run changed "
+            "back as they were before it, byte for byte and mode for mode, and tells the model "
+            "in a note. With --turn SEQ (see `agentrt sessions turns`), every change of the runs "
+            "after that turn is put back, and the model no longer sees what was said after it. "
+            "A file changed since the run is not overwritten: it is listed and nothing is "
+            "touched, unless --force (then its newer content is kept beside it, as "
+            "NAME.agentrt-undo-N). A session with a pending task or a run going on is refused.",
+            parents=[common],
+        )
+        sundo.add_argument("session")
+        sundo.add_argument(
+            "--turn",
+            type=int,
+            default=None,
+            metavar="SEQ",
+            help="rewind to this turn: the seq `agentrt sessions turns` lists",
+        )
+        sundo.add_argument(
+            "--force",
+            action="store_true",
+            help="put back files changed since the run too, keeping their newer content beside",
+        )
+        sturns = ssub.add_parser(
+            "turns",
+            help="a session's turns, and how many files a rewind to each would put back",
+            parents=[common],
+        )
+        sturns.add_argument("session")
 
     if wanted("config"):
         config = sub.add_parser(
@@ -1199,6 +1235,8 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
             return await _sessions_via_daemon(args, printer, client, text)
     async with _open(args, settings) as rt:
         store = rt.store
+        if args.action in ("undo", "turns"):
+            return await _undo_here(rt, args, printer)
         if args.action == "list":
             items: list[SessionItem] = []
             cursor: str | None = None
@@ -1242,7 +1280,9 @@ async def _sessions_via_daemon(
         while True:
             frame = await client.receive()
             # An event of another run is not ours to show.
-            if isinstance(frame, SessionList | SessionMessages | Ack | ErrorFrame):
+            if isinstance(
+                frame, SessionList | SessionMessages | TurnList | Undone | Ack | ErrorFrame
+            ):
                 return frame
 
     if args.action == "list":
@@ -1268,6 +1308,26 @@ async def _sessions_via_daemon(
             else:
                 listed = await ask(attrs.evolve(listing, cursor=listed.next))
         return _print_sessions(printer, items[: args.limit])
+    if args.action == "turns":
+        listed = await ask(SessionsRequest(SessionsAction.TURNS, args.session))
+        if isinstance(listed, ErrorFrame):
+            return _error_status(listed)
+        assert isinstance(listed, TurnList)
+        return _print_turns(printer, listed)
+    if args.action == "undo":
+        force = args.force
+        while True:
+            request = SessionsRequest(
+                SessionsAction.UNDO, args.session, turn=args.turn, force=force
+            )
+            undone = await ask(request)
+            if isinstance(undone, ErrorFrame):
+                return _error_status(undone)
+            assert isinstance(undone, Undone)
+            status = _print_undone(printer, undone)
+            if status != _ASK_AGAIN:
+                return status
+            force = True
     if args.action == "rm":
         done = await ask(SessionsRequest(SessionsAction.RM, args.session))
         if isinstance(done, ErrorFrame):
@@ -1292,6 +1352,79 @@ async def _sessions_via_daemon(
         if shown.next is None:
             return _print_conversation(printer, shown.session, messages)
         after = shown.next
+
+
+#: What `_print_undone` returns when the person said to go on despite the conflicts.
+_ASK_AGAIN = -1
+
+
+async def _undo_here(rt: Runtime, args: argparse.Namespace, printer: Printer) -> int:
+    """``sessions undo`` and ``turns`` on the store itself (no daemon holds the state dir)."""
+    executor = rt.executor
+    try:
+        if args.action == "turns":
+            turns = await executor.turns(args.session)
+            items = tuple(TurnItem(t.index, t.text, t.files) for t in turns)
+            return _print_turns(printer, TurnList(args.session, items))
+        force = args.force
+        while True:
+            result = await executor.undo(args.session, turn=args.turn, force=force)
+            frame = Undone(
+                args.session,
+                result.done,
+                result.restored,
+                result.conflicts,
+                dict(result.kept),
+                dict(result.skipped),
+            )
+            status = _print_undone(printer, frame)
+            if status != _ASK_AGAIN:
+                return status
+            force = True
+    except ExecutorError as exc:
+        print(f"agentrt: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+
+
+def _print_turns(printer: Printer, listed: TurnList) -> int:
+    if printer.json_mode:
+        for turn in listed.turns:
+            printer.line(dumps({"seq": turn.seq, "text": turn.text, "files": turn.files}))
+        return EXIT_FINISHED
+    if not listed.turns:
+        printer.line("no turns")
+    for turn in listed.turns:
+        words = turn.text.splitlines()[0] if turn.text else ""
+        words = words if len(words) <= 60 else words[:57] + "..."
+        printer.line(f"{turn.seq:>5}  {turn.files:>3} file(s) after it  {words}")
+    return EXIT_FINISHED
+
+
+def _print_undone(printer: Printer, frame: Undone) -> int:
+    """Show what an undo did; `_ASK_AGAIN` when conflicts stopped it and the person says go on."""
+    if printer.json_mode:
+        printer.line(dumps(attrs.asdict(frame)))
+        return EXIT_FINISHED if frame.done or not frame.conflicts else EXIT_FAILED
+    if frame.conflicts and not frame.done:
+        printer.line(f"{len(frame.conflicts)} file(s) changed since the run; nothing was undone:")
+        for path in frame.conflicts:
+            printer.line(f"  {path}")
+        if sys.stdin.isatty():
+            print("Undo anyway, keeping their newer content beside? [y/N] ", end="", flush=True)
+            if sys.stdin.readline().strip().lower() in ("y", "yes"):
+                return _ASK_AGAIN
+        printer.line("run it again with --force to put them back, their newer content kept beside")
+        return EXIT_FAILED
+    if not frame.restored and not frame.skipped:
+        printer.line("nothing to undo")
+        return EXIT_FINISHED
+    printer.line(f"put back {len(frame.restored)} path(s):")
+    for path in frame.restored:
+        kept = frame.kept.get(path)
+        printer.line(f"  {path}" + (f" (its newer content kept in {kept})" if kept else ""))
+    for call, why in frame.skipped.items():
+        printer.line(f"  {call}: cannot be undone: {why}")
+    return EXIT_FINISHED
 
 
 def _open(args: argparse.Namespace, settings: Settings) -> Any:

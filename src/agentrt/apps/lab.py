@@ -4,10 +4,11 @@ The lab runs a conversation once, uninterrupted, in a throwaway state dir and
 working dir, on the scripted (or replay) model under Trio's `MockClock`. It
 records every *boundary* of that run: each event the run emits and each write
 to the task store. Then, for every boundary and every way of stopping a run
-(user-cancel, pause, disconnect, shutdown, crash), it runs the conversation
-again, interrupts it right after that boundary, and does what a person would:
-it resumes a kept task (answering again where asked) or checks that a
-user-cancel left nothing. At every point it checks the invariants below, and it
+(user-cancel, user-cancel + undo, pause, disconnect, shutdown, crash), it runs the
+conversation again, interrupts it right after that boundary, and does what a
+person would: it resumes a kept task (answering again where asked), checks that
+a user-cancel left nothing, or (user-cancel + undo) puts back the files the
+stopped run changed and checks that the working folder is as before the run. At every point it checks the invariants below, and it
 measures what the interruption cost.
 
 Invariants (`Violation.rule`):
@@ -21,6 +22,9 @@ Invariants (`Violation.rule`):
                      (a file that differs only because a flagged call ran again is a cost)
 ``secret``           no stored secret value appears in an event or in the store's files
 ``resume``           a kept task resumes and finishes
+``undo``             after a user-cancel + undo (the stop popup's Undo), the working folder
+                     is exactly as before the run: the undo of the stopped task's changes
+                     finds no conflict and leaves nothing behind
 ``ledger``           what the model is told of the stop is true: on resume, each scope's
                      first prompt (the task's, a subagent's) carries one note after the
                      round's tool results, never a system message, naming every call of
@@ -65,6 +69,7 @@ import attrs
 import trio
 import trio.testing
 
+from ..agent.checkpoint import UndoResult
 from ..config.mcp import McpServerConfig
 from ..config.settings import read_config_file
 from ..core.cause import Cause
@@ -105,7 +110,17 @@ from ..vocab.terms import TERMINAL
 T = TypeVar("T")
 
 #: The ways of stopping a run, in the table's column order.
-CAUSES: tuple[str, ...] = ("user_cancel", "pause", "disconnect", "shutdown", "crash")
+CAUSES: tuple[str, ...] = (
+    "user_cancel",
+    "user_cancel_undo",
+    "pause",
+    "disconnect",
+    "shutdown",
+    "crash",
+)
+#: The causes that throw the task away (the second then puts back the files the run changed,
+#: as "discard the task and undo its file changes" does).
+DISCARDING: frozenset[str] = frozenset({"user_cancel", "user_cancel_undo"})
 #: Real seconds every task must have waited before the mock clock jumps to the next deadline.
 #: Not 0: a run waiting on a tool's process would then spin the event loop, polling, until
 #: the process ended (a tenth of a millisecond per turn, most of the lab's time).
@@ -114,6 +129,7 @@ AUTOJUMP_SECONDS = 0.001
 DISCARDED_COLOUR = "#d9d9d9"
 _CAUSE_OF = {
     "user_cancel": Cause.USER_CANCEL,
+    "user_cancel_undo": Cause.USER_CANCEL,
     "pause": Cause.PAUSE,
     "disconnect": Cause.DISCONNECT,
     "shutdown": Cause.SHUTDOWN,
@@ -370,6 +386,8 @@ class _Trace:
     crashed_at: float | None = None
     #: What the model was sent, call by call, with the agent that sent it ("" the task's own).
     prompts: list[tuple[str, tuple[Message, ...]]] = attrs.field(factory=list)
+    #: What the undo after a "user-cancel + undo" did.
+    undone: UndoResult | None = None
 
     @property
     def duration(self) -> float:
@@ -620,6 +638,11 @@ async def _drive(
                     pass
             nursery.cancel_scope.cancel()
         trace.ended_at = trio.current_time()
+        if interrupt is not None and interrupt.fired and interrupt.cause == "user_cancel_undo":
+            started = [e for e in trace.events if isinstance(e, TaskStarted)]
+            if started:
+                # What a window's Undo sends once the run it stopped has ended.
+                trace.undone = await executor.undo(SESSION, task=started[0].task_hash)
 
 
 # -- the sweep ---------------------------------------------------------------------
@@ -795,14 +818,16 @@ class Lab:
                 fail("kept", f"the run went on working after {cause} and finished")
             finished = True
         second: _Trace | None = None
-        if cause == "user_cancel":
+        if cause in DISCARDING:
             if record is not None:
                 fail("kept", "a user-cancel left the pending task behind")
         elif not finished and record is None:
             fail("kept", f"{cause} did not keep the pending task")
+        if cause == "user_cancel_undo":
+            _check_undone(root, first, fail)
         if record is not None and interrupt.question_open and record.question is None:
             fail("kept", f"{cause} kept the task without the question that was open")
-        if record is not None and cause != "user_cancel":
+        if record is not None and cause not in DISCARDING:
             committed = committed_calls(record)
             started = started_calls(record) - committed
             second = _Trace()
@@ -836,14 +861,21 @@ class Lab:
             if files != base_files and not flagged:
                 fail("same-end", _describe_files(files, base_files, started, second))
             _check_ledger(record, first, second, cause, fail)
-        if cause == "user_cancel" and record is None and not finished:
-            _check_thrown_away(_load_history(root), fail)
+        if cause in DISCARDING and record is None and not finished:
+            history = _load_history(root)
+            undone = first.undone
+            if cause == "user_cancel_undo" and undone is not None and undone.done:
+                # The undo's own note comes after the stop's: the model is told both.
+                if not history or history[-1].role is not Role.NOTE:
+                    fail("undo", "the model was not told that the run's files were put back")
+                history = history[:-1]
+            _check_thrown_away(history, fail)
         for trace in (first, second):
             if trace is not None and SECRET_VALUE in repr(trace.events):
                 fail("secret", "a stored secret value appeared in an event")
         if SECRET_VALUE.encode() in _state_text(root):
             fail("secret", "a stored secret value appeared in the task store's files")
-        cost = _cost(base, first, second) if cause != "user_cancel" else None
+        cost = _cost(base, first, second) if cause not in DISCARDING else None
         return Point(boundary.index, cause, record is not None, cost, tuple(violations))
 
     def _replay_command(self, boundary: int, cause: str) -> str:
@@ -954,6 +986,19 @@ def _check_ledger(
                 fail("ledger", f"{key} is told stopped while running after a {cause}")
             if state is CallState.MAY_HAVE_RUN and cause != "crash":
                 fail("ledger", f"{key} is told it may have run after a {cause}, seen by the run")
+
+
+def _check_undone(root: Path, trace: _Trace, fail: Callable[[str, str], None]) -> None:
+    """After a user-cancel + undo: the working folder is exactly as before the run (empty)."""
+    undone = trace.undone
+    if undone is None:
+        fail("undo", "the run stopped to be undone was not undone (no task started?)")
+        return
+    if undone.conflicts:
+        fail("undo", f"the undo found files changed since the run: {', '.join(undone.conflicts)}")
+    left = sorted(str(p.relative_to(root / "work")) for p in (root / "work").rglob("*"))
+    if left:
+        fail("undo", f"after the undo the working folder still holds {', '.join(left[:5])}")
 
 
 def _check_thrown_away(history: tuple[Message, ...], fail: Callable[[str, str], None]) -> None:
@@ -1135,7 +1180,7 @@ def _cell(point: Point | None) -> str:
         return ""
     if point.violations:
         return "VIOLATION"
-    if point.cause == "user_cancel":
+    if point.cause in DISCARDING:
         return "deleted" if not point.kept else "kept"
     cost = point.cost
     if cost is None or not point.kept:
@@ -1221,7 +1266,7 @@ def write_heatmap(report: LabReport, path: Path) -> None:
         grid = [
             [
                 math.nan
-                if c == "user_cancel"
+                if c in DISCARDING
                 else (value(p.cost) if (p := report.point(b.index, c)) and p.cost else 0.0)
                 for c in report.causes
             ]

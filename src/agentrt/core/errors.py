@@ -87,6 +87,16 @@ class LateAnswerError(BadAnswerError):
     code = "late_answer"
 
 
+class NoSuchTurnError(ExecutorError, ValueError):
+    """A `/rewind` to a turn the session does not have.
+
+    A conflict with the state over HTTP (409), as `BadAnswerError`: which turns
+    there are depends on the session's conversation now.
+    """
+
+    code, http_status, frame_code = "no_such_turn", 409, "invalid"
+
+
 class BadWorkdirError(ExecutorError, ValueError):
     """A working directory that cannot be used."""
 

@@ -10,14 +10,19 @@ maps the pair to a `Settle`, and `Executor._conclude` does what it says.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
+from ..agent.checkpoint import Turn
+from ..agent.checkpoint import UndoResult
+from ..agent.checkpoint import undo_note
 from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
@@ -27,6 +32,8 @@ from ..models.catalog import ModelEntry
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelError
+from ..models.messages import Role
+from ..models.messages import seen_indices
 from ..store import NoUserMessageError
 from ..store import Queued
 from ..store import Store
@@ -68,6 +75,7 @@ from .errors import ExecutorError as ExecutorError
 from .errors import LateAnswerError as LateAnswerError
 from .errors import ModelNotConfiguredError as ModelNotConfiguredError
 from .errors import NoPendingTaskError as NoPendingTaskError
+from .errors import NoSuchTurnError as NoSuchTurnError
 from .errors import NothingToReplaceError as NothingToReplaceError
 from .errors import NotOwnerError as NotOwnerError
 from .errors import PendingTaskExistsError as PendingTaskExistsError
@@ -131,6 +139,8 @@ class _Running:
     discarded: bool = False
     #: The model the run talks to: its session's.
     model: Model | None = None
+    #: Set once the run is over and its session free (see `Executor.undo` of a stopped task).
+    over: trio.Event = attrs.field(factory=trio.Event)
 
 
 @record
@@ -467,6 +477,98 @@ class Executor:
             raise UnknownSessionError(f"no session {session_id}")
         self._allow.pop(session_id, None)
 
+    async def undo(
+        self,
+        session_id: str,
+        *,
+        turn: int | None = None,
+        force: bool = False,
+        task: str | None = None,
+        dry_run: bool = False,
+    ) -> UndoResult:
+        """Put back what the session's last run changed in files (`agentrt.agent.checkpoint`).
+
+        With `turn` (the index among the session's messages of one of its user
+        messages, as `turns` gives them), every change of the runs after that
+        turn is put back instead, and the model no longer sees what was said
+        after it. A file changed since is a conflict: nothing is touched unless
+        `force`, then its newer content is kept beside it. What was done is
+        told to the model in a note, the last entry of the conversation.
+        Refused, as `forget`, while the session runs or has a pending task.
+
+        With `task`, only that task's changes are put back: a run stopped to be
+        undone (Ctrl+C, then "discard and undo"), whose end is waited for when
+        it is still winding down. With `dry_run`, nothing is touched, whatever
+        runs: the result says what would be put back.
+        """
+        check_session_id(session_id)
+        running = self._sessions.get(session_id)
+        checkpoints = self.config.checkpoints
+        if dry_run:
+            if checkpoints is None or task is None:
+                return UndoResult((), ())
+            calls = checkpoints.of_task(session_id, task)
+            return await trio.to_thread.run_sync(
+                functools.partial(checkpoints.undo, session_id, calls, dry_run=True)
+            )
+        if running is not None and running.info.task_hash == task:
+            # Stopped to be undone: its final event may come just before its session is free.
+            with trio.move_on_after(_CLEANUP_SECONDS):
+                await running.over.wait()
+            running = self._sessions.get(session_id)
+        if running is not None:
+            raise SessionBusyError(f"session {session_id} is running; stop it first")
+        if await self.store.lookup(session_id) is not None:
+            raise PendingTaskExistsError(
+                f"session {session_id} has a pending task; resume it or discard it first"
+            )
+        if await self.store.session(session_id) is None:
+            raise UnknownSessionError(f"no session {session_id}")
+        history = await self.store.load_history(session_id)
+        rewinds: int | None = None
+        if task is not None:
+            calls = checkpoints.of_task(session_id, task) if checkpoints else []
+        elif turn is None:
+            calls = checkpoints.last_run(session_id) if checkpoints else []
+        else:
+            starts = _turn_starts(history)
+            if turn not in starts:
+                raise NoSuchTurnError(
+                    f"session {session_id} has no turn at message {turn}; its turns begin at "
+                    f"messages {', '.join(map(str, starts)) or '(none)'}"
+                )
+            rewinds = next((i for i in starts if i > turn), len(history))
+            calls = checkpoints.from_turn(session_id, rewinds) if checkpoints else []
+        if checkpoints is None:
+            result = UndoResult((), ())
+        else:
+            result = await trio.to_thread.run_sync(
+                functools.partial(checkpoints.undo, session_id, calls, force=force)
+            )
+        if result.conflicts and not result.done:
+            return result
+        if result.done or (rewinds is not None and rewinds < len(history)):
+            note = Message(Role.NOTE, undo_note(result, rewinds is not None), rewinds=rewinds)
+            owner = await self.store.owner(session_id)
+            await self.store.finish(session_id, (*history, note), owner)
+        return result
+
+    async def turns(self, session_id: str) -> list[Turn]:
+        """The session's turns, oldest first: where each begins, its words, and how many files
+        a rewind to it would put back."""
+        check_session_id(session_id)
+        history = await self.store.load_history(session_id)
+        checkpoints = self.config.checkpoints
+        records = checkpoints.records(session_id) if checkpoints else []
+        starts = _turn_starts(history)
+        out = []
+        for n, start in enumerate(starts):
+            after = starts[n + 1] if n + 1 < len(starts) else len(history)
+            later = [r for r in records if r.first >= after]
+            files = checkpoints.count_files(later) if checkpoints else 0
+            out.append(Turn(start, history[start].content, files))
+        return out
+
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""
         self._check_runner(record.session_id, record.status.value, record.runner)
@@ -565,6 +667,7 @@ class Executor:
         self._tasks.pop(running.info.task_hash, None)
         if self._sessions.get(running.info.session_id) is running:
             del self._sessions[running.info.session_id]
+        running.over.set()
 
     async def _drive(
         self,
@@ -951,3 +1054,8 @@ def _describe(exc: BaseException) -> str:
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
+
+
+def _turn_starts(history: Sequence[Message]) -> list[int]:
+    """Where each turn the model sees begins: its user messages' indices."""
+    return [i for i in seen_indices(history) if history[i].role is Role.USER]

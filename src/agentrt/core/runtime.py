@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from ..agent.checkpoint import Checkpoints
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
 from ..agent.prompt import PromptSettings
@@ -332,6 +333,9 @@ async def open_runtime(
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
     ledger.reap()
+    checkpoints = Checkpoints(state_dir / "checkpoints")
+    # An undo a kill interrupted is finished before anything else touches the files.
+    checkpoints.recover()
     if store is None:
         store = state_dir / "tasks.db"
     opened = await open_store(store, lease=lease, http=http)
@@ -346,6 +350,7 @@ async def open_runtime(
             protected_paths=_protected(state_dir, [Path(p) for p in protected_paths]),
             redactor=Redactor.for_state_dir(state_dir),
             tool_ledger=ledger,
+            checkpoints=checkpoints,
             approval=approval if approval is not None else Approval.ASK,
             guarded_paths=guarded,
             sandbox=sandbox,

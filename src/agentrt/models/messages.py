@@ -98,6 +98,10 @@ class Message:
     #: On a tool message whose call did not run as asked: denied, refused, or (a result
     #: written for it by agentrt) stopped, not started, may have run. None: it ran.
     call_state: CallState | None = None
+    #: On a note that rewinds the conversation (`/rewind`): the index, among the session's
+    #: messages, of the first one the model no longer sees; those from there to the note are
+    #: left out of what it is sent (`model_view`), and kept in the record.
+    rewinds: int | None = None
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -123,6 +127,23 @@ class Message:
     def note(cls, text: str) -> Message:
         """A note from agentrt to the model about the conversation itself (`Role.NOTE`)."""
         return cls(Role.NOTE, text)
+
+
+def model_view(messages: Sequence[Message]) -> list[Message]:
+    """`messages` less those a rewind note (`Message.rewinds`) after them left out."""
+    if not any(m.rewinds is not None for m in messages):
+        return list(messages)
+    return [messages[i] for i in seen_indices(messages)]
+
+
+def seen_indices(messages: Sequence[Message]) -> list[int]:
+    """The indices of the `messages` the model sees (see `model_view`)."""
+    dropped = [False] * len(messages)
+    for index, message in enumerate(messages):
+        if message.rewinds is not None:
+            for gone in range(max(message.rewinds, 0), index):
+                dropped[gone] = True
+    return [i for i, gone in enumerate(dropped) if not gone]
 
 
 @record

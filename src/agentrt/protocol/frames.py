@@ -212,6 +212,11 @@ class SessionsAction(enum.Enum):
     SHOW = "show"
     #: Delete a finished session and all its messages.
     RM = "rm"
+    #: Put back the files the session's last run changed (or, with `turn`, every run's after
+    #: that turn, the conversation rewound with them).
+    UNDO = "undo"
+    #: The session's turns, and how many files a rewind to each would put back.
+    TURNS = "turns"
 
 
 #: Messages in one ``session`` page when the request sets no limit, and the most it may ask.
@@ -241,6 +246,14 @@ class SessionsRequest:
     cursor: str | None = None
     after: int = -1
     all_pages: bool = False
+    #: ``undo``: rewind to this turn (a user message's seq, as ``turns`` lists them).
+    turn: int | None = None
+    #: ``undo``: go on when files changed since the run, keeping their newer content beside.
+    force: bool = False
+    #: ``undo``: that task's changes only (a run stopped to be undone), waiting for its end.
+    task: str | None = None
+    #: ``undo``: touch nothing, say what would be put back (allowed while the session runs).
+    dry_run: bool = False
 
 
 class DaemonAction(enum.Enum):
@@ -595,6 +608,49 @@ class ModelList:
 
 
 @record
+class TurnItem:
+    """One turn of a session in a `TurnList` (not a frame of its own)."""
+
+    #: The seq of the turn's user message (what ``sessions undo`` takes as `turn`).
+    seq: int
+    text: str
+    #: How many files a rewind to this turn would put back.
+    files: int
+
+
+@record
+class TurnList:
+    """The reply to ``sessions turns``: the session's turns the model sees, oldest first."""
+
+    TYPE: ClassVar[str] = "turns"
+    session: str
+    turns: tuple[TurnItem, ...] = ()
+
+
+@record
+class Undone:
+    """The reply to ``sessions undo``: the files put back, or the conflicts that stopped it.
+
+    With `done` false and `conflicts` set, nothing was touched: ask the person,
+    then send the undo again with ``force``.
+    """
+
+    TYPE: ClassVar[str] = "undone"
+    session: str
+    done: bool
+    restored: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    #: Where each conflicting file's newer content was kept (its path: the copy's).
+    kept: dict[str, str] = attrs.field(factory=dict)
+    #: The calls that could not be undone, and why.
+    skipped: dict[str, str] = attrs.field(factory=dict)
+    #: The answer to a ``dry_run``: `restored` lists what would be put back.
+    dry_run: bool = False
+    #: The task named in the request, if one was.
+    task: str | None = None
+
+
+@record
 class Ack:
     """A request was carried out: `ref` is the type of the frame acknowledged.
 
@@ -692,6 +748,8 @@ DaemonFrame = (
     | PendingPreview
     | SessionList
     | SessionMessages
+    | TurnList
+    | Undone
     | DaemonStatus
     | ModelList
     | Ack

@@ -274,6 +274,8 @@ function renderRunState() {
   const sid = state.current;
   const run = sid && state.runs.get(sid);
   $("#stop").hidden = !run;
+  // Undo puts back a finished run's files: not while one runs.
+  $("#undo").hidden = !sid || !!run;
   $("#run-state").textContent = run ? `running (task ${run.hash})` : "";
   const busy = !!sid && state.sending.has(sid);
   $("#composer").setAttribute("aria-busy", busy ? "true" : "false");
@@ -994,6 +996,31 @@ async function resume(sid, answerText, questionId) {
   }
 }
 
+// Put back the files the session's last run changed (POST /v1/sessions/{id}/undo). Files
+// changed since the run are listed and asked about: going on keeps their newer content beside.
+async function undo(sid, force = false) {
+  try {
+    const path = `/v1/sessions/${encodeURIComponent(sid)}/undo`;
+    const done = await api("POST", path, force ? { force: true } : {});
+    if (!done.done && done.conflicts.length) {
+      const ask = `${done.conflicts.length} file(s) changed since the run:\n`
+        + `${done.conflicts.join("\n")}\n\nPut them back anyway? Their newer content `
+        + "is kept beside each one.";
+      if (window.confirm(ask)) await undo(sid, true);
+      else add(sid, "status", "nothing was undone: files changed since the run");
+      return;
+    }
+    if (!done.restored.length) {
+      add(sid, "status", "nothing to undo");
+      return;
+    }
+    const lines = done.restored.map((p) => (done.kept[p] ? `${p} (its newer content kept in ${done.kept[p]})` : p));
+    add(sid, "status", `put back ${done.restored.length} file(s): ${lines.join(", ")}`);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
 async function discard(sid) {
   try {
     await api("DELETE", sessionPath(sid) + "/task");
@@ -1158,6 +1185,7 @@ function init() {
   });
   $("#new-chat").addEventListener("click", () => showSession(newSessionId()));
   $("#stop").addEventListener("click", askStop);
+  $("#undo").addEventListener("click", () => undo(state.current));
   $("#stop-dialog").addEventListener("close", () => {
     // A close event is dispatched later than the close itself: one that comes after the
     // dialog was opened again (Esc right after No) belongs to the earlier question, and

@@ -95,6 +95,11 @@ class ToolRun(Protocol):
         ...
 
     @property
+    def turn_start(self) -> int:
+        """Where the task's messages begin among its session's (its user message's index)."""
+        ...
+
+    @property
     def context(self) -> RequestContext:
         """The run's session, window and task."""
         ...

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from typing import ClassVar
 from typing import Final
 
+import attrs
 import trio
 
 from ...core.policy import Edit
@@ -34,6 +37,9 @@ from ..atomic import EXIT_OS_ERROR
 from ..atomic import ChangedError
 from ..atomic import digest
 from ..atomic import write_atomic
+from ..checkpoint import CallRecord
+from ..checkpoint import Change
+from ..checkpoint import Entry
 from ..guard import inside
 from ..sandbox import refusal_note
 from ..toolproc import ToolOutput
@@ -160,10 +166,70 @@ class _Change:
     expect: str | None = None
 
 
+def _cannot_undo(agent: ToolRun, path: Path, root: Path | None) -> str | None:
+    """Why the change of `path` could not be undone, said in its confirmation; or None."""
+    checkpoints = agent.config.checkpoints
+    if checkpoints is None:
+        return None
+    if root is not None:
+        return "a restricted path is written through sudo, and not checkpointed"
+    return checkpoints.too_big(path)
+
+
+async def _checkpoint(agent: ToolRun, call: ToolCall, change: _Change, why: str | None) -> None:
+    """Record what the write is about to change (its old content kept), before it is made."""
+    checkpoints = agent.config.checkpoints
+    if checkpoints is None:
+        return
+
+    def keep() -> None:
+        assert checkpoints is not None
+        path = change.path
+        changes: tuple[Change, ...] = ()
+        if why is None:
+            old = checkpoints.entry_of(path)
+            mode = old.mode if old is not None and old.kind == "file" else _new_file_mode()
+            changes = (Change(str(path), old, Entry("file", mode, digest(change.data))),)
+        session = agent.context.session_id
+        checkpoints.record(
+            CallRecord(
+                session,
+                agent.task_hash,
+                call.id,
+                call.name,
+                time.time(),
+                changes,
+                why,
+                agent.turn_start,
+            )
+        )
+
+    try:
+        await trio.to_thread.run_sync(keep)
+    except OSError as exc:
+        raise ToolError(
+            f"cannot keep the checkpoint of {change.path}: {exc.strerror or exc}; "
+            "nothing was written"
+        ) from None
+
+
+def _new_file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | None) -> str:
-    """Confirm `change` (showing its diff) and make it, as `write_file` always has."""
+    """Confirm `change` (showing its diff) and make it, as `write_file` always has.
+
+    Its checkpoint is kept after the confirmation, before the write; one that
+    cannot be undone says so in the question.
+    """
     config = agent.config
     path, data = change.path, change.data
+    why = _cannot_undo(agent, path, root)
+    if why is not None:
+        change = attrs.evolve(change, prompt=f"{change.prompt} (cannot be undone: {why})")
     if root is not None:
         prompt = f"{change.prompt} (restricted)"
         argv = confine(
@@ -176,11 +242,13 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
         result = await via_sudo(agent, call, prompt, argv, stdin=data, diff=change.diff)
         if result is None:
             return DENIED
+        await _checkpoint(agent, call, change, why)
         if result.returncode != 0:
             raise _write_failure(agent, path, ToolOutput(result.returncode, result.output))
         return f"{change.done} (via sudo)"
     if await confirmed(agent, call, change.prompt, Edit(path), change.diff) is None:
         return DENIED
+    await _checkpoint(agent, call, change, why)
     if config.sandbox.enforced:
         argv = confine(agent, _writer(path, change.expect), network=False)
         done = await run_tool(

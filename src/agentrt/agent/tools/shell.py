@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import ClassVar
 
 import trio
@@ -10,6 +13,8 @@ from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
+from ..checkpoint import CallRecord
+from ..checkpoint import Snapshot
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
 from .base import DENIED
@@ -59,16 +64,22 @@ class Shell(Tool):
                 return DENIED
             output, code = result.output, result.returncode
         else:
-            consent = await confirmed(agent, call, f"run: {shown}", Command(command))
+            before = await _keep_before(agent)
+            why = before if isinstance(before, str) else None
+            prompt = f"run: {shown}" + (f" (cannot be undone: {why})" if why else "")
+            consent = await confirmed(agent, call, prompt, Command(command))
             if consent is None:
                 return DENIED
+            if consent.asked and before is not None:
+                before = await _keep_before(agent)  # what the person changed meanwhile too
             argv = confine(agent, ["sh", "-c", command], network=consent.network(agent))
             timeout = config.shell_timeout
-            with trio.move_on_after(timeout) as waited:
-                # In a process group of its own that dies with the call and with its runner.
-                proc = await run_tool(
-                    argv, cwd=config.workdir, ledger=config.tool_ledger, env=config.tool_env
-                )
+            async with _checkpointed(agent, call, before):
+                with trio.move_on_after(timeout) as waited:
+                    # In a process group of its own that dies with the call and with its runner.
+                    proc = await run_tool(
+                        argv, cwd=config.workdir, ledger=config.tool_ledger, env=config.tool_env
+                    )
             if waited.cancelled_caught:
                 raise ToolError(f"the command ran longer than {timeout:g}s: {shown}")
             output, code = proc.output, proc.returncode
@@ -77,3 +88,52 @@ class Shell(Tool):
         if config.sandbox.enforced:
             note = refusal_note(text, workdir=config.workdir, restricted=config.restricted_paths)
         return f"{text}[exit status {code}]" + (f"\n{note}" if note else "")
+
+
+async def _keep_before(agent: ToolRun) -> Snapshot | str | None:
+    """The working folder before the command, its changed files kept; or why it cannot be
+    undone (said in its confirmation); None without checkpoints."""
+    config = agent.config
+    checkpoints = config.checkpoints
+    if checkpoints is None:
+        return None
+    agent.asks_nothing()  # the walk may take long; the question comes after it
+    return await trio.to_thread.run_sync(checkpoints.before, config.workdir, config.hidden_paths)
+
+
+@asynccontextmanager
+async def _checkpointed(
+    agent: ToolRun, call: ToolCall, before: Snapshot | str | None
+) -> AsyncIterator[None]:
+    """Record what the command changed since `before`, however it ends.
+
+    A timeout, a cancel or an error records it too, so a stopped run's changes
+    can be undone (`agentrt.agent.checkpoint`).
+    """
+    config = agent.config
+    checkpoints = config.checkpoints
+    if checkpoints is None or before is None:
+        yield
+        return
+    workdir, skip = config.workdir, config.hidden_paths
+    try:
+        yield
+    finally:
+        with trio.CancelScope(shield=True):
+            if isinstance(before, Snapshot):
+                changes = await trio.to_thread.run_sync(checkpoints.after, workdir, skip, before)
+                why = None
+            else:
+                changes, why = (), before
+            if changes or why:
+                entry = CallRecord(
+                    agent.context.session_id,
+                    agent.task_hash,
+                    call.id,
+                    call.name,
+                    time.time(),
+                    changes,
+                    why,
+                    agent.turn_start,
+                )
+                await trio.to_thread.run_sync(checkpoints.record, entry)

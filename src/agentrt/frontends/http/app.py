@@ -48,6 +48,7 @@ from .bodies import EditBody
 from .bodies import ModelBody
 from .bodies import ResumeBody
 from .bodies import RunBody
+from .bodies import UndoBody
 from .bodies import error_body
 from .bodies import parse_body
 from .files import page_files
@@ -229,6 +230,15 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         await frontend.forget(session_id)
         return JSONResponse({"session_id": session_id, "deleted": True})
 
+    async def undo(request: Request) -> Response:
+        session_id = _session(request)
+        body = await read_body(request, UndoBody)
+        return JSONResponse(await frontend.undo(session_id, body))
+
+    async def turns(request: Request) -> Response:
+        session_id = _session(request)
+        return JSONResponse({"session_id": session_id, "turns": await frontend.turns(session_id)})
+
     async def get_task(request: Request) -> Response:
         session_id = _session(request)
         task = await frontend.task(session_id)
@@ -318,6 +328,8 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
         "/v1/sessions": {"GET": sessions},
         "/v1/sessions/{session_id}": {"DELETE": forget_session},
         "/v1/sessions/{session_id}/messages": {"GET": session_messages},
+        "/v1/sessions/{session_id}/undo": {"POST": undo},
+        "/v1/sessions/{session_id}/turns": {"GET": turns},
         "/v1/session/{session_id}/task": {"GET": get_task, "DELETE": discard_task},
         "/v1/session/{session_id}/task/resume": {"POST": resume_task},
         "/v1/session/{session_id}/run": {"POST": run},

@@ -134,6 +134,23 @@ class AnswerBody:
     session_id: str | None = None
 
 
+@record
+class UndoBody:
+    """`POST /v1/sessions/{id}/undo`: put back the last run's files, or (with `turn`) every
+    run's after that turn; `force` goes on past files changed since, keeping them beside."""
+
+    turn: int | None = attrs.field(
+        default=None,
+        metadata={
+            "schema": {
+                "description": "rewind to this turn: the seq of one of the session's user "
+                "messages, as GET /v1/sessions/{session_id}/turns lists them",
+            }
+        },
+    )
+    force: bool = False
+
+
 def _strict(kind: type) -> Any:
     def structure(value: Any, _: Any) -> Any:
         # cattrs would turn 5 into "5" and "no" into True; a client sending those has a bug.
@@ -154,6 +171,7 @@ def _strict(kind: type) -> Any:
 converter = cattrs.Converter(forbid_extra_keys=True)
 converter.register_structure_hook(str, _strict(str))
 converter.register_structure_hook(bool, _strict(bool))
+converter.register_structure_hook(int, _strict(int))
 
 
 #: Fields a body's decode step reads beside the body's own: older clients' spellings, never

@@ -63,6 +63,7 @@ from ...vocab.reprs import record
 from ...vocab.terms import ORIGINS
 from ...vocab.terms import WEB
 from .bodies import ApiError
+from .bodies import UndoBody
 
 log = logging.getLogger("agentrt.http")
 
@@ -398,6 +399,25 @@ class WebFrontEnd:
         """Delete a finished session and its messages (see `Executor.forget` for refusals)."""
         await self._visible_session(session_id)
         await self.runtime.executor.forget(session_id)
+
+    async def undo(self, session_id: str, body: UndoBody) -> dict[str, Any]:
+        """Put back a run's files (see `Executor.undo` for what and for refusals), as JSON."""
+        await self._visible_session(session_id)
+        result = await self.runtime.executor.undo(session_id, turn=body.turn, force=body.force)
+        return {
+            "session_id": session_id,
+            "done": result.done,
+            "restored": list(result.restored),
+            "conflicts": list(result.conflicts),
+            "kept": dict(result.kept),
+            "skipped": dict(result.skipped),
+        }
+
+    async def turns(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's turns the model sees, and how many files a rewind to each puts back."""
+        await self._visible_session(session_id)
+        turns = await self.runtime.executor.turns(session_id)
+        return [{"seq": t.index, "text": t.text, "files": t.files} for t in turns]
 
     def _policy_allows(self, session_id: str, owner: str | None) -> bool:
         return self.runtime.policy.may_act(HTTP_ACTOR, session_id, owner)

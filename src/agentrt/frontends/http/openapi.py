@@ -44,6 +44,7 @@ from .bodies import EditBody
 from .bodies import ModelBody
 from .bodies import ResumeBody
 from .bodies import RunBody
+from .bodies import UndoBody
 from .files import page_files
 from .frontend import CHAT_SESSION_ID_PATTERN
 from .frontend import CURSOR_PATTERN
@@ -300,7 +301,7 @@ def _schemas() -> dict[str, Any]:
     }
     bodies = {
         cls.__name__: body_schema(cls)
-        for cls in (RunBody, ResumeBody, CancelBody, AnswerBody, EditBody, ModelBody)
+        for cls in (RunBody, ResumeBody, CancelBody, AnswerBody, EditBody, ModelBody, UndoBody)
     }
     return (
         bodies
@@ -547,6 +548,69 @@ def _paths() -> dict[str, Any]:
                         "deleted",
                     ),
                     "409": _ERROR,
+                    **_PARAM_ERRORS,
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/undo": {
+            "post": {
+                "operationId": "undoSession",
+                "summary": "Put back the files the session's last run changed (or, with turn, "
+                "every run's after that turn, the conversation rewound with them); a file "
+                "changed since stops it (nothing touched, conflicts listed) unless force, "
+                "which keeps its newer content beside it",
+                "parameters": [_SESSION],
+                "requestBody": _body("UndoBody", required=False),
+                "responses": {
+                    "200": _json(
+                        _object(
+                            session_id=_STRING,
+                            done={"type": "boolean"},
+                            restored={"type": "array", "items": _STRING},
+                            conflicts={"type": "array", "items": _STRING},
+                            kept={"type": "object", "additionalProperties": _STRING},
+                            skipped={"type": "object", "additionalProperties": _STRING},
+                        )
+                        | {
+                            "required": [
+                                "session_id",
+                                "done",
+                                "restored",
+                                "conflicts",
+                                "kept",
+                                "skipped",
+                            ]
+                        },
+                        "what was put back, or the conflicts that stopped it",
+                    ),
+                    "409": _ERROR,
+                    **_PARAM_ERRORS,
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/turns": {
+            "get": {
+                "operationId": "getTurns",
+                "summary": "The session's turns the model sees, and how many files a rewind "
+                "to each would put back",
+                "parameters": [_SESSION],
+                "responses": {
+                    "200": _json(
+                        _object(
+                            session_id=_STRING,
+                            turns={
+                                "type": "array",
+                                "items": _object(
+                                    seq={"type": "integer"},
+                                    text=_STRING,
+                                    files={"type": "integer"},
+                                )
+                                | {"required": ["seq", "text", "files"]},
+                            },
+                        )
+                        | {"required": ["session_id", "turns"]},
+                        "the turns, oldest first",
+                    ),
                     **_PARAM_ERRORS,
                 },
             }

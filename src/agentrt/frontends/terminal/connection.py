@@ -79,6 +79,9 @@ from ...protocol.frames import SessionList
 from ...protocol.frames import SessionMessages
 from ...protocol.frames import SessionsAction
 from ...protocol.frames import SessionsRequest
+from ...protocol.frames import TurnItem
+from ...protocol.frames import TurnList
+from ...protocol.frames import Undone
 from ...protocol.frames import Welcome
 from ...protocol.frames import frame_of
 from ...store import ListedTask
@@ -132,6 +135,8 @@ _AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
         PendingDetail,
         SessionList,
         SessionMessages,
+        TurnList,
+        Undone,
         DaemonStatus,
         ModelList,
     }
@@ -960,8 +965,35 @@ class Connection:
             return
         if frame.action is SessionsAction.SHOW:
             await self._sessions_show(frame, info)
+        elif frame.action is SessionsAction.UNDO:
+            await self._sessions_undo(frame, info.session_id)
+        elif frame.action is SessionsAction.TURNS:
+            turns = await self.daemon.runtime.executor.turns(info.session_id)
+            items = tuple(TurnItem(t.index, t.text, t.files) for t in turns)
+            await self.send(TurnList(info.session_id, items))
         else:
             await self._sessions_rm(frame, info.session_id)
+
+    async def _sessions_undo(self, frame: SessionsRequest, session: str) -> None:
+        try:
+            result = await self.daemon.runtime.executor.undo(
+                session, turn=frame.turn, force=frame.force, task=frame.task, dry_run=frame.dry_run
+            )
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        await self.send(
+            Undone(
+                session,
+                result.done,
+                result.restored,
+                result.conflicts,
+                dict(result.kept),
+                dict(result.skipped),
+                frame.dry_run,
+                frame.task,
+            )
+        )
 
     async def _sessions_list(self, frame: SessionsRequest) -> None:
         def reply(page: Page[SessionInfo]) -> SessionList:

@@ -1,0 +1,713 @@
+"""Checkpoints of what each tool call changes in the working folder, and the undo of them.
+
+Before ``write_file`` or ``edit_file`` replaces a file, the file's old content
+(or its absence) is kept; around a ``shell`` command, the working folder is
+compared before and after. Old contents are kept content-addressed under the
+state dir (``checkpoints/objects/SHA256``), once whatever number of calls share
+them; each call's changes are one JSON line of its session's log
+(``checkpoints/log/SESSION.jsonl``): the session, the task, the call, and for
+each path its state before and after (kind, mode, content hash or link
+target; ``null`` for no file).
+
+A shell command's changes are found by comparing the working folder before and
+after it: a walk that stats every entry (size, mtime, ctime, inode, mode) and
+reads only the files whose stat changed since the last walk of that folder,
+keeping their content as the next call's "before". The first command in a
+folder keeps every file of it once; later ones keep only what changed. It is
+bounded: a call whose old contents would take more than `Checkpoints.limit`
+bytes, or whose folder has more than `WALK_ENTRIES` entries, is recorded as not
+undoable, and its confirmation says so before it runs. As with git, a file
+rewritten within one timestamp tick at the same size and inode, and with its
+ctime put back, would go unseen; nothing ordinary does that.
+
+An undo (`Checkpoints.undo`) restores every path the undone calls changed to
+its state before the first of them. A path that changed since (by the person
+or another run) is a conflict: nothing is touched until the caller says so
+(`force`), and then its newer content is kept beside it
+(``NAME.agentrt-undo-N``), named in the result. Before any file is touched, the
+undo's every step is written to ``checkpoints/undo.json`` (synced); each step
+can be done again, so `Checkpoints.recover` (run whenever a runtime opens the
+state dir) finishes an undo a kill interrupted: every file ends as after it,
+and one killed before the journal was written ends as before it.
+
+This module is the runtime's: it runs in the runner's process, on the user's
+own files, as the user; the tools' sandbox confines the tools, not agentrt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Final
+from typing import NamedTuple
+
+import attrs
+
+from ..vocab.reprs import record
+
+#: The most bytes of old content one call may keep (a call over it cannot be undone).
+CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
+#: The most entries (files, folders, links) a shell command's walk of the working folder visits.
+WALK_ENTRIES: Final = 100_000
+#: What the kept-beside copy of a conflicting file is named after: ``NAME.agentrt-undo-N``.
+BESIDE: Final = ".agentrt-undo-"
+
+_FILE: Final = "file"
+_DIR: Final = "dir"
+_LINK: Final = "link"
+
+
+@record
+class Entry:
+    """The state of one path: a file (its content's hash), a folder, or a symbolic link."""
+
+    kind: str
+    mode: int = 0
+    #: A file's content hash (`sha256` hex), or a link's target.
+    data: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "mode": self.mode, "data": self.data}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any] | None) -> Entry | None:
+        if raw is None:
+            return None
+        return cls(str(raw["kind"]), int(raw["mode"]), str(raw["data"]))
+
+
+@record
+class Change:
+    """One path a call changed: its state before and after (None: no such path)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+
+@record
+class CallRecord:
+    """What one call changed, as its session's log keeps it."""
+
+    session: str
+    task: str
+    call: str
+    tool: str
+    at: float
+    changes: tuple[Change, ...] = ()
+    #: Why the call cannot be undone (over the limit, a restricted path), or None.
+    not_undoable: str | None = None
+    #: Where its task's messages begin among the session's (the index of its user message).
+    first: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "task": self.task,
+            "call": self.call,
+            "tool": self.tool,
+            "at": self.at,
+            "not_undoable": self.not_undoable,
+            "first": self.first,
+            "changes": [
+                {
+                    "path": c.path,
+                    "old": c.old.to_json() if c.old else None,
+                    "new": c.new.to_json() if c.new else None,
+                }
+                for c in self.changes
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CallRecord:
+        changes = tuple(
+            Change(str(c["path"]), Entry.from_json(c["old"]), Entry.from_json(c["new"]))
+            for c in raw["changes"]
+        )
+        return cls(
+            str(raw["session"]),
+            str(raw["task"]),
+            str(raw["call"]),
+            str(raw["tool"]),
+            float(raw["at"]),
+            changes,
+            raw.get("not_undoable"),
+            int(raw.get("first", 0)),
+        )
+
+
+@record
+class UndoResult:
+    """What an undo did, or would do: the paths restored and the conflicts found."""
+
+    #: The paths put back as they were (or, before it runs, that would be).
+    restored: tuple[str, ...]
+    #: Paths that changed since the calls: left alone unless forced, then kept beside.
+    conflicts: tuple[str, ...]
+    #: Where each conflicting path's newer content was kept (path -> beside).
+    kept: Mapping[str, str] = attrs.field(factory=dict)
+    #: The calls undone (or to undo), oldest first.
+    calls: tuple[str, ...] = ()
+    #: The calls that could not be undone, and why.
+    skipped: Mapping[str, str] = attrs.field(factory=dict)
+    #: Whether files were touched (False when conflicts stopped it, or nothing was to do).
+    done: bool = False
+
+
+class _Stat(NamedTuple):
+    """What a walk compares: a path's kind, mode, size, times and inode (a tuple: fast)."""
+
+    kind: str
+    mode: int
+    size: int
+    mtime: int
+    ctime: int
+    ino: int
+
+
+def _stat_of(st: os.stat_result) -> _Stat | None:
+    if stat.S_ISREG(st.st_mode):
+        kind = _FILE
+    elif stat.S_ISDIR(st.st_mode):
+        kind = _DIR
+    elif stat.S_ISLNK(st.st_mode):
+        kind = _LINK
+    else:
+        return None  # a socket, a fifo, a device: not kept
+    return _Stat(
+        kind, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+    )
+
+
+def digest(data: bytes) -> str:
+    """The SHA-256 of `data` in hex: the name of its object."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fsync_dir(folder: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_durably(path: Path, data: bytes, mode: int = 0o600, *, sync: bool = True) -> None:
+    """Write `path` whole (temp file, fsync, rename, fsync of the folder); without `sync`,
+    whole all the same (a kill leaves it or nothing), but not waited to reach the disk."""
+    # A name of its own: two calls may keep the same object at once.
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        _fsync_dir(str(path.parent))
+
+
+@record
+class Snapshot:
+    """A walk of a working folder: every path's stat, and whether the walk was cut short."""
+
+    entries: dict[str, _Stat]
+    cut: bool = False
+    #: The object of each file (and the target of each link) the walk saw, once kept.
+    kept: dict[str, str] = attrs.field(factory=dict)
+    #: The files whose content hash is known but not kept yet (a command's new content,
+    #: kept only if another call changes it again: see `Checkpoints.before`).
+    unkept: set[str] = attrs.field(factory=set)
+
+
+@attrs.define
+class Checkpoints:
+    """The checkpoints of a state dir: objects, each session's log, the undo journal."""
+
+    root: Path = attrs.field(converter=Path)
+    limit: int = CHECKPOINT_LIMIT
+    walk_entries: int = WALK_ENTRIES
+    #: Per working folder: its last walk, whose kept files need not be read again.
+    _index: dict[str, Snapshot] = attrs.field(factory=dict, init=False)
+
+    @property
+    def objects(self) -> Path:
+        return self.root / "objects"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "undo.json"
+
+    def _log(self, session: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
+        return self.root / "log" / f"{safe}.jsonl"
+
+    # -- keeping --------------------------------------------------------------------
+
+    def keep(self, data: bytes) -> str:
+        """Keep `data` as an object (once); its hash."""
+        sha = digest(data)
+        path = self.objects / sha[:2] / sha
+        if not path.exists():
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Not synced one by one: the first command in a folder keeps all of it, and a
+            # sync each would take seconds. A kill loses none; a power cut may, and an undo
+            # then names the files whose old content is gone instead of putting them back.
+            _write_durably(path, data, sync=False)
+        return sha
+
+    def _has(self, sha: str) -> bool:
+        return (self.objects / sha[:2] / sha).exists()
+
+    def content(self, sha: str) -> bytes:
+        """The bytes of object `sha`."""
+        return (self.objects / sha[:2] / sha).read_bytes()
+
+    def entry_of(self, path: Path, *, keep: bool = True) -> Entry | None:
+        """The state of `path` now (its content kept as an object with `keep`); None if absent."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        info = _stat_of(st)
+        if info is None:
+            raise OSError(errno.EINVAL, "not a file, folder or link", str(path))
+        if info.kind == _LINK:
+            return Entry(_LINK, 0, os.readlink(path))
+        if info.kind == _DIR:
+            return Entry(_DIR, info.mode)
+        data = path.read_bytes()
+        return Entry(_FILE, info.mode, self.keep(data) if keep else digest(data))
+
+    def too_big(self, path: Path) -> str | None:
+        """Why a write of `path` could not be undone (its old content is over the limit)."""
+        try:
+            size = os.lstat(path).st_size
+        except OSError:
+            return None
+        if size > self.limit:
+            return f"{path} is {size:,} bytes, over the checkpoint limit of {self.limit:,}"
+        return None
+
+    def record(self, call: CallRecord) -> None:
+        """Append `call` to its session's log, before its change is made.
+
+        Not synced: a kill loses nothing written, and a power cut may lose the
+        last records (those calls then cannot be undone), never an object one
+        of them names: objects are synced as they are kept.
+        """
+        log = self._log(call.session)
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        line = json.dumps(call.to_json(), separators=(",", ":")) + "\n"
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def _mark_undone(self, session: str, calls: Sequence[str]) -> None:
+        log = self._log(session)
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        line = json.dumps({"undone": list(calls), "at": time.time()}) + "\n"
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def records(self, session: str) -> list[CallRecord]:
+        """The session's calls that changed files and are not undone, oldest first."""
+        try:
+            text = self._log(session).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        calls: list[CallRecord] = []
+        for line in text.splitlines():
+            try:
+                raw = json.loads(line)
+                if "undone" in raw:
+                    gone = {str(call) for call in raw["undone"]}
+                    calls = [c for c in calls if c.call not in gone]
+                else:
+                    # A call run again (a resume) is recorded again: the undo puts back the
+                    # state before its first record.
+                    calls.append(CallRecord.from_json(raw))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a kill: the call it began made no change
+        return calls
+
+    # -- a shell command's walk -----------------------------------------------------
+
+    def walk(self, workdir: Path, skip: Sequence[Path] = ()) -> Snapshot:
+        """Stat every entry under `workdir` (not following links, leaving out `skip`)."""
+        entries: dict[str, _Stat] = {}
+        skipped = {str(p) for p in skip}
+        stack = [str(workdir)]
+        while stack:
+            folder = stack.pop()
+            try:
+                scan = os.scandir(folder)
+            except OSError:
+                continue
+            with scan:
+                for item in scan:
+                    if item.path in skipped:
+                        continue
+                    try:
+                        info = _stat_of(item.stat(follow_symlinks=False))
+                    except OSError:
+                        continue
+                    if info is None:
+                        continue
+                    if len(entries) >= self.walk_entries:
+                        return Snapshot(entries, cut=True)
+                    entries[item.path] = info
+                    if info.kind == _DIR:
+                        stack.append(item.path)
+        return Snapshot(entries)
+
+    def unkept_bytes(self, workdir: Path, snapshot: Snapshot) -> int:
+        """How many bytes of files `snapshot` saw that the last walk of `workdir` did not keep."""
+        last = self._index.get(str(workdir), Snapshot({}))
+        return sum(
+            s.size
+            for p, s in snapshot.entries.items()
+            if s.kind == _FILE and (last.entries.get(p) != s or p in last.unkept)
+        )
+
+    def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
+        """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
+        why = None
+        snapshot = self.walk(workdir, skip)
+        size = 0 if snapshot.cut else self.unkept_bytes(workdir, snapshot)
+        if snapshot.cut:
+            why = f"the working folder has more than {self.walk_entries:,} entries"
+        elif size > self.limit:
+            why = (
+                f"its files would take {size:,} bytes to keep, over the checkpoint limit "
+                f"of {self.limit:,}"
+            )
+        if why is not None:
+            self._index.pop(str(workdir), None)
+            return why
+        last = self._index.get(str(workdir), Snapshot({}))
+        shas = last.kept
+        kept = snapshot.kept
+        for path, info in snapshot.entries.items():
+            if info.kind != _FILE:
+                continue
+            if last.entries.get(path) == info and path in shas and path not in last.unkept:
+                kept[path] = shas[path]
+                continue
+            try:
+                kept[path] = self.keep(Path(path).read_bytes())
+            except OSError:
+                continue
+        for path, info in snapshot.entries.items():
+            if info.kind == _LINK:
+                with contextlib.suppress(OSError):
+                    kept[path] = os.readlink(path)
+        self._index[str(workdir)] = snapshot
+        return snapshot
+
+    def after(self, workdir: Path, skip: Sequence[Path], before: Snapshot) -> tuple[Change, ...]:
+        """The changes since `before` (walking `workdir` again and keeping what changed)."""
+        shas = before.kept
+        now = self.walk(workdir, skip)
+        kept = now.kept
+        for path, info in now.entries.items():
+            if before.entries.get(path) == info and path in shas:
+                kept[path] = shas[path]
+                if path in before.unkept:
+                    now.unkept.add(path)
+        changes: list[Change] = []
+        for path in sorted(before.entries.keys() | now.entries.keys()):
+            old, new = before.entries.get(path), now.entries.get(path)
+            if old == new:
+                continue
+            new_entry: Entry | None = None
+            if new is not None:
+                try:
+                    # Its hash only: its content is kept if a later call changes it again.
+                    new_entry = self.entry_of(Path(path), keep=False)
+                except OSError:
+                    continue
+                if new_entry is not None and new_entry.kind != _DIR:
+                    kept[path] = new_entry.data
+                    if new_entry.kind == _FILE:
+                        now.unkept.add(path)
+            old_entry = self._entry_from(path, old, shas) if old is not None else None
+            if old_entry == new_entry:
+                continue  # touched, not changed (a folder's entries are changes of their own)
+            changes.append(Change(path, old_entry, new_entry))
+        self._index[str(workdir)] = now
+        return tuple(changes)
+
+    @staticmethod
+    def _entry_from(path: str, info: _Stat, shas: Mapping[str, str]) -> Entry | None:
+        if info.kind == _FILE:
+            sha = shas.get(path)
+            return Entry(_FILE, info.mode, sha) if sha is not None else None
+        if info.kind == _DIR:
+            return Entry(_DIR, info.mode)
+        target = shas.get(path)
+        return Entry(_LINK, 0, target) if target is not None else None
+
+    # -- undoing --------------------------------------------------------------------
+
+    def undo(
+        self,
+        session: str,
+        calls: Iterable[CallRecord],
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> UndoResult:
+        """Put back every path `calls` changed as it was before the first of them.
+
+        Without `force`, a path changed since the calls stops it (nothing is
+        touched: the result lists the conflicts); with it, each conflicting
+        path's newer content is kept beside it first. With `dry_run`, nothing is
+        touched: the result says what would be put back.
+        """
+        todo = sorted(calls, key=lambda c: c.at)
+        skipped = {c.call: c.not_undoable for c in todo if c.not_undoable}
+        undoable = [c for c in todo if not c.not_undoable]
+        first: dict[str, Entry | None] = {}
+        last: dict[str, Entry | None] = {}
+        for call in undoable:
+            for change in call.changes:
+                first.setdefault(change.path, change.old)
+                last[change.path] = change.new
+        steps: list[dict[str, Any]] = []
+        restored: list[str] = []
+        conflicts: list[str] = []
+        kept: dict[str, str] = {}
+        for path in sorted(first):
+            target, expected = first[path], last[path]
+            if target is not None and target.kind == _FILE and not self._has(target.data):
+                skipped[path] = "its old content is gone from the checkpoints (a power cut?)"
+                continue
+            try:
+                now = self.entry_of(Path(path), keep=False)
+            except OSError:
+                now = Entry("other")
+            if _same(now, target):
+                continue
+            restored.append(path)
+            if dry_run:
+                continue
+            step: dict[str, Any] = {
+                "path": path,
+                "target": target.to_json() if target else None,
+            }
+            if not _same(now, expected):
+                conflicts.append(path)
+                if now is not None and now.kind == _FILE:
+                    self.keep(Path(path).read_bytes())
+                    beside = _beside(path)
+                    kept[path] = beside
+                    step["beside"] = {"path": beside, "sha": now.data, "mode": now.mode}
+            steps.append(step)
+        ids = tuple(dict.fromkeys(c.call for c in todo))
+        if dry_run or (conflicts and not force):
+            return UndoResult(tuple(restored), tuple(conflicts), {}, ids, skipped)
+        journal = {"session": session, "calls": list(ids), "steps": steps}
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_durably(self.journal, json.dumps(journal).encode("utf-8"))
+        self._replay(journal)
+        return UndoResult(
+            tuple(restored), tuple(conflicts), kept, ids, skipped, done=bool(steps) or bool(ids)
+        )
+
+    def recover(self) -> bool:
+        """Finish an undo a kill interrupted (its journal is there); whether there was one."""
+        try:
+            raw = json.loads(self.journal.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return False
+        except ValueError:
+            # Cut short before its rename: nothing was touched yet.
+            self.journal.unlink()
+            return False
+        self._replay(raw)
+        return True
+
+    def _replay(self, journal: Mapping[str, Any]) -> None:
+        """Do every step of `journal` (each can be done again), then mark its calls undone."""
+        steps = journal["steps"]
+        for step in steps:
+            beside = step.get("beside")
+            if beside is not None:
+                _put(Path(beside["path"]), Entry(_FILE, int(beside["mode"]), beside["sha"]), self)
+        # Removals first, the deepest first; then what is put back, the shallowest first.
+        for step in sorted(steps, key=lambda s: -s["path"].count(os.sep)):
+            target = Entry.from_json(step["target"])
+            _clear(Path(step["path"]), target)
+        for step in sorted(steps, key=lambda s: s["path"].count(os.sep)):
+            target = Entry.from_json(step["target"])
+            if target is not None:
+                _put(Path(step["path"]), target, self)
+        self._mark_undone(str(journal["session"]), journal["calls"])
+        self.journal.unlink()
+        _fsync_dir(str(self.root))
+
+    # -- which calls -----------------------------------------------------------------
+
+    def last_run(self, session: str) -> list[CallRecord]:
+        """The calls of the session's last task that changed files and are not undone."""
+        records = self.records(session)
+        if not records:
+            return []
+        task = records[-1].task
+        return [r for r in records if r.task == task]
+
+    def of_task(self, session: str, task: str) -> list[CallRecord]:
+        """The calls not undone of one task of the session."""
+        return [r for r in self.records(session) if r.task == task]
+
+    def from_turn(self, session: str, first: int) -> list[CallRecord]:
+        """The calls not undone of the session's tasks that began at message `first` or later."""
+        return [r for r in self.records(session) if r.first >= first]
+
+    def count_files(self, calls: Iterable[CallRecord]) -> int:
+        """How many paths undoing `calls` would touch."""
+        return len({c.path for call in calls if not call.not_undoable for c in call.changes})
+
+
+def _same(now: Entry | None, want: Entry | None) -> bool:
+    if now is None or want is None:
+        return now is want
+    if now.kind != want.kind:
+        return False
+    if now.kind == _LINK:
+        return now.data == want.data
+    return now.mode == want.mode and now.data == want.data
+
+
+def _beside(path: str) -> str:
+    n = 1
+    while os.path.lexists(f"{path}{BESIDE}{n}"):
+        n += 1
+    return f"{path}{BESIDE}{n}"
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.agentrt-undo")
+
+
+def _clear(path: Path, target: Entry | None) -> None:
+    """Remove what is at `path` unless it is of `target`'s kind (a folder is left if not empty)."""
+    with contextlib.suppress(FileNotFoundError):
+        _tmp(path).unlink()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    info = _stat_of(st)
+    kind = info.kind if info else ""
+    if target is not None and target.kind == kind and kind != _LINK:
+        return
+    if kind == _DIR:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+    else:
+        path.unlink()
+    _fsync_dir(str(path.parent))
+
+
+def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
+    """Make `path` what `target` says, atomically (a temp file of a fixed name, renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if target.kind == _DIR:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, target.mode)
+        os.chmod(path, target.mode)
+        return
+    if target.kind == _LINK:
+        tmp = _tmp(path)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        os.symlink(target.data, tmp)
+        os.replace(tmp, path)
+        _fsync_dir(str(path.parent))
+        return
+    data = checkpoints.content(target.data)
+    tmp = _tmp(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, target.mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(str(path.parent))
+
+
+def described(result: UndoResult) -> Iterator[str]:
+    """The lines that tell a person what an undo did (or found in its way)."""
+    if result.conflicts and not result.done:
+        yield (
+            f"{len(result.conflicts)} file(s) changed since the run; nothing was undone. "
+            "Undo anyway to put them back, their newer content kept beside:"
+        )
+        for path in result.conflicts:
+            yield f"  {path}"
+        return
+    if not result.restored and not result.skipped:
+        yield "nothing to undo"
+        return
+    yield f"undid {len(result.calls)} call(s): {len(result.restored)} path(s) put back"
+    for path in result.restored:
+        kept = result.kept.get(path)
+        yield f"  {path}" + (f" (its newer content kept in {kept})" if kept else "")
+    for call, why in result.skipped.items():
+        yield f"  {call} cannot be undone: {why}"
+
+
+@record
+class Turn:
+    """One turn of a session: where it begins among its messages, its words, and how many
+    files a rewind to it would put back (those the runs after it changed)."""
+
+    index: int
+    text: str
+    files: int
+
+
+def undo_note(result: UndoResult, rewound: bool) -> str:
+    """The note that tells the model what an undo or a rewind did to the files."""
+    first = (
+        "The user rewound the conversation to this point: what was said after it is gone"
+        if rewound
+        else "The user undid the file changes of the last run"
+    )
+    if not result.restored:
+        return f"{first}; no file had to be put back."
+    paths = ", ".join(result.restored[:50]) + (", ..." if len(result.restored) > 50 else "")
+    text = f"{first}; these files are back as they were before: {paths}."
+    if result.kept:
+        kept = ", ".join(f"{k} (kept in {v})" for k, v in result.kept.items())
+        text += f" Their newer content, changed after the run, was kept beside: {kept}."
+    return text

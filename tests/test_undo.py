@@ -1,0 +1,356 @@
+"""Undoing what a run changed: checkpoints of every `write_file`, `edit_file` and `shell` call,
+put back byte for byte and mode for mode; a file changed since is a conflict, its newer
+content kept beside; an undo killed at any moment finishes on the next start.
+
+The tools run for real (the scripted model, the sandbox); the kills are SIGKILLs of a real
+process at random moments, as in tests/test_atomic_write.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentrt import ALLOW_ONCE
+from agentrt import Answer
+from agentrt import Entry as Question
+from agentrt import Outcome
+from agentrt import Runtime
+from agentrt import open_runtime
+from agentrt.agent.checkpoint import BESIDE
+from agentrt.agent.checkpoint import CallRecord
+from agentrt.agent.checkpoint import Checkpoints
+from agentrt.core.errors import NoSuchTurnError
+from agentrt.core.errors import PendingTaskExistsError
+from agentrt.core.errors import UnknownSessionError
+from agentrt.models.messages import Role
+
+from .conftest import Recorder
+from .conftest import results_in_call_order
+from .conftest import run_answering
+from .test_sessions import RecordingModel
+
+_sessions = itertools.count()
+
+Tree = dict[str, tuple[str, int, bytes]]
+
+
+def tree(root: Path) -> Tree:
+    """Every path under `root`: its kind, mode and bytes (a link's target)."""
+    out: Tree = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            st = path.lstat()
+            rel = str(path.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", 0, os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), b"")
+            else:
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return out
+
+
+def checkpoints_of(rt: Runtime) -> Checkpoints:
+    found = rt.executor.config.checkpoints
+    assert found is not None
+    return found
+
+
+async def run(rt: Runtime, session: str, text: str) -> tuple[list[str], list[Question]]:
+    asked: list[Question] = []
+
+    async def give(entry: Question) -> Answer:
+        asked.append(entry)
+        return Answer(ALLOW_ONCE)
+
+    ended, _ = await run_answering(rt, session, text, give)
+    assert ended.outcome is Outcome.FINISHED, ended
+    return results_in_call_order(await rt.store.load_history(session)), asked
+
+
+def fill(workdir: Path) -> None:
+    """A folder with a text file, a binary one, an executable, a link and a subfolder."""
+    (workdir / "notes.txt").write_text("alpha\nbeta\n")
+    (workdir / "notes.txt").chmod(0o640)
+    (workdir / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    (workdir / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (workdir / "run.sh").chmod(0o750)
+    (workdir / "old_name.txt").write_text("moved away\n")
+    (workdir / "gone.txt").write_text("deleted\n")
+    (workdir / "sub").mkdir(mode=0o750)
+    (workdir / "sub" / "inner.txt").write_text("inside\n")
+    os.symlink("notes.txt", workdir / "link")
+
+
+async def test_write_edit_and_shell_changes_are_undone_byte_for_byte_and_mode_for_mode(
+    runtime: Runtime, workdir: Path
+) -> None:
+    fill(workdir)
+    before = tree(workdir)
+    session = f"cli-undo{next(_sessions)}"
+    command = (
+        "rm gone.txt && mv old_name.txt new_name.txt && mkdir -m 700 made && "
+        "head -c 3000 /dev/urandom > made/random.bin && chmod 600 run.sh && "
+        "rm -r sub && printf 'x\\000y' >> blob.bin && ln -sf run.sh link"
+    )
+    results, _ = await run(
+        runtime,
+        session,
+        f"write created.txt 'new file'; edit notes.txt beta BETA; sh {command}",
+    )
+    assert results[0].startswith("wrote") and results[1].startswith("edited"), results
+    assert results[2].endswith("[exit status 0]"), results
+    changed = tree(workdir)
+    assert changed != before and "made/random.bin" in changed and "sub" not in changed
+
+    checkpoints = checkpoints_of(runtime)
+    calls = checkpoints.last_run(session)
+    assert sorted(c.tool for c in calls) == ["edit_file", "shell", "write_file"]
+    result = checkpoints.undo(session, calls)
+    assert result.done and not result.conflicts
+    assert tree(workdir) == before
+    # Undone once: the next undo of the session finds nothing of that run.
+    assert checkpoints.last_run(session) == []
+
+
+async def test_undo_takes_back_the_last_run_only(runtime: Runtime, workdir: Path) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    await run(runtime, session, "write a.txt one")
+    first = tree(workdir)
+    await run(runtime, session, "write a.txt two; sh touch b.txt")
+    checkpoints = checkpoints_of(runtime)
+    checkpoints.undo(session, checkpoints.last_run(session))
+    assert tree(workdir) == first
+    checkpoints.undo(session, checkpoints.last_run(session))
+    assert tree(workdir) == {}
+
+
+async def test_a_file_changed_since_the_run_is_a_conflict_and_its_content_kept_beside(
+    runtime: Runtime, workdir: Path
+) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    (workdir / "a.txt").write_text("original\n")
+    await run(runtime, session, "write a.txt 'by the run'; write b.txt 'also by the run'")
+    (workdir / "a.txt").write_text("the person's newer text\n")
+    checkpoints = checkpoints_of(runtime)
+    calls = checkpoints.last_run(session)
+    asked = checkpoints.undo(session, calls)
+    # Nothing touched until the person says so.
+    assert not asked.done
+    assert asked.conflicts == (str(workdir / "a.txt"),)
+    assert (workdir / "a.txt").read_text() == "the person's newer text\n"
+    assert (workdir / "b.txt").exists()
+
+    done = checkpoints.undo(session, calls, force=True)
+    beside = workdir / f"a.txt{BESIDE}1"
+    assert done.done and done.kept == {str(workdir / "a.txt"): str(beside)}
+    assert (workdir / "a.txt").read_text() == "original\n"
+    assert beside.read_text() == "the person's newer text\n"
+    assert not (workdir / "b.txt").exists()
+
+
+async def test_a_call_over_the_limit_says_before_it_runs_that_it_cannot_be_undone(
+    runtime: Runtime, workdir: Path
+) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    checkpoints = checkpoints_of(runtime)
+    checkpoints.limit = 100
+    (workdir / "big.txt").write_text("x" * 101)
+    _, asked = await run(runtime, session, "write big.txt small; sh echo more >> big.txt")
+    prompts = sorted(q.request.prompt for q in asked)
+    assert prompts[0] == (
+        "run: echo more >> big.txt (cannot be undone: its files would take 101 bytes to keep, "
+        "over the checkpoint limit of 100)"
+    )
+    assert prompts[1] == (
+        f"write 5 bytes to {workdir / 'big.txt'} (cannot be undone: {workdir / 'big.txt'} is "
+        "101 bytes, over the checkpoint limit of 100)"
+    )
+    left = tree(workdir)
+    result = checkpoints.undo(session, checkpoints.last_run(session))
+    assert set(result.skipped.values()) == {
+        f"{workdir / 'big.txt'} is 101 bytes, over the checkpoint limit of 100",
+        "its files would take 101 bytes to keep, over the checkpoint limit of 100",
+    }
+    assert tree(workdir) == left
+
+
+# -- through the runtime: /undo and /rewind, the note the model reads --------------------
+
+
+async def test_rewind_across_three_turns_puts_back_the_later_turns_files_and_words(
+    tmp_path: Path, workdir: Path
+) -> None:
+    model = RecordingModel()
+    async with open_runtime(tmp_path / "state", model=model, workdir=workdir) as rt:
+        session = f"cli-undo{next(_sessions)}"
+        await run(rt, session, "write a.txt one")
+        after_first = tree(workdir)
+        await run(rt, session, "write b.txt two; sh mkdir d && echo x > d/c.txt")
+        await run(rt, session, "edit a.txt one ONE")
+        turns = await rt.executor.turns(session)
+        assert [(t.text, t.files) for t in turns] == [
+            ("write a.txt one", 4),  # b.txt, d, d/c.txt, a.txt
+            ("write b.txt two; sh mkdir d && echo x > d/c.txt", 1),
+            ("edit a.txt one ONE", 0),
+        ]
+        with pytest.raises(NoSuchTurnError, match="no turn at message 1;"):
+            await rt.executor.undo(session, turn=1)
+        result = await rt.executor.undo(session, turn=turns[0].index)
+        assert result.done and not result.conflicts
+        assert tree(workdir) == after_first
+        history = await rt.store.load_history(session)
+        note = history[-1]
+        assert note.role is Role.NOTE and note.rewinds == turns[1].index
+        assert note.content.startswith("The user rewound the conversation to this point")
+        assert str(workdir / "d" / "c.txt") in note.content
+        # The next turn's model sees the first turn, the note, and nothing of the two after it.
+        await run(rt, session, "hello")
+        seen = model.seen[-1]
+        said = [m.content for m in seen if m.role is Role.USER]
+        assert said == ["write a.txt one", "hello"]
+        assert any(m.rewinds is not None for m in seen if m.role is Role.NOTE)
+        # Nothing left after it: a rewind to the last turn puts nothing back.
+        assert [t.files for t in await rt.executor.turns(session)] == [0, 0]
+
+
+async def test_undo_refuses_a_session_that_runs_or_has_a_pending_task(
+    runtime: Runtime, workdir: Path
+) -> None:
+    with pytest.raises(UnknownSessionError):
+        await runtime.executor.undo("cli-nosuch")
+    session = f"cli-undo{next(_sessions)}"
+    await run(runtime, session, "write a.txt one")
+    # Nobody listens: the question parks the task.
+    ended = await runtime.executor.run(session, "ask 'what now?'", owner="t", emit=Recorder())
+    assert ended.outcome is Outcome.AWAITING_ANSWER, ended
+    with pytest.raises(PendingTaskExistsError, match="has a pending task"):
+        await runtime.executor.undo(session)
+    assert (workdir / "a.txt").read_text() == "one"
+
+
+async def test_undo_tells_the_model_which_files_are_back(runtime: Runtime, workdir: Path) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    await run(runtime, session, "write a.txt one")
+    result = await runtime.executor.undo(session)
+    assert result.restored == (str(workdir / "a.txt"),)
+    note = (await runtime.store.load_history(session))[-1]
+    assert note.role is Role.NOTE and note.rewinds is None
+    assert note.content == (
+        "The user undid the file changes of the last run; these files are back as they were "
+        f"before: {workdir / 'a.txt'}."
+    )
+    # Nothing more to undo: no second note.
+    again = await runtime.executor.undo(session)
+    assert not again.done and again.restored == ()
+    assert (await runtime.store.load_history(session))[-1] == note
+
+
+# -- an undo killed at any moment -------------------------------------------------------
+
+_UNDO = """
+import sys
+from agentrt.agent.checkpoint import Checkpoints
+from agentrt.core.errors import NoSuchTurnError
+from agentrt.core.errors import PendingTaskExistsError
+from agentrt.core.errors import UnknownSessionError
+from agentrt.models.messages import Role
+c = Checkpoints(sys.argv[1])
+c.undo("s", c.last_run("s"), force=True)
+"""
+
+
+def _prepare(place: Path, files: int) -> tuple[Tree, Tree]:
+    """A working folder and its checkpoints in `place`, the run's changes made (the same each
+    time); the folder before and after the run."""
+    work = place / "work"
+    work.mkdir(parents=True)
+    rng = random.Random(7)
+    for n in range(files):
+        (work / f"f{n}.dat").write_bytes(rng.randbytes(4_000))
+    (work / "keep").mkdir()
+    checkpoints = Checkpoints(place / "checkpoints")
+    snapshot = checkpoints.before(work, ())
+    assert not isinstance(snapshot, str)
+    original = tree(work)
+    for n in range(files):
+        path = work / f"f{n}.dat"
+        if n % 3 == 0:
+            path.unlink()
+        else:
+            path.write_bytes(rng.randbytes(4_000))
+            path.chmod(0o600)
+    (work / "keep" / "new.txt").write_text("made by the run\n")
+    changes = checkpoints.after(work, (), snapshot)
+    checkpoints.record(CallRecord("s", "task", "call-1", "shell", time.time(), changes))
+    return original, tree(work)
+
+
+def test_thirty_kills_at_random_moments_of_an_undo_leave_it_done_or_not_begun(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(20261203)
+    argv = [sys.executable, "-c", _UNDO]
+
+    def fresh(n: int) -> Path:
+        place = tmp_path / f"try{n}"
+        assert _prepare(place, 60) == (original, changed)
+        return place
+
+    original, changed = _prepare(tmp_path / "try0", 60)
+    # How long a whole undo takes here: the kills fall anywhere within it.
+    place = tmp_path / "try0"
+    started = time.monotonic()
+    subprocess.run([*argv, str(place / "checkpoints")], check=True)
+    whole = time.monotonic() - started
+    assert tree(place / "work") == original
+    outcomes = {"done": 0, "finished on the next start": 0, "not begun": 0}
+    for n in range(1, 31):
+        place = fresh(n)
+        proc = subprocess.Popen([*argv, str(place / "checkpoints")])
+        time.sleep(rng.uniform(0, whole))  # a real process at a random moment, not a wait
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        checkpoints = Checkpoints(place / "checkpoints")
+        midway = checkpoints.journal.exists()
+        assert checkpoints.recover() is midway
+        assert not checkpoints.journal.exists()
+        now = tree(place / "work")
+        if now == original:
+            outcomes["finished on the next start" if midway else "done"] += 1
+            assert checkpoints.last_run("s") == []
+        else:
+            assert now == changed, f"kill {n} left a mix"
+            outcomes["not begun"] += 1
+            assert [c.call for c in checkpoints.last_run("s")] == ["call-1"]
+        shutil.rmtree(place)
+    # The kills fell before the journal, and in the middle of the undo.
+    assert outcomes["not begun"] and outcomes["finished on the next start"], outcomes
+
+
+async def test_an_old_content_gone_from_the_checkpoints_is_named_and_its_file_left_alone(
+    runtime: Runtime, workdir: Path
+) -> None:
+    session = f"cli-undo{next(_sessions)}"
+    (workdir / "a.txt").write_text("before\n")
+    await run(runtime, session, "write a.txt after; write b.txt new")
+    checkpoints = checkpoints_of(runtime)
+    shutil.rmtree(checkpoints.objects)  # as a power cut could leave them
+    result = checkpoints.undo(session, checkpoints.last_run(session))
+    assert result.skipped == {
+        str(workdir / "a.txt"): "its old content is gone from the checkpoints (a power cut?)"
+    }
+    assert (workdir / "a.txt").read_text() == "after"
+    assert not (workdir / "b.txt").exists()  # no old content needed: it was not there
