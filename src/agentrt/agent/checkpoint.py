@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 import attrs
 
+from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
@@ -237,7 +238,7 @@ class Snapshot:
     unkept: set[str] = attrs.field(factory=set)
 
 
-@attrs.define
+@mutable
 class Checkpoints:
     """The checkpoints of a state dir: objects, each session's log, the undo journal."""
 

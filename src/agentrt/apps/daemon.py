@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-import attrs
 import trio
 
 from ..config.options import MODEL_OPTIONS
@@ -38,6 +37,7 @@ from ..frontends.terminal.server import Daemon
 from ..store import StoreError
 from ..store.retention import Retention
 from ..vocab.locations import StrPath
+from ..vocab.reprs import record
 
 
 async def serve(
@@ -69,7 +69,7 @@ async def serve(
     await daemon.serve(task_status=task_status)
 
 
-@attrs.frozen
+@record
 class _Http:
     """How starting the HTTP API went: its address, or why it is not served."""
 

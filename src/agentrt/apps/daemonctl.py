@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-import attrs
 import trio
 
 from ..config.options import CONFIG
@@ -43,6 +42,7 @@ from ..protocol.frames import DaemonStatus
 from ..protocol.frames import ErrorFrame
 from ..protocol.frames import Scope
 from ..protocol.frames import to_wire
+from ..vocab.reprs import record
 
 #: Exit statuses: the daemon runs (status) or was stopped (stop).
 EXIT_OK: Final = 0
@@ -126,7 +126,7 @@ def main(argv: Sequence[str]) -> int:
     return trio.run(_stop, found, args.timeout, args.json)
 
 
-@attrs.frozen
+@record
 class _Found:
     """Where to look for the daemon, and what its record says."""
 
