@@ -244,7 +244,10 @@ async def test_a_restricted_edit_shows_its_diff_with_the_password_question(
     asked, recorder = await run_recording(any_policy, f"edit {target} on off")
     [entry] = asked
     assert entry.request.kind is RequestKind.PASSWORD
-    assert entry.request.prompt == f"edit {target} (1 replacement) (restricted)"
+    assert entry.request.prompt == (
+        f"edit {target} (1 replacement) (cannot be undone: a restricted path is written "
+        "through sudo, and not checkpointed) (restricted)"
+    )
     assert entry.request.diff == (
         f"--- a/{target}\n+++ b/{target}\n@@ -1 +1 @@\n-mode = on\n+mode = off"
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import stat
 import sys
 
@@ -34,12 +35,24 @@ class ChangedError(Exception):
     """The file's content is not the one the new content was made from (`write_atomic`)."""
 
 
+#: How the temporary file of an atomic write ends.
+TEMPORARY_SUFFIX = ".agentrt-tmp"
+
+
 def digest(data: bytes) -> str:
     """The SHA-256 of `data` in hex: what `write_atomic`'s `expect` compares."""
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomic(path: str, data: bytes, expect: str | None = None) -> None:
+def temporary_name(path: str) -> str:
+    """A fresh name for the temporary file `write_atomic` writes beside `path`."""
+    return os.path.join(
+        os.path.dirname(path) or ".",
+        f".{os.path.basename(path)}.{os.urandom(6).hex()}{TEMPORARY_SUFFIX}",
+    )
+
+
+def write_atomic(path: str, data: bytes, expect: str | None = None, tmp: str | None = None) -> None:
     """Replace the file at `path` with `data` atomically, keeping its mode and owner.
 
     Missing parent folders are made. A new file gets the mode ``0o666`` less
@@ -60,8 +73,10 @@ def write_atomic(path: str, data: bytes, expect: str | None = None) -> None:
         with open(path, "rb") as current:
             if digest(current.read()) != expect:
                 raise ChangedError(path)
-    base = os.path.basename(path)
-    tmp = os.path.join(folder, f".{base}.{os.urandom(6).hex()}.agentrt-tmp")
+    if tmp is None:
+        tmp = temporary_name(path)
+    elif os.path.dirname(tmp) != folder:
+        raise ValueError(f"the temporary file {tmp} is not beside {path}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         try:
@@ -94,13 +109,29 @@ def write_atomic(path: str, data: bytes, expect: str | None = None) -> None:
         os.close(dirfd)
 
 
+def _stopped(signum: int, _frame: object) -> None:
+    # A stopped call's process group gets SIGTERM: leaving through an exception removes the
+    # temporary file in `write_atomic`, where the default action would leave it behind.
+    raise SystemExit(128 + signum)
+
+
 def _main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _stopped)
+    tmp = None
+    if argv[1:2] == ["--tmp"] and len(argv) > 2:
+        # The runner names the temporary file, so that it can remove it itself should this
+        # process be killed before it could.
+        tmp = argv[2]
+        argv = [argv[0], *argv[3:]]
     if len(argv) not in (2, 3):
-        print("usage: _atomic.py PATH [SHA256]  (the content on standard input)", file=sys.stderr)
+        print(
+            "usage: _atomic.py [--tmp TMP] PATH [SHA256]  (the content on standard input)",
+            file=sys.stderr,
+        )
         return 2
     data = sys.stdin.buffer.read()
     try:
-        write_atomic(argv[1], data, argv[2] if len(argv) == 3 else None)
+        write_atomic(argv[1], data, argv[2] if len(argv) == 3 else None, tmp)
     except ChangedError:
         print(CHANGED, file=sys.stderr)
         return EXIT_CHANGED

@@ -12,11 +12,13 @@ off restricted paths.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from ..atomic import EXIT_CHANGED
 from ..atomic import EXIT_OS_ERROR
 from ..atomic import ChangedError
 from ..atomic import digest
+from ..atomic import temporary_name
 from ..atomic import write_atomic
 from ..checkpoint import CallRecord
 from ..checkpoint import Change
@@ -69,8 +72,27 @@ READ_LINES: Final = 2000
 READ_BYTES: Final = 32_000
 
 
-def _writer(path: Path, expect: str | None = None) -> list[str]:
-    return [sys.executable, "-I", "-S", _WRITER, str(path), *([expect] if expect else [])]
+def _writer(path: Path, expect: str | None, tmp: str) -> list[str]:
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        _WRITER,
+        "--tmp",
+        tmp,
+        str(path),
+        *([expect] if expect else []),
+    ]
+
+
+@contextlib.contextmanager
+def _temporary_removed(tmp: str) -> Iterator[None]:
+    """Remove `tmp` should the write helper not have: it was stopped, or killed."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def scanner(*args: str) -> list[str]:
@@ -232,14 +254,16 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
         change = attrs.evolve(change, prompt=f"{change.prompt} (cannot be undone: {why})")
     if root is not None:
         prompt = f"{change.prompt} (restricted)"
+        tmp = temporary_name(str(path))
         argv = confine(
             agent,
-            _writer(path, change.expect),
+            _writer(path, change.expect, tmp),
             network=False,
             writable=(root,),
             privileged=True,
         )
-        result = await via_sudo(agent, call, prompt, argv, stdin=data, diff=change.diff)
+        with _temporary_removed(tmp):
+            result = await via_sudo(agent, call, prompt, argv, stdin=data, diff=change.diff)
         if result is None:
             return DENIED
         await _checkpoint(agent, call, change, why)
@@ -250,10 +274,16 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
         return DENIED
     await _checkpoint(agent, call, change, why)
     if config.sandbox.enforced:
-        argv = confine(agent, _writer(path, change.expect), network=False)
-        done = await run_tool(
-            argv, cwd=config.workdir, stdin=data, ledger=config.tool_ledger, env=config.tool_env
-        )
+        tmp = temporary_name(str(path))
+        argv = confine(agent, _writer(path, change.expect, tmp), network=False)
+        with _temporary_removed(tmp):
+            done = await run_tool(
+                argv,
+                cwd=config.workdir,
+                stdin=data,
+                ledger=config.tool_ledger,
+                env=config.tool_env,
+            )
         if done.returncode != 0:
             raise _write_failure(agent, path, done)
         return change.done
