@@ -36,6 +36,7 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorCode
@@ -108,6 +109,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     ToolCallFrame("t-1", "c1", "write", {"path": "/tmp/x", "n": [1, 2]}),
     ToolResultFrame("t-1", "c1", "write", "ok", ok=False),
     UsageFrame("t-1", 10, 20),
+    CompactionFrame("t-1", 312),
     UsageFrame("t-1", 1200, 20, cache_read_tokens=1024, cache_creation_tokens=150),
     VerifyFrame("t-1", False, 2, "wrong password"),
     EndedFrame("t-1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, pending_kept=True),

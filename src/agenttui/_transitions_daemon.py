@@ -18,6 +18,7 @@ from agentrt.protocol.frames import Ack
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
@@ -40,6 +41,7 @@ from agentrt.protocol.frames import ToolResultFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
+from agentrt.vocab.events import describe_compaction
 
 from ._state import SESSIONS_PAGE
 from ._state import SESSIONS_SHOWN
@@ -260,6 +262,13 @@ def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     return []
 
 
+def on_compaction(state: TuiState, frame: CompactionFrame) -> list[Action]:
+    """The conversation was compacted: said in the transcript, where it happened."""
+    who = f"{frame.agent}: " if frame.agent else ""
+    state.add(EntryKind.INFO, f"({who}{describe_compaction(frame.summarised)})", frame.task_hash)
+    return []
+
+
 def on_verify(state: TuiState, frame: VerifyFrame) -> list[Action]:
     """The result of checking a typed password, in the notice box."""
     if frame.ok:
@@ -424,6 +433,8 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
     """A stored message as the entries a live run would have shown."""
     if message.role == "user":
         return [(EntryKind.USER, message.content)]
+    if message.summarised:
+        return [(EntryKind.INFO, f"({describe_compaction(message.summarised)})")]
     if message.role == "tool":
         return [(EntryKind.TOOL_RESULT, f"{message.name or 'result'}: {message.content}".rstrip())]
     if message.role != "assistant":
@@ -469,6 +480,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     ToolCallFrame: on_tool_call,
     ToolResultFrame: on_tool_result,
     UsageFrame: on_usage,
+    CompactionFrame: on_compaction,
     VerifyFrame: on_verify,
     EndedFrame: on_ended,
     AskFrame: on_ask,

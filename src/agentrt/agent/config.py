@@ -14,6 +14,7 @@ from ..vocab.locations import StrPath
 from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
+from .compaction import ContextLimits
 from .guard import Redactor
 from .sandbox import Sandbox
 from .sandbox import tool_environment
@@ -62,6 +63,9 @@ class AgentConfig:
     text_guard: bool = True
     #: How long each kind of question waits for its person, and what happens then.
     timeouts: Timeouts = Timeouts()
+    #: Each model's context window, and the share of it a request may fill before the
+    #: conversation is compacted (`agentrt.agent.compaction`).
+    context: ContextLimits = ContextLimits()
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

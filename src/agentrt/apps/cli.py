@@ -674,6 +674,7 @@ def _saved_message(saved: dict[str, Any]) -> SessionMessage:
         tool_calls=tuple(c for c in calls if isinstance(c, dict)),
         tool_call_id=saved.get("tool_call_id"),
         name=saved.get("name"),
+        summarised=int((saved.get("compaction") or {}).get("summarised", 0)),
     )
 
 

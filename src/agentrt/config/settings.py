@@ -259,6 +259,22 @@ def _temperature(value: Any) -> float:
     return float(value)
 
 
+def _share(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise TypeError("a share of the context window above 0 and at most 1, such as 0.85")
+    return float(value)
+
+
+def _windows(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict) or not all(type(v) is int and v > 0 for v in value.values()):
+        raise TypeError(
+            'a table of model names to token counts, such as { "openai:gpt-4o" = 128000 }'
+        )
+    for name in value:
+        check_model_spec(name)
+    return dict(value)
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError("true or false")
@@ -417,6 +433,8 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "temperature": _temperature,
     "restricted_paths": _paths,
     "retention_days": _positive_int,
+    "compact_at": _share,
+    "context_windows": _windows,
     "openai": _PROVIDER_KEYS,
     "anthropic": _PROVIDER_KEYS,
     "http": {"listen": _address},
@@ -637,6 +655,10 @@ class Settings:
     timeouts: Timeouts = Timeouts()
     #: The ``[timeouts]`` keys' values and sources, as ``config show`` lists them.
     timeout_values: Mapping[str, Value[Any]] = attrs.field(factory=dict)
+    #: The share of a model's context window a request may fill before the conversation
+    #: is compacted, and the windows of models beyond the known families (by model spec).
+    compact_at: Value[float] = Value(0.85)
+    context_windows: Value[dict[str, int]] = attrs.field(factory=lambda: Value({}))
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -673,6 +695,8 @@ class Settings:
         yield "temperature", self.temperature
         yield "restricted_paths", self.restricted_paths
         yield "retention_days", self.retention_days
+        yield "compact_at", self.compact_at
+        yield "context_windows", self.context_windows
         for name, provider in self.providers.items():
             yield f"{name}.base_url", provider.base_url
             yield f"{name}.api_key_env", provider.api_key_env
@@ -823,6 +847,8 @@ def load_settings(
         sandbox_network=sandbox_network,
         timeouts=timeouts,
         timeout_values=timeout_values,
+        compact_at=file.get("compact_at") or Value(0.85),
+        context_windows=file.get("context_windows") or Value({}),
     )
 
 

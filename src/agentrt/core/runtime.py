@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from ..agent.compaction import ContextLimits
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
 from ..agent.sandbox import Sandbox
@@ -208,6 +209,7 @@ async def open_runtime(
     lease: float | None = None,
     sandbox: Sandbox | None = None,
     timeouts: Timeouts | None = None,
+    context: ContextLimits | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -232,7 +234,9 @@ async def open_runtime(
     error, and ``full-auto`` is refused (`SandboxMissingError`).
 
     Questions wait for their person as `timeouts` says (else the settings'
-    ``[timeouts]``, else for ever).
+    ``[timeouts]``, else for ever). The conversation is compacted as `context`
+    says (else the settings' ``compact_at`` and ``[context_windows]``, else the
+    known families' windows and 85 %).
 
     Every path may be given as a `str` or any `os.PathLike` (a `Path`, say).
     """
@@ -290,6 +294,7 @@ async def open_runtime(
             sandbox=sandbox,
             tool_env=_tool_env(settings, state_dir),
             timeouts=timeouts if timeouts is not None else Timeouts(),
+            context=context if context is not None else _context(settings),
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)
@@ -315,3 +320,10 @@ async def open_runtime(
             raise failure
     finally:
         await opened.aclose()
+
+
+def _context(settings: Settings | None) -> ContextLimits:
+    """The context limits the settings give (the defaults without settings)."""
+    if settings is None:
+        return ContextLimits()
+    return ContextLimits(settings.context_windows.value, settings.compact_at.value)

@@ -82,6 +82,19 @@ class ThinkingBlock:
 
 
 @record
+class Compaction:
+    """What a compaction entry (a `Role.NOTE` message holding a summary) stands for.
+
+    The model is given the summary in the place of the `summarised` messages
+    before the entry, except the `kept` ones just before it, which it still
+    gets whole (see `agentrt.agent.compaction`). The store keeps them all.
+    """
+
+    summarised: int
+    kept: int = 0
+
+
+@record
 class Message:
     """One message of a transcript."""
 
@@ -98,6 +111,8 @@ class Message:
     #: On a tool message whose call did not run as asked: denied, refused, or (a result
     #: written for it by agentrt) stopped, not started, may have run. None: it ran.
     call_state: CallState | None = None
+    #: On a note that summarises earlier messages: what it stands for.
+    compaction: Compaction | None = None
 
     @classmethod
     def user(cls, text: str) -> Message:

@@ -26,6 +26,7 @@ from ..store import StoredMessage
 from ..store import UnreadableTask
 from ..store.record import TaskRecord
 from ..store.record import TaskSummary
+from ..vocab.events import CompactionEvent
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import RunEnded
@@ -62,6 +63,7 @@ EVENT_TYPES: dict[type, str] = {
     ToolResultEvent: "tool_result",
     VerifyEvent: "verify",
     UsageEvent: "usage",
+    CompactionEvent: "compaction",
     RunEnded: "run_ended",
 }
 
@@ -221,6 +223,7 @@ def message_json(
     tool_calls: Sequence[Mapping[str, Any]] = (),
     tool_call_id: str | None = None,
     name: str | None = None,
+    summarised: int = 0,
 ) -> dict[str, Any]:
     """A stored message as `GET /v1/sessions/{id}/messages` and ``agentrt sessions show
     --json`` show it: ``tool_calls`` only on a message that has some, ``tool_call_id``
@@ -232,6 +235,8 @@ def message_json(
         obj["tool_call_id"] = tool_call_id
     if name is not None:
         obj["name"] = name
+    if summarised:
+        obj["summarised"] = summarised
     obj["created_at"] = created_at
     return obj
 
@@ -252,6 +257,7 @@ def stored_message_to_json(stored: StoredMessage) -> dict[str, Any]:
         [tool_call_json(call) for call in message.tool_calls],
         message.tool_call_id,
         message.name,
+        message.compaction.summarised if message.compaction else 0,
     )
 
 

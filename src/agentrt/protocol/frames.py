@@ -31,6 +31,7 @@ from typing import get_args
 
 import attrs
 
+from ..vocab.events import CompactionEvent
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import RunEnded
@@ -311,6 +312,13 @@ class UsageFrame(UsageEvent):
     TYPE: ClassVar[str] = "usage"
 
 
+class CompactionFrame(CompactionEvent):
+    """The conversation of run `task_hash` was compacted: a summary stands for earlier messages."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = "compaction"
+
+
 class VerifyFrame(VerifyEvent):
     """The result of checking the password typed for a restricted path."""
 
@@ -333,6 +341,7 @@ EventFrame = (
     | ToolCallFrame
     | ToolResultFrame
     | UsageFrame
+    | CompactionFrame
     | VerifyFrame
     | EndedFrame
 )
@@ -493,6 +502,8 @@ class SessionMessage:
     #: A tool message's call, and the tool's name.
     tool_call_id: str | None = None
     name: str | None = None
+    #: On a compaction entry (a ``note``): how many earlier messages its summary stands for.
+    summarised: int = 0
 
 
 @record

@@ -461,6 +461,7 @@ converter.register_unstructure_hook(
         converter,
         thinking=override(omit_if_default=True),
         call_state=override(omit_if_default=True),
+        compaction=override(omit_if_default=True),
     ),
 )
 

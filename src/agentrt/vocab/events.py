@@ -149,6 +149,22 @@ class UsageEvent:
 
 
 @record
+class CompactionEvent:
+    """The conversation was compacted: a summary now stands for its `summarised` earlier
+    messages in what the model is given (the store keeps every one of them)."""
+
+    task_hash: str
+    summarised: int
+    agent: str = ""
+
+
+def describe_compaction(summarised: int) -> str:
+    """How a compaction reads in every front-end: ``312 earlier messages summarised``."""
+    noun = "message" if summarised == 1 else "messages"
+    return f"{summarised} earlier {noun} summarised"
+
+
+@record
 class RunEnded:
     """The last event of every run, saying how it ended."""
 
@@ -177,5 +193,6 @@ Event = (
     | ToolResultEvent
     | VerifyEvent
     | UsageEvent
+    | CompactionEvent
     | RunEnded
 )

@@ -296,9 +296,16 @@ async function loadHistory(sid) {
   if (sid === state.current) log.lastElementChild?.scrollIntoView({ block: "end" });
 }
 
+// The words of agentrt.vocab.events.describe_compaction.
+function compactionWords(count) {
+  return `${count} earlier ${count === 1 ? "message" : "messages"} summarised`;
+}
+
 function showStored(sid, message, tools) {
   const content = typeof message.content === "string" ? message.content : "";
-  if (message.role === "user") {
+  if (message.summarised) {
+    add(sid, "status", `(${compactionWords(message.summarised)})`);
+  } else if (message.role === "user") {
     add(sid, "user", content);
   } else if (message.role === "assistant") {
     if (content.trim()) addReply(sid, content);
@@ -397,6 +404,10 @@ const handlers = {
     add(ev.session_id, "status", ev.message);
   },
   usage() {},
+  compaction(ev) {
+    const who = ev.agent ? `${ev.agent}: ` : "";
+    add(ev.session_id, "status", `(${who}${compactionWords(ev.summarised)})`);
+  },
   run_ended(ev) {
     // A reply the run did not finish was not saved: a resume says it again.
     closeBubble(ev.task_hash, ev.outcome !== "finished" && ev.outcome !== "awaiting_answer");

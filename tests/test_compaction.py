@@ -1,0 +1,254 @@
+"""Long conversations: context windows, and the compaction of older turns into a summary.
+
+The end-to-end tests give a real provider class a fake server that refuses, with
+the provider's own error, any request longer than a small context window: a
+session of 2,000 messages goes on working, every request stays under the
+window, and the summary is an entry of the conversation the store keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrt import CompactionEvent
+from agentrt import Model
+from agentrt import Outcome
+from agentrt import open_runtime
+from agentrt.agent.compaction import DEFAULT_SHARE
+from agentrt.agent.compaction import SUMMARY_REQUEST
+from agentrt.agent.compaction import ContextLimits
+from agentrt.agent.compaction import estimate
+from agentrt.agent.compaction import plan
+from agentrt.agent.compaction import prompt_of
+from agentrt.agent.compaction import trim_summary
+from agentrt.models.messages import Compaction
+from agentrt.models.messages import Message
+from agentrt.models.messages import Role
+from agentrt.models.messages import ToolCall
+from agentrt.models.providers import AnthropicModel
+from agentrt.models.providers import OpenAIModel
+from agentrt.models.providers import RetryPolicy
+from agentrt.store.record import TaskRecord
+from agentrt.vocab.events import describe_compaction
+
+from .conftest import FakeVerifier
+from .conftest import Recorder
+from .fakes.llm_server import OA_DONE
+from .fakes.llm_server import Exchange
+from .fakes.llm_server import Handler
+from .fakes.llm_server import LLMServer
+from .fakes.llm_server import an_end
+from .fakes.llm_server import an_start
+from .fakes.llm_server import an_text_block
+from .fakes.llm_server import oa_finish
+from .fakes.llm_server import oa_text
+from .fakes.llm_server import oa_usage
+from .fakes.llm_server import request_tokens
+from .fakes.llm_server import sse
+
+WINDOW = 6000
+SUMMARY = "SUMMARY: the user asked about topics 0 to 1999; nothing is open."
+
+
+def conversation(count: int) -> list[Message]:
+    """`count` messages of user questions and replies, each about 60 words."""
+    out: list[Message] = []
+    for n in range(count):
+        if n % 2 == 0:
+            out.append(Message.user(f"question {n}: " + "tell me more about this topic " * 10))
+        else:
+            out.append(Message.assistant(f"answer {n}: " + "here is more about that topic " * 10))
+    return out
+
+
+# -- the pieces ------------------------------------------------------------------------------
+
+
+def test_known_families_have_windows_and_the_configuration_wins() -> None:
+    limits = ContextLimits({"openai:gpt-4o": 1000, "openai:local": 4096})
+    assert limits.window_of("openai:gpt-4o") == 1000
+    assert limits.window_of("openai:gpt-4o-mini") == 128_000
+    assert limits.window_of("anthropic:claude-sonnet-4-5") == 200_000
+    assert limits.window_of("openai:local") == 4096
+    assert limits.window_of("openai:unknown-model") is None
+    assert limits.window_of("scripted") is None
+    assert limits.budget_of("openai:local") == int(4096 * DEFAULT_SHARE)
+
+
+def test_the_prompt_holds_the_summary_the_kept_messages_and_what_came_after() -> None:
+    old = conversation(10)
+    entry = Message(Role.NOTE, "the summary", compaction=Compaction(summarised=8, kept=2))
+    after = [Message.user("and now?")]
+    prompt = prompt_of([*old, entry, *after])
+    assert [m.content for m in prompt] == [
+        "the summary",
+        old[8].content,
+        old[9].content,
+        "and now?",
+    ]
+    assert prompt[0].role is Role.NOTE
+    assert prompt[0].compaction is None
+
+
+def test_a_kept_part_never_starts_with_a_tools_result() -> None:
+    call = ToolCall("c1", "read_file", {"path": "a"})
+    messages = [
+        Message.user("read a " * 50),
+        Message.assistant("", [call]),
+        Message.tool_result(call, "x" * 3000),
+        Message.assistant("done " * 10),
+    ]
+    # Room for the last two messages: the result would start the kept part, so the cut
+    # goes back to the assistant message that asked for it, or on to the last reply.
+    found = plan(messages, keep_tokens=1050)
+    assert found is not None
+    kept = messages[len(messages) - found.kept :]
+    assert kept[0].role is not Role.TOOL
+    assert found.summarised + found.kept == len(messages)
+
+
+def test_a_second_compaction_covers_the_first_summary_and_counts_every_message() -> None:
+    first = plan(conversation(20), keep_tokens=300)
+    assert first is not None
+    entry = Message(Role.NOTE, "first summary", compaction=Compaction(first.summarised, first.kept))
+    later = [*conversation(20), entry, *conversation(10)]
+    second = plan(later, keep_tokens=300)
+    assert second is not None
+    assert second.earlier == "first summary"
+    assert second.summarised + second.kept == 30
+    assert estimate(prompt_of([*later, Message(Role.NOTE, "s", compaction=Compaction(30, 0))])) < (
+        estimate(later)
+    )
+
+
+def test_the_trim_is_deterministic_and_names_the_first_and_last_requests() -> None:
+    found = plan(conversation(40), keep_tokens=200)
+    assert found is not None
+    text = trim_summary(found)
+    assert text == trim_summary(found)
+    assert "question 0:" in text
+    assert f"{found.summarised} messages were trimmed" in text
+
+
+# -- a long session against a provider that refuses an over-long request ---------------------
+
+
+def oa_reply(text: str) -> Handler:
+    return sse([oa_text(text), oa_finish(), oa_usage(100, 10), OA_DONE])
+
+
+def an_reply(text: str) -> Handler:
+    return sse([an_start(100), *an_text_block(0, [text]), *an_end()])
+
+
+def answering(reply: Callable[[str], Handler]) -> Handler:
+    """A summary to a summary request, else a short answer."""
+
+    async def handler(exchange: Exchange) -> None:
+        body = exchange.request.body.decode()
+        asked = SUMMARY_REQUEST.split(".")[0] in body
+        await reply(SUMMARY if asked else "Noted.")(exchange)
+
+    return handler
+
+
+PROVIDERS: dict[str, tuple[Callable[[str], Model], Callable[[str], Handler]]] = {
+    "openai": (lambda url: OpenAIModel("m", url + "/v1", api_key="k"), oa_reply),
+    "anthropic": (lambda url: AnthropicModel("m", url, api_key="k"), an_reply),
+}
+
+
+def sent_texts(body: dict[str, object]) -> str:
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_2000_message_session_goes_on_within_a_small_window(
+    provider: str, llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    make, reply = PROVIDERS[provider]
+    model = make(llm_server.base_url)
+    llm_server.context_window = WINDOW
+    llm_server.fallback = answering(reply)
+    history = conversation(2000)
+    limits = ContextLimits({model.name: WINDOW})
+    with trio.fail_after(20):
+        async with open_runtime(
+            tmp_path / "state",
+            model=model,
+            workdir=workdir,
+            restricted_paths=[],
+            verifier=verifier,
+            context=limits,
+        ) as rt:
+            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
+            await rt.store.finish("cli-long", history)
+            recorders = []
+            for turn in range(3):
+                rec = Recorder()
+                ended = await rt.executor.run(
+                    "cli-long", f"next question {turn}", owner=object(), emit=rec
+                )
+                assert ended.outcome is Outcome.FINISHED, ended.error
+                assert ended.text == "Noted."
+                recorders.append(rec)
+            stored = await rt.store.messages("cli-long", limit=3000)
+
+    assert llm_server.refused == []
+    assert all(request_tokens(r) <= WINDOW for r in llm_server.requests)
+    # One compaction, on the first turn: a summary request, then the turn's own.
+    [event] = recorders[0].of(CompactionEvent)
+    assert isinstance(event, CompactionEvent)
+    assert recorders[1].of(CompactionEvent) == recorders[2].of(CompactionEvent) == []
+    assert len(llm_server.requests) == 4
+    # The store keeps every message, the summary entry among them, after the first question.
+    messages = [s.message for s in stored.items]
+    assert len(messages) == 2000 + 3 * 2 + 1
+    assert messages[:2000] == history
+    [entry] = [m for m in messages if m.compaction is not None]
+    assert entry.role is Role.NOTE
+    assert SUMMARY in entry.content
+    assert entry.compaction is not None
+    assert entry.compaction.summarised == event.summarised
+    assert entry.compaction.summarised + entry.compaction.kept == 2001
+    assert messages.index(entry) == 2001
+    # Every later request carries the summary and the newest turns, not the oldest ones.
+    for request in llm_server.requests[1:]:
+        body = request.body.decode()
+        assert SUMMARY in body
+        assert "question 0:" not in body
+    assert "next question 2" in llm_server.requests[-1].body.decode()
+    assert (
+        describe_compaction(event.summarised) == f"{event.summarised} earlier messages summarised"
+    )
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_without_a_known_window_the_provider_refuses_the_long_request(
+    provider: str, llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    """The fake refuses as the provider does, and the run fails saying why: what compaction
+    spares a session whose model's window is known."""
+    make, reply = PROVIDERS[provider]
+    model = make(llm_server.base_url)
+    assert isinstance(model, OpenAIModel | AnthropicModel)
+    model.retry = RetryPolicy(max_attempts=1)
+    llm_server.context_window = WINDOW
+    llm_server.fallback = answering(reply)
+    history = conversation(2000)
+    with trio.fail_after(20):
+        async with open_runtime(
+            tmp_path / "state", model=model, workdir=workdir, restricted_paths=[], verifier=verifier
+        ) as rt:
+            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
+            await rt.store.finish("cli-long", history)
+            ended = await rt.executor.run("cli-long", "next", owner=object(), emit=Recorder())
+    assert ended.outcome is Outcome.FAILED
+    assert ended.error is not None
+    assert ("maximum context length" in ended.error) or ("prompt is too long" in ended.error)
+    assert len(llm_server.refused) == 1
