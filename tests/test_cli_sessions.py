@@ -127,3 +127,29 @@ async def test_continue_gives_the_model_the_whole_conversation(
     assert said[0] == ("user", "my name is Ada")
     assert said[1][0] == "assistant"
     assert said[-1] == ("user", "what is my name?")
+
+
+def test_compact_summarises_a_finished_session_and_show_says_so(
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    for text in ("hello there", "and again", "once more"):
+        went = run(["sessions", "continue", "cli-long", text], state, tmp_path)
+        if went.returncode == 1 and "no session" in went.stderr:
+            went = run(["run", "--session", "cli-long", text], state, tmp_path)
+        assert went.returncode == 0, went.stderr
+    compacted = run(["sessions", "compact", "cli-long"], state, tmp_path)
+    assert compacted.returncode == 0, compacted.stderr
+    assert compacted.stdout == "compacted session cli-long: 6 earlier messages summarised\n"
+    shown = run(["sessions", "show", "cli-long"], state, tmp_path)
+    assert "\n\n(6 earlier messages summarised)\n" in shown.stdout
+    data = json.loads(run(["sessions", "show", "--json", "cli-long"], state, tmp_path).stdout)
+    # Every message is kept; the summary is one more, a note that says what it stands for.
+    assert [m["role"] for m in data["messages"]] == [*["user", "assistant"] * 3, "note"]
+    assert data["messages"][-1]["summarised"] == 6
+    assert "'hello there'" in data["messages"][-1]["content"]
+    went_on = run(["sessions", "continue", "cli-long", "after it"], state, tmp_path)
+    assert went_on.returncode == 0, went_on.stderr
+    missing = run(["sessions", "compact", "cli-nothing"], state, tmp_path)
+    assert missing.returncode == 1
+    assert "no session cli-nothing" in missing.stderr

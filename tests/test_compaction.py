@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 import trio
 
+from agentrt import Cause
 from agentrt import CompactionEvent
 from agentrt import Model
 from agentrt import Outcome
+from agentrt import RunEnded
+from agentrt import TaskStarted
 from agentrt import open_runtime
 from agentrt.agent.compaction import DEFAULT_SHARE
 from agentrt.agent.compaction import SUMMARY_REQUEST
@@ -50,6 +53,7 @@ from .fakes.llm_server import oa_text
 from .fakes.llm_server import oa_usage
 from .fakes.llm_server import request_tokens
 from .fakes.llm_server import sse
+from .fakes.llm_server import stall
 
 WINDOW = 6000
 SUMMARY = "SUMMARY: the user asked about topics 0 to 1999; nothing is open."
@@ -252,3 +256,103 @@ async def test_without_a_known_window_the_provider_refuses_the_long_request(
     assert ended.error is not None
     assert ("maximum context length" in ended.error) or ("prompt is too long" in ended.error)
     assert len(llm_server.refused) == 1
+
+
+async def test_a_pause_during_a_compaction_keeps_the_task_and_the_resume_compacts_once(
+    llm_server: LLMServer, tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    model = OpenAIModel("m", llm_server.base_url + "/v1", api_key="k")
+    llm_server.context_window = WINDOW
+    llm_server.script(stall([oa_text("SUMMARY: half")]))
+    llm_server.fallback = answering(oa_reply)
+    history = conversation(2000)
+    owner = object()
+    with trio.fail_after(20):
+        async with open_runtime(
+            tmp_path / "state",
+            model=model,
+            workdir=workdir,
+            restricted_paths=[],
+            verifier=verifier,
+            context=ContextLimits({model.name: WINDOW}),
+        ) as rt:
+            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
+            await rt.store.finish("cli-long", history)
+            first = Recorder()
+            ended: list[RunEnded] = []
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    ended.append(
+                        await rt.executor.run("cli-long", "go on", owner=owner, emit=first)
+                    )
+
+                nursery.start_soon(run)
+                exchange = await llm_server.wait_request(1)
+                assert SUMMARY_REQUEST.split(".")[0] in exchange.request.body.decode()
+                [started] = first.of(TaskStarted)
+                assert isinstance(started, TaskStarted)
+                rt.executor.cancel(started.task_hash, Cause.PAUSE, owner=owner)
+                await exchange.disconnected.wait()
+            [paused] = ended
+            assert paused.outcome is Outcome.CANCELLED
+            assert paused.pending_kept
+            kept = await rt.store.load("cli-long")
+            assert kept is not None
+            assert all(m.compaction is None for m in kept.transcript)
+            assert first.of(CompactionEvent) == []
+
+            second = Recorder()
+            done = await rt.executor.resume("cli-long", owner=owner, emit=second)
+            assert done.outcome is Outcome.FINISHED, done.error
+            stored = await rt.store.messages("cli-long", limit=3000)
+
+    assert llm_server.refused == []
+    assert len(second.of(CompactionEvent)) == 1
+    messages = [s.message for s in stored.items]
+    assert messages[:2000] == history
+    assert [m.content for m in messages[2000:2001]] == ["go on"]
+    # The stop's note, one compaction entry, then the reply: nothing lost, nothing twice.
+    tail = messages[2001:]
+    assert [m.role for m in tail] == [Role.NOTE, Role.NOTE, Role.ASSISTANT]
+    assert tail[0].compaction is None
+    assert "stopped by a pause" in tail[0].content
+    assert tail[1].compaction is not None
+    assert SUMMARY in tail[1].content
+    assert tail[2].content == "Noted."
+
+
+async def test_the_scripted_model_trims_and_the_session_goes_on(
+    tmp_path: Path, workdir: Path, verifier: FakeVerifier
+) -> None:
+    history = conversation(400)
+    with trio.fail_after(20):
+        async with open_runtime(
+            tmp_path / "state",
+            model_spec="scripted",
+            workdir=workdir,
+            restricted_paths=[],
+            verifier=verifier,
+            context=ContextLimits({"scripted": 4000}),
+        ) as rt:
+            await rt.store.create(TaskRecord("cli-s", history[0].content, tuple(history)))
+            await rt.store.finish("cli-s", history)
+            rec = Recorder()
+            ended = await rt.executor.run("cli-s", "hello", owner=object(), emit=rec)
+            stored = await rt.store.messages("cli-s", limit=1000)
+    assert ended.outcome is Outcome.FINISHED
+    [event] = rec.of(CompactionEvent)
+    assert isinstance(event, CompactionEvent)
+    [entry] = [s.message for s in stored.items if s.message.compaction is not None]
+    assert "question 0:" in entry.content
+    assert f"{event.summarised} messages were trimmed" in entry.content
+    assert estimate(prompt_of([s.message for s in stored.items])) <= 4000 * DEFAULT_SHARE
+
+
+def test_the_users_latest_message_goes_along_when_it_was_summarised() -> None:
+    call = ToolCall("c1", "read_file", {"path": "a"})
+    asked = Message.user("do the long job")
+    work = [Message.assistant("", [call]), Message.tool_result(call, "ok")]
+    entry = Message(Role.NOTE, "summary", compaction=Compaction(summarised=3, kept=0))
+    prompt = prompt_of([Message.user("old"), asked, *work, entry, Message.assistant("next")])
+    assert prompt == [Message.note("summary"), asked, Message.assistant("next")]

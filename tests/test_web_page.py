@@ -20,6 +20,7 @@ import trio
 
 from agentrt import Runtime
 from agentrt import open_runtime
+from agentrt.agent.compaction import ContextLimits
 from agentrt.frontends.http.frontend import EVENT_RING
 from agentrt.models.providers import OpenAIModel
 
@@ -817,3 +818,28 @@ async def test_without_the_history_routes_a_reload_keeps_the_session_and_carries
     # The page asked once after the reload, heard there is no such route, and asked no more.
     assert seen["asked"] == 1  # a new chat has no history to ask for
     assert seen["notice"] is False
+
+
+def compaction_shown_live_and_after_a_reload(page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    send_and_wait(page, "first " * 120)
+    send_and_wait(page, "second " * 120)
+    status = page.locator("#log .msg.status", has_text="earlier messages summarised")
+    expect(status).to_have_count(1)
+    live = status.inner_text()
+    page.reload()
+    expect(page.locator("#log .msg.user").last).to_contain_text("second")
+    return {"live": live, "stored": status.all_inner_texts()}
+
+
+async def test_a_compaction_is_said_live_and_in_the_stored_conversation(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    async with scripted_runtime(
+        tmp_path / "state", tmp_path / "work", context=ContextLimits({"scripted": 300})
+    ) as rt:
+        seen = await in_browser(rt, compaction_shown_live_and_after_a_reload, viewport=DESKTOP)
+    # The second message passed 85 % of the window: the first exchange and the message
+    # itself (too long to keep whole beside the summary) were summarised.
+    assert seen["live"] == "(3 earlier messages summarised)"
+    assert seen["stored"] == [seen["live"]]

@@ -288,6 +288,8 @@ class TuiState:
     sessions_pages: list[SessionItem] = attrs.field(factory=list)
     #: The session whose last messages were asked for, to be shown when they come.
     history_for: str | None = None
+    #: The session a `/compact` was sent for, until the daemon says how it went.
+    compacting: str | None = None
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0

@@ -52,6 +52,18 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         state.notice = None
         state.sessions_pages = []
         return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))]
+    if name == "/compact":
+        if not state.connected:
+            state.error("Not connected to the daemon: /compact works once it is")
+            return []
+        if state.session is None:
+            state.error("No conversation yet: /compact works once this session has messages")
+            return []
+        if state.run is not None:
+            state.error("A run is in progress: a run compacts as it needs; /compact after it")
+            return []
+        state.compacting = state.session
+        return [Send(SessionsRequest(SessionsAction.COMPACT, state.session))]
     state.error(f"Unknown command {name}; type / to see the commands")
     return []
 

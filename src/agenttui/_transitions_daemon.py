@@ -467,7 +467,10 @@ def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
 
 
 def on_ack(state: TuiState, frame: Ack) -> list[Action]:
-    """A request was carried out; nothing to show."""
+    """A request was carried out; only a `/compact` has something to show (how many)."""
+    if frame.ref == "sessions" and frame.session is not None and frame.session == state.compacting:
+        state.compacting = None
+        state.add(EntryKind.INFO, f"({frame.detail})")
     return []
 
 

@@ -17,6 +17,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("/pending", "list this window's paused and interrupted tasks: resume or discard one"),
     ("/new", "start a new session"),
     ("/sessions", "earlier conversations: pick one to continue it"),
+    ("/compact", "summarise this session's older messages now (the store keeps them all)"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
@@ -82,6 +83,8 @@ Commands
   /new               start a new session with the next message
   /sessions          earlier conversations (yesterday's too): Enter continues one here,
                      its last messages shown; the next message goes there with its history
+  /compact           summarise this session's older messages now (the store keeps them);
+                     a run does it by itself before the model's context window fills
   /help              this text
   /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
 The daemon keeps running after you quit. If it goes away, the window says so in

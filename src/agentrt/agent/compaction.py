@@ -21,6 +21,8 @@ import attrs
 
 from ..models.messages import Compaction
 from ..models.messages import Message
+from ..models.messages import Model
+from ..models.messages import ModelDelta
 from ..models.messages import Role
 from ..models.messages import ToolSpec
 from ..vocab.reprs import record
@@ -106,7 +108,8 @@ def last_compaction(conversation: Sequence[Message]) -> int:
 
 def prompt_of(conversation: Sequence[Message]) -> list[Message]:
     """What the model is given of `conversation`: its last compaction's summary, the
-    messages that compaction kept whole, then every message after it."""
+    messages that compaction kept whole, then every message after it (and, when none of
+    these is the user's, the user's latest message before them, whole)."""
     at = last_compaction(conversation)
     if at < 0:
         return list(conversation)
@@ -116,7 +119,13 @@ def prompt_of(conversation: Sequence[Message]) -> list[Message]:
     system = [m for m in before if m.role is Role.SYSTEM]
     others = [m for m in before if m.role is not Role.SYSTEM]
     kept = others[len(others) - entry.compaction.kept :] if entry.compaction.kept else []
-    return [*system, Message.note(entry.content), *kept, *conversation[at + 1 :]]
+    rest = [*kept, *conversation[at + 1 :]]
+    if not any(m.role is Role.USER for m in rest):
+        # The user's latest message was summarised with the rest (it did not fit in the
+        # part kept whole): it is what the model is working on, so it goes along whole too.
+        latest = next((m for m in reversed(others) if m.role is Role.USER), None)
+        rest = [latest, *rest] if latest is not None else rest
+    return [*system, Message.note(entry.content), *rest]
 
 
 @record
@@ -228,3 +237,41 @@ def trim_summary(plan: Plan) -> str:
 
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+async def compaction_of(
+    model: Model,
+    limits: ContextLimits,
+    conversation: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    force: bool = False,
+) -> Message | None:
+    """The compaction entry for `conversation` if a request of it to `model` would pass the
+    share of its window (or, with `force`, anyway); None when none is due or nothing can go."""
+    budget = limits.budget_of(model.name)
+    if not force and (budget is None or estimate(prompt_of(conversation), tools) <= budget):
+        return None
+    window = limits.window_of(model.name)
+    # Asked for by hand, it summarises everything: what is left is as small as it gets.
+    keep = 0 if force or window is None else int(window * KEEP_SHARE)
+    found = plan(conversation, keep)
+    if found is None:
+        return None
+    return entry_of(found, await write_summary(model, found, budget))
+
+
+async def write_summary(model: Model, found: Plan, budget: int | None) -> str:
+    """The summary of what `found` covers: written by `model`, or a trim for a model that
+    only replays (the scripted and replay models)."""
+    name = model.name
+    if name == "scripted" or name.startswith("replay:"):
+        return trim_summary(found)
+    room = (budget or 32_000) - 2 * MESSAGE_OVERHEAD - len(SUMMARY_REQUEST) // CHARS_PER_TOKEN
+    text = SUMMARY_REQUEST + transcript_text(found, max(room, 1000) * CHARS_PER_TOKEN // 2)
+
+    async def quiet(delta: ModelDelta) -> None:
+        pass  # the summary is not a reply: nothing of it is shown as one
+
+    response = await model.complete([Message.user(text)], (), quiet)
+    return response.text or trim_summary(found)

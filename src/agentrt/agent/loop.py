@@ -85,17 +85,8 @@ from ..vocab.request import Request
 from ..vocab.stops import CallState
 from ..vocab.stops import StopKind
 from ..vocab.terms import TaskStatus
-from .compaction import CHARS_PER_TOKEN
-from .compaction import KEEP_SHARE
-from .compaction import MESSAGE_OVERHEAD
-from .compaction import SUMMARY_REQUEST
-from .compaction import Plan
-from .compaction import entry_of
-from .compaction import estimate
-from .compaction import plan as compaction_plan
+from .compaction import compaction_of
 from .compaction import prompt_of
-from .compaction import transcript_text
-from .compaction import trim_summary
 from .config import AgentConfig as AgentConfig
 from .guard import SecretGoneError
 from .guard import command_touches
@@ -332,37 +323,20 @@ class AgentRun:
         A step of the run like a tool call: the entry is committed in one transaction, so a
         run stopped before it has none, and its resume compacts again.
         """
-        limits = self.config.context
-        budget = limits.budget_of(self.model.name)
-        if budget is None and not force:
+        entry = await compaction_of(
+            self.model,
+            self.config.context,
+            [*self.history, *self.live],
+            offered_to(self.model),
+            force=force,
+        )
+        if entry is None or entry.compaction is None:
             return None
-        tools = offered_to(self.model)
-        if not force and estimate(self._model_messages(), tools) <= (budget or 0):
-            return None
-        window = limits.window_of(self.model.name) or 0
-        plan = compaction_plan([*self.history, *self.live], int(window * KEEP_SHARE))
-        if plan is None:
-            return None
-        summary = await self._summary(plan, budget)
-        entry = entry_of(plan, self.config.redactor.redact(summary))
+        summarised = entry.compaction.summarised
+        entry = attrs.evolve(entry, content=self.config.redactor.redact(entry.content))
         await self.commit(entry)
-        await self.emit(CompactionEvent(self.task_hash, plan.summarised, self.agent))
+        await self.emit(CompactionEvent(self.task_hash, summarised, self.agent))
         return entry
-
-    async def _summary(self, plan: Plan, budget: int | None) -> str:
-        """The summary of what `plan` covers: written by the model, or a trim for a model
-        that only replays (the scripted and replay models)."""
-        name = self.model.name
-        if name == "scripted" or name.startswith("replay:"):
-            return trim_summary(plan)
-        room = (budget or 32_000) - 2 * MESSAGE_OVERHEAD - len(SUMMARY_REQUEST)
-        text = SUMMARY_REQUEST + transcript_text(plan, max(room, 1000) * CHARS_PER_TOKEN // 2)
-
-        async def quiet(delta: ModelDelta) -> None:
-            pass  # the summary is not a reply: nothing of it is shown as one
-
-        response = await self.model.complete([Message.user(text)], (), quiet)
-        return response.text or trim_summary(plan)
 
     async def _tell_stops(self) -> None:
         """Before the model is asked again: the note of what it has not been told yet.

@@ -122,6 +122,7 @@ from ..store import is_postgres
 from ..vocab.events import Event
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
+from ..vocab.events import describe_compaction
 from ..vocab.events import describe_resume
 from ..vocab.events import may_have_run
 from ..vocab.reprs import mutable
@@ -292,6 +293,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         sshow = ssub.add_parser("show", help="a session's whole conversation", parents=[common])
         sshow.add_argument("session")
+        scompact = ssub.add_parser(
+            "compact",
+            help="summarise a session's older messages now (the store keeps them all)",
+            description="A summary (written by the model; a trim for the scripted model) "
+            "takes the place of the session's older messages in what the model is given from "
+            "now on; its newest messages stay whole. A run does this by itself before a "
+            "request would pass compact_at of the model's context window (see docs/conversations.md).",
+            parents=[common],
+        )
+        scompact.add_argument("session")
         scontinue = ssub.add_parser(
             "continue",
             help="run a new message in a session: the model is given its whole conversation",
@@ -678,6 +689,12 @@ def _saved_message(saved: dict[str, Any]) -> SessionMessage:
     )
 
 
+def _print_compacted(printer: Printer, session: str, summarised: int) -> int:
+    said = describe_compaction(summarised) if summarised else "nothing to summarise yet"
+    printer.line(f"compacted session {session}: {said}")
+    return EXIT_FINISHED
+
+
 def _no_pending_task(session: str) -> int:
     print(f"agentrt: session {session} has no pending task", file=sys.stderr)
     return EXIT_FAILED
@@ -717,7 +734,14 @@ def _print_conversation(
             "session": attrs.asdict(item),
             "messages": [
                 message_json(
-                    m.seq, m.role, m.content, m.created_at, m.tool_calls, m.tool_call_id, m.name
+                    m.seq,
+                    m.role,
+                    m.content,
+                    m.created_at,
+                    m.tool_calls,
+                    m.tool_call_id,
+                    m.name,
+                    m.summarised,
                 )
                 for m in messages
             ],
@@ -743,6 +767,8 @@ def _print_conversation(
 def _message_lines(message: SessionMessage) -> list[str]:
     """A stored message as a person reads it: ``>`` the user, ``*`` a call, ``=`` a result."""
     text = message.content.rstrip("\n")
+    if message.summarised:
+        return [f"({describe_compaction(message.summarised)})"]
     if message.role == "user":
         return ["> " + line if i == 0 else "  " + line for i, line in enumerate(text.split("\n"))]
     if message.role == "tool":
@@ -1173,6 +1199,9 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
             await rt.executor.forget(args.session)
             printer.line(f"removed session {args.session}")
             return EXIT_FINISHED
+        if args.action == "compact":
+            summarised = await rt.executor.compact(args.session)
+            return _print_compacted(printer, args.session, summarised)
         if args.action == "show":
             messages: list[SessionMessage] = []
             after = -1
@@ -1230,6 +1259,13 @@ async def _sessions_via_daemon(
         if isinstance(done, ErrorFrame):
             return _error_status(done)
         printer.line(f"removed session {args.session}")
+        return EXIT_FINISHED
+    if args.action == "compact":
+        done = await ask(SessionsRequest(SessionsAction.COMPACT, args.session))
+        if isinstance(done, ErrorFrame):
+            return _error_status(done)
+        assert isinstance(done, Ack)
+        printer.line(f"compacted session {args.session}: {done.detail}")
         return EXIT_FINISHED
     messages: list[SessionMessage] = []
     after = -1

@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from ..agent.compaction import compaction_of
 from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
@@ -342,6 +343,43 @@ class Executor:
         if not found:
             raise UnknownSessionError(f"no session {session_id}")
         self._allow.pop(session_id, None)
+
+    async def compact(self, session_id: str) -> int:
+        """Compact a finished session's conversation now, whatever its size: a summary
+        (`agentrt.agent.compaction`) stands for its older messages in what the model is
+        given from then on; the store keeps every message. Returns how many messages the
+        summary stands for (0: too few to summarise).
+
+        Raises `SessionBusyError` while a run of the session goes on,
+        `PendingTaskExistsError` while it has a pending task (a resume compacts as it
+        needs), and `UnknownSessionError` when there is no such session.
+        """
+        check_session_id(session_id)
+        if session_id in self._sessions:
+            raise SessionBusyError(f"session {session_id} is running; stop it first")
+        if await self.store.session(session_id) is None:
+            raise UnknownSessionError(f"no session {session_id}")
+
+        def no_task(status: str, runner: str | None) -> None:
+            raise PendingTaskExistsError(
+                f"session {session_id} has a pending task; resume or discard it first"
+            )
+
+        if await self.store.load(session_id) is not None:
+            no_task("", None)
+        history = await self.store.load_history(session_id)
+        entry = await compaction_of(self.model, self.config.context, history, (), force=True)
+        if entry is None or entry.compaction is None:
+            return 0
+        summarised = entry.compaction.summarised
+        entry = attrs.evolve(entry, content=self.config.redactor.redact(entry.content))
+        owner = await self.store.owner(session_id)
+        try:
+            # Refused in the same transaction if a task began meanwhile: it is left alone.
+            await self.store.finish(session_id, [*history, entry], owner, check=no_task)
+        except TaskExistsError as exc:
+            raise PendingTaskExistsError(str(exc)) from None
+        return summarised
 
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""

@@ -212,6 +212,9 @@ class SessionsAction(enum.Enum):
     SHOW = "show"
     #: Delete a finished session and all its messages.
     RM = "rm"
+    #: Compact a finished session's conversation now: a summary stands for its older
+    #: messages in what the model is given (acknowledged with the words of how many).
+    COMPACT = "compact"
 
 
 #: Messages in one ``session`` page when the request sets no limit, and the most it may ask.

@@ -83,6 +83,7 @@ from ...store import StoreError
 from ...store import UnreadableTask
 from ...vocab.events import Event
 from ...vocab.events import RunEnded
+from ...vocab.events import describe_compaction
 from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
 from .framing import ask_frame
@@ -884,6 +885,8 @@ class Connection:
             return
         if frame.action is SessionsAction.SHOW:
             await self._sessions_show(frame, info)
+        elif frame.action is SessionsAction.COMPACT:
+            await self._sessions_compact(frame, info.session_id)
         else:
             await self._sessions_rm(frame, info.session_id)
 
@@ -913,6 +916,15 @@ class Connection:
                 None if page.next is None else int(page.next),
             )
         )
+
+    async def _sessions_compact(self, frame: SessionsRequest, session: str) -> None:
+        try:
+            summarised = await self.daemon.runtime.executor.compact(session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        said = describe_compaction(summarised) if summarised else "nothing to summarise yet"
+        await self.send(Ack(frame.TYPE, said, session=session))
 
     async def _sessions_rm(self, frame: SessionsRequest, session: str) -> None:
         try:
