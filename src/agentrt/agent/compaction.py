@@ -145,7 +145,8 @@ class Plan:
 def plan(conversation: Sequence[Message], keep_tokens: int) -> Plan | None:
     """What compacting `conversation` now would summarise, keeping whole at most
     `keep_tokens` of its newest messages (never from a tool's result on: a kept part
-    starts with a user's or the model's message). None when there is nothing to summarise."""
+    starts with a user's or the model's message), and always the latest of these and what
+    follows it. None when there is nothing to summarise."""
     at = last_compaction(conversation)
     earlier = ""
     if at >= 0:
@@ -168,6 +169,12 @@ def plan(conversation: Sequence[Message], keep_tokens: int) -> Plan | None:
         cut -= 1
         if candidates[cut].role in (Role.USER, Role.ASSISTANT):
             best = cut
+    # The model's latest message (with its calls' results after it), or the user's if the
+    # model has not answered it yet, always stays whole: it is where the work stands.
+    latest = max(
+        (i for i, m in enumerate(candidates) if m.role in (Role.USER, Role.ASSISTANT)), default=0
+    )
+    best = min(best, latest)
     covered = tuple(candidates[:best])
     if not covered:
         return None
@@ -258,7 +265,12 @@ async def compaction_of(
     found = plan(conversation, keep)
     if found is None:
         return None
-    return entry_of(found, await write_summary(model, found, budget))
+    entry = entry_of(found, await write_summary(model, found, budget))
+    if not force and estimate(prompt_of([*conversation, entry]), tools) >= estimate(
+        prompt_of(conversation), tools
+    ):
+        return None  # the summary would take more room than what it stands for
+    return entry
 
 
 async def write_summary(model: Model, found: Plan, budget: int | None) -> str:

@@ -65,6 +65,7 @@ import attrs
 import trio
 import trio.testing
 
+from ..agent.compaction import ContextLimits
 from ..core.cause import Cause
 from ..core.context import current_context
 from ..core.executor import ExecutorError
@@ -440,6 +441,21 @@ class Conversation:
     #: Answers to questions, by prompt; questions not named take `default_answer`.
     answers: dict[str, str] = attrs.field(factory=dict)
     default_answer: str = "yes"
+    #: The model's context window in tokens: a small one makes the conversation compact
+    #: (docs/conversations.md), so that the lab stops it during its compactions too.
+    context_window: int | None = None
+    #: Messages of an earlier conversation in the session before the run (a question and
+    #: its answer, over and over): with a small `context_window`, what a compaction covers.
+    earlier: int = 0
+
+    def history(self) -> list[Message]:
+        """The `earlier` messages the session holds before the run."""
+        return [
+            Message.user(f"earlier question {n}: what about topic {n}?")
+            if n % 2 == 0
+            else Message.assistant(f"earlier answer {n}: topic {n} is covered.")
+            for n in range(self.earlier)
+        ]
 
     def model(self) -> Model:
         if self.model_spec == "scripted":
@@ -482,7 +498,17 @@ async def _lab_runtime(root: Path, conversation: Conversation, trace: _Trace) ->
         model=_CountingModel(conversation.model(), trace),
         workdir=root / "work",
         restricted_paths=(),
+        context=ContextLimits(
+            {conversation.model().name: conversation.context_window}
+            if conversation.context_window is not None
+            else {}
+        ),
     ) as runtime:
+        history = conversation.history()
+        if history and await runtime.store.session(SESSION) is None:
+            # The earlier conversation is there before the run, not one of its boundaries.
+            await runtime.store.create(TaskRecord(SESSION, history[0].content, tuple(history)))
+            await runtime.store.finish(SESSION, history)
         # The lab's store: inline SQLite with a write hook, on the same file.
         await runtime.store.aclose()
         store = await _LabStore.open(root / "state" / "tasks.db")
@@ -1265,6 +1291,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--at", type=int, help="only this boundary (from a violation's replay)")
     parser.add_argument(
+        "--earlier",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start the session with N messages of an earlier conversation (with a small "
+        "--context-window, what a compaction summarises)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window: a small one makes the conversation compact, and "
+        "every compaction is interrupted too",
+    )
+    parser.add_argument(
         "--real-kills",
         type=int,
         default=0,
@@ -1300,7 +1341,9 @@ def _main(argv: Sequence[str] | None) -> int:
         except LabError as exc:
             print(f"agentrt lab: {exc}", file=sys.stderr)
             return 2
-    conversation = Conversation(args.text, spec, answers)
+    conversation = Conversation(
+        args.text, spec, answers, context_window=args.context_window, earlier=args.earlier
+    )
     causes = tuple(args.cause) if args.cause else CAUSES
 
     def progress(done: int, total: int) -> None:
