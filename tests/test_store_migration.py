@@ -220,5 +220,5 @@ async def test_a_version_2_store_is_migrated_to_message_rows(tmp_path: Path) -> 
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"tasks", "sessions", "messages"}
+    assert tables == {"tasks", "sessions", "messages", "token_usage"}
     db.close()

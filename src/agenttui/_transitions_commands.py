@@ -37,6 +37,7 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         return []
     if name == "/new":
         state.session = None
+        state.count_tokens(())
         state.info("New session: the next message starts it")
         return []
     if name == "/pending":

@@ -76,7 +76,11 @@ def connected(state: TuiState, welcome: Welcome) -> list[Action]:
         return []
     state.info("Reconnected to the daemon")
     state.quiet_pending = True
-    return [Send(PendingRequest(PendingAction.LIST))]
+    actions: list[Action] = [Send(PendingRequest(PendingAction.LIST))]
+    if state.session is not None:
+        # The session's tokens as the store kept them (a restarted daemon's too).
+        actions.append(Send(SessionsRequest(SessionsAction.SHOW, state.session, limit=1)))
+    return actions
 
 
 def starting_daemon(state: TuiState, where: str) -> list[Action]:
@@ -259,6 +263,7 @@ def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     state.input_tokens += frame.input_tokens
     state.output_tokens += frame.output_tokens
     state.cached_tokens += frame.cache_read_tokens
+    state.reasoning_tokens += frame.reasoning_tokens
     return []
 
 
@@ -418,6 +423,8 @@ def _open_list(state: TuiState, picker: PendingPicker | SessionsPicker) -> None:
 
 def on_session_messages(state: TuiState, frame: SessionMessages) -> list[Action]:
     """The last messages of the conversation being continued: shown in the transcript."""
+    if frame.session.session == state.session:
+        state.count_tokens(frame.usage)
     if frame.session.session != state.history_for:
         return []
     state.history_for = None

@@ -68,7 +68,7 @@ def test_compact_summarises_the_conversation_and_the_window_says_how_many(daemon
         wait_until(ended, "the run to end")
     term.type("/compact")
     term.keys("Enter")
-    screen = term.wait_for(r"\(4 earlier messages summarised\)", "what /compact did")
+    screen = term.wait_for(r"\(3 earlier messages summarised\)", "what /compact did")
     found = re.search(r"session (cli-\w+)", screen)
     assert found, screen
     shown = subprocess.run(
@@ -80,4 +80,4 @@ def test_compact_summarises_the_conversation_and_the_window_says_how_many(daemon
     )
     data = json.loads(shown.stdout)
     assert [m["role"] for m in data["messages"]] == ["user", "assistant"] * 2 + ["note"]
-    assert data["messages"][-1]["summarised"] == 4
+    assert data["messages"][-1]["summarised"] == 3

@@ -329,10 +329,13 @@ def oa_finish(reason: str = "stop") -> bytes:
     return oa_chunk({}, finish_reason=reason)
 
 
-def oa_usage(prompt: int, completion: int, cached: int | None = None) -> bytes:
+def oa_usage(
+    prompt: int, completion: int, cached: int | None = None, reasoning: int | None = None
+) -> bytes:
     """The usage chunk sent with ``stream_options.include_usage`` (no choices).
 
-    `cached` adds ``prompt_tokens_details.cached_tokens``, as OpenAI reports prompt caching.
+    `cached` adds ``prompt_tokens_details.cached_tokens``, as OpenAI reports prompt caching;
+    `reasoning` ``completion_tokens_details.reasoning_tokens``, as its reasoning models do.
     """
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -341,6 +344,8 @@ def oa_usage(prompt: int, completion: int, cached: int | None = None) -> bytes:
     }
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return _oa(
         {
             "id": "chatcmpl-1",

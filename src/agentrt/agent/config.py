@@ -9,6 +9,7 @@ from pathlib import Path
 
 import attrs
 
+from ..config.prices import Prices
 from ..config.secrets import SecretStore
 from ..vocab.locations import StrPath
 from ..vocab.questions import Timeouts
@@ -66,6 +67,8 @@ class AgentConfig:
     #: Each model's context window, and the share of it a request may fill before the
     #: conversation is compacted (`agentrt.agent.compaction`).
     context: ContextLimits = ContextLimits()
+    #: What each model's tokens cost (``[prices]`` over the defaults).
+    prices: Prices = Prices()
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

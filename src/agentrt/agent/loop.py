@@ -10,6 +10,7 @@ as it exists, so a committed call never runs twice.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import time
 from collections.abc import Awaitable
@@ -44,6 +45,7 @@ from ..models.messages import Role
 from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
+from ..models.messages import Usage
 from ..store import Queued
 from ..store import Store
 from ..store import StoreError
@@ -85,6 +87,7 @@ from ..vocab.request import Request
 from ..vocab.stops import CallState
 from ..vocab.stops import StopKind
 from ..vocab.terms import TaskStatus
+from ..vocab.usage import TokenCount
 from .compaction import compaction_of
 from .compaction import prompt_of
 from .config import AgentConfig as AgentConfig
@@ -102,6 +105,8 @@ from .tools import records_start
 from .tools.base import DENIED
 
 Emit = Callable[[Event], Awaitable[None]]
+
+_log = logging.getLogger("agentrt.agent")
 
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
@@ -293,6 +298,7 @@ class AgentRun:
                         usage.output_tokens,
                         usage.cache_read_tokens,
                         usage.cache_creation_tokens,
+                        usage.reasoning_tokens,
                     )
                 )
             message = response.as_message()
@@ -301,8 +307,37 @@ class AgentRun:
             # signature, and the provider no longer sends it back.
             thinking = tuple(b.scrubbed(self.config.redactor.redact) for b in message.thinking)
             await self.commit(attrs.evolve(message, content=text, thinking=thinking))
+            if response.usage is not None:
+                await self._count(response.usage)
             if not response.tool_calls:
                 return text, None
+
+    async def _count(self, usage: Usage) -> None:
+        """Add a response's tokens to the run's in the store (a subagent's to its task's),
+        once the response is committed.
+
+        Not a step of the run: a store that fails here loses the count, not the run.
+        """
+        store = (self.root or self).store
+        if store is None:
+            return
+        count = TokenCount(
+            1,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.reasoning_tokens,
+        )
+        try:
+            # The tokens were spent: a stop arriving now does not lose their count.
+            with trio.CancelScope(shield=True), trio.move_on_after(SHIELDED_WRITE_SECONDS):
+                await store.add_usage(
+                    self.snapshot.session_id, self.task_hash, self.model.name, count
+                )
+        except StoreError as exc:
+            _log.warning(
+                "the tokens of a response of run %s were not saved: %s", self.task_hash, exc
+            )
 
     def _committed_final_answer(self) -> str | None:
         """The saved final answer of a resumed task that has one (its last message)."""

@@ -49,6 +49,7 @@ from ..config.options import STATE_DIR
 from ..config.options import STORE
 from ..config.options import WORKDIR
 from ..config.options import shared_options
+from ..config.prices import total_cost
 from ..config.settings import Settings
 from ..config.settings import load_settings
 from ..config.settings import model_options
@@ -130,6 +131,9 @@ from ..vocab.terminal import dumps
 from ..vocab.terminal import shown_output
 from ..vocab.terminal import visible
 from ..vocab.terms import TERMINAL
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
+from ..vocab.usage import cost_words
 
 if TYPE_CHECKING:
     from ..protocol.client import Client
@@ -727,11 +731,19 @@ def _print_sessions(printer: Printer, items: Sequence[SessionItem]) -> int:
 
 
 def _print_conversation(
-    printer: Printer, item: SessionItem, messages: Sequence[SessionMessage]
+    printer: Printer,
+    item: SessionItem,
+    messages: Sequence[SessionMessage],
+    usage: tuple[RunTokens, ...] = (),
 ) -> int:
     if printer.json_mode:
         shown = {
             "session": attrs.asdict(item),
+            "usage": {
+                **attrs.asdict(TokenCount.total(run.tokens for run in usage)),
+                "cost": total_cost(usage),
+                "runs": [attrs.asdict(run) for run in usage],
+            },
             "messages": [
                 message_json(
                     m.seq,
@@ -757,6 +769,17 @@ def _print_conversation(
         for line in _message_lines(message):
             printer.line(line)
     printer.line("")
+    if usage:
+        total = TokenCount.total(run.tokens for run in usage)
+        printer.line(
+            f"tokens: {total.words()} in {total.rounds} rounds of {len(usage)} runs; "
+            f"{cost_words(total_cost(usage))}"
+        )
+        for run in usage:
+            printer.line(
+                f"  run {run.task_hash} ({run.model}): {run.tokens.words()}, "
+                f"{run.tokens.rounds} rounds; {cost_words(run.cost)}"
+            )
     if item.status is not None:
         printer.line(f"its pending task is {item.status}: agentrt pending resume {item.session}")
     else:
@@ -1209,7 +1232,9 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
                 shown = await store.messages(args.session, after=after, limit=MESSAGES_PAGE_MAX)
                 messages += [session_message(m) for m in shown.items]
                 if shown.next is None:
-                    return _print_conversation(printer, session_item(info), messages)
+                    usage = await store.usage(args.session)
+                    priced = tuple(rt.executor.config.prices.priced(run) for run in usage)
+                    return _print_conversation(printer, session_item(info), messages, priced)
                 after = int(shown.next)
         run = partial(
             rt.executor.run, args.session, text, owner="cli", workdir=Path(_workdir(args))
@@ -1283,7 +1308,7 @@ async def _sessions_via_daemon(
             return await _drive_daemon(client, printer, run, args.session)
         messages += shown.messages
         if shown.next is None:
-            return _print_conversation(printer, shown.session, messages)
+            return _print_conversation(printer, shown.session, messages, shown.usage)
         after = shown.next
 
 

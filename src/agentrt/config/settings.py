@@ -55,6 +55,7 @@ from ..vocab.terms import SandboxMode
 from .keystore import KeyNameError
 from .keystore import KeyStore
 from .keystore import check_key_name
+from .prices import Price
 
 if TYPE_CHECKING:
     from ..models.options import ModelOptions
@@ -199,6 +200,8 @@ class Value(Generic[T]):
             return f"{v[0]}:{v[1]}"
         if isinstance(v, tuple):
             return [str(p) if isinstance(p, Path) else p for p in v]
+        if isinstance(v, dict):
+            return {k: attrs.asdict(x) if isinstance(x, Price) else x for k, x in v.items()}
         return v
 
 
@@ -273,6 +276,37 @@ def _windows(value: Any) -> dict[str, int]:
     for name in value:
         check_model_spec(name)
     return dict(value)
+
+
+def _prices(value: Any) -> dict[str, Price]:
+    if not isinstance(value, dict):
+        raise TypeError(
+            'a table of model names to prices, such as { "openai:gpt-4o" = { input = 2.5, '
+            "output = 10.0, cached_input = 1.25 } } (US dollars a million tokens)"
+        )
+    out: dict[str, Price] = {}
+    for name, fields in value.items():
+        check_model_spec(name)
+        if (
+            not isinstance(fields, dict)
+            or not {"input", "output"} <= set(fields)
+            or not set(fields) <= {"input", "output", "cached_input"}
+        ):
+            raise ValueError(
+                f"{name!r} needs input and output (and may have cached_input): US dollars a "
+                "million tokens"
+            )
+        if not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+            for v in fields.values()
+        ):
+            raise ValueError(f"the prices of {name!r} must be numbers, 0 or more")
+        out[name] = Price(
+            float(fields["input"]),
+            float(fields["output"]),
+            float(fields["cached_input"]) if "cached_input" in fields else None,
+        )
+    return out
 
 
 def _boolean(value: Any) -> bool:
@@ -435,6 +469,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "retention_days": _positive_int,
     "compact_at": _share,
     "context_windows": _windows,
+    "prices": _prices,
     "openai": _PROVIDER_KEYS,
     "anthropic": _PROVIDER_KEYS,
     "http": {"listen": _address},
@@ -659,6 +694,8 @@ class Settings:
     #: is compacted, and the windows of models beyond the known families (by model spec).
     compact_at: Value[float] = Value(0.85)
     context_windows: Value[dict[str, int]] = attrs.field(factory=lambda: Value({}))
+    #: Prices of models beyond the defaults (`agentrt.config.prices`), by model spec.
+    prices: Value[dict[str, Price]] = attrs.field(factory=lambda: Value({}))
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -697,6 +734,7 @@ class Settings:
         yield "retention_days", self.retention_days
         yield "compact_at", self.compact_at
         yield "context_windows", self.context_windows
+        yield "prices", self.prices
         for name, provider in self.providers.items():
             yield f"{name}.base_url", provider.base_url
             yield f"{name}.api_key_env", provider.api_key_env
@@ -849,6 +887,7 @@ def load_settings(
         timeout_values=timeout_values,
         compact_at=file.get("compact_at") or Value(0.85),
         context_windows=file.get("context_windows") or Value({}),
+        prices=file.get("prices") or Value({}),
     )
 
 

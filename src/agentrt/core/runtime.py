@@ -23,6 +23,7 @@ from ..agent.sudo import SudoVerifier
 from ..agent.sudo import Verifier
 from ..agent.toolproc import ToolLedger
 from ..config.keystore import KeyStore
+from ..config.prices import Prices
 from ..config.secrets import SecretStore
 from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
 from ..config.settings import Settings
@@ -295,6 +296,7 @@ async def open_runtime(
             tool_env=_tool_env(settings, state_dir),
             timeouts=timeouts if timeouts is not None else Timeouts(),
             context=context if context is not None else _context(settings),
+            prices=Prices(settings.prices.value) if settings is not None else Prices(),
         )
         registry = Registry()
         executor = Executor(registry=registry, store=opened, model=model, config=config)

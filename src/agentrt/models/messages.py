@@ -162,6 +162,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Of `output_tokens`, those the model spent reasoning (OpenAI's ``reasoning_tokens``;
+    #: 0 when the provider does not say, as Anthropic's counts thinking as output only).
+    reasoning_tokens: int = 0
 
 
 @record

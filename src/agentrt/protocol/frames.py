@@ -47,6 +47,7 @@ from ..vocab.request import Request
 from ..vocab.stops import ResumePreview
 from ..vocab.terms import Cause
 from ..vocab.terms import RequestKind
+from ..vocab.usage import RunTokens
 from .wirecode import carries_utf8
 
 if TYPE_CHECKING:
@@ -518,6 +519,8 @@ class SessionMessages:
     messages: tuple[SessionMessage, ...] = ()
     #: The `after` of the next page (the last message's seq); None on the last page.
     next: int | None = None
+    #: The tokens of each run of the session, with their cost when the model's price is known.
+    usage: tuple[RunTokens, ...] = ()
 
 
 @record

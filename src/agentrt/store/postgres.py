@@ -63,12 +63,13 @@ from ..vocab.reprs import mutable
 from .errors import StaleLeaseError
 from .errors import StoreError
 from .record import TaskRecord
+from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .writer import Call
 from .writer import run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: Seconds a member's lease lasts from its last heartbeat.
 DEFAULT_LEASE: Final = 10.0
 #: The first key of every advisory lock agentrt takes ('agrt'); the second is the schema's.
@@ -153,6 +154,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     2: _EPOCHS,
     # Full arguments of calls not run yet, and subagents' journals (see `agentrt.store.sql`).
     3: ("ALTER TABLE tasks ADD COLUMN journal text NOT NULL DEFAULT '{}'",),
+    # The tokens of each run.
+    4: (TOKEN_USAGE,),
 }
 
 

@@ -146,6 +146,8 @@ class UsageEvent:
     output_tokens: int
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Of `output_tokens`, those spent reasoning (0 when the provider does not say).
+    reasoning_tokens: int = 0
 
 
 @record

@@ -902,18 +902,20 @@ class Connection:
         limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
         if limit is None:
             return
+        runtime = self.daemon.runtime
         try:
-            page = await self.daemon.runtime.store.messages(
-                info.session_id, after=frame.after, limit=limit
-            )
+            page = await runtime.store.messages(info.session_id, after=frame.after, limit=limit)
+            usage = await runtime.store.usage(info.session_id)
         except REFUSED as exc:
             await self.refuse(exc, frame)
             return
+        prices = runtime.executor.config.prices
         await self.send(
             SessionMessages(
                 session_item(info),
                 tuple(session_message(m) for m in page.items),
                 None if page.next is None else int(page.next),
+                tuple(prices.priced(run) for run in usage),
             )
         )
 
