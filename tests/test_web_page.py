@@ -23,6 +23,7 @@ from agentrt import open_runtime
 from agentrt.agent.compaction import ContextLimits
 from agentrt.frontends.http.frontend import EVENT_RING
 from agentrt.models.providers import OpenAIModel
+from agentrt.vocab.usage import TokenCount
 
 from .browser import DESKTOP
 from .browser import NARROW
@@ -843,3 +844,30 @@ async def test_a_compaction_is_said_live_and_in_the_stored_conversation(tmp_path
     # message itself, which the model has not answered yet, stays whole).
     assert seen["live"] == "(2 earlier messages summarised)"
     assert seen["stored"] == [seen["live"]]
+
+
+def tokens_shown_after_each_run_and_a_reload(page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    usage = page.locator("#usage")
+    send_and_wait(page, "hello there")
+    expect(usage).to_contain_text("tokens in")
+    first = usage.inner_text()
+    send_and_wait(page, "and again")
+    expect(usage).not_to_have_text(first)
+    second = usage.inner_text()
+    page.reload()
+    expect(usage).to_have_text(second)
+    return {"first": first, "second": second}
+
+
+async def test_the_sessions_tokens_are_shown_and_read_back_after_a_reload(
+    runtime: Runtime,
+) -> None:
+    seen = await in_browser(runtime, tokens_shown_after_each_run_and_a_reload, viewport=DESKTOP)
+    [session] = [s.session_id for s in (await runtime.store.sessions()).items]
+    total = sum((run.tokens for run in await runtime.store.usage(session)), TokenCount())
+    # What the store kept, in the terminal's words; the scripted model has no price.
+    assert seen["second"] == f"tokens in {total.input_tokens} / out {total.output_tokens}"
+    assert total.rounds == 2
+    assert seen["first"] != seen["second"]

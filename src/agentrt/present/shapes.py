@@ -40,6 +40,8 @@ from ..vocab.events import VerifyEvent
 from ..vocab.request import Request
 from ..vocab.stops import PreviewCall
 from ..vocab.stops import ResumePreview
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
 from .ends import describe_end
 from .preview import preview_lines
 
@@ -286,3 +288,15 @@ def summarise(record: TaskRecord) -> dict[str, Any]:
 
 def _preview(text: str) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "..."
+
+
+def usage_json(runs: Sequence[RunTokens]) -> dict[str, Any]:
+    """A session's tokens as JSON: the total (``rounds``, ``input_tokens``, ...), its
+    ``cost`` (null when a model's price is not known) and each run's (``runs``)."""
+    total = TokenCount.total(run.tokens for run in runs)
+    known = all(run.cost is not None for run in runs)
+    return {
+        **attrs.asdict(total),
+        "cost": sum(run.cost or 0.0 for run in runs) if known else None,
+        "runs": [attrs.asdict(run) for run in runs],
+    }

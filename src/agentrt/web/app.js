@@ -239,7 +239,11 @@ function showSession(sid) {
   renderSessions();
   renderQuestions();
   refreshTask();
-  if (sid) loadHistory(sid);
+  showUsage(null);
+  if (sid) {
+    loadHistory(sid);
+    refreshUsage(sid);
+  }
 }
 
 function renderRunState() {
@@ -316,6 +320,31 @@ function showStored(sid, message, tools) {
   } else if (message.role === "tool") {
     const name = message.name || tools.get(message.tool_call_id) || "result";
     add(sid, "tool", `✓ ${name}: ${content.slice(0, 200)}`);
+  }
+}
+
+// The session's tokens (and their cost, when its models' prices are known), as the
+// server keeps them: the same words as the terminal's status line.
+function showUsage(usage) {
+  const el = $("#usage");
+  if (!usage || !(usage.input_tokens || usage.output_tokens)) {
+    el.textContent = "";
+    return;
+  }
+  const cached = usage.cached_tokens ? ` (${usage.cached_tokens} cached)` : "";
+  const reasoning = usage.reasoning_tokens ? ` (${usage.reasoning_tokens} reasoning)` : "";
+  const cost = usage.cost === null || usage.cost === undefined ? "" : ` $${usage.cost.toFixed(4)}`;
+  el.textContent =
+    `tokens in ${usage.input_tokens}${cached} / out ${usage.output_tokens}${reasoning}${cost}`;
+}
+
+async function refreshUsage(sid) {
+  if (state.history === false) return;
+  try {
+    const data = await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/messages?limit=1`);
+    if (sid === state.current) showUsage(data.usage);
+  } catch (error) {
+    if (error.status !== 404) notice(`The session's tokens cannot be read: ${error.message}`);
   }
 }
 
@@ -423,7 +452,10 @@ const handlers = {
       renderRunState();
     }
     refreshSessions();
-    if (ev.session_id === state.current) refreshTask();
+    if (ev.session_id === state.current) {
+      refreshTask();
+      refreshUsage(ev.session_id);
+    }
   },
   question(ev) {
     markShown(ev.session_id, ev.task_hash);
