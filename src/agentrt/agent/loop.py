@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from ..core.pending import QuestionExpiredError
 from ..core.pending import Registry
 from ..core.pending import RequestKind
 from ..core.policy import origin_rules
+from ..core.tracing import Attribute
+from ..core.tracing import span
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelDelta
@@ -274,8 +277,13 @@ class AgentRun:
         rounds = 0
         while True:
             calls = unanswered_calls(self.live)
-            if calls:
-                parked = await self._run_round(calls)
+            if calls:  # the calls of the round (of the response just committed, or saved)
+                phase: dict[str, Attribute | None] = {
+                    "agentrt.round": rounds,
+                    "agentrt.round.phase": "tools",
+                }
+                with span("agentrt.round", self._traced(phase)):
+                    parked = await self._run_round(calls)
                 if parked is not None:
                     return None, parked
                 continue
@@ -284,11 +292,19 @@ class AgentRun:
                     f"the model asked for more than {self.config.max_rounds} rounds of tool calls"
                 )
             rounds += 1
-            await self._tell_stops()
-            await self.compact()
-            response = await self.model.complete(
-                self._model_messages(), offered_to(self.model), self._on_delta
-            )
+            phase = {"agentrt.round": rounds, "agentrt.round.phase": "model"}
+            round_span = span("agentrt.round", self._traced(phase))
+            with round_span, span(f"chat {self.model.name}", self._chat_attributes()) as chat:
+                await self._tell_stops()
+                await self.compact()
+                response = await self.model.complete(
+                    self._model_messages(), offered_to(self.model), self._on_delta
+                )
+                if response.usage is not None:
+                    chat.set("gen_ai.usage.input_tokens", response.usage.input_tokens)
+                    chat.set("gen_ai.usage.output_tokens", response.usage.output_tokens)
+                    chat.set("agentrt.usage.cached_tokens", response.usage.cache_read_tokens)
+                    chat.set("agentrt.usage.reasoning_tokens", response.usage.reasoning_tokens)
             if response.usage is not None:
                 usage = response.usage
                 await self.emit(
@@ -338,6 +354,26 @@ class AgentRun:
             _log.warning(
                 "the tokens of a response of run %s were not saved: %s", self.task_hash, exc
             )
+
+    def _traced(self, attributes: Mapping[str, Attribute | None]) -> dict[str, Attribute | None]:
+        """`attributes` with this run's session, task and agent (`agentrt.core.tracing`)."""
+        return {
+            "agentrt.session.id": self.snapshot.session_id,
+            "agentrt.task.hash": self.task_hash,
+            "agentrt.agent": self.agent or None,
+            **attributes,
+        }
+
+    def _chat_attributes(self) -> dict[str, Attribute | None]:
+        provider, _, model = self.model.name.partition(":")
+        return self._traced(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider if model else None,
+                "gen_ai.request.model": model or provider,
+                "gen_ai.conversation.id": self.snapshot.session_id,
+            }
+        )
 
     def _committed_final_answer(self) -> str | None:
         """The saved final answer of a resumed task that has one (its last message)."""
@@ -645,8 +681,15 @@ class AgentRun:
         self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int], turns: _Turns
     ) -> None:
         token = _position.set((*_position.get(), (turns, order[call.id])))
+        traced: dict[str, Attribute | None] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "agentrt.attempt": self.attempt(call),
+        }
         try:
-            await self._run_call_in_turn(call, parked, order)
+            with span(f"execute_tool {call.name}", self._traced(traced)):
+                await self._run_call_in_turn(call, parked, order)
         except Exception:
             if call.id in self._inflight:
                 self._inflight[call.id] = _FAILED
@@ -817,12 +860,17 @@ class AgentRun:
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
         self.asks_nothing()
+        traced: dict[str, Attribute | None] = {
+            "agentrt.question.id": saved.id,
+            "agentrt.question.kind": saved.kind.value,
+        }
         try:
-            answer = await self.registry.ask(
-                request,
-                entry_id=saved.id,
-                expires_after=timeout.seconds if timeout.fires else None,
-            )
+            with span("agentrt.question", self._traced(traced)):
+                answer = await self.registry.ask(
+                    request,
+                    entry_id=saved.id,
+                    expires_after=timeout.seconds if timeout.fires else None,
+                )
         except NoAnswerComingError:
             del self._asking[token]
             raise

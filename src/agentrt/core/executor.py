@@ -75,6 +75,8 @@ from .errors import check_model_ready
 from .pending import Registry
 from .process import token_alive
 from .process import token_pid
+from .tracing import Attribute
+from .tracing import span
 
 log = logging.getLogger("agentrt.executor")
 
@@ -503,7 +505,7 @@ class Executor:
             text: str | None = None
             question: SavedQuestion | None = None
             try:
-                with running.scope:
+                with running.scope, span("invoke_agent agentrt", _run_attributes(info, agent)):
                     text, question = await agent.drive()
             except BaseException as exc:
                 ending, again = _classify_failure(running, exc)
@@ -862,3 +864,16 @@ def _describe(exc: BaseException) -> str:
         return f"model error: {exc}"
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, ExecutorError) else text
+
+
+def _run_attributes(info: TaskInfo, agent: AgentRun) -> dict[str, Attribute | None]:
+    """The attributes of a run's span (see `agentrt.core.tracing`)."""
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "agentrt",
+        "gen_ai.conversation.id": info.session_id,
+        "gen_ai.request.model": agent.model.name,
+        "agentrt.session.id": info.session_id,
+        "agentrt.task.hash": info.task_hash,
+        "agentrt.resumed": agent.resumed,
+    }
