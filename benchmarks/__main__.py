@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands).
+``--only GROUP`` runs one group (core, scale, processes, commands, fleet, conversations).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 import trio
 
 from . import bench_commands
+from . import bench_conversations
 from . import bench_core
 from . import bench_fleet
 from . import bench_processes
@@ -46,6 +47,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
         root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
+    "conversations": lambda root: trio.run(bench_conversations.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -56,6 +58,7 @@ ORDER = (
     "ask_2p",
     "commit_1000",
     "history_3000",
+    "history_10000",
     "post_1000",
     "listen_10k",
     "has_listener_1000",
@@ -67,6 +70,7 @@ ORDER = (
     "answer_idle_1000",
     "sandboxed_sh",
     "fleet_takeover",
+    "otel_overhead",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

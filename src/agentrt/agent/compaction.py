@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import overload
 
 import attrs
 
@@ -106,25 +107,68 @@ def last_compaction(conversation: Sequence[Message]) -> int:
     return -1
 
 
+class Joined(Sequence[Message]):
+    """Two message sequences read as one (a session's history, then a run's transcript),
+    without copying either: a prompt is built from its end, in time of its own size."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: Sequence[Message], second: Sequence[Message]) -> None:
+        self._first = first
+        self._second = second
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._second)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        split = len(self._first)
+        return self._first[index] if index < split else self._second[index - split]
+
+
 def prompt_of(conversation: Sequence[Message]) -> list[Message]:
     """What the model is given of `conversation`: its last compaction's summary, the
     messages that compaction kept whole, then every message after it (and, when none of
-    these is the user's, the user's latest message before them, whole)."""
+    these is the user's, the user's latest message before them, whole).
+
+    Read from the end: its time grows with the prompt, not with the conversation.
+    """
     at = last_compaction(conversation)
     if at < 0:
         return list(conversation)
     entry = conversation[at]
     assert entry.compaction is not None
-    before = conversation[:at]
-    system = [m for m in before if m.role is Role.SYSTEM]
-    others = [m for m in before if m.role is not Role.SYSTEM]
-    kept = others[len(others) - entry.compaction.kept :] if entry.compaction.kept else []
+    system: list[Message] = []
+    for index in range(at):  # a system prompt leads the conversation, if it has one
+        if conversation[index].role is not Role.SYSTEM:
+            break
+        system.append(conversation[index])
+    kept: list[Message] = []
+    index = at - 1
+    while len(kept) < entry.compaction.kept and index >= 0:
+        if conversation[index].role is not Role.SYSTEM:
+            kept.append(conversation[index])
+        index -= 1
+    kept.reverse()
     rest = [*kept, *conversation[at + 1 :]]
     if not any(m.role is Role.USER for m in rest):
         # The user's latest message was summarised with the rest (it did not fit in the
         # part kept whole): it is what the model is working on, so it goes along whole too.
-        latest = next((m for m in reversed(others) if m.role is Role.USER), None)
-        rest = [latest, *rest] if latest is not None else rest
+        while index >= 0 and conversation[index].role is not Role.USER:
+            index -= 1
+        if index >= 0:
+            rest.insert(0, conversation[index])
     return [*system, Message.note(entry.content), *rest]
 
 

@@ -91,6 +91,7 @@ from ..vocab.stops import CallState
 from ..vocab.stops import StopKind
 from ..vocab.terms import TaskStatus
 from ..vocab.usage import TokenCount
+from .compaction import Joined
 from .compaction import compaction_of
 from .compaction import prompt_of
 from .config import AgentConfig as AgentConfig
@@ -385,7 +386,7 @@ class AgentRun:
         return None
 
     def _model_messages(self) -> list[Message]:
-        return prompt_of([*self.history, *self.live])
+        return prompt_of(Joined(self.history, self.live))
 
     async def compact(self, *, force: bool = False) -> Message | None:
         """Compact the conversation if the next request would pass its share of the model's
@@ -397,7 +398,7 @@ class AgentRun:
         entry = await compaction_of(
             self.model,
             self.config.context,
-            [*self.history, *self.live],
+            Joined(self.history, self.live),
             offered_to(self.model),
             force=force,
         )
