@@ -202,6 +202,7 @@ async def test_a_2000_message_session_goes_on_within_a_small_window(
                 assert ended.text == "Noted."
                 recorders.append(rec)
             stored = await rt.store.messages("cli-long", limit=3000)
+            usage = await rt.store.usage("cli-long")
 
     assert llm_server.refused == []
     assert all(request_tokens(r) <= WINDOW for r in llm_server.requests)
@@ -210,6 +211,8 @@ async def test_a_2000_message_session_goes_on_within_a_small_window(
     assert isinstance(event, CompactionEvent)
     assert recorders[1].of(CompactionEvent) == recorders[2].of(CompactionEvent) == []
     assert len(llm_server.requests) == 4
+    # The summary's request cost tokens too: counted with the first run's.
+    assert [run.tokens.rounds for run in usage] == [2, 1, 1]
     # The store keeps every message, the summary entry among them, after the first question.
     messages = [s.message for s in stored.items]
     assert len(messages) == 2000 + 3 * 2 + 1

@@ -213,7 +213,7 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
     (version,) = db.execute("PRAGMA user_version").fetchone()
     (journal,) = db.execute("SELECT journal FROM tasks").fetchone()
     db.close()
-    assert version == 5
+    assert version == 6
     assert json.loads(journal) == {"arguments": {"c1": {"content": "x"}}}
 
 
@@ -245,7 +245,7 @@ async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres
         await store.aclose()
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT version FROM agentrt_schema").fetchone()
-    assert row == (SCHEMA_VERSION,) == (3,)
+    assert row == (SCHEMA_VERSION,) == (4,)
 
 
 async def test_kept_arguments_hold_a_secret_as_its_label_and_the_resumed_call_gets_its_value(

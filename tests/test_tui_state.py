@@ -14,6 +14,7 @@ from agentrt.protocol.frames import AnswerFrame
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorCode
 from agentrt.protocol.frames import ErrorFrame
@@ -60,6 +61,7 @@ from agenttui._transitions_daemon import connected
 from agenttui._transitions_daemon import disconnected
 from agenttui._transitions_daemon import on_ask
 from agenttui._transitions_daemon import on_ask_withdrawn
+from agenttui._transitions_daemon import on_compaction
 from agenttui._transitions_daemon import on_ended
 from agenttui._transitions_daemon import on_error
 from agenttui._transitions_daemon import on_pending
@@ -1005,3 +1007,14 @@ def test_after_a_reconnect_the_sessions_tokens_come_from_the_store() -> None:
     assert "tokens in 1000 " in status_text(state, 1.0)
     run_command(state, "/new")
     assert "tokens" not in status_text(state, 1.0)
+
+
+def test_a_compaction_is_said_where_it_happened() -> None:
+    state = started()
+    on_compaction(state, CompactionFrame("t1", 312))
+    on_compaction(state, CompactionFrame("t1", 1, "sub1"))
+    texts = [(e.kind, e.text) for e in state.transcript[-2:]]
+    assert texts == [
+        (EntryKind.INFO, "(312 earlier messages summarised)"),
+        (EntryKind.INFO, "(sub1: 1 earlier message summarised)"),
+    ]

@@ -16,7 +16,10 @@ from agentrt.config.prices import Prices
 from agentrt.config.prices import total_cost
 from agentrt.config.settings import ConfigError
 from agentrt.config.settings import parse_config
+from agentrt.models.messages import Message
 from agentrt.models.providers import OpenAIModel
+from agentrt.store import Store
+from agentrt.store.record import TaskRecord
 from agentrt.vocab.usage import RunTokens
 from agentrt.vocab.usage import TokenCount
 from agentrt.vocab.usage import cost_words
@@ -115,3 +118,21 @@ async def test_each_rounds_tokens_are_added_to_its_run_in_the_store(
     # gpt-4o's default price: 2.50 in, 1.25 cached, 10.00 out, a million tokens.
     assert priced[0].cost == pytest.approx((324 * 2.5 + 2176 * 1.25 + 38 * 10) / 1e6)
     assert priced[1].cost == pytest.approx((1400 * 2.5 + 2 * 10) / 1e6)
+
+
+async def test_each_backend_adds_up_a_runs_tokens_and_forgets_them_with_the_session(
+    store: Store,
+) -> None:
+    history = (Message.user("hi"), Message.assistant("hello"))
+    await store.create(TaskRecord("cli-b", "hi", history))
+    await store.finish("cli-b", history)
+    await store.add_usage("cli-b", "t1", "openai:gpt-4o", TokenCount(1, 100, 10, 64, 2))
+    await store.add_usage("cli-b", "t1", "openai:gpt-4o", TokenCount(1, 120, 5, 100, 0))
+    await store.add_usage("cli-b", "t2", "anthropic:claude-sonnet-4", TokenCount(1, 7, 3))
+    assert await store.usage("cli-b") == (
+        RunTokens("t1", "openai:gpt-4o", TokenCount(2, 220, 15, 164, 2)),
+        RunTokens("t2", "anthropic:claude-sonnet-4", TokenCount(1, 7, 3)),
+    )
+    assert await store.usage("cli-other") == ()
+    assert await store.forget("cli-b")
+    assert await store.usage("cli-b") == ()

@@ -26,6 +26,7 @@ from ..models.messages import Model
 from ..models.messages import ModelDelta
 from ..models.messages import Role
 from ..models.messages import ToolSpec
+from ..models.messages import Usage
 from ..vocab.reprs import record
 
 #: The share of the window a request may fill before the conversation is compacted.
@@ -297,9 +298,11 @@ async def compaction_of(
     tools: Sequence[ToolSpec],
     *,
     force: bool = False,
+    spent: list[Usage] | None = None,
 ) -> Message | None:
     """The compaction entry for `conversation` if a request of it to `model` would pass the
-    share of its window (or, with `force`, anyway); None when none is due or nothing can go."""
+    share of its window (or, with `force`, anyway); None when none is due or nothing can go.
+    The tokens of the summary's request, if the model wrote one, are added to `spent`."""
     budget = limits.budget_of(model.name)
     if not force and (budget is None or estimate(prompt_of(conversation), tools) <= budget):
         return None
@@ -309,7 +312,7 @@ async def compaction_of(
     found = plan(conversation, keep)
     if found is None:
         return None
-    entry = entry_of(found, await write_summary(model, found, budget))
+    entry = entry_of(found, await write_summary(model, found, budget, spent))
     if not force and estimate(prompt_of([*conversation, entry]), tools) >= estimate(
         prompt_of(conversation), tools
     ):
@@ -317,7 +320,9 @@ async def compaction_of(
     return entry
 
 
-async def write_summary(model: Model, found: Plan, budget: int | None) -> str:
+async def write_summary(
+    model: Model, found: Plan, budget: int | None, spent: list[Usage] | None = None
+) -> str:
     """The summary of what `found` covers: written by `model`, or a trim for a model that
     only replays (the scripted and replay models)."""
     name = model.name
@@ -330,4 +335,6 @@ async def write_summary(model: Model, found: Plan, budget: int | None) -> str:
         pass  # the summary is not a reply: nothing of it is shown as one
 
     response = await model.complete([Message.user(text)], (), quiet)
+    if spent is not None and response.usage is not None:
+        spent.append(response.usage)
     return response.text or trim_summary(found)

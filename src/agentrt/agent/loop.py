@@ -395,13 +395,17 @@ class AgentRun:
         A step of the run like a tool call: the entry is committed in one transaction, so a
         run stopped before it has none, and its resume compacts again.
         """
+        spent: list[Usage] = []
         entry = await compaction_of(
             self.model,
             self.config.context,
             Joined(self.history, self.live),
             offered_to(self.model),
             force=force,
+            spent=spent,
         )
+        for usage in spent:  # the summary's request cost tokens, kept or not
+            await self._count(usage)
         if entry is None or entry.compaction is None:
             return None
         summarised = entry.compaction.summarised

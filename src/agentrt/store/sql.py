@@ -86,7 +86,7 @@ T = TypeVar("T")
 
 #: The tokens of each run of a session with each model (the same text in SQLite and
 #: PostgreSQL): one row a run and model, added to after each response.
-TOKEN_USAGE = """CREATE TABLE token_usage (
+TOKEN_USAGE = """CREATE TABLE IF NOT EXISTS token_usage (
     session_id TEXT NOT NULL,
     task_hash TEXT NOT NULL,
     model TEXT NOT NULL,
