@@ -241,8 +241,9 @@ function showSession(sid) {
   refreshTask();
   showUsage(null);
   if (sid) {
+    // A session's first showing reads its tokens with its history; later ones anew.
+    if (state.loaded.has(sid)) refreshUsage(sid);
     loadHistory(sid);
-    refreshUsage(sid);
   }
 }
 
@@ -271,6 +272,7 @@ async function loadHistory(sid) {
   state.loaded.add(sid);
   const messages = [];
   let after = null;
+  let usage = null;
   try {
     for (let page = 0; page < HISTORY_PAGES; page++) {
       const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
@@ -279,6 +281,7 @@ async function loadHistory(sid) {
         `/v1/sessions/${encodeURIComponent(sid)}/messages?${query}`);
       state.history = true;
       messages.push(...(data.messages || []));
+      usage = data.usage;
       if (data.next === null || data.next === undefined || data.next === after) break;
       after = data.next;
     }
@@ -290,6 +293,7 @@ async function loadHistory(sid) {
     if (error.status !== 404) notice(`The session's messages cannot be read: ${error.message}`);
     return;
   }
+  if (sid === state.current) showUsage(usage);
   // Stored messages come before whatever the live events added meanwhile.
   const log = logOf(sid);
   const live = [...log.childNodes];
@@ -339,12 +343,14 @@ function showUsage(usage) {
 }
 
 async function refreshUsage(sid) {
-  if (state.history === false) return;
+  if (state.history === false) return; // a server without the route keeps no tokens to show
   try {
     const data = await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/messages?limit=1`);
+    state.history = true;
     if (sid === state.current) showUsage(data.usage);
   } catch (error) {
-    if (error.status !== 404) notice(`The session's tokens cannot be read: ${error.message}`);
+    if (error.status === 404 && error.code === "not_found") state.history = false;
+    else if (error.status !== 404) notice(`The session's tokens cannot be read: ${error.message}`);
   }
 }
 
