@@ -40,8 +40,8 @@ CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD = 8
 
 #: Context windows (tokens) of the common model families, by the start of the model's
-#: name after its provider, most exact first (read from the providers' model pages,
-#: 2026-12). ``context_windows`` in config.toml overrides them, or names any other model.
+#: name after its provider, most exact first (as the providers' model pages gave them in
+#: June 2025). ``context_windows`` in config.toml overrides them, or names any other model.
 DEFAULT_WINDOWS: tuple[tuple[str, int], ...] = (
     ("openai:gpt-4.1", 1_047_576),
     ("openai:gpt-4o", 128_000),
