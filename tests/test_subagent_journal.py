@@ -225,7 +225,7 @@ async def test_a_subagents_committed_call_never_runs_again_after_a_crash(
     assert inner_calls(resumed, "shell") == []
 
 
-@pytest.mark.deadline(300)  # the lab: every point of the run, with each of the five causes
+@pytest.mark.deadline(300)  # the lab: every point of the run, with each of the six causes
 def test_the_lab_finds_no_violation_inside_a_subagent_at_any_point_with_any_cause() -> None:
     # Every event and store write of the run, with every cause: the crash at the write of a
     # subagent's attempt leaves a started, uncommitted inner call, which must say it may
@@ -233,7 +233,9 @@ def test_the_lab_finds_no_violation_inside_a_subagent_at_any_point_with_any_caus
     conversation = Conversation("spawn {write a.txt x; sh echo y >> log; ask Name?}; write b.txt z")
     report = Lab(conversation).run()
     assert report.violations == [], format_table(report)
-    assert len(report.points) == len(report.boundaries) * 5
+    # user-cancel, user-cancel + undo, pause, disconnect, shutdown, crash
+    assert len(report.causes) == 6
+    assert len(report.points) == len(report.boundaries) * 6
     inner = [b for b in report.boundaries if b.name == "store.save_fields" and "sub1" in b.label[2]]
     assert inner, "the subagent's attempts are store writes of their own"
 
