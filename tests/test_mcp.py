@@ -635,7 +635,7 @@ def test_the_lab_stops_an_mcp_call_during_its_elicitation_with_every_cause_keepi
     asked = [b.index for b in boundaries if "MCP server fake asks" in b.label[2]]
     assert asked, [b.label for b in boundaries]
     report = Lab(conversation, only=asked[0]).run()
-    assert len(report.points) == 5  # every cause at that point
+    assert len(report.points) == len(report.causes) == 6  # every cause at that point
     assert report.violations == []
 
 

@@ -30,11 +30,13 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -491,6 +493,7 @@ class McpClients:
                     hidden=self.hidden,
                     restricted=self.restricted,
                     network=config.network,
+                    programs=_programs(config.command, config.args),
                 )
             env = {k: resolve_references(v, self.lookup) for k, v in config.env.items()}
             params = StdioServerParameters(
@@ -679,3 +682,15 @@ def read_status(folder: Path) -> tuple[int, list[ServerStatus]] | None:
         return int(data["pid"]), [ServerStatus.from_json(s) for s in data["servers"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _programs(command: str, args: Sequence[str]) -> tuple[Path, ...]:
+    """The files a stdio server's configured command line runs from: the command, and each
+    argument naming a file (its script). Under the private /tmp they are bound in again."""
+    found = shutil.which(command)
+    named = [Path(found)] if found is not None else []
+    named += [Path(arg) for arg in args if os.path.isabs(arg) and os.path.isfile(arg)]
+    # A server installed in a virtualenv (`pip install mcp-server-git`) runs from all of it.
+    return tuple(
+        p.parent.parent if (p.parent.parent / "pyvenv.cfg").is_file() else p for p in named
+    )

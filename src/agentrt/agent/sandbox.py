@@ -175,8 +175,13 @@ class Sandbox:
         writable: Iterable[Path] = (),
         network: bool,
         env: Mapping[str, str] | None = None,
+        programs: Iterable[Path] = (),
     ) -> list[str]:
         """`argv` run inside the sandbox (as it is when the sandbox is not `enforced`).
+
+        `programs` are what the command runs from that the person configured (an MCP
+        server's script, or its virtualenv): under the private /tmp, each is bound in
+        again read-only.
 
         `hidden` are covered so that nothing inside can be seen; `restricted`
         roots are read-only except those in `writable`; `network` keeps the
@@ -198,6 +203,12 @@ class Sandbox:
             if not _visible(root, seen):
                 args += ["--ro-bind", str(root), str(root)]
                 seen.append(root)
+        hidden = tuple(hidden)
+        for program in dict.fromkeys(p.resolve() for p in programs):
+            out_of_bounds = any(program == h or h in program.parents for h in hidden)
+            if program.exists() and not out_of_bounds and not _visible(program, seen):
+                args += ["--ro-bind", str(program), str(program)]
+                seen.append(program)
         args += ["--bind", str(workdir), str(workdir)]
         seen.append(workdir)
         for root in dict.fromkeys(p.resolve() for p in restricted):
