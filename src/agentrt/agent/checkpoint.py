@@ -43,6 +43,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -245,6 +246,10 @@ class Checkpoints:
     root: Path = attrs.field(converter=Path)
     limit: int = CHECKPOINT_LIMIT
     walk_entries: int = WALK_ENTRIES
+    #: Whether bytes hold a stored secret's value (the redactor's search): such content is
+    #: never kept, so no secret lies in the checkpoints; an undo then names the file and
+    #: leaves it alone, as for any old content that is gone.
+    holds_secret: Callable[[bytes], bool] | None = None
     #: Per working folder: its last walk, whose kept files need not be read again.
     _index: dict[str, Snapshot] = attrs.field(factory=dict, init=False)
 
@@ -266,6 +271,8 @@ class Checkpoints:
         """Keep `data` as an object (once); its hash."""
         sha = digest(data)
         path = self.objects / sha[:2] / sha
+        if self.holds_secret is not None and self.holds_secret(data):
+            return sha
         if not path.exists():
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Not synced one by one: the first command in a folder keeps all of it, and a

@@ -333,7 +333,13 @@ async def open_runtime(
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
     ledger.reap()
-    checkpoints = Checkpoints(state_dir / "checkpoints")
+    secrets_seen = Redactor.for_state_dir(state_dir)
+    checkpoints = Checkpoints(
+        state_dir / "checkpoints",
+        holds_secret=lambda data: (
+            secrets_seen.redact(data.decode("utf-8", "replace")) != data.decode("utf-8", "replace")
+        ),
+    )
     # An undo a kill interrupted is finished before anything else touches the files.
     checkpoints.recover()
     if store is None:
