@@ -258,6 +258,11 @@ class Redactor:
         """``(name, value)`` of every secret to hide, longest value first."""
         return list(self._current().values)
 
+    def holds_secret(self, data: bytes) -> bool:
+        """Whether `data` holds a stored secret's value, spelled any way `redact` finds."""
+        text = data.decode("utf-8", "replace")
+        return self.redact(text) != text
+
     def redact(self, text: str) -> str:
         """`text` with every secret value, in every searched spelling, replaced by its label."""
         if not text:

@@ -333,13 +333,8 @@ async def open_runtime(
     # will run again.
     ledger = ToolLedger(state_dir / "tools")
     ledger.reap()
-    secrets_seen = Redactor.for_state_dir(state_dir)
-    checkpoints = Checkpoints(
-        state_dir / "checkpoints",
-        holds_secret=lambda data: (
-            secrets_seen.redact(data.decode("utf-8", "replace")) != data.decode("utf-8", "replace")
-        ),
-    )
+    redactor = Redactor.for_state_dir(state_dir)
+    checkpoints = Checkpoints(state_dir / "checkpoints", holds_secret=redactor.holds_secret)
     # An undo a kill interrupted is finished before anything else touches the files.
     checkpoints.recover()
     if store is None:
@@ -354,7 +349,7 @@ async def open_runtime(
             else default_restricted(),
             verifier=verifier or SudoVerifier(ledger=ledger),
             protected_paths=_protected(state_dir, [Path(p) for p in protected_paths]),
-            redactor=Redactor.for_state_dir(state_dir),
+            redactor=redactor,
             tool_ledger=ledger,
             checkpoints=checkpoints,
             approval=approval if approval is not None else Approval.ASK,
