@@ -354,3 +354,26 @@ async def test_an_old_content_gone_from_the_checkpoints_is_named_and_its_file_le
     }
     assert (workdir / "a.txt").read_text() == "after"
     assert not (workdir / "b.txt").exists()  # no old content needed: it was not there
+
+
+def test_a_write_under_way_beside_a_shell_command_is_not_its_change(tmp_path: Path) -> None:
+    """A shell command's walks see another call's temporary file come and go (a write running
+    beside it): the undo of the command neither brings that file back nor counts it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    in_flight = [work / ".b.txt.951bf846f2a1.agentrt-tmp", work / ".c.txt.agentrt-undo"]
+    for path in in_flight:
+        path.write_bytes(b"half written")
+    snapshot = checkpoints.before(work, ())
+    assert not isinstance(snapshot, str)
+    assert set(snapshot.entries) == set()
+    for path in in_flight:
+        path.unlink()
+    (work / "log").write_text("y\n")
+    changes = checkpoints.after(work, (), snapshot)
+    assert [c.path for c in changes] == [str(work / "log")]
+    checkpoints.record(CallRecord("s", "task", "call-1", "shell", time.time(), changes))
+    result = checkpoints.undo("s", checkpoints.last_run("s"))
+    assert not result.conflicts
+    assert sorted(work.iterdir()) == []

@@ -57,6 +57,7 @@ import attrs
 
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from .atomic import TEMPORARY_SUFFIX
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
 CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
@@ -64,6 +65,9 @@ CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
 WALK_ENTRIES: Final = 100_000
 #: What the kept-beside copy of a conflicting file is named after: ``NAME.agentrt-undo-N``.
 BESIDE: Final = ".agentrt-undo-"
+
+#: How the temporary file of an undo's own write ends.
+_UNDO_SUFFIX: Final = ".agentrt-undo"
 
 _FILE: Final = "file"
 _DIR: Final = "dir"
@@ -377,7 +381,7 @@ class Checkpoints:
                 continue
             with scan:
                 for item in scan:
-                    if item.path in skipped:
+                    if item.path in skipped or _in_flight(item.name):
                         continue
                     try:
                         info = _stat_of(item.stat(follow_symlinks=False))
@@ -601,6 +605,16 @@ class Checkpoints:
         return len({c.path for call in calls if not call.not_undoable for c in call.changes})
 
 
+def _in_flight(name: str) -> bool:
+    """Whether `name` is a temporary file of a write under way (`write_atomic`'s, an undo's).
+
+    Such a file exists only while another call (running beside a shell command)
+    writes: it is never a change of the walking call's, and an undo must not
+    bring it back.
+    """
+    return name.startswith(".") and name.endswith((TEMPORARY_SUFFIX, _UNDO_SUFFIX))
+
+
 def _same(now: Entry | None, want: Entry | None) -> bool:
     if now is None or want is None:
         return now is want
@@ -619,7 +633,7 @@ def _beside(path: str) -> str:
 
 
 def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.agentrt-undo")
+    return path.with_name(f".{path.name}{_UNDO_SUFFIX}")
 
 
 def _clear(path: Path, target: Entry | None) -> None:
