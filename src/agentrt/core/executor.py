@@ -253,9 +253,10 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        model = await self._model_for(session_id)
-        running = self._register(session_id, owner, window_hash, model)
+        # Registered before anything is awaited: the session is busy from the call on.
+        running = self._register(session_id, owner, window_hash)
         try:
+            running.model = await self._model_for(session_id)
             # A stored secret typed into the message is saved as its name; the run itself
             # reads the message as typed.
             said = self.config.redactor.redact(text)
@@ -308,9 +309,10 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        model = await self._model_for(session_id)
-        running = self._register(session_id, owner, window_hash, model)
+        # Registered before anything is awaited: the session is busy from the call on.
+        running = self._register(session_id, owner, window_hash)
         try:
+            running.model = await self._model_for(session_id)
             typed = self.config.redactor.redact(text) if text is not None else None
             made: list[TaskRecord] = []
 
@@ -373,9 +375,10 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        model = await self._model_for(session_id)
-        running = self._register(session_id, owner, window_hash, model)
+        # Registered before anything is awaited: the session is busy from the call on.
+        running = self._register(session_id, owner, window_hash)
         try:
+            running.model = await self._model_for(session_id)
             effects: list[AnswerEffects] = []
             answered: list[QuestionTrace] = []
 
@@ -650,15 +653,13 @@ class Executor:
 
     # -- internals --------------------------------------------------------
 
-    def _register(
-        self, session_id: str, owner: object, window_hash: str | None, model: Model
-    ) -> _Running:
+    def _register(self, session_id: str, owner: object, window_hash: str | None) -> _Running:
         if session_id in self._sessions:
             raise SessionBusyError(f"session {session_id} is running; cancel or pause it first")
         task_hash = new_task_hash()
         while task_hash in self._tasks:
             task_hash = new_task_hash()
-        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash), model=model)
+        running = _Running(TaskInfo(task_hash, session_id, owner, window_hash))
         self._tasks[task_hash] = running
         self._sessions[session_id] = running
         return running
