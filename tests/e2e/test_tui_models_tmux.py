@@ -82,7 +82,7 @@ def test_model_switch_attach_a_file_and_start_anew(world: World) -> None:  # noq
         window.keys("Escape")  # the notice
         window.type(" say")
         window.keys("Enter")
-        screen = window.wait_for(r"plum it is", "the fake model's reply")
+        screen = window.wait_for(r"plum it is[\s\S]*idle", "the fake model's reply, then idle")
         assert "> what does @notes.txt say" in screen
         assert "+ attached notes.txt (24 bytes)" in screen
         assert "the secret word is plum" not in screen  # the transcript shows the line only
