@@ -575,20 +575,30 @@ async def run_answering(
     """Run `text` as a task of `session` while a listener claims every question of the terminal
     sessions (``cli-``) and gives it what `answer` says; the run's end and its events."""
     recorder = Recorder()
+    async with questions_answered(runtime, answer):
+        with trio.fail_after(limit):
+            ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
+    return ended, recorder
+
+
+@contextlib.asynccontextmanager
+async def questions_answered(
+    runtime: Runtime, answer: Callable[[Entry], Awaitable[Answer]], prefix: str = "cli-"
+) -> AsyncIterator[None]:
+    """While inside, a listener claims every question of the sessions named `prefix`... and
+    gives it what `answer` says."""
     async with trio.open_nursery() as nursery:
 
         async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with runtime.registry.listen("cli-") as listener:
+            with runtime.registry.listen(prefix) as listener:
                 task_status.started()
                 while True:
                     entry = await listener.claim()
                     entry.answer(await answer(entry))
 
         await nursery.start(listen)
-        with trio.fail_after(limit):
-            ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
+        yield
         nursery.cancel_scope.cancel()
-    return ended, recorder
 
 
 def results_in_call_order(history: Sequence[Message]) -> list[str]:
