@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sqlite3
 import tempfile
 import threading
@@ -555,6 +556,15 @@ async def answer_all(
             value = answer(entry)
             if value is not None:
                 entry.answer(Answer(value))
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
 
 
 async def refused(client: Client, line: bytes) -> ErrorFrame:

@@ -7,10 +7,8 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -154,15 +152,6 @@ def test_stop_refuses_bad_timeouts(tmp_path: Path) -> None:
     result = run(["daemon", "stop", "--timeout", "0"], tmp_path / "state", tmp_path)
     assert result.returncode == 2
     assert "give a number of seconds above 0 and at most 3600" in result.stderr
-
-
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A loopback port something else listens on."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def test_a_taken_http_port_is_said_and_the_socket_is_still_served(
