@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 from typing import TypeVar
 
 import attrs
@@ -173,6 +174,21 @@ def hermetic_configuration(empty_config_home: Path, monkeypatch: pytest.MonkeyPa
 
 
 E = TypeVar("E")
+
+
+class Startable(Protocol):
+    """A server or a bot that runs until cancelled and says when it has started."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+async def started(nursery: trio.Nursery, service: S) -> S:
+    """`service` running in `nursery`, once it has said it started."""
+    await nursery.start(service.run)
+    return service
 
 
 @attrs.define

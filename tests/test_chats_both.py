@@ -22,6 +22,7 @@ from agentrt.frontends.chats.conversation import diff_block
 from agentrt.frontends.chats.conversation import markdown_escape
 from agentrt.frontends.chats.discord import DiscordConfig
 
+from .conftest import started
 from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import FakeTelegram
 from .test_discord import CHANNEL
@@ -157,16 +158,12 @@ class Chat:
 @pytest.fixture(params=[DISCORD, TELEGRAM], ids=lambda service: service.name)
 async def chat(request: pytest.FixtureRequest, nursery: trio.Nursery) -> Chat:
     service: Service = request.param
-    fake = service.fake()
-    await nursery.start(fake.run)
-    return Chat(service, fake)
+    return Chat(service, await started(nursery, service.fake()))
 
 
 @pytest.fixture
 async def bot(runtime: Runtime, chat: Chat, nursery: trio.Nursery) -> Bot:
-    started = chat.service.bot(runtime, chat.fake)
-    await nursery.start(started.run)
-    return started
+    return await started(nursery, chat.service.bot(runtime, chat.fake))
 
 
 async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
