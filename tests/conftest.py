@@ -42,6 +42,7 @@ from agentrt import Answer
 from agentrt import Cause
 from agentrt import Entry
 from agentrt import Event
+from agentrt import Outcome
 from agentrt import RunEnded
 from agentrt import Runtime
 from agentrt import ScriptedModel
@@ -55,6 +56,8 @@ from agentrt.daemon import serve
 from agentrt.models.messages import Message
 from agentrt.models.messages import ModelDelta
 from agentrt.protocol.client import Client
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
 from agentrt.store import Store
 from agentrt.store.record import SavedQuestion
@@ -581,6 +584,16 @@ def taken_port() -> Iterator[int]:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         yield holder.getsockname()[1]
+
+
+async def answered_and_finished(client: Client, ask_id: str, answer: str) -> EndedFrame:
+    """Answer the question `ask_id` with `answer`; the end of its run, which finished with the
+    scripted model saying what was answered."""
+    await client.send(AnswerFrame(ask_id, answer))
+    ended = await client.wait_for(EndedFrame)
+    assert ended.outcome is Outcome.FINISHED
+    assert ended.text is not None and f"You answered: {answer}" in ended.text
+    return ended
 
 
 async def refused(client: Client, line: bytes) -> ErrorFrame:
