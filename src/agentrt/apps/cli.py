@@ -1673,11 +1673,18 @@ def console_main() -> None:
     object one by one, took a quarter of `agentrt run hello`'s own time (some
     15 ms). Output is flushed first; if that fails (a reader that went away)
     the ordinary exit reports it. Anything but a normal return (``--help``, a
-    usage error, a bug's traceback) exits the ordinary way too.
+    usage error, a bug's traceback) exits the ordinary way too. A reader that went
+    away ends the command quietly with 141, as SIGPIPE would.
     """
-    code = main()
     try:
+        code = main()
         sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`agentrt config show | head`): quiet, as a command killed by
+        # SIGPIPE would be, with its exit status. Nothing more goes to the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(128 + signal.SIGPIPE)
+    try:
         sys.stderr.flush()
     except (OSError, ValueError):
         sys.exit(code)
