@@ -717,12 +717,26 @@ def _status(state: TuiState, clock: Callable[[], float]) -> StyleAndTextTuples:
 
 
 def _float(
-    body: Callable[[], StyleAndTextTuples], title: str, shown: Callable[[], bool], width: int
+    body: Callable[[], StyleAndTextTuples],
+    title: str,
+    shown: Callable[[], bool],
+    width: int | Dimension,
+    *,
+    height: Dimension | None = None,
+    wrap_lines: bool = True,
+    always_hide_cursor: bool = False,
 ) -> Float:
+    """A framed popup of `body`, shown while `shown` says so."""
     return Float(
         ConditionalContainer(
             Frame(
-                Window(FormattedTextControl(body, focusable=False), width=width, wrap_lines=True),
+                Window(
+                    FormattedTextControl(body, focusable=False),
+                    width=width,
+                    height=height,
+                    wrap_lines=wrap_lines,
+                    always_hide_cursor=always_hide_cursor,
+                ),
                 title=title,
                 style="class:popup",
             ),
@@ -784,50 +798,28 @@ def _build_layout(app: TuiApp) -> FloatContainer:
         _float(lambda: _popup(state), "Stop the run", lambda: state.popup_open, 44),
         _float(lambda: _quit_popup(state), "Quit", lambda: state.quit_popup_open, 56),
         _float(lambda: _ended_popup(state), "The run ended", lambda: state.ended_popup_open, 50),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _pending(state, app.wall_clock())),
-                        width=Dimension(min=40, max=110),
-                        wrap_lines=True,
-                    ),
-                    title="/pending",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.pending_open),
-            )
+        _float(
+            lambda: _pending(state, app.wall_clock()),
+            "/pending",
+            lambda: state.pending_open,
+            Dimension(min=40, max=110),
         ),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _sessions(state, app.wall_clock())),
-                        width=Dimension(min=40, max=110),
-                        height=Dimension(max=24),
-                        always_hide_cursor=True,
-                    ),
-                    title="/sessions",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.sessions_open),
-            )
+        _float(
+            lambda: _sessions(state, app.wall_clock()),
+            "/sessions",
+            lambda: state.sessions_open,
+            Dimension(min=40, max=110),
+            height=Dimension(max=24),
+            wrap_lines=False,
+            always_hide_cursor=True,
         ),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _models(state)),
-                        width=Dimension(min=40, max=110),
-                        height=Dimension(max=24),
-                        always_hide_cursor=True,
-                        wrap_lines=True,
-                    ),
-                    title="/model",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.models_open),
-            )
+        _float(
+            lambda: _models(state),
+            "/model",
+            lambda: state.models_open,
+            Dimension(min=40, max=110),
+            height=Dimension(max=24),
+            always_hide_cursor=True,
         ),
     ]
     # The paths that complete the @ word being typed, under the cursor.
