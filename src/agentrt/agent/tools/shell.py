@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import ClassVar
@@ -13,7 +12,6 @@ from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
-from ..checkpoint import CallRecord
 from ..checkpoint import Snapshot
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
@@ -22,6 +20,7 @@ from .base import PROMPT_LIMIT
 from .base import Tool
 from .base import ToolError
 from .base import ToolRun
+from .base import call_record
 from .base import check_confinable
 from .base import confine
 from .base import confirmed
@@ -126,14 +125,5 @@ async def _checkpointed(
             else:
                 changes, why = (), before
             if changes or why:
-                entry = CallRecord(
-                    agent.context.session_id,
-                    agent.task_hash,
-                    call.id,
-                    call.name,
-                    time.time(),
-                    changes,
-                    why,
-                    agent.turn_start,
-                )
+                entry = call_record(agent, call, changes, why)
                 await trio.to_thread.run_sync(checkpoints.record, entry)
