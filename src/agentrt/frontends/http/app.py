@@ -196,11 +196,12 @@ def _started(session_id: str, task_hash: str) -> JSONResponse:
     return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
 
 
-def _not_blank(text: str, what: str) -> str:
-    """`text`, unless it is all whitespace: then a 400 saying that `what` must not be empty."""
-    if not text.strip():
+async def _text_body(request: Request, kind: type[RunBody | EditBody], what: str) -> str:
+    """The text of the request's body, refused (400) when it is all whitespace."""
+    body = await read_body(request, kind)
+    if not body.text.strip():
         raise ApiError(400, "bad_body", f"{what} must not be empty")
-    return text
+    return body.text
 
 
 def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> ASGIApp:
@@ -273,8 +274,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
 
     async def run(request: Request) -> Response:
         session_id = _session(request)
-        body = await read_body(request, RunBody)
-        text = _not_blank(body.text, "the text of a run")
+        text = await _text_body(request, RunBody, "the text of a run")
         return _started(session_id, await frontend.start_run(session_id, text))
 
     async def regenerate(request: Request) -> Response:
@@ -283,8 +283,7 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
 
     async def edit(request: Request) -> Response:
         session_id = _session(request)
-        body = await read_body(request, EditBody)
-        text = _not_blank(body.text, "the edited message")
+        text = await _text_body(request, EditBody, "the edited message")
         return _started(session_id, await frontend.redo(session_id, text))
 
     async def models(request: Request) -> Response:
