@@ -210,24 +210,9 @@ class TaskSummary:
 
     @classmethod
     def of(cls, record: TaskRecord) -> TaskSummary:
-        """The summary of a whole record."""
-        return cls(
-            session_id=record.session_id,
-            input=record.input,
-            messages=len(record.transcript),
-            status=record.status,
-            cause=record.cause,
-            error=record.error,
-            question=record.question,
-            window_hash=record.window_hash,
-            task_hash=record.task_hash,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            runs=record.runs,
-            runner=record.runner,
-            workdir=record.workdir,
-            lost_words=record.lost_words,
-        )
+        """The summary of a whole record: its fields, and the length of its transcript."""
+        kept = {f.name: getattr(record, f.name) for f in attrs.fields(cls) if f.name != "messages"}
+        return cls(messages=len(record.transcript), **kept)
 
 
 def _crashed(status: TaskStatus, runner: str | None) -> bool:
