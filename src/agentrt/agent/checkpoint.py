@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import attrs
 
+from ..config.statedir import write_synced
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from .atomic import TEMPORARY_SUFFIX
@@ -342,12 +343,7 @@ class Checkpoints:
         log = self._log(session)
         log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = json.dumps({"undone": list(calls), "at": time.time()}) + "\n"
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(log, line.encode("utf-8"), os.O_APPEND)
 
     def records(self, session: str) -> list[CallRecord]:
         """The session's calls that changed files and are not undone, oldest first."""

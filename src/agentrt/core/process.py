@@ -51,15 +51,20 @@ def token_alive(token: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    if pid <= 0:
+    if pid <= 0 or not pid_alive(pid):
         return False
+    return not start or _start_time(pid) == start
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process has the id `pid` (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass  # alive, but another user's
-    return not start or _start_time(pid) == start
+    return True
 
 
 def token_pid(token: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import ClassVar
@@ -14,7 +13,6 @@ from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
-from ..checkpoint import CallRecord
 from ..checkpoint import Snapshot
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
@@ -23,6 +21,7 @@ from .base import PROMPT_LIMIT
 from .base import Tool
 from .base import ToolError
 from .base import ToolRun
+from .base import call_record
 from .base import check_confinable
 from .base import confine
 from .base import confirmed
@@ -133,7 +132,7 @@ async def _checkpointed(
         yield
     finally:
 
-        def record() -> None:
+        def walk_and_record() -> None:
             # The walk and the record in one trip to a thread.
             if isinstance(before, Snapshot):
                 changes = checkpoints.after(workdir, skip, before)
@@ -141,18 +140,7 @@ async def _checkpointed(
             else:
                 changes, why = (), before
             if changes or why:
-                checkpoints.record(
-                    CallRecord(
-                        agent.context.session_id,
-                        agent.task_hash,
-                        call.id,
-                        call.name,
-                        time.time(),
-                        changes,
-                        why,
-                        agent.turn_start,
-                    )
-                )
+                checkpoints.record(call_record(agent, call, changes, why))
 
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(record)
+            await trio.to_thread.run_sync(walk_and_record)
