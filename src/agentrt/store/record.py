@@ -462,6 +462,7 @@ converter.register_unstructure_hook(
         thinking=override(omit_if_default=True),
         call_state=override(omit_if_default=True),
         rewinds=override(omit_if_default=True),
+        compaction=override(omit_if_default=True),
     ),
 )
 
