@@ -9,7 +9,9 @@ window, and the summary is an entry of the conversation the store keeps.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from collections.abc import Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from agentrt import CompactionEvent
 from agentrt import Model
 from agentrt import Outcome
 from agentrt import RunEnded
+from agentrt import Runtime
 from agentrt import TaskStarted
 from agentrt import open_runtime
 from agentrt.agent.compaction import DEFAULT_SHARE
@@ -29,6 +32,7 @@ from agentrt.agent.compaction import estimate
 from agentrt.agent.compaction import plan
 from agentrt.agent.compaction import prompt_of
 from agentrt.agent.compaction import trim_summary
+from agentrt.agent.loop import AgentRun
 from agentrt.config.settings import load_settings
 from agentrt.models.messages import Compaction
 from agentrt.models.messages import Message
@@ -169,6 +173,29 @@ PROVIDERS: dict[str, tuple[Callable[[str], Model], Callable[[str], Handler]]] = 
 }
 
 
+@asynccontextmanager
+async def long_session(
+    tmp_path: Path,
+    model: Model,
+    workdir: Path,
+    verifier: FakeVerifier,
+    context: ContextLimits | None = None,
+) -> AsyncIterator[tuple[Runtime, list[Message]]]:
+    """A runtime of `model` whose session ``cli-long`` holds 2,000 messages already."""
+    history = conversation(2000)
+    async with open_runtime(
+        tmp_path / "state",
+        model=model,
+        workdir=workdir,
+        restricted_paths=[],
+        verifier=verifier,
+        context=context,
+    ) as rt:
+        await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
+        await rt.store.finish("cli-long", history)
+        yield rt, history
+
+
 def sent_texts(body: dict[str, object]) -> str:
     return json.dumps(body)
 
@@ -181,19 +208,9 @@ async def test_a_2000_message_session_goes_on_within_a_small_window(
     model = make(llm_server.base_url)
     llm_server.context_window = WINDOW
     llm_server.fallback = answering(reply)
-    history = conversation(2000)
     limits = ContextLimits({model.name: WINDOW})
     with trio.fail_after(20):
-        async with open_runtime(
-            tmp_path / "state",
-            model=model,
-            workdir=workdir,
-            restricted_paths=[],
-            verifier=verifier,
-            context=limits,
-        ) as rt:
-            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
-            await rt.store.finish("cli-long", history)
+        async with long_session(tmp_path, model, workdir, verifier, limits) as (rt, history):
             recorders = []
             for turn in range(3):
                 rec = Recorder()
@@ -266,13 +283,8 @@ async def test_without_a_known_window_the_provider_refuses_the_long_request(
     model.retry = RetryPolicy(max_attempts=1)
     llm_server.context_window = WINDOW
     llm_server.fallback = answering(reply)
-    history = conversation(2000)
     with trio.fail_after(20):
-        async with open_runtime(
-            tmp_path / "state", model=model, workdir=workdir, restricted_paths=[], verifier=verifier
-        ) as rt:
-            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
-            await rt.store.finish("cli-long", history)
+        async with long_session(tmp_path, model, workdir, verifier) as (rt, _):
             ended = await rt.executor.run("cli-long", "next", owner=object(), emit=Recorder())
     assert ended.outcome is Outcome.FAILED
     assert ended.error is not None
@@ -287,19 +299,10 @@ async def test_a_pause_during_a_compaction_keeps_the_task_and_the_resume_compact
     llm_server.context_window = WINDOW
     llm_server.script(stall([oa_text("SUMMARY: half")]))
     llm_server.fallback = answering(oa_reply)
-    history = conversation(2000)
     owner = object()
+    limits = ContextLimits({model.name: WINDOW})
     with trio.fail_after(20):
-        async with open_runtime(
-            tmp_path / "state",
-            model=model,
-            workdir=workdir,
-            restricted_paths=[],
-            verifier=verifier,
-            context=ContextLimits({model.name: WINDOW}),
-        ) as rt:
-            await rt.store.create(TaskRecord("cli-long", history[0].content, tuple(history)))
-            await rt.store.finish("cli-long", history)
+        async with long_session(tmp_path, model, workdir, verifier, limits) as (rt, history):
             first = Recorder()
             ended: list[RunEnded] = []
             async with trio.open_nursery() as nursery:
@@ -414,3 +417,39 @@ async def test_a_session_on_its_own_model_compacts_with_that_models_window_and_s
     assert len(summaries) == 2 and len(llm_server.requests) == 3
     assert all(r.json()["model"] == "m1" for r in llm_server.requests)
     assert [(run.model, run.tokens.rounds) for run in usage] == [("openai:m1", 2)]
+
+
+async def test_the_prompt_starts_with_the_system_prompt_and_a_rewind_past_a_compaction_undoes_it(
+    runtime: Runtime,
+) -> None:
+    """A rewind note drops what came after its turn, a compaction entry among it: the model is
+    then sent those messages whole again; a rewind after a compaction keeps its summary."""
+    u = [Message.user(f"question {n}") for n in range(4)]
+    a = [Message.assistant(f"answer {n}") for n in range(4)]
+    entry = Message(Role.NOTE, "SUMMARY of the first exchanges", compaction=Compaction(2, 2))
+
+    def sent(history: list[Message]) -> list[Message]:
+        ask = (Message.user("and now?"),)
+        run = AgentRun(
+            model=runtime.model,
+            registry=runtime.registry,
+            config=runtime.executor.config,
+            emit=Recorder(),
+            task_hash="t1",
+            snapshot=TaskRecord("cli-r", ask[0].content, ask),
+            store=None,
+            history=tuple(history),
+            live=list(ask),
+        )
+        return run._model_messages()
+
+    compacted = [u[0], a[0], u[1], a[1], entry, u[2], a[2], u[3], a[3]]
+    after = sent([*compacted, Message(Role.NOTE, "rewound", rewinds=7)])
+    assert after[0].role is Role.SYSTEM
+    assert after[1].content == entry.content
+    assert [m.content for m in after[2:]] == [
+        *("question 1", "answer 1", "question 2", "answer 2", "rewound", "and now?")
+    ]
+    before = sent([*compacted, Message(Role.NOTE, "rewound", rewinds=2)])
+    assert before[0].role is Role.SYSTEM
+    assert [m.content for m in before[1:]] == ["question 0", "answer 0", "rewound", "and now?"]
