@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp,
+``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp, undo,
 conversations).
 """
 
