@@ -444,7 +444,7 @@ def _omit_defaults(cls: type[Any], *fields: str) -> None:
 # before Message's hook, which takes the hooks of its fields' types when it is made).
 _omit_defaults(ToolCall, "redaction")
 # Most messages have no kept thinking: they are written without the field, as before it existed.
-_omit_defaults(Message, "thinking", "call_state", "rewinds")
+_omit_defaults(Message, "thinking", "call_state", "rewinds", "compaction")
 
 
 def _structure_saved_question(data: Mapping[str, Any], _: object) -> SavedQuestion:
