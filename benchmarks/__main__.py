@@ -81,6 +81,7 @@ ORDER = (
     "checkpoint_sh",
     "undo_100_files",
     "fleet_takeover",
+    "fleet_takeover_zombie",
     "mcp_call",
     "otel_overhead",
 )
