@@ -21,7 +21,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,lab]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,lab,otel]'
 	touch $(STAMP)
 
 $(LITELLM)/bin/python:

@@ -3,7 +3,8 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp).
+``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp, undo,
+conversations).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import trio
 
 from . import bench_commands
+from . import bench_conversations
 from . import bench_core
 from . import bench_fleet
 from . import bench_mcp
@@ -52,6 +54,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "tui": bench_tui.run_all,
     "mcp": lambda root: trio.run(bench_mcp.run_all, root),
     "undo": lambda root: trio.run(bench_undo.run_all, root),
+    "conversations": lambda root: trio.run(bench_conversations.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -62,6 +65,7 @@ ORDER = (
     "ask_2p",
     "commit_1000",
     "history_3000",
+    "history_10000",
     "post_1000",
     "listen_10k",
     "has_listener_1000",
@@ -77,7 +81,9 @@ ORDER = (
     "checkpoint_sh",
     "undo_100_files",
     "fleet_takeover",
+    "fleet_takeover_zombie",
     "mcp_call",
+    "otel_overhead",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

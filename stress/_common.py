@@ -237,6 +237,24 @@ class DaemonProcess:
         with trio.fail_after(STEP_TIMEOUT):
             await self.process.wait()
 
+    async def kill_unreaped(self) -> None:
+        """SIGKILL the daemon's process group and wait until the daemon is dead, without
+        reaping it: a zombie, as under a parent that does not wait for it, until `reap`."""
+        assert self.process is not None
+        pid = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        with trio.fail_after(STEP_TIMEOUT):
+            await trio.to_thread.run_sync(
+                lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT), abandon_on_cancel=True
+            )
+
+    async def reap(self) -> None:
+        """Reap the daemon (after `kill_unreaped`)."""
+        assert self.process is not None
+        with trio.fail_after(STEP_TIMEOUT):
+            await self.process.wait()
+
     async def kill_alone(self) -> None:
         """SIGKILL the daemon process only (not its group) and reap it."""
         assert self.process is not None

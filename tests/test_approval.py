@@ -259,6 +259,26 @@ async def test_a_restricted_edit_shows_its_diff_with_the_password_question(
     assert target.read_text() == "mode = off\n"
 
 
+async def test_a_restricted_command_says_it_cannot_be_undone_and_an_undo_names_it(
+    any_policy: Runtime, tmp_path: Path, verifier: FakeVerifier
+) -> None:
+    target = tmp_path / "restricted" / "x.conf"
+    target.parent.mkdir()
+    asked, _ = await run_recording(any_policy, f"sh echo on > {target}")
+    [entry] = asked
+    assert entry.request.kind is RequestKind.PASSWORD
+    assert entry.request.prompt == (
+        f"run (restricted): echo on > {target} (cannot be undone: it runs through sudo, "
+        "and its changes are not checkpointed)"
+    )
+    assert target.read_text() == "on\n"
+    result = await any_policy.executor.undo("cli-ap")
+    assert list(result.skipped.values()) == [
+        "it runs through sudo, and its changes are not checkpointed"
+    ]
+    assert target.read_text() == "on\n"
+
+
 async def test_agentrt_configuration_is_out_of_reach_under_every_policy(
     any_policy: Runtime, config_file: Path
 ) -> None:

@@ -21,6 +21,7 @@ except ModuleNotFoundError:  # pytest run from elsewhere than the project root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import bench_commands
+from benchmarks import bench_conversations
 from benchmarks import bench_core
 from benchmarks import bench_processes
 from benchmarks import bench_scale
@@ -187,6 +188,23 @@ async def test_history_benchmark_runs_in_a_session_with_history(tmp_path: Path) 
     with trio.fail_after(30):
         result = await bench_scale.bench_history_size(tmp_path, rounds=2, history=30)
     _assert_measured(result, "history_30", 1.5)
+
+
+async def test_request_building_benchmark_compares_a_compacted_session_with_a_short_one(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(30):
+        result = await bench_conversations.bench_request_building(
+            tmp_path, rounds=2, batch=2, history=200
+        )
+    _assert_measured(result, "history_200", 1.5)
+    assert "(a prompt of 13 messages)" in result.notes[0]
+
+
+async def test_otel_benchmark_traces_every_run_it_says_it_traced(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        result = await bench_conversations.bench_otel_overhead(tmp_path, rounds=2)
+    _assert_measured(result, "otel_overhead", 1.2)
 
 
 async def test_registry_benchmarks_leave_their_registries_as_they_found_them() -> None:

@@ -8,6 +8,7 @@ output and the exit status must be the same.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -179,6 +180,25 @@ def test_help_explains_exit_statuses() -> None:
     assert "130 cancelled by the user" in " ".join(done.stdout.split())
     sub = subprocess.run([*AGENTRT, "run", "--help"], capture_output=True, text=True, check=True)
     assert "SIGTERM pauses" in " ".join(sub.stdout.split())
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`agentrt config show | head -1`: no traceback, the status SIGPIPE would give."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the command writes a byte: every write fails
+    try:
+        done = subprocess.run(
+            [*AGENTRT, "config", "show"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env_for(tmp_path / "state"),
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr.decode() == ""
+    assert done.returncode == 128 + signal.SIGPIPE
 
 
 @pytest.mark.parametrize(

@@ -164,3 +164,52 @@ def test_undo_puts_back_the_last_runs_files_and_asks_about_a_conflict(
 
     bad = run(["sessions", "undo", "--turn", "1", "cli-undo"], state, work)
     assert bad.returncode == 2 and "has no turn at message 1" in bad.stderr
+
+
+def test_compact_summarises_a_finished_session_and_show_says_so(
+    state: Path,
+    tmp_path: Path,
+) -> None:
+    for text in ("hello there", "and again", "once more"):
+        went = run(["sessions", "continue", "cli-long", text], state, tmp_path)
+        if went.returncode == 1 and "no session" in went.stderr:
+            went = run(["run", "--session", "cli-long", text], state, tmp_path)
+        assert went.returncode == 0, went.stderr
+    compacted = run(["sessions", "compact", "cli-long"], state, tmp_path)
+    assert compacted.returncode == 0, compacted.stderr
+    # Every message but the model's last reply, which stays whole.
+    assert compacted.stdout == "compacted session cli-long: 5 earlier messages summarised\n"
+    shown = run(["sessions", "show", "cli-long"], state, tmp_path)
+    assert "\n\n(5 earlier messages summarised)\n" in shown.stdout
+    data = json.loads(run(["sessions", "show", "--json", "cli-long"], state, tmp_path).stdout)
+    # Every message is kept; the summary is one more, a note that says what it stands for.
+    assert [m["role"] for m in data["messages"]] == [*["user", "assistant"] * 3, "note"]
+    assert data["messages"][-1]["summarised"] == 5
+    assert "'hello there'" in data["messages"][-1]["content"]
+    went_on = run(["sessions", "continue", "cli-long", "after it"], state, tmp_path)
+    assert went_on.returncode == 0, went_on.stderr
+    missing = run(["sessions", "compact", "cli-nothing"], state, tmp_path)
+    assert missing.returncode == 1
+    assert "no session cli-nothing" in missing.stderr
+
+
+def test_show_prints_the_sessions_tokens_by_run(state: Path, tmp_path: Path) -> None:
+    for text in ("hello there", "and again"):
+        went = run(["sessions", "continue", "cli-tok", text], state, tmp_path)
+        if went.returncode == 1 and "no session" in went.stderr:
+            went = run(["run", "--session", "cli-tok", text], state, tmp_path)
+        assert went.returncode == 0, went.stderr
+    data = json.loads(run(["sessions", "show", "--json", "cli-tok"], state, tmp_path).stdout)
+    usage = data["usage"]
+    assert usage["rounds"] == 2
+    assert usage["cost"] is None  # the scripted model has no price
+    assert [r["model"] for r in usage["runs"]] == ["scripted", "scripted"]
+    assert usage["input_tokens"] == sum(r["tokens"]["input_tokens"] for r in usage["runs"]) > 0
+    shown = run(["sessions", "show", "cli-tok"], state, tmp_path).stdout
+    total = (
+        f"tokens: {usage['input_tokens']:,} in (0 cached), {usage['output_tokens']:,} out "
+        "(0 reasoning) in 2 rounds of 2 runs; cost unknown"
+    )
+    assert f"\n{total}\n" in shown
+    for one in usage["runs"]:
+        assert f"  run {one['task_hash']} (scripted): " in shown

@@ -652,6 +652,30 @@ async def test_a_stale_socket_file_is_replaced(
             assert client.welcome is not None
 
 
+async def test_the_socket_path_appears_only_once_it_listens(
+    runtime: Runtime, sock_path: Path, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen_at_listen: list[bool] = []
+    kind = type(trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+    listen = kind.listen
+
+    def watched(self: trio.socket.SocketType, backlog: int = 128) -> None:
+        seen_at_listen.append(sock_path.exists())
+        listen(self, backlog)
+
+    monkeypatch.setattr(kind, "listen", watched)
+    daemon: Daemon = await nursery.start(serve, sock_path, runtime)
+    # A client that finds the path connects: the path was not there while nobody listened.
+    assert seen_at_listen == [False]
+    assert sorted(p.name for p in sock_path.parent.iterdir()) == [
+        sock_path.name,
+        sock_path.name + ".lock",
+    ]
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            assert client.welcome is not None
+
+
 async def test_shutdown_ends_runs_with_shutdown_and_removes_the_socket(
     daemon: Daemon, runtime: Runtime
 ) -> None:

@@ -16,13 +16,19 @@ import trio
 from agentrt import Cause
 from agentrt import Outcome
 from agentrt.protocol.client import Client
+from agentrt.protocol.frames import AnswerFrame
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
 from agentrt.protocol.frames import TaskFrame
+from agentrt.protocol.frames import UsageFrame
+from agentrt.vocab.usage import TokenCount
 
 from .cli_process import DAEMON
 from .cli_process import daemon_command as command_of_daemon
@@ -129,3 +135,48 @@ async def test_an_unsafe_socket_folder_is_refused(folder: Path) -> None:
     assert result.returncode == 1
     assert b"is not a directory (a symlink?)" in result.stderr
     assert os.listdir(target) == []
+
+
+async def test_a_sessions_tokens_survive_a_daemon_restart(folder: Path) -> None:
+    socket_path = folder / "run" / "daemon.sock"
+    seen: list[UsageFrame] = []
+    with trio.fail_after(TIMEOUT):
+        async with daemon_process(folder) as process:
+            async with await Client.connect(socket_path) as client:
+                session = ""
+                for text in ("hello there", "write a.txt hi; and more words"):
+                    await client.send(Run(text, session=session or None))
+                    task = await client.wait_for(TaskFrame)
+                    session = task.session_id
+                    while True:
+                        frame = await client.receive()
+                        if isinstance(frame, UsageFrame):
+                            seen.append(frame)
+                        if isinstance(frame, AskFrame):
+                            await client.send(AnswerFrame(frame.id, "allow"))
+                        if isinstance(frame, EndedFrame):
+                            assert frame.outcome is Outcome.FINISHED, frame.error
+                            break
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 0
+
+        async with daemon_process(folder) as process:
+            async with await Client.connect(socket_path) as client:
+                await client.send(SessionsRequest(SessionsAction.SHOW, session, limit=1))
+                shown = await client.wait_for(SessionMessages)
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 0
+    assert len(seen) == 3  # the first run's one round, the second's two
+    total = TokenCount.total(run.tokens for run in shown.usage)
+    assert total == TokenCount(
+        3,
+        sum(f.input_tokens for f in seen),
+        sum(f.output_tokens for f in seen),
+        sum(f.cache_read_tokens for f in seen),
+        sum(f.reasoning_tokens for f in seen),
+    )
+    assert total.input_tokens > 0 and total.output_tokens > 0
+    assert [run.tokens.rounds for run in shown.usage] == [1, 2]
+    assert {run.model for run in shown.usage} == {"scripted"}
+    # The scripted model has no price: its cost is not made up.
+    assert [run.cost for run in shown.usage] == [None, None]

@@ -16,6 +16,7 @@ from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import frame_of
 from agentrt.protocol.frames import from_wire
 from agentrt.protocol.frames import to_wire
+from agentrt.vocab.events import CompactionEvent
 from agentrt.vocab.events import Event
 from agentrt.vocab.events import ReasoningEvent
 from agentrt.vocab.events import RunEnded
@@ -43,6 +44,7 @@ EXAMPLES: tuple[Event, ...] = (
     ToolProgressEvent("t1", "call_1", "git__clone", 2.0, 5.0, "receiving objects", "sub1"),
     VerifyEvent("t1", False, 2, "wrong password"),
     UsageEvent("t1", 10, 5, 4, 1),
+    CompactionEvent("t1", 312, "sub1"),
     RunEnded("t1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, "e", "q", True, "done"),
 )
 

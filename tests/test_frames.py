@@ -36,6 +36,7 @@ from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
 from agentrt.protocol.frames import ClientFrame
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import DaemonRequest
@@ -128,6 +129,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     ToolResultFrame("t-1", "c1", "write", "ok", ok=False),
     ToolProgressFrame("t-1", "c1", "git__clone", 2.0, 5.0, "receiving objects"),
     UsageFrame("t-1", 10, 20),
+    CompactionFrame("t-1", 312),
     UsageFrame("t-1", 1200, 20, cache_read_tokens=1024, cache_creation_tokens=150),
     VerifyFrame("t-1", False, 2, "wrong password"),
     EndedFrame("t-1", "cli-1", Outcome.CANCELLED, Cause.PAUSE, pending_kept=True),

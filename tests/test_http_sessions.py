@@ -157,7 +157,12 @@ async def test_messages_come_back_page_by_page_in_the_documented_shape(
     for message in page["messages"] + later["messages"]:
         validate.validate(message)
     empty = await server.client.get("/v1/sessions/chat-m/messages", params={"after": "5"})
-    assert empty.json() == {"messages": [], "next": None}
+    empty_page = empty.json()
+    assert (empty_page["messages"], empty_page["next"]) == ([], None)
+    # Every page says the session's tokens: two runs of the scripted model, no price.
+    usage = empty_page["usage"]
+    assert (usage["rounds"], usage["cost"], len(usage["runs"])) == (3, None, 2)
+    assert usage["input_tokens"] == sum(r["tokens"]["input_tokens"] for r in usage["runs"])
 
 
 async def test_a_session_http_may_not_see_is_answered_like_one_that_does_not_exist(

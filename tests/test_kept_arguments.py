@@ -198,6 +198,7 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE tasks DROP COLUMN journal")
     db.execute("ALTER TABLE sessions DROP COLUMN model")
+    db.execute("DROP TABLE token_usage")
     db.execute("PRAGMA user_version = 4")
     db.commit()
     db.close()
@@ -214,7 +215,7 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
     (version,) = db.execute("PRAGMA user_version").fetchone()
     (journal,) = db.execute("SELECT journal FROM tasks").fetchone()
     db.close()
-    assert version == 6
+    assert version == 7
     assert json.loads(journal) == {"arguments": {"c1": {"content": "x"}}}
 
 
@@ -246,7 +247,7 @@ async def test_a_postgresql_schema_of_version_1_gets_the_journal_column(postgres
         await store.aclose()
     with psycopg.connect(postgres_url) as conn:
         row = conn.execute("SELECT version FROM agentrt_schema").fetchone()
-    assert row == (SCHEMA_VERSION,) == (4,)
+    assert row == (SCHEMA_VERSION,) == (5,)
 
 
 async def test_kept_arguments_hold_a_secret_as_its_label_and_the_resumed_call_gets_its_value(

@@ -269,3 +269,19 @@ def test_a_planted_bug_an_undo_that_puts_nothing_back_is_found(
     rules = {v.rule for v in report.violations}
     assert rules == {"undo"}
     assert any("still holds a.txt" in v.detail for v in report.violations)
+
+
+def test_a_conversation_that_compacts_is_swept_and_keeps_every_invariant() -> None:
+    """A small window over an earlier conversation: the run compacts twice, and a pause or a
+    crash at every point (during a compaction too) loses nothing and duplicates nothing."""
+    conversation = Conversation(
+        "write a.txt hi; sh echo x >> log; stream 5", context_window=400, earlier=20
+    )
+    report = Lab(conversation, causes=("pause", "crash")).run()
+    compactions = [b for b in report.boundaries if b.name == "CompactionEvent"]
+    assert len(compactions) == 2
+    # The entry's commit is a boundary of its own, just before its event.
+    for event in compactions:
+        assert report.boundaries[event.index - 1].label[:3] == ("store", "store.save", "note")
+    assert len(report.points) == 2 * len(report.boundaries)
+    assert report.violations == []

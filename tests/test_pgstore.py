@@ -33,6 +33,7 @@ from agentrt.store.postgres import NOW
 from agentrt.store.postgres import SCHEMA_VERSION
 from agentrt.store.postgres import PgStore
 from agentrt.store.postgres import display_url
+from agentrt.vocab.usage import TokenCount
 
 from .conftest import Recorder
 from .conftest import with_schema
@@ -69,7 +70,7 @@ async def test_the_schema_is_created_once_and_versioned(postgres_url: str) -> No
         with psycopg.connect(postgres_url) as conn:
             versions = conn.execute("SELECT version FROM agentrt_schema").fetchall()
             members = conn.execute("SELECT id FROM daemons ORDER BY id").fetchall()
-        assert versions == [(SCHEMA_VERSION,)]
+        assert versions == [(SCHEMA_VERSION,)] == [(5,)]
         assert sorted(m for (m,) in members) == sorted([first.runner, second.runner])
         await first.save(TaskRecord("chat-v", "x", (Message.user("x"),)))
         assert await second.load("chat-v") is not None
@@ -78,6 +79,30 @@ async def test_the_schema_is_created_once_and_versioned(postgres_url: str) -> No
         await second.aclose()
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute("SELECT count(*) FROM daemons").fetchone() == (0,)
+
+
+async def test_a_schema_of_version_4_keeps_its_models_and_gains_the_token_usage_table(
+    postgres_url: str,
+) -> None:
+    from agentrt.store.postgres import MIGRATIONS
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE agentrt_schema (version integer NOT NULL)")
+        conn.execute("INSERT INTO agentrt_schema VALUES (4)")
+        for version in range(1, 5):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO sessions(session_id, created_at, updated_at, model) "
+            "VALUES ('cli-old', 1, 2, 'openai:m1')"
+        )
+        assert conn.execute("SELECT to_regclass('token_usage')").fetchone() == (None,)
+    async with opened(postgres_url) as store:
+        assert await store.session_model("cli-old") == "openai:m1"
+        await store.add_usage("cli-old", "abc", "openai:m1", TokenCount(1, 10, 2))
+        assert [r.tokens for r in await store.usage("cli-old")] == [TokenCount(1, 10, 2)]
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM agentrt_schema").fetchall() == [(5,)]
 
 
 async def test_a_newer_schema_gets_a_clear_error(postgres_url: str) -> None:

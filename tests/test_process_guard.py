@@ -14,6 +14,7 @@ from agentrt import Runtime
 from agentrt import SessionBusyError
 from agentrt import TaskRecord
 from agentrt import TaskStatus
+from agentrt.core.process import pid_alive
 from agentrt.core.process import process_token
 from agentrt.core.process import token_alive
 
@@ -27,6 +28,22 @@ def test_a_process_token_names_a_live_process_and_survives_pid_reuse() -> None:
     assert start, "the start time is read from /proc on Linux"
     assert not token_alive(f"{pid}:{int(start) + 1}")  # same pid, another process
     assert not token_alive("not-a-token")
+
+
+def test_a_process_that_exited_but_is_not_reaped_is_dead() -> None:
+    """A zombie keeps its pid until its parent waits for it; it runs nothing any more."""
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        token = process_token(child.pid)
+        assert token_alive(token) and pid_alive(child.pid)
+        child.kill()
+        # Wait for it to exit without reaping it: a zombie from here on.
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        assert not pid_alive(child.pid)
+        assert not token_alive(token)
+    finally:
+        child.kill()
+        child.wait()
 
 
 async def test_a_task_running_in_another_live_process_is_not_resumed_or_discarded(

@@ -313,6 +313,17 @@ async def test_cached_prompt_tokens_are_reported_apart(llm_server: LLMServer) ->
     assert response.usage == Usage(input_tokens=1500, output_tokens=7, cache_read_tokens=1024)
 
 
+async def test_reasoning_tokens_are_reported_apart(llm_server: LLMServer) -> None:
+    llm_server.script(
+        sse([oa_text("ok"), oa_finish(), oa_usage(900, 300, cached=512, reasoning=256), OA_DONE])
+    )
+    with trio.fail_after(5):
+        response = await model(llm_server).complete([Message.user("hi")], [], Collect())
+    assert response.usage == Usage(
+        input_tokens=900, output_tokens=300, cache_read_tokens=512, reasoning_tokens=256
+    )
+
+
 # --------------------------------------------------------------------------- max_tokens
 
 

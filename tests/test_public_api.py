@@ -93,6 +93,7 @@ EXPECTED = {
     "UnknownSessionError",
     "UnknownTaskError",
     "UsageEvent",
+    "CompactionEvent",
     "Verifier",
     "VerifyEvent",
     "bind_context",

@@ -101,6 +101,7 @@ async def test_a_version_5_sqlite_store_gains_the_model_column(tmp_path: Path) -
     await store.aclose()
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE sessions DROP COLUMN model")
+    db.execute("DROP TABLE token_usage")
     db.execute("PRAGMA user_version = 5")
     db.commit()
     db.close()

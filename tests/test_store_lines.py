@@ -242,7 +242,7 @@ async def test_a_version_3_store_gets_its_lines_when_opened(
     finally:
         await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     db.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -153,6 +154,25 @@ async def test_listing_pages_cover_every_task_once_in_order(store: Store) -> Non
     assert {t.session_id: t.messages for t in summaries}["cli-07"] == 8
     with pytest.raises(BadCursorError, match="not a listing cursor"):
         await store.list_page("cli-", limit=4, cursor="nonsense")
+
+
+def test_the_summary_of_a_record_keeps_every_field_it_has_and_counts_the_transcript() -> None:
+    fields: dict[str, Any] = {
+        "status": TaskStatus.INTERRUPTED,
+        "cause": Cause.PAUSE,
+        "error": "an error",
+        "window_hash": "w1",
+        "task_hash": "t1",
+        "created_at": 1.5,
+        "updated_at": 2.5,
+        "runs": 3,
+        "runner": "123:456",
+        "workdir": "/work",
+        "lost_words": 7,
+    }
+    record = TaskRecord("cli-sum", "the input", _conversation(3), attempts={"c1": 2}, **fields)
+    summary = TaskSummary.of(record)
+    assert summary == TaskSummary("cli-sum", "the input", 3, question=None, **fields)
 
 
 async def test_a_listing_does_not_decode_transcripts(

@@ -14,6 +14,7 @@ from agentrt import TaskStatus
 from agentrt import TaskStore
 from agentrt.models.messages import Role
 from agentrt.store.sqlite import SCHEMA_VERSION
+from agentrt.vocab.usage import TokenCount
 
 SCHEMA_V1 = """
 CREATE TABLE tasks (
@@ -220,5 +221,42 @@ async def test_a_version_2_store_is_migrated_to_message_rows(tmp_path: Path) -> 
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"tasks", "sessions", "messages"}
+    assert tables == {"tasks", "sessions", "messages", "token_usage"}
+    db.close()
+
+
+async def test_a_new_store_is_made_at_version_7_with_the_token_usage_table(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    store = await TaskStore.open(path)
+    await store.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {"tasks", "sessions", "messages", "token_usage"}
+    db.close()
+
+
+async def test_a_version_6_store_keeps_its_models_and_gains_the_token_usage_table(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tasks.db"
+    store = await TaskStore.open(path)
+    await store.finish("cli-old", [Message.user("hello"), Message.assistant("hi")])
+    await store.set_session_model("cli-old", "openai:m1")
+    await store.aclose()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE token_usage")
+    db.execute("PRAGMA user_version = 6")
+    db.commit()
+    db.close()
+    store = await TaskStore.open(path)
+    try:
+        assert await store.session_model("cli-old") == "openai:m1"
+        assert [m.content for m in await store.load_history("cli-old")] == ["hello", "hi"]
+        await store.add_usage("cli-old", "abc", "openai:m1", TokenCount(1, 10, 2))
+        assert [r.tokens for r in await store.usage("cli-old")] == [TokenCount(1, 10, 2)]
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 7
     db.close()

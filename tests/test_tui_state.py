@@ -15,6 +15,7 @@ from agentrt.protocol.frames import AnswerFrame
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonRequest
 from agentrt.protocol.frames import DaemonStatus
@@ -27,12 +28,18 @@ from agentrt.protocol.frames import PendingRequest
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import ReasoningFrame
 from agentrt.protocol.frames import Run
+from agentrt.protocol.frames import SessionItem
+from agentrt.protocol.frames import SessionMessages
+from agentrt.protocol.frames import SessionsAction
+from agentrt.protocol.frames import SessionsRequest
 from agentrt.protocol.frames import TaskFrame
 from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import ToolCallFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
+from agentrt.vocab.usage import RunTokens
+from agentrt.vocab.usage import TokenCount
 from agenttui._scroll import scroll_by
 from agenttui._scroll import scroll_pages
 from agenttui._scroll import scroll_top
@@ -59,11 +66,13 @@ from agenttui._transitions_daemon import disconnected
 from agenttui._transitions_daemon import gave_up_starting
 from agenttui._transitions_daemon import on_ask
 from agenttui._transitions_daemon import on_ask_withdrawn
+from agenttui._transitions_daemon import on_compaction
 from agenttui._transitions_daemon import on_ended
 from agenttui._transitions_daemon import on_error
 from agenttui._transitions_daemon import on_frame
 from agenttui._transitions_daemon import on_pending
 from agenttui._transitions_daemon import on_reasoning
+from agenttui._transitions_daemon import on_session_messages
 from agenttui._transitions_daemon import on_task
 from agenttui._transitions_daemon import on_text
 from agenttui._transitions_daemon import on_tool_call
@@ -1067,3 +1076,41 @@ def test_a_new_run_has_no_cost_line() -> None:
     state.run = RunState(started_at=0.0, session=None, text="hi")
     on_task(state, TaskFrame("t1", "cli-1"))
     assert all("resumed:" not in e.text for e in state.transcript)
+
+
+def test_after_a_reconnect_the_sessions_tokens_come_from_the_store() -> None:
+    state = TuiState()
+    connected(state, Welcome(1, "0.1.0", "w1"))
+    state.session = "cli-a"
+    on_usage(state, UsageFrame("t1", 100, 5))
+    disconnected(state, "gone", retry_at=3.0)
+    actions = connected(state, Welcome(1, "0.1.0", "w1"))
+    assert actions == [
+        Send(DaemonRequest(DaemonAction.STATUS)),
+        Send(PendingRequest(PendingAction.LIST)),
+        Send(SessionsRequest(SessionsAction.SHOW, "cli-a", limit=1)),
+    ]
+    kept = (
+        RunTokens("t0", "openai:gpt-4o", TokenCount(2, 900, 40, 512, 8), cost=0.0021),
+        RunTokens("t1", "openai:gpt-4o", TokenCount(1, 100, 5), cost=0.0003),
+    )
+    item = SessionItem("cli-a", "hello", 1.0, 2.0, 5)
+    on_session_messages(state, SessionMessages(item, (), None, kept))
+    assert "tokens in 1000 (512 cached) / out 45 (8 reasoning) $0.0024" in status_text(state, 1.0)
+    # Another session's page changes nothing; /new starts from nothing.
+    other = SessionMessages(SessionItem("cli-b", "x", 1.0, 2.0, 1), (), None, kept[:1])
+    on_session_messages(state, other)
+    assert "tokens in 1000 " in status_text(state, 1.0)
+    run_command(state, "/new")
+    assert "tokens" not in status_text(state, 1.0)
+
+
+def test_a_compaction_is_said_where_it_happened() -> None:
+    state = started()
+    on_compaction(state, CompactionFrame("t1", 312))
+    on_compaction(state, CompactionFrame("t1", 1, "sub1"))
+    texts = [(e.kind, e.text) for e in state.transcript[-2:]]
+    assert texts == [
+        (EntryKind.INFO, "(312 earlier messages summarised)"),
+        (EntryKind.INFO, "(sub1: 1 earlier message summarised)"),
+    ]

@@ -21,8 +21,10 @@ import trio
 
 from agentrt import Runtime
 from agentrt import open_runtime
+from agentrt.agent.compaction import ContextLimits
 from agentrt.frontends.http.frontend import EVENT_RING
 from agentrt.models.providers import OpenAIModel
+from agentrt.vocab.usage import TokenCount
 
 from .browser import DESKTOP
 from .browser import NARROW
@@ -867,8 +869,9 @@ async def test_without_the_history_routes_a_reload_keeps_the_session_and_carries
     runtime: Runtime, viewport: dict[str, int]
 ) -> None:
     seen = await in_browser(runtime, reload_on_a_server_without_history, viewport=viewport)
-    # The page asked once after the reload, heard there is no such route, and asked no more.
-    assert seen["asked"] == 1  # a new chat has no history to ask for
+    # The page asked once for the first run's tokens, and once after the reload (the page
+    # starts anew), heard each time there is no such route, and asked no more.
+    assert seen["asked"] == 2
     assert seen["notice"] is False
 
 
@@ -909,3 +912,55 @@ async def test_the_undo_button_puts_back_the_last_runs_files_asking_about_a_chan
     )
     assert target.read_text() == "before\n"
     assert (tmp_path / "work" / "a.txt.agentrt-undo-1").read_text() == "mine\n"
+
+
+def compaction_shown_live_and_after_a_reload(page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    send_and_wait(page, "first " * 120)
+    send_and_wait(page, "second " * 120)
+    status = page.locator("#log .msg.status", has_text="earlier messages summarised")
+    expect(status).to_have_count(1)
+    live = status.inner_text()
+    page.reload()
+    expect(page.locator("#log .msg.user").last).to_contain_text("second")
+    return {"live": live, "stored": status.all_inner_texts()}
+
+
+async def test_a_compaction_is_said_live_and_in_the_stored_conversation(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    async with scripted_runtime(
+        tmp_path / "state", tmp_path / "work", context=ContextLimits({"scripted": 300})
+    ) as rt:
+        seen = await in_browser(rt, compaction_shown_live_and_after_a_reload, viewport=DESKTOP)
+    # The second message passed 85 % of the window: the first exchange was summarised (the
+    # message itself, which the model has not answered yet, stays whole).
+    assert seen["live"] == "(2 earlier messages summarised)"
+    assert seen["stored"] == [seen["live"]]
+
+
+def tokens_shown_after_each_run_and_a_reload(page: Page, site: Site) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
+    usage = page.locator("#usage")
+    send_and_wait(page, "hello there")
+    expect(usage).to_contain_text("tokens in")
+    first = usage.inner_text()
+    send_and_wait(page, "and again")
+    expect(usage).not_to_have_text(first)
+    second = usage.inner_text()
+    page.reload()
+    expect(usage).to_have_text(second)
+    return {"first": first, "second": second}
+
+
+async def test_the_sessions_tokens_are_shown_and_read_back_after_a_reload(
+    runtime: Runtime,
+) -> None:
+    seen = await in_browser(runtime, tokens_shown_after_each_run_and_a_reload, viewport=DESKTOP)
+    [session] = [s.session_id for s in (await runtime.store.sessions()).items]
+    total = sum((run.tokens for run in await runtime.store.usage(session)), TokenCount())
+    # What the store kept, in the terminal's words; the scripted model has no price.
+    assert seen["second"] == f"tokens in {total.input_tokens} / out {total.output_tokens}"
+    assert total.rounds == 2
+    assert seen["first"] != seen["second"]

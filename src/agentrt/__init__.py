@@ -73,6 +73,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from .store.record import TaskRecord as TaskRecord
     from .store.sqlite import TaskStore as TaskStore
     from .store.types import UnreadableTask as UnreadableTask
+    from .vocab.events import CompactionEvent as CompactionEvent
     from .vocab.events import Event as Event
     from .vocab.events import ReasoningEvent as ReasoningEvent
     from .vocab.events import RunEnded as RunEnded
@@ -120,6 +121,7 @@ _WHERE: dict[str, str] = {
     "ToolCallEvent": "vocab.events",
     "ToolResultEvent": "vocab.events",
     "UsageEvent": "vocab.events",
+    "CompactionEvent": "vocab.events",
     "VerifyEvent": "vocab.events",
     "describe_resume": "vocab.events",
     "EndWords": "present.ends",

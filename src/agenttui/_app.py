@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from typing import TypeVar
 from typing import cast
 
 import attrs
@@ -663,13 +664,34 @@ def _ended_popup(state: TuiState) -> StyleAndTextTuples:
     return [("", ended.text + "\n\n"), ("class:choice.selected", "[OK]")]
 
 
+_Picked = TypeVar("_Picked", PendingPicker, SessionsPicker, ModelPicker)
+
+
+def _picker_list(
+    state: TuiState,
+    kind: type[_Picked],
+    title: str,
+    lines: Callable[[_Picked], list[str]],
+    *,
+    follow: bool = False,
+) -> StyleAndTextTuples:
+    """The list of a picker of `kind` (see `_list`); only its title while none is open."""
+    picker = state.overlay
+    if not isinstance(picker, kind):
+        return _list(title, [], -1)
+    return _list(title, lines(picker), picker.index, follow=follow)
+
+
 def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
-    title = "Paused tasks (Enter resumes, d discards, Esc closes)"
+    fragments = _picker_list(
+        state,
+        PendingPicker,
+        "Paused tasks (Enter resumes, d discards, Esc closes)",
+        lambda picker: [_words.pending_line(task, wall_now) for task in picker.tasks],
+    )
     picker = state.overlay
     if not isinstance(picker, PendingPicker):
-        return _list(title, [], -1)
-    lines = [_words.pending_line(task, wall_now) for task in picker.tasks]
-    fragments = _list(title, lines, picker.index)
+        return fragments
     # What resuming the selected task will do, in the words every front-end uses.
     session = picker.tasks[picker.index].session
     if session in state.previews:
@@ -680,22 +702,24 @@ def _pending(state: TuiState, wall_now: float) -> StyleAndTextTuples:
 
 
 def _sessions(state: TuiState, wall_now: float) -> StyleAndTextTuples:
-    title = "Earlier conversations (Enter continues one here, Esc closes)"
-    picker = state.overlay
-    if not isinstance(picker, SessionsPicker):
-        return _list(title, [], -1)
-    lines = [_words.session_line(item, wall_now) for item in picker.items]
-    # The window scrolls to keep this position in view: a long list stays usable.
-    return _list(title, lines, picker.index, follow=True)
+    # The window scrolls to keep the selected item in view: a long list stays usable.
+    return _picker_list(
+        state,
+        SessionsPicker,
+        "Earlier conversations (Enter continues one here, Esc closes)",
+        lambda picker: [_words.session_line(item, wall_now) for item in picker.items],
+        follow=True,
+    )
 
 
 def _models(state: TuiState) -> StyleAndTextTuples:
-    title = "Models (Enter switches this conversation to one, Esc closes)"
-    picker = state.overlay
-    if not isinstance(picker, ModelPicker):
-        return _list(title, [], -1)
-    lines = [_words.model_line(item, picker.current) for item in picker.models]
-    return _list(title, lines, picker.index, follow=True)
+    return _picker_list(
+        state,
+        ModelPicker,
+        "Models (Enter switches this conversation to one, Esc closes)",
+        lambda picker: [_words.model_line(item, picker.current) for item in picker.models],
+        follow=True,
+    )
 
 
 def _list(
@@ -717,12 +741,26 @@ def _status(state: TuiState, clock: Callable[[], float]) -> StyleAndTextTuples:
 
 
 def _float(
-    body: Callable[[], StyleAndTextTuples], title: str, shown: Callable[[], bool], width: int
+    body: Callable[[], StyleAndTextTuples],
+    title: str,
+    shown: Callable[[], bool],
+    width: int | Dimension,
+    *,
+    height: Dimension | None = None,
+    wrap_lines: bool = True,
+    always_hide_cursor: bool = False,
 ) -> Float:
+    """A framed popup of `body`, shown while `shown` says so."""
     return Float(
         ConditionalContainer(
             Frame(
-                Window(FormattedTextControl(body, focusable=False), width=width, wrap_lines=True),
+                Window(
+                    FormattedTextControl(body, focusable=False),
+                    width=width,
+                    height=height,
+                    wrap_lines=wrap_lines,
+                    always_hide_cursor=always_hide_cursor,
+                ),
                 title=title,
                 style="class:popup",
             ),
@@ -784,50 +822,28 @@ def _build_layout(app: TuiApp) -> FloatContainer:
         _float(lambda: _popup(state), "Stop the run", lambda: state.popup_open, 44),
         _float(lambda: _quit_popup(state), "Quit", lambda: state.quit_popup_open, 56),
         _float(lambda: _ended_popup(state), "The run ended", lambda: state.ended_popup_open, 50),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _pending(state, app.wall_clock())),
-                        width=Dimension(min=40, max=110),
-                        wrap_lines=True,
-                    ),
-                    title="/pending",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.pending_open),
-            )
+        _float(
+            lambda: _pending(state, app.wall_clock()),
+            "/pending",
+            lambda: state.pending_open,
+            Dimension(min=40, max=110),
         ),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _sessions(state, app.wall_clock())),
-                        width=Dimension(min=40, max=110),
-                        height=Dimension(max=24),
-                        always_hide_cursor=True,
-                    ),
-                    title="/sessions",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.sessions_open),
-            )
+        _float(
+            lambda: _sessions(state, app.wall_clock()),
+            "/sessions",
+            lambda: state.sessions_open,
+            Dimension(min=40, max=110),
+            height=Dimension(max=24),
+            wrap_lines=False,
+            always_hide_cursor=True,
         ),
-        Float(
-            ConditionalContainer(
-                Frame(
-                    Window(
-                        text(lambda: _models(state)),
-                        width=Dimension(min=40, max=110),
-                        height=Dimension(max=24),
-                        always_hide_cursor=True,
-                        wrap_lines=True,
-                    ),
-                    title="/model",
-                    style="class:popup",
-                ),
-                filter=Condition(lambda: state.models_open),
-            )
+        _float(
+            lambda: _models(state),
+            "/model",
+            lambda: state.models_open,
+            Dimension(min=40, max=110),
+            height=Dimension(max=24),
+            always_hide_cursor=True,
         ),
     ]
     # The paths that complete the @ word being typed, under the cursor.

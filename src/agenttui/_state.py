@@ -17,6 +17,7 @@ Esc cascade included, is tested by feeding keys and frames, without a terminal.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import attrs
 
@@ -29,6 +30,8 @@ from agentrt.protocol.frames import ModelsAction
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
 from agentrt.vocab.stops import ResumePreview
+from agentrt.vocab.usage import RunTokens
+from agentrt.vocab.usage import TokenCount
 
 from ._words import COMMANDS
 from ._words import POPUP_DEFAULT
@@ -323,12 +326,28 @@ class TuiState:
     model: str | None = None
     #: The turns `/rewind` listed last (their seqs, oldest first), for `/rewind N`.
     turns: tuple[int, ...] = ()
+    #: The session a `/compact` was sent for, until the daemon says how it went.
+    compacting: str | None = None
     #: True after a first Ctrl+C with no run: a second one quits.
     quit_armed: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
     #: Of the input tokens, those read from the provider's prompt cache.
     cached_tokens: int = 0
+    #: Of the output tokens, those the model spent reasoning.
+    reasoning_tokens: int = 0
+    #: What the session's tokens cost, as the daemon last said (None: not known).
+    cost: float | None = None
+
+    def count_tokens(self, usage: Sequence[RunTokens]) -> None:
+        """The session's tokens as the store keeps them: they replace the counts so far."""
+        total = TokenCount.total(run.tokens for run in usage)
+        self.input_tokens = total.input_tokens
+        self.output_tokens = total.output_tokens
+        self.cached_tokens = total.cached_tokens
+        self.reasoning_tokens = total.reasoning_tokens
+        known = all(run.cost is not None for run in usage)
+        self.cost = sum(run.cost or 0.0 for run in usage) if usage and known else None
 
     @property
     def ask(self) -> AskFrame | None:

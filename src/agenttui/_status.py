@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentrt.vocab.usage import cost_words
+
 from ._state import TuiState
 from ._words import short_path
 
@@ -47,7 +49,11 @@ def status_text(state: TuiState, now: float) -> str:
         parts.append(f"in {short_path(state.cwd)}")
     if state.input_tokens or state.output_tokens:
         cached = f" ({state.cached_tokens} cached)" if state.cached_tokens else ""
-        parts.append(f"tokens in {state.input_tokens}{cached} / out {state.output_tokens}")
+        reasoning = f" ({state.reasoning_tokens} reasoning)" if state.reasoning_tokens else ""
+        cost = f" {cost_words(state.cost)}" if state.cost is not None else ""
+        parts.append(
+            f"tokens in {state.input_tokens}{cached} / out {state.output_tokens}{reasoning}{cost}"
+        )
     if state.can_restore_input:
         parts.append("Esc brings back the cleared text")
     return "  |  ".join(parts)

@@ -45,6 +45,7 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         state.session = None
         state.model = None
         state.history_for = None
+        state.count_tokens(())
         state.transcript.clear()
         state.scroll = None
         state.info("New conversation: the next message starts it")
@@ -74,6 +75,18 @@ def run_command(state: TuiState, text: str) -> list[Action]:
         return [Send(SessionsRequest(SessionsAction.LIST, limit=SESSIONS_PAGE))]
     if name in ("/undo", "/rewind"):
         return _undo(state, name, text.split()[1:])
+    if name == "/compact":
+        if not state.connected:
+            state.error("Not connected to the daemon: /compact works once it is")
+            return []
+        if state.session is None:
+            state.error("No conversation yet: /compact works once this session has messages")
+            return []
+        if state.run is not None:
+            state.error("A run is in progress: a run compacts as it needs; /compact after it")
+            return []
+        state.compacting = state.session
+        return [Send(SessionsRequest(SessionsAction.COMPACT, state.session))]
     state.error(f"Unknown command {name}; type / to see the commands")
     return []
 

@@ -18,6 +18,7 @@ from agentrt.protocol.frames import Ack
 from agentrt.protocol.frames import AskFrame
 from agentrt.protocol.frames import AskWithdrawn
 from agentrt.protocol.frames import Cancel
+from agentrt.protocol.frames import CompactionFrame
 from agentrt.protocol.frames import DaemonAction
 from agentrt.protocol.frames import DaemonFrame
 from agentrt.protocol.frames import DaemonRequest
@@ -49,6 +50,7 @@ from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import VerifyFrame
 from agentrt.protocol.frames import Welcome
 from agentrt.vocab.clamp import preview
+from agentrt.vocab.events import describe_compaction
 
 from ._state import SESSIONS_PAGE
 from ._state import SESSIONS_SHOWN
@@ -95,7 +97,11 @@ def connected(state: TuiState, welcome: Welcome) -> list[Action]:
     else:
         state.info("Reconnected to the daemon")
     state.quiet_pending = True
-    return [status, Send(PendingRequest(PendingAction.LIST))]
+    actions: list[Action] = [status, Send(PendingRequest(PendingAction.LIST))]
+    if state.session is not None:
+        # The session's tokens as the store kept them (a restarted daemon's too).
+        actions.append(Send(SessionsRequest(SessionsAction.SHOW, state.session, limit=1)))
+    return actions
 
 
 def on_daemon_status(state: TuiState, frame: DaemonStatus) -> list[Action]:
@@ -339,6 +345,14 @@ def on_usage(state: TuiState, frame: UsageFrame) -> list[Action]:
     state.input_tokens += frame.input_tokens
     state.output_tokens += frame.output_tokens
     state.cached_tokens += frame.cache_read_tokens
+    state.reasoning_tokens += frame.reasoning_tokens
+    return []
+
+
+def on_compaction(state: TuiState, frame: CompactionFrame) -> list[Action]:
+    """The conversation was compacted: said in the transcript, where it happened."""
+    who = f"{frame.agent}: " if frame.agent else ""
+    state.add(EntryKind.INFO, f"({who}{describe_compaction(frame.summarised)})", frame.task_hash)
     return []
 
 
@@ -529,6 +543,8 @@ def _open_list(state: TuiState, picker: Picker) -> None:
 
 def on_session_messages(state: TuiState, frame: SessionMessages) -> list[Action]:
     """The last messages of the conversation being continued: shown in the transcript."""
+    if frame.session.session == state.session:
+        state.count_tokens(frame.usage)
     if frame.session.session != state.history_for:
         return []
     state.history_for = None
@@ -544,6 +560,8 @@ def _history_entries(message: SessionMessage) -> list[tuple[EntryKind, str]]:
     """A stored message as the entries a live run would have shown."""
     if message.role == "user":
         return [(EntryKind.USER, message.content)]
+    if message.summarised:
+        return [(EntryKind.INFO, f"({describe_compaction(message.summarised)})")]
     if message.role == "tool":
         # The preview a live run's tool_result showed, not the whole saved result.
         shown = preview(message.content)
@@ -629,7 +647,10 @@ def on_error(state: TuiState, frame: ErrorFrame) -> list[Action]:
 
 
 def on_ack(state: TuiState, frame: Ack) -> list[Action]:
-    """A request was carried out; nothing to show."""
+    """A request was carried out; only a `/compact` has something to show (how many)."""
+    if frame.ref == "sessions" and frame.session is not None and frame.session == state.compacting:
+        state.compacting = None
+        state.add(EntryKind.INFO, f"({frame.detail})")
     return []
 
 
@@ -643,6 +664,7 @@ _HANDLERS: dict[type[Any], Callable[[TuiState, Any], list[Action]]] = {
     ToolResultFrame: on_tool_result,
     ToolProgressFrame: on_tool_progress,
     UsageFrame: on_usage,
+    CompactionFrame: on_compaction,
     VerifyFrame: on_verify,
     EndedFrame: on_ended,
     AskFrame: on_ask,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from collections.abc import Mapping
 
 import attrs
 
@@ -139,12 +140,23 @@ def restore_input(state: TuiState) -> list[Action]:
     return [SetInput(text)]
 
 
+def _chosen(
+    state: TuiState,
+    popup: type[StopPopup | QuitPopup],
+    what: str,
+    causes: Mapping[str, Cause | None],
+    choice: str,
+) -> Cause | None:
+    """Close `popup` and give the cause `causes` names for `choice` (None: the run goes on)."""
+    if choice not in causes:
+        raise ValueError(f"unknown {what} choice {choice!r}; expected one of {tuple(causes)}")
+    state.close(popup)
+    return causes[choice]
+
+
 def choose_popup(state: TuiState, choice: str) -> list[Action]:
     """A popup choice: ``"Yes"`` user-cancels, ``"Pause"`` pauses, ``"No"`` keeps running."""
-    if choice not in POPUP_CHOICES:
-        raise ValueError(f"unknown popup choice {choice!r}; expected one of {POPUP_CHOICES}")
-    state.close(StopPopup)
-    cause = POPUP_CAUSES[choice]
+    cause = _chosen(state, StopPopup, "popup", POPUP_CAUSES, choice)
     if cause is None:
         return []
     if choice in POPUP_UNDOES and state.run is not None and not state.run.stopping:
@@ -155,10 +167,7 @@ def choose_popup(state: TuiState, choice: str) -> list[Action]:
 
 def choose_quit(state: TuiState, choice: str) -> list[Action]:
     """A choice of the quit popup: stop the run (pausing or discarding it), then quit."""
-    if choice not in QUIT_CHOICES:
-        raise ValueError(f"unknown quit choice {choice!r}; expected one of {QUIT_CHOICES}")
-    state.close(QuitPopup)
-    cause = QUIT_CAUSES[choice]
+    cause = _chosen(state, QuitPopup, "quit", QUIT_CAUSES, choice)
     if cause is None:
         return []
     run = state.run

@@ -21,6 +21,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("/sessions", "earlier conversations: pick one to continue it"),
     ("/undo", "put back the files the last run changed"),
     ("/rewind", "list this session's turns; /rewind N goes back to turn N, files and words"),
+    ("/compact", "summarise this session's older messages now (the store keeps them all)"),
     ("/help", "keys and commands"),
     ("/quit", "quit (the daemon keeps running; during a run, asks first)"),
 )
@@ -109,6 +110,8 @@ Commands
   /rewind            this session's turns, with how many files going back to each
                      puts back; /rewind N goes back to turn N: the files the later
                      turns changed, and what was said after it (/rewind N force, too)
+  /compact           summarise this session's older messages now (the store keeps them);
+                     a run does it by itself before the model's context window fills
   /help              this text
   /quit              quit; during a run, asks: Pause and quit / Stop and quit / Cancel
 The daemon keeps running after you quit. If it goes away, the window says so in

@@ -71,3 +71,34 @@ def test_a_continued_conversation_shows_a_big_result_as_the_live_run_did(daemon:
     assert _result_lines(screen) == shown_live
     assert len(shown_live) <= 3
     assert "> big 32768" in screen
+
+
+def test_compact_summarises_the_conversation_and_the_window_says_how_many(daemon: World) -> None:  # noqa: F811
+    term = daemon.open_window()
+    term.type("/compact")
+    term.keys("Enter")
+    term.wait_for(r"No conversation yet: /compact works", "the refusal before any message")
+    term.keys("Escape")
+    for done, text in enumerate(("hello one", "hello two"), start=1):
+        term.type(text)
+        term.keys("Enter")
+
+        def ended(count: int = done) -> bool:
+            return term.screen().count("-- Done") == count
+
+        wait_until(ended, "the run to end")
+    term.type("/compact")
+    term.keys("Enter")
+    screen = term.wait_for(r"\(3 earlier messages summarised\)", "what /compact did")
+    found = re.search(r"session (cli-\w+)", screen)
+    assert found, screen
+    shown = subprocess.run(
+        [str(AGENTRT), "sessions", "show", "--json", "--state-dir", str(daemon.state), found[1]],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    data = json.loads(shown.stdout)
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"] * 2 + ["note"]
+    assert data["messages"][-1]["summarised"] == 3

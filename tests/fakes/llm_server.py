@@ -104,6 +104,13 @@ class LLMServer:
     _handlers: list[Handler] = attrs.field(factory=list)
     #: Set each time a request arrives (replaced by a fresh event after).
     _arrived: trio.Event = attrs.field(factory=trio.Event)
+    #: The model's context window in tokens (`request_tokens`): a longer request is refused
+    #: with the provider's own error, as the real APIs refuse it, and no reply is used up.
+    context_window: int | None = None
+    #: Requests refused for passing `context_window`.
+    refused: list[Request] = attrs.field(factory=list)
+    #: The reply to every request once the scripted ones are used up (else a 500).
+    fallback: Handler | None = None
 
     @property
     def base_url(self) -> str:
@@ -140,8 +147,14 @@ class LLMServer:
                 self.exchanges.append(exchange)
                 self._arrived.set()
                 self._arrived = trio.Event()
-                if self._handlers:
+                window = self.context_window
+                if window is not None and request_tokens(request) > window:
+                    self.refused.append(request)
+                    await too_long(window)(exchange)
+                elif self._handlers:
                     await self._handlers.pop(0)(exchange)
+                elif self.fallback is not None:
+                    await self.fallback(exchange)
                 else:
                     await exchange.respond(500, b'{"error": {"message": "no scripted reply"}}')
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -174,6 +187,39 @@ async def _read_request(stream: trio.SocketStream) -> Request | None:
 
 
 # --------------------------------------------------------------------------- replies
+
+
+def request_tokens(request: Request) -> int:
+    """The tokens a request's prompt counts as here: its body's bytes over 4, about what the
+    providers' tokenizers make of English text and the JSON around it."""
+    return -(-len(request.body) // 4)
+
+
+def too_long(window: int) -> Handler:
+    """The provider's refusal of a request longer than the context window `window`: a 400,
+    in OpenAI's words and code (``context_length_exceeded``) on ``/chat/completions``, in
+    Anthropic's (``prompt is too long``) on ``/v1/messages``."""
+
+    async def handler(exchange: Exchange) -> None:
+        tokens = request_tokens(exchange.request)
+        if exchange.request.path.endswith("/messages"):
+            body: dict[str, Any] = an_error(
+                "invalid_request_error", f"prompt is too long: {tokens} tokens > {window} maximum"
+            )
+        else:
+            body = {
+                "error": {
+                    "message": f"This model's maximum context length is {window} tokens. "
+                    f"However, your messages resulted in {tokens} tokens. Please reduce the "
+                    "length of the messages.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            }
+        await exchange.respond(400, json.dumps(body).encode())
+
+    return handler
 
 
 def sse(pieces: Iterable[bytes], *, split: int | None = None) -> Handler:
@@ -283,10 +329,13 @@ def oa_finish(reason: str = "stop") -> bytes:
     return oa_chunk({}, finish_reason=reason)
 
 
-def oa_usage(prompt: int, completion: int, cached: int | None = None) -> bytes:
+def oa_usage(
+    prompt: int, completion: int, cached: int | None = None, reasoning: int | None = None
+) -> bytes:
     """The usage chunk sent with ``stream_options.include_usage`` (no choices).
 
-    `cached` adds ``prompt_tokens_details.cached_tokens``, as OpenAI reports prompt caching.
+    `cached` adds ``prompt_tokens_details.cached_tokens``, as OpenAI reports prompt caching;
+    `reasoning` ``completion_tokens_details.reasoning_tokens``, as its reasoning models do.
     """
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -295,6 +344,8 @@ def oa_usage(prompt: int, completion: int, cached: int | None = None) -> bytes:
     }
     if cached is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    if reasoning is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return _oa(
         {
             "id": "chatcmpl-1",

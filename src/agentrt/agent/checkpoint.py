@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 import attrs
 
+from ..config.statedir import write_synced
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from .atomic import TEMPORARY_SUFFIX
@@ -181,6 +182,10 @@ class _Stat(NamedTuple):
     mtime: int
     ctime: int
     ino: int
+
+
+#: The kind of each file type a walk keeps.
+_KINDS: Final = {stat.S_IFREG: _FILE, stat.S_IFDIR: _DIR, stat.S_IFLNK: _LINK}
 
 
 def _stat_of(st: os.stat_result) -> _Stat | None:
@@ -338,12 +343,7 @@ class Checkpoints:
         log = self._log(session)
         log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = json.dumps({"undone": list(calls), "at": time.time()}) + "\n"
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(log, line.encode("utf-8"), os.O_APPEND)
 
     def records(self, session: str) -> list[CallRecord]:
         """The session's calls that changed files and are not undone, oldest first."""
@@ -372,6 +372,7 @@ class Checkpoints:
         """Stat every entry under `workdir` (not following links, leaving out `skip`)."""
         entries: dict[str, _Stat] = {}
         skipped = {str(p) for p in skip}
+        most = self.walk_entries
         stack = [str(workdir)]
         while stack:
             folder = stack.pop()
@@ -381,35 +382,60 @@ class Checkpoints:
                 continue
             with scan:
                 for item in scan:
-                    if item.path in skipped or _in_flight(item.name):
+                    path = item.path
+                    if _in_flight(item.name) or path in skipped:
                         continue
                     try:
-                        info = _stat_of(item.stat(follow_symlinks=False))
+                        st = item.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    if info is None:
-                        continue
-                    if len(entries) >= self.walk_entries:
+                    kind = _KINDS.get(stat.S_IFMT(st.st_mode))
+                    if kind is None:
+                        continue  # a socket, a fifo, a device: not kept
+                    if len(entries) >= most:
                         return Snapshot(entries, cut=True)
-                    entries[item.path] = info
-                    if info.kind == _DIR:
-                        stack.append(item.path)
+                    entries[path] = _Stat(
+                        kind,
+                        stat.S_IMODE(st.st_mode),
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ctime_ns,
+                        st.st_ino,
+                    )
+                    if kind == _DIR:
+                        stack.append(path)
         return Snapshot(entries)
+
+    def _last(self, workdir: Path) -> Snapshot:
+        return self._index.get(str(workdir), Snapshot({}))
+
+    @staticmethod
+    def _to_keep(last: Snapshot, snapshot: Snapshot) -> tuple[dict[str, str], set[str]]:
+        """What of `last`'s kept objects still holds for `snapshot`, and the paths to keep anew.
+
+        Compared as sets of (path, stat) pairs, so that a walk of a large folder in which
+        one file changed costs its walk and little more.
+        """
+        entries = snapshot.entries
+        changed = {path for path, _ in entries.items() - last.entries.items()}
+        changed |= last.unkept & entries.keys()
+        kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
+        anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
+        return kept, anew
 
     def unkept_bytes(self, workdir: Path, snapshot: Snapshot) -> int:
         """How many bytes of files `snapshot` saw that the last walk of `workdir` did not keep."""
-        last = self._index.get(str(workdir), Snapshot({}))
-        return sum(
-            s.size
-            for p, s in snapshot.entries.items()
-            if s.kind == _FILE and (last.entries.get(p) != s or p in last.unkept)
-        )
+        _, anew = self._to_keep(self._last(workdir), snapshot)
+        entries = snapshot.entries
+        return sum(entries[p].size for p in anew if entries[p].kind == _FILE)
 
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
         """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
         why = None
         snapshot = self.walk(workdir, skip)
-        size = 0 if snapshot.cut else self.unkept_bytes(workdir, snapshot)
+        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(self._last(workdir), snapshot)
+        entries = snapshot.entries
+        size = sum(entries[p].size for p in anew if entries[p].kind == _FILE)
         if snapshot.cut:
             why = f"the working folder has more than {self.walk_entries:,} entries"
         elif size > self.limit:
@@ -420,23 +446,15 @@ class Checkpoints:
         if why is not None:
             self._index.pop(str(workdir), None)
             return why
-        last = self._index.get(str(workdir), Snapshot({}))
-        shas = last.kept
-        kept = snapshot.kept
-        for path, info in snapshot.entries.items():
-            if info.kind != _FILE:
-                continue
-            if last.entries.get(path) == info and path in shas and path not in last.unkept:
-                kept[path] = shas[path]
-                continue
+        for path in anew:
             try:
-                kept[path] = self.keep(Path(path).read_bytes())
+                if entries[path].kind == _FILE:
+                    kept[path] = self.keep(Path(path).read_bytes())
+                else:
+                    kept[path] = os.readlink(path)
             except OSError:
                 continue
-        for path, info in snapshot.entries.items():
-            if info.kind == _LINK:
-                with contextlib.suppress(OSError):
-                    kept[path] = os.readlink(path)
+        snapshot.kept.update(kept)
         self._index[str(workdir)] = snapshot
         return snapshot
 
@@ -444,17 +462,14 @@ class Checkpoints:
         """The changes since `before` (walking `workdir` again and keeping what changed)."""
         shas = before.kept
         now = self.walk(workdir, skip)
+        old_entries, new_entries = before.entries, now.entries
+        differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
         kept = now.kept
-        for path, info in now.entries.items():
-            if before.entries.get(path) == info and path in shas:
-                kept[path] = shas[path]
-                if path in before.unkept:
-                    now.unkept.add(path)
+        kept.update((p, sha) for p, sha in shas.items() if p in new_entries and p not in differ)
+        now.unkept.update(p for p in before.unkept if p in kept)
         changes: list[Change] = []
-        for path in sorted(before.entries.keys() | now.entries.keys()):
-            old, new = before.entries.get(path), now.entries.get(path)
-            if old == new:
-                continue
+        for path in sorted(differ):
+            old, new = old_entries.get(path), new_entries.get(path)
             new_entry: Entry | None = None
             if new is not None:
                 try:

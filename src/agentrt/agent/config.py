@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ..config.prices import Prices
 from ..config.secrets import SecretStore
 from ..vocab.clamp import PREVIEW_BYTES
 from ..vocab.locations import StrPath
@@ -17,6 +18,7 @@ from ..vocab.questions import Timeouts
 from ..vocab.reprs import record
 from ..vocab.terms import Approval
 from .checkpoint import Checkpoints
+from .compaction import ContextLimits
 from .guard import Redactor
 from .sandbox import Sandbox
 from .sandbox import tool_environment
@@ -77,6 +79,11 @@ class AgentConfig:
     instructions_file: Path | None = None
     #: The MCP servers whose tools every model is offered (`agentrt.agent.mcp`), if any.
     mcp: McpClients | None = None
+    #: Each model's context window, and the share of it a request may fill before the
+    #: conversation is compacted (`agentrt.agent.compaction`).
+    context: ContextLimits = ContextLimits()
+    #: What each model's tokens cost (``[prices]`` over the defaults).
+    prices: Prices = Prices()
 
     @property
     def hidden_paths(self) -> tuple[Path, ...]:

@@ -10,10 +10,12 @@ as it exists, so a committed call never runs twice.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import time
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +38,8 @@ from ..core.pending import QuestionExpiredError
 from ..core.pending import Registry
 from ..core.pending import RequestKind
 from ..core.policy import origin_rules
+from ..core.tracing import Attribute
+from ..core.tracing import span
 from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelDelta
@@ -46,6 +50,7 @@ from ..models.messages import TextDelta
 from ..models.messages import ToolCall
 from ..models.messages import ToolCallDelta
 from ..models.messages import ToolSpec
+from ..models.messages import Usage
 from ..models.messages import model_view
 from ..store import Queued
 from ..store import Store
@@ -68,6 +73,7 @@ from ..vocab.clamp import ARGUMENT_LIMIT
 from ..vocab.clamp import clamp
 from ..vocab.clamp import clamp_arguments
 from ..vocab.clamp import preview
+from ..vocab.events import CompactionEvent
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import TextEvent
@@ -89,6 +95,10 @@ from ..vocab.request import Request
 from ..vocab.stops import CallState
 from ..vocab.stops import StopKind
 from ..vocab.terms import TaskStatus
+from ..vocab.usage import TokenCount
+from .compaction import Joined
+from .compaction import compaction_of
+from .compaction import prompt_of
 from .config import AgentConfig as AgentConfig
 from .guard import SecretGoneError
 from .guard import command_touches
@@ -106,6 +116,8 @@ from .tools import records_start
 from .tools.base import DENIED
 
 Emit = Callable[[Event], Awaitable[None]]
+
+_log = logging.getLogger("agentrt.agent")
 
 #: How many wrong passwords a restricted-path confirmation allows.
 PASSWORD_TRIES = 3
@@ -237,6 +249,8 @@ class AgentRun:
     tools: tuple[ToolSpec, ...] = attrs.field(init=False, repr=False)
     #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
     uncommitted_words: int = attrs.field(default=0, init=False)
+    #: The messages of `history` the model sees (`model_view`), once read.
+    _seen: Sequence[Message] | None = attrs.field(default=None, init=False, repr=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     #: Field writes queued by `set_record_soon`, not yet waited for.
     _behind: list[Queued[bool]] = attrs.field(factory=list, init=False)
@@ -288,8 +302,13 @@ class AgentRun:
         rounds = 0
         while True:
             calls = unanswered_calls(self.live)
-            if calls:
-                parked = await self._run_round(calls)
+            if calls:  # the calls of the round (of the response just committed, or saved)
+                phase: dict[str, Attribute | None] = {
+                    "agentrt.round": rounds,
+                    "agentrt.round.phase": "tools",
+                }
+                with span("agentrt.round", self._traced(phase)):
+                    parked = await self._run_round(calls)
                 if parked is not None:
                     return None, parked
                 continue
@@ -298,10 +317,19 @@ class AgentRun:
                     f"the model asked for more than {self.config.max_rounds} rounds of tool calls"
                 )
             rounds += 1
-            await self._tell_stops()
-            response = await self.model.complete(
-                self._model_messages(), self._offered(), self._on_delta
-            )
+            phase = {"agentrt.round": rounds, "agentrt.round.phase": "model"}
+            round_span = span("agentrt.round", self._traced(phase))
+            with round_span, span(f"chat {self.model.name}", self._chat_attributes()) as chat:
+                await self._tell_stops()
+                await self.compact()
+                response = await self.model.complete(
+                    self._model_messages(), self._offered(), self._on_delta
+                )
+                if response.usage is not None:
+                    chat.set("gen_ai.usage.input_tokens", response.usage.input_tokens)
+                    chat.set("gen_ai.usage.output_tokens", response.usage.output_tokens)
+                    chat.set("agentrt.usage.cached_tokens", response.usage.cache_read_tokens)
+                    chat.set("agentrt.usage.reasoning_tokens", response.usage.reasoning_tokens)
             if response.usage is not None:
                 usage = response.usage
                 await self.emit(
@@ -311,6 +339,7 @@ class AgentRun:
                         usage.output_tokens,
                         usage.cache_read_tokens,
                         usage.cache_creation_tokens,
+                        usage.reasoning_tokens,
                     )
                 )
             message = response.as_message()
@@ -319,8 +348,57 @@ class AgentRun:
             # signature, and the provider no longer sends it back.
             thinking = tuple(b.scrubbed(self.config.redactor.redact) for b in message.thinking)
             await self.commit(attrs.evolve(message, content=text, thinking=thinking))
+            if response.usage is not None:
+                await self._count(response.usage)
             if not response.tool_calls:
                 return text, None
+
+    async def _count(self, usage: Usage) -> None:
+        """Add a response's tokens to the run's in the store (a subagent's to its task's),
+        once the response is committed.
+
+        Not a step of the run: a store that fails here loses the count, not the run.
+        """
+        store = (self.root or self).store
+        if store is None:
+            return
+        count = TokenCount(
+            1,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.reasoning_tokens,
+        )
+        try:
+            # The tokens were spent: a stop arriving now does not lose their count.
+            with trio.CancelScope(shield=True), trio.move_on_after(SHIELDED_WRITE_SECONDS):
+                await store.add_usage(
+                    self.snapshot.session_id, self.task_hash, self.model.name, count
+                )
+        except StoreError as exc:
+            _log.warning(
+                "the tokens of a response of run %s were not saved: %s", self.task_hash, exc
+            )
+
+    def _traced(self, attributes: Mapping[str, Attribute | None]) -> dict[str, Attribute | None]:
+        """`attributes` with this run's session, task and agent (`agentrt.core.tracing`)."""
+        return {
+            "agentrt.session.id": self.snapshot.session_id,
+            "agentrt.task.hash": self.task_hash,
+            "agentrt.agent": self.agent or None,
+            **attributes,
+        }
+
+    def _chat_attributes(self) -> dict[str, Attribute | None]:
+        provider, _, model = self.model.name.partition(":")
+        return self._traced(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider if model else None,
+                "gen_ai.request.model": model or provider,
+                "gen_ai.conversation.id": self.snapshot.session_id,
+            }
+        )
 
     def _committed_final_answer(self) -> str | None:
         """The saved final answer of a resumed task that has one (its last message)."""
@@ -338,9 +416,44 @@ class AgentRun:
         return self.prompt
 
     def _model_messages(self) -> list[Message]:
-        """What the model reads: the system prompt first, then the conversation. The prompt
-        is never part of the conversation: no transcript or store holds it."""
-        return [Message.system(self.system_prompt().text), *model_view(self.history), *self.live]
+        """What the model reads: the system prompt first, then the conversation from its last
+        compaction on (`prompt_of`). The prompt is never part of the conversation: no
+        transcript or store holds it, and no compaction summarises it."""
+        return prompt_of(self._conversation())
+
+    def _conversation(self) -> Sequence[Message]:
+        """The system prompt, the session's messages the model sees (`model_view`: less what
+        a rewind left out) and the run's, joined without a copy (read from the end)."""
+        if self._seen is None:
+            self._seen = model_view(self.history)  # the history stays as it is for the run
+        system = (Message.system(self.system_prompt().text),)
+        return Joined(system, Joined(self._seen, self.live))
+
+    async def compact(self, *, force: bool = False) -> Message | None:
+        """Compact the conversation if the next request would pass its share of the model's
+        context window (or, with `force`, anyway); the compaction entry committed, if any.
+
+        A step of the run like a tool call: the entry is committed in one transaction, so a
+        run stopped before it has none, and its resume compacts again.
+        """
+        spent: list[Usage] = []
+        entry = await compaction_of(
+            self.model,
+            self.config.context,
+            self._conversation(),
+            self._offered(),
+            force=force,
+            spent=spent,
+        )
+        for usage in spent:  # the summary's request cost tokens, kept or not
+            await self._count(usage)
+        if entry is None or entry.compaction is None:
+            return None
+        summarised = entry.compaction.summarised
+        entry = attrs.evolve(entry, content=self.config.redactor.redact(entry.content))
+        await self.commit(entry)
+        await self.emit(CompactionEvent(self.task_hash, summarised, self.agent))
+        return entry
 
     async def _tell_stops(self) -> None:
         """Before the model is asked again: the note of what it has not been told yet.
@@ -353,7 +466,10 @@ class AgentRun:
         were shortened since the last note says so too, stop or none.
         """
         entries = self.snapshot.interruptions
-        last_note = max((i for i, m in enumerate(self.live) if m.role is Role.NOTE), default=-1)
+        last_note = max(
+            (i for i, m in enumerate(self.live) if m.role is Role.NOTE and m.compaction is None),
+            default=-1,
+        )
         shortened = self.resumed and has_elisions(self.live[last_note + 1 :])
         if not entries and not shortened:
             return
@@ -621,8 +737,15 @@ class AgentRun:
         self, call: ToolCall, parked: list[SavedQuestion], order: dict[str, int], turns: _Turns
     ) -> None:
         token = _position.set((*_position.get(), (turns, order[call.id])))
+        traced: dict[str, Attribute | None] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "agentrt.attempt": self.attempt(call),
+        }
         try:
-            await self._run_call_in_turn(call, parked, order)
+            with span(f"execute_tool {call.name}", self._traced(traced)):
+                await self._run_call_in_turn(call, parked, order)
         except Exception:
             if call.id in self._inflight:
                 self._inflight[call.id] = _FAILED
@@ -807,12 +930,17 @@ class AgentRun:
         # No checkpoint from here until `ask` has posted the entry: the calls after this
         # one, woken now, post theirs after it.
         self.asks_nothing()
+        traced: dict[str, Attribute | None] = {
+            "agentrt.question.id": saved.id,
+            "agentrt.question.kind": saved.kind.value,
+        }
         try:
-            answer = await self.registry.ask(
-                request,
-                entry_id=saved.id,
-                expires_after=timeout.seconds if timeout.fires else None,
-            )
+            with span("agentrt.question", self._traced(traced)):
+                answer = await self.registry.ask(
+                    request,
+                    entry_id=saved.id,
+                    expires_after=timeout.seconds if timeout.fires else None,
+                )
         except NoAnswerComingError:
             del self._asking[token]
             raise

@@ -50,6 +50,7 @@ from ..config.options import STATE_DIR
 from ..config.options import STORE
 from ..config.options import WORKDIR
 from ..config.options import shared_options
+from ..config.prices import total_cost
 from ..config.settings import Settings
 from ..config.settings import load_settings
 from ..config.settings import model_options
@@ -127,6 +128,7 @@ from ..store import is_postgres
 from ..vocab.events import Event
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
+from ..vocab.events import describe_compaction
 from ..vocab.events import describe_resume
 from ..vocab.events import may_have_run
 from ..vocab.reprs import mutable
@@ -134,6 +136,9 @@ from ..vocab.terminal import dumps
 from ..vocab.terminal import shown_output
 from ..vocab.terminal import visible
 from ..vocab.terms import TERMINAL
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
+from ..vocab.usage import cost_words
 
 if TYPE_CHECKING:
     from ..protocol.client import Client
@@ -298,6 +303,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         sshow = ssub.add_parser("show", help="a session's whole conversation", parents=[common])
         sshow.add_argument("session")
+        scompact = ssub.add_parser(
+            "compact",
+            help="summarise a session's older messages now (the store keeps them all)",
+            description="A summary (written by the model; a trim for the scripted model) "
+            "takes the place of the session's older messages in what the model is given from "
+            "now on; its newest messages stay whole. A run does this by itself before a "
+            "request would pass compact_at of the model's context window (see docs/conversations.md).",
+            parents=[common],
+        )
+        scompact.add_argument("session")
         scontinue = ssub.add_parser(
             "continue",
             help="run a new message in a session: the model is given its whole conversation",
@@ -753,7 +768,14 @@ def _saved_message(saved: dict[str, Any]) -> SessionMessage:
         tool_calls=tuple(c for c in calls if isinstance(c, dict)),
         tool_call_id=saved.get("tool_call_id"),
         name=saved.get("name"),
+        summarised=int((saved.get("compaction") or {}).get("summarised", 0)),
     )
+
+
+def _print_compacted(printer: Printer, session: str, summarised: int) -> int:
+    said = describe_compaction(summarised) if summarised else "nothing to summarise yet"
+    printer.line(f"compacted session {session}: {said}")
+    return EXIT_FINISHED
 
 
 def _no_pending_task(session: str) -> int:
@@ -788,14 +810,29 @@ def _print_sessions(printer: Printer, items: Sequence[SessionItem]) -> int:
 
 
 def _print_conversation(
-    printer: Printer, item: SessionItem, messages: Sequence[SessionMessage]
+    printer: Printer,
+    item: SessionItem,
+    messages: Sequence[SessionMessage],
+    usage: tuple[RunTokens, ...] = (),
 ) -> int:
     if printer.json_mode:
         shown = {
             "session": attrs.asdict(item),
+            "usage": {
+                **attrs.asdict(TokenCount.total(run.tokens for run in usage)),
+                "cost": total_cost(usage),
+                "runs": [attrs.asdict(run) for run in usage],
+            },
             "messages": [
                 message_json(
-                    m.seq, m.role, m.content, m.created_at, m.tool_calls, m.tool_call_id, m.name
+                    m.seq,
+                    m.role,
+                    m.content,
+                    m.created_at,
+                    m.tool_calls,
+                    m.tool_call_id,
+                    m.name,
+                    m.summarised,
                 )
                 for m in messages
             ],
@@ -811,6 +848,17 @@ def _print_conversation(
         for line in _message_lines(message):
             printer.line(line)
     printer.line("")
+    if usage:
+        total = TokenCount.total(run.tokens for run in usage)
+        printer.line(
+            f"tokens: {total.words()} in {total.rounds} rounds of {len(usage)} runs; "
+            f"{cost_words(total_cost(usage))}"
+        )
+        for run in usage:
+            printer.line(
+                f"  run {run.task_hash} ({run.model}): {run.tokens.words()}, "
+                f"{run.tokens.rounds} rounds; {cost_words(run.cost)}"
+            )
     if item.status is not None:
         printer.line(f"its pending task is {item.status}: agentrt pending resume {item.session}")
     else:
@@ -821,6 +869,8 @@ def _print_conversation(
 def _message_lines(message: SessionMessage) -> list[str]:
     """A stored message as a person reads it: ``>`` the user, ``*`` a call, ``=`` a result."""
     text = message.content.rstrip("\n")
+    if message.summarised:
+        return [f"({describe_compaction(message.summarised)})"]
     if message.role == "user":
         return ["> " + line if i == 0 else "  " + line for i, line in enumerate(text.split("\n"))]
     if message.role == "tool":
@@ -1254,6 +1304,9 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
             await rt.executor.forget(args.session)
             printer.line(f"removed session {args.session}")
             return EXIT_FINISHED
+        if args.action == "compact":
+            summarised = await rt.executor.compact(args.session)
+            return _print_compacted(printer, args.session, summarised)
         if args.action == "show":
             messages: list[SessionMessage] = []
             after = -1
@@ -1261,7 +1314,9 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
                 shown = await store.messages(args.session, after=after, limit=MESSAGES_PAGE_MAX)
                 messages += [session_message(m) for m in shown.items]
                 if shown.next is None:
-                    return _print_conversation(printer, session_item(info), messages)
+                    usage = await store.usage(args.session)
+                    priced = tuple(rt.executor.config.prices.priced(run) for run in usage)
+                    return _print_conversation(printer, session_item(info), messages, priced)
                 after = int(shown.next)
         run = partial(
             rt.executor.run, args.session, text, owner="cli", workdir=Path(_workdir(args))
@@ -1334,6 +1389,13 @@ async def _sessions_via_daemon(
             return _error_status(done)
         printer.line(f"removed session {args.session}")
         return EXIT_FINISHED
+    if args.action == "compact":
+        done = await ask(SessionsRequest(SessionsAction.COMPACT, args.session))
+        if isinstance(done, ErrorFrame):
+            return _error_status(done)
+        assert isinstance(done, Ack)
+        printer.line(f"compacted session {args.session}: {done.detail}")
+        return EXIT_FINISHED
     messages: list[SessionMessage] = []
     after = -1
     while True:
@@ -1350,7 +1412,7 @@ async def _sessions_via_daemon(
             return await _drive_daemon(client, printer, run, args.session)
         messages += shown.messages
         if shown.next is None:
-            return _print_conversation(printer, shown.session, messages)
+            return _print_conversation(printer, shown.session, messages, shown.usage)
         after = shown.next
 
 
@@ -1673,11 +1735,18 @@ def console_main() -> None:
     object one by one, took a quarter of `agentrt run hello`'s own time (some
     15 ms). Output is flushed first; if that fails (a reader that went away)
     the ordinary exit reports it. Anything but a normal return (``--help``, a
-    usage error, a bug's traceback) exits the ordinary way too.
+    usage error, a bug's traceback) exits the ordinary way too. A reader that went
+    away ends the command quietly with 141, as SIGPIPE would.
     """
-    code = main()
     try:
+        code = main()
         sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`agentrt config show | head`): quiet, as a command killed by
+        # SIGPIPE would be, with its exit status. Nothing more goes to the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(128 + signal.SIGPIPE)
+    try:
         sys.stderr.flush()
     except (OSError, ValueError):
         sys.exit(code)

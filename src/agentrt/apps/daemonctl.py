@@ -30,6 +30,7 @@ from ..config.options import shared_options
 from ..config.settings import load_settings
 from ..config.statedir import DaemonInfo
 from ..config.statedir import read_daemon_info
+from ..core.process import pid_alive
 from ..core.process import token_alive
 from ..protocol.client import Client
 from ..protocol.client import ClientError
@@ -357,12 +358,4 @@ async def _wait_gone(pid: int, token: str | None, limit: float) -> bool:
 
 
 def _alive(pid: int, token: str | None) -> bool:
-    if token is not None:
-        return token_alive(token)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return token_alive(token) if token is not None else pid_alive(pid)

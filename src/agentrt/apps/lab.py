@@ -70,6 +70,7 @@ import trio
 import trio.testing
 
 from ..agent.checkpoint import UndoResult
+from ..agent.compaction import ContextLimits
 from ..config.mcp import McpServerConfig
 from ..config.settings import read_config_file
 from ..core.cause import Cause
@@ -462,6 +463,21 @@ class Conversation:
     default_answer: str = "yes"
     #: MCP servers the runs use (each run starts them anew, as a process starting does).
     mcp_servers: dict[str, McpServerConfig] = attrs.field(factory=dict)
+    #: The model's context window in tokens: a small one makes the conversation compact
+    #: (docs/conversations.md), so that the lab stops it during its compactions too.
+    context_window: int | None = None
+    #: Messages of an earlier conversation in the session before the run (a question and
+    #: its answer, over and over): with a small `context_window`, what a compaction covers.
+    earlier: int = 0
+
+    def history(self) -> list[Message]:
+        """The `earlier` messages the session holds before the run."""
+        return [
+            Message.user(f"earlier question {n}: what about topic {n}?")
+            if n % 2 == 0
+            else Message.assistant(f"earlier answer {n}: topic {n} is covered.")
+            for n in range(self.earlier)
+        ]
 
     def model(self) -> Model:
         if self.model_spec == "scripted":
@@ -504,7 +520,17 @@ async def _lab_runtime(root: Path, conversation: Conversation, trace: _Trace) ->
         model=_CountingModel(conversation.model(), trace),
         workdir=root / "work",
         restricted_paths=(),
+        context=ContextLimits(
+            {conversation.model().name: conversation.context_window}
+            if conversation.context_window is not None
+            else {}
+        ),
     ) as runtime:
+        history = conversation.history()
+        if history and await runtime.store.session(SESSION) is None:
+            # The earlier conversation is there before the run, not one of its boundaries.
+            await runtime.store.create(TaskRecord(SESSION, history[0].content, tuple(history)))
+            await runtime.store.finish(SESSION, history)
         # The lab's store: inline SQLite with a write hook, on the same file.
         await runtime.store.aclose()
         store = await _LabStore.open(root / "state" / "tasks.db")
@@ -1356,6 +1382,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--at", type=int, help="only this boundary (from a violation's replay)")
     parser.add_argument(
+        "--earlier",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start the session with N messages of an earlier conversation (with a small "
+        "--context-window, what a compaction summarises)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window: a small one makes the conversation compact, and "
+        "every compaction is interrupted too",
+    )
+    parser.add_argument(
         "--real-kills",
         type=int,
         default=0,
@@ -1405,7 +1446,14 @@ def _main(argv: Sequence[str] | None) -> int:
         except ValueError as exc:
             print(f"agentrt lab: {exc}", file=sys.stderr)
             return 2
-    conversation = Conversation(args.text, spec, answers, mcp_servers=servers)
+    conversation = Conversation(
+        args.text,
+        spec,
+        answers,
+        mcp_servers=servers,
+        context_window=args.context_window,
+        earlier=args.earlier,
+    )
     causes = tuple(args.cause) if args.cause else CAUSES
 
     def progress(done: int, total: int) -> None:

@@ -21,6 +21,7 @@ from ..agent.mcp import ServerState
 from ..agent.mcp import ServerStatus
 from ..agent.mcp import read_status
 from ..config.settings import Settings
+from ..core.process import pid_alive
 
 #: Seconds past the longest startup_timeout that a look without a daemon may take.
 PROBE_SLACK: Final = 5.0
@@ -70,15 +71,7 @@ def _line(status: ServerStatus) -> str:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid != os.getpid() and pid_alive(pid)
 
 
 async def _probe(settings: Settings) -> list[ServerStatus]:

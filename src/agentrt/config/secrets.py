@@ -10,6 +10,7 @@ import attrs
 
 from ..vocab.reprs import mutable
 from .statedir import fsync_dir
+from .statedir import write_synced
 
 #: A secret's name. A leading '.' is refused: the store writes its temporary files as
 #: ``.NAME.tmp``, so a name with a leading '.' could be mistaken for (or overwrite) one,
@@ -56,12 +57,7 @@ class SecretStore:
         """Store `value` under `name`, atomically, readable by the owner only."""
         check_secret_name(name)
         tmp = self.path / f".{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, value.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(tmp, value.encode("utf-8"), os.O_TRUNC)
         os.replace(tmp, self.path / name)
         fsync_dir(self.path)  # the rename itself must survive a power cut
 

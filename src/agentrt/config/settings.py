@@ -57,6 +57,7 @@ from .keystore import KeyStore
 from .keystore import check_key_name
 from .mcp import McpServerConfig
 from .mcp import parse_servers
+from .prices import Price
 
 if TYPE_CHECKING:
     from ..models.options import ModelOptions
@@ -204,6 +205,8 @@ class Value(Generic[T]):
             return f"{v[0]}:{v[1]}"
         if isinstance(v, tuple):
             return [str(p) if isinstance(p, Path) else p for p in v]
+        if isinstance(v, dict):
+            return {k: attrs.asdict(x) if isinstance(x, Price) else x for k, x in v.items()}
         return v
 
 
@@ -262,6 +265,53 @@ def _temperature(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
         raise TypeError("a number from 0 to 2")
     return float(value)
+
+
+def _share(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise TypeError("a share of the context window above 0 and at most 1, such as 0.85")
+    return float(value)
+
+
+def _windows(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict) or not all(type(v) is int and v > 0 for v in value.values()):
+        raise TypeError(
+            'a table of model names to token counts, such as { "openai:gpt-4o" = 128000 }'
+        )
+    for name in value:
+        check_model_spec(name)
+    return dict(value)
+
+
+def _prices(value: Any) -> dict[str, Price]:
+    if not isinstance(value, dict):
+        raise TypeError(
+            'a table of model names to prices, such as { "openai:gpt-4o" = { input = 2.5, '
+            "output = 10.0, cached_input = 1.25 } } (US dollars a million tokens)"
+        )
+    out: dict[str, Price] = {}
+    for name, fields in value.items():
+        check_model_spec(name)
+        if (
+            not isinstance(fields, dict)
+            or not {"input", "output"} <= set(fields)
+            or not set(fields) <= {"input", "output", "cached_input"}
+        ):
+            raise ValueError(
+                f"{name!r} needs input and output (and may have cached_input): US dollars a "
+                "million tokens"
+            )
+        if not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+            for v in fields.values()
+        ):
+            raise ValueError(f"the prices of {name!r} must be numbers, 0 or more")
+        out[name] = Price(
+            float(fields["input"]),
+            float(fields["output"]),
+            float(fields["cached_input"]) if "cached_input" in fields else None,
+        )
+    return out
 
 
 def _boolean(value: Any) -> bool:
@@ -447,6 +497,9 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "temperature": _temperature,
     "restricted_paths": _paths,
     "retention_days": _positive_int,
+    "compact_at": _share,
+    "context_windows": _windows,
+    "prices": _prices,
     "openai": _PROVIDER_KEYS,
     "anthropic": _PROVIDER_KEYS,
     "http": {"listen": _address},
@@ -676,6 +729,12 @@ class Settings:
     instructions_file: Value[Path | None] = Value(None)
     #: The MCP servers whose tools every model is offered (``[mcp.servers.NAME]``).
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
+    #: The share of a model's context window a request may fill before the conversation
+    #: is compacted, and the windows of models beyond the known families (by model spec).
+    compact_at: Value[float] = Value(0.85)
+    context_windows: Value[dict[str, int]] = attrs.field(factory=lambda: Value({}))
+    #: Prices of models beyond the defaults (`agentrt.config.prices`), by model spec.
+    prices: Value[dict[str, Price]] = attrs.field(factory=lambda: Value({}))
 
     @property
     def provider(self) -> ProviderSettings | None:
@@ -720,6 +779,9 @@ class Settings:
         yield "temperature", self.temperature
         yield "restricted_paths", self.restricted_paths
         yield "retention_days", self.retention_days
+        yield "compact_at", self.compact_at
+        yield "context_windows", self.context_windows
+        yield "prices", self.prices
         for name, provider in self.providers.items():
             yield f"{name}.base_url", provider.base_url
             yield f"{name}.api_key_env", provider.api_key_env
@@ -888,6 +950,9 @@ def load_settings(
         instructions=file.get("instructions") or Value(None),
         instructions_file=_instructions_file(file),
         mcp_servers=(file.get("mcp.servers") or Value({})).value,
+        compact_at=file.get("compact_at") or Value(0.85),
+        context_windows=file.get("context_windows") or Value({}),
+        prices=file.get("prices") or Value({}),
     )
 
 

@@ -50,6 +50,16 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def write_synced(path: Path, data: bytes, flags: int) -> None:
+    """Write `data` to `path`, opened with `flags` (created 0600 if need be), and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def prepare_state_dir(path: Path, *, uid: int | None = None) -> Path:
     """Make sure the state dir exists, belongs to `uid` and only its owner can enter it.
 

@@ -23,6 +23,7 @@ import trio
 from ..agent.checkpoint import Turn
 from ..agent.checkpoint import UndoResult
 from ..agent.checkpoint import undo_note
+from ..agent.compaction import compaction_of
 from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
 from ..agent.loop import Emit
@@ -33,6 +34,7 @@ from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelError
 from ..models.messages import Role
+from ..models.messages import model_view
 from ..models.messages import seen_indices
 from ..store import NoUserMessageError
 from ..store import Queued
@@ -86,6 +88,8 @@ from .errors import UnknownTaskError as UnknownTaskError
 from .pending import Registry
 from .process import token_alive
 from .process import token_pid
+from .tracing import Attribute
+from .tracing import span
 
 log = logging.getLogger("agentrt.executor")
 
@@ -572,6 +576,54 @@ class Executor:
             out.append(Turn(start, history[start].content, files))
         return out
 
+    async def compact(self, session_id: str) -> int:
+        """Compact a finished session's conversation now, whatever its size: a summary
+        (`agentrt.agent.compaction`), written by the session's own model, stands for the
+        older messages the model sees in what it is given from then on; the store keeps
+        every message. Returns how many messages the summary stands for (0: too few to
+        summarise).
+
+        The session is busy while its summary is written: a run of it is refused
+        meanwhile. Raises `SessionBusyError` while a run of the session goes on,
+        `PendingTaskExistsError` while it has a pending task (a resume compacts as it
+        needs), `UnknownSessionError` when there is no such session and
+        `ModelNotConfiguredError` when its model cannot be asked now.
+        """
+        check_session_id(session_id)
+        # Registered before anything is awaited: the session is busy from the call on.
+        running = self._register(session_id, object(), None)
+        try:
+            if await self.store.session(session_id) is None:
+                raise UnknownSessionError(f"no session {session_id}")
+
+            def no_task(status: str, runner: str | None) -> None:
+                raise PendingTaskExistsError(
+                    f"session {session_id} has a pending task; resume or discard it first"
+                )
+
+            if await self.store.load(session_id) is not None:
+                no_task("", None)
+            model = await self._model_for(session_id)
+            history = await self.store.load_history(session_id)
+            with running.scope:
+                entry = await compaction_of(
+                    model, self.config.context, model_view(history), (), force=True
+                )
+            if entry is None or entry.compaction is None:
+                return 0
+            summarised = entry.compaction.summarised
+            entry = attrs.evolve(entry, content=self.config.redactor.redact(entry.content))
+            owner = await self.store.owner(session_id)
+            try:
+                # Refused in the same transaction if a task began meanwhile (in another
+                # process): it is left alone.
+                await self.store.finish(session_id, [*history, entry], owner, check=no_task)
+            except TaskExistsError as exc:
+                raise PendingTaskExistsError(str(exc)) from None
+            return summarised
+        finally:
+            self._unregister(running)
+
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""
         self._check_runner(record.session_id, record.status.value, record.runner)
@@ -695,7 +747,7 @@ class Executor:
             text: str | None = None
             question: SavedQuestion | None = None
             try:
-                with running.scope:
+                with running.scope, span("invoke_agent agentrt", _run_attributes(info, agent)):
                     text, question = await agent.drive()
             except BaseException as exc:
                 ending, again = _classify_failure(running, exc)
@@ -1060,3 +1112,16 @@ def _describe(exc: BaseException) -> str:
 def _turn_starts(history: Sequence[Message]) -> list[int]:
     """Where each turn the model sees begins: its user messages' indices."""
     return [i for i in seen_indices(history) if history[i].role is Role.USER]
+
+
+def _run_attributes(info: TaskInfo, agent: AgentRun) -> dict[str, Attribute | None]:
+    """The attributes of a run's span (see `agentrt.core.tracing`)."""
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "agentrt",
+        "gen_ai.conversation.id": info.session_id,
+        "gen_ai.request.model": agent.model.name,
+        "agentrt.session.id": info.session_id,
+        "agentrt.task.hash": info.task_hash,
+        "agentrt.resumed": agent.resumed,
+    }

@@ -13,15 +13,21 @@ from __future__ import annotations
 import os
 
 
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name (from the state on); [] where
+    unknown (no such process, or no /proc)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
-        return ""
+        return []
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[-1].split()
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or "" where unknown."""
+    fields = _stat_fields(pid)
     return fields[19] if len(fields) > 19 else ""
 
 
@@ -51,15 +57,30 @@ def token_alive(token: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    if pid <= 0:
+    if pid <= 0 or not pid_alive(pid):
         return False
+    return not start or _start_time(pid) == start
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process has the id `pid` and still runs (one of another user's counts).
+
+    A process that exited but is not reaped yet by its parent (a zombie) has
+    the id still, and ``kill(pid, 0)`` succeeds on it: it counts as dead, as
+    it is (a fleet member that died under a parent that never waits for it).
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass  # alive, but another user's
-    return not start or _start_time(pid) == start
+    fields = _stat_fields(pid)
+    return not fields or fields[0] not in _DEAD_STATES
+
+
+#: The states ``/proc/PID/stat`` gives a process that has exited: zombie, dead.
+_DEAD_STATES = frozenset({"Z", "X", "x"})
 
 
 def token_pid(token: str) -> str:

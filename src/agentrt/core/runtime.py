@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from ..agent.checkpoint import Checkpoints
+from ..agent.compaction import ContextLimits
 from ..agent.config import AgentConfig
 from ..agent.guard import Redactor
 from ..agent.prompt import PromptSettings
@@ -27,6 +28,7 @@ from ..agent.sudo import Verifier
 from ..agent.toolproc import ToolLedger
 from ..agent.tools import offered_to
 from ..config.keystore import KeyStore
+from ..config.prices import Prices
 from ..config.secrets import SecretStore
 from ..config.settings import DEFAULT_RESTRICTED as DEFAULT_RESTRICTED
 from ..config.settings import Settings
@@ -247,6 +249,7 @@ async def open_runtime(
     timeouts: Timeouts | None = None,
     instructions: str | None = None,
     instructions_file: StrPath | None = None,
+    context: ContextLimits | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open the task store and secrets under `state_dir` and build an executor.
 
@@ -274,7 +277,9 @@ async def open_runtime(
     error, and ``full-auto`` is refused (`SandboxMissingError`).
 
     Questions wait for their person as `timeouts` says (else the settings'
-    ``[timeouts]``, else for ever).
+    ``[timeouts]``, else for ever). The conversation is compacted as `context`
+    says (else the settings' ``compact_at`` and ``[context_windows]``, else the
+    known families' windows and 85 %).
 
     Every model request starts with the run's system prompt (`agentrt.agent.prompt`),
     which ends with `instructions` and the text of `instructions_file` (else the
@@ -359,6 +364,8 @@ async def open_runtime(
             timeouts=timeouts if timeouts is not None else Timeouts(),
             instructions=instructions or "",
             instructions_file=Path(instructions_file) if instructions_file is not None else None,
+            context=context if context is not None else _context(settings),
+            prices=Prices(settings.prices.value) if settings is not None else Prices(),
         )
         if settings is not None and settings.mcp_servers:
             config = attrs.evolve(config, mcp=_mcp_clients(settings, config, state_dir))
@@ -444,3 +451,10 @@ async def _fleet(
         nursery.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+def _context(settings: Settings | None) -> ContextLimits:
+    """The context limits the settings give (the defaults without settings)."""
+    if settings is None:
+        return ContextLimits()
+    return ContextLimits(settings.context_windows.value, settings.compact_at.value)

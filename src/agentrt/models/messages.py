@@ -82,6 +82,19 @@ class ThinkingBlock:
 
 
 @record
+class Compaction:
+    """What a compaction entry (a `Role.NOTE` message holding a summary) stands for.
+
+    The model is given the summary in the place of the `summarised` messages
+    before the entry, except the `kept` ones just before it, which it still
+    gets whole (see `agentrt.agent.compaction`). The store keeps them all.
+    """
+
+    summarised: int
+    kept: int = 0
+
+
+@record
 class Message:
     """One message of a transcript."""
 
@@ -102,6 +115,8 @@ class Message:
     #: messages, of the first one the model no longer sees; those from there to the note are
     #: left out of what it is sent (`model_view`), and kept in the record.
     rewinds: int | None = None
+    #: On a note that summarises earlier messages: what it stands for.
+    compaction: Compaction | None = None
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -168,6 +183,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Of `output_tokens`, those the model spent reasoning (OpenAI's ``reasoning_tokens``;
+    #: 0 when the provider does not say, as Anthropic's counts thinking as output only).
+    reasoning_tokens: int = 0
 
 
 @record

@@ -332,10 +332,13 @@ class _Reader:
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
             if cached is None:
                 cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
+            out = usage.get("completion_tokens_details")
+            reasoning = out.get("reasoning_tokens") if isinstance(out, dict) else None
             self._usage = Usage(
                 input_tokens=_int(usage.get("prompt_tokens")),
                 output_tokens=_int(usage.get("completion_tokens")),
                 cache_read_tokens=_int(cached),
+                reasoning_tokens=_int(reasoning),
             )
         deltas: list[ModelDelta] = []
         for choice in data.get("choices") or ():

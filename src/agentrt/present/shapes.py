@@ -26,6 +26,7 @@ from ..store import StoredMessage
 from ..store import UnreadableTask
 from ..store.record import TaskRecord
 from ..store.record import TaskSummary
+from ..vocab.events import CompactionEvent
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import RunEnded
@@ -40,6 +41,8 @@ from ..vocab.events import VerifyEvent
 from ..vocab.request import Request
 from ..vocab.stops import PreviewCall
 from ..vocab.stops import ResumePreview
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
 from .ends import describe_end
 from .preview import preview_lines
 
@@ -64,6 +67,7 @@ EVENT_TYPES: dict[type, str] = {
     ToolProgressEvent: "tool_progress",
     VerifyEvent: "verify",
     UsageEvent: "usage",
+    CompactionEvent: "compaction",
     RunEnded: "run_ended",
 }
 
@@ -223,6 +227,7 @@ def message_json(
     tool_calls: Sequence[Mapping[str, Any]] = (),
     tool_call_id: str | None = None,
     name: str | None = None,
+    summarised: int = 0,
 ) -> dict[str, Any]:
     """A stored message as `GET /v1/sessions/{id}/messages` and ``agentrt sessions show
     --json`` show it: ``tool_calls`` only on a message that has some, ``tool_call_id``
@@ -234,6 +239,8 @@ def message_json(
         obj["tool_call_id"] = tool_call_id
     if name is not None:
         obj["name"] = name
+    if summarised:
+        obj["summarised"] = summarised
     obj["created_at"] = created_at
     return obj
 
@@ -254,6 +261,7 @@ def stored_message_to_json(stored: StoredMessage) -> dict[str, Any]:
         [tool_call_json(call) for call in message.tool_calls],
         message.tool_call_id,
         message.name,
+        message.compaction.summarised if message.compaction else 0,
     )
 
 
@@ -282,3 +290,15 @@ def summarise(record: TaskRecord) -> dict[str, Any]:
 
 def _preview(text: str) -> str:
     return text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS] + "..."
+
+
+def usage_json(runs: Sequence[RunTokens]) -> dict[str, Any]:
+    """A session's tokens as JSON: the total (``rounds``, ``input_tokens``, ...), its
+    ``cost`` (null when a model's price is not known) and each run's (``runs``)."""
+    total = TokenCount.total(run.tokens for run in runs)
+    known = all(run.cost is not None for run in runs)
+    return {
+        **attrs.asdict(total),
+        "cost": sum(run.cost or 0.0 for run in runs) if known else None,
+        "runs": [attrs.asdict(run) for run in runs],
+    }

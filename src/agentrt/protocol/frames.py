@@ -31,6 +31,7 @@ from typing import get_args
 
 import attrs
 
+from ..vocab.events import CompactionEvent
 from ..vocab.events import Event
 from ..vocab.events import ReasoningEvent
 from ..vocab.events import RunEnded
@@ -47,6 +48,7 @@ from ..vocab.request import Request
 from ..vocab.stops import ResumePreview
 from ..vocab.terms import Cause
 from ..vocab.terms import RequestKind
+from ..vocab.usage import RunTokens
 from .wirecode import carries_utf8
 
 if TYPE_CHECKING:
@@ -217,6 +219,9 @@ class SessionsAction(enum.Enum):
     UNDO = "undo"
     #: The session's turns, and how many files a rewind to each would put back.
     TURNS = "turns"
+    #: Compact a finished session's conversation now: a summary stands for its older
+    #: messages in what the model is given (acknowledged with the words of how many).
+    COMPACT = "compact"
 
 
 #: Messages in one ``session`` page when the request sets no limit, and the most it may ask.
@@ -382,6 +387,13 @@ class UsageFrame(UsageEvent):
     TYPE: ClassVar[str] = "usage"
 
 
+class CompactionFrame(CompactionEvent):
+    """The conversation of run `task_hash` was compacted: a summary stands for earlier messages."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = "compaction"
+
+
 class VerifyFrame(VerifyEvent):
     """The result of checking the password typed for a restricted path."""
 
@@ -405,6 +417,7 @@ EventFrame = (
     | ToolResultFrame
     | ToolProgressFrame
     | UsageFrame
+    | CompactionFrame
     | VerifyFrame
     | EndedFrame
 )
@@ -569,6 +582,8 @@ class SessionMessage:
     #: A tool message's call, and the tool's name.
     tool_call_id: str | None = None
     name: str | None = None
+    #: On a compaction entry (a ``note``): how many earlier messages its summary stands for.
+    summarised: int = 0
 
 
 @record
@@ -580,6 +595,8 @@ class SessionMessages:
     messages: tuple[SessionMessage, ...] = ()
     #: The `after` of the next page (the last message's seq); None on the last page.
     next: int | None = None
+    #: The tokens of each run of the session, with their cost when the model's price is known.
+    usage: tuple[RunTokens, ...] = ()
 
 
 @record

@@ -63,12 +63,13 @@ from ..vocab.reprs import mutable
 from .errors import StaleLeaseError
 from .errors import StoreError
 from .record import TaskRecord
+from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .writer import Call
 from .writer import run_batch
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: Seconds a member's lease lasts from its last heartbeat.
 DEFAULT_LEASE: Final = 10.0
 #: The first key of every advisory lock agentrt takes ('agrt'); the second is the schema's.
@@ -155,6 +156,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     3: ("ALTER TABLE tasks ADD COLUMN journal text NOT NULL DEFAULT '{}'",),
     # The model chosen for a session (`SqlStore.set_session_model`).
     4: ("ALTER TABLE sessions ADD COLUMN model text",),
+    # The tokens of each run.
+    5: (TOKEN_USAGE,),
 }
 
 

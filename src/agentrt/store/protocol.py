@@ -26,6 +26,8 @@ from ..models.messages import Message
 from ..present.listing import BriefTask
 from ..vocab.locations import StrPath
 from ..vocab.terms import TaskStatus
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
 from .record import TaskRecord
 from .types import ListedTask
 from .types import Page
@@ -192,6 +194,16 @@ class Store(Protocol):
 
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session, oldest first."""
+        ...
+
+    async def add_usage(
+        self, session_id: str, task_hash: str, model: str, count: TokenCount
+    ) -> None:
+        """Add `count` to the tokens of run `task_hash` of `session_id` with `model`."""
+        ...
+
+    async def usage(self, session_id: str) -> tuple[RunTokens, ...]:
+        """The tokens of each run of `session_id` (by model), oldest first (no cost)."""
         ...
 
     async def owner(self, session_id: str) -> str | None:

@@ -210,24 +210,9 @@ class TaskSummary:
 
     @classmethod
     def of(cls, record: TaskRecord) -> TaskSummary:
-        """The summary of a whole record."""
-        return cls(
-            session_id=record.session_id,
-            input=record.input,
-            messages=len(record.transcript),
-            status=record.status,
-            cause=record.cause,
-            error=record.error,
-            question=record.question,
-            window_hash=record.window_hash,
-            task_hash=record.task_hash,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            runs=record.runs,
-            runner=record.runner,
-            workdir=record.workdir,
-            lost_words=record.lost_words,
-        )
+        """The summary of a whole record: its fields, and the length of its transcript."""
+        kept = {f.name: getattr(record, f.name) for f in attrs.fields(cls) if f.name != "messages"}
+        return cls(messages=len(record.transcript), **kept)
 
 
 def _crashed(status: TaskStatus, runner: str | None) -> bool:
@@ -447,23 +432,19 @@ def apply_answer(
 
 #: The one converter for records on disk.
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
+
+
+def _omit_defaults(cls: type[Any], *fields: str) -> None:
+    """Write records of `cls` without those of `fields` that hold their default."""
+    omitted: dict[str, Any] = {name: override(omit_if_default=True) for name in fields}
+    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **omitted))
+
+
 # A call with nothing redacted from its arguments is written without the field (registered
 # before Message's hook, which takes the hooks of its fields' types when it is made).
-converter.register_unstructure_hook(
-    ToolCall,
-    make_dict_unstructure_fn(ToolCall, converter, redaction=override(omit_if_default=True)),
-)
+_omit_defaults(ToolCall, "redaction")
 # Most messages have no kept thinking: they are written without the field, as before it existed.
-converter.register_unstructure_hook(
-    Message,
-    make_dict_unstructure_fn(
-        Message,
-        converter,
-        thinking=override(omit_if_default=True),
-        call_state=override(omit_if_default=True),
-        rewinds=override(omit_if_default=True),
-    ),
-)
+_omit_defaults(Message, "thinking", "call_state", "rewinds", "compaction")
 
 
 def _structure_saved_question(data: Mapping[str, Any], _: object) -> SavedQuestion:
@@ -476,13 +457,4 @@ def _structure_saved_question(data: Mapping[str, Any], _: object) -> SavedQuesti
 _saved_question_fields = converter.gen_structure_attrs_fromdict(SavedQuestion)
 converter.register_structure_hook(SavedQuestion, _structure_saved_question)
 # The fields a question had before it had an id and a state are all an older agentrt reads.
-converter.register_unstructure_hook(
-    SavedQuestion,
-    make_dict_unstructure_fn(
-        SavedQuestion,
-        converter,
-        task=override(omit_if_default=True),
-        origin=override(omit_if_default=True),
-        state=override(omit_if_default=True),
-    ),
-)
+_omit_defaults(SavedQuestion, "task", "origin", "state")

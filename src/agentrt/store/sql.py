@@ -48,6 +48,8 @@ from ..present.listing import lines as listing_lines
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.terms import TaskStatus
+from ..vocab.usage import RunTokens
+from ..vocab.usage import TokenCount
 from .columns import FIELDS
 from .columns import decode_message
 from .columns import dumps
@@ -81,6 +83,22 @@ from .writer import Writer
 from .writer import run_batch
 
 T = TypeVar("T")
+
+
+#: The tokens of each run of a session with each model (the same text in SQLite and
+#: PostgreSQL): one row a run and model, added to after each response.
+TOKEN_USAGE = """CREATE TABLE IF NOT EXISTS token_usage (
+    session_id TEXT NOT NULL,
+    task_hash TEXT NOT NULL,
+    model TEXT NOT NULL,
+    rounds INTEGER NOT NULL DEFAULT 0,
+    input_tokens BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    cached_tokens BIGINT NOT NULL DEFAULT 0,
+    reasoning_tokens BIGINT NOT NULL DEFAULT 0,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_id, task_hash, model)
+)"""
 
 
 @contextlib.contextmanager
@@ -849,6 +867,55 @@ class SqlStore:
             task=self._summary(tuple(r[8:])) if r[8] is not None else None,
         )
 
+    async def add_usage(
+        self, session_id: str, task_hash: str, model: str, count: TokenCount
+    ) -> None:
+        """Add `count` to the tokens of run `task_hash` of `session_id` with `model`."""
+
+        def write(db: sqlite3.Connection) -> None:
+            with self._write(db):
+                db.execute(
+                    "INSERT INTO token_usage(session_id, task_hash, model, rounds, input_tokens, "
+                    "output_tokens, cached_tokens, reasoning_tokens, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (session_id, task_hash, model) DO UPDATE SET "
+                    "rounds = token_usage.rounds + excluded.rounds, "
+                    "input_tokens = token_usage.input_tokens + excluded.input_tokens, "
+                    "output_tokens = token_usage.output_tokens + excluded.output_tokens, "
+                    "cached_tokens = token_usage.cached_tokens + excluded.cached_tokens, "
+                    "reasoning_tokens = token_usage.reasoning_tokens + excluded.reasoning_tokens, "
+                    "updated_at = excluded.updated_at",
+                    (
+                        session_id,
+                        task_hash,
+                        model,
+                        count.rounds,
+                        count.input_tokens,
+                        count.output_tokens,
+                        count.cached_tokens,
+                        count.reasoning_tokens,
+                        time.time(),
+                    ),
+                )
+
+        await self._run(write)
+
+    async def usage(self, session_id: str) -> tuple[RunTokens, ...]:
+        """The tokens of each run of `session_id` (by model), oldest first (no cost)."""
+
+        def read(db: sqlite3.Connection) -> tuple[RunTokens, ...]:
+            rows = db.execute(
+                "SELECT task_hash, model, rounds, input_tokens, output_tokens, cached_tokens, "
+                "reasoning_tokens FROM token_usage WHERE session_id = ? "
+                "ORDER BY updated_at, task_hash, model",
+                (session_id,),
+            ).fetchall()
+            return tuple(
+                RunTokens(str(r[0]), str(r[1]), TokenCount(*(int(v) for v in r[2:]))) for r in rows
+            )
+
+        return await self._run(read)
+
     async def messages(
         self, session_id: str, *, after: int = -1, limit: int = 100
     ) -> Page[StoredMessage]:
@@ -896,6 +963,7 @@ class SqlStore:
                     )
                 n = db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
                 n += db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount
+                db.execute("DELETE FROM token_usage WHERE session_id = ?", (session_id,))
                 self._memory.drop(session_id)
                 return n > 0
 
@@ -917,6 +985,7 @@ class SqlStore:
                 for session_id in ids:
                     db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
                     db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+                    db.execute("DELETE FROM token_usage WHERE session_id = ?", (session_id,))
                     self._memory.drop(session_id)
                 return len(ids)
 

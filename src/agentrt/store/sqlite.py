@@ -43,6 +43,7 @@ from .columns import title_of
 from .errors import StoreError
 from .record import TaskRecord
 from .sql import PLAIN
+from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .sql import brief_select
 from .sql import mark_sql
@@ -51,7 +52,7 @@ from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: The columns of `tasks` that held a record's fields up to schema version 4: all but
 #: ``journal``, which version 5 added.
@@ -112,6 +113,7 @@ _SCHEMA = (
     body TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID""",
+    TOKEN_USAGE,
 )
 
 #: `PLAIN` for SQLite, which keeps a value of any type in any column: in a plain row, the
@@ -229,11 +231,14 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
     if 3 <= version < 5:  # (an older file got the column with its version-3 tables)
         # Version 5 keeps full arguments of calls not run yet and subagents' journals.
         db.execute("ALTER TABLE tasks ADD COLUMN journal TEXT NOT NULL DEFAULT '{}'")
-    if version >= 3:  # (as for the journal)
+    if 3 <= version < 6:  # (as for the journal)
         # Version 6 keeps the model chosen for a session.
         db.execute("ALTER TABLE sessions ADD COLUMN model TEXT")
     if version < 4:
         _fill_lines(db)
+    if 3 <= version < 7:  # (an older file got the table with its version-3 tables)
+        # Version 7 keeps the tokens of each run (`token_usage`).
+        db.execute(TOKEN_USAGE)
 
 
 def _fill_lines(db: sqlite3.Connection) -> None:

@@ -160,6 +160,24 @@ class UsageEvent:
     output_tokens: int
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
+    #: Of `output_tokens`, those spent reasoning (0 when the provider does not say).
+    reasoning_tokens: int = 0
+
+
+@record
+class CompactionEvent:
+    """The conversation was compacted: a summary now stands for its `summarised` earlier
+    messages in what the model is given (the store keeps every one of them)."""
+
+    task_hash: str
+    summarised: int
+    agent: str = ""
+
+
+def describe_compaction(summarised: int) -> str:
+    """How a compaction reads in every front-end: ``312 earlier messages summarised``."""
+    noun = "message" if summarised == 1 else "messages"
+    return f"{summarised} earlier {noun} summarised"
 
 
 @record
@@ -192,5 +210,6 @@ Event = (
     | ToolProgressEvent
     | VerifyEvent
     | UsageEvent
+    | CompactionEvent
     | RunEnded
 )

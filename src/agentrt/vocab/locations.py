@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -21,27 +22,42 @@ StrPath: TypeAlias = "str | os.PathLike[str]"
 HTTP_TOKEN_FILE: Final = "http-token"
 
 
-def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
+def _env_path(
+    env: Mapping[str, str] | None,
+    own: str,
+    xdg: str,
+    in_xdg: str,
+    otherwise: Callable[[], Path],
+) -> Path:
+    """`$own`, else `in_xdg` under `$xdg`, else `otherwise()` (`env`: the environment's)."""
     env = os.environ if env is None else env
-    explicit = env.get("AGENTRT_STATE_DIR")
+    explicit = env.get(own)
     if explicit:
         return Path(explicit)
-    xdg = env.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "agentrt"
+    base = env.get(xdg)
+    return Path(base) / in_xdg if base else otherwise()
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`$AGENTRT_STATE_DIR`, else `$XDG_STATE_HOME/agentrt`, else `~/.local/state/agentrt`."""
+    return _env_path(
+        env,
+        "AGENTRT_STATE_DIR",
+        "XDG_STATE_HOME",
+        "agentrt",
+        lambda: Path.home() / ".local" / "state" / "agentrt",
+    )
 
 
 def default_socket_path(env: Mapping[str, str] | None = None) -> Path:
     """`$AGENTRT_SOCKET`, else `$XDG_RUNTIME_DIR/agentrt/daemon.sock`, else ``/tmp/agentrt-UID/daemon.sock``."""
-    env = os.environ if env is None else env
-    explicit = env.get("AGENTRT_SOCKET")
-    if explicit:
-        return Path(explicit)
-    runtime_dir = env.get("XDG_RUNTIME_DIR")
-    if runtime_dir:
-        return Path(runtime_dir) / "agentrt" / "daemon.sock"
-    return Path(f"/tmp/agentrt-{os.getuid()}") / "daemon.sock"
+    return _env_path(
+        env,
+        "AGENTRT_SOCKET",
+        "XDG_RUNTIME_DIR",
+        "agentrt/daemon.sock",
+        lambda: Path(f"/tmp/agentrt-{os.getuid()}") / "daemon.sock",
+    )
 
 
 def is_socket_answering(path: StrPath) -> bool:

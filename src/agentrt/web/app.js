@@ -264,7 +264,10 @@ function showSession(sid) {
   renderQuestions();
   refreshTask();
   renderModels();
+  showUsage(null);
   if (sid) {
+    // A session's first showing reads its tokens with its history; later ones anew.
+    if (state.loaded.has(sid)) refreshUsage(sid);
     loadHistory(sid);
     refreshModel(sid);
   }
@@ -422,6 +425,7 @@ async function loadHistory(sid) {
   state.loaded.add(sid);
   const messages = [];
   let after = null;
+  let usage = null;
   try {
     for (let page = 0; page < HISTORY_PAGES; page++) {
       const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
@@ -430,6 +434,7 @@ async function loadHistory(sid) {
         `/v1/sessions/${encodeURIComponent(sid)}/messages?${query}`);
       state.history = true;
       messages.push(...(data.messages || []));
+      usage = data.usage;
       if (data.next === null || data.next === undefined || data.next === after) break;
       after = data.next;
     }
@@ -441,6 +446,7 @@ async function loadHistory(sid) {
     if (error.status !== 404) notice(`The session's messages cannot be read: ${error.message}`);
     return;
   }
+  if (sid === state.current) showUsage(usage);
   // Stored messages come before whatever the live events added meanwhile.
   const log = logOf(sid);
   const live = [...log.childNodes];
@@ -454,9 +460,16 @@ async function loadHistory(sid) {
   }
 }
 
+// The words of agentrt.vocab.events.describe_compaction.
+function compactionWords(count) {
+  return `${count} earlier ${count === 1 ? "message" : "messages"} summarised`;
+}
+
 function showStored(sid, message, tools) {
   const content = typeof message.content === "string" ? message.content : "";
-  if (message.role === "user") {
+  if (message.summarised) {
+    add(sid, "status", `(${compactionWords(message.summarised)})`);
+  } else if (message.role === "user") {
     addTurn(sid, content);
   } else if (message.role === "assistant") {
     if (content.trim()) addReply(sid, content);
@@ -467,6 +480,33 @@ function showStored(sid, message, tools) {
   } else if (message.role === "tool") {
     const name = message.name || tools.get(message.tool_call_id) || "result";
     add(sid, "tool", `✓ ${name}: ${content.slice(0, 200)}`);
+  }
+}
+
+// The session's tokens (and their cost, when its models' prices are known), as the
+// server keeps them: the same words as the terminal's status line.
+function showUsage(usage) {
+  const el = $("#usage");
+  if (!usage || !(usage.input_tokens || usage.output_tokens)) {
+    el.textContent = "";
+    return;
+  }
+  const cached = usage.cached_tokens ? ` (${usage.cached_tokens} cached)` : "";
+  const reasoning = usage.reasoning_tokens ? ` (${usage.reasoning_tokens} reasoning)` : "";
+  const cost = usage.cost === null || usage.cost === undefined ? "" : ` $${usage.cost.toFixed(4)}`;
+  el.textContent =
+    `tokens in ${usage.input_tokens}${cached} / out ${usage.output_tokens}${reasoning}${cost}`;
+}
+
+async function refreshUsage(sid) {
+  if (state.history === false) return; // a server without the route keeps no tokens to show
+  try {
+    const data = await api("GET", `/v1/sessions/${encodeURIComponent(sid)}/messages?limit=1`);
+    state.history = true;
+    if (sid === state.current) showUsage(data.usage);
+  } catch (error) {
+    if (error.status === 404 && error.code === "not_found") state.history = false;
+    else if (error.status !== 404) notice(`The session's tokens cannot be read: ${error.message}`);
   }
 }
 
@@ -561,6 +601,10 @@ const handlers = {
     add(ev.session_id, "status", ev.message);
   },
   usage() {},
+  compaction(ev) {
+    const who = ev.agent ? `${ev.agent}: ` : "";
+    add(ev.session_id, "status", `(${who}${compactionWords(ev.summarised)})`);
+  },
   run_ended(ev) {
     // A reply the run did not finish was not saved: a resume says it again.
     closeBubble(ev.task_hash, ev.outcome !== "finished" && ev.outcome !== "awaiting_answer");
@@ -576,7 +620,10 @@ const handlers = {
       renderRunState();
     }
     refreshSessions();
-    if (ev.session_id === state.current) refreshTask();
+    if (ev.session_id === state.current) {
+      refreshTask();
+      refreshUsage(ev.session_id);
+    }
   },
   question(ev) {
     markShown(ev.session_id, ev.task_hash);

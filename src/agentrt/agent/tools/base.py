@@ -23,6 +23,7 @@ questions, paths and effects a tool may use.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +48,8 @@ from ...vocab.request import Request
 from ...vocab.terms import TERMINAL
 from ...vocab.terms import RequestKind
 from ...vocab.terms import origin_of
+from ..checkpoint import CallRecord
+from ..checkpoint import Change
 from ..config import AgentConfig
 from ..sandbox import PRIVILEGED_VARIABLES
 from ..sudo import PrivilegedResult
@@ -169,6 +172,22 @@ class ToolRun(Protocol):
     async def spawn(self, task: str, call: ToolCall) -> str:
         """Run `task` in an in-process subagent journaled under `call`; its final answer."""
         ...
+
+
+def call_record(
+    agent: ToolRun, call: ToolCall, changes: tuple[Change, ...], not_undoable: str | None
+) -> CallRecord:
+    """What `call` of `agent`'s task changed, now, as its session's checkpoint log keeps it."""
+    return CallRecord(
+        agent.context.session_id,
+        agent.task_hash,
+        call.id,
+        call.name,
+        time.time(),
+        changes,
+        not_undoable,
+        agent.turn_start,
+    )
 
 
 #: JSON schema types of the Python types a tool argument may have.

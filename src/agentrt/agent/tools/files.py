@@ -17,7 +17,6 @@ import errno
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +39,6 @@ from ..atomic import ChangedError
 from ..atomic import digest
 from ..atomic import temporary_name
 from ..atomic import write_atomic
-from ..checkpoint import CallRecord
 from ..checkpoint import Change
 from ..checkpoint import Entry
 from ..guard import inside
@@ -53,6 +51,7 @@ from .base import ToolError
 from .base import ToolRefused
 from .base import ToolRun
 from .base import argument
+from .base import call_record
 from .base import check_confinable
 from .base import confine
 from .base import confirmed
@@ -212,19 +211,7 @@ async def _checkpoint(agent: ToolRun, call: ToolCall, change: _Change, why: str 
             old = checkpoints.entry_of(path)
             mode = old.mode if old is not None and old.kind == "file" else _new_file_mode()
             changes = (Change(str(path), old, Entry("file", mode, digest(change.data))),)
-        session = agent.context.session_id
-        checkpoints.record(
-            CallRecord(
-                session,
-                agent.task_hash,
-                call.id,
-                call.name,
-                time.time(),
-                changes,
-                why,
-                agent.turn_start,
-            )
-        )
+        checkpoints.record(call_record(agent, call, changes, why))
 
     try:
         await trio.to_thread.run_sync(keep)

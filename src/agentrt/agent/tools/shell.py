@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import ClassVar
+from typing import Final
 
 import trio
 
@@ -13,7 +13,6 @@ from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
-from ..checkpoint import CallRecord
 from ..checkpoint import Snapshot
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
@@ -22,6 +21,7 @@ from .base import PROMPT_LIMIT
 from .base import Tool
 from .base import ToolError
 from .base import ToolRun
+from .base import call_record
 from .base import check_confinable
 from .base import confine
 from .base import confirmed
@@ -55,13 +55,21 @@ class Shell(Tool):
         shown = clamp(command, PROMPT_LIMIT)
         roots = agent.restricted_roots(command)
         if roots:
-            prompt = f"run (restricted): {shown}"
+            # Through sudo its changes are not walked: an undo names the call and leaves its
+            # files alone, and the question says so before it runs.
+            unkept = _SUDO_UNKEPT if config.checkpoints is not None else None
+            prompt = f"run (restricted): {shown}" + (
+                f" (cannot be undone: {unkept})" if unkept else ""
+            )
             argv = confine(
                 agent, ["sh", "-c", command], network=True, writable=roots, privileged=True
             )
             result = await via_sudo(agent, call, prompt, argv)
             if result is None:
                 return DENIED
+            if unkept is not None:
+                async with _checkpointed(agent, call, unkept):
+                    pass
             output, code = result.output, result.returncode
         else:
             before = await _keep_before(agent)
@@ -88,6 +96,10 @@ class Shell(Tool):
         if config.sandbox.enforced:
             note = refusal_note(text, workdir=config.workdir, restricted=config.restricted_paths)
         return f"{text}[exit status {code}]" + (f"\n{note}" if note else "")
+
+
+#: Why a restricted command cannot be undone (said in its question, kept with its call).
+_SUDO_UNKEPT: Final = "it runs through sudo, and its changes are not checkpointed"
 
 
 async def _keep_before(agent: ToolRun) -> Snapshot | str | None:
@@ -119,21 +131,16 @@ async def _checkpointed(
     try:
         yield
     finally:
-        with trio.CancelScope(shield=True):
+
+        def walk_and_record() -> None:
+            # The walk and the record in one trip to a thread.
             if isinstance(before, Snapshot):
-                changes = await trio.to_thread.run_sync(checkpoints.after, workdir, skip, before)
+                changes = checkpoints.after(workdir, skip, before)
                 why = None
             else:
                 changes, why = (), before
             if changes or why:
-                entry = CallRecord(
-                    agent.context.session_id,
-                    agent.task_hash,
-                    call.id,
-                    call.name,
-                    time.time(),
-                    changes,
-                    why,
-                    agent.turn_start,
-                )
-                await trio.to_thread.run_sync(checkpoints.record, entry)
+                checkpoints.record(call_record(agent, call, changes, why))
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(walk_and_record)

@@ -191,6 +191,19 @@ def _session(request: Request) -> str:
     return session_id_from_path(request.path_params["session_id"])
 
 
+def _started(session_id: str, task_hash: str) -> JSONResponse:
+    """202 Accepted: a run of `session_id` has started as the task `task_hash`."""
+    return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+
+
+async def _text_body(request: Request, kind: type[RunBody | EditBody], what: str) -> str:
+    """The text of the request's body, refused (400) when it is all whitespace."""
+    body = await read_body(request, kind)
+    if not body.text.strip():
+        raise ApiError(400, "bad_body", f"{what} must not be empty")
+    return body.text
+
+
 def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> ASGIApp:
     """The ASGI application of the HTTP API and the web page, guarded by `token`.
 
@@ -255,29 +268,23 @@ def build_app(frontend: WebFrontEnd, token: str, *, hosts: Collection[str]) -> A
     async def resume_task(request: Request) -> Response:
         session_id = _session(request)
         body = await read_body(request, ResumeBody)
-        task_hash = await frontend.resume(session_id, body.answer, body.question_id)
-        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+        return _started(
+            session_id, await frontend.resume(session_id, body.answer, body.question_id)
+        )
 
     async def run(request: Request) -> Response:
         session_id = _session(request)
-        body = await read_body(request, RunBody)
-        if not body.text.strip():
-            raise ApiError(400, "bad_body", "the text of a run must not be empty")
-        task_hash = await frontend.start_run(session_id, body.text)
-        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+        text = await _text_body(request, RunBody, "the text of a run")
+        return _started(session_id, await frontend.start_run(session_id, text))
 
     async def regenerate(request: Request) -> Response:
         session_id = _session(request)
-        task_hash = await frontend.redo(session_id)
-        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+        return _started(session_id, await frontend.redo(session_id))
 
     async def edit(request: Request) -> Response:
         session_id = _session(request)
-        body = await read_body(request, EditBody)
-        if not body.text.strip():
-            raise ApiError(400, "bad_body", "the edited message must not be empty")
-        task_hash = await frontend.redo(session_id, body.text)
-        return JSONResponse({"session_id": session_id, "task_hash": task_hash}, status_code=202)
+        text = await _text_body(request, EditBody, "the edited message")
+        return _started(session_id, await frontend.redo(session_id, text))
 
     async def models(request: Request) -> Response:
         return JSONResponse(frontend.models())

@@ -54,6 +54,7 @@ from ...present.shapes import question_to_json
 from ...present.shapes import stored_message_to_json
 from ...present.shapes import task_to_json
 from ...present.shapes import unreadable_to_json
+from ...present.shapes import usage_json
 from ...store import SessionInfo
 from ...store import UnreadableTask
 from ...vocab.events import Event
@@ -390,9 +391,12 @@ class WebFrontEnd:
         """A page of a session's stored messages with `seq` above `after`, oldest first."""
         await self._visible_session(session_id)
         page = await self.runtime.store.messages(session_id, after=after, limit=limit)
+        prices = self.runtime.executor.config.prices
+        usage = [prices.priced(run) for run in await self.runtime.store.usage(session_id)]
         return {
             "messages": [stored_message_to_json(m) for m in page.items],
             "next": None if page.next is None else int(page.next),
+            "usage": usage_json(usage),
         }
 
     async def forget(self, session_id: str) -> None:

@@ -105,6 +105,37 @@ _STRING = {"type": "string"}
 _NULLABLE = {"type": ["string", "null"]}
 
 
+_COUNT = {"type": "integer", "minimum": 0}
+_TOKENS = {
+    name: _COUNT
+    for name in ("rounds", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
+}
+#: A session's tokens (`agentrt.present.shapes.usage_json`).
+_USAGE: dict[str, Any] = {
+    "type": "object",
+    "description": "the session's tokens, by run; cost in US dollars, null when a model's "
+    "price is not known",
+    "properties": {
+        **_TOKENS,
+        "cost": {"type": ["number", "null"]},
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "task_hash": {"type": "string"},
+                    "model": {"type": "string"},
+                    "tokens": {"type": "object", "properties": _TOKENS, "required": [*_TOKENS]},
+                    "cost": {"type": ["number", "null"]},
+                },
+                "required": ["task_hash", "model", "tokens", "cost"],
+            },
+        },
+    },
+    "required": [*_TOKENS, "cost", "runs"],
+}
+
+
 def _object(**properties: Any) -> dict[str, Any]:
     return {"type": "object", "properties": properties}
 
@@ -274,6 +305,11 @@ def _schemas() -> dict[str, Any]:
             },
             "tool_call_id": _STRING,
             "name": _STRING,
+            "summarised": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "on a compaction's summary: how many earlier messages it stands for",
+            },
             "created_at": {"type": "number"},
         },
         "required": ["seq", "role", "content", "created_at"],
@@ -636,6 +672,7 @@ def _paths() -> dict[str, Any]:
                                 "type": ["integer", "null"],
                                 "description": "the after of the next page; null after the last",
                             },
+                            usage=_USAGE,
                         )
                         | {"required": ["messages", "next"]},
                         "a page of messages",

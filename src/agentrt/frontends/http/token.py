@@ -13,6 +13,7 @@ from ...config.options import shared_options
 from ...config.statedir import StateDirError
 from ...config.statedir import fsync_dir
 from ...config.statedir import prepare_state_dir
+from ...config.statedir import write_synced
 from ...vocab.locations import HTTP_TOKEN_FILE
 from ...vocab.locations import StrPath
 from ...vocab.locations import default_state_dir
@@ -36,12 +37,7 @@ def load_or_create_token(state_dir: StrPath) -> str:
         return existing
     token = secrets.token_urlsafe(32)
     tmp = state_dir / f".{TOKEN_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, (token + "\n").encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, (token + "\n").encode("ascii"), os.O_EXCL)
     try:
         if path.exists():  # present but unusable: replace it
             os.replace(tmp, path)

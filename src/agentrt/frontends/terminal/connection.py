@@ -92,6 +92,7 @@ from ...store import StoreError
 from ...store import UnreadableTask
 from ...vocab.events import Event
 from ...vocab.events import RunEnded
+from ...vocab.events import describe_compaction
 from ...vocab.reprs import mutable
 from ...vocab.terms import TERMINAL
 from .framing import ask_frame
@@ -971,6 +972,8 @@ class Connection:
             turns = await self.daemon.runtime.executor.turns(info.session_id)
             items = tuple(TurnItem(t.index, t.text, t.files) for t in turns)
             await self.send(TurnList(info.session_id, items))
+        elif frame.action is SessionsAction.COMPACT:
+            await self._sessions_compact(frame, info.session_id)
         else:
             await self._sessions_rm(frame, info.session_id)
 
@@ -1007,20 +1010,31 @@ class Connection:
         limit = await self._check_limit(frame, frame.limit, MESSAGES_PAGE, MESSAGES_PAGE_MAX)
         if limit is None:
             return
+        runtime = self.daemon.runtime
         try:
-            page = await self.daemon.runtime.store.messages(
-                info.session_id, after=frame.after, limit=limit
-            )
+            page = await runtime.store.messages(info.session_id, after=frame.after, limit=limit)
+            usage = await runtime.store.usage(info.session_id)
         except REFUSED as exc:
             await self.refuse(exc, frame)
             return
+        prices = runtime.executor.config.prices
         await self.send(
             SessionMessages(
                 session_item(info),
                 tuple(session_message(m) for m in page.items),
                 None if page.next is None else int(page.next),
+                tuple(prices.priced(run) for run in usage),
             )
         )
+
+    async def _sessions_compact(self, frame: SessionsRequest, session: str) -> None:
+        try:
+            summarised = await self.daemon.runtime.executor.compact(session)
+        except REFUSED as exc:
+            await self.refuse(exc, frame)
+            return
+        said = describe_compaction(summarised) if summarised else "nothing to summarise yet"
+        await self.send(Ack(frame.TYPE, said, session=session))
 
     async def _sessions_rm(self, frame: SessionsRequest, session: str) -> None:
         try:

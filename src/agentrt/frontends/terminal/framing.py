@@ -104,4 +104,5 @@ def session_message(stored: StoredMessage) -> SessionMessage:
         tool_calls=tuple(tool_call_json(call) for call in message.tool_calls),
         tool_call_id=message.tool_call_id,
         name=message.name,
+        summarised=message.compaction.summarised if message.compaction else 0,
     )

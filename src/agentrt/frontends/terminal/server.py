@@ -137,16 +137,24 @@ class Daemon:
             if await trio.to_thread.run_sync(remove_stale_socket, self.socket_path):
                 log.info("removed a stale socket at %s", self.socket_path)
             sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+            # Bound and listening under a name of its own, then renamed into place: a
+            # client that sees the socket's path can connect (never "refused" meanwhile).
+            bound = _binding_name(self.socket_path)
             try:
-                await sock.bind(os.fspath(self.socket_path))
-                os.chmod(self.socket_path, 0o600)
-                info = os.stat(self.socket_path)
-                self._socket_inode = (info.st_dev, info.st_ino)
+                await sock.bind(os.fspath(bound))
+                os.chmod(bound, 0o600)
                 # The system's maximum: a burst of windows connecting at once must not
                 # see connections that look open and then fail on their first write.
                 sock.listen(stdlib_socket.SOMAXCONN)
+                if bound != self.socket_path:
+                    os.replace(bound, self.socket_path)
+                info = os.stat(self.socket_path)
+                self._socket_inode = (info.st_dev, info.st_ino)
             except BaseException:
                 sock.close()
+                if bound != self.socket_path:
+                    with contextlib.suppress(OSError):
+                        os.unlink(bound)
                 raise
             self._listener = trio.SocketListener(sock)
             try:
@@ -264,3 +272,19 @@ class Daemon:
 def _already_stopping(signum: int, _frame: object) -> None:
     """A stop signal that came while the daemon was already stopping: said, nothing more."""
     log.warning("%s: the daemon is already stopping", signal.Signals(signum).name)
+
+
+#: The longest path a Unix socket may be bound to (``sun_path`` less its NUL).
+_SOCKET_PATH_MAX: Final = 107
+
+
+def _binding_name(socket_path: Path) -> Path:
+    """A fresh name beside `socket_path` to bind and listen on before the rename into place.
+
+    The socket's own path when no such name fits in a socket address.
+    """
+    for name in (f"{socket_path.name}.{os.getpid()}", f".{os.urandom(2).hex()}"):
+        candidate = socket_path.with_name(name)
+        if len(os.fsencode(candidate)) <= _SOCKET_PATH_MAX and not os.path.lexists(candidate):
+            return candidate
+    return socket_path
