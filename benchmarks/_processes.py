@@ -21,6 +21,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from agentrt.protocol.client import is_socket_answering
+
 from ._workload import fill_store
 
 #: Bound on any single wait for another process; a stuck wait fails the benchmark, not the run.
@@ -202,6 +204,52 @@ class LineClient:
 
 
 # -- commands, timed from the outside -----------------------------------------------
+
+
+def start_daemon(
+    root: Path, env: dict[str, str], name: str
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """A daemon on `root`/`name`.sock holding `root`/`name`-state, its output in
+    `root`/`name`-daemon.log, once it answers; the process, its socket and its state folder."""
+    socket_path, state, log_path = (
+        root / f"{name}{end}" for end in (".sock", "-state", "-daemon.log")
+    )
+    with open(log_path, "ab") as log:
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrt.daemon",
+                "--socket",
+                os.fspath(socket_path),
+                "--state-dir",
+                os.fspath(state),
+                "--workdir",
+                os.fspath(root),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while not is_socket_answering(socket_path):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            stop_daemon(daemon)
+            raise RuntimeError(f"the daemon did not start; see {log_path}")
+        time.sleep(0.05)
+    return daemon, socket_path, state
+
+
+def stop_daemon(daemon: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended after `STEP_TIMEOUT`."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
 
 
 def timed_run(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:

@@ -25,24 +25,20 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import trio
 
-from agentrt.protocol.client import is_socket_answering
-
 from ._harness import Result
 from ._harness import format_time
 from ._harness import interleave_sync
-from ._processes import STEP_TIMEOUT
 from ._processes import ensure_store
 from ._processes import isolated_env
 from ._processes import script
+from ._processes import start_daemon
+from ._processes import stop_daemon
 from ._processes import time_to_screen
 from ._processes import timed_run
 
@@ -131,33 +127,8 @@ def bench_run_hello(root: Path, rounds: int = 10) -> Result:
 def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
     """``agenttui`` with a daemon running, until its first screen shows, vs the imports."""
     env = isolated_env(root)
-    socket_path = root / "tui.sock"
-    state = root / "tui-state"
-    with open(root / "tui-daemon.log", "ab") as log:
-        daemon = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentrt.daemon",
-                "--socket",
-                os.fspath(socket_path),
-                "--state-dir",
-                os.fspath(state),
-                "--workdir",
-                os.fspath(root),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,
-        )
+    daemon, socket_path, state = start_daemon(root, env, "tui")
     try:
-        deadline = time.monotonic() + STEP_TIMEOUT
-        while not is_socket_answering(socket_path):
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the daemon did not start; see {root / 'tui-daemon.log'}")
-            time.sleep(0.05)
         screen, connected = re.compile(TUI_SCREEN), re.compile(TUI_CONNECTED)
         command = [
             os.fspath(script("agenttui")),
@@ -179,12 +150,7 @@ def bench_tui_first_screen(root: Path, rounds: int = 10) -> Result:
             window, lambda: time_to_screen(imports, env, root, None)[0], rounds
         )
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=STEP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop_daemon(daemon)
     shown = (
         f'{format_time(statistics.median(until_connected))} until it shows "{TUI_CONNECTED}" '
         "(connected)"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,12 +29,12 @@ from pathlib import Path
 
 import attrs
 
-from agentrt.protocol.client import is_socket_answering
-
 from ._harness import Result
 from ._processes import STEP_TIMEOUT
 from ._processes import isolated_env
 from ._processes import script
+from ._processes import start_daemon
+from ._processes import stop_daemon
 
 #: The size of the reply streamed, in bytes.
 REPLY_BYTES = 20_000
@@ -136,44 +135,6 @@ def _idle_per_minute(pid: int, seconds: float) -> float:
     return (cpu_seconds(pid) - before) * 60.0 / seconds
 
 
-def _daemon(root: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    socket_path, state = root / "tui-cost.sock", root / "tui-cost-state"
-    with open(root / "tui-cost-daemon.log", "ab") as log:
-        daemon = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentrt.daemon",
-                "--socket",
-                os.fspath(socket_path),
-                "--state-dir",
-                os.fspath(state),
-                "--workdir",
-                os.fspath(root),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while not is_socket_answering(socket_path):
-        if daemon.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the daemon did not start; see {root / 'tui-cost-daemon.log'}")
-        time.sleep(0.05)
-    return daemon, socket_path, state
-
-
-def _stop(daemon: subprocess.Popen[bytes]) -> None:
-    daemon.send_signal(signal.SIGTERM)
-    try:
-        daemon.wait(timeout=STEP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        daemon.wait()
-
-
 def run_all(root: Path, size: int = REPLY_BYTES, idle: float = IDLE_SECONDS) -> list[Result]:
     """Both rows, from one window and one ``agentrt run`` on one daemon."""
     if shutil.which("tmux") is None:
@@ -185,7 +146,7 @@ def run_all(root: Path, size: int = REPLY_BYTES, idle: float = IDLE_SECONDS) -> 
     env = isolated_env(root)
     text = reply_text(size)
     last_words = re.escape(text.split()[-1])
-    daemon, socket_path, state = _daemon(root, env)
+    daemon, socket_path, state = start_daemon(root, env, "tui-cost")
     tmux = _Tmux(root / "tui-cost.tmux", env)
     message = root / "message.txt"
     message.write_text(text)
@@ -222,7 +183,7 @@ def run_all(root: Path, size: int = REPLY_BYTES, idle: float = IDLE_SECONDS) -> 
         idle_after = _idle_per_minute(pid, idle)
     finally:
         tmux.close()
-        _stop(daemon)
+        stop_daemon(daemon)
     return [
         Result(
             "tui_stream_20k",

@@ -57,28 +57,36 @@ async def read_past(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def running_daemon(state: Path, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A daemon process holding `state`, with its own socket and its own working folder."""
+def running_daemon(
+    state: Path,
+    workdir: Path,
+    *flags: str,
+    until: bytes = b"listening on",
+    said: bytearray | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A daemon process holding `state`, with its own socket and its own working folder, and
+    `flags` on its command line, once its stderr has said `until`; what it said by then is
+    added to `said`."""
     workdir.mkdir(exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="agc-"))  # short: a socket path has a length limit
     process = subprocess.Popen(
-        daemon_command(folder / "d.sock", state, workdir),
+        daemon_command(folder / "d.sock", state, workdir, *flags),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env_for(state),
     )
+    seen = bytearray() if said is None else said
     try:
         assert process.stderr is not None
-        seen = b""
         deadline = time.monotonic() + 30
         with selectors.DefaultSelector() as selector:
             selector.register(process.stderr, selectors.EVENT_READ)
-            while b"listening on" not in seen:
+            while until not in seen:
                 left = deadline - time.monotonic()
-                assert left > 0, f"the daemon did not start: {seen!r}"
+                assert left > 0, f"the daemon did not say {until!r}: {bytes(seen)!r}"
                 if selector.select(left):
                     chunk = os.read(process.stderr.fileno(), 4096)
-                    assert chunk, f"the daemon exited: {seen!r}"
+                    assert chunk, f"the daemon exited: {bytes(seen)!r}"
                     seen += chunk
         yield process
     finally:

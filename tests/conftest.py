@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sqlite3
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import Protocol
 from typing import TypeVar
 
 import attrs
@@ -40,6 +42,7 @@ from agentrt import Answer
 from agentrt import Cause
 from agentrt import Entry
 from agentrt import Event
+from agentrt import Outcome
 from agentrt import RunEnded
 from agentrt import Runtime
 from agentrt import ScriptedModel
@@ -53,6 +56,8 @@ from agentrt.daemon import serve
 from agentrt.models.messages import Message
 from agentrt.models.messages import ModelDelta
 from agentrt.protocol.client import Client
+from agentrt.protocol.frames import AnswerFrame
+from agentrt.protocol.frames import EndedFrame
 from agentrt.protocol.frames import ErrorFrame
 from agentrt.store import Store
 from agentrt.store.record import SavedQuestion
@@ -172,6 +177,21 @@ def hermetic_configuration(empty_config_home: Path, monkeypatch: pytest.MonkeyPa
 
 
 E = TypeVar("E")
+
+
+class Startable(Protocol):
+    """A server or a bot that runs until cancelled and says when it has started."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+async def started(nursery: trio.Nursery, service: S) -> S:
+    """`service` running in `nursery`, once it has said it started."""
+    await nursery.start(service.run)
+    return service
 
 
 @attrs.define
@@ -557,6 +577,25 @@ async def answer_all(
                 entry.answer(Answer(value))
 
 
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+async def answered_and_finished(client: Client, ask_id: str, answer: str) -> EndedFrame:
+    """Answer the question `ask_id` with `answer`; the end of its run, which finished with the
+    scripted model saying what was answered."""
+    await client.send(AnswerFrame(ask_id, answer))
+    ended = await client.wait_for(EndedFrame)
+    assert ended.outcome is Outcome.FINISHED
+    assert ended.text is not None and f"You answered: {answer}" in ended.text
+    return ended
+
+
 async def refused(client: Client, line: bytes) -> ErrorFrame:
     """The error frame the daemon answers the raw frame `line` with (its newline added here)."""
     await client.send_raw(line + b"\n")
@@ -575,20 +614,30 @@ async def run_answering(
     """Run `text` as a task of `session` while a listener claims every question of the terminal
     sessions (``cli-``) and gives it what `answer` says; the run's end and its events."""
     recorder = Recorder()
+    async with questions_answered(runtime, answer):
+        with trio.fail_after(limit):
+            ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
+    return ended, recorder
+
+
+@contextlib.asynccontextmanager
+async def questions_answered(
+    runtime: Runtime, answer: Callable[[Entry], Awaitable[Answer]], prefix: str = "cli-"
+) -> AsyncIterator[None]:
+    """While inside, a listener claims every question of the sessions named `prefix`... and
+    gives it what `answer` says."""
     async with trio.open_nursery() as nursery:
 
         async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with runtime.registry.listen("cli-") as listener:
+            with runtime.registry.listen(prefix) as listener:
                 task_status.started()
                 while True:
                     entry = await listener.claim()
                     entry.answer(await answer(entry))
 
         await nursery.start(listen)
-        with trio.fail_after(limit):
-            ended = await runtime.executor.run(session, text, owner="t", emit=recorder)
+        yield
         nursery.cancel_scope.cancel()
-    return ended, recorder
 
 
 def results_in_call_order(history: Sequence[Message]) -> list[str]:

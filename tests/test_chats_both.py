@@ -22,6 +22,7 @@ from agentrt.frontends.chats.conversation import diff_block
 from agentrt.frontends.chats.conversation import markdown_escape
 from agentrt.frontends.chats.discord import DiscordConfig
 
+from .conftest import started
 from .fakes.discord_server import FakeDiscord
 from .fakes.telegram_server import FakeTelegram
 from .test_discord import CHANNEL
@@ -53,8 +54,11 @@ class Service:
     chat: Any
     owner: Any
     session: str
-    #: Everything the bot has posted in a chat.
+    #: Everything the bot has posted in a chat; the text of one message the fake holds; and
+    #: what pressing the button of a label on a message sends.
     texts: Callable[[Any, Any], list[str]]
+    message_text: Callable[[dict[str, Any]], str]
+    button: Callable[[Any, Any, str], str]
     #: Makes the next message the bot posts get a 429 that asks to wait 0.05 s; the fake's name
     #: of that call; and the wait that must not be reached (a header asking for more loses).
     rate_limit_next: Callable[[Any], None]
@@ -96,6 +100,8 @@ DISCORD = Service(
     owner=DISCORD_OWNER,
     session=f"dc-{CHANNEL}",
     texts=lambda fake, chat: fake.contents(chat),
+    message_text=lambda message: str(message["content"]),
+    button=custom_id,
     rate_limit_next=_discord_rate_limit,
     post_call="create",
     # The body's precise retry_after wins over the header's whole seconds.
@@ -115,6 +121,8 @@ TELEGRAM = Service(
     owner=TELEGRAM_OWNER,
     session=f"tg-{CHAT}",
     texts=lambda fake, chat: fake.texts(chat),
+    message_text=lambda message: str(message["text"]),
+    button=data_of,
     rate_limit_next=_telegram_rate_limit,
     post_call="sendMessage",
     waits_less_than=None,
@@ -141,20 +149,21 @@ class Chat:
     async def wait_for(self, predicate: Callable[[], object]) -> None:
         await self.fake.wait_for(predicate)
 
+    def press(self, message_id: Any, label: str) -> None:
+        """The owner presses the button `label` on the message `message_id`."""
+        data = self.service.button(self.fake, message_id, label)
+        self.fake.press(self.service.owner, message_id, data)
+
 
 @pytest.fixture(params=[DISCORD, TELEGRAM], ids=lambda service: service.name)
 async def chat(request: pytest.FixtureRequest, nursery: trio.Nursery) -> Chat:
     service: Service = request.param
-    fake = service.fake()
-    await nursery.start(fake.run)
-    return Chat(service, fake)
+    return Chat(service, await started(nursery, service.fake()))
 
 
 @pytest.fixture
 async def bot(runtime: Runtime, chat: Chat, nursery: trio.Nursery) -> Bot:
-    started = chat.service.bot(runtime, chat.fake)
-    await nursery.start(started.run)
-    return started
+    return await started(nursery, chat.service.bot(runtime, chat.fake))
 
 
 async def test_parked_question_is_answered_by_the_next_message_and_resumes_as_a_new_turn(
@@ -213,15 +222,13 @@ async def test_an_edit_confirmation_shows_its_diff_in_a_code_block(
             shown = units[2 * pre["offset"] : 2 * (pre["offset"] + pre["length"])]
             assert shown.decode("utf-16-le") == diff
             assert f"edit {target} (1 replacement)" in message["text"]
-            press = data_of(fake, message_id, "Allow once")
         else:
             # Discord shows Markdown itself: the prompt escaped, the diff fenced as diff.
             assert message["content"] == (
                 f"🔐 Allow this?\n{markdown_escape(f'edit {target} (1 replacement)')}\n"
                 f"```diff\n{diff}\n```"
             )
-            press = custom_id(fake, message_id, "Allow once")
-        fake.press(chat.service.owner, message_id, press)
+        chat.press(message_id, "Allow once")
         await chat.wait_for(lambda: "Done." in chat.last())
     assert target.read_text() == "one\n2\n"
 

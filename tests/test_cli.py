@@ -32,6 +32,7 @@ from .cli_process import env_for
 from .cli_process import run
 from .conftest import fill_mixed_store
 from .conftest import insert_unreadable_record
+from .test_resume_preview import call_json
 
 
 def test_run_answers_a_confirmation_on_stdin(state: Path, tmp_path: Path) -> None:
@@ -153,16 +154,7 @@ def test_pending_show_says_what_a_resume_will_do_as_text_and_json(
     detail = json.loads(as_json.stdout)
     assert detail["preview"] == {
         "stop": None,
-        "kept": [
-            {
-                "call_id": "call_1_0",
-                "name": "read_file",
-                "agent": "",
-                "state": "done",
-                "attempt": 1,
-                "may_have_run": False,
-            }
-        ],
+        "kept": [call_json("call_1_0", "read_file")],
         "to_run": [],
         "reissue": [],
         "questions": ["Colour?"],

@@ -74,6 +74,7 @@ from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import VerifyFrame
 
 from .conftest import Recorder
+from .conftest import answered_and_finished
 from .conftest import insert_unreadable
 from .conftest import refused
 
@@ -254,11 +255,7 @@ async def test_two_windows_cannot_see_answer_or_cancel_each_other(daemon: Daemon
         )
 
         # A's run is untouched: A answers and it finishes.
-        await a.send(AnswerFrame(ask.id, "blue"))
-        ended = await a.wait_for(EndedFrame)
-        assert ended.outcome is Outcome.FINISHED
-        assert ended.text is not None
-        assert "You answered: blue" in ended.text
+        await answered_and_finished(a, ask.id, "blue")
         # B never received anything unasked for.
         assert await round_trip(b) == PendingList(())
         await a.aclose()
@@ -335,11 +332,7 @@ async def test_disconnect_mid_question_keeps_the_task_and_a_new_window_resumes_i
         assert resumed.session_id == task.session_id
         again = await c.wait_for(AskFrame)
         assert again.prompt == "What colour?"
-        await c.send(AnswerFrame(again.id, "red"))
-        ended = await c.wait_for(EndedFrame)
-        assert ended.outcome is Outcome.FINISHED
-        assert ended.text is not None
-        assert "You answered: red" in ended.text
+        await answered_and_finished(c, again.id, "red")
         assert await runtime.store.load(task.session_id) is None
         await c.aclose()
 
@@ -445,11 +438,7 @@ async def test_saved_question_is_asked_inline_on_resume(daemon: Daemon, runtime:
             ask = await client.wait_for(AskFrame)
             assert ask.prompt == "Which branch?"
             assert ask.session == "cli-parked"
-            await client.send(AnswerFrame(ask.id, "main"))
-            ended = await client.wait_for(EndedFrame)
-            assert ended.outcome is Outcome.FINISHED
-            assert ended.text is not None
-            assert "You answered: main" in ended.text
+            await answered_and_finished(client, ask.id, "main")
 
 
 async def test_resume_with_an_answer_and_discard(daemon: Daemon, runtime: Runtime) -> None:

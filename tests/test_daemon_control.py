@@ -7,10 +7,8 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,6 @@ from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import Scope
 
 from .cli_process import AGENTRT
-from .cli_process import daemon_command
 from .cli_process import env_for
 from .cli_process import run
 from .cli_process import running_daemon
@@ -156,38 +153,17 @@ def test_stop_refuses_bad_timeouts(tmp_path: Path) -> None:
     assert "give a number of seconds above 0 and at most 3600" in result.stderr
 
 
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A loopback port something else listens on."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
-
-
 def test_a_taken_http_port_is_said_and_the_socket_is_still_served(
     short_dir: Path, taken_port: int
 ) -> None:
     state = short_dir / "state"
-    process = subprocess.Popen(
-        daemon_command(short_dir / "d.sock", state, short_dir, "--http", f"127.0.0.1:{taken_port}"),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env_for(state),
-    )
-    try:
-        assert process.stderr is not None
-        said = b""
-        line = (
-            f"agentrt daemon: HTTP API not started: 127.0.0.1:{taken_port} is in use "
-            "(Address already in use); the socket is served\n"
-        ).encode()
-        deadline = time.monotonic() + WAIT
-        while line not in said:
-            assert time.monotonic() < deadline, f"the daemon did not say it: {said!r}"
-            chunk = os.read(process.stderr.fileno(), 4096)
-            assert chunk, f"the daemon exited: {said!r}"
-            said += chunk
+    said = bytearray()
+    line = (
+        f"agentrt daemon: HTTP API not started: 127.0.0.1:{taken_port} is in use "
+        "(Address already in use); the socket is served\n"
+    ).encode()
+    http = ("--http", f"127.0.0.1:{taken_port}")
+    with running_daemon(state, short_dir, *http, until=line, said=said) as process:
         assert said.count(b"HTTP API") == 1
         code, data = status_json(state, short_dir)
         assert (code, data["http"], data["http_error"]) == (
@@ -204,13 +180,6 @@ def test_a_taken_http_port_is_said_and_the_socket_is_still_served(
         assert result.returncode == 0, result.stderr
         assert "word1 word2 word3" in result.stdout
         assert process.poll() is None
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=WAIT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def test_a_window_may_ask_the_status_but_not_stop_the_daemon(

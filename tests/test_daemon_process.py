@@ -33,6 +33,7 @@ from agentrt.vocab.usage import TokenCount
 from .cli_process import DAEMON
 from .cli_process import daemon_command as command_of_daemon
 from .cli_process import read_past
+from .conftest import answered_and_finished
 
 TIMEOUT = 20
 
@@ -95,11 +96,7 @@ async def test_sigterm_mid_run_keeps_the_task_and_a_restarted_daemon_resumes_it(
                 await client.send(PendingRequest(PendingAction.RESUME, session=task.session_id))
                 ask = await client.wait_for(AskFrame)
                 assert ask.prompt == "Deploy where?"
-                await client.send(AnswerFrame(ask.id, "staging"))
-                done = await client.wait_for(EndedFrame)
-                assert done.outcome is Outcome.FINISHED
-                assert done.text is not None
-                assert "You answered: staging" in done.text
+                await answered_and_finished(client, ask.id, "staging")
                 await client.send(PendingRequest(PendingAction.LIST))
                 assert await client.wait_for(PendingList) == PendingList(())
             process.send_signal(signal.SIGINT)

@@ -19,6 +19,7 @@ from agentrt.frontends.chats.discord import DiscordConfig
 from agentrt.present.preview import preview_lines
 from agentrt.vocab.questions import clock_time
 
+from .conftest import started
 from .fakes.discord_server import TOKEN
 from .fakes.discord_server import FakeDiscord
 
@@ -32,9 +33,7 @@ LIMIT = 10
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> FakeDiscord:
-    fake = FakeDiscord(heartbeat_ms=100)
-    await nursery.start(fake.run)
-    return fake
+    return await started(nursery, FakeDiscord(heartbeat_ms=100))
 
 
 def make_bot(runtime: Runtime, server: FakeDiscord, gateway: bool = True) -> DiscordBot:
@@ -52,9 +51,7 @@ def make_bot(runtime: Runtime, server: FakeDiscord, gateway: bool = True) -> Dis
 
 @pytest.fixture
 async def bot(runtime: Runtime, server: FakeDiscord, nursery: trio.Nursery) -> DiscordBot:
-    started = make_bot(runtime, server)
-    await nursery.start(started.run)
-    return started
+    return await started(nursery, make_bot(runtime, server))
 
 
 def last(server: FakeDiscord, channel: str = CHANNEL) -> str:

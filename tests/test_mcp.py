@@ -63,6 +63,7 @@ from . import cli_process
 from .conftest import Collect
 from .conftest import FakeVerifier
 from .conftest import Recorder
+from .conftest import questions_answered
 from .conftest import run_answering
 from .conftest import write_config
 from .fakes.llm_server import OA_DONE
@@ -418,19 +419,9 @@ async def resume_answering(
     rt: Runtime, answer: Callable[[Entry], Awaitable[Answer]]
 ) -> tuple[RunEnded, Recorder]:
     recorder = Recorder()
-    async with trio.open_nursery() as nursery:
-
-        async def listen(task_status: trio.TaskStatus[None]) -> None:
-            with rt.registry.listen("cli-") as listener:
-                task_status.started()
-                while True:
-                    entry = await listener.claim()
-                    entry.answer(await answer(entry))
-
-        await nursery.start(listen)
+    async with questions_answered(rt, answer):
         with trio.fail_after(30):
             ended = await rt.executor.resume(SESSION, owner="t", emit=recorder)
-        nursery.cancel_scope.cancel()
     return ended, recorder
 
 
@@ -589,19 +580,9 @@ async def test_a_password_field_is_refused_over_a_chat_service(
     answer, seen = answering("accept")
     async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true"), model) as rt:
         recorder = Recorder()
-        async with trio.open_nursery() as nursery:
-
-            async def listen(task_status: trio.TaskStatus[None]) -> None:
-                with rt.registry.listen("tg-") as listener:
-                    task_status.started()
-                    while True:
-                        entry = await listener.claim()
-                        entry.answer(await answer(entry))
-
-            await nursery.start(listen)
+        async with questions_answered(rt, answer, "tg-"):
             with trio.fail_after(20):
                 await rt.executor.run("tg-42", "go", owner="t", emit=recorder)
-            nursery.cancel_scope.cancel()
     assert [e.request.kind for e in seen] == [RequestKind.CONFIRM]
     assert results(recorder)[0].startswith(
         "error: refused: field 'Password' asks for a secret, which must not travel through a "

@@ -24,6 +24,8 @@ from agentrt.core.process import process_token
 from .cli_process import AGENTRT
 from .cli_process import daemon_command
 from .cli_process import env_for
+from .cli_process import read_past
+from .cli_process import run_in
 from .conftest import Recorder
 
 #: Runs whole daemons and suites: slower than most, and slower still on a busy machine.
@@ -96,12 +98,8 @@ async def daemon_process(
     )
     try:
         assert process.stderr is not None
-        seen = b""
         with trio.fail_after(30):
-            while b"listening on" not in seen:
-                chunk = await process.stderr.receive_some(4096)
-                assert chunk, f"the daemon exited: {seen!r}"
-                seen += chunk
+            await read_past(process.stderr, b"listening on")
         yield process
     finally:
         if process.returncode is None:
@@ -136,17 +134,10 @@ async def test_a_second_daemon_on_the_same_state_dir_refuses_in_one_line(
 
 async def agentrt(
     args: list[str], env: dict[str, str], cwd: Path
-) -> subprocess.CompletedProcess[bytes]:
-    """Run the `agentrt` command to its end (at most a minute), its output captured."""
-    with trio.fail_after(60):
-        return await trio.run_process(
-            [*AGENTRT, *args],
-            check=False,
-            capture_stdout=True,
-            capture_stderr=True,
-            env=env,
-            cwd=cwd,
-        )
+) -> subprocess.CompletedProcess[str]:
+    """Run the `agentrt` command to its end (at most a minute) in a thread, its output captured
+    as text."""
+    return await trio.to_thread.run_sync(run_in, args, env, cwd)
 
 
 async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
@@ -159,7 +150,7 @@ async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
         env["AGENTRT_MODEL"] = "no-such-model"
         parked = await agentrt(["run", "--session", "chat-1", "ask Name?"], env, tmp_path)
         assert parked.returncode == 3, parked.stderr
-        assert b"agentrt pending answer chat-1" in parked.stderr
+        assert "agentrt pending answer chat-1" in parked.stderr
         db = sqlite3.connect(state / "tasks.db")
         try:
             [(runner,)] = db.execute("SELECT runner FROM tasks WHERE session_id = 'chat-1'")
@@ -168,7 +159,7 @@ async def test_with_a_daemon_running_the_command_runs_its_task_in_the_daemon(
         assert runner == process_token(daemon.pid)
         answered = await agentrt(["pending", "answer", "chat-1", "Ada"], env, tmp_path)
         assert answered.returncode == 0, answered.stderr
-        assert b"You answered: Ada" in answered.stdout
+        assert "You answered: Ada" in answered.stdout
 
 
 async def test_two_answers_through_a_daemon_run_the_tool_once(

@@ -8,6 +8,8 @@ happened; at it, the timeout's action is done.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
@@ -17,6 +19,7 @@ import trio.testing
 
 from agentrt import Cause
 from agentrt import Entry
+from agentrt import Listener
 from agentrt import Outcome
 from agentrt import QuestionExpiredError
 from agentrt import QuestionState
@@ -45,6 +48,9 @@ from agentrt.vocab.questions import trace_of
 
 from .conftest import Recorder
 
+#: The outcome, cause and pending_kept of a run that a pause timeout ended, its task kept.
+PAUSED_AND_KEPT = (Outcome.CANCELLED, Cause.PAUSE, True)
+
 
 def timing(runtime: Runtime, **timeouts: Timeout) -> None:
     """Let the runtime's questions wait as `timeouts` say (each kind by its name)."""
@@ -65,6 +71,25 @@ class Asking:
             await self.runtime.executor.run(session, text, owner="me", emit=self.recorder)
         )
 
+    @asynccontextmanager
+    async def question(self, session: str, text: str) -> AsyncIterator[tuple[Listener, Entry]]:
+        """Run `text` in `session` and claim its first question; leaving waits for the run's
+        end."""
+        with self.runtime.registry.listen("cli-") as listener:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.run, session, text)
+                yield listener, await listener.claim()
+
+    async def timed_out(
+        self, clock: trio.testing.MockClock, session: str, text: str, seconds: float
+    ) -> tuple[RunEnded, Entry, Listener]:
+        """Run `text` in `session` until its first question times out, exactly at `seconds`;
+        the run's end, the question, and the listener that claimed it."""
+        async with self.question(session, text) as (listener, entry):
+            await expire_exactly(clock, entry, seconds)
+        [ended] = self.ended
+        return ended, entry, listener
+
 
 @pytest.fixture
 def asking(runtime: Runtime) -> Asking:
@@ -83,17 +108,8 @@ async def test_a_confirmation_that_times_out_with_pause_keeps_the_task_its_quest
     runtime: Runtime, asking: Asking, mock_clock: trio.testing.MockClock, workdir: Path
 ) -> None:
     timing(runtime, confirm=Timeout(1800.0, TimeoutAction.PAUSE))
-    with runtime.registry.listen("cli-") as listener:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(asking.run, "cli-slow", "write a.txt hi")
-            entry = await listener.claim()
-            await expire_exactly(mock_clock, entry, 1800)
-    [ended] = asking.ended
-    assert (ended.outcome, ended.cause, ended.pending_kept) == (
-        Outcome.CANCELLED,
-        Cause.PAUSE,
-        True,
-    )
+    ended, entry, _ = await asking.timed_out(mock_clock, "cli-slow", "write a.txt hi", 1800)
+    assert (ended.outcome, ended.cause, ended.pending_kept) == PAUSED_AND_KEPT
     assert entry.state.question_state is QuestionState.EXPIRED
     record = await runtime.store.load("cli-slow")
     assert record is not None and record.question is not None
@@ -117,12 +133,7 @@ async def test_a_confirmation_that_times_out_with_deny_is_denied_and_the_run_goe
     runtime: Runtime, asking: Asking, mock_clock: trio.testing.MockClock, workdir: Path
 ) -> None:
     timing(runtime, confirm=Timeout(90.0, TimeoutAction.DENY))
-    with runtime.registry.listen("cli-") as listener:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(asking.run, "cli-deny", "write a.txt hi")
-            entry = await listener.claim()
-            await expire_exactly(mock_clock, entry, 90)
-    [ended] = asking.ended
+    ended, entry, listener = await asking.timed_out(mock_clock, "cli-deny", "write a.txt hi", 90)
     assert ended.outcome is Outcome.FINISHED  # the model was told, and answered
     [result] = asking.recorder.of(ToolResultEvent)
     assert (result.name, result.preview) == (
@@ -159,13 +170,8 @@ async def test_a_question_that_times_out_with_deny_gets_a_result_saying_nobody_a
     result: str,
 ) -> None:
     timing(runtime, **{kind: Timeout(7200.0, TimeoutAction.DENY)})
-    with runtime.registry.listen("cli-") as listener:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(asking.run, "cli-q", text)
-            entry = await listener.claim()
-            assert entry.request.kind is RequestKind(kind)
-            await expire_exactly(mock_clock, entry, 7200)
-    [ended] = asking.ended
+    ended, entry, _ = await asking.timed_out(mock_clock, "cli-q", text, 7200)
+    assert entry.request.kind is RequestKind(kind)
     assert ended.outcome is Outcome.FINISHED
     [shown] = asking.recorder.of(ToolResultEvent)
     assert (shown.name, shown.preview) == (tool, result)
@@ -177,14 +183,11 @@ async def test_only_the_kind_with_a_timeout_times_out(
 ) -> None:
     # Confirmations time out; a question waits for ever, however long.
     timing(runtime, confirm=Timeout(60.0, TimeoutAction.DENY))
-    with runtime.registry.listen("cli-") as listener:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(asking.run, "cli-w", "ask Colour?")
-            entry = await listener.claim()
-            mock_clock.jump(365 * 86400)
-            await trio.testing.wait_all_tasks_blocked()
-            assert not entry.done
-            entry.answer("blue")
+    async with asking.question("cli-w", "ask Colour?") as (_, entry):
+        mock_clock.jump(365 * 86400)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not entry.done
+        entry.answer("blue")
     [ended] = asking.ended
     assert ended.outcome is Outcome.FINISHED
     assert ended.text is not None and "You answered: blue" in ended.text
@@ -201,11 +204,7 @@ async def test_a_frame_answer_after_a_pause_timeout_gets_an_error_frame_saying_i
         reason = f"question {ask.id} expired after 30m"
         assert await client.wait_for(AskWithdrawn) == AskWithdrawn(ask.id, reason)
         ended = await client.wait_for(EndedFrame)
-        assert (ended.outcome, ended.cause, ended.pending_kept) == (
-            Outcome.CANCELLED,
-            Cause.PAUSE,
-            True,
-        )
+        assert (ended.outcome, ended.cause, ended.pending_kept) == PAUSED_AND_KEPT
         await client.send(AnswerFrame(ask.id, "allow"))
         assert await client.receive() == ErrorFrame(ErrorCode.INVALID, reason, "answer")
         # The connection goes on, and its kept task waits for the same question.

@@ -52,6 +52,20 @@ def lines_of(record: TaskRecord) -> list[str]:
     return preview_lines(resume_preview(record))
 
 
+def call_json(
+    call_id: str, name: str, state: str = "done", *, may_have_run: bool = False
+) -> dict[str, Any]:
+    """One call of a preview's JSON, in its first attempt, of the top agent."""
+    return {
+        "call_id": call_id,
+        "name": name,
+        "agent": "",
+        "state": state,
+        "attempt": 1,
+        "may_have_run": may_have_run,
+    }
+
+
 def validate(preview: dict[str, Any]) -> None:
     """`preview` fits the HTTP API's documented ``ResumePreview`` schema."""
     schema = {
@@ -71,16 +85,7 @@ def test_a_task_with_nothing_to_redo_says_so() -> None:
     shown = preview_json(resume_preview(record))
     assert shown == {
         "stop": "pause",
-        "kept": [
-            {
-                "call_id": "call_0_0",
-                "name": "read_file",
-                "agent": "",
-                "state": "done",
-                "attempt": 1,
-                "may_have_run": False,
-            }
-        ],
+        "kept": [call_json("call_0_0", "read_file")],
         "to_run": [],
         "reissue": [],
         "questions": [],
@@ -101,16 +106,7 @@ def test_a_call_stopped_while_running_at_the_pause() -> None:
         "  sleep call_0_0 (stopped while running at the pause)",
     ]
     shown = preview_json(resume_preview(record))
-    assert shown["to_run"] == [
-        {
-            "call_id": "call_0_0",
-            "name": "sleep",
-            "agent": "",
-            "state": "stopped",
-            "attempt": 1,
-            "may_have_run": True,
-        }
-    ]
+    assert shown["to_run"] == [call_json("call_0_0", "sleep", "stopped", may_have_run=True)]
     validate(shown)
 
 

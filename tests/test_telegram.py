@@ -26,6 +26,7 @@ from agentrt.frontends.chats.markup import telegram_html
 from agentrt.present.preview import preview_lines
 from agentrt.vocab.questions import clock_time
 
+from .conftest import started
 from .fakes.telegram_server import TOKEN
 from .fakes.telegram_server import FakeTelegram
 from .fakes.telegram_server import parse_html
@@ -39,9 +40,7 @@ LIMIT = 10
 
 @pytest.fixture
 async def server(nursery: trio.Nursery) -> FakeTelegram:
-    fake = FakeTelegram()
-    await nursery.start(fake.run)
-    return fake
+    return await started(nursery, FakeTelegram())
 
 
 def make_bot(runtime: Runtime, server: FakeTelegram, edit_interval: float = 0.01) -> TelegramBot:
@@ -63,9 +62,7 @@ async def handled(server: FakeTelegram, update: dict[str, Any]) -> None:
 
 @pytest.fixture
 async def bot(runtime: Runtime, server: FakeTelegram, nursery: trio.Nursery) -> TelegramBot:
-    started = make_bot(runtime, server)
-    await nursery.start(started.run)
-    return started
+    return await started(nursery, make_bot(runtime, server))
 
 
 def last_text(server: FakeTelegram, chat: int = CHAT) -> str:

@@ -11,26 +11,18 @@ from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
 def test_an_elicitation_is_answered_inline_field_by_field(world: World) -> None:  # noqa: F811
     model = replay(world.root, ("fake__greet", {}), ("fake__slow", {"seconds": 0}))
-    config = world.root / "xdg" / "agentrt" / "config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(f'model = "{model.source}"\n' + server_table("fake", "trust = true"))
-    world.start_daemon({"XDG_CONFIG_HOME": str(world.root / "xdg")})
+    config = f'model = "{model.source}"\n' + server_table("fake", "trust = true")
+    world.start_daemon(world.configured(config))
     term = world.open_window()
-    term.type("who am I?")
-    term.keys("Enter")
-    screen = term.wait_for(r"\? MCP server fake asks: Who are you\?", "the elicitation", 40)
+    screen = term.send(
+        "who am I?", r"\? MCP server fake asks: Who are you\?", "the elicitation", 40
+    )
     assert "[1. accept]" in screen and "2. decline" in screen and "3. cancel" in screen
     term.keys("1")
     term.wait_for(r"\? Name \(your name\)", "the name field")
-    term.type("Ada")
-    term.keys("Enter")
-    term.wait_for(r"\? Age", "the age field")
-    term.type("thirty")
-    term.keys("Enter")
-    term.wait_for(r"'thirty' is not a whole number", "the age asked again, saying why")
-    term.type("36")
-    term.keys("Enter")
-    screen = term.wait_for(r"\? Colour", "the colour choices")
+    term.send("Ada", r"\? Age", "the age field")
+    term.send("thirty", r"'thirty' is not a whole number", "the age asked again, saying why")
+    screen = term.send("36", r"\? Colour", "the colour choices")
     assert "1. red" in screen and "2. green" in screen and "3. blue" in screen
     term.keys("2")
     term.wait_for(r"\? Subscribe", "the boolean field")

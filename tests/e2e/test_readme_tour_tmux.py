@@ -56,11 +56,6 @@ def read_then(term: Terminal, *keys: str) -> None:
     term.keys(*keys)
 
 
-def send(term: Terminal, line: str) -> None:
-    term.type(line)
-    term.keys("Enter")
-
-
 def test_the_readme_tour_has_the_steps_this_walk_takes() -> None:
     assert tour_lines() == TOUR
 
@@ -69,8 +64,7 @@ def test_the_readme_tour_walked_at_a_persons_pace(daemon: World) -> None:  # noq
     term = daemon.open_window()
 
     # 1. The stream runs long enough for a person to read the popup and choose Pause.
-    send(term, TOUR[0])
-    term.wait_for(r"word3 ", "the stream to start")
+    term.send(TOUR[0], r"word3 ", "the stream to start")
     read_then(term, "Escape")
     term.wait_for(r"Stop this run\?", "the stop popup")
     read_then(term, "p")
@@ -82,8 +76,7 @@ def test_the_readme_tour_walked_at_a_persons_pace(daemon: World) -> None:  # noq
     )
 
     # 2. /pending lists it and says what a resume regenerates; Enter resumes it here.
-    send(term, TOUR[1])
-    term.wait_for(r"Paused tasks", "the /pending list")
+    term.send(TOUR[1], r"Paused tasks", "the /pending list")
     wait_until(
         lambda: (
             re.search(r"about \d+ words of the reply will be regenerated", flat(term.screen()))
@@ -97,17 +90,14 @@ def test_the_readme_tour_walked_at_a_persons_pace(daemon: World) -> None:  # noq
     wait_until(lambda: daemon.pending_for(TOUR[0]) == [], "the finished task to be gone")
 
     # 3. Ctrl+C throws the task away: /pending shows nothing.
-    send(term, TOUR[2])
-    term.wait_for(r"word3 ", "the second stream to start")
+    term.send(TOUR[2], r"word3 ", "the second stream to start")
     read_then(term, "C-c")
     term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
     wait_until(lambda: daemon.pending_for(TOUR[2]) == [], "the task to be deleted")
-    send(term, TOUR[1])
-    term.wait_for(r"No paused tasks in this window", "an empty /pending")
+    term.send(TOUR[1], r"No paused tasks in this window", "an empty /pending")
 
     # 4. A confirmation and a question, both answered in the window.
-    send(term, TOUR[3])
-    term.wait_for(r"Allow once", "the confirmation")
+    term.send(TOUR[3], r"Allow once", "the confirmation")
     read_then(term, "1")
     term.wait_for(r"\? What is your name\?", "the question")
     term.type("Ada")
@@ -117,17 +107,15 @@ def test_the_readme_tour_walked_at_a_persons_pace(daemon: World) -> None:  # noq
     assert (daemon.root / "hello.txt").read_text() == "hi there"
 
     # 5. A paused task survives the window: only the sleep runs again.
-    send(term, TOUR[4])
-    term.wait_for(r"big:\s+0123456789abcdef", "the big result to be committed")
+    term.send(TOUR[4], r"big:\s+0123456789abcdef", "the big result to be committed")
     read_then(term, "Escape")
     term.wait_for(r"Stop this run\?", "the stop popup")
     read_then(term, "p")
     term.wait_for(r"-- Paused", "the pause")
-    send(term, "/quit")
+    term.send("/quit")
     wait_until(term.dead, "the window to quit")
     again = daemon.open_window()
-    send(again, TOUR[1])
-    again.wait_for(r"Paused tasks", "the /pending list in a new window")
+    again.send(TOUR[1], r"Paused tasks", "the /pending list in a new window")
     wait_until(
         lambda: (
             "resume will keep 1 call" in flat(again.screen())
@@ -139,8 +127,7 @@ def test_the_readme_tour_walked_at_a_persons_pace(daemon: World) -> None:  # noq
     wait_until(lambda: "Paused tasks" not in again.screen(), "Esc to close the list")
 
     # 6. A secret: a masked field; the value is stored 0600 and never shown.
-    send(again, TOUR[5])
-    again.wait_for(r"hidden>", "the masked field")
+    again.send(TOUR[5], r"hidden>", "the masked field")
     again.type("tour-value-7f3a")
     screen = again.wait_for(r"hidden> \*{15}", "the masked value")
     assert "tour-value-7f3a" not in screen

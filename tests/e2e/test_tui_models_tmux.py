@@ -58,9 +58,7 @@ def test_model_switch_attach_a_file_and_start_anew(world: World) -> None:  # noq
         window = world.open_window()
 
         # /model lists the configured models, the one in use highlighted, and switches.
-        window.type("/model")
-        window.keys("Enter")
-        screen = window.wait_for(r"Models \(Enter switches", "the /model picker")
+        screen = window.send("/model", r"Models \(Enter switches", "the /model picker")
         assert "> scripted  (in use, default)" in screen
         assert "  openai:fake-m1" in screen
         window.keys("Down", "Enter")
@@ -73,16 +71,14 @@ def test_model_switch_attach_a_file_and_start_anew(world: World) -> None:  # noq
         window.keys("Tab")
         wait_until(lambda: "@notes.txt" in window.input_line(), "Tab to complete the path")
         # A binary file is refused, and the message stays to be fixed.
-        window.type(" and @blob.bin say")
-        window.keys("Enter")
-        window.wait_for(r"cannot attach @blob\.bin: it is a binary file", "the refusal")
+        window.send(
+            " and @blob.bin say", r"cannot attach @blob\.bin: it is a binary file", "the refusal"
+        )
         assert "and @blob.bin say" in window.input_line()
         for _ in " and @blob.bin say":
             window.keys("BSpace")
         window.keys("Escape")  # the notice
-        window.type(" say")
-        window.keys("Enter")
-        screen = window.wait_for(r"plum it is[\s\S]*idle", "the fake model's reply, then idle")
+        screen = window.send(" say", r"plum it is[\s\S]*idle", "the fake model's reply, then idle")
         assert "> what does @notes.txt say" in screen
         assert "+ attached notes.txt (24 bytes)" in screen
         assert "the secret word is plum" not in screen  # the transcript shows the line only
@@ -94,13 +90,9 @@ def test_model_switch_attach_a_file_and_start_anew(world: World) -> None:  # noq
         assert "the secret word is plum" in user["content"]
 
         # /new: an empty transcript and a new session, on the default model again.
-        window.type("/new")
-        window.keys("Enter")
-        screen = window.wait_for(r"New conversation", "the /new notice")
+        screen = window.send("/new", r"New conversation", "the /new notice")
         assert "plum it is" not in screen and "what does" not in screen
         window.keys("Escape")
-        window.type("hello again")
-        window.keys("Enter")
-        screen = window.wait_for(r"-- Done", "the scripted model's run to end")
+        screen = window.send("hello again", r"-- Done", "the scripted model's run to end")
         assert "> hello again" in screen
         assert len(server.requests) == 1

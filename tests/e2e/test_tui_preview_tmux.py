@@ -13,9 +13,7 @@ from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
 def pause(daemon: World, term: Terminal, text: str, shown: str) -> None:  # noqa: F811
     """Run `text`, and once `shown` is on screen, Esc -> Pause it; its task is kept."""
-    term.type(text)
-    term.keys("Enter")
-    term.wait_for(shown, f"{text!r} to show {shown!r}")
+    term.send(text, shown, f"{text!r} to show {shown!r}")
     term.keys("Escape")
     term.wait_for(r"Stop this run\?", "the popup")
     term.keys("p")
@@ -35,8 +33,7 @@ def test_the_pending_list_shows_what_resuming_the_highlighted_task_will_do(
     pause(daemon, term, "sleep 30", r"sleep seconds=30")
     # The second task's big result is committed before the pause: a resume keeps it.
     pause(daemon, term, "big 100; sleep 31", r"big: 0123456789abcdef")
-    term.type("/pending")
-    term.keys("Enter")
+    term.send("/pending")
     # The newest task is highlighted first, and its preview is under the list.
     newer = (
         "If resumed: resume will keep 1 call (its result is saved, it does not run again) "

@@ -15,16 +15,12 @@ from .test_tui_tmux import world  # noqa: F401  (fixtures)
 
 def test_a_new_window_lists_an_earlier_conversation_and_continues_it(daemon: World) -> None:  # noqa: F811
     yesterday = daemon.open_window()
-    yesterday.type("hello from yesterday")
-    yesterday.keys("Enter")
-    yesterday.wait_for(r"-- Done", "the first run to finish")
+    yesterday.send("hello from yesterday", r"-- Done", "the first run to finish")
     yesterday.keys("C-d")
     wait_until(yesterday.dead, "the first window to quit")
 
     today = daemon.open_window()
-    today.type("/sessions")
-    today.keys("Enter")
-    screen = today.wait_for(r"Earlier conversations", "the /sessions picker")
+    screen = today.send("/sessions", r"Earlier conversations", "the /sessions picker")
     found = re.search(r"> hello from yesterday  \(\d+ s ago, 2 messages\)  (cli-\w+)", screen)
     assert found, screen
     session = found.group(1)
@@ -32,9 +28,7 @@ def test_a_new_window_lists_an_earlier_conversation_and_continues_it(daemon: Wor
     screen = today.wait_for(rf"Continuing {session}: hello from yesterday", "the continue line")
     # Its last messages are shown, as they were.
     today.wait_for(r"> hello from yesterday", "the earlier message in the transcript")
-    today.type("and today")
-    today.keys("Enter")
-    today.wait_for(r"> and today", "the new message")
+    today.send("and today", r"> and today", "the new message")
     today.wait_for(rf"idle\s+\|\s+session {session}", "the run to end in the same session")
 
     shown = subprocess.run(
@@ -64,16 +58,13 @@ def _result_lines(screen: str) -> list[str]:
 
 def test_a_continued_conversation_shows_a_big_result_as_the_live_run_did(daemon: World) -> None:  # noqa: F811
     live = daemon.open_window()
-    live.type("big 32768")
-    live.keys("Enter")
+    live.send("big 32768")
     shown_live = _result_lines(live.wait_for(r"-- Done", "the run to finish"))
     live.keys("C-d")
     wait_until(live.dead, "the first window to quit")
 
     today = daemon.open_window()
-    today.type("/sessions")
-    today.keys("Enter")
-    today.wait_for(r"> big 32768", "the /sessions picker")
+    today.send("/sessions", r"> big 32768", "the /sessions picker")
     today.keys("Enter")
     screen = today.wait_for(r"(?s)Continuing cli-\w+: big 32768.*= big:", "the saved result")
     # The same short preview the live run showed (3 lines), not the 32 KiB result.

@@ -86,6 +86,19 @@ class World:
             )
         wait_until(lambda: is_answering(self.socket), "the daemon to answer")
 
+    def stop_daemon(self) -> None:
+        """Stop the daemon `start_daemon` started with a SIGTERM; it exits with status 0."""
+        assert self.daemon is not None
+        self.daemon.send_signal(signal.SIGTERM)
+        assert self.daemon.wait(timeout=20) == 0
+
+    def configured(self, text: str) -> dict[str, str]:
+        """The environment of a process that reads `text` as its configuration file."""
+        home = self.root / "config"
+        (home / "agentrt").mkdir(parents=True, exist_ok=True)
+        (home / "agentrt" / "config.toml").write_text(text)
+        return {"XDG_CONFIG_HOME": str(home)}
+
     def tmux(self, *args: str) -> str:
         """Run a tmux command on the world's server; its output."""
         result = subprocess.run(
@@ -212,6 +225,15 @@ class Terminal:
         """Type `text` literally."""
         self.world.tmux("send-keys", "-t", self.name, "-l", text)
 
+    def send(
+        self, text: str, until: str | None = None, what: str = "", timeout: float = DEADLINE
+    ) -> str:
+        """Type `text` and press Enter (a message or a command sent); then, given `until`, wait
+        until the screen matches it. The screen then, or "" when not waiting."""
+        self.type(text)
+        self.keys("Enter")
+        return "" if until is None else self.wait_for(until, what, timeout)
+
     def wait_for(self, pattern: str, what: str = "", timeout: float = DEADLINE) -> str:
         """Wait until the screen matches the regex `pattern`; the screen then."""
         seen = ""
@@ -274,9 +296,7 @@ def daemon(world: World) -> World:
 
 def test_streams_text_and_quits_with_ctrl_d(daemon: World) -> None:
     term = daemon.open_window()
-    term.type("stream 6")
-    term.keys("Enter")
-    term.wait_for(r"word1 word2", "the first words")
+    term.send("stream 6", r"word1 word2", "the first words")
     screen = term.wait_for(r"-- Done", "the run to finish")
     assert "word6" in screen
     assert re.search(r"idle\s+\|\s+session cli-", screen)
@@ -286,9 +306,7 @@ def test_streams_text_and_quits_with_ctrl_d(daemon: World) -> None:
 
 def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: World) -> None:
     term = daemon.open_window()
-    term.type("stream 300")
-    term.keys("Enter")
-    term.wait_for(r"word3 ", "the run to show output")
+    term.send("stream 300", r"word3 ", "the run to show output")
     term.keys("Escape")
     screen = term.wait_for(r"Stop this run\?", "the popup")
     assert "[Pause]" in screen
@@ -298,9 +316,7 @@ def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: Worl
         lambda: [t["cause"] for t in daemon.pending_for("stream 300")] == ["pause"],
         "the paused task to be kept with cause 'pause'",
     )
-    term.type("/pending")
-    term.keys("Enter")
-    screen = term.wait_for(r"Paused tasks", "the /pending list")
+    screen = term.send("/pending", r"Paused tasks", "the /pending list")
     assert re.search(r"> cli-\w+  paused, \d+ s ago: stream 300", screen)
     term.keys("Enter")
     term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
@@ -319,9 +335,7 @@ def test_escape_popup_pause_then_pending_resumes_in_the_same_window(daemon: Worl
 
 def test_ctrl_c_deletes_the_pending_task(daemon: World) -> None:
     term = daemon.open_window()
-    term.type("stream 301")
-    term.keys("Enter")
-    term.wait_for(r"word2 ", "output")
+    term.send("stream 301", r"word2 ", "output")
     wait_until(lambda: len(daemon.pending_for("stream 301")) == 1, "the running task's record")
     term.keys("C-c")
     term.wait_for(r"Stopped; the task was discarded", "the user-cancel")
@@ -349,20 +363,14 @@ def test_escape_before_the_first_output_cancels_at_once(daemon: World) -> None:
 def test_confirmation_and_question_answered_from_the_window(daemon: World) -> None:
     term = daemon.open_window()
     target = daemon.root / "note.txt"
-    term.type(f"write {target} hello")
-    term.keys("Enter")
-    screen = term.wait_for(r"Allow once", "the confirmation")
+    screen = term.send(f"write {target} hello", r"Allow once", "the confirmation")
     assert "[1. Allow once]" in screen
     assert "Allow for this session" in screen
     term.keys("1")
     term.wait_for(r"-- Done", "the write to finish")
     assert target.read_text() == "hello"
-    term.type("ask What colour is the sky?")
-    term.keys("Enter")
-    term.wait_for(r"\? What colour is the sky\?", "the question")
-    term.type("blue")
-    term.keys("Enter")
-    term.wait_for(r"You answered: blue", "the answer to reach the run")
+    term.send("ask What colour is the sky?", r"\? What colour is the sky\?", "the question")
+    term.send("blue", r"You answered: blue", "the answer to reach the run")
 
 
 def test_tools_work_in_the_windows_folder_not_the_daemons(daemon: World) -> None:
@@ -370,9 +378,7 @@ def test_tools_work_in_the_windows_folder_not_the_daemons(daemon: World) -> None
     project.mkdir()
     term = daemon.open_window(cwd=project)
     assert f"in {project}" in term.screen()  # the status line shows where tools work
-    term.type("write hello.txt hi there")
-    term.keys("Enter")
-    term.wait_for(r"Allow once", "the confirmation")
+    term.send("write hello.txt hi there", r"Allow once", "the confirmation")
     term.keys("1")
     term.wait_for(r"-- Done", "the write to finish")
     assert (project / "hello.txt").read_text() == "hi there"
@@ -382,26 +388,22 @@ def test_tools_work_in_the_windows_folder_not_the_daemons(daemon: World) -> None
 def test_a_second_window_never_sees_the_first_ones_questions(daemon: World) -> None:
     first = daemon.open_window()
     second = daemon.open_window()
-    first.type("ask Only for the first window?")
-    first.keys("Enter")
-    first.wait_for(r"\? Only for the first window\?", "the question in the first window")
+    first.send(
+        "ask Only for the first window?",
+        r"\? Only for the first window\?",
+        "the question in the first window",
+    )
     # A full run in the second window after the question was sent: its frames are all in.
-    second.type("hello there")
-    second.keys("Enter")
-    screen = second.wait_for(r"-- Done", "a run in the second window")
+    screen = second.send("hello there", r"-- Done", "a run in the second window")
     assert "Only for the first window" not in screen
     assert "answer>" not in screen
-    first.type("yes")
-    first.keys("Enter")
-    first.wait_for(r"You answered: yes", "the first window's answer")
+    first.send("yes", r"You answered: yes", "the first window's answer")
     assert "Only for the first window" not in second.screen()
 
 
 def test_killing_the_window_keeps_the_pending_task(daemon: World) -> None:
     term = daemon.open_window()
-    term.type("stream 303")
-    term.keys("Enter")
-    term.wait_for(r"word2 ", "output")
+    term.send("stream 303", r"word2 ", "output")
     os.kill(term.pid(), signal.SIGKILL)
     wait_until(term.dead, "the window to die")
     wait_until(
@@ -410,9 +412,9 @@ def test_killing_the_window_keeps_the_pending_task(daemon: World) -> None:
     )
     # A new window lists it and can resume it.
     again = daemon.open_window()
-    again.type("/pending")
-    again.keys("Enter")
-    again.wait_for(r"cli-\w+  window closed, \d+ s ago: stream 303", "the kept task in /pending")
+    again.send(
+        "/pending", r"cli-\w+  window closed, \d+ s ago: stream 303", "the kept task in /pending"
+    )
     again.keys("Escape")
 
 
@@ -426,9 +428,7 @@ def test_starts_a_daemon_when_none_answers(world: World) -> None:
     try:
         assert world.answering_pid() == pid
         assert (world.state / "daemon.log").exists()
-        term.type("stream 3")
-        term.keys("Enter")
-        term.wait_for(r"-- Done", "a run on the started daemon")
+        term.send("stream 3", r"-- Done", "a run on the started daemon")
     finally:
         os.kill(pid, signal.SIGTERM)
     wait_until(lambda: not is_answering(world.socket), "the started daemon to stop")
@@ -463,9 +463,7 @@ def test_password_field_shows_wrong_tries_then_accepts(world: World) -> None:
     )
     term = world.open_window()
     target = restricted / "conf"
-    term.type(f"write {target} secret-setting")
-    term.keys("Enter")
-    term.wait_for(r"hidden>", "the password field")
+    term.send(f"write {target} secret-setting", r"hidden>", "the password field")
     term.type("wrong one")
     screen = term.wait_for(r"hidden> \*{9}", "the masked password")
     assert "wrong one" not in screen
@@ -473,9 +471,7 @@ def test_password_field_shows_wrong_tries_then_accepts(world: World) -> None:
     term.wait_for(r"Wrong password \(2 tries left\)", "the first wrong password reported")
     term.wait_for(r"\(wrong password, 2 tries left\)", "the retried question says why")
     term.wait_for(r"hidden>", "the password asked again")
-    term.type("open sesame")
-    term.keys("Enter")
-    term.wait_for(r"-- Done", "the write to finish")
+    term.send("open sesame", r"-- Done", "the write to finish")
     assert target.read_text() == "secret-setting"
     assert "open sesame" not in term.screen()
 
@@ -496,8 +492,7 @@ def keep_screen(name: str, screen: str) -> None:
 def test_up_recalls_messages_across_restarts_and_ctrl_r_searches_them(daemon: World) -> None:
     term = daemon.open_window()
     for runs, message in enumerate(("deploy to staging", "hello history"), start=1):
-        term.type(message)
-        term.keys("Enter")
+        term.send(message)
 
         def finished(n: int = runs) -> bool:
             return term.screen().count("-- Done") == n
@@ -535,9 +530,7 @@ def test_page_up_and_the_wheel_read_back_while_new_output_arrives(daemon: World)
     term.paste("\n".join(f"row {n:02}" for n in range(1, 61)))
     term.keys("Enter")
     term.wait_for(r"-- Done", "the long echo to finish")
-    term.type("stream 30")
-    term.keys("Enter")
-    term.wait_for(r"word2 ", "the stream to start")
+    term.send("stream 30", r"word2 ", "the stream to start")
     term.keys("PPage")
     screen = term.wait_for(r"more below", "the marker that there is more below")
     top = screen.split("\n")[0]
@@ -574,9 +567,7 @@ def slow_daemon(world: World, seconds: float = 3.0) -> dict[str, str]:
 def test_a_lost_daemon_is_said_and_the_window_reconnects_losing_nothing(daemon: World) -> None:
     # The daemon the window starts again is slow to start: the screen meanwhile can be read.
     term = daemon.open_window(env=slow_daemon(daemon))
-    term.type("stream 300")
-    term.keys("Enter")
-    term.wait_for(r"word3 ", "the run to show output")
+    term.send("stream 300", r"word3 ", "the run to show output")
     term.type("typed while it ran")
     wait_until(lambda: term.input_line() == "> typed while it ran", "the typed text")
     assert daemon.daemon is not None
@@ -603,9 +594,9 @@ def test_a_lost_daemon_is_said_and_the_window_reconnects_losing_nothing(daemon: 
     assert term.input_line() == "> typed while it ran"
     term.keys("Enter")
     term.wait_for(r"(?s)> typed while it ran.*-- Done", "the kept message to run")
-    term.type("/pending")
-    term.keys("Enter")
-    term.wait_for(r"> cli-\w+  daemon died, \d+ s ago: stream 300", "the lost run in /pending")
+    term.send(
+        "/pending", r"> cli-\w+  daemon died, \d+ s ago: stream 300", "the lost run in /pending"
+    )
     term.keys("Enter")
     term.wait_for(r"-- Resuming cli-\w+: stream 300", "the resume")
     term.wait_for(r"running\s+\|\s+task \w+", "the resumed run")
@@ -696,12 +687,8 @@ def test_alt_enter_multi_line_message_and_a_markdown_reply(daemon: World) -> Non
 
 def test_quit_during_a_run_asks_and_pause_and_quit_keeps_the_task(daemon: World) -> None:
     term = daemon.open_window()
-    term.type("stream 304")
-    term.keys("Enter")
-    term.wait_for(r"word2 ", "output")
-    term.type("/quit")
-    term.keys("Enter")
-    screen = term.wait_for(r"Quit anyway\?", "the quit popup")
+    term.send("stream 304", r"word2 ", "output")
+    screen = term.send("/quit", r"Quit anyway\?", "the quit popup")
     assert "[Pause and quit]" in screen
     assert "Stop and quit" in screen
     assert "Cancel" in screen
@@ -726,16 +713,12 @@ def test_escape_right_after_a_resume_asks_and_slash_reopens_the_picker(daemon: W
     wait_until(lambda: "list this window" not in term.screen(), "Esc to close the picker")
     term.keys("Escape")
     wait_until(lambda: term.input_line() == ">", "Esc to clear the input")
-    term.type("stream 305")
-    term.keys("Enter")
-    term.wait_for(r"word2 ", "output")
+    term.send("stream 305", r"word2 ", "output")
     term.keys("Escape")
     term.wait_for(r"Stop this run\?", "the popup")
     term.keys("p")
     term.wait_for(r"-- Paused", "the pause")
-    term.type("/pending")
-    term.keys("Enter")
-    term.wait_for(r"Paused tasks", "the /pending list")
+    term.send("/pending", r"Paused tasks", "the /pending list")
     # Enter and Esc in one burst: the Esc comes before anything of the resumed run is shown.
     term.keys("Enter", "Escape")
     screen = term.wait_for(r"Stop this run\?", "the popup for the resumed task")
@@ -752,9 +735,7 @@ def test_an_edit_confirmation_shows_the_coloured_diff(daemon: World) -> None:
     project.mkdir()
     (project / "app.cfg").write_text("name = demo\nport = 80\ndebug = off\n")
     term = daemon.open_window(cwd=project)
-    term.type("edit app.cfg 'port = 80' 'port = 8080'")
-    term.keys("Enter")
-    screen = term.wait_for(r"Allow once", "the confirmation")
+    screen = term.send("edit app.cfg 'port = 80' 'port = 8080'", r"Allow once", "the confirmation")
     assert "(the change, +1 -1 lines, is shown above)" in screen
     lines = [line.strip() for line in screen.split("\n")]
     start = lines.index("--- a/app.cfg")
