@@ -183,6 +183,17 @@ def _common() -> argparse.ArgumentParser:
     return parser
 
 
+def _actions(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    description: str | None = None,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """Add the command `name` to `sub`; return its own ACTIONs (list, show, ...), one required."""
+    command = sub.add_parser(name, help=help, description=description)
+    return command.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -258,10 +269,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         run.add_argument("--session", default=None, help="session id (default: a new cli- session)")
 
     if wanted("pending"):
-        pending = sub.add_parser(
-            "pending", help="list, show, answer, resume or discard pending tasks"
-        )
-        psub = pending.add_subparsers(dest="action", metavar="ACTION", required=True)
+        psub = _actions(sub, "pending", help="list, show, answer, resume or discard pending tasks")
         plist = psub.add_parser("list", help="pending tasks, newest first", parents=[common])
         plist.add_argument("--prefix", default="", help="only sessions starting with this")
         pshow = psub.add_parser("show", help="one pending task in full", parents=[common])
@@ -286,14 +294,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         pdiscard.add_argument("session")
 
     if wanted("sessions"):
-        sessions = sub.add_parser(
+        ssub = _actions(
+            sub,
             "sessions",
             help="list, show, continue or remove conversations, finished ones too",
             description="Every session's messages are kept (see retention_days in `agentrt config "
             "show` for how long), so an earlier conversation can be read back and continued. "
             "Through the daemon that holds the state dir when one does, else on the store itself.",
         )
-        ssub = sessions.add_subparsers(dest="action", metavar="ACTION", required=True)
         slist = ssub.add_parser(
             "list", help="sessions, most recently active first", parents=[common]
         )
@@ -361,14 +369,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         sturns.add_argument("session")
 
     if wanted("config"):
-        config = sub.add_parser(
+        csub = _actions(
+            sub,
             "config",
             help="show the configuration in effect and where each value came from",
             description="The configuration file is TOML: $XDG_CONFIG_HOME/agentrt/config.toml "
             "(else ~/.config/agentrt/config.toml), or the one --config or AGENTRT_CONFIG names. "
             "A value comes from the first of: a flag, the environment, the file, the default.",
         )
-        csub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
         cshow = csub.add_parser(
             "show",
             parents=[shared_options(STATE_DIR, STORE, *MODEL_OPTIONS, RETENTION_DAYS, WORKDIR)],
@@ -403,7 +411,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     if wanted("keys"):
         keys_common = shared_options(STATE_DIR)
-        keys = sub.add_parser(
+        ksub = _actions(
+            sub,
             "keys",
             help="store API keys and bot tokens: set, list, rm",
             description="A key is named after the environment variable it stands in for "
@@ -411,7 +420,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "api_key_env setting gives); when that variable is unset, the stored key is used. "
             "Keys are kept in the state dir's keys/ folder, one 0600 file each.",
         )
-        ksub = keys.add_subparsers(dest="action", metavar="ACTION", required=True)
         kset = ksub.add_parser(
             "set",
             parents=[keys_common],
@@ -425,7 +433,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         krm.add_argument("name")
 
     if wanted("fleet"):
-        fleet = sub.add_parser(
+        fsub = _actions(
+            sub,
             "fleet",
             help="the daemons sharing a PostgreSQL store: their heartbeats and leases",
             description="A fleet is the daemons started with the same --store postgresql://... "
@@ -433,7 +442,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "held by that lease. When a lease runs out, the tasks it held become interrupted "
             "(cause disconnect) and any daemon can resume them.",
         )
-        fsub = fleet.add_subparsers(dest="action", metavar="ACTION", required=True)
         fstatus = fsub.add_parser(
             "status",
             parents=[shared_options(STATE_DIR, CONFIG, STORE)],
@@ -442,14 +450,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         fstatus.add_argument("--json", action="store_true", help="print one JSON object")
 
     if wanted("mcp"):
-        mcp = sub.add_parser(
+        msub = _actions(
+            sub,
             "mcp",
             help="the MCP servers whose tools the models are offered ([mcp.servers.NAME])",
             description="MCP servers are configured in config.toml, one [mcp.servers.NAME] "
             "table each (see docs/mcp.md); the daemon starts them and offers their tools as "
             "NAME__tool.",
         )
-        msub = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
         mlist = msub.add_parser(
             "list",
             parents=[shared_options(STATE_DIR, CONFIG)],
@@ -1506,13 +1514,7 @@ def _cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     if args.prompt:
         return _show_prompt(args, settings, daemon)
     if args.json:
-        data = settings.as_json()
-        data["daemon"] = (
-            None
-            if daemon is None
-            else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
-        )
-        print(dumps(data, indent=2))
+        _print_with_daemon(settings.as_json(), daemon)
         return EXIT_FINISHED
     # Shown before the columns are measured (the output stream would show them anyway).
     rows = [("SETTING", "VALUE", "FROM"), *(tuple(map(visible, r)) for r in settings.rows())]
@@ -1622,6 +1624,16 @@ def _cmd_keys(args: argparse.Namespace, state_dir: Path) -> int:
     return EXIT_FINISHED
 
 
+def _print_with_daemon(data: dict[str, Any], daemon: DaemonInfo | None) -> None:
+    """Print `data` as JSON, with the pid, model and approval policy of the `daemon`."""
+    data["daemon"] = (
+        None
+        if daemon is None
+        else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
+    )
+    print(dumps(data, indent=2))
+
+
 def _show_prompt(args: argparse.Namespace, settings: Settings, daemon: DaemonInfo | None) -> int:
     """``agentrt config show --prompt``: the system prompt a run would send, as it is sent."""
     prompt = run_prompt(settings, workdir=_workdir(args))
@@ -1642,13 +1654,7 @@ def _show_prompt(args: argparse.Namespace, settings: Settings, daemon: DaemonInf
             "configuration it read when it started"
         )
     if args.json:
-        data = prompt.as_json()
-        data["daemon"] = (
-            None
-            if daemon is None
-            else {"pid": daemon.pid, "model": daemon.model, "approval": daemon.approval}
-        )
-        print(dumps(data, indent=2))
+        _print_with_daemon(prompt.as_json(), daemon)
     else:
         print(prompt.text)
     for note in notes:

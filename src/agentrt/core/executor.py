@@ -10,10 +10,12 @@ maps the pair to a `Settle`, and `Executor._conclude` does what it says.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import time
+from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -257,22 +259,11 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        # Registered before anything is awaited: the session is busy from the call on.
-        running = self._register(session_id, owner, window_hash)
-        try:
+        with self._busy(session_id, owner, window_hash) as running:
             running.model = await self._model_for(session_id)
             # A stored secret typed into the message is saved as its name; the run itself
             # reads the message as typed.
-            said = self.config.redactor.redact(text)
-            record = TaskRecord(
-                session_id,
-                said,
-                (Message.user(said),),
-                window_hash=window_hash,
-                task_hash=running.info.task_hash,
-                runner=self._token,
-                workdir=str(folder) if folder is not None else None,
-            )
+            record = self._new_task(running, self.config.redactor.redact(text), folder)
             try:
                 history = await self.store.create(record)
             except TaskExistsError as exc:
@@ -286,8 +277,6 @@ class Executor:
                 live=(Message.user(text),),
                 task_status=task_status,
             )
-        finally:
-            self._unregister(running)
 
     async def redo(
         self,
@@ -313,26 +302,13 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        # Registered before anything is awaited: the session is busy from the call on.
-        running = self._register(session_id, owner, window_hash)
-        try:
+        with self._busy(session_id, owner, window_hash) as running:
             running.model = await self._model_for(session_id)
             typed = self.config.redactor.redact(text) if text is not None else None
             made: list[TaskRecord] = []
 
             def make(last: str) -> TaskRecord:
-                said = typed if typed is not None else last
-                made.append(
-                    TaskRecord(
-                        session_id,
-                        said,
-                        (Message.user(said),),
-                        window_hash=window_hash,
-                        task_hash=running.info.task_hash,
-                        runner=self._token,
-                        workdir=str(folder) if folder is not None else None,
-                    )
-                )
+                made.append(self._new_task(running, typed if typed is not None else last, folder))
                 return made[-1]
 
             try:
@@ -351,8 +327,6 @@ class Executor:
                 live=(live,),
                 task_status=task_status,
             )
-        finally:
-            self._unregister(running)
 
     async def resume(
         self,
@@ -379,9 +353,7 @@ class Executor:
         """
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
-        # Registered before anything is awaited: the session is busy from the call on.
-        running = self._register(session_id, owner, window_hash)
-        try:
+        with self._busy(session_id, owner, window_hash) as running:
             running.model = await self._model_for(session_id)
             effects: list[AnswerEffects] = []
             answered: list[QuestionTrace] = []
@@ -432,8 +404,6 @@ class Executor:
                 answered=effect,
                 task_status=task_status,
             )
-        finally:
-            self._unregister(running)
 
     async def discard(self, session_id: str) -> bool:
         """Throw a session's pending task away (a user-cancel); True if there was one.
@@ -590,9 +560,7 @@ class Executor:
         `ModelNotConfiguredError` when its model cannot be asked now.
         """
         check_session_id(session_id)
-        # Registered before anything is awaited: the session is busy from the call on.
-        running = self._register(session_id, object(), None)
-        try:
+        with self._busy(session_id, object(), None) as running:
             if await self.store.session(session_id) is None:
                 raise UnknownSessionError(f"no session {session_id}")
 
@@ -621,8 +589,6 @@ class Executor:
             except TaskExistsError as exc:
                 raise PendingTaskExistsError(str(exc)) from None
             return summarised
-        finally:
-            self._unregister(running)
 
     def _check_not_running_elsewhere(self, record: TaskRecord) -> None:
         """Refuse a task that another live agentrt process is running right now."""
@@ -716,6 +682,31 @@ class Executor:
         self._sessions[session_id] = running
         return running
 
+    @contextlib.contextmanager
+    def _busy(self, session_id: str, owner: object, window_hash: str | None) -> Iterator[_Running]:
+        """The session busy with a new task while the block runs (`SessionBusyError` if it is).
+
+        Entered before anything is awaited, so the session is busy from the call on.
+        """
+        running = self._register(session_id, owner, window_hash)
+        try:
+            yield running
+        finally:
+            self._unregister(running)
+
+    def _new_task(self, running: _Running, said: str, folder: Path | None) -> TaskRecord:
+        """The record of the task `running` starts with the user message `said`, in `folder`."""
+        info = running.info
+        return TaskRecord(
+            info.session_id,
+            said,
+            (Message.user(said),),
+            window_hash=info.window_hash,
+            task_hash=info.task_hash,
+            runner=self._token,
+            workdir=str(folder) if folder is not None else None,
+        )
+
     def _unregister(self, running: _Running) -> None:
         self._tasks.pop(running.info.task_hash, None)
         if self._sessions.get(running.info.session_id) is running:
@@ -735,8 +726,26 @@ class Executor:
         task_status: trio.TaskStatus[TaskInfo],
     ) -> RunEnded:
         info = running.info
-        agent = self._agent(
-            running, record, history, emit, resumed, answered or AnswerEffects(), live
+        config = self.config
+        if record.workdir is not None:
+            config = attrs.evolve(config, workdir=Path(record.workdir))
+        assert running.model is not None  # given when the run was registered
+        effects = answered or AnswerEffects()
+        agent = AgentRun(
+            model=running.model,
+            registry=self.registry,
+            config=config,
+            emit=emit,
+            task_hash=info.task_hash,
+            snapshot=record,
+            store=self.store,
+            history=history,
+            session_allow=self._allow.setdefault(info.session_id, set()),
+            preapproved=set(effects.approved),
+            prefilled=dict(effects.prefilled),
+            resumed=resumed,
+            live=list(live),
+            stop=running.scope.cancel,
         )
         with bind_context(RequestContext(info.session_id, info.window_hash, info.task_hash)):
             # create() / update() persisted the record as RUNNING already. The first event
@@ -764,38 +773,6 @@ class Executor:
             return await self._conclude(
                 emit, agent, history, _classify_return(running, text, question)
             )
-
-    def _agent(
-        self,
-        running: _Running,
-        record: TaskRecord,
-        history: tuple[Message, ...],
-        emit: Emit,
-        resumed: bool,
-        answered: AnswerEffects,
-        live: tuple[Message, ...] = (),
-    ) -> AgentRun:
-        info = running.info
-        config = self.config
-        if record.workdir is not None:
-            config = attrs.evolve(config, workdir=Path(record.workdir))
-        assert running.model is not None  # given when the run was registered
-        return AgentRun(
-            model=running.model,
-            registry=self.registry,
-            config=config,
-            emit=emit,
-            task_hash=info.task_hash,
-            snapshot=record,
-            store=self.store,
-            history=history,
-            session_allow=self._allow.setdefault(info.session_id, set()),
-            preapproved=set(answered.approved),
-            prefilled=dict(answered.prefilled),
-            resumed=resumed,
-            live=list(live),
-            stop=running.scope.cancel,
-        )
 
     async def _conclude(
         self, emit: Emit, agent: AgentRun, history: tuple[Message, ...], ending: _Ending

@@ -25,7 +25,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from types import TracebackType
 
 import attrs
 import trio
@@ -395,12 +394,7 @@ class Listener:
     def __enter__(self) -> Listener:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _check_open(self) -> None:

@@ -395,22 +395,8 @@ async def open_runtime(
         if not is_postgres(store):
             yield runtime
             return
-        from ..fleet.member import Fleet
-        from ..store.postgres import PgStore
-
-        assert isinstance(opened, PgStore)
-        failure: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            fleet = Fleet(opened, executor, registry, http=http)
-            await nursery.start(fleet.run)
-            try:
-                yield attrs.evolve(runtime, fleet=fleet)
-            except BaseException as exc:
-                # Raised again as it came, not wrapped in the fleet's nursery's group.
-                failure = exc
-            nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+        async with _fleet(opened, executor, registry, http) as fleet:
+            yield attrs.evolve(runtime, fleet=fleet)
     finally:
         await opened.aclose()
 
@@ -447,6 +433,7 @@ async def _fleet(
         try:
             yield fleet
         except BaseException as exc:
+            # Raised again as it came, not wrapped in the fleet's nursery's group.
             failure = exc
         nursery.cancel_scope.cancel()
     if failure is not None:

@@ -113,21 +113,23 @@ if (window.DOMPurify) {
   });
 }
 
+// A new `tag` element of class `className`, holding `text` (as text, never markup) when given.
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  el.className = className;
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
 function renderMarkdown(el, text) {
   const html = DOMPurify.sanitize(markdown.render(text), { USE_PROFILES: { html: true } });
   el.innerHTML = html;
   for (const pre of el.querySelectorAll("pre")) {
     const code = pre.querySelector("code");
-    const block = document.createElement("div");
-    block.className = "code-block";
+    const block = element("div", "code-block");
     pre.replaceWith(block);
     const lang = /language-([\w+#.-]+)/.exec(code ? code.className : "");
-    if (lang) {
-      const label = document.createElement("span");
-      label.className = "lang";
-      label.textContent = lang[1];
-      block.append(label);
-    }
+    if (lang) block.append(element("span", "lang", lang[1]));
     const copy = button("Copy", () => copyCode(copy, (code || pre).textContent), "copy");
     copy.setAttribute("aria-label", "Copy the code");
     block.append(pre, copy);
@@ -157,8 +159,7 @@ function plainTitle(text) {
 function logOf(sid) {
   let log = state.logs.get(sid);
   if (!log) {
-    log = document.createElement("div");
-    log.className = "session-log";
+    log = element("div", "session-log");
     log.dataset.session = sid;
     state.logs.set(sid, log);
   }
@@ -166,9 +167,7 @@ function logOf(sid) {
 }
 
 function add(sid, kind, text) {
-  const el = document.createElement("div");
-  el.className = `msg ${kind}`;
-  el.textContent = text;
+  const el = element("div", `msg ${kind}`, text);
   logOf(sid).append(el);
   if (sid === state.current) el.scrollIntoView({ block: "end" });
   return el;
@@ -755,8 +754,7 @@ async function answer(q, view, value, secret) {
 // The unified diff of the file change a confirmation asks about: one line an element,
 // classed by what it is (added, removed, hunk, file), set as text, never as markup.
 function renderDiff(diff) {
-  const block = document.createElement("pre");
-  block.className = "diff";
+  const block = element("pre", "diff");
   block.setAttribute("aria-label", "the change");
   for (const line of diff.split("\n")) {
     const row = document.createElement("span");
@@ -771,28 +769,17 @@ function renderDiff(diff) {
 }
 
 function renderQuestion(q, view) {
-  const card = document.createElement("div");
-  card.className = "question";
+  const card = element("div", "question");
   card.dataset.id = q.id;
   card.dataset.kind = q.kind;
   card.dataset.session = q.session_id;
   card.setAttribute("role", "group");
   card.setAttribute("aria-label", `question from ${chatName(q.session_id)}`);
-  const meta = document.createElement("div");
-  meta.className = "meta";
-  meta.textContent = `${q.session_id}${q.agent ? " / " + q.agent : ""} asks` +
-    (q.tool ? ` (${q.tool})` : "");
-  const prompt = document.createElement("p");
-  prompt.className = "prompt";
-  prompt.textContent = q.prompt;
-  card.append(meta, prompt);
+  const meta = element("div", "meta", `${q.session_id}${q.agent ? " / " + q.agent : ""} asks` +
+    (q.tool ? ` (${q.tool})` : ""));
+  card.append(meta, element("p", "prompt", q.prompt));
   if (q.diff) card.append(renderDiff(q.diff));
-  if (q.error) {
-    const error = document.createElement("p");
-    error.className = "error";
-    error.textContent = q.error;
-    card.append(error);
-  }
+  if (q.error) card.append(element("p", "error", q.error));
   if (q.kind === "confirm") {
     for (const choice of q.choices) {
       card.append(button(CHOICE_LABELS[choice] || choice, () => answer(q, view, choice)));
@@ -900,42 +887,22 @@ function renderSessions() {
     if (title) state.titles.set(id, title);
     if (s.model !== undefined) state.modelOf.set(id, s.model || state.models?.default || null);
     const running = s.running || s.status === "running";
-    const li = document.createElement("li");
-    li.className = "session" + (id === state.current ? " current" : "");
+    const li = element("li", "session" + (id === state.current ? " current" : ""));
     li.dataset.session = id;
     li.dataset.status = running ? "running" : s.status || "";
     // A button, so the list is reachable and usable from the keyboard.
     const open = button("", () => showSession(id), "sid");
     if (id === state.current) open.setAttribute("aria-current", "true");
-    if (title) {
-      const name = document.createElement("span");
-      name.className = "name";
-      name.textContent = title;
-      open.append(name);
-    }
-    const idLine = document.createElement("span");
-    idLine.className = "id";
-    idLine.textContent = id;
-    open.append(idLine);
+    if (title) open.append(element("span", "name", title));
+    open.append(element("span", "id", id));
     li.append(open);
-    const status = document.createElement("div");
-    status.className = "status";
     // A finished session (status null) stays listed: its conversation is kept.
-    status.textContent = running ? "running" : !s.status ? "finished" :
+    li.append(element("div", "status", running ? "running" : !s.status ? "finished" :
       s.status.replace("_", " ") + (s.cause ? ` (${s.cause})` : "") +
-      (s.error ? `: ${s.error}` : "");
-    li.append(status);
+      (s.error ? `: ${s.error}` : "")));
     const when = describeWhen(s.updated_at);
-    if (when) {
-      const time = document.createElement("div");
-      time.className = "when";
-      time.textContent = when;
-      li.append(time);
-    }
-    const waiting = document.createElement("div");
-    waiting.className = "waiting";
-    waiting.textContent = describeWaits(s);
-    li.append(waiting);
+    if (when) li.append(element("div", "when", when));
+    li.append(element("div", "waiting", describeWaits(s)));
     const pending = ["interrupted", "awaiting_answer", "failed", "unreadable"];
     if (!running && pending.includes(s.status)) {
       if (!(s.question && s.status === "awaiting_answer")) {
