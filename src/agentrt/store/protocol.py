@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Final
 from typing import Protocol
 from typing import TypeVar
-from typing import Unpack
 
+from ..core.cause import Cause
 from ..models.messages import Message
 from ..present.listing import BriefTask
 from ..vocab.locations import StrPath
@@ -30,7 +30,6 @@ from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from .record import TaskRecord
 from .types import ListedTask
-from .types import MarkFields
 from .types import Page
 from .types import SessionInfo
 from .types import StoredMessage
@@ -129,7 +128,11 @@ class Store(Protocol):
         self,
         session_id: str,
         status: TaskStatus,
-        **fields: Unpack[MarkFields],
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
     ) -> Queued[bool]:
         """Queue `mark` and return at once."""
         ...
@@ -138,7 +141,11 @@ class Store(Protocol):
         self,
         session_id: str,
         status: TaskStatus,
-        **fields: Unpack[MarkFields],
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
     ) -> bool:
         """Set a task's status, cause, error and lost words; False if it has no record."""
         ...

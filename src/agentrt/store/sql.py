@@ -34,7 +34,6 @@ from typing import Any
 from typing import ClassVar
 from typing import Generic
 from typing import TypeVar
-from typing import Unpack
 
 import attrs
 import trio
@@ -72,7 +71,6 @@ from .record import TaskSummary
 from .record import clamp_message
 from .record import runner_gone
 from .types import ListedTask
-from .types import MarkFields
 from .types import Page
 from .types import SessionInfo
 from .types import StoredMessage
@@ -249,14 +247,22 @@ def _like(prefix: str) -> str:
 
 
 def _page_rows(
-    db: sqlite3.Connection, query: tuple[str, list[Any]], limit: int | None
+    db: sqlite3.Connection,
+    select: str,
+    table: str,
+    prefix: str,
+    after: tuple[float, str] | None,
+    limit: int | None,
+    *,
+    where: str = "",
 ) -> tuple[list[Any], Any]:
-    """A page of rows: those of `query`, a `page_query` for `limit`, but the one past it.
+    """A page of `select`'s rows by session id prefix, most recent first, after a cursor.
 
-    Returns the page's rows and its last row when more follow (the next
-    page's cursor comes from it), else None.
+    `table` is the alias prefix of the paged table's columns (``"s."`` or
+    ``""``). Returns the page's rows and its last row when more follow (the
+    next page's cursor comes from it), else None.
     """
-    rows = db.execute(*query).fetchall()
+    rows = db.execute(*page_query(select, table, prefix, after, limit, where=where)).fetchall()
     if limit is None or len(rows) <= limit:
         return rows, None
     rows = rows[:limit]
@@ -272,11 +278,9 @@ def page_query(
     *,
     where: str = "",
 ) -> tuple[str, list[Any]]:
-    """`select`'s rows by session id prefix, most recent first, after a cursor: the
-    query (one row more than `limit`, see `_page_rows`) and its parameters.
+    """The query of `_page_rows` (one row more than `limit`) and its parameters.
 
-    `table` is the alias prefix of the paged table's columns (``"s."`` or
-    ``""``). `where`, when given, is one more condition every row must meet.
+    `where`, when given, is one more condition every row must meet.
     """
     sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
     if where:
@@ -535,15 +539,17 @@ class SqlStore:
         self,
         session_id: str,
         status: TaskStatus,
-        **fields: Unpack[MarkFields],
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
     ) -> Submitted[bool]:
         """Queue `mark` and return at once; await `Submitted.wait` for its outcome.
 
         Store calls run in the order they are queued, so a call queued after
         this one sees its change.
         """
-        cause = fields.get("cause")
-        runner = fields.get("runner")
         now = time.time()
 
         def write(db: sqlite3.Connection) -> bool:
@@ -555,9 +561,9 @@ class SqlStore:
                     (
                         status.value,
                         cause.value if cause else None,
-                        dumps(fields.get("error")),
+                        dumps(error),
                         now,
-                        fields.get("lost_words", 0),
+                        lost_words,
                         *self._marked_line(session_id, status, cause),
                         session_id,
                     ),
@@ -570,14 +576,20 @@ class SqlStore:
         self,
         session_id: str,
         status: TaskStatus,
-        **fields: Unpack[MarkFields],
+        *,
+        cause: Cause | None = None,
+        error: str | None = None,
+        lost_words: int = 0,
+        runner: str | None = None,
     ) -> bool:
         """Set a task's status, cause, error and lost words in place; False if it has no record.
 
         With `runner` (the run's own token), a task another runner holds now is
         left alone and `TaskTakenError` is raised.
         """
-        return await self.mark_nowait(session_id, status, **fields).wait()
+        return await self.mark_nowait(
+            session_id, status, cause=cause, error=error, lost_words=lost_words, runner=runner
+        ).wait()
 
     async def delete(
         self, session_id: str, check: Callable[[str, str | None], None] | None = None
@@ -665,8 +677,7 @@ class SqlStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[ListedTask]:
-            query = page_query(_SUMMARY_SELECT, "", prefix, after, limit)
-            rows, last = _page_rows(db, query, limit)
+            rows, last = _page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
             nxt = None if last is None else _cursor(float(last[9]), str(last[0]))
             return Page(tuple(self._summary(row) for row in rows), nxt)
 
@@ -788,8 +799,9 @@ class SqlStore:
         after = _parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            query = page_query(_SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES)
-            rows, last = _page_rows(db, query, limit)
+            rows, last = _page_rows(
+                db, _SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES
+            )
             items = tuple(self._session_info(r) for r in rows)
             nxt = None if last is None else _cursor(items[-1].updated_at, items[-1].session_id)
             return Page(items, nxt)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from typing import Generic
-from typing import TypedDict
 from typing import TypeVar
 
-from ..core.cause import Cause
 from ..models.messages import Message
 from ..present.listing import BriefTask
 from ..vocab.reprs import record
@@ -30,19 +28,6 @@ class UnreadableTask:
     updated_at: float | None = None
     window_hash: str | None = None
     status: str = "unreadable"
-
-
-class MarkFields(TypedDict, total=False):
-    """What `Store.mark` sets beside a task's status; each one left out takes its default."""
-
-    #: Why the task stopped (default None).
-    cause: Cause | None
-    #: What failed (default None).
-    error: str | None
-    #: Words of the model's reply that no commit kept (default 0).
-    lost_words: int
-    #: The run's own token: a task another runner holds now is left alone (default None).
-    runner: str | None
 
 
 #: What one stored pending task reads back as.
