@@ -186,6 +186,9 @@ class _Stat(NamedTuple):
 
 #: The kind of each file type a walk keeps.
 _KINDS: Final = {stat.S_IFREG: _FILE, stat.S_IFDIR: _DIR, stat.S_IFLNK: _LINK}
+#: Makes a `_Stat` of a tuple of its fields, without the Python-level ``__new__`` of a
+#: named tuple: a walk makes one an entry.
+_STAT: Final = tuple.__new__
 
 
 def _stat_of(st: os.stat_result) -> _Stat | None:
@@ -372,35 +375,38 @@ class Checkpoints:
         """Stat every entry under `workdir` (not following links, leaving out `skip`)."""
         entries: dict[str, _Stat] = {}
         skipped = {str(p) for p in skip}
-        most = self.walk_entries
+        room = self.walk_entries
+        # The loop runs once an entry of the folder (and twice a command): names bound here.
+        scandir, kinds, ifmt, imode, make = os.scandir, _KINDS, stat.S_IFMT, stat.S_IMODE, _STAT
         stack = [str(workdir)]
         while stack:
             folder = stack.pop()
             try:
-                scan = os.scandir(folder)
+                scan = scandir(folder)
             except OSError:
                 continue
             with scan:
                 for item in scan:
+                    name = item.name
+                    if name[0] == "." and name.endswith(_IN_FLIGHT):
+                        continue  # another call's write under way (see `_IN_FLIGHT`)
                     path = item.path
-                    if _in_flight(item.name) or path in skipped:
+                    if path in skipped:
                         continue
                     try:
                         st = item.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    kind = _KINDS.get(stat.S_IFMT(st.st_mode))
+                    mode = st.st_mode
+                    kind = kinds.get(ifmt(mode))
                     if kind is None:
                         continue  # a socket, a fifo, a device: not kept
-                    if len(entries) >= most:
+                    if not room:
                         return Snapshot(entries, cut=True)
-                    entries[path] = _Stat(
-                        kind,
-                        stat.S_IMODE(st.st_mode),
-                        st.st_size,
-                        st.st_mtime_ns,
-                        st.st_ctime_ns,
-                        st.st_ino,
+                    room -= 1
+                    entries[path] = make(
+                        _Stat,
+                        (kind, imode(mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
                     )
                     if kind == _DIR:
                         stack.append(path)
@@ -620,14 +626,10 @@ class Checkpoints:
         return len({c.path for call in calls if not call.not_undoable for c in call.changes})
 
 
-def _in_flight(name: str) -> bool:
-    """Whether `name` is a temporary file of a write under way (`write_atomic`'s, an undo's).
-
-    Such a file exists only while another call (running beside a shell command)
-    writes: it is never a change of the walking call's, and an undo must not
-    bring it back.
-    """
-    return name.startswith(".") and name.endswith((TEMPORARY_SUFFIX, _UNDO_SUFFIX))
+#: How the temporary files of writes under way end (`write_atomic`'s, an undo's): such a
+#: file exists only while another call (running beside a shell command) writes; it is
+#: never a change of the walking call's, and an undo must not bring it back.
+_IN_FLIGHT: Final = (TEMPORARY_SUFFIX, _UNDO_SUFFIX)
 
 
 def _same(now: Entry | None, want: Entry | None) -> bool:
