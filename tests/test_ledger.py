@@ -37,6 +37,8 @@ from agentrt.models.anthropic import AnthropicModel
 from agentrt.models.messages import ToolCall
 from agentrt.models.openai import OpenAIModel
 from agentrt.models.providers import RetryPolicy
+from agentrt.store.ledger import appended
+from agentrt.store.ledger import note_text
 from agentrt.store.record import TaskRecord
 from agentrt.vocab.clamp import MARKER_RE
 from agentrt.vocab.events import RunEnded
@@ -45,6 +47,10 @@ from agentrt.vocab.events import TextEvent
 from agentrt.vocab.events import ToolCallEvent
 from agentrt.vocab.events import ToolResultEvent
 from agentrt.vocab.reprs import record
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import Interruption
+from agentrt.vocab.stops import LedgerCall
+from agentrt.vocab.stops import StopKind
 from agentrt.vocab.terms import TaskStatus
 
 from .fakes.llm_server import OA_DONE
@@ -762,3 +768,33 @@ async def test_a_stop_nobody_saw_is_told_as_one_whose_calls_may_have_run(
         "hold_effect call h1: may have run (it started and its result was never saved); it was "
         "run again after the resume" in note
     )
+
+
+# -- a round paused again and again ----------------------------------------------------------
+
+
+def _stop(state: CallState, at: float, **more: Any) -> Interruption:
+    return Interruption(
+        StopKind.PAUSE, at, (LedgerCall("c1", "sleep", state, attempts=int(at)),), **more
+    )
+
+
+def test_a_stop_that_repeats_the_last_one_is_folded_into_it() -> None:
+    first = _stop(CallState.STOPPED, 100.0)
+    kept = appended(
+        appended(appended((), first), _stop(CallState.STOPPED, 200.0)),
+        _stop(CallState.STOPPED, 300.0),
+    )
+    assert kept == (_stop(CallState.STOPPED, 300.0, repeats=2, first_at=100.0),)
+    # Another state, words lost or an error are stops of their own.
+    assert len(appended(kept, _stop(CallState.NOT_STARTED, 400.0))) == 2
+    assert len(appended(kept, _stop(CallState.STOPPED, 400.0, lost_words=3))) == 2
+    assert len(appended(kept, _stop(CallState.STOPPED, 400.0, error="boom"))) == 2
+    shutdown = attrs.evolve(_stop(CallState.STOPPED, 400.0), stop=StopKind.SHUTDOWN)
+    assert len(appended(kept, shutdown)) == 2
+    note = note_text(kept, {}, resumed=True, shortened=False)
+    assert (
+        "This task was stopped by a pause at 1970-01-01 00:05:00 UTC, the last of 3 such stops "
+        "since 1970-01-01 00:01:40 UTC, each leaving its calls as told here." in note
+    )
+    assert note.count("The calls of the round it stopped") == 1

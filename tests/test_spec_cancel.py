@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from agentrt import RequestKind
 from agentrt import RunEnded
 from agentrt import Runtime
 from agentrt import ScriptedModel
+from agentrt import TaskRecord
 from agentrt import TaskStarted
 from agentrt import TaskStatus
 from agentrt import TextEvent
@@ -29,6 +31,8 @@ from agentrt import cause_of
 from agentrt.models.messages import Role
 from agentrt.store import Queued
 from agentrt.vocab.events import describe_resume
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import StopKind
 from agentrt.vocab.terms import SETTLE
 from agentrt.vocab.terms import Settle
 
@@ -545,3 +549,36 @@ async def test_the_resume_line_counts_a_stopped_call_that_runs_again(
         "resumed: 1 call kept, 1 run again, 0 words regenerated"
     )
     assert [e.name for e in recorder.of(ToolCallEvent)] == ["sleep"]
+
+
+async def test_a_task_paused_in_the_same_call_again_and_again_keeps_one_entry(
+    runtime: Runtime, nursery: trio.Nursery
+) -> None:
+    """Each pause of a long call, resumed into the same call, is the same stop again: the
+    record keeps one entry that counts them, not one a pause (it would grow without end)."""
+    session, owner = "cli-folded", object()
+    executor = runtime.executor
+    for n in range(4):
+        sleeping = trio.Event()
+
+        async def emit(event: Event, sleeping: trio.Event = sleeping) -> None:
+            if isinstance(event, ToolCallEvent) and event.name == "sleep":
+                sleeping.set()
+
+        if n == 0:
+            info = await nursery.start(
+                partial(executor.run, session, "sleep 60", owner=owner, emit=emit)
+            )
+        else:
+            info = await nursery.start(partial(executor.resume, session, owner=owner, emit=emit))
+        with trio.fail_after(30):
+            await sleeping.wait()
+            executor.cancel(info.task_hash, Cause.PAUSE, owner=owner)
+            while executor.is_running(session):
+                await trio.testing.wait_all_tasks_blocked()
+    record = await runtime.store.load(session)
+    assert isinstance(record, TaskRecord)
+    [entry] = record.interruptions
+    assert (entry.stop, entry.repeats) == (StopKind.PAUSE, 3)
+    assert entry.first_at is not None and entry.first_at <= entry.at
+    assert [(c.name, c.state) for c in entry.calls] == [("sleep", CallState.STOPPED)]

@@ -260,15 +260,29 @@ def _with_entries(
     subagents = {
         key: attrs.evolve(
             journal,
-            interruptions=(
-                *journal.interruptions,
+            interruptions=appended(
+                journal.interruptions,
                 entry(key, journal.agent, journal.transcript, journal.attempts),
             ),
         )
         for key, journal in record.subagents.items()
     }
     top = entry("", "", record.transcript, record.attempts)
-    return record.evolve(interruptions=(*record.interruptions, top), subagents=subagents)
+    return record.evolve(interruptions=appended(record.interruptions, top), subagents=subagents)
+
+
+def appended(entries: tuple[Interruption, ...], new: Interruption) -> tuple[Interruption, ...]:
+    """`entries` with `new` after them; a stop that repeats the last one is folded into it.
+
+    A round paused and resumed again and again (a long command paused at each
+    look) keeps one entry that counts its stops, not one entry a pause: the
+    task's record stays the same size, and the model is told it once.
+    """
+    if entries and entries[-1].repeated_by(new):
+        last = entries[-1]
+        first = last.first_at if last.first_at is not None else last.at
+        return (*entries[:-1], attrs.evolve(new, repeats=last.repeats + 1, first_at=first))
+    return (*entries, new)
 
 
 def _when(at: float) -> str:
@@ -324,6 +338,12 @@ def note_text(
             else f"at {_when(entry.at)}"
         )
         sentence = f"This task was {how} {when}"
+        if entry.repeats:
+            since = _when(entry.first_at if entry.first_at is not None else entry.at)
+            sentence += (
+                f", the last of {entry.repeats + 1} such stops since {since}, each leaving "
+                "its calls as told here"
+            )
         if entry.error:
             sentence += f" ({entry.error})"
         sentences.append(sentence + ".")

@@ -458,3 +458,5 @@ _saved_question_fields = converter.gen_structure_attrs_fromdict(SavedQuestion)
 converter.register_structure_hook(SavedQuestion, _structure_saved_question)
 # The fields a question had before it had an id and a state are all an older agentrt reads.
 _omit_defaults(SavedQuestion, "task", "origin", "state")
+# A stop that stands for no earlier ones is written as before stops were folded.
+_omit_defaults(Interruption, "repeats", "first_at")

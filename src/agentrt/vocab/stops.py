@@ -115,6 +115,21 @@ class Interruption:
     #: Nobody saw it stop (a crash; a fleet member whose lease ran out): `at` is its last
     #: saved step, the latest it can have been.
     unseen: bool = False
+    #: How many earlier stops this entry stands for: stops of the same kind that left the
+    #: same calls in the same states (a round paused again and again), told as one.
+    repeats: int = 0
+    #: When the first of those earlier stops was (with `repeats`).
+    first_at: float | None = None
+
+    def repeated_by(self, later: Interruption) -> bool:
+        """Whether `later` is this stop again: same kind, same calls in the same states, no
+        words lost and no error (each of those is told for itself)."""
+        return (
+            (later.stop, later.unseen) == (self.stop, self.unseen)
+            and not (self.lost_words or later.lost_words or self.error or later.error)
+            and [(c.call_id, c.name, c.state, c.agent) for c in later.calls]
+            == [(c.call_id, c.name, c.state, c.agent) for c in self.calls]
+        )
 
 
 @record
