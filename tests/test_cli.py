@@ -178,6 +178,7 @@ def test_bad_input_gets_a_clear_error(state: Path, tmp_path: Path) -> None:
 def test_help_explains_exit_statuses() -> None:
     done = subprocess.run([*AGENTRT, "--help"], capture_output=True, text=True, check=True)
     assert "130 cancelled by the user" in " ".join(done.stdout.split())
+    assert "141 when the reader of its output went away" in " ".join(done.stdout.split())
     sub = subprocess.run([*AGENTRT, "run", "--help"], capture_output=True, text=True, check=True)
     assert "SIGTERM pauses" in " ".join(sub.stdout.split())
 

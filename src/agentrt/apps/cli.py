@@ -239,7 +239,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "0 finished, 1 failed (pending task kept) or refused (nothing started: the model has "
         "no API key, the session is busy), 2 usage or configuration error, 3 stopped with the "
         "pending task kept (paused, disconnected, awaiting an answer), 130 cancelled by the "
-        "user (pending task deleted).",
+        "user (pending task deleted). Any command: 141 when the reader of its output went "
+        "away (agentrt ... | head).",
     )
     parser.add_argument("--version", action="version", version=f"agentrt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
