@@ -1,4 +1,4 @@
-"""What survives a power cut: renames of secret and token files are fsynced in their folder.
+"""What survives a power cut: renames of secret, token and undone files are fsynced in their folder.
 
 A rename is an entry in the folder, so only an fsync of the folder makes it
 durable; fsyncing the file alone keeps its bytes but may lose its name.
@@ -14,6 +14,8 @@ import attrs
 import pytest
 
 from agentrt import SecretStore
+from agentrt.agent.checkpoint import CallRecord
+from agentrt.agent.checkpoint import Checkpoints
 from agentrt.http import load_or_create_token
 
 
@@ -77,3 +79,48 @@ def test_replacing_an_unusable_token_fsyncs_the_state_dir(tmp_path: Path, fsyncs
     (state / "http-token").write_text("short\n")
     load_or_create_token(state)
     assert (os.fspath(state), frozenset({"http-token"})) in fsyncs.folders()
+
+
+def test_an_undo_syncs_each_file_then_each_folder_once_before_it_is_marked_done(
+    tmp_path: Path, fsyncs: FsyncLog
+) -> None:
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    names = [work / f"f{n}.txt" for n in range(3)] + [work / "sub" / "g.txt"]
+    for path in names:
+        path.write_text("old\n")
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    before = checkpoints.before(work, ())
+    assert not isinstance(before, str)
+    for path in names:
+        path.write_text("new\n")
+    (work / "made.txt").write_text("made by the run\n")
+    changes = checkpoints.after(work, (), before)
+    checkpoints.record(CallRecord("s", "t", "c1", "shell", 0.0, changes))
+    fsyncs.calls.clear()
+    result = checkpoints.undo("s", checkpoints.last_run("s"))
+    assert result.done and not result.conflicts
+    root = tmp_path / "checkpoints"
+    seen = [
+        (Path(path).name if not is_dir else path, names) for path, is_dir, names in fsyncs.calls
+    ]
+    # The journal first (synced, and its folder); then each file put back, synced under its
+    # temporary name; then each of the two folders once, holding its final names (no
+    # temporary file, the run's file gone); only then is the undo marked done and its
+    # journal removed.
+    journal, *rest = seen
+    assert journal[0].startswith(".undo.json.")
+    assert rest[0] == (str(root), frozenset({"undo.json", "objects", "log"}))
+    assert sorted(name for name, _ in rest[1:5]) == [
+        ".f0.txt.agentrt-undo",
+        ".f1.txt.agentrt-undo",
+        ".f2.txt.agentrt-undo",
+        ".g.txt.agentrt-undo",
+    ]
+    assert rest[5:] == [
+        (str(work), frozenset({"f0.txt", "f1.txt", "f2.txt", "sub"})),
+        (str(work / "sub"), frozenset({"g.txt"})),
+        ("s.jsonl", frozenset()),
+        (str(root), frozenset({"objects", "log"})),
+    ]
+    assert all(p.read_text() == "old\n" for p in names)

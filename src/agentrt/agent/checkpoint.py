@@ -587,10 +587,12 @@ class Checkpoints:
     def _replay(self, journal: Mapping[str, Any]) -> None:
         """Do every step of `journal` (each can be done again), then mark its calls undone."""
         steps = journal["steps"]
+        touched: set[str] = set()
         for step in steps:
             beside = step.get("beside")
             if beside is not None:
                 _put(Path(beside["path"]), Entry(_FILE, int(beside["mode"]), beside["sha"]), self)
+                touched.add(os.path.dirname(beside["path"]))
         # Removals first, the deepest first; then what is put back, the shallowest first.
         for step in sorted(steps, key=lambda s: -s["path"].count(os.sep)):
             target = Entry.from_json(step["target"])
@@ -599,6 +601,11 @@ class Checkpoints:
             target = Entry.from_json(step["target"])
             if target is not None:
                 _put(Path(step["path"]), target, self)
+            touched.add(os.path.dirname(step["path"]))
+        # Each folder's entries reach the disk once, before the undo is marked done: until
+        # then the journal, already synced, puts everything back again after a power cut.
+        for folder in sorted(touched):
+            _fsync_dir(folder)
         self._mark_undone(str(journal["session"]), journal["calls"])
         self.journal.unlink()
         _fsync_dir(str(self.root))
@@ -670,11 +677,13 @@ def _clear(path: Path, target: Entry | None) -> None:
             os.rmdir(path)
     else:
         path.unlink()
-    _fsync_dir(str(path.parent))
 
 
 def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
-    """Make `path` what `target` says, atomically (a temp file of a fixed name, renamed)."""
+    """Make `path` what `target` says, atomically (a temp file of a fixed name, renamed).
+
+    Its folder is synced by the caller, once for all the paths it puts back (`_replay`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     if target.kind == _DIR:
         with contextlib.suppress(FileExistsError):
@@ -687,7 +696,6 @@ def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
             tmp.unlink()
         os.symlink(target.data, tmp)
         os.replace(tmp, path)
-        _fsync_dir(str(path.parent))
         return
     data = checkpoints.content(target.data)
     tmp = _tmp(path)
@@ -701,7 +709,6 @@ def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(str(path.parent))
 
 
 def described(result: UndoResult) -> Iterator[str]:
