@@ -8,6 +8,7 @@ process at random moments, as in tests/test_atomic_write.py.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -30,6 +31,7 @@ from agentrt import open_runtime
 from agentrt.agent.checkpoint import BESIDE
 from agentrt.agent.checkpoint import CallRecord
 from agentrt.agent.checkpoint import Checkpoints
+from agentrt.agent.checkpoint import in_flight
 from agentrt.core.errors import NoSuchTurnError
 from agentrt.core.errors import PendingTaskExistsError
 from agentrt.core.errors import UnknownSessionError
@@ -358,21 +360,29 @@ async def test_an_old_content_gone_from_the_checkpoints_is_named_and_its_file_le
 
 def test_a_write_under_way_beside_a_shell_command_is_not_its_change(tmp_path: Path) -> None:
     """A shell command's walks see another call's temporary file come and go (a write running
-    beside it): the undo of the command neither brings that file back nor counts it."""
+    beside it): the undo of the command neither brings that file back nor counts it. A file
+    the command names like one is the command's, and is undone like any other."""
     work = tmp_path / "work"
     work.mkdir()
     checkpoints = Checkpoints(tmp_path / "checkpoints")
-    in_flight = [work / ".b.txt.951bf846f2a1.agentrt-tmp", work / ".c.txt.agentrt-undo"]
-    for path in in_flight:
-        path.write_bytes(b"half written")
-    snapshot = checkpoints.before(work, ())
-    assert not isinstance(snapshot, str)
-    assert set(snapshot.entries) == set()
-    for path in in_flight:
-        path.unlink()
-    (work / "log").write_text("y\n")
-    changes = checkpoints.after(work, (), snapshot)
-    assert [c.path for c in changes] == [str(work / "log")]
+    writing = [work / ".b.txt.951bf846f2a1.agentrt-tmp", work / ".c.txt.agentrt-undo"]
+    with contextlib.ExitStack() as stack:
+        for path in writing:
+            stack.enter_context(in_flight(path))
+            path.write_bytes(b"half written")
+        snapshot = checkpoints.before(work, ())
+        assert not isinstance(snapshot, str)
+        assert set(snapshot.entries) == set()
+        for path in writing:
+            path.unlink()
+        (work / "log").write_text("y\n")
+        # A command cannot hide a file of its own by naming it like a write under way.
+        (work / ".hidden.txt.000000000000.agentrt-tmp").write_text("mine\n")
+        changes = checkpoints.after(work, (), snapshot)
+    assert [c.path for c in changes] == [
+        str(work / ".hidden.txt.000000000000.agentrt-tmp"),
+        str(work / "log"),
+    ]
     checkpoints.record(CallRecord("s", "task", "call-1", "shell", time.time(), changes))
     result = checkpoints.undo("s", checkpoints.last_run("s"))
     assert not result.conflicts

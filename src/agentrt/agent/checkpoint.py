@@ -58,7 +58,6 @@ import attrs
 from ..config.statedir import write_synced
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
-from .atomic import TEMPORARY_SUFFIX
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
 CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
@@ -378,6 +377,7 @@ class Checkpoints:
         room = self.walk_entries
         # The loop runs once an entry of the folder (and twice a command): names bound here.
         scandir, kinds, ifmt, imode, make = os.scandir, _KINDS, stat.S_IFMT, stat.S_IMODE, _STAT
+        in_flight = _IN_FLIGHT
         stack = [str(workdir)]
         while stack:
             folder = stack.pop()
@@ -387,12 +387,9 @@ class Checkpoints:
                 continue
             with scan:
                 for item in scan:
-                    name = item.name
-                    if name[0] == "." and name.endswith(_IN_FLIGHT):
-                        continue  # another call's write under way (see `_IN_FLIGHT`)
                     path = item.path
-                    if path in skipped:
-                        continue
+                    if path in skipped or path in in_flight:
+                        continue  # agentrt's own state, or another call's write under way
                     try:
                         st = item.stat(follow_symlinks=False)
                     except OSError:
@@ -633,10 +630,22 @@ class Checkpoints:
         return len({c.path for call in calls if not call.not_undoable for c in call.changes})
 
 
-#: How the temporary files of writes under way end (`write_atomic`'s, an undo's): such a
-#: file exists only while another call (running beside a shell command) writes; it is
-#: never a change of the walking call's, and an undo must not bring it back.
-_IN_FLIGHT: Final = (TEMPORARY_SUFFIX, _UNDO_SUFFIX)
+#: The temporary files of this process's writes under way (`in_flight`): such a file exists
+#: only while a call (running beside a shell command) or an undo writes; it is never a
+#: change of the walking call's, and an undo must not bring it back. Named one by one,
+#: never by a pattern a command could give its own files to hide them from a walk.
+_IN_FLIGHT: Final[set[str]] = set()
+
+
+@contextlib.contextmanager
+def in_flight(tmp: str | Path) -> Iterator[None]:
+    """Leave the temporary file `tmp` of a write under way out of every walk while it lasts."""
+    name = os.fspath(tmp)
+    _IN_FLIGHT.add(name)
+    try:
+        yield
+    finally:
+        _IN_FLIGHT.discard(name)
 
 
 def _same(now: Entry | None, want: Entry | None) -> bool:
@@ -690,25 +699,25 @@ def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
             os.mkdir(path, target.mode)
         os.chmod(path, target.mode)
         return
-    if target.kind == _LINK:
-        tmp = _tmp(path)
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        os.symlink(target.data, tmp)
-        os.replace(tmp, path)
-        return
-    data = checkpoints.content(target.data)
     tmp = _tmp(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, target.mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    with in_flight(tmp):
+        if target.kind == _LINK:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            os.symlink(target.data, tmp)
+            os.replace(tmp, path)
+            return
+        data = checkpoints.content(target.data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, target.mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
 
 
 def described(result: UndoResult) -> Iterator[str]:

@@ -41,6 +41,7 @@ from ..atomic import temporary_name
 from ..atomic import write_atomic
 from ..checkpoint import Change
 from ..checkpoint import Entry
+from ..checkpoint import in_flight
 from ..guard import inside
 from ..sandbox import refusal_note
 from ..toolproc import ToolOutput
@@ -86,9 +87,13 @@ def _writer(path: Path, expect: str | None, tmp: str) -> list[str]:
 
 @contextlib.contextmanager
 def _temporary_removed(tmp: str) -> Iterator[None]:
-    """Remove `tmp` should the write helper not have: it was stopped, or killed."""
+    """Remove `tmp` should the write helper not have: it was stopped, or killed.
+
+    Meanwhile a walk of the folder leaves it out (`agentrt.agent.checkpoint.in_flight`).
+    """
     try:
-        yield
+        with in_flight(tmp):
+            yield
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -275,7 +280,9 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
             raise _write_failure(agent, path, done)
         return change.done
     try:
-        await trio.to_thread.run_sync(write_atomic, str(path), data, change.expect)
+        tmp = temporary_name(str(path))
+        with _temporary_removed(tmp):
+            await trio.to_thread.run_sync(write_atomic, str(path), data, change.expect, tmp)
     except ChangedError:
         raise ToolError(f"cannot write {path}: {_atomic.CHANGED}") from None
     except OSError as exc:
