@@ -66,9 +66,6 @@ WALK_ENTRIES: Final = 100_000
 #: What the kept-beside copy of a conflicting file is named after: ``NAME.agentrt-undo-N``.
 BESIDE: Final = ".agentrt-undo-"
 
-#: How the temporary file of an undo's own write ends.
-_UNDO_SUFFIX: Final = ".agentrt-undo"
-
 _FILE: Final = "file"
 _DIR: Final = "dir"
 _LINK: Final = "link"
@@ -191,13 +188,8 @@ _STAT: Final = tuple.__new__
 
 
 def _stat_of(st: os.stat_result) -> _Stat | None:
-    if stat.S_ISREG(st.st_mode):
-        kind = _FILE
-    elif stat.S_ISDIR(st.st_mode):
-        kind = _DIR
-    elif stat.S_ISLNK(st.st_mode):
-        kind = _LINK
-    else:
+    kind = _KINDS.get(stat.S_IFMT(st.st_mode))
+    if kind is None:
         return None  # a socket, a fifo, a device: not kept
     return _Stat(
         kind, stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
@@ -425,12 +417,6 @@ class Checkpoints:
         kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
         anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
         return kept, anew
-
-    def unkept_bytes(self, workdir: Path, snapshot: Snapshot) -> int:
-        """How many bytes of files `snapshot` saw that the last walk of `workdir` did not keep."""
-        _, anew = self._to_keep(self._last(workdir), snapshot)
-        entries = snapshot.entries
-        return sum(entries[p].size for p in anew if entries[p].kind == _FILE)
 
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
         """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
@@ -666,7 +652,7 @@ def _beside(path: str) -> str:
 
 
 def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}{_UNDO_SUFFIX}")
+    return path.with_name(f".{path.name}.agentrt-undo")
 
 
 def _clear(path: Path, target: Entry | None) -> None:

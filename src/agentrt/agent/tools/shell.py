@@ -68,8 +68,7 @@ class Shell(Tool):
             if result is None:
                 return DENIED
             if unkept is not None:
-                async with _checkpointed(agent, call, unkept):
-                    pass
+                await _record(agent, call, unkept)
             output, code = result.output, result.returncode
         else:
             before = await _keep_before(agent)
@@ -122,25 +121,31 @@ async def _checkpointed(
     A timeout, a cancel or an error records it too, so a stopped run's changes
     can be undone (`agentrt.agent.checkpoint`).
     """
-    config = agent.config
-    checkpoints = config.checkpoints
-    if checkpoints is None or before is None:
+    if agent.config.checkpoints is None or before is None:
         yield
         return
-    workdir, skip = config.workdir, config.hidden_paths
     try:
         yield
     finally:
-
-        def walk_and_record() -> None:
-            # The walk and the record in one trip to a thread.
-            if isinstance(before, Snapshot):
-                changes = checkpoints.after(workdir, skip, before)
-                why = None
-            else:
-                changes, why = (), before
-            if changes or why:
-                checkpoints.record(call_record(agent, call, changes, why))
-
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(walk_and_record)
+            await _record(agent, call, before)
+
+
+async def _record(agent: ToolRun, call: ToolCall, before: Snapshot | str) -> None:
+    """Record what the command changed since `before` (or why it cannot be undone)."""
+    config = agent.config
+    checkpoints = config.checkpoints
+    assert checkpoints is not None
+    workdir, skip = config.workdir, config.hidden_paths
+
+    def walk_and_record() -> None:
+        # The walk and the record in one trip to a thread.
+        if isinstance(before, Snapshot):
+            changes = checkpoints.after(workdir, skip, before)
+            why = None
+        else:
+            changes, why = (), before
+        if changes or why:
+            checkpoints.record(call_record(agent, call, changes, why))
+
+    await trio.to_thread.run_sync(walk_and_record)
