@@ -460,13 +460,15 @@ class SSEDecoder:
             self._skip_lf = False
             if buffer[0] == 0x0A:
                 del buffer[0]
-        end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
-        if self._eof:
-            end = len(buffer)
-        elif end == len(buffer) and buffer.endswith(b"\r"):
-            self._skip_lf = True
-        complete = bytes(buffer[:end])
-        del buffer[:end]
+        if self._eof or buffer.endswith(b"\n"):  # nearly always: all of it is whole lines
+            complete = bytes(buffer)
+            buffer.clear()
+        else:
+            end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
+            if end == len(buffer):  # ends in a CR, which may be the first half of a CRLF
+                self._skip_lf = True
+            complete = bytes(buffer[:end])
+            del buffer[:end]
         try:
             self._lines(complete.splitlines())
             if self._eof:
