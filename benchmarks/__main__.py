@@ -4,7 +4,7 @@ The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
 ``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp, undo,
-conversations).
+conversations, stream).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from . import bench_fleet
 from . import bench_mcp
 from . import bench_processes
 from . import bench_scale
+from . import bench_stream
 from . import bench_tui
 from . import bench_undo
 from ._harness import Result
@@ -55,6 +56,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
     "mcp": lambda root: trio.run(bench_mcp.run_all, root),
     "undo": lambda root: trio.run(bench_undo.run_all, root),
     "conversations": lambda root: trio.run(bench_conversations.run_all, root),
+    "stream": lambda root: trio.run(bench_stream.run_all, root),
 }
 
 #: The rows in the order of the figures they answer; any other row follows.
@@ -84,6 +86,8 @@ ORDER = (
     "fleet_takeover_zombie",
     "mcp_call",
     "otel_overhead",
+    "stream_cpu",
+    "stream_cpu_anthropic",
 )
 
 #: Optional benchmark modules run after the table when they exist, each through its `main()`.

@@ -106,6 +106,24 @@ def test_sse_decoder_rejects_bad_utf8() -> None:
         decoder.next_event()
 
 
+def test_sse_decoder_gives_the_events_before_bad_utf8_first() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"data: one\n\ndata\n\ndata: \xff\n\ndata: after\n\n")
+    assert decoder.drain() == [SSEEvent("message", "one"), SSEEvent("message", "")]
+    with pytest.raises(SSEError, match="UTF-8"):
+        decoder.drain()
+
+
+def test_sse_decoder_a_cr_at_the_end_of_a_feed_and_a_lf_at_the_start_of_the_next() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"data: a\r")
+    assert decoder.drain() == []
+    decoder.feed(b"\ndata: b\r")
+    assert decoder.drain() == []
+    decoder.feed(b"\r")
+    assert decoder.drain() == [SSEEvent("message", "a\nb")]
+
+
 def test_redactor_scrubs_whole_and_masked_keys() -> None:
     key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123"
     r = Redactor(key)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import hypothesis
 import pytest
 import trio
@@ -189,13 +191,18 @@ def test_keys_and_the_http_token_are_found_encoded_too(tmp_path: Path) -> None:
     assert "sk-live" not in redacted
 
 
-def test_the_search_is_compiled_once_per_change_and_a_redaction_costs_only_stats(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    state = tmp_path / "state"
-    SecretStore(state / "secrets").put(NAME, VALUE)
-    redactor = Redactor.for_state_dir(state)
-    assert redactor.redact(VALUE) == LABEL
+@attrs.define
+class HeldClock:
+    """A clock that moves only when told: the redactor's checks happen when the test says."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def counting_file_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the `os` calls that ask the file system (stat, listdir, open), as made."""
     calls: list[str] = []
     for name in ("stat", "listdir", "open"):
         real = getattr(os, name)
@@ -205,14 +212,75 @@ def test_the_search_is_compiled_once_per_change_and_a_redaction_costs_only_stats
             return _real(*args, **kw)
 
         monkeypatch.setattr(os, name, counted)
+    return calls
+
+
+def put_from_another_process(folder: Path, name: str, value: str) -> None:
+    """Store a secret as ``agentrt secrets set`` beside a daemon would: another process."""
+    code = (
+        "import sys; from agentrt import SecretStore; SecretStore(sys.argv[1]).put(*sys.argv[2:])"
+    )
+    subprocess.run([sys.executable, "-c", code, str(folder), name, value], check=True)
+
+
+def test_the_search_is_compiled_once_per_change_and_a_redaction_asks_the_file_system_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    SecretStore(state / "secrets").put(NAME, VALUE)
+    redactor = attrs.evolve(Redactor.for_state_dir(state), clock=HeldClock())
+    assert redactor.redact(VALUE) == LABEL
+    calls = counting_file_calls(monkeypatch)
     for _ in range(100):
         assert redactor.redact(f"a delta {VALUE[::-1]}") == f"a delta {LABEL}"
-    # One stat of each source (secrets, keys, token), nothing read, nothing listed.
-    assert calls == ["stat"] * 300
-    calls.clear()
+    assert calls == []
+    # A write of this process is seen at the next piece, the clock still held.
     SecretStore(state / "secrets").put("other", "another-value-99")
+    calls.clear()
     assert redactor.redact("another-value-99") == "[secret other]"
     assert "listdir" in calls
+    calls.clear()
+    KeyStore.for_state_dir(state).put("OPENAI_API_KEY", "sk-live-0123456789abcdef")
+    assert redactor.redact("sk-live-0123456789abcdef") == "[secret OPENAI_API_KEY]"
+    assert KeyStore.for_state_dir(state).delete("OPENAI_API_KEY")
+    assert redactor.redact("sk-live-0123456789abcdef") == "sk-live-0123456789abcdef"
+    assert "listdir" in calls
+
+
+def test_a_secret_stored_by_another_process_is_redacted_once_the_recheck_is_due(
+    tmp_path: Path,
+) -> None:
+    store = SecretStore(tmp_path / "secrets")
+    store.put(NAME, VALUE)
+    clock = HeldClock()
+    redactor = Redactor(store.path, clock=clock)
+    assert redactor.redact(VALUE) == LABEL
+    put_from_another_process(store.path, "late", "late-canary-5e6f7a8b")
+    # Within the recheck interval, nothing asks the file system (this is the bound on lateness).
+    clock.now += redactor.recheck / 2
+    assert redactor.redact("late-canary-5e6f7a8b") == "late-canary-5e6f7a8b"
+    clock.now += redactor.recheck
+    assert redactor.redact("late-canary-5e6f7a8b") == "[secret late]"
+    # And a refresh (a run's start) asks at once, the clock held.
+    put_from_another_process(store.path, "later", "later-canary-9c0d1e2f")
+    redactor.refresh()
+    assert redactor.redact("later-canary-9c0d1e2f") == "[secret later]"
+
+
+async def test_a_run_hides_a_secret_another_process_stored_just_before_it(
+    runtime: Runtime,
+) -> None:
+    redactor = runtime.executor.config.redactor
+    # Checks for other processes' writes as good as never, but for the run's start.
+    redactor.recheck = 1e9
+    assert redactor.redact(VALUE) == VALUE
+    put_from_another_process(runtime.secrets.path, NAME, VALUE)
+    recorder = Recorder()
+    ended = await runtime.executor.run("cli-late", f"say {VALUE}", owner=object(), emit=recorder)
+    assert ended.outcome is Outcome.FINISHED
+    assert VALUE in f"say {VALUE}" and LABEL in recorder.text()
+    assert VALUE not in repr(recorder.events)
+    assert VALUE.encode() not in db_bytes(runtime)
 
 
 # -- one name rule ---------------------------------------------------------------------------

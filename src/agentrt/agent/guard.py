@@ -19,6 +19,8 @@ import glob
 import json
 import os
 import re
+import time
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +30,7 @@ import attrs
 
 from ..config.keystore import KEYS_DIR
 from ..config.secrets import is_secret_name
+from ..config.secrets import write_generation
 from ..models.messages import Redaction
 from ..vocab.locations import HTTP_TOKEN_FILE
 from ..vocab.reprs import mutable
@@ -35,6 +38,12 @@ from ..vocab.reprs import record
 
 #: Secret values shorter than this are not searched for (too likely to match by chance).
 MIN_REDACTED_LENGTH = 4
+
+#: Seconds a redactor trusts its secret set before it asks the file system again whether
+#: another process changed a source. Writes of this process are seen at once (their
+#: generation, `agentrt.config.secrets.note_written`), and `Redactor.refresh` (every run's
+#: start) asks at once too.
+RECHECK_SECONDS = 0.1
 
 #: Characters that separate the paths a shell command may mention.
 _SHELL_SEPARATORS = re.compile(r"[\s=;|&<>()`'\",{}]+")
@@ -232,10 +241,14 @@ class Redactor:
     `encoded_forms`). Values shorter than `MIN_REDACTED_LENGTH` are not searched.
 
     The folders are read again, and the one combined search compiled again,
-    only when a folder or a named file changed; calling it on every streamed
-    piece of text costs a `stat` a source and one regex scan. It may be called
-    from several threads (the daemon's log filter): the compiled set is
-    replaced in one assignment.
+    only when a folder or a named file changed. Whether one did is asked of the
+    file system (a `stat` a source) only when this process wrote a secret
+    (`agentrt.config.secrets.write_generation` moved), at `refresh` (every run's
+    start), and otherwise at most once every `recheck` seconds, for writes of
+    other processes (``agentrt secrets set`` beside a daemon): calling it on
+    every streamed piece of text costs a read of the clock and one regex scan,
+    no system call. It may be called from several threads (the daemon's log
+    filter): the compiled set is replaced in one assignment.
     """
 
     secrets_dir: Path
@@ -243,7 +256,14 @@ class Redactor:
     files: Mapping[str, Path] = attrs.field(factory=dict)
     #: Other folders of one secret a file, each shown by its file's name (the key store).
     more_dirs: tuple[Path, ...] = ()
+    #: Seconds between checks for other processes' writes (see the class).
+    recheck: float = RECHECK_SECONDS
+    #: The clock of those checks (`time.monotonic`: read without a system call on Linux).
+    clock: Callable[[], float] = attrs.field(default=time.monotonic, repr=False)
     _compiled: _Compiled = attrs.field(factory=_Compiled, init=False)
+    #: The write generation seen at the last check, and when the next check is due.
+    _checked_generation: int = attrs.field(default=-1, init=False)
+    _check_after: float = attrs.field(default=float("-inf"), init=False)
 
     @classmethod
     def for_state_dir(cls, state_dir: Path) -> Redactor:
@@ -334,9 +354,19 @@ class Redactor:
 
         return walk(value)
 
+    def refresh(self) -> None:
+        """Ask the file system at the next use whether a secret changed (a run's start)."""
+        self._check_after = float("-inf")
+
     def _current(self) -> _Compiled:
-        stamp = self._current_stamp()
         compiled = self._compiled
+        generation = write_generation()
+        now = self.clock()
+        if generation == self._checked_generation and now < self._check_after:
+            return compiled
+        # Noted before the stat: a write after this point is seen at the next use.
+        self._checked_generation, self._check_after = generation, now + self.recheck
+        stamp = self._current_stamp()
         if stamp != compiled.stamp:
             compiled = self._compiled = _Compiled.of(stamp, self._load())
         return compiled

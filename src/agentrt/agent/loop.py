@@ -132,6 +132,8 @@ TEXT_EVENT_LIMIT = 16 * 1024
 
 def event_pieces(text: str) -> list[str]:
     """`text` cut into `TEXT_EVENT_LIMIT`-character pieces, one per event (none when empty)."""
+    if len(text) <= TEXT_EVENT_LIMIT:  # nearly every streamed piece: one event, no cutting
+        return [text] if text else []
     return [text[i : i + TEXT_EVENT_LIMIT] for i in range(0, len(text), TEXT_EVENT_LIMIT)]
 
 

@@ -89,6 +89,7 @@ class KeyStore:
 
     def delete(self, name: str) -> bool:
         """Remove a key; True if it existed."""
+        from .secrets import note_written
         from .statedir import fsync_dir
 
         check_key_name(name)
@@ -96,6 +97,7 @@ class KeyStore:
             (self.path / name).unlink()
         except (FileNotFoundError, NotADirectoryError):
             return False
+        note_written()
         fsync_dir(self.path)
         return True
 

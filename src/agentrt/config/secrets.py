@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -16,6 +17,28 @@ from .statedir import write_synced
 #: ``.NAME.tmp``, so a name with a leading '.' could be mistaken for (or overwrite) one,
 #: and '.' and '..' are folders, not files.
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+
+#: Unique numbers for `note_written`; `next` on it is atomic, so two threads never share one.
+_WRITES = itertools.count(1)
+_generation = 0
+
+
+def note_written() -> None:
+    """Tell this process's redactors that a stored secret changed (a secret, a key, the token).
+
+    Every write of the stores in this process calls it once the new file is in
+    place; `agentrt.agent.guard.Redactor` then reads the folders again at its next
+    use, without asking the file system at every piece of text. Writes by other
+    processes are found by the redactor's own check (at most `RECHECK_SECONDS` late).
+    """
+    global _generation
+    _generation = next(_WRITES)
+
+
+def write_generation() -> int:
+    """A number that changes at every `note_written` of this process (0 before the first)."""
+    return _generation
 
 
 class SecretNameError(ValueError):
@@ -59,6 +82,7 @@ class SecretStore:
         tmp = self.path / f".{name}.tmp"
         write_synced(tmp, value.encode("utf-8"), os.O_TRUNC)
         os.replace(tmp, self.path / name)
+        note_written()
         fsync_dir(self.path)  # the rename itself must survive a power cut
 
     def get(self, name: str) -> str | None:
@@ -76,5 +100,6 @@ class SecretStore:
             (self.path / name).unlink()
         except FileNotFoundError:
             return False
+        note_written()
         fsync_dir(self.path)
         return True

@@ -261,6 +261,8 @@ class Executor:
         folder = check_workdir(workdir) if workdir is not None else None
         with self._busy(session_id, owner, window_hash) as running:
             running.model = await self._model_for(session_id)
+            # A secret stored by another process just before is hidden from the first piece on.
+            self.config.redactor.refresh()
             # A stored secret typed into the message is saved as its name; the run itself
             # reads the message as typed.
             record = self._new_task(running, self.config.redactor.redact(text), folder)
@@ -304,6 +306,7 @@ class Executor:
         folder = check_workdir(workdir) if workdir is not None else None
         with self._busy(session_id, owner, window_hash) as running:
             running.model = await self._model_for(session_id)
+            self.config.redactor.refresh()
             typed = self.config.redactor.redact(text) if text is not None else None
             made: list[TaskRecord] = []
 
@@ -727,6 +730,7 @@ class Executor:
     ) -> RunEnded:
         info = running.info
         config = self.config
+        config.redactor.refresh()  # every run's start: see `Redactor`
         if record.workdir is not None:
             config = attrs.evolve(config, workdir=Path(record.workdir))
         assert running.model is not None  # given when the run was registered

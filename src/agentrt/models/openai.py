@@ -317,7 +317,8 @@ class _Reader:
     _usage: Usage | None = None
 
     def handle(self, event: SSEEvent) -> list[ModelDelta]:
-        if event.data.strip() == "[DONE]":
+        # Every chunk but the last is a JSON object: only text not starting as one is looked at.
+        if not event.data.startswith("{") and event.data.strip() == "[DONE]":
             self.done = True
             return []
         data = parse_json_event(event, self.provider)

@@ -14,6 +14,7 @@ object carries the headers).
 from __future__ import annotations
 
 import abc
+import collections
 import email.utils
 import functools
 import json
@@ -393,27 +394,33 @@ class SSEError(ValueError):
     """The byte stream is not a valid event stream (bad UTF-8, an event over the size cap)."""
 
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-
-
 @mutable(eq=False)
 class SSEDecoder:
     """Cuts a ``text/event-stream`` byte stream into events; knows no sockets.
 
     `feed` bytes as they come (``b""`` is EOF), then call `next_event` until it
-    returns None (need more data). Lines may end in CRLF, LF or CR, split
-    anywhere across feeds. Comments (``:``), ``id`` and ``retry`` are skipped.
-    At EOF an event missing its final blank line is still delivered, because
-    some local servers end their stream that way. An event larger than
-    `max_event_bytes` raises `SSEError` rather than growing without bound.
+    returns None (need more data), or take every complete event at once with
+    `drain`. Lines may end in CRLF, LF or CR, split anywhere across feeds.
+    Comments (``:``), ``id`` and ``retry`` are skipped. At EOF an event missing
+    its final blank line is still delivered, because some local servers end
+    their stream that way. An event larger than `max_event_bytes` raises
+    `SSEError` rather than growing without bound; so does bad UTF-8, once the
+    events before it were taken.
+
+    What was received is cut into lines all at once (`bytes.splitlines`, which
+    splits exactly at CR, LF and CRLF), and an event's data is decoded once.
     """
 
     max_event_bytes: int = 8 * 1024 * 1024
     _buffer: bytearray = attrs.field(factory=bytearray, init=False)
     _eof: bool = attrs.field(default=False, init=False)
+    #: The last complete line ended in a CR at the end of what was received: a LF next is its end.
+    _skip_lf: bool = attrs.field(default=False, init=False)
     _event: str = attrs.field(default="", init=False)
-    _data: list[str] = attrs.field(factory=list, init=False)
+    _data: list[bytes] = attrs.field(factory=list, init=False)
     _size: int = attrs.field(default=0, init=False)
+    _ready: collections.deque[SSEEvent] = attrs.field(factory=collections.deque, init=False)
+    _error: SSEError | None = attrs.field(default=None, init=False)
 
     def feed(self, data: bytes) -> None:
         """Add received bytes; ``b""`` marks the end of the stream."""
@@ -428,53 +435,81 @@ class SSEDecoder:
 
     def next_event(self) -> SSEEvent | None:
         """The next complete event, or None when more data is needed (or the stream is over)."""
-        while True:
-            match = _LINE_END.search(self._buffer)
-            if match is None or (
-                # A CR at the very end may be the first half of a CRLF.
-                match.group() == b"\r" and match.end() == len(self._buffer) and not self._eof
-            ):
-                if self._eof:
-                    if self._buffer:
-                        line = bytes(self._buffer)
-                        self._buffer.clear()
-                        self._line(line)
-                    return self._dispatch()
+        if not self._ready:
+            self._parse()
+            if not self._ready:
+                if self._error is not None:
+                    raise self._error
                 return None
-            line = bytes(self._buffer[: match.start()])
-            del self._buffer[: match.end()]
-            if not line:
-                event = self._dispatch()
-                if event is not None:
-                    return event
-                continue
-            self._line(line)
+        return self._ready.popleft()
 
-    def _line(self, raw: bytes) -> None:
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SSEError("the event stream is not valid UTF-8") from None
-        if line.startswith(":"):
+    def drain(self) -> list[SSEEvent]:
+        """Every complete event fed so far (none when more data is needed)."""
+        self._parse()
+        if not self._ready and self._error is not None:
+            raise self._error
+        events = list(self._ready)
+        self._ready.clear()
+        return events
+
+    def _parse(self) -> None:
+        buffer = self._buffer
+        if self._error is not None or (not buffer and not self._eof):
             return
-        field, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if field == "event":
-            self._event = value
-        elif field == "data":
-            self._size += len(raw)
-            if self._size > self.max_event_bytes:
-                raise SSEError(f"an event exceeds {self.max_event_bytes} bytes")
-            self._data.append(value)
+        if self._skip_lf and buffer:
+            self._skip_lf = False
+            if buffer[0] == 0x0A:
+                del buffer[0]
+        if self._eof or buffer.endswith(b"\n"):  # nearly always: all of it is whole lines
+            complete = bytes(buffer)
+            buffer.clear()
+        else:
+            end = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
+            if end == len(buffer):  # ends in a CR, which may be the first half of a CRLF
+                self._skip_lf = True
+            complete = bytes(buffer[:end])
+            del buffer[:end]
+        try:
+            self._lines(complete.splitlines())
+            if self._eof:
+                self._dispatch()
+        except SSEError as exc:
+            self._error = exc
 
-    def _dispatch(self) -> SSEEvent | None:
+    def _lines(self, lines: list[bytes]) -> None:
+        data = self._data
+        for line in lines:
+            if not line:
+                self._dispatch()
+                data = self._data
+            elif line.startswith(b"data:"):
+                self._size += len(line)
+                if self._size > self.max_event_bytes:
+                    raise SSEError(f"an event exceeds {self.max_event_bytes} bytes")
+                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+            elif not line.startswith(b":"):
+                field, _, value = line.partition(b":")
+                if field == b"data":  # "data" alone: an empty line of data
+                    data.append(b"")
+                elif field == b"event":
+                    if value.startswith(b" "):
+                        value = value[1:]
+                    self._event = _text(value)
+
+    def _dispatch(self) -> None:
         if not self._data:
             self._event = ""
-            return None
-        event = SSEEvent(self._event or "message", "\n".join(self._data))
+            return
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._ready.append(SSEEvent(self._event or "message", _text(data)))
         self._event, self._data, self._size = "", [], 0
-        return event
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SSEError("the event stream is not valid UTF-8") from None
 
 
 # --------------------------------------------------------------------------- one streamed request
@@ -643,13 +678,13 @@ async def _pump(
             if not chunk:
                 continue  # b"" would mean EOF to the decoder
             decoder.feed(chunk)
-            while (event := decoder.next_event()) is not None:
+            for event in decoder.drain():
                 for delta in reader.handle(event):
                     await on_delta(delta)
                 if reader.done:
                     return reader.finish()
         decoder.feed(b"")
-        while (event := decoder.next_event()) is not None:
+        for event in decoder.drain():
             for delta in reader.handle(event):
                 await on_delta(delta)
     except SSEError as exc:

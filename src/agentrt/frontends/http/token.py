@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ...config.options import STATE_DIR
 from ...config.options import shared_options
+from ...config.secrets import note_written
 from ...config.statedir import StateDirError
 from ...config.statedir import fsync_dir
 from ...config.statedir import prepare_state_dir
@@ -52,6 +53,7 @@ def load_or_create_token(state_dir: StrPath) -> str:
         return token
     finally:
         tmp.unlink(missing_ok=True)
+        note_written()  # a token now in place (ours or the winner's) is a secret to redact
         # The new name (and the temporary one's removal) must survive a power cut.
         fsync_dir(state_dir)
 

@@ -8,7 +8,8 @@ up whatever logger made it, and replaces each known secret with ``[secret
 NAME]``: the bot tokens and API keys in the environment, the HTTP API's
 token, and every value in the secret store and the key store, in every
 spelling `agentrt.agent.guard.Redactor` finds (read again when the store or the
-token file changes).
+token file changes: at once for this process's writes, within
+`agentrt.agent.guard.RECHECK_SECONDS` for another process's).
 """
 
 from __future__ import annotations
