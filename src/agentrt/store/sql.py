@@ -112,15 +112,9 @@ def write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """
     if db.in_transaction:
         # Inside a batch (see `Writer`): the batch holds the write lock already, and
-        # this call's changes stand or fall on their own in a savepoint.
-        db.execute("SAVEPOINT call")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK TO call")
-            db.execute("RELEASE call")
-            raise
-        db.execute("RELEASE call")
+        # this call's changes stand or fall on their own: an error leaves the call, and
+        # the batch rolls back the call's savepoint (or, the call alone, the transaction).
+        yield db
         return
     db.execute("BEGIN IMMEDIATE")
     try:

@@ -3,8 +3,8 @@
 SQLite (and psycopg) block, so a store runs its calls in one long-lived
 thread. Whatever is queued when the thread comes round goes in one
 transaction (group commit: one sync to disk for the lot), each call in a
-savepoint of its own, so that a call that fails changes nothing and the
-others still commit.
+savepoint of its own when there are several, so that a call that fails
+changes nothing and the others still commit.
 """
 
 from __future__ import annotations
@@ -153,8 +153,10 @@ def run_batch(
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
     A call that fails changes nothing (its savepoint is rolled back) and the
-    others still commit. `forget` is called whenever something is rolled back,
-    so that what the store keeps in memory never holds what the file does not.
+    others still commit. A call alone in its batch needs no savepoint: when it
+    fails the whole transaction is rolled back, which is the same. `forget` is
+    called whenever something is rolled back, so that what the store keeps in
+    memory never holds what the file does not.
     """
 
     def store_failed(exc: Exception) -> StoreError:
@@ -166,6 +168,9 @@ def run_batch(
     except errors as exc:
         for call in batch:
             call.fail(failed(exc))
+        return
+    if len(batch) == 1:
+        _run_alone(db, batch[0], forget, errors, failed)
         return
     ran: list[Call[Any]] = []
     for call in batch:
@@ -182,6 +187,37 @@ def run_batch(
         else:
             ran.append(call)
         db.execute("RELEASE batch_call")
+    _commit(db, ran, forget, errors, failed)
+
+
+def _run_alone(
+    db: sqlite3.Connection,
+    call: Call[Any],
+    forget: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    failed: Callable[[Exception], StoreError],
+) -> None:
+    """Run the one call of a batch in the transaction begun for it, no savepoint (two round
+    trips fewer on PostgreSQL); a failure rolls the transaction back."""
+    try:
+        call.run(db)
+    except Exception as exc:
+        forget()
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(exc, errors):
+            call.fail(failed(exc))
+        return  # the call's own error (a bad answer, a task that exists) is kept
+    _commit(db, [call], forget, errors, failed)
+
+
+def _commit(
+    db: sqlite3.Connection,
+    ran: list[Call[Any]],
+    forget: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    failed: Callable[[Exception], StoreError],
+) -> None:
     try:
         db.execute("COMMIT")
     except errors as exc:
