@@ -27,9 +27,9 @@ its lease, or was cut off from the database, cannot write over the work of
 the member that took its tasks, even a moment after it wakes.
 
 Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
-worker threads), through a pool (psycopg_pool) that checks a connection
-before lending it, so the first call after an outage reconnects instead of
-failing; the LISTEN connection is driven by Trio directly (see
+worker threads), through a pool (psycopg_pool); a batch that finds its
+connection broken as its transaction begins goes once more on a new one, so
+the first call after an outage reconnects instead of failing; the LISTEN connection is driven by Trio directly (see
 `agentrt.fleet.member`).
 """
 
@@ -47,6 +47,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
+from typing import ClassVar
 from typing import Final
 from typing import TypeVar
 from typing import cast
@@ -201,27 +202,49 @@ def new_member_id() -> str:
     return f"fleet:{host}:{process_token()}:{secrets.token_hex(3)}"
 
 
+class BrokenConnection(Exception):
+    """The connection lent to a batch was found broken as its transaction began (nothing ran).
+
+    Not a `psycopg.Error`, so that it leaves `run_batch` and the store can run
+    the batch again on a new connection: the pool does not check a connection
+    before lending it (a round trip more for every transaction), so a connection
+    the server ended while idle is first noticed here.
+    """
+
+
 _PARAMETER = re.compile(r"\?")
 T = TypeVar("T")
+#: `PgConnection`'s lease outside a transaction: not read yet.
+_UNREAD: Final = object()
 
 
 @mutable(eq=False)
 class PgConnection:
     """A pooled psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
 
-    ``?`` parameters become ``%s``; ``BEGIN IMMEDIATE`` opens a transaction and
-    takes the fleet's write lock. Each batch of store calls borrows the pool's
-    connection (`lent`); the pool checks it first and, when it broke (the
-    server restarted, the network went, the backend was terminated), connects
-    again, so an outage fails the calls made during it and no later ones.
+    ``?`` parameters become ``%s``; ``BEGIN IMMEDIATE`` opens a transaction,
+    takes the fleet's write lock and reads this member's lease, in one round
+    trip; savepoints go with the statement after them. Each batch of store
+    calls borrows the pool's connection (`lent`); when it broke (the server
+    restarted, the network went, the backend was terminated), the batch goes
+    again on a new one, so an outage fails the calls made during it and no
+    later ones.
     """
 
     pool: ConnectionPool[Any] = attrs.field(repr=False)
     lock_key: int
+    #: The fleet member whose lease every transaction reads as it begins (see `lease`).
+    runner: str = ""
     #: The lease epoch the store call being run carries (see `PgStore._submit`).
     epoch: int = 0
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _sql: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: The member's lease as the open transaction read it under the write lock:
+    #: (epoch, live), None for no row; `_UNREAD` outside a transaction.
+    _lease: tuple[int, bool] | object | None = attrs.field(default=_UNREAD, init=False)
+    #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
+    _pending: list[str] = attrs.field(factory=list, init=False)
+    _begin: str = attrs.field(default="", init=False)
 
     @property
     def in_transaction(self) -> bool:
@@ -240,6 +263,8 @@ class PgConnection:
                 yield
             finally:
                 self._conn = None
+                self._lease = _UNREAD
+                self._pending.clear()
 
     def connection(self) -> psycopg.Connection[Any]:
         """The connection lent for the batch being run."""
@@ -250,15 +275,90 @@ class PgConnection:
     def execute(self, sql: str, parameters: Any = ()) -> psycopg.Cursor[Any]:
         conn = self.connection()
         if sql == "BEGIN IMMEDIATE":
-            conn.execute("BEGIN")
-            return conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.lock_key))
+            return self._begin_locked(conn)
+        if sql.startswith(("SAVEPOINT ", "RELEASE ")):
+            # Nothing is read of these, and they cannot fail in a transaction that works:
+            # they go to the server with the statement after them, in its round trip.
+            self._pending.append(sql)
+            return cast(psycopg.Cursor[Any], None)
+        if sql in ("COMMIT", "ROLLBACK"):
+            self._lease = _UNREAD
+            if sql == "ROLLBACK":
+                self._pending.clear()  # the savepoints go with the transaction
+        if self._pending:
+            return self._with_pending(conn, sql, parameters)
         if not parameters:  # no placeholders to fill: the text goes as it is
             return conn.execute(cast(Any, sql))
         return conn.execute(cast(Any, self._translate(sql)), parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
-        with self.connection().cursor() as cursor:
+        conn = self.connection()
+        if self._pending:
+            conn.execute(cast(Any, "; ".join(self._pending)))
+            self._pending.clear()
+        with conn.cursor() as cursor:
             cursor.executemany(cast(Any, self._translate(sql)), list(rows))
+
+    def lease(self) -> tuple[int, bool] | None:
+        """This member's lease, (epoch, live now), as the open transaction sees it; None: no row.
+
+        Read once per transaction, in the round trip that begins it and right after
+        its write lock: the fleet's heartbeats renew leases, and take tasks from
+        lapsed members, under the same lock, so the row cannot change before the
+        transaction ends (a transaction stalled half a lease is ended by the server).
+        """
+        if self._lease is _UNREAD:
+            row = (
+                self.connection()
+                .execute(
+                    f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = %s", (self.runner,)
+                )
+                .fetchone()
+            )
+            self._lease = None if row is None else (int(row[0]), bool(row[1]))
+        return cast("tuple[int, bool] | None", self._lease)
+
+    def _begin_locked(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        """``BEGIN``, the write lock, and this member's lease: one round trip (a simple query).
+
+        The lease is read by a statement of its own after the lock's, so that it
+        reads the database as it is once the lock is held (each statement of a
+        READ COMMITTED transaction sees what was committed before it started).
+        """
+        if not self._begin:
+            runner = self.runner.replace("'", "''")
+            self._begin = (
+                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
+                f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
+            )
+        self._pending.clear()
+        try:
+            cursor = conn.execute(cast(Any, self._begin))
+        except psycopg.OperationalError as exc:
+            if conn.broken:  # nothing was done yet: the batch may go again on a new connection
+                raise BrokenConnection(str(exc)) from exc
+            raise
+        while cursor.nextset():
+            pass
+        row = cursor.fetchone()
+        self._lease = None if row is None else (int(row[0]), bool(row[1]))
+        return cursor
+
+    def _with_pending(
+        self, conn: psycopg.Connection[Any], sql: str, parameters: Any
+    ) -> psycopg.Cursor[Any]:
+        """`sql` sent after the pending savepoints in one simple query, its parameters bound here.
+
+        A statement that fails leaves the ones before it done (a savepoint set
+        stays set), as when each went on its own.
+        """
+        text = "; ".join((*self._pending, self._translate(sql) if parameters else sql))
+        self._pending.clear()
+        cursor = psycopg.ClientCursor(conn)
+        cursor.execute(cast(Any, text), parameters or None)
+        while cursor.nextset():
+            pass
+        return cast(psycopg.Cursor[Any], cursor)
 
     def close(self) -> None:
         self.pool.close()
@@ -288,12 +388,15 @@ def idle_limit(conn: psycopg.Connection[Any], lease: float) -> None:
 
 
 def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
-    """The store's pool: one autocommit connection, checked before each lending.
+    """The store's pool: one autocommit connection.
 
-    A call waits up to `CONNECT_WAIT` for a working connection, then fails
-    (the database is away). The pool gives up reconnecting in the background
-    after as long, so that a call made once the database is back connects at
-    once instead of waiting for a late retry.
+    It is not checked before each lending (a round trip more for every
+    transaction): a batch that finds it broken as it begins goes once more
+    on a new one (`BrokenConnection`). A call waits up to `CONNECT_WAIT` for
+    a working connection, then fails (the database is away). The pool gives
+    up reconnecting in the background after as long, so that a call made
+    once the database is back connects at once instead of waiting for a late
+    retry.
     """
     pool: ConnectionPool[Any] = ConnectionPool(
         conninfo,
@@ -304,7 +407,6 @@ def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
         name=name,
         timeout=CONNECT_WAIT,
         reconnect_timeout=CONNECT_WAIT,
-        check=ConnectionPool.check_connection,
         configure=lambda conn: idle_limit(conn, lease),
     )
     pool.open(wait=False)
@@ -333,6 +435,14 @@ class PgStore(SqlStore):
         kw_only=True, default=None, repr=False
     )
     _display: str = attrs.field(kw_only=True)
+
+    #: What `_check_held` reads of a task: its runner and the epoch it was taken under.
+    _HELD_SELECT: ClassVar[str] = "SELECT runner, epoch FROM tasks WHERE session_id = ?"
+    _HELD_WHERE: ClassVar[str] = (
+        " AND (runner IS NULL OR runner = ?) AND (epoch IS NULL OR epoch = ?)"
+    )
+    #: `_UPDATE` of a claim: the fields and the lease epoch the task is taken under.
+    _UPDATE_CLAIMED: ClassVar[str] = SqlStore._UPDATE.replace(" WHERE ", ", epoch = ? WHERE ", 1)
 
     @property
     def location(self) -> str:
@@ -365,7 +475,7 @@ class PgStore(SqlStore):
                 conn.close()
 
         channel, key, epoch = await trio.to_thread.run_sync(start)
-        db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key)
+        db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key, runner)
         return cls(
             cast(sqlite3.Connection, db),
             runner=runner,
@@ -419,21 +529,31 @@ class PgStore(SqlStore):
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
         location = self.location
-        try:
-            with cast(PgConnection, db).lent():
-                run_batch(
-                    db,
-                    batch,
-                    location,
-                    self._memory.clear,
-                    errors=(psycopg.Error,),
-                    failed=lambda exc: failed_error(location, exc),
-                )
-        except psycopg.Error as exc:
-            # No connection, or it broke between statements: nothing of the batch committed.
-            self._memory.clear()
-            for call in batch:
-                call.fail(failed_error(location, exc))
+        for attempt in (1, 2):
+            try:
+                with cast(PgConnection, db).lent():
+                    run_batch(
+                        db,
+                        batch,
+                        location,
+                        self._memory.clear,
+                        errors=(psycopg.Error,),
+                        failed=lambda exc: failed_error(location, exc),
+                    )
+                return
+            except BrokenConnection as exc:
+                # Ended while idle (a restart, an administrator): the pool drops it as it
+                # comes back and lends a new one; the batch goes once more, nothing of it ran.
+                if attempt == 2:
+                    error: Exception = psycopg.OperationalError(str(exc))
+                    break
+            except psycopg.Error as exc:
+                # No connection, or it broke between statements: nothing of the batch committed.
+                error = exc
+                break
+        self._memory.clear()
+        for call in batch:
+            call.fail(failed_error(location, error))
 
     def _fence(self, db: sqlite3.Connection) -> None:
         """Refuse the write unless it carries this member's live lease epoch (in its transaction).
@@ -442,11 +562,10 @@ class PgStore(SqlStore):
         interrupt the tasks of lapsed members take too: a write either sees a
         live lease or is refused, never one that runs out in between.
         """
-        epoch = cast(PgConnection, db).epoch
-        row = db.execute(
-            f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = ?", (self.runner,)
-        ).fetchone()
-        if row is not None and row[1] and epoch != 0 and int(row[0]) == epoch:
+        conn = cast(PgConnection, db)
+        epoch = conn.epoch
+        row = conn.lease()
+        if row is not None and row[1] and epoch != 0 and row[0] == epoch:
             return
         if row is None or not row[1]:
             why = (
@@ -459,22 +578,38 @@ class PgStore(SqlStore):
             f"{why}; it carried lease epoch {epoch or 'none'}, and changed nothing"
         )
 
-    def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
-        """Refuse a run's write (any status) to a task another runner or epoch holds now."""
-        if record.runner is not None:
-            self._check_held(db, record.session_id, record.runner)
+    def _held_by(self, record: TaskRecord) -> str | None:
+        """A run's write (any status) to a task another runner or epoch holds now is refused."""
+        return record.runner
 
-    def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
-        """As `SqlStore._check_held`, and the task must be held under the epoch the write carries."""
-        super()._check_held(db, session_id, runner)
-        row = db.execute("SELECT epoch FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
-        epoch = cast(PgConnection, db).epoch
-        if row is not None and row[0] is not None and int(row[0]) != epoch:
+    def _held_args(self, runner: str) -> tuple[Any, ...]:
+        return (runner, self._carried)
+
+    def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
+        """The task must be held under the epoch the write carries, too (read with its runner)."""
+        epoch = self._carried
+        if row[1] is not None and int(row[1]) != epoch:
             raise StaleLeaseError(
-                f"the pending task of session {session_id} was taken under lease epoch {row[0]}, "
+                f"the pending task of session {session_id} was taken under lease epoch {row[1]}, "
                 f"and this write carried {epoch or 'none'} (this agentrt process joined the fleet "
                 "again since, or another took the task); this run's change was not saved"
             )
+
+    @property
+    def _carried(self) -> int:
+        """The lease epoch the store call being run carries (writer thread)."""
+        return cast(PgConnection, self._db).epoch
+
+    def _update_fields(
+        self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
+    ) -> bool:
+        """As `SqlStore._update_fields`; a claim records its lease epoch in the same statement."""
+        if not claim:
+            return super()._update_fields(db, record)
+        cur = db.execute(
+            self._UPDATE_CLAIMED, (*self._columns(record), self._carried, record.session_id)
+        )
+        return cur.rowcount > 0
 
     async def aclose(self) -> None:
         """Finish the queued calls, close, and leave the fleet (this member's row goes)."""

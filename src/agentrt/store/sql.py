@@ -352,6 +352,10 @@ class SqlStore:
     _UPSERT: ClassVar[str] = upsert_sql(line=False)
     _UPDATE: ClassVar[str] = update_sql(line=False)
     _MARK: ClassVar[str] = mark_sql(line=False)
+    #: What `_check_held` reads of a task: its runner first (see `_check_held_row`).
+    _HELD_SELECT: ClassVar[str] = "SELECT runner FROM tasks WHERE session_id = ?"
+    #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
+    _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
 
     _db: sqlite3.Connection = attrs.field(repr=False)
     #: The token this process's runs are recorded with (`TaskRecord.runner`).
@@ -524,8 +528,13 @@ class SqlStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with self._write(db):
-                self._check_record_held(db, record)
-                return self._update_fields(db, record)
+                return self._update_held(
+                    db,
+                    self._UPDATE,
+                    self._columns(record),
+                    record.session_id,
+                    self._held_by(record),
+                )
 
         return Submitted(self, self._submit(write, defer=defer))
 
@@ -548,21 +557,15 @@ class SqlStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with self._write(db):
-                if runner is not None:
-                    self._check_held(db, session_id, runner)
-                cur = db.execute(
-                    self._MARK,
-                    (
-                        status.value,
-                        cause.value if cause else None,
-                        dumps(error),
-                        now,
-                        lost_words,
-                        *self._marked_line(session_id, status, cause),
-                        session_id,
-                    ),
+                values = (
+                    status.value,
+                    cause.value if cause else None,
+                    dumps(error),
+                    now,
+                    lost_words,
+                    *self._marked_line(session_id, status, cause),
                 )
-            return cur.rowcount > 0
+                return self._update_held(db, self._MARK, values, session_id, runner)
 
         return Submitted(self, self._submit(write, defer=True))
 
@@ -1077,8 +1080,39 @@ class SqlStore:
 
     def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
         """Refuse a running record's write when another runner holds its task now."""
-        if record.status is TaskStatus.RUNNING and record.runner is not None:
-            self._check_held(db, record.session_id, record.runner)
+        runner = self._held_by(record)
+        if runner is not None:
+            self._check_held(db, record.session_id, runner)
+
+    def _held_by(self, record: TaskRecord) -> str | None:
+        """The runner that must hold `record`'s task for a write of it (None: no check)."""
+        return record.runner if record.status is TaskStatus.RUNNING else None
+
+    def _update_held(
+        self,
+        db: sqlite3.Connection,
+        sql: str,
+        values: tuple[Any, ...],
+        session_id: str,
+        runner: str | None,
+    ) -> bool:
+        """Run `sql` (an UPDATE of a task ending ``WHERE session_id = ?``) if `runner` holds it.
+
+        The check is a condition of the UPDATE itself (`_HELD_WHERE`), one
+        statement; only when no row changed is the task read to say why
+        (`_check_held` raises for a task another holds). False: no task.
+        """
+        if runner is None:
+            return db.execute(sql, (*values, session_id)).rowcount > 0
+        cur = db.execute(sql + self._HELD_WHERE, (*values, session_id, *self._held_args(runner)))
+        if cur.rowcount > 0:
+            return True
+        self._check_held(db, session_id, runner)
+        return False
+
+    def _held_args(self, runner: str) -> tuple[Any, ...]:
+        """The parameters of `_HELD_WHERE` for a write of `runner`'s."""
+        return (runner,)
 
     def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
         """Raise `TaskTakenError` if the task of `session_id` is recorded with another runner.
@@ -1088,12 +1122,17 @@ class SqlStore:
         the run that lost it must not undo that runner's work. A task with no
         row is not checked (what becomes of it is the caller's to say).
         """
-        row = db.execute("SELECT runner FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
+        row = db.execute(self._HELD_SELECT, (session_id,)).fetchone()
         if row is not None and row[0] is not None and row[0] != runner:
             raise TaskTakenError(
                 f"the pending task of session {session_id} was taken over by another runner "
                 "(this one had lost its hold on it); this run's change was not saved"
             )
+        if row is not None:
+            self._check_held_row(session_id, tuple(row))
+
+    def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
+        """Check the rest of `_HELD_SELECT`'s row of a task this runner holds (nothing here)."""
 
     def _save(
         self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
