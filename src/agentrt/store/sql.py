@@ -1343,14 +1343,21 @@ class SqlStore:
         if defer:
             self._deferred.append(call)
             return call
-        self._hand_over()
-        self._writer.submit(call)
+        self._hand_over(call)
         return call
 
-    def _hand_over(self) -> None:
-        """Give the writer thread the deferred calls, in their order."""
-        while self._deferred:
-            self._writer.submit(self._deferred.popleft())
+    def _hand_over(self, *calls: Call[Any]) -> None:
+        """Give the writer thread the deferred calls, then `calls`, in their order.
+
+        All at once, so that they go in one batch (one transaction, one sync to
+        disk): handed over one by one, the thread could start a batch with the
+        first ones before the last arrived.
+        """
+        if self._deferred:
+            calls = (*self._deferred, *calls)
+            self._deferred.clear()
+        if calls:
+            self._writer.submit(*calls)
 
     async def _wait(self, call: Call[T]) -> T:
         """The outcome of a queued call.

@@ -76,13 +76,17 @@ class Writer:
     location: str
     #: Runs one batch in one transaction (the backend's: see `run_batch`).
     run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], None]
-    _queue: queue.SimpleQueue[Call[Any] | None] = attrs.field(factory=queue.SimpleQueue, init=False)
+    #: Calls handed over together are one item, so that they go in one batch.
+    _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _start_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _calls: int = attrs.field(default=0, init=False)
     _batches: int = attrs.field(default=0, init=False)
 
-    def submit(self, call: Call[Any]) -> None:
+    def submit(self, *calls: Call[Any]) -> None:
+        """Queue `calls`, in their order; the thread takes them in one batch."""
         if self._thread is None:
             with self._start_lock:
                 if self._thread is None:
@@ -92,7 +96,7 @@ class Writer:
                         daemon=True,
                     )
                     self._thread.start()
-        self._queue.put(call)
+        self._queue.put(list(calls))
 
     def statistics(self) -> StoreStatistics:
         return StoreStatistics(self._calls, self._batches, self._queue.qsize())
@@ -111,7 +115,7 @@ class Writer:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            batch = first
             while len(batch) < _BATCH_LIMIT:
                 try:
                     more = self._queue.get_nowait()
@@ -120,7 +124,7 @@ class Writer:
                 if more is None:
                     stopping = True  # run what came before the stop, then end
                     break
-                batch.append(more)
+                batch.extend(more)
             self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
