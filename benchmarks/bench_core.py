@@ -191,9 +191,14 @@ def _bench_model() -> ScriptedModel:
     return ScriptedModel(word_delay=0, stream_delay=0)
 
 
-async def open_bench_runtime(state_dir: Path) -> tuple[Runtime, Callable[[], Awaitable[None]]]:
-    """A runtime on `state_dir` with a scripted model that never sleeps; and its closer."""
-    manager = open_runtime(state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=())
+async def open_bench_runtime(
+    state_dir: Path, store: str | None = None
+) -> tuple[Runtime, Callable[[], Awaitable[None]]]:
+    """A runtime on `state_dir` (its store `store`, when given) with a scripted model that
+    never sleeps; and its closer."""
+    manager = open_runtime(
+        state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=(), store=store
+    )
     runtime = await manager.__aenter__()
 
     async def close() -> None:
@@ -425,10 +430,7 @@ async def bench_pg_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
     session = "chat-pause-resume"
     counted = _StatementCounter()
     async with postgres_schema(base) as url:
-        manager = open_runtime(
-            state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=(), store=url
-        )
-        runtime = await manager.__aenter__()
+        runtime, close = await open_bench_runtime(state_dir, store=url)
         base_db = psycopg.connect(url, autocommit=True)
         try:
             base_db.execute("CREATE TABLE baseline (session_id text PRIMARY KEY, record text)")
@@ -451,7 +453,7 @@ async def bench_pg_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
                 nursery.cancel_scope.cancel()
         finally:
             base_db.close()
-            await manager.__aexit__(None, None, None)
+            await close()
     return Result(
         "pg_pause_resume",
         subject_median,
