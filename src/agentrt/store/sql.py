@@ -187,6 +187,12 @@ _TASK_SELECT = (
     f"SELECT session_id, {', '.join(FIELDS)}, first_seq, message_count FROM tasks "
     "WHERE session_id = ?"
 )
+#: A task's row and its session's revision and length, in one statement (`_task_and_session`).
+_TASK_AND_SESSION_SELECT = (
+    f"SELECT t.session_id, {', '.join(f't.{c}' for c in FIELDS)}, t.first_seq, "
+    "t.message_count, s.rev, s.next_seq FROM tasks t LEFT JOIN sessions s "
+    "ON s.session_id = t.session_id WHERE t.session_id = ?"
+)
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
 
@@ -1010,6 +1016,19 @@ class SqlStore:
         ).fetchone()
         return None if row is None else _SessionRow(int(row[0]), int(row[1]))
 
+    def _task_and_session(
+        self, db: sqlite3.Connection, session_id: str
+    ) -> tuple[_TaskRow | None, _SessionRow | None]:
+        """`_task_row` and, when there is a task, `_session_row`: one statement (a round trip
+        on PostgreSQL). Without a task, the session is not read (None)."""
+        row = db.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
+        if row is None:
+            return None, None
+        fields = 1 + len(FIELDS)
+        task = _TaskRow(tuple(row[:fields]), int(row[fields]), int(row[fields + 1]))
+        rev, next_seq = row[fields + 2], row[fields + 3]
+        return task, None if rev is None else _SessionRow(int(rev), int(next_seq))
+
     def _task_row(self, db: sqlite3.Connection, session_id: str) -> _TaskRow | None:
         row = db.execute(_TASK_SELECT, (session_id,)).fetchone()
         if row is None:
@@ -1064,10 +1083,10 @@ class SqlStore:
         self, db: sqlite3.Connection, session_id: str
     ) -> tuple[TaskRecord | None, tuple[Message, ...]]:
         """The pending task of a session and its history (both empty when it has none)."""
-        task = self._task_row(db, session_id)
+        task, session = self._task_and_session(db, session_id)
         if task is None:
             return None, ()
-        messages = self._all_messages(db, session_id, self._session_row(db, session_id))
+        messages = self._all_messages(db, session_id, session)
         end = task.first_seq + task.message_count
         if len(messages) < end:
             raise self._task_unreadable(
@@ -1143,8 +1162,9 @@ class SqlStore:
         run, a resume): see `_claimed`.
         """
         session_id = record.session_id
-        session = self._session_row(db, session_id)
-        task = self._task_row(db, session_id)
+        task, session = self._task_and_session(db, session_id)
+        if task is None:
+            session = self._session_row(db, session_id)
         new = record.transcript
         if task is not None and session is not None:
             first, count = task.first_seq, task.message_count
