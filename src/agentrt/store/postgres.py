@@ -205,10 +205,10 @@ def new_member_id() -> str:
 class BrokenConnection(Exception):
     """The connection lent to a batch was found broken as its transaction began (nothing ran).
 
-    Not a `psycopg.Error`, so that it leaves `run_batch` and the store can run
-    the batch again on a new connection: the pool does not check a connection
-    before lending it (a round trip more for every transaction), so a connection
-    the server ended while idle is first noticed here.
+    It leaves `run_batch` (its `abort`), and the store runs the batch again on a
+    new connection: the pool does not check a connection before lending it (a
+    round trip more for every transaction), so a connection the server ended
+    while idle is first noticed here.
     """
 
 
@@ -222,26 +222,31 @@ _UNREAD: Final = object()
 class PgConnection:
     """A pooled psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
 
-    ``?`` parameters become ``%s``; ``BEGIN IMMEDIATE`` opens a transaction,
-    takes the fleet's write lock and reads this member's lease, in one round
-    trip; savepoints go with the statement after them. Each batch of store
-    calls borrows the pool's connection (`lent`); when it broke (the server
-    restarted, the network went, the backend was terminated), the batch goes
-    again on a new one, so an outage fails the calls made during it and no
-    later ones.
+    ``?`` parameters become ``%s``. ``BEGIN IMMEDIATE`` opens a transaction
+    that takes the fleet's write lock and reads this member's lease; it goes
+    to the server with the transaction's first statement, in its round trip, as
+    savepoints go with the statement after them (see `_send`). Each batch of
+    store calls borrows the pool's connection (`lent`); when it broke (the
+    server restarted, the network went, the backend was terminated), the batch
+    goes again on a new one, so an outage fails the calls made during it and
+    no later ones.
     """
 
     pool: ConnectionPool[Any] = attrs.field(repr=False)
     lock_key: int
-    #: The fleet member whose lease every transaction reads as it begins (see `lease`).
+    #: The fleet member whose lease every transaction reads as it begins (see `check_lease`).
     runner: str = ""
     #: The lease epoch the store call being run carries (see `PgStore._submit`).
     epoch: int = 0
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _sql: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: True from ``BEGIN IMMEDIATE`` until the transaction's first statement is sent.
+    _owed_begin: bool = attrs.field(default=False, init=False)
     #: The member's lease as the open transaction read it under the write lock:
-    #: (epoch, live), None for no row; `_UNREAD` outside a transaction.
+    #: (epoch, live), None for no row; `_UNREAD` when not read (yet).
     _lease: tuple[int, bool] | object | None = attrs.field(default=_UNREAD, init=False)
+    #: Checks of the lease waiting for the round trip that reads it (`check_lease`).
+    _checks: list[Callable[[tuple[int, bool] | None], None]] = attrs.field(factory=list, init=False)
     #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
     _pending: list[str] = attrs.field(factory=list, init=False)
     _begin: str = attrs.field(default="", init=False)
@@ -249,22 +254,22 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         conn = self._conn
-        return conn is not None and conn.info.transaction_status not in (
-            psycopg.pq.TransactionStatus.IDLE,
-            psycopg.pq.TransactionStatus.UNKNOWN,
+        return self._owed_begin or (
+            conn is not None
+            and conn.info.transaction_status
+            not in (psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.UNKNOWN)
         )
 
     @contextlib.contextmanager
     def lent(self) -> Iterator[None]:
-        """Borrow the pool's connection (checked, or made anew) for one batch of calls."""
+        """Borrow the pool's connection (made anew when it broke) for one batch of calls."""
         with self.pool.connection() as conn:
             self._conn = conn
             try:
                 yield
             finally:
                 self._conn = None
-                self._lease = _UNREAD
-                self._pending.clear()
+                self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
         """The connection lent for the batch being run."""
@@ -275,38 +280,44 @@ class PgConnection:
     def execute(self, sql: str, parameters: Any = ()) -> psycopg.Cursor[Any]:
         conn = self.connection()
         if sql == "BEGIN IMMEDIATE":
-            return self._begin_locked(conn)
+            self._reset()
+            self._owed_begin = True
+            return cast(psycopg.Cursor[Any], None)
         if sql.startswith(("SAVEPOINT ", "RELEASE ")):
             # Nothing is read of these, and they cannot fail in a transaction that works:
             # they go to the server with the statement after them, in its round trip.
             self._pending.append(sql)
             return cast(psycopg.Cursor[Any], None)
         if sql in ("COMMIT", "ROLLBACK"):
+            if self._owed_begin:  # nothing of the transaction reached the server
+                self._reset()
+                return cast(psycopg.Cursor[Any], None)
             self._lease = _UNREAD
             if sql == "ROLLBACK":
                 self._pending.clear()  # the savepoints go with the transaction
-        if self._pending:
-            return self._with_pending(conn, sql, parameters)
-        if not parameters:  # no placeholders to fill: the text goes as it is
-            return conn.execute(cast(Any, sql))
-        return conn.execute(cast(Any, self._translate(sql)), parameters)
+        return self._send(conn, sql, parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
         conn = self.connection()
-        if self._pending:
-            conn.execute(cast(Any, "; ".join(self._pending)))
-            self._pending.clear()
+        if self._owed_begin or self._pending:
+            self._send(conn, "", ())
         with conn.cursor() as cursor:
             cursor.executemany(cast(Any, self._translate(sql)), list(rows))
 
-    def lease(self) -> tuple[int, bool] | None:
-        """This member's lease, (epoch, live now), as the open transaction sees it; None: no row.
+    def check_lease(self, check: Callable[[tuple[int, bool] | None], None]) -> None:
+        """Call `check` with this member's lease, (epoch, live then) or None for no row.
 
-        Read once per transaction, in the round trip that begins it and right after
-        its write lock: the fleet's heartbeats renew leases, and take tasks from
-        lapsed members, under the same lock, so the row cannot change before the
-        transaction ends (a transaction stalled half a lease is ended by the server).
+        The lease is read once per transaction, right after its write lock and
+        in the same round trip as the transaction's first statement: `check`
+        runs as soon as that comes back, before the statement's result is
+        used (an error it raises ends the call, whose changes are rolled back).
+        The fleet's heartbeats renew leases, and take tasks from lapsed members,
+        under the same lock, so the row cannot change before the transaction
+        ends (one that stalls half a lease is ended by the server).
         """
+        if self._owed_begin:
+            self._checks.append(check)
+            return
         if self._lease is _UNREAD:
             row = (
                 self.connection()
@@ -316,10 +327,21 @@ class PgConnection:
                 .fetchone()
             )
             self._lease = None if row is None else (int(row[0]), bool(row[1]))
-        return cast("tuple[int, bool] | None", self._lease)
+        check(cast("tuple[int, bool] | None", self._lease))
 
-    def _begin_locked(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-        """``BEGIN``, the write lock, and this member's lease: one round trip (a simple query).
+    def settle(self) -> None:
+        """Send what the transaction owes (its beginning) if no statement took it yet."""
+        if self._owed_begin:
+            self._send(self.connection(), "", ())
+
+    def _reset(self) -> None:
+        self._owed_begin = False
+        self._lease = _UNREAD
+        self._checks.clear()
+        self._pending.clear()
+
+    def _begin_text(self) -> str:
+        """``BEGIN``, the write lock, and this member's lease (the third result).
 
         The lease is read by a statement of its own after the lock's, so that it
         reads the database as it is once the lock is held (each statement of a
@@ -331,43 +353,60 @@ class PgConnection:
                 f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
                 f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
             )
-        self._pending.clear()
-        try:
-            cursor = conn.execute(cast(Any, self._begin))
-        except psycopg.OperationalError as exc:
-            if conn.broken:  # nothing was done yet: the batch may go again on a new connection
-                raise BrokenConnection(str(exc)) from exc
-            raise
-        while cursor.nextset():
-            pass
-        row = cursor.fetchone()
-        self._lease = None if row is None else (int(row[0]), bool(row[1]))
-        return cursor
+        return self._begin
 
-    def _with_pending(
+    def _send(
         self, conn: psycopg.Connection[Any], sql: str, parameters: Any
     ) -> psycopg.Cursor[Any]:
-        """`sql` sent after the pending savepoints in one simple query, its parameters bound here.
+        """`sql` after what is owed (the transaction's beginning, savepoints): one round trip.
 
-        A statement that fails leaves the ones before it done (a savepoint set
-        stays set), as when each went on its own.
+        With something owed, the statements go as one simple query, `sql`'s
+        parameters bound here. A statement that fails leaves the ones before it
+        done (a savepoint set stays set), as when each went on its own.
         """
-        text = "; ".join((*self._pending, self._translate(sql) if parameters else sql))
+        begin = self._owed_begin
+        if not begin and not self._pending:
+            if not parameters:  # no placeholders to fill: the text goes as it is
+                return conn.execute(cast(Any, sql))
+            return conn.execute(cast(Any, self._translate(sql)), parameters)
+        parts = [self._begin_text()] if begin else []
+        parts += self._pending
+        if sql:
+            parts.append(self._translate(sql) if parameters else sql)
         self._pending.clear()
+        self._owed_begin = False
         cursor = psycopg.ClientCursor(conn)
-        cursor.execute(cast(Any, text), parameters or None)
+        try:
+            cursor.execute(cast(Any, "; ".join(parts)), parameters or None)
+        except psycopg.OperationalError as exc:
+            self._checks.clear()
+            if begin and conn.broken:  # nothing was done: the batch may go again elsewhere
+                raise BrokenConnection(str(exc)) from exc
+            raise
+        except BaseException:
+            self._checks.clear()  # the call fails: its checks are moot
+            raise
+        if begin:
+            cursor.nextset()
+            cursor.nextset()
+            row = cursor.fetchone()
+            lease = None if row is None else (int(row[0]), bool(row[1]))
+            self._lease = lease
+            checks, self._checks = self._checks, []
+            for check in checks:
+                check(lease)
         while cursor.nextset():
             pass
         return cast(psycopg.Cursor[Any], cursor)
-
-    def close(self) -> None:
-        self.pool.close()
 
     def _translate(self, sql: str) -> str:
         out = self._sql.get(sql)
         if out is None:
             out = self._sql[sql] = _PARAMETER.sub("%s", sql.replace("%", "%%"))
         return out
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
@@ -539,6 +578,7 @@ class PgStore(SqlStore):
                         self._memory.clear,
                         errors=(psycopg.Error,),
                         failed=lambda exc: failed_error(location, exc),
+                        abort=(BrokenConnection,),
                     )
                 return
             except BrokenConnection as exc:
@@ -564,7 +604,9 @@ class PgStore(SqlStore):
         """
         conn = cast(PgConnection, db)
         epoch = conn.epoch
-        row = conn.lease()
+        conn.check_lease(lambda row: self._check_lease(row, epoch))
+
+    def _check_lease(self, row: tuple[int, bool] | None, epoch: int) -> None:
         if row is not None and row[1] and epoch != 0 and row[0] == epoch:
             return
         if row is None or not row[1]:
@@ -577,6 +619,13 @@ class PgStore(SqlStore):
             f"a write of this agentrt process to the task store {self.location} was refused: "
             f"{why}; it carried lease epoch {epoch or 'none'}, and changed nothing"
         )
+
+    @contextlib.contextmanager
+    def _write(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """As `SqlStore._write`; the fence is checked by the end of the write at the latest."""
+        with super()._write(db):
+            yield db
+            cast(PgConnection, db).settle()
 
     def _held_by(self, record: TaskRecord) -> str | None:
         """A run's write (any status) to a task another runner or epoch holds now is refused."""

@@ -43,7 +43,11 @@ class Call(Generic[T]):
     _error: BaseException | None = None
 
     def run(self, db: sqlite3.Connection) -> None:
-        """Run the call now, in this thread (its outcome is kept; `event` is left alone)."""
+        """Run the call now, in this thread (its outcome is kept; `event` is left alone).
+
+        A batch that could not begin may run its calls again: the last run's outcome counts.
+        """
+        self._error = None
         try:
             self._value = self.fn(db)
         except BaseException as exc:
@@ -153,6 +157,7 @@ def run_batch(
     forget: Callable[[], None],
     errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
     failed: Callable[[Exception], StoreError] | None = None,
+    abort: tuple[type[Exception], ...] = (),
 ) -> None:
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
@@ -160,7 +165,9 @@ def run_batch(
     others still commit. A call alone in its batch needs no savepoint: when it
     fails the whole transaction is rolled back, which is the same. `forget` is
     called whenever something is rolled back, so that what the store keeps in
-    memory never holds what the file does not.
+    memory never holds what the file does not. An error of `abort` (raised
+    when the transaction could not begin, nothing of it done) leaves the batch
+    as it is, for the caller to run it again.
     """
 
     def store_failed(exc: Exception) -> StoreError:
@@ -174,13 +181,16 @@ def run_batch(
             call.fail(failed(exc))
         return
     if len(batch) == 1:
-        _run_alone(db, batch[0], forget, errors, failed)
+        _run_alone(db, batch[0], forget, errors, failed, abort)
         return
     ran: list[Call[Any]] = []
     for call in batch:
         db.execute("SAVEPOINT batch_call")
         try:
             call.run(db)
+        except abort:
+            forget()
+            raise
         except errors as exc:
             db.execute("ROLLBACK TO batch_call")
             forget()
@@ -200,11 +210,15 @@ def _run_alone(
     forget: Callable[[], None],
     errors: tuple[type[Exception], ...],
     failed: Callable[[Exception], StoreError],
+    abort: tuple[type[Exception], ...],
 ) -> None:
     """Run the one call of a batch in the transaction begun for it, no savepoint (two round
     trips fewer on PostgreSQL); a failure rolls the transaction back."""
     try:
         call.run(db)
+    except abort:
+        forget()
+        raise
     except Exception as exc:
         forget()
         if db.in_transaction:
