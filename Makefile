@@ -85,7 +85,7 @@ $(PEERS)/bin/python:
 $(PEERS_STAMP): pyproject.toml benchmarks/peers/constraints.txt | $(PEERS)/bin/python
 	$(PEERS)/bin/pip install -q --upgrade pip
 	$(PEERS)/bin/pip install -q -c benchmarks/peers/constraints.txt -e . \
-		langgraph langgraph-checkpoint-sqlite openai-agents
+		langgraph langgraph-checkpoint-sqlite langgraph-checkpoint-postgres openai-agents
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)

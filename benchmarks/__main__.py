@@ -63,6 +63,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
 ORDER = (
     "cancel_final",
     "pause_resume",
+    "pg_pause_resume",
     "cancel_2p",
     "ask_2p",
     "commit_1000",

@@ -16,6 +16,8 @@ benchmark             subject vs baseline                             target
 ``pause_resume``      pause -> persisted -> resume -> the resumed     <= 6x
                       run's tool call, vs a bare SQLite upsert +
                       select of a record of the same size
+``pg_pause_resume``   the same cycle on PostgreSQL vs a bare synced   <= 2x
+                      upsert + select over psycopg
 ``claim_10k``         `Listener.claim_nowait` among 10,000 waiting    <= 2x
                       entries vs among 100
 ``durable_commit``    one task-store write with ``synchronous=FULL``  <= 2 ms
@@ -44,8 +46,11 @@ from typing import Any
 from typing import TypeVar
 
 import attrs
+import psycopg
 import trio
 import trio.testing
+from stress.fleet import postgres_base
+from stress.fleet import postgres_schema
 
 from agentrt.core.cause import Cause
 from agentrt.core.context import RequestContext
@@ -186,9 +191,14 @@ def _bench_model() -> ScriptedModel:
     return ScriptedModel(word_delay=0, stream_delay=0)
 
 
-async def open_bench_runtime(state_dir: Path) -> tuple[Runtime, Callable[[], Awaitable[None]]]:
-    """A runtime on `state_dir` with a scripted model that never sleeps; and its closer."""
-    manager = open_runtime(state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=())
+async def open_bench_runtime(
+    state_dir: Path, store: str | None = None
+) -> tuple[Runtime, Callable[[], Awaitable[None]]]:
+    """A runtime on `state_dir` (its store `store`, when given) with a scripted model that
+    never sleeps; and its closer."""
+    manager = open_runtime(
+        state_dir, model=_bench_model(), workdir=state_dir, restricted_paths=(), store=store
+    )
     runtime = await manager.__aenter__()
 
     async def close() -> None:
@@ -398,6 +408,113 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
             f"store calls per cycle: {counted}; one bare thread hop costs {format_time(hop)} here",
         ),
     )
+
+
+async def bench_pg_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
+    """The `pause_resume` cycle on PostgreSQL vs a bare synced upsert + select over psycopg.
+
+    The store is a fresh schema of the test database (``AGENTRT_TEST_POSTGRES``,
+    default ``postgresql://postgres@127.0.0.1:5432/test``), dropped after. The
+    baseline is what the least store would do over the same driver, in the same
+    schema: one transaction upserting a record of the same size (``BEGIN``, the
+    upsert, ``COMMIT``, which waits for the server's WAL flush as the store's
+    commits do) and one select of it, four round trips in all.
+    """
+    base = postgres_base()
+    try:
+        with psycopg.connect(base, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return Result.failed("pg_pause_resume", f"no PostgreSQL at {base} ({reason})", 0.0, 2.0, 0)
+    session = "chat-pause-resume"
+    counted = _StatementCounter()
+    async with postgres_schema(base) as url:
+        runtime, close = await open_bench_runtime(state_dir, store=url)
+        base_db = psycopg.connect(url, autocommit=True)
+        try:
+            base_db.execute("CREATE TABLE baseline (session_id text PRIMARY KEY, record text)")
+            async with trio.open_nursery() as nursery:
+                loop = await PauseResumeLoop.start(runtime, nursery, session)
+                await loop.cycle()
+                record_size = await stored_record_size(runtime.store, session)
+                payload = "x" * record_size
+
+                async def baseline() -> float:
+                    await trio.lowlevel.checkpoint()
+                    return pg_round_trip(base_db, session, payload)
+
+                with counted:
+                    first = loop.cycles
+                    await loop.cycle()
+                    await loop.cycle()
+                    statements = counted.count / (loop.cycles - first)
+                subject_median, baseline_median = await interleave(loop.cycle, baseline, rounds)
+                nursery.cancel_scope.cancel()
+        finally:
+            base_db.close()
+            await close()
+    return Result(
+        "pg_pause_resume",
+        subject_median,
+        baseline_median,
+        "ratio",
+        2.0,
+        rounds,
+        loop.check(),
+        (
+            f"re-executed committed tool calls: {loop.reexecuted} over {loop.cycles} resumes",
+            f"baseline: BEGIN, one upsert of a {record_size}-byte record, COMMIT, one select, "
+            "over psycopg on the same server (4 round trips)",
+            f"the store's round trips per cycle: {statements:.1f} (queries sent by psycopg: "
+            "several statements in one query count once; the pool's check of its connection "
+            "counts)",
+        ),
+    )
+
+
+@attrs.define(eq=False)
+class _StatementCounter:
+    """Counts the round trips psycopg makes in this process while entered.
+
+    Every query psycopg sends goes through `psycopg.Cursor.execute` (or
+    ``executemany``), the pool's check of a connection before lending it
+    included; several statements sent as one query count once.
+    """
+
+    count: int = 0
+    _originals: dict[str, Any] = attrs.field(factory=dict)
+
+    def __enter__(self) -> None:
+        for name in ("execute", "executemany"):
+            original = getattr(psycopg.Cursor, name)
+            self._originals[name] = original
+
+            def counting(cursor: Any, *args: Any, _original: Any = original, **kw: Any) -> Any:
+                self.count += 1
+                return _original(cursor, *args, **kw)
+
+            setattr(psycopg.Cursor, name, counting)
+
+    def __exit__(self, *exc: object) -> None:
+        for name, original in self._originals.items():
+            setattr(psycopg.Cursor, name, original)
+
+
+def pg_round_trip(db: psycopg.Connection[Any], key: str, payload: str) -> float:
+    """`sqlite_round_trip` over psycopg: one synced upsert of `payload` and one select; seconds."""
+    record = payload + "ab"[next(_flip) % 2]
+    start = time.perf_counter()
+    with db.transaction():
+        db.execute(
+            "INSERT INTO baseline(session_id, record) VALUES (%s, %s) "
+            "ON CONFLICT (session_id) DO UPDATE SET record = excluded.record",
+            (key, record),
+        )
+    row = db.execute("SELECT record FROM baseline WHERE session_id = %s", (key,)).fetchone()
+    elapsed = time.perf_counter() - start
+    assert row is not None and row[0] == record
+    return elapsed
 
 
 def _count_store_calls() -> tuple[collections.Counter[str] | None, Callable[[], None]]:
@@ -693,12 +810,14 @@ async def run_all(state_root: Path) -> list[Result]:
     """Every core benchmark at its full size, in one Trio run."""
     (state_root / "cancel").mkdir()
     (state_root / "resume").mkdir()
+    (state_root / "pg-resume").mkdir()
     (state_root / "durable").mkdir()
     (state_root / "sandbox").mkdir()
     return [
         await bench_ask_answer(),
         await bench_cancel_final(state_root / "cancel"),
         await bench_pause_resume(state_root / "resume"),
+        await bench_pg_pause_resume(state_root / "pg-resume"),
         await bench_claim_scaling(),
         await bench_durable_commit(state_root / "durable"),
         await bench_sandboxed_sh(state_root / "sandbox"),

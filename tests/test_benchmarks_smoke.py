@@ -69,6 +69,17 @@ async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -
     assert "re-executed committed tool calls: 0 over 4 resumes" in result.notes
 
 
+async def test_pg_pause_resume_benchmark_reruns_no_committed_call_and_counts_round_trips(
+    tmp_path: Path, postgres_base: str
+) -> None:
+    with trio.fail_after(30):
+        result = await bench_core.bench_pg_pause_resume(tmp_path, rounds=2)
+    _assert_measured(result, "pg_pause_resume", 2.0)
+    assert "re-executed committed tool calls: 0 over 6 resumes" in result.notes
+    counted = next(n for n in result.notes if n.startswith("the store's round trips per cycle"))
+    assert float(counted.split(": ")[1].split()[0]) > 0
+
+
 async def test_claim_benchmark_keeps_its_populations_constant() -> None:
     with trio.fail_after(20):
         result = await bench_core.bench_claim_scaling(rounds=2, batch=5, large=300, small=30)
@@ -297,6 +308,20 @@ def test_peers_table_says_how_each_system_compares_with_agentrt() -> None:
     assert table[2].endswith("1.00x")
     assert table[3].endswith("10.00x faster")
     assert table[4].endswith("8.00x slower")
+
+
+def test_peers_table_compares_the_postgresql_rows_with_agentrt_on_postgresql() -> None:
+    table = peers.format_systems(
+        [
+            peers.System("agentrt", "agentrt cycle", 1e-3, 10),
+            peers.System("agentrt_pg", "agentrt on PostgreSQL", 2e-3, 10),
+            peers.System("langgraph_pg", "PostgresSaver", 12e-3, 10),
+        ],
+        "agentrt",
+        {"langgraph_pg": "agentrt_pg"},
+    ).splitlines()
+    assert table[3].endswith("2.00x slower")
+    assert table[4].endswith("6.00x slower")
 
 
 def test_peers_comparison_says_how_to_install_the_peers(

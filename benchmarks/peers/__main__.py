@@ -21,12 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import psycopg
 import trio
+from stress.fleet import postgres_base
+from stress.fleet import postgres_schema
 
 from .._harness import format_time
 from ..bench_core import PauseResumeLoop
 from ..bench_core import connect_like_store
 from ..bench_core import open_bench_runtime
+from ..bench_core import pg_round_trip
 from ..bench_core import sqlite_round_trip
 from ..bench_core import stored_record_size
 
@@ -37,6 +41,8 @@ Batch = Callable[[int], Awaitable[list[float]]]
 LANGGRAPH_TARGET = 15.0
 #: agentrt's cycle must be at most this many times the bare SQLite upsert+select.
 SQLITE_TARGET = 6.0
+#: agentrt on PostgreSQL must be at least this many times faster than LangGraph's PostgresSaver.
+POSTGRES_TARGET = 5.0
 
 
 @attrs.frozen
@@ -69,13 +75,20 @@ async def rotate(batches: Mapping[str, Batch], rounds: int, size: int) -> dict[s
     return times
 
 
-def format_systems(systems: Sequence[System], reference: str) -> str:
-    """The systems as a table: each median, and how it compares with `reference`'s."""
-    base = next(s for s in systems if s.key == reference).median
+def format_systems(
+    systems: Sequence[System], reference: str, others: Mapping[str, str] | None = None
+) -> str:
+    """The systems as a table: each median, and how it compares with `reference`'s.
+
+    A system named in `others` is compared with the system it maps to instead.
+    """
+    medians = {s.key: s.median for s in systems}
     header = ("system: one cycle", "median", "vs agentrt")
     rows = []
     for s in systems:
-        if s.key == reference:
+        ref = (others or {}).get(s.key, reference)
+        base = medians[ref]
+        if s.key == ref:
             versus = "1.00x"
         elif s.median >= base:
             versus = f"{s.median / base:.2f}x slower"
@@ -96,53 +109,83 @@ def _version(name: str) -> str:
         return "?"
 
 
+def _beside(loop: PauseResumeLoop, bare: list[float], round_trip: Callable[[], float]) -> Batch:
+    """A batch of `loop`'s cycles, each beside one bare round trip (into `bare`), ABBA."""
+
+    async def batch(count: int) -> list[float]:
+        # Exactly as `make bench` measures its pause_resume and pg_pause_resume rows.
+        cycles = []
+        for n in range(count):
+            if n % 2:
+                bare.append(round_trip())
+            cycles.append(await loop.cycle())
+            if not n % 2:
+                await trio.lowlevel.checkpoint()
+                bare.append(round_trip())
+        return cycles
+
+    return batch
+
+
 async def _run(root: Path, rounds: int, size: int) -> int:
+    async with postgres_schema(postgres_base()) as url:
+        return await _run_in(root, url, rounds, size)
+
+
+async def _run_in(root: Path, url: str, rounds: int, size: int) -> int:
     from .agents_cycle import AgentsCycle
     from .langgraph_cycle import LangGraphCycle
+    from .langgraph_cycle import LangGraphPostgresCycle
 
     runtime, close = await open_bench_runtime(root / "agentrt")
+    (root / "agentrt-pg").mkdir()
+    pg_runtime, pg_close = await open_bench_runtime(root / "agentrt-pg", store=url)
     base_db = connect_like_store(root / "baseline.db")
+    pg_db = psycopg.connect(url, autocommit=True)
+    pg_db.execute("CREATE TABLE baseline (session_id text PRIMARY KEY, record text)")
     graph = LangGraphCycle(root / "langgraph.db")
     graph_normal = LangGraphCycle(root / "langgraph-normal.db", synchronous="NORMAL")
+    graph_pg = LangGraphPostgresCycle(url)
     agents = await trio.to_thread.run_sync(AgentsCycle, root / "agents.db")
     try:
         async with trio.open_nursery() as nursery:
             loop = await PauseResumeLoop.start(runtime, nursery)
             await loop.cycle()
             record = "x" * await stored_record_size(runtime.store, loop.session)
+            pg_loop = await PauseResumeLoop.start(pg_runtime, nursery)
+            await pg_loop.cycle()
+            pg_record = "x" * await stored_record_size(pg_runtime.store, pg_loop.session)
 
             bare: list[float] = []
-
-            async def agentrt(count: int) -> list[float]:
-                # Each cycle beside one bare SQLite round trip, in ABBA order, exactly as
-                # `make bench` measures its pause_resume row.
-                cycles = []
-                for n in range(count):
-                    if n % 2:
-                        bare.append(sqlite_round_trip(base_db, "paused", record))
-                    cycles.append(await loop.cycle())
-                    if not n % 2:
-                        await trio.lowlevel.checkpoint()
-                        bare.append(sqlite_round_trip(base_db, "paused", record))
-                return cycles
-
+            bare_pg: list[float] = []
             batches: dict[str, Batch] = {
-                "agentrt": agentrt,
+                "agentrt": _beside(
+                    loop, bare, lambda: sqlite_round_trip(base_db, "paused", record)
+                ),
+                "agentrt_pg": _beside(
+                    pg_loop, bare_pg, lambda: pg_round_trip(pg_db, "paused", pg_record)
+                ),
                 "langgraph": lambda n: trio.to_thread.run_sync(graph.batch, n),
                 "langgraph_normal": lambda n: trio.to_thread.run_sync(graph_normal.batch, n),
+                "langgraph_pg": lambda n: trio.to_thread.run_sync(graph_pg.batch, n),
                 "agents": lambda n: trio.to_thread.run_sync(agents.batch, n),
             }
             started = time.perf_counter()
             times = await rotate(batches, rounds, size)
             times["sqlite"] = bare[size:]  # without the warm-up batch's, as rotate() does
+            times["pg"] = bare_pg[size:]
             elapsed = time.perf_counter() - started
             nursery.cancel_scope.cancel()
         settings = f"{graph.settings()} ({graph.checkpoints()} checkpoints kept)"
+        pg_settings = f"{graph_pg.settings()} ({graph_pg.checkpoints()} checkpoints kept)"
     finally:
         await close()
+        await pg_close()
         base_db.close()
+        pg_db.close()
         graph.close()
         graph_normal.close()
+        graph_pg.close()
         agents.close()
     medians = {key: statistics.median(values) for key, values in times.items()}
     lg, oa = _version("langgraph"), _version("openai-agents")
@@ -152,11 +195,16 @@ async def _run(root: Path, rounds: int, size: int) -> int:
         "langgraph": f"LangGraph {lg} SqliteSaver: interrupt() -> Command(resume)",
         "langgraph_normal": f"LangGraph {lg} SqliteSaver, synchronous=NORMAL",
         "agents": f"OpenAI Agents SDK {oa}: approval -> RunState in SQLite -> resume",
+        "agentrt_pg": "agentrt on PostgreSQL: the same cycle (the rows below compare with it)",
+        "pg": f"bare PostgreSQL upsert + select of agentrt's {len(pg_record)}-byte record",
+        "langgraph_pg": f"LangGraph {lg} PostgresSaver {_version('langgraph-checkpoint-postgres')}",
     }
     systems = [System(k, labels[k], medians[k], len(times[k])) for k in labels]
-    print(format_systems(systems, "agentrt"))
+    print(format_systems(systems, "agentrt", {k: "agentrt_pg" for k in ("pg", "langgraph_pg")}))
     versus_graph = medians["langgraph"] / medians["agentrt"]
     versus_sqlite = medians["agentrt"] / medians["sqlite"]
+    versus_graph_pg = medians["langgraph_pg"] / medians["agentrt_pg"]
+    versus_pg = medians["agentrt_pg"] / medians["pg"]
     checks = [
         (
             f"agentrt >= {LANGGRAPH_TARGET:g}x faster than LangGraph's SqliteSaver cycle",
@@ -168,11 +216,23 @@ async def _run(root: Path, rounds: int, size: int) -> int:
             f"{versus_sqlite:.2f}x",
             versus_sqlite <= SQLITE_TARGET,
         ),
+        (
+            f"agentrt on PostgreSQL >= {POSTGRES_TARGET:g}x faster than LangGraph's PostgresSaver",
+            f"{versus_graph_pg:.2f}x",
+            versus_graph_pg >= POSTGRES_TARGET,
+        ),
+        (
+            "agentrt's PostgreSQL cycle against the bare upsert + select (no target here: "
+            "make bench's pg_pause_resume)",
+            f"{versus_pg:.2f}x",
+            True,
+        ),
     ]
     width = max(len(c[0]) for c in checks)
     for text, measured, ok in checks:
         print(f"{text.ljust(width)}  {measured:>8}  {'PASS' if ok else 'MISS'}")
-    problems = loop.check() + tuple(graph.problems[:3]) + tuple(graph_normal.problems[:3])
+    problems = loop.check() + pg_loop.check() + tuple(graph.problems[:3])
+    problems += tuple(graph_normal.problems[:3]) + tuple(graph_pg.problems[:3])
     problems += tuple(agents.problems[:3])
     for problem in problems:
         print(f"PROBLEM: {problem}")
@@ -185,7 +245,14 @@ async def _run(root: Path, rounds: int, size: int) -> int:
         f"itself: {settings}; the Agents SDK's "
         f"RunState ({agents.state_bytes} bytes) stored in SQLite set up like agentrt's store"
     )
-    print(f"notes: re-executed committed tool calls in agentrt: {loop.reexecuted}")
+    print(
+        f"notes: PostgreSQL at {postgres_base()}, a fresh schema for agentrt, the bare "
+        f"round trip and LangGraph's PostgresSaver ({pg_settings})"
+    )
+    print(
+        "notes: re-executed committed tool calls in agentrt: "
+        f"{loop.reexecuted} (SQLite), {pg_loop.reexecuted} (PostgreSQL)"
+    )
     return 1 if problems else 0
 
 

@@ -1,5 +1,5 @@
-"""LangGraph's human-in-the-loop cycle: ``interrupt()`` persisted by ``SqliteSaver``, then
-``Command(resume=...)``.
+"""LangGraph's human-in-the-loop cycle: ``interrupt()`` persisted by ``SqliteSaver`` (or
+``PostgresSaver``), then ``Command(resume=...)``.
 
 The graph mirrors agentrt's benchmark task: a ``fetch`` node puts a 2,048-byte
 result into the state (agentrt's committed ``big`` call), then a ``deploy``
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from typing import TypedDict
 
+import psycopg
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START
 from langgraph.graph import StateGraph
@@ -50,10 +52,14 @@ class LangGraphCycle:
 
     def __init__(self, path: Path, synchronous: str | None = None) -> None:
         self.connection = sqlite3.connect(path, check_same_thread=False)
-        self.saver = SqliteSaver(self.connection)
-        self.saver.setup()
+        saver = SqliteSaver(self.connection)
+        saver.setup()
         if synchronous is not None:
             self.connection.execute(f"PRAGMA synchronous={synchronous}")
+        self._start(saver)
+
+    def _start(self, saver: BaseCheckpointSaver[Any]) -> None:
+        self.saver = saver
         graph = StateGraph(_State)
         graph.add_node("fetch", _fetch)
         graph.add_node("deploy", _deploy)
@@ -96,3 +102,34 @@ class LangGraphCycle:
     def close(self) -> None:
         """Close the checkpointer's connection."""
         self.connection.close()
+
+
+class LangGraphPostgresCycle(LangGraphCycle):
+    """The same graph checkpointed by ``PostgresSaver`` in the database at `url`.
+
+    Its connection is made as LangGraph's documentation says (autocommit,
+    rows as dicts, no server-side prepared statements); ``setup()`` makes its
+    tables in the URL's schema.
+    """
+
+    def __init__(self, url: str) -> None:  # the SQLite connection is never made
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        self.pg: psycopg.Connection[Any] = psycopg.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+        saver = PostgresSaver(self.pg)
+        saver.setup()
+        self._start(saver)
+
+    def settings(self) -> str:
+        row = self.pg.execute("SHOW synchronous_commit").fetchone()
+        return f"synchronous_commit={row['synchronous_commit'] if row else '?'}"
+
+    def checkpoints(self) -> int:
+        row = self.pg.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
+        return int(row["n"]) if row else 0
+
+    def close(self) -> None:
+        self.pg.close()

@@ -27,9 +27,9 @@ its lease, or was cut off from the database, cannot write over the work of
 the member that took its tasks, even a moment after it wakes.
 
 Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
-worker threads), through a pool (psycopg_pool) that checks a connection
-before lending it, so the first call after an outage reconnects instead of
-failing; the LISTEN connection is driven by Trio directly (see
+worker threads), through a pool (psycopg_pool); a batch that finds its
+connection broken as its transaction begins goes once more on a new one, so
+the first call after an outage reconnects instead of failing; the LISTEN connection is driven by Trio directly (see
 `agentrt.fleet.member`).
 """
 
@@ -47,6 +47,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
+from typing import ClassVar
 from typing import Final
 from typing import TypeVar
 from typing import cast
@@ -201,45 +202,74 @@ def new_member_id() -> str:
     return f"fleet:{host}:{process_token()}:{secrets.token_hex(3)}"
 
 
+class BrokenConnection(Exception):
+    """The connection lent to a batch was found broken as its transaction began (nothing ran).
+
+    It leaves `run_batch` (its `abort`), and the store runs the batch again on a
+    new connection: the pool does not check a connection before lending it (a
+    round trip more for every transaction), so a connection the server ended
+    while idle is first noticed here.
+    """
+
+
 _PARAMETER = re.compile(r"\?")
 T = TypeVar("T")
+#: `PgConnection`'s lease outside a transaction: not read yet.
+_UNREAD: Final = object()
 
 
 @mutable(eq=False)
 class PgConnection:
     """A pooled psycopg connection speaking what the store's SQL needs of `sqlite3.Connection`.
 
-    ``?`` parameters become ``%s``; ``BEGIN IMMEDIATE`` opens a transaction and
-    takes the fleet's write lock. Each batch of store calls borrows the pool's
-    connection (`lent`); the pool checks it first and, when it broke (the
-    server restarted, the network went, the backend was terminated), connects
-    again, so an outage fails the calls made during it and no later ones.
+    ``?`` parameters become ``%s``. ``BEGIN IMMEDIATE`` opens a transaction
+    that takes the fleet's write lock and reads this member's lease; it goes
+    to the server with the transaction's first statement, in its round trip, as
+    savepoints go with the statement after them (see `_send`). Each batch of
+    store calls borrows the pool's connection (`lent`); when it broke (the
+    server restarted, the network went, the backend was terminated), the batch
+    goes again on a new one, so an outage fails the calls made during it and
+    no later ones.
     """
 
     pool: ConnectionPool[Any] = attrs.field(repr=False)
     lock_key: int
+    #: The fleet member whose lease every transaction reads as it begins (see `check_lease`).
+    runner: str = ""
     #: The lease epoch the store call being run carries (see `PgStore._submit`).
     epoch: int = 0
     _conn: psycopg.Connection[Any] | None = attrs.field(default=None, init=False)
     _sql: dict[str, str] = attrs.field(factory=dict, init=False)
+    #: True from ``BEGIN IMMEDIATE`` until the transaction's first statement is sent.
+    _owed_begin: bool = attrs.field(default=False, init=False)
+    #: The member's lease as the open transaction read it under the write lock:
+    #: (epoch, live), None for no row; `_UNREAD` when not read (yet).
+    _lease: tuple[int, bool] | object | None = attrs.field(default=_UNREAD, init=False)
+    #: Checks of the lease waiting for the round trip that reads it (`check_lease`).
+    _checks: list[Callable[[tuple[int, bool] | None], None]] = attrs.field(factory=list, init=False)
+    #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
+    _pending: list[str] = attrs.field(factory=list, init=False)
+    _begin: str = attrs.field(default="", init=False)
 
     @property
     def in_transaction(self) -> bool:
         conn = self._conn
-        return conn is not None and conn.info.transaction_status not in (
-            psycopg.pq.TransactionStatus.IDLE,
-            psycopg.pq.TransactionStatus.UNKNOWN,
+        return self._owed_begin or (
+            conn is not None
+            and conn.info.transaction_status
+            not in (psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.UNKNOWN)
         )
 
     @contextlib.contextmanager
     def lent(self) -> Iterator[None]:
-        """Borrow the pool's connection (checked, or made anew) for one batch of calls."""
+        """Borrow the pool's connection (made anew when it broke) for one batch of calls."""
         with self.pool.connection() as conn:
             self._conn = conn
             try:
                 yield
             finally:
                 self._conn = None
+                self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
         """The connection lent for the batch being run."""
@@ -250,24 +280,133 @@ class PgConnection:
     def execute(self, sql: str, parameters: Any = ()) -> psycopg.Cursor[Any]:
         conn = self.connection()
         if sql == "BEGIN IMMEDIATE":
-            conn.execute("BEGIN")
-            return conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.lock_key))
-        if not parameters:  # no placeholders to fill: the text goes as it is
-            return conn.execute(cast(Any, sql))
-        return conn.execute(cast(Any, self._translate(sql)), parameters)
+            self._reset()
+            self._owed_begin = True
+            return cast(psycopg.Cursor[Any], None)
+        if sql.startswith(("SAVEPOINT ", "RELEASE ")):
+            # Nothing is read of these, and they cannot fail in a transaction that works:
+            # they go to the server with the statement after them, in its round trip.
+            self._pending.append(sql)
+            return cast(psycopg.Cursor[Any], None)
+        if sql in ("COMMIT", "ROLLBACK"):
+            if self._owed_begin:  # nothing of the transaction reached the server
+                self._reset()
+                return cast(psycopg.Cursor[Any], None)
+            self._lease = _UNREAD
+            if sql == "ROLLBACK":
+                self._pending.clear()  # the savepoints go with the transaction
+        return self._send(conn, sql, parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
-        with self.connection().cursor() as cursor:
+        conn = self.connection()
+        if self._owed_begin or self._pending:
+            self._send(conn, "", ())
+        with conn.cursor() as cursor:
             cursor.executemany(cast(Any, self._translate(sql)), list(rows))
 
-    def close(self) -> None:
-        self.pool.close()
+    def check_lease(self, check: Callable[[tuple[int, bool] | None], None]) -> None:
+        """Call `check` with this member's lease, (epoch, live then) or None for no row.
+
+        The lease is read once per transaction, right after its write lock and
+        in the same round trip as the transaction's first statement: `check`
+        runs as soon as that comes back, before the statement's result is
+        used (an error it raises ends the call, whose changes are rolled back).
+        The fleet's heartbeats renew leases, and take tasks from lapsed members,
+        under the same lock, so the row cannot change before the transaction
+        ends (one that stalls half a lease is ended by the server).
+        """
+        if self._owed_begin:
+            self._checks.append(check)
+            return
+        if self._lease is _UNREAD:
+            row = (
+                self.connection()
+                .execute(
+                    f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = %s", (self.runner,)
+                )
+                .fetchone()
+            )
+            self._lease = None if row is None else (int(row[0]), bool(row[1]))
+        check(cast("tuple[int, bool] | None", self._lease))
+
+    def settle(self) -> None:
+        """Send what the transaction owes (its beginning) if no statement took it yet."""
+        if self._owed_begin:
+            self._send(self.connection(), "", ())
+
+    def _reset(self) -> None:
+        self._owed_begin = False
+        self._lease = _UNREAD
+        self._checks.clear()
+        self._pending.clear()
+
+    def _begin_text(self) -> str:
+        """``BEGIN``, the write lock, and this member's lease (the third result).
+
+        The lease is read by a statement of its own after the lock's, so that it
+        reads the database as it is once the lock is held (each statement of a
+        READ COMMITTED transaction sees what was committed before it started).
+        """
+        if not self._begin:
+            runner = self.runner.replace("'", "''")
+            self._begin = (
+                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
+                f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
+            )
+        return self._begin
+
+    def _send(
+        self, conn: psycopg.Connection[Any], sql: str, parameters: Any
+    ) -> psycopg.Cursor[Any]:
+        """`sql` after what is owed (the transaction's beginning, savepoints): one round trip.
+
+        With something owed, the statements go as one simple query, `sql`'s
+        parameters bound here. A statement that fails leaves the ones before it
+        done (a savepoint set stays set), as when each went on its own.
+        """
+        begin = self._owed_begin
+        if not begin and not self._pending:
+            if not parameters:  # no placeholders to fill: the text goes as it is
+                return conn.execute(cast(Any, sql))
+            return conn.execute(cast(Any, self._translate(sql)), parameters)
+        parts = [self._begin_text()] if begin else []
+        parts += self._pending
+        if sql:
+            parts.append(self._translate(sql) if parameters else sql)
+        self._pending.clear()
+        self._owed_begin = False
+        cursor = psycopg.ClientCursor(conn)
+        try:
+            cursor.execute(cast(Any, "; ".join(parts)), parameters or None)
+        except psycopg.OperationalError as exc:
+            self._checks.clear()
+            if begin and conn.broken:  # nothing was done: the batch may go again elsewhere
+                raise BrokenConnection(str(exc)) from exc
+            raise
+        except BaseException:
+            self._checks.clear()  # the call fails: its checks are moot
+            raise
+        if begin:
+            cursor.nextset()
+            cursor.nextset()
+            row = cursor.fetchone()
+            lease = None if row is None else (int(row[0]), bool(row[1]))
+            self._lease = lease
+            checks, self._checks = self._checks, []
+            for check in checks:
+                check(lease)
+        while cursor.nextset():
+            pass
+        return cast(psycopg.Cursor[Any], cursor)
 
     def _translate(self, sql: str) -> str:
         out = self._sql.get(sql)
         if out is None:
             out = self._sql[sql] = _PARAMETER.sub("%s", sql.replace("%", "%%"))
         return out
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
@@ -288,12 +427,15 @@ def idle_limit(conn: psycopg.Connection[Any], lease: float) -> None:
 
 
 def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
-    """The store's pool: one autocommit connection, checked before each lending.
+    """The store's pool: one autocommit connection.
 
-    A call waits up to `CONNECT_WAIT` for a working connection, then fails
-    (the database is away). The pool gives up reconnecting in the background
-    after as long, so that a call made once the database is back connects at
-    once instead of waiting for a late retry.
+    It is not checked before each lending (a round trip more for every
+    transaction): a batch that finds it broken as it begins goes once more
+    on a new one (`BrokenConnection`). A call waits up to `CONNECT_WAIT` for
+    a working connection, then fails (the database is away). The pool gives
+    up reconnecting in the background after as long, so that a call made
+    once the database is back connects at once instead of waiting for a late
+    retry.
     """
     pool: ConnectionPool[Any] = ConnectionPool(
         conninfo,
@@ -304,7 +446,6 @@ def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
         name=name,
         timeout=CONNECT_WAIT,
         reconnect_timeout=CONNECT_WAIT,
-        check=ConnectionPool.check_connection,
         configure=lambda conn: idle_limit(conn, lease),
     )
     pool.open(wait=False)
@@ -333,6 +474,14 @@ class PgStore(SqlStore):
         kw_only=True, default=None, repr=False
     )
     _display: str = attrs.field(kw_only=True)
+
+    #: What `_check_held` reads of a task: its runner and the epoch it was taken under.
+    _HELD_SELECT: ClassVar[str] = "SELECT runner, epoch FROM tasks WHERE session_id = ?"
+    _HELD_WHERE: ClassVar[str] = (
+        " AND (runner IS NULL OR runner = ?) AND (epoch IS NULL OR epoch = ?)"
+    )
+    #: `_UPDATE` of a claim: the fields and the lease epoch the task is taken under.
+    _UPDATE_CLAIMED: ClassVar[str] = SqlStore._UPDATE.replace(" WHERE ", ", epoch = ? WHERE ", 1)
 
     @property
     def location(self) -> str:
@@ -365,7 +514,7 @@ class PgStore(SqlStore):
                 conn.close()
 
         channel, key, epoch = await trio.to_thread.run_sync(start)
-        db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key)
+        db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key, runner)
         return cls(
             cast(sqlite3.Connection, db),
             runner=runner,
@@ -419,21 +568,32 @@ class PgStore(SqlStore):
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
         location = self.location
-        try:
-            with cast(PgConnection, db).lent():
-                run_batch(
-                    db,
-                    batch,
-                    location,
-                    self._memory.clear,
-                    errors=(psycopg.Error,),
-                    failed=lambda exc: failed_error(location, exc),
-                )
-        except psycopg.Error as exc:
-            # No connection, or it broke between statements: nothing of the batch committed.
-            self._memory.clear()
-            for call in batch:
-                call.fail(failed_error(location, exc))
+        for attempt in (1, 2):
+            try:
+                with cast(PgConnection, db).lent():
+                    run_batch(
+                        db,
+                        batch,
+                        location,
+                        self._memory.clear,
+                        errors=(psycopg.Error,),
+                        failed=lambda exc: failed_error(location, exc),
+                        abort=(BrokenConnection,),
+                    )
+                return
+            except BrokenConnection as exc:
+                # Ended while idle (a restart, an administrator): the pool drops it as it
+                # comes back and lends a new one; the batch goes once more, nothing of it ran.
+                if attempt == 2:
+                    error: Exception = psycopg.OperationalError(str(exc))
+                    break
+            except psycopg.Error as exc:
+                # No connection, or it broke between statements: nothing of the batch committed.
+                error = exc
+                break
+        self._memory.clear()
+        for call in batch:
+            call.fail(failed_error(location, error))
 
     def _fence(self, db: sqlite3.Connection) -> None:
         """Refuse the write unless it carries this member's live lease epoch (in its transaction).
@@ -442,11 +602,12 @@ class PgStore(SqlStore):
         interrupt the tasks of lapsed members take too: a write either sees a
         live lease or is refused, never one that runs out in between.
         """
-        epoch = cast(PgConnection, db).epoch
-        row = db.execute(
-            f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = ?", (self.runner,)
-        ).fetchone()
-        if row is not None and row[1] and epoch != 0 and int(row[0]) == epoch:
+        conn = cast(PgConnection, db)
+        epoch = conn.epoch
+        conn.check_lease(lambda row: self._check_lease(row, epoch))
+
+    def _check_lease(self, row: tuple[int, bool] | None, epoch: int) -> None:
+        if row is not None and row[1] and epoch != 0 and row[0] == epoch:
             return
         if row is None or not row[1]:
             why = (
@@ -459,22 +620,45 @@ class PgStore(SqlStore):
             f"{why}; it carried lease epoch {epoch or 'none'}, and changed nothing"
         )
 
-    def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
-        """Refuse a run's write (any status) to a task another runner or epoch holds now."""
-        if record.runner is not None:
-            self._check_held(db, record.session_id, record.runner)
+    @contextlib.contextmanager
+    def _write(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """As `SqlStore._write`; the fence is checked by the end of the write at the latest."""
+        with super()._write(db):
+            yield db
+            cast(PgConnection, db).settle()
 
-    def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
-        """As `SqlStore._check_held`, and the task must be held under the epoch the write carries."""
-        super()._check_held(db, session_id, runner)
-        row = db.execute("SELECT epoch FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
-        epoch = cast(PgConnection, db).epoch
-        if row is not None and row[0] is not None and int(row[0]) != epoch:
+    def _held_by(self, record: TaskRecord) -> str | None:
+        """A run's write (any status) to a task another runner or epoch holds now is refused."""
+        return record.runner
+
+    def _held_args(self, runner: str) -> tuple[Any, ...]:
+        return (runner, self._carried)
+
+    def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
+        """The task must be held under the epoch the write carries, too (read with its runner)."""
+        epoch = self._carried
+        if row[1] is not None and int(row[1]) != epoch:
             raise StaleLeaseError(
-                f"the pending task of session {session_id} was taken under lease epoch {row[0]}, "
+                f"the pending task of session {session_id} was taken under lease epoch {row[1]}, "
                 f"and this write carried {epoch or 'none'} (this agentrt process joined the fleet "
                 "again since, or another took the task); this run's change was not saved"
             )
+
+    @property
+    def _carried(self) -> int:
+        """The lease epoch the store call being run carries (writer thread)."""
+        return cast(PgConnection, self._db).epoch
+
+    def _update_fields(
+        self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
+    ) -> bool:
+        """As `SqlStore._update_fields`; a claim records its lease epoch in the same statement."""
+        if not claim:
+            return super()._update_fields(db, record)
+        cur = db.execute(
+            self._UPDATE_CLAIMED, (*self._columns(record), self._carried, record.session_id)
+        )
+        return cur.rowcount > 0
 
     async def aclose(self) -> None:
         """Finish the queued calls, close, and leave the fleet (this member's row goes)."""

@@ -112,15 +112,9 @@ def write_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """
     if db.in_transaction:
         # Inside a batch (see `Writer`): the batch holds the write lock already, and
-        # this call's changes stand or fall on their own in a savepoint.
-        db.execute("SAVEPOINT call")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK TO call")
-            db.execute("RELEASE call")
-            raise
-        db.execute("RELEASE call")
+        # this call's changes stand or fall on their own: an error leaves the call, and
+        # the batch rolls back the call's savepoint (or, the call alone, the transaction).
+        yield db
         return
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -192,6 +186,12 @@ class _SessionRow:
 _TASK_SELECT = (
     f"SELECT session_id, {', '.join(FIELDS)}, first_seq, message_count FROM tasks "
     "WHERE session_id = ?"
+)
+#: A task's row and its session's revision and length, in one statement (`_task_and_session`).
+_TASK_AND_SESSION_SELECT = (
+    f"SELECT t.session_id, {', '.join(f't.{c}' for c in FIELDS)}, t.first_seq, "
+    "t.message_count, s.rev, s.next_seq FROM tasks t LEFT JOIN sessions s "
+    "ON s.session_id = t.session_id WHERE t.session_id = ?"
 )
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
@@ -358,6 +358,10 @@ class SqlStore:
     _UPSERT: ClassVar[str] = upsert_sql(line=False)
     _UPDATE: ClassVar[str] = update_sql(line=False)
     _MARK: ClassVar[str] = mark_sql(line=False)
+    #: What `_check_held` reads of a task: its runner first (see `_check_held_row`).
+    _HELD_SELECT: ClassVar[str] = "SELECT runner FROM tasks WHERE session_id = ?"
+    #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
+    _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
 
     _db: sqlite3.Connection = attrs.field(repr=False)
     #: The token this process's runs are recorded with (`TaskRecord.runner`).
@@ -530,8 +534,13 @@ class SqlStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with self._write(db):
-                self._check_record_held(db, record)
-                return self._update_fields(db, record)
+                return self._update_held(
+                    db,
+                    self._UPDATE,
+                    self._columns(record),
+                    record.session_id,
+                    self._held_by(record),
+                )
 
         return Submitted(self, self._submit(write, defer=defer))
 
@@ -554,21 +563,15 @@ class SqlStore:
 
         def write(db: sqlite3.Connection) -> bool:
             with self._write(db):
-                if runner is not None:
-                    self._check_held(db, session_id, runner)
-                cur = db.execute(
-                    self._MARK,
-                    (
-                        status.value,
-                        cause.value if cause else None,
-                        dumps(error),
-                        now,
-                        lost_words,
-                        *self._marked_line(session_id, status, cause),
-                        session_id,
-                    ),
+                values = (
+                    status.value,
+                    cause.value if cause else None,
+                    dumps(error),
+                    now,
+                    lost_words,
+                    *self._marked_line(session_id, status, cause),
                 )
-            return cur.rowcount > 0
+                return self._update_held(db, self._MARK, values, session_id, runner)
 
         return Submitted(self, self._submit(write, defer=True))
 
@@ -1013,6 +1016,19 @@ class SqlStore:
         ).fetchone()
         return None if row is None else _SessionRow(int(row[0]), int(row[1]))
 
+    def _task_and_session(
+        self, db: sqlite3.Connection, session_id: str
+    ) -> tuple[_TaskRow | None, _SessionRow | None]:
+        """`_task_row` and, when there is a task, `_session_row`: one statement (a round trip
+        on PostgreSQL). Without a task, the session is not read (None)."""
+        row = db.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
+        if row is None:
+            return None, None
+        fields = 1 + len(FIELDS)
+        task = _TaskRow(tuple(row[:fields]), int(row[fields]), int(row[fields + 1]))
+        rev, next_seq = row[fields + 2], row[fields + 3]
+        return task, None if rev is None else _SessionRow(int(rev), int(next_seq))
+
     def _task_row(self, db: sqlite3.Connection, session_id: str) -> _TaskRow | None:
         row = db.execute(_TASK_SELECT, (session_id,)).fetchone()
         if row is None:
@@ -1067,10 +1083,10 @@ class SqlStore:
         self, db: sqlite3.Connection, session_id: str
     ) -> tuple[TaskRecord | None, tuple[Message, ...]]:
         """The pending task of a session and its history (both empty when it has none)."""
-        task = self._task_row(db, session_id)
+        task, session = self._task_and_session(db, session_id)
         if task is None:
             return None, ()
-        messages = self._all_messages(db, session_id, self._session_row(db, session_id))
+        messages = self._all_messages(db, session_id, session)
         end = task.first_seq + task.message_count
         if len(messages) < end:
             raise self._task_unreadable(
@@ -1083,8 +1099,39 @@ class SqlStore:
 
     def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
         """Refuse a running record's write when another runner holds its task now."""
-        if record.status is TaskStatus.RUNNING and record.runner is not None:
-            self._check_held(db, record.session_id, record.runner)
+        runner = self._held_by(record)
+        if runner is not None:
+            self._check_held(db, record.session_id, runner)
+
+    def _held_by(self, record: TaskRecord) -> str | None:
+        """The runner that must hold `record`'s task for a write of it (None: no check)."""
+        return record.runner if record.status is TaskStatus.RUNNING else None
+
+    def _update_held(
+        self,
+        db: sqlite3.Connection,
+        sql: str,
+        values: tuple[Any, ...],
+        session_id: str,
+        runner: str | None,
+    ) -> bool:
+        """Run `sql` (an UPDATE of a task ending ``WHERE session_id = ?``) if `runner` holds it.
+
+        The check is a condition of the UPDATE itself (`_HELD_WHERE`), one
+        statement; only when no row changed is the task read to say why
+        (`_check_held` raises for a task another holds). False: no task.
+        """
+        if runner is None:
+            return db.execute(sql, (*values, session_id)).rowcount > 0
+        cur = db.execute(sql + self._HELD_WHERE, (*values, session_id, *self._held_args(runner)))
+        if cur.rowcount > 0:
+            return True
+        self._check_held(db, session_id, runner)
+        return False
+
+    def _held_args(self, runner: str) -> tuple[Any, ...]:
+        """The parameters of `_HELD_WHERE` for a write of `runner`'s."""
+        return (runner,)
 
     def _check_held(self, db: sqlite3.Connection, session_id: str, runner: str) -> None:
         """Raise `TaskTakenError` if the task of `session_id` is recorded with another runner.
@@ -1094,12 +1141,17 @@ class SqlStore:
         the run that lost it must not undo that runner's work. A task with no
         row is not checked (what becomes of it is the caller's to say).
         """
-        row = db.execute("SELECT runner FROM tasks WHERE session_id = ?", (session_id,)).fetchone()
+        row = db.execute(self._HELD_SELECT, (session_id,)).fetchone()
         if row is not None and row[0] is not None and row[0] != runner:
             raise TaskTakenError(
                 f"the pending task of session {session_id} was taken over by another runner "
                 "(this one had lost its hold on it); this run's change was not saved"
             )
+        if row is not None:
+            self._check_held_row(session_id, tuple(row))
+
+    def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
+        """Check the rest of `_HELD_SELECT`'s row of a task this runner holds (nothing here)."""
 
     def _save(
         self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
@@ -1110,8 +1162,9 @@ class SqlStore:
         run, a resume): see `_claimed`.
         """
         session_id = record.session_id
-        session = self._session_row(db, session_id)
-        task = self._task_row(db, session_id)
+        task, session = self._task_and_session(db, session_id)
+        if task is None:
+            session = self._session_row(db, session_id)
         new = record.transcript
         if task is not None and session is not None:
             first, count = task.first_seq, task.message_count
@@ -1310,14 +1363,21 @@ class SqlStore:
         if defer:
             self._deferred.append(call)
             return call
-        self._hand_over()
-        self._writer.submit(call)
+        self._hand_over(call)
         return call
 
-    def _hand_over(self) -> None:
-        """Give the writer thread the deferred calls, in their order."""
-        while self._deferred:
-            self._writer.submit(self._deferred.popleft())
+    def _hand_over(self, *calls: Call[Any]) -> None:
+        """Give the writer thread the deferred calls, then `calls`, in their order.
+
+        All at once, so that they go in one batch (one transaction, one sync to
+        disk): handed over one by one, the thread could start a batch with the
+        first ones before the last arrived.
+        """
+        if self._deferred:
+            calls = (*self._deferred, *calls)
+            self._deferred.clear()
+        if calls:
+            self._writer.submit(*calls)
 
     async def _wait(self, call: Call[T]) -> T:
         """The outcome of a queued call.

@@ -3,8 +3,8 @@
 SQLite (and psycopg) block, so a store runs its calls in one long-lived
 thread. Whatever is queued when the thread comes round goes in one
 transaction (group commit: one sync to disk for the lot), each call in a
-savepoint of its own, so that a call that fails changes nothing and the
-others still commit.
+savepoint of its own when there are several, so that a call that fails
+changes nothing and the others still commit.
 """
 
 from __future__ import annotations
@@ -43,7 +43,11 @@ class Call(Generic[T]):
     _error: BaseException | None = None
 
     def run(self, db: sqlite3.Connection) -> None:
-        """Run the call now, in this thread (its outcome is kept; `event` is left alone)."""
+        """Run the call now, in this thread (its outcome is kept; `event` is left alone).
+
+        A batch that could not begin may run its calls again: the last run's outcome counts.
+        """
+        self._error = None
         try:
             self._value = self.fn(db)
         except BaseException as exc:
@@ -76,13 +80,17 @@ class Writer:
     location: str
     #: Runs one batch in one transaction (the backend's: see `run_batch`).
     run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], None]
-    _queue: queue.SimpleQueue[Call[Any] | None] = attrs.field(factory=queue.SimpleQueue, init=False)
+    #: Calls handed over together are one item, so that they go in one batch.
+    _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _start_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _calls: int = attrs.field(default=0, init=False)
     _batches: int = attrs.field(default=0, init=False)
 
-    def submit(self, call: Call[Any]) -> None:
+    def submit(self, *calls: Call[Any]) -> None:
+        """Queue `calls`, in their order; the thread takes them in one batch."""
         if self._thread is None:
             with self._start_lock:
                 if self._thread is None:
@@ -92,7 +100,7 @@ class Writer:
                         daemon=True,
                     )
                     self._thread.start()
-        self._queue.put(call)
+        self._queue.put(list(calls))
 
     def statistics(self) -> StoreStatistics:
         return StoreStatistics(self._calls, self._batches, self._queue.qsize())
@@ -111,7 +119,7 @@ class Writer:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            batch = first
             while len(batch) < _BATCH_LIMIT:
                 try:
                     more = self._queue.get_nowait()
@@ -120,7 +128,7 @@ class Writer:
                 if more is None:
                     stopping = True  # run what came before the stop, then end
                     break
-                batch.append(more)
+                batch.extend(more)
             self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
@@ -149,12 +157,17 @@ def run_batch(
     forget: Callable[[], None],
     errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
     failed: Callable[[Exception], StoreError] | None = None,
+    abort: tuple[type[Exception], ...] = (),
 ) -> None:
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
     A call that fails changes nothing (its savepoint is rolled back) and the
-    others still commit. `forget` is called whenever something is rolled back,
-    so that what the store keeps in memory never holds what the file does not.
+    others still commit. A call alone in its batch needs no savepoint: when it
+    fails the whole transaction is rolled back, which is the same. `forget` is
+    called whenever something is rolled back, so that what the store keeps in
+    memory never holds what the file does not. An error of `abort` (raised
+    when the transaction could not begin, nothing of it done) leaves the batch
+    as it is, for the caller to run it again.
     """
 
     def store_failed(exc: Exception) -> StoreError:
@@ -167,11 +180,17 @@ def run_batch(
         for call in batch:
             call.fail(failed(exc))
         return
+    if len(batch) == 1:
+        _run_alone(db, batch[0], forget, errors, failed, abort)
+        return
     ran: list[Call[Any]] = []
     for call in batch:
         db.execute("SAVEPOINT batch_call")
         try:
             call.run(db)
+        except abort:
+            forget()
+            raise
         except errors as exc:
             db.execute("ROLLBACK TO batch_call")
             forget()
@@ -182,6 +201,41 @@ def run_batch(
         else:
             ran.append(call)
         db.execute("RELEASE batch_call")
+    _commit(db, ran, forget, errors, failed)
+
+
+def _run_alone(
+    db: sqlite3.Connection,
+    call: Call[Any],
+    forget: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    failed: Callable[[Exception], StoreError],
+    abort: tuple[type[Exception], ...],
+) -> None:
+    """Run the one call of a batch in the transaction begun for it, no savepoint (two round
+    trips fewer on PostgreSQL); a failure rolls the transaction back."""
+    try:
+        call.run(db)
+    except abort:
+        forget()
+        raise
+    except Exception as exc:
+        forget()
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(exc, errors):
+            call.fail(failed(exc))
+        return  # the call's own error (a bad answer, a task that exists) is kept
+    _commit(db, [call], forget, errors, failed)
+
+
+def _commit(
+    db: sqlite3.Connection,
+    ran: list[Call[Any]],
+    forget: Callable[[], None],
+    errors: tuple[type[Exception], ...],
+    failed: Callable[[Exception], StoreError],
+) -> None:
     try:
         db.execute("COMMIT")
     except errors as exc:
