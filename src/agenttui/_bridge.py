@@ -37,6 +37,7 @@ from agentrt.protocol.client import Client
 from agentrt.protocol.client import ClientError
 from agentrt.protocol.client import DaemonNotRunningError
 from agentrt.protocol.frames import ClientFrame
+from agentrt.vocab.reprs import mutable
 
 from ._app import TuiApp
 from ._launch import DaemonStartError
@@ -61,7 +62,7 @@ def backoff() -> Iterator[float]:
         yield BACKOFF[-1]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Bridge:
     """The Trio side of one window: its connection to the daemon and the outbox feeding it.
 
