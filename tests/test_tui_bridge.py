@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import trio
 import trio.testing
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import DummyInput
+from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from agentrt.protocol.client import BrokenDaemonConnectionError
@@ -319,3 +321,30 @@ async def test_pieces_of_a_reply_are_read_together_once_per_redraw_interval(
         assert read_at[11:] == [start + app.interval]
         assert app.state.transcript[-1].text.endswith("word9 later ")
         bridge.stop()
+
+
+@attrs.define(eq=False)
+class _IdleBridge(Bridge):
+    """A bridge whose Trio side waits until stopped and connects to nothing."""
+
+    async def run(self) -> None:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            self._token = trio.lowlevel.current_trio_token()
+            if not self._stopped:
+                await trio.sleep_forever()
+
+
+def test_the_first_screen_is_told_once_it_is_drawn() -> None:
+    bridge = _IdleBridge(SOCKET, "w1")
+    drawn: list[int] = []
+
+    def first_screen() -> None:
+        assert bridge.app is not None
+        drawn.append(bridge.app.application.render_counter)
+        bridge.app.application.exit()
+
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        asyncio.run(_bridge._host(bridge, None, first_screen))
+    # Called after the first drawing, and only once (the exit draws again).
+    assert drawn == [1]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,45 @@ def test_version_is_printed_without_starting_anything(short_dir: Path) -> None:
     assert result.returncode == 0
     assert result.stdout.strip() == f"agenttui {agentrt.__version__}"
     assert not (short_dir / "d.sock").exists()
+
+
+def test_the_collector_waits_for_the_first_screen_then_skips_what_the_start_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agenttui import __main__ as entry
+
+    seen: list[tuple[bool, int]] = []
+
+    def run(argv: object = None, *, on_first_screen: Callable[[], None] | None = None) -> int:
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        assert on_first_screen is not None
+        on_first_screen()
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        return 3
+
+    monkeypatch.setattr(entry, "run", run)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            entry.main()
+    finally:
+        gc.unfreeze()
+    assert exited.value.code == 3
+    (paused, _), (collecting, frozen) = seen
+    assert (paused, collecting) == (False, True)
+    assert frozen > 0
+    assert gc.isenabled()
+
+
+def test_the_collector_runs_again_when_the_window_fails_before_its_first_screen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agenttui import __main__ as entry
+
+    def run(argv: object = None, *, on_first_screen: Callable[[], None] | None = None) -> int:
+        assert not gc.isenabled()
+        raise OSError("no terminal")
+
+    monkeypatch.setattr(entry, "run", run)
+    with pytest.raises(OSError, match="no terminal"):
+        entry.main()
+    assert gc.isenabled()

@@ -56,6 +56,7 @@ from agentrt.protocol.frames import TextFrame
 from agentrt.protocol.frames import ToolCallDeltaFrame
 from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import Welcome
+from agentrt.vocab.reprs import mutable
 
 from . import _scroll
 from . import _transitions_daemon
@@ -159,7 +160,7 @@ LINK_TICK = 1.0
 _STREAMED = (TextFrame, ReasoningFrame, ToolCallDeltaFrame, UsageFrame)
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class TuiApp:
     """The application shell: owns the widgets, carries out actions, receives frames.
 

@@ -23,13 +23,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-import attrs
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.completion import Completion
 from prompt_toolkit.document import Document
 
 from agentrt.protocol.codec import MAX_FRAME_SIZE
+from agentrt.vocab.reprs import record
 
 #: The most one attached file may hold.
 ATTACH_LIMIT: Final = 256 * 1024
@@ -51,7 +51,7 @@ class AttachError(ValueError):
     """A file that cannot be attached; the message names it and says why."""
 
 
-@attrs.frozen
+@record
 class Attached:
     """A message with its files: what the model is sent, and each file's name and size."""
 

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import math
 import os
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from agentrt.protocol.client import Client
 from agentrt.protocol.client import ClientError
 from agentrt.protocol.client import DaemonNotRunningError
 from agentrt.protocol.frames import ClientFrame
+from agentrt.vocab.reprs import mutable
 
 from ._app import TuiApp
 from ._launch import DaemonStartError
@@ -61,7 +63,7 @@ def backoff() -> Iterator[float]:
         yield BACKOFF[-1]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class Bridge:
     """The Trio side of one window: its connection to the daemon and the outbox feeding it.
 
@@ -300,11 +302,13 @@ def run_window(
     base_url: str | None = None,
     history: History | None = None,
     daemon_options: Sequence[str] = (),
+    on_first_screen: Callable[[], None] | None = None,
 ) -> None:
     """Show the window until the user quits; the connection runs on Trio in guest mode.
 
     `daemon_options` are more flags for a daemon the window starts (pairs of flag and
-    value). Raises `DaemonStartError` when no daemon answered and none could be started.
+    value); `on_first_screen` is called once the window is first drawn. Raises
+    `DaemonStartError` when no daemon answered and none could be started.
     """
     bridge = Bridge(
         socket_path,
@@ -314,10 +318,12 @@ def run_window(
         base_url=base_url,
         daemon_options=tuple(daemon_options),
     )
-    asyncio.run(_host(bridge, history))
+    asyncio.run(_host(bridge, history, on_first_screen))
 
 
-async def _host(bridge: Bridge, history: History | None) -> None:
+async def _host(
+    bridge: Bridge, history: History | None, on_first_screen: Callable[[], None] | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     state = TuiState(window=bridge.window, cwd=os.getcwd())
     app = (
@@ -326,6 +332,14 @@ async def _host(bridge: Bridge, history: History | None) -> None:
         else TuiApp(state, bridge.send)
     )
     bridge.app = app
+    if on_first_screen is not None:
+        first_screen = on_first_screen
+
+        def drawn(_: object) -> None:
+            app.application.after_render -= drawn
+            first_screen()
+
+        app.application.after_render += drawn
     trio_done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
     def done(result: outcome.Outcome[None]) -> None:

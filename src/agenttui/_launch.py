@@ -10,11 +10,11 @@ from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
 import trio
 
 from agentrt.protocol.client import default_state_dir
 from agentrt.protocol.client import is_socket_answering
+from agentrt.vocab.reprs import record
 
 #: How long a daemon we started may take to answer on its socket.
 START_TIMEOUT = 20.0
@@ -28,7 +28,7 @@ class DaemonStartError(Exception):
     """The daemon could not be started; the message says why and where its log is."""
 
 
-@attrs.frozen(eq=False)
+@record(eq=False)
 class Started:
     """A daemon this process started (it outlives this window) and its log."""
 

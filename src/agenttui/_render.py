@@ -23,6 +23,8 @@ from prompt_toolkit.formatted_text import PygmentsTokens
 from prompt_toolkit.formatted_text import to_formatted_text
 from prompt_toolkit.utils import get_cwidth
 
+from agentrt.vocab.reprs import mutable
+from agentrt.vocab.reprs import record
 from agentrt.vocab.terminal import visible
 
 from ._state import EntryKind
@@ -208,7 +210,7 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
-@attrs.frozen
+@record
 class _Context:
     width: int
     first: tuple[tuple[str, str], ...] = ()
@@ -562,7 +564,7 @@ def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
     return [[*(label if first and n == 0 else pad), *line] for n, line in enumerate(lines)]
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class _Stream:
     """The screen lines of a reply still streaming in, laid out a completed part at a time.
 
@@ -728,7 +730,7 @@ def _plain_cut(tail: str) -> tuple[int, str, bool] | None:
     return (end + 1, "", False) if end >= 0 else None
 
 
-@attrs.define(eq=False)
+@mutable(eq=False)
 class LineCache:
     """Screen lines of each entry, made again only when its text or the width changed.
 

@@ -29,6 +29,8 @@ from agentrt.protocol.frames import ModelItem
 from agentrt.protocol.frames import ModelsAction
 from agentrt.protocol.frames import PendingTask
 from agentrt.protocol.frames import SessionItem
+from agentrt.vocab.reprs import mutable
+from agentrt.vocab.reprs import record
 from agentrt.vocab.stops import ResumePreview
 from agentrt.vocab.usage import RunTokens
 from agentrt.vocab.usage import TokenCount
@@ -90,7 +92,7 @@ class EntryKind(enum.Enum):
 # -- values ------------------------------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Notice:
     """The notice box: an error or a piece of information the user can close with Esc."""
 
@@ -111,28 +113,28 @@ def has_choices(ask: AskFrame) -> bool:
 # -- actions -----------------------------------------------------------------------------
 
 
-@attrs.frozen
+@record
 class Send:
     """Send a frame to the daemon."""
 
     frame: ClientFrame
 
 
-@attrs.frozen
+@record
 class SetInput:
     """Replace the text of the input box."""
 
     text: str
 
 
-@attrs.frozen
+@record
 class RememberInput:
     """Add a sent message to the input history (never an answer: answers may be secret)."""
 
     text: str
 
 
-@attrs.frozen
+@record
 class Quit:
     """Leave the application; the connection closes and the daemon keeps the pending task."""
 
@@ -143,7 +145,7 @@ Action = Send | SetInput | RememberInput | Quit
 # -- the state ---------------------------------------------------------------------------
 
 
-@attrs.define
+@mutable
 class TranscriptEntry:
     """One block of the transcript; streamed assistant text grows its `parts`."""
 
@@ -161,7 +163,7 @@ class TranscriptEntry:
         return "".join(self.parts)
 
 
-@attrs.define
+@mutable
 class RunState:
     """The run this window started and has not seen end."""
 
@@ -189,7 +191,7 @@ class RunState:
         return self.sent_cancel is not None or self.held_cancel is not None
 
 
-@attrs.frozen
+@record
 class Anchor:
     """A line of the transcript: line `line` of the entry numbered `serial`."""
 
@@ -200,7 +202,7 @@ class Anchor:
 # -- the overlays: what covers the input box and takes the keys, one at a time ------------
 
 
-@attrs.frozen
+@record
 class StopPopup:
     """The popup Esc opens during a run that showed something: Yes / Pause / No."""
 
@@ -208,7 +210,7 @@ class StopPopup:
     highlighted: int = POPUP_DEFAULT
 
 
-@attrs.frozen
+@record
 class QuitPopup:
     """The popup `/quit` opens during a run: Pause and quit / Stop and quit / Cancel."""
 
@@ -216,7 +218,7 @@ class QuitPopup:
     highlighted: int = QUIT_DEFAULT
 
 
-@attrs.frozen
+@record
 class EndedPopup:
     """What a popup turns into when its run ends before a choice was made."""
 
@@ -225,7 +227,7 @@ class EndedPopup:
     quitting: bool = False
 
 
-@attrs.frozen
+@record
 class PendingPicker:
     """The `/pending` list: this window's paused and interrupted tasks (never empty)."""
 
@@ -233,7 +235,7 @@ class PendingPicker:
     index: int = 0
 
 
-@attrs.frozen
+@record
 class SessionsPicker:
     """The `/sessions` picker: this window's user's earlier conversations (never empty)."""
 
@@ -241,7 +243,7 @@ class SessionsPicker:
     index: int = 0
 
 
-@attrs.frozen
+@record
 class ModelPicker:
     """The `/model` picker: the configured models (never empty), the session's highlighted."""
 
@@ -260,7 +262,7 @@ Picker = PendingPicker | SessionsPicker | ModelPicker
 Overlay = StopPopup | QuitPopup | EndedPopup | PendingPicker | SessionsPicker | ModelPicker
 
 
-@attrs.define
+@mutable
 class TuiState:
     """Everything the window knows. Transition functions change it; widgets render it."""
 

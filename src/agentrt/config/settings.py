@@ -55,12 +55,13 @@ from ..vocab.terms import SandboxMode
 from .keystore import KeyNameError
 from .keystore import KeyStore
 from .keystore import check_key_name
-from .mcp import McpServerConfig
-from .mcp import parse_servers
-from .prices import Price
 
 if TYPE_CHECKING:
+    # The MCP servers and prices are read only from a file that has them, and loaded then:
+    # agenttui checks its settings before its first screen and needs neither.
     from ..models.options import ModelOptions
+    from .mcp import McpServerConfig
+    from .prices import Price
 
 #: The environment variable naming the configuration file.
 CONFIG_ENV: Final = "AGENTRT_CONFIG"
@@ -206,6 +207,8 @@ class Value(Generic[T]):
         if isinstance(v, tuple):
             return [str(p) if isinstance(p, Path) else p for p in v]
         if isinstance(v, dict):
+            from .prices import Price
+
             return {k: attrs.asdict(x) if isinstance(x, Price) else x for k, x in v.items()}
         return v
 
@@ -306,6 +309,8 @@ def _prices(value: Any) -> dict[str, Price]:
             for v in fields.values()
         ):
             raise ValueError(f"the prices of {name!r} must be numbers, 0 or more")
+        from .prices import Price
+
         out[name] = Price(
             float(fields["input"]),
             float(fields["output"]),
@@ -462,6 +467,12 @@ def _duration(value: Any) -> str:
     return value.strip()
 
 
+def _mcp_servers(value: Any) -> dict[str, McpServerConfig]:
+    from .mcp import parse_servers
+
+    return parse_servers(value)
+
+
 def _timeout_action(value: Any) -> TimeoutAction:
     return TimeoutAction.parse(_text(value))
 
@@ -508,7 +519,7 @@ FILE_KEYS: Final[dict[str, Check | dict[str, Check]]] = {
     "telegram": _BOT_KEYS,
     "discord": _BOT_KEYS,
     "timeouts": _TIMEOUT_KEYS,
-    "mcp": {"servers": parse_servers},
+    "mcp": {"servers": _mcp_servers},
 }
 
 

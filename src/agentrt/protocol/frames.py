@@ -44,7 +44,6 @@ from ..vocab.events import ToolResultEvent
 from ..vocab.events import UsageEvent
 from ..vocab.events import VerifyEvent
 from ..vocab.reprs import record
-from ..vocab.request import Request
 from ..vocab.stops import ResumePreview
 from ..vocab.terms import Cause
 from ..vocab.terms import RequestKind
@@ -53,6 +52,8 @@ from .wirecode import carries_utf8
 
 if TYPE_CHECKING:
     import cattrs
+
+    from ..vocab.request import Request
 
 #: The protocol version spoken by this module; a `Hello` with another version is refused.
 PROTOCOL_VERSION: Final = 1
@@ -467,6 +468,8 @@ class AskFrame:
     @property
     def request(self) -> Request:
         """The question asked; masked exactly as its kind says (`Request.masked`)."""
+        from ..vocab.request import Request  # a client that is only shown the frame never needs it
+
         return Request(
             self.kind, self.prompt, self.choices, tool=self.tool, error=self.error, diff=self.diff
         )
