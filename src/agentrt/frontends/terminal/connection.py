@@ -459,6 +459,16 @@ class Connection:
         """`send`, callable outside a task of the connection (a producer's hook)."""
         if self._broken:
             return
+        if not (linger or self._writing or self._closing or self._waiting()):
+            # Nothing waits (the common case, a streamed piece): straight to the socket.
+            self._partial = rest = self._write_some(encode(frame))
+            if not rest:
+                if type(frame) in _AWAITED:
+                    _yield_processor()
+                return
+            self._outbox_bytes += len(rest)
+            self._outbox_ready.set()
+            return
         if urgent:
             data = encode(frame)
             self._urgent.append(data)
