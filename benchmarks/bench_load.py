@@ -12,9 +12,10 @@ benchmark                subject vs baseline                             target
 The daemon's model is a replay (``replay:PATH``) of one long turn, a word
 every 20 ms: 100 runs make 5,000 text frames a second on the daemon's one
 loop. The 100 streaming windows are raw sockets of a process of their own
-(this module run as a script), which read and drop what they are sent, as
-fast clients would: this process reads only the measured window, as a
-person's terminal would beside 100 others. The samples alternate in phases,
+(this module run as a script), which read and drop what they are sent the
+way agenttui reads a stream: what came since the last read, at most every
+1/30 s. This process reads only the measured window, as a person's terminal
+would beside 100 others. The samples alternate in phases,
 ABBA: the load process is started for a subject phase and stopped (its
 windows closed) for a baseline phase.
 """
@@ -60,6 +61,8 @@ LOAD_RUNS = 100
 WORD_DELAY = 0.02
 #: Words in the replayed turn: longer than any phase lasts (20,000 words = 400 s).
 WORDS = 20_000
+#: How often a streaming window reads, at most: as agenttui does when redraws are cheap.
+READ_EVERY = 1 / 30
 #: Text frames the measured run sends before its cancel: it is streaming when stopped.
 TEXT_BEFORE_CANCEL = 2
 
@@ -91,6 +94,9 @@ class _Load:
                 if streaming is not None and got > 2048:  # the run's text flows
                     streaming.release()
                     streaming = None
+                # As agenttui reads a stream: what came since its last redraw, in one read,
+                # at most every 1/30 s (see "Transcript" in docs/tui.md).
+                await trio.sleep(READ_EVERY)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the windows; report once every run streams; run until cancelled."""
@@ -211,7 +217,7 @@ async def _cancel_sample(client: Client, workdir: Path, problems: list[str]) -> 
     return elapsed
 
 
-async def bench_cancel_under_load(root: Path, rounds: int = 200, phases: int = 4) -> Result:
+async def bench_cancel_under_load(root: Path, rounds: int = 400, phases: int = 4) -> Result:
     """The p99 of a pause with `LOAD_RUNS` runs streaming on the daemon vs with none."""
     env = isolated_env(root)
     replay = root / "long-turn.json"
