@@ -436,10 +436,11 @@ class Connection:
         does not take, the writer task (`_write_loop`) writes once it can, in
         order. An `urgent` frame (the reply to a control frame: a cancel's or an
         answer's ack) goes before the frames still queued, at the first frame
-        boundary; a run's streamed text still queued is joined into fewer frames
-        (`_queue_text`), and a run's end never overtakes its text. With `linger` (a cancel's ack, which its run's final event
-        follows soon) the frame waits for the next one sent, or for a turn of
-        the writer task, and both go out in one write the peer reads at once.
+        boundary; a run's streamed text still queued is joined into fewer
+        frames (`_queue_text`), and a run's end never overtakes its text. With
+        `linger` (a cancel's ack, which its run's final event follows soon) the
+        frame waits for the next one sent, or for a turn of the writer task, and
+        both go out in one write the peer reads at once.
         A client that left, or stopped reading (a write blocked for
         `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
         dropped, not raised.
