@@ -3,7 +3,7 @@
 The rows come in the order of the figures they answer (see docs/benchmarks.md).
 The exit status is 0 even when a target is missed: the table is a report, and
 each MISS is printed plainly. It is 1 only when a benchmark could not run.
-``--only GROUP`` runs one group (core, scale, processes, commands, fleet, tui, mcp, undo,
+``--only GROUP`` runs one group (core, scale, processes, load, commands, fleet, tui, mcp, undo,
 conversations, stream).
 """
 
@@ -28,6 +28,7 @@ from . import bench_commands
 from . import bench_conversations
 from . import bench_core
 from . import bench_fleet
+from . import bench_load
 from . import bench_mcp
 from . import bench_processes
 from . import bench_scale
@@ -52,6 +53,7 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
         root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
+    "load": lambda root: trio.run(bench_load.run_all, root),
     "tui": bench_tui.run_all,
     "mcp": lambda root: trio.run(bench_mcp.run_all, root),
     "undo": lambda root: trio.run(bench_undo.run_all, root),
@@ -65,6 +67,7 @@ ORDER = (
     "pause_resume",
     "pg_pause_resume",
     "cancel_2p",
+    "cancel_under_load",
     "ask_2p",
     "commit_1000",
     "history_3000",

@@ -268,8 +268,9 @@ async def bench_cancel_final(state_dir: Path, rounds: int = 150) -> Result:
         tuple(problems[:3]),
         (
             f"median of {rounds} cancels, each of a run parked in its sleep tool",
-            "the task was durable at its last commit; the pause's new status is queued for the "
-            "store before the final event and written (fsynced) after it",
+            "the task was durable at its last commit; the pause's ledger entry and new status "
+            "are queued for the store (one call, the entry made in its thread) before the final "
+            "event and written (fsynced) after it",
             f"one bare thread hop costs {format_time(hop)} here",
         ),
     )

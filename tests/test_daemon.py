@@ -47,6 +47,8 @@ from agentrt.protocol.client import BrokenDaemonConnectionError
 from agentrt.protocol.client import Client
 from agentrt.protocol.client import HandshakeError
 from agentrt.protocol.codec import MAX_FRAME_SIZE
+from agentrt.protocol.codec import NEED_DATA
+from agentrt.protocol.codec import FrameCodec
 from agentrt.protocol.codec import encode
 from agentrt.protocol.frames import PROTOCOL_VERSION
 from agentrt.protocol.frames import Ack
@@ -853,6 +855,41 @@ async def test_all_pages_answers_one_request_with_every_page_in_order(
             assert isinstance(await round_trip(client), PendingList), "nothing more came"
 
 
+async def test_a_cancel_is_handled_while_a_request_before_it_is_still_being_handled(
+    daemon: Daemon, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests are handled one at a time, in order; a cancel read meanwhile is not queued
+    behind them: the run stops and says so while the listing still waits for the store."""
+    release = trio.Event()
+    listing = trio.Event()
+    list_page = type(runtime.store).list_page
+
+    async def slow_list_page(self: Any, *args: Any, **kwargs: Any) -> Any:
+        listing.set()
+        await release.wait()
+        return await list_page(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(runtime.store), "list_page", slow_list_page)
+    with trio.fail_after(TIMEOUT):
+        async with await connect(daemon) as client:
+            await client.send(Run("sleep 30"))
+            task = await client.wait_for(TaskFrame)
+            await client.send(PendingRequest(PendingAction.LIST))
+            await client.send(PendingRequest(PendingAction.LIST))  # queued behind the first
+            await listing.wait()
+            await client.send(Cancel(task.task_hash, Cause.PAUSE))
+            ack = await client.wait_for(Ack)
+            ended = await client.wait_for(EndedFrame)
+            assert ack == Ack("cancel", "pausing; the pending task is kept", task=task.task_hash)
+            assert (ended.cause, ended.pending_kept) == (Cause.PAUSE, True)
+            assert not release.is_set()  # the listing is still waiting
+            release.set()
+            first, second = await client.receive(), await client.receive()
+    assert isinstance(first, PendingList) and isinstance(second, PendingList)
+    # The second listing was handled after the first and the pause: it lists the paused task.
+    assert [t.session for t in second.tasks] == [task.session_id]
+
+
 async def test_all_pages_waits_for_a_slow_reader_instead_of_queueing_the_listing(
     daemon: Daemon, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -873,8 +910,10 @@ async def test_all_pages_waits_for_a_slow_reader_instead_of_queueing_the_listing
     send_nowait = Connection.send_nowait
     list_page = type(runtime.store).list_page
 
-    def recording_send(self: Connection, frame: DaemonFrame, *, linger: bool = False) -> None:
-        send_nowait(self, frame, linger=linger)
+    def recording_send(
+        self: Connection, frame: DaemonFrame, *, linger: bool = False, urgent: bool = False
+    ) -> None:
+        send_nowait(self, frame, linger=linger, urgent=urgent)
         if isinstance(frame, PendingList):
             queued.append((len(encode(frame)), self._outbox_bytes))
 
@@ -1149,29 +1188,116 @@ async def test_once_a_frame_the_window_waits_for_is_written_the_daemon_lets_it_r
         assert len(readable_at_yield) == len(awaited)
 
 
-async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:
-    """What the socket does not take at once waits, and nothing is written out of order."""
-    with connection_on_a_socket_pair(daemon) as (conn, theirs):
-        frames = [
-            TextFrame("0123456789ab", f"{n:06} " + "x" * 2000) for n in range(400)
-        ]  # some 800 KB: more than the socket buffers hold
-        for frame in frames:
-            conn.send_nowait(frame)
-        received = bytearray()
-        with contextlib.suppress(BlockingIOError):
-            while chunk := theirs.recv(1 << 20):
-                received += chunk
-        assert 0 < len(received) < sum(len(encode(f)) for f in frames)
-        with trio.fail_after(TIMEOUT):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(conn._write_loop)
-                expected = b"".join(encode(f) for f in frames)
-                while len(received) < len(expected):
+async def drain_frames(
+    conn: Connection, theirs: socket.socket, received: bytearray, last: DaemonFrame
+) -> list[DaemonFrame]:
+    """Run the writer task and read until `last` arrived; every frame read, decoded."""
+    codec = FrameCodec.for_client()
+    frames: list[DaemonFrame] = []
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn._write_loop)
+            codec.feed(bytes(received))
+            while not frames or frames[-1] != last:
+                item = codec.next_frame()
+                if item is NEED_DATA:
                     await trio.testing.wait_all_tasks_blocked()
                     with contextlib.suppress(BlockingIOError):
-                        received += theirs.recv(1 << 20)
-                nursery.cancel_scope.cancel()
-        assert bytes(received) == expected
+                        codec.feed(theirs.recv(1 << 20))
+                    continue
+                assert isinstance(item, DaemonFrame), item
+                frames.append(item)
+            nursery.cancel_scope.cancel()
+    return frames
+
+
+def fill_socket(conn: Connection, theirs: socket.socket, task: str) -> tuple[str, bytearray]:
+    """Send text of run `task` until the socket is full and some is queued; (the text sent,
+    the bytes the peer read of it so far)."""
+    sent = []
+    n = 0
+    while not conn._waiting():
+        piece = f"{n:06} " + "x" * 2000
+        conn.send_nowait(TextFrame(task, piece))
+        sent.append(piece)
+        n += 1
+    received = bytearray()
+    with contextlib.suppress(BlockingIOError):
+        while chunk := theirs.recv(1 << 20):
+            received += chunk
+    return "".join(sent), received
+
+
+def texts_of(frames: Sequence[DaemonFrame], task: str) -> list[str]:
+    return [f.text for f in frames if isinstance(f, TextFrame) and f.task_hash == task]
+
+
+async def test_a_peer_that_stops_reading_gets_its_frames_queued_in_order(daemon: Daemon) -> None:
+    """What the socket does not take at once waits, and nothing is written out of order;
+    a run's text queued meanwhile reaches the peer whole, in fewer frames."""
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
+        early, received = fill_socket(conn, theirs, "0123456789ab")
+        pieces = [f"{n:06} " + "y" * 2000 for n in range(400)]  # some 800 KB more
+        for piece in pieces:
+            conn.send_nowait(TextFrame("0123456789ab", piece))
+        last = EndedFrame("0123456789ab", "cli-1", Outcome.FINISHED)
+        conn.send_nowait(last)
+        frames = await drain_frames(conn, theirs, received, last)
+    texts = texts_of(frames, "0123456789ab")
+    assert "".join(texts) == early + "".join(pieces)
+    assert frames[-1] == last and len(frames) == len(texts) + 1
+    # Queued text was joined: 400 pieces of 2 KB, in frames of at most 16 KiB characters.
+    assert len([t for t in texts if "y" in t]) < len(pieces) / 4
+    assert max(len(t) for t in texts) <= 16 * 1024
+
+
+async def test_a_control_reply_overtakes_queued_text_and_each_run_keeps_its_order(
+    daemon: Daemon,
+) -> None:
+    """With the peer behind, a cancel's ack goes before the text still queued; each run's
+    text stays in order, joined only with its own, and its end comes after all of it."""
+    a, b = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+    with connection_on_a_socket_pair(daemon) as (conn, theirs):
+        early, received = fill_socket(conn, theirs, a)
+        queued: list[DaemonFrame] = [
+            TextFrame(a, " a1"),
+            TextFrame(b, " b1"),
+            TextFrame(b, " b2"),
+            TextFrame(a, " a2"),
+            TextFrame(a, " a3", agent="sub1"),  # a subagent's text is not joined to its parent's
+            TextFrame(a, " a4"),
+            EndedFrame(b, "cli-b", Outcome.FINISHED),
+            TextFrame(a, " a5"),
+        ]
+        for frame in queued:
+            conn.send_nowait(frame)
+        ack = Ack("cancel", "pausing; the pending task is kept", task=a)
+        ended = EndedFrame(a, "cli-a", Outcome.CANCELLED, cause=Cause.PAUSE)
+        conn.send_nowait(ack, linger=True, urgent=True)
+        conn.send_nowait(ended)
+        frames = await drain_frames(conn, theirs, received, ended)
+    # The ack came before every frame queued before it but not yet written.
+    assert frames.index(ack) < frames.index(TextFrame(b, " b1 b2"))
+    main = [f.text for f in frames if isinstance(f, TextFrame) and f.task_hash == a and not f.agent]
+    assert "".join(main) == early + " a1 a2 a4 a5"
+    assert texts_of(frames, b) == [" b1 b2"]  # joined: consecutive pieces of one run
+    assert TextFrame(a, " a3", agent="sub1") in frames
+    # Runs interleaved as sent, and each run's end after its text.
+    order = [
+        f
+        for f in frames
+        if f not in (ack,) and not (isinstance(f, TextFrame) and f.text.startswith("0"))
+    ]
+    assert order == [
+        TextFrame(a, " a1"),
+        TextFrame(b, " b1 b2"),
+        TextFrame(a, " a2"),
+        TextFrame(a, " a3", agent="sub1"),
+        TextFrame(a, " a4"),
+        EndedFrame(b, "cli-b", Outcome.FINISHED),
+        TextFrame(a, " a5"),
+        ended,
+    ]
 
 
 # -- a closed window leaves nothing registered -------------------------------------------

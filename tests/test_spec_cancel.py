@@ -508,9 +508,9 @@ async def test_a_shutdown_arriving_while_a_pause_is_being_saved_still_keeps_the_
         def __getattr__(self, name: str) -> object:
             return getattr(real, name)
 
-        def mark_nowait(self, *args: object, **kwargs: object) -> Queued[bool]:
+        def stop_nowait(self, *args: object, **kwargs: object) -> Queued[bool]:
             outer.cancel()
-            return real.mark_nowait(*args, **kwargs)  # type: ignore[arg-type]
+            return real.stop_nowait(*args, **kwargs)  # type: ignore[arg-type]
 
     runtime.executor.store = ShutdownDuringSave()  # type: ignore[assignment]
     with outer:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -488,17 +489,37 @@ class AgentRun:
         whose tool failed with an error of its own may have run.
         """
 
-        scopes = {"": dict(self._inflight)}
-        scopes.update({key: dict(child._inflight) for key, child in self._children.items()})
         return stop_entries(
             self.snapshot,
             stop,
             at,
-            scopes,
+            self._seen_in_flight(),
             self.uncommitted_words,
             error=error,
             records_start=self._records_start,
         )
+
+    def stopped_later(self, stop: StopKind, at: float) -> Callable[[], TaskRecord]:
+        """`stopped`, made when called: what it reads of the run is copied now.
+
+        For the store's thread (`Store.stop_nowait`): a stop's final event
+        waits for the copies only, not for the ledger's entry.
+        """
+        return partial(
+            stop_entries,
+            self.snapshot,
+            stop,
+            at,
+            self._seen_in_flight(),
+            self.uncommitted_words,
+            records_start=self._records_start,
+        )
+
+    def _seen_in_flight(self) -> dict[str, dict[str, CallState]]:
+        """The states of the calls in flight, by journal key ("" for the run's own)."""
+        scopes = {"": dict(self._inflight)}
+        scopes.update({key: dict(child._inflight) for key, child in self._children.items()})
+        return scopes
 
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):

@@ -283,6 +283,11 @@ class _LabStore(TaskStore):
         self._wrote("mark", status.value)
         return submitted
 
+    def stop_nowait(self, stopped: Any, status: Any, **kwargs: Any) -> Submitted[bool]:
+        submitted = super().stop_nowait(stopped, status, **kwargs)
+        self._wrote("stop", status.value)
+        return submitted
+
     async def delete(self, session_id: str, check: Any = None) -> bool:
         done = await super().delete(session_id, check)
         self._wrote("delete")

@@ -876,10 +876,10 @@ class Executor:
         """A stop that keeps the task: (its final event, the status write queued for it)."""
         assert ending.cause is not None  # a stop has a cause
         record = agent.snapshot
-        # The ledger's entry of this stop, then the status: queued in this order, one batch.
-        self.store.save_fields_nowait(agent.stopped(StopKind.of(ending.cause), time.time()))
-        label = self.store.mark_nowait(
-            record.session_id,
+        # The ledger's entry of this stop, then the status: one call, queued now, the entry
+        # made in the store's thread (the final event does not wait for it).
+        label = self.store.stop_nowait(
+            agent.stopped_later(StopKind.of(ending.cause), time.time()),
             TaskStatus.INTERRUPTED,
             cause=ending.cause,
             lost_words=agent.uncommitted_words,

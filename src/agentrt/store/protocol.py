@@ -137,6 +137,23 @@ class Store(Protocol):
         """Queue `mark` and return at once."""
         ...
 
+    def stop_nowait(
+        self,
+        stopped: Callable[[], TaskRecord],
+        status: TaskStatus,
+        *,
+        cause: Cause,
+        lost_words: int = 0,
+        runner: str | None = None,
+    ) -> Queued[bool]:
+        """Queue a stop's write and return at once: the fields of the record `stopped` makes
+        (its ledger's new entry), then `mark` of `status`, in one call.
+
+        `stopped` is called in the store's thread, after the calls queued before
+        it: it must read nothing that changes after this call (copy what does).
+        """
+        ...
+
     async def mark(
         self,
         session_id: str,

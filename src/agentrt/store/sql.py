@@ -575,6 +575,46 @@ class SqlStore:
 
         return Submitted(self, self._submit(write, defer=True))
 
+    def stop_nowait(
+        self,
+        stopped: Callable[[], TaskRecord],
+        status: TaskStatus,
+        *,
+        cause: Cause,
+        lost_words: int = 0,
+        runner: str | None = None,
+    ) -> Submitted[bool]:
+        """Queue a stop's write: `stopped()`'s fields, then its status (see `Store.stop_nowait`).
+
+        Deferred as `mark_nowait` is. The record is made here, in the writer's
+        thread: a stop's ledger entry costs the run nothing before its final
+        event, and a call queued after this one still sees it.
+        """
+        now = time.time()
+
+        def write(db: sqlite3.Connection) -> bool:
+            record = stopped()
+            with self._write(db):
+                self._check_record_held(db, record)
+                self._update_fields(db, record)
+                if runner is not None:
+                    self._check_held(db, record.session_id, runner)
+                cur = db.execute(
+                    self._MARK,
+                    (
+                        status.value,
+                        cause.value,
+                        dumps(None),
+                        now,
+                        lost_words,
+                        *self._marked_line(record.session_id, status, cause),
+                        record.session_id,
+                    ),
+                )
+            return cur.rowcount > 0
+
+        return Submitted(self, self._submit(write, defer=True))
+
     async def mark(
         self,
         session_id: str,

@@ -1,4 +1,9 @@
-"""One client connection: a reader task, a handler per frame type, writes under one lock.
+"""One client connection: a reader task, a request task, a handler per frame type, two lanes out.
+
+Control frames (a cancel or pause, an answer) are handled as soon as they are
+read; other requests are handled one at a time, in order, by a task of their
+own. Replies to control frames go out before frames still queued for a slow
+peer; the rest goes out in the order sent.
 
 A connection speaks for one window (the ``window`` of its hello). Runs it
 starts are bound to that window, so the registry routes their questions to
@@ -79,6 +84,7 @@ from ...protocol.frames import SessionList
 from ...protocol.frames import SessionMessages
 from ...protocol.frames import SessionsAction
 from ...protocol.frames import SessionsRequest
+from ...protocol.frames import TextFrame
 from ...protocol.frames import TurnItem
 from ...protocol.frames import TurnList
 from ...protocol.frames import Undone
@@ -144,6 +150,13 @@ _AWAITED: Final[frozenset[type[DaemonFrame]]] = frozenset(
 )
 #: Gives up the processor to another runnable process, if any (a no-op where it is missing).
 _yield_processor: Final[Callable[[], None]] = getattr(os, "sched_yield", lambda: None)
+#: Frames handled as soon as they are read, past the requests waiting for theirs to end:
+#: a cancel (or pause) and an answer act on a run already going, and are quick.
+_CONTROL: Final[frozenset[type[ClientFrame]]] = frozenset({Cancel, AnswerFrame})
+#: Requests read but not yet handled, at most; past it the reader waits.
+_REQUESTS_QUEUED: Final = 64
+#: Queued text of one run is joined up to this many characters a frame.
+_JOINED_TEXT: Final = 16 * 1024
 _MAX_WINDOW: Final = 128
 
 
@@ -239,10 +252,21 @@ class Connection:
     scope: Scope = attrs.field(default=Scope.WINDOW, init=False)
     lifecycle: Lifecycle = attrs.field(factory=Lifecycle, init=False)
     _codec: FrameCodec[ClientFrame] = attrs.field(factory=FrameCodec.for_daemon, init=False)
-    #: Encoded frames on their way to the peer (see `send`), and their total size.
+    #: Encoded frames on their way to the peer (see `send`), and the bytes waiting in all
+    #: (`_partial`, `_urgent`, `_outbox`).
     _outbox: collections.deque[bytes] = attrs.field(
         factory=collections.deque, init=False, repr=False
     )
+    #: The priority lane: replies to control frames (a cancel's or an answer's ack, an error
+    #: about one), written before what waits in `_outbox`.
+    _urgent: collections.deque[bytes] = attrs.field(
+        factory=collections.deque, init=False, repr=False
+    )
+    #: What a write left of the bytes it was given (the socket was full): written first.
+    _partial: bytes = attrs.field(default=b"", init=False, repr=False)
+    #: The last frame queued in `_outbox`'s order when it is streamed text, not encoded yet:
+    #: text of the same run queued after it joins it (see `_queue_text`).
+    _text: TextFrame | None = attrs.field(default=None, init=False, repr=False)
     _outbox_bytes: int = attrs.field(default=0, init=False, repr=False)
     _outbox_ready: trio.Event = attrs.field(factory=trio.Event, init=False, repr=False)
     _closing: bool = attrs.field(default=False, init=False, repr=False)
@@ -344,21 +368,48 @@ class Connection:
         self.lifecycle.step(Step.CLOSE)
 
     async def _read_loop(self) -> None:
-        while True:
-            item = self._codec.next_frame()
-            if item is NEED_DATA:
-                try:
-                    data = await self.stream.receive_some(_RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-                self._codec.feed(data)
-                continue
-            if item is EOF:
-                return
-            if isinstance(item, ProtocolError):
-                await self.send(item.to_frame())
-                continue
-            await self._dispatch(item)
+        """Read frames; handle a control frame at once, queue the rest for `_request_loop`.
+
+        A request may take long (a run's start writes the task, a listing waits
+        for the peer to take each page); a cancel or an answer read meanwhile
+        does not wait for it. Before the hello is handled everything queues, so
+        frames are handled in the order sent until the connection may act.
+        At the end of the input, the requests read before it are still handled.
+        """
+        send, receive = trio.open_memory_channel[ClientFrame | ProtocolError](_REQUESTS_QUEUED)
+        async with trio.open_nursery() as lanes:
+            lanes.start_soon(self._request_loop, receive)
+            async with send:
+                while True:
+                    item = self._codec.next_frame()
+                    if item is NEED_DATA:
+                        try:
+                            data = await self.stream.receive_some(_RECEIVE_SIZE)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            data = b""
+                        self._codec.feed(data)
+                        continue
+                    if item is EOF:
+                        return
+                    if (
+                        not isinstance(item, ProtocolError)
+                        and type(item) in _CONTROL
+                        and self.lifecycle.allows(Step.REQUEST)
+                    ):
+                        await self._dispatch(item)
+                    else:
+                        await send.send(item)
+
+    async def _request_loop(
+        self, receive: trio.MemoryReceiveChannel[ClientFrame | ProtocolError]
+    ) -> None:
+        """Handle the queued frames one at a time, in the order read."""
+        async with receive:
+            async for item in receive:
+                if isinstance(item, ProtocolError):
+                    await self.send(item.to_frame())
+                else:
+                    await self._dispatch(item)
 
     async def _dispatch(self, frame: ClientFrame) -> None:
         step = Step.HELLO if isinstance(frame, Hello) else Step.REQUEST
@@ -376,16 +427,20 @@ class Connection:
 
     # -- writing ----------------------------------------------------------
 
-    async def send(self, frame: DaemonFrame, *, linger: bool = False) -> None:
-        """Send one frame to the peer; frames reach it in the order sent.
+    async def send(self, frame: DaemonFrame, *, linger: bool = False, urgent: bool = False) -> None:
+        """Send one frame to the peer; frames reach it in the order sent, but for `urgent` ones.
 
         Never waits for the peer. Unless a write is under way (the socket was
         full), the frame is written at once, in the caller's own turn (a
         non-blocking write), after any frames still queued; what the socket
         does not take, the writer task (`_write_loop`) writes once it can, in
-        order. With `linger` (a cancel's ack, which its run's final event
-        follows soon) the frame waits for the next one sent, or for a turn of
-        the writer task, and both go out in one write the peer reads at once.
+        order. An `urgent` frame (the reply to a control frame: a cancel's or an
+        answer's ack) goes before the frames still queued, at the first frame
+        boundary; a run's streamed text still queued is joined into fewer
+        frames (`_queue_text`), and a run's end never overtakes its text. With
+        `linger` (a cancel's ack, which its run's final event follows soon) the
+        frame waits for the next one sent, or for a turn of the writer task, and
+        both go out in one write the peer reads at once.
         A client that left, or stopped reading (a write blocked for
         `SEND_TIMEOUT`, or more than `OUTBOX_LIMIT` bytes waiting), is
         dropped, not raised.
@@ -397,22 +452,43 @@ class Connection:
         a machine with few cores the window, woken by the write, would wait
         for all of it before it could read the frame it was waiting for.
         """
-        self.send_nowait(frame, linger=linger)
+        self.send_nowait(frame, linger=linger, urgent=urgent)
 
-    def send_nowait(self, frame: DaemonFrame, *, linger: bool = False) -> None:
+    def send_nowait(
+        self, frame: DaemonFrame, *, linger: bool = False, urgent: bool = False
+    ) -> None:
         """`send`, callable outside a task of the connection (a producer's hook)."""
         if self._broken:
             return
-        data = encode(frame)
-        self._outbox.append(data)
-        self._outbox_bytes += len(data)
+        if not (linger or self._writing or self._closing or self._waiting()):
+            # Nothing waits (the common case, a streamed piece): straight to the socket.
+            self._partial = rest = self._write_some(encode(frame))
+            if not rest:
+                if type(frame) in _AWAITED:
+                    _yield_processor()
+                return
+            self._outbox_bytes += len(rest)
+            self._outbox_ready.set()
+            return
+        if urgent:
+            data = encode(frame)
+            self._urgent.append(data)
+            self._outbox_bytes += len(data)
+        elif type(frame) is TextFrame:
+            self._queue_text(frame)
+        else:
+            self._seal_text()
+            data = encode(frame)
+            self._outbox.append(data)
+            self._outbox_bytes += len(data)
         if linger:
             self._linger = True
-        elif not self._writing and not self._closing:
-            # No write is under way: what waits (frames lingering for this one, perhaps)
-            # and this frame go out now, in order, in one write.
+        elif not self._writing and not self._partial and not self._closing:
+            # No write is under way, and the socket took all it was given: what waits
+            # (frames lingering for this one, perhaps) and this frame go out now, in order,
+            # in one write. Once it is full, the writer task writes when it can take more.
             self._write_outbox()
-            if not self._outbox:
+            if not self._waiting():
                 if type(frame) in _AWAITED:
                     _yield_processor()
                 return
@@ -425,16 +501,58 @@ class Connection:
             )
             self._drop()
 
+    def _queue_text(self, frame: TextFrame) -> None:
+        """Queue streamed text; joined to the text queued just before it if of the same run.
+
+        Text waits only while the socket is full (or an ack lingers): the peer then
+        reads the run's text in fewer, longer frames, in the same order, and
+        whatever was queued after the last piece (its run's end) still comes after it.
+        """
+        tail = self._text
+        if (
+            tail is not None
+            and tail.task_hash == frame.task_hash
+            and tail.agent == frame.agent
+            and len(tail.text) + len(frame.text) <= _JOINED_TEXT
+        ):
+            self._text = TextFrame(tail.task_hash, tail.text + frame.text, tail.agent)
+            return
+        self._seal_text()
+        self._text = frame
+
+    def _seal_text(self) -> None:
+        """Encode the queued text (`_text`): a frame of another kind goes after it."""
+        if self._text is not None:
+            data = encode(self._text)
+            self._text = None
+            self._outbox.append(data)
+            self._outbox_bytes += len(data)
+
+    def _waiting(self) -> bool:
+        """Whether anything sent is not written yet (beside a write under way)."""
+        return bool(self._partial or self._urgent or self._outbox or self._text is not None)
+
+    def _take(self, most: int | None = None) -> bytes:
+        """The next bytes to write, about `most` of them (None: all): what a write left
+        over, then the priority lane, then the other frames, in order."""
+        self._seal_text()
+        chunks = [self._partial] if self._partial else []
+        size = len(self._partial)
+        self._partial = b""
+        for lane in (self._urgent, self._outbox):
+            while lane and (most is None or size < most):
+                chunk = lane.popleft()
+                chunks.append(chunk)
+                size += len(chunk)
+        self._outbox_bytes -= size
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     def _write_outbox(self) -> None:
-        """Write what the socket takes of the outbox now, without waiting; keep the rest."""
-        outbox = self._outbox
-        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
-        outbox.clear()
+        """Write what the socket takes of what waits now, without waiting; keep the rest."""
         self._linger = False
-        rest = self._write_some(data)
-        if rest:
-            outbox.append(rest)
-        self._outbox_bytes = len(rest)
+        rest = self._write_some(self._take())
+        self._partial = rest
+        self._outbox_bytes += len(rest)
 
     def _write_some(self, data: bytes) -> bytes:
         """Write what the socket takes of `data` now, without waiting; return the rest.
@@ -459,7 +577,7 @@ class Connection:
         """Write what `send` left queued (the socket was full), many frames per write."""
         try:
             while True:
-                if not self._outbox:
+                if not self._waiting():
                     self._outbox_taken.set()
                     if self._closing or self._broken:
                         return
@@ -473,14 +591,7 @@ class Connection:
                     self._linger = False
                     await trio.lowlevel.checkpoint()
                     continue
-                chunks = []
-                size = 0
-                while self._outbox and size < 65536:
-                    chunk = self._outbox.popleft()
-                    chunks.append(chunk)
-                    size += len(chunk)
-                self._outbox_bytes -= size
-                data = b"".join(chunks)
+                data = self._take(65536)
                 # While it holds bytes not yet written, frames sent meanwhile queue behind them.
                 self._writing = True
                 try:
@@ -506,6 +617,9 @@ class Connection:
         """The peer is gone or not reading: write nothing more, and end the connection."""
         self._broken = True
         self._outbox.clear()
+        self._urgent.clear()
+        self._partial = b""
+        self._text = None
         self._outbox_bytes = 0
         self._outbox_ready.set()
         self._outbox_taken.set()
@@ -515,9 +629,14 @@ class Connection:
     async def error(
         self, code: ErrorCode, message: str, about: ClientFrame | str | None = None
     ) -> None:
-        """Send an `error` frame about `about` (a frame or a frame type)."""
+        """Send an `error` frame about `about` (a frame or a frame type).
+
+        About a control frame (`_CONTROL`), it goes in the priority lane, as the
+        frame's ack would.
+        """
         ref = about if isinstance(about, str) or about is None else about.TYPE
-        await self.send(ErrorFrame(code, message, ref))
+        urgent = about is not None and not isinstance(about, str) and type(about) in _CONTROL
+        await self.send(ErrorFrame(code, message, ref), urgent=urgent)
 
     async def refuse(self, exc: Exception, about: ClientFrame) -> None:
         """Send the `error` frame that refuses `about` for `exc`, one of `REFUSED`."""
@@ -613,7 +732,7 @@ class Connection:
             self._desk.answer(
                 entry,
                 Answer(frame.value, secret=frame.secret),
-                on_resumed=partial(self.send_nowait, ack),
+                on_resumed=partial(self.send_nowait, ack, urgent=True),
             )
         except REFUSED as exc:
             await self.refuse(exc, frame)
@@ -665,9 +784,9 @@ class Connection:
         """Start a run in the connection's nursery; return once its ``task`` frame is out.
 
         `start` is `Executor.run` or `Executor.resume` with the request's
-        arguments. The reader waits for the run's start, so the frame the window
-        sends next (a cancel) finds the run registered, and an error before the
-        start is the answer to this frame.
+        arguments. The requests after it wait for the run's start, so an error
+        before the start is the answer to this frame; a cancel of the run names
+        the task hash of its ``task`` frame, sent once the run is registered.
         """
         if self.daemon.stopping:
             await self.error(
@@ -709,7 +828,8 @@ class Connection:
         detail = (
             "cancelling" if frame.cause.deletes_pending else "pausing; the pending task is kept"
         )
-        await self.send(Ack(frame.TYPE, detail, task=frame.task), linger=True)
+        # Before the run's text still queued, if any; its end follows it (see `send_nowait`).
+        await self.send(Ack(frame.TYPE, detail, task=frame.task), linger=True, urgent=True)
 
     # -- models -------------------------------------------------------------
 
@@ -879,7 +999,7 @@ class Connection:
 
     async def _sent(self) -> None:
         """Wait until the socket has taken every frame sent so far, or the peer is gone."""
-        while (self._outbox or self._writing) and not self._broken:
+        while (self._waiting() or self._writing) and not self._broken:
             self._outbox_taken = trio.Event()
             await self._outbox_taken.wait()
 
