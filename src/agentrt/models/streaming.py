@@ -35,6 +35,7 @@ import trio
 from ..config.retry import MODEL_RETRY
 from ..config.retry import RetryPolicy
 from ..vocab.reprs import mutable
+from ..vocab.reprs import quick_init
 from ..vocab.reprs import record
 from .messages import Message
 from .messages import ModelDelta
@@ -382,6 +383,7 @@ async def with_retries(
 # --------------------------------------------------------------------------- SSE
 
 
+@quick_init
 @record
 class SSEEvent:
     """One server-sent event: its ``event:`` name (``"message"`` if none) and joined ``data:``."""
