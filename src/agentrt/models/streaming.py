@@ -347,30 +347,45 @@ DEFAULT_RETRY = MODEL_RETRY
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+@mutable(eq=False)
+class Progress:
+    """Whether an attempt has handed the caller a delta yet (then it is not retried)."""
+
+    delivered: bool = False
+
+
 async def with_retries(
     policy: RetryPolicy,
     attempt: Callable[[OnDelta], Awaitable[ModelResponse]],
     on_delta: OnDelta,
+    progress: Progress | None = None,
 ) -> ModelResponse:
     """Run `attempt` until it succeeds, retrying per `policy` only while no delta was delivered.
 
     Once the caller has seen part of a reply, a retry would show it a second,
     different reply; so from the first delivered delta on, errors propagate.
     Waits go through `trio.sleep`, so they are cancellable and mock-clock friendly.
-    """
-    delivered = False
 
-    async def tracking(delta: ModelDelta) -> None:
-        nonlocal delivered
-        delivered = True
-        await on_delta(delta)
+    With `progress`, `attempt` is given `on_delta` itself and marks `progress`
+    before it hands over its first delta (as `stream_once` does); without it,
+    each delta goes through a wrapper that marks it, one more call a delta.
+    """
+    deliver = on_delta
+    if progress is None:
+        progress = seen = Progress()
+
+        async def tracking(delta: ModelDelta) -> None:
+            seen.delivered = True
+            await on_delta(delta)
+
+        deliver = tracking
 
     n = 0
     while True:
         try:
-            return await attempt(tracking)
+            return await attempt(deliver)
         except ProviderError as error:
-            wait = None if delivered else retry_delay(policy, n, error)
+            wait = None if progress.delivered else retry_delay(policy, n, error)
             if wait is None:
                 if n > 0:
                     error.args = (f"{error.args[0]} [gave up after {n + 1} attempts]",)
@@ -626,17 +641,24 @@ async def stream_completion(call: ModelCall, on_delta: OnDelta) -> ModelResponse
     if not call.api_key and (api.always_needs_key or call.base_url.rstrip("/") == api.hosted_url):
         raise ModelAuthError(f"no API key for the {api.hosted_name}: {ctx.key_hint()}")
     redactor = Redactor(call.api_key, others=header_secrets(call.headers))
+    progress = Progress()
 
     async def attempt(deliver: OnDelta) -> ModelResponse:
-        return await stream_once(call, ctx, redactor, deliver)
+        return await stream_once(call, ctx, redactor, deliver, progress)
 
-    return await with_retries(call.retry, attempt, on_delta)
+    return await with_retries(call.retry, attempt, on_delta, progress)
 
 
 async def stream_once(
-    call: ModelCall, ctx: ErrorContext, redactor: Redactor, on_delta: OnDelta
+    call: ModelCall,
+    ctx: ErrorContext,
+    redactor: Redactor,
+    on_delta: OnDelta,
+    progress: Progress | None = None,
 ) -> ModelResponse:
     """Send `call`, feed the event stream through a fresh reader, deliver deltas as they arrive.
+
+    `progress` is marked before the first delta is delivered.
 
     A cancel anywhere in here leaves the `async with` blocks, which close the
     response and its connection at once (httpx shields that close), so the
@@ -668,7 +690,7 @@ async def stream_once(
                         status=response.status_code,
                     )
                 else:
-                    return await _pump(response, reader, on_delta, ctx)
+                    return await _pump(response, reader, on_delta, ctx, progress or Progress())
     except httpx.ConnectTimeout:
         failure = ModelConnectError(
             f"timed out connecting to {ctx.provider} at {ctx.url}; check the base URL"
@@ -697,7 +719,11 @@ async def stream_once(
 
 
 async def _pump(
-    response: httpx.Response, reader: StreamReader, on_delta: OnDelta, ctx: ErrorContext
+    response: httpx.Response,
+    reader: StreamReader,
+    on_delta: OnDelta,
+    ctx: ErrorContext,
+    progress: Progress,
 ) -> ModelResponse:
     decoder = SSEDecoder()
     try:
@@ -705,14 +731,20 @@ async def _pump(
             if not chunk:
                 continue  # b"" would mean EOF to the decoder
             for event in decoder.feed_events(chunk):
-                for delta in reader.handle(event):
-                    await on_delta(delta)
+                deltas = reader.handle(event)
+                if deltas:
+                    progress.delivered = True
+                    for delta in deltas:
+                        await on_delta(delta)
                 if reader.done:
                     return reader.finish()
         decoder.feed(b"")
         for event in decoder.drain():
-            for delta in reader.handle(event):
-                await on_delta(delta)
+            deltas = reader.handle(event)
+            if deltas:
+                progress.delivered = True
+                for delta in deltas:
+                    await on_delta(delta)
     except SSEError as exc:
         msg = f"{ctx.provider} sent a malformed event stream: {exc}"
     else:
