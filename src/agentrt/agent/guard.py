@@ -287,10 +287,14 @@ class Redactor:
         """`text` with every secret value, in every searched spelling, replaced by its label."""
         if not text:
             return text
-        compiled = self._current()
-        if compiled.search is None:
+        compiled = self._compiled
+        # `_current`'s test, inline: this runs at every streamed piece of a reply.
+        if write_generation() != self._checked_generation or self.clock() >= self._check_after:
+            compiled = self._current()
+        search = compiled.search
+        if search is None:
             return text
-        return compiled.search.sub(compiled.label, text)
+        return search.sub(compiled.label, text)
 
     def redact_arguments(self, value: Any) -> Any:
         """A JSON value (a tool call's arguments) with every string in it redacted."""

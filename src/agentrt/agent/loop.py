@@ -249,8 +249,8 @@ class AgentRun:
     prompt: SystemPrompt | None = attrs.field(default=None, repr=False)
     #: The tools the model is offered in this run, the same at every request.
     tools: tuple[ToolSpec, ...] = attrs.field(init=False, repr=False)
-    #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
-    uncommitted_words: int = attrs.field(default=0, init=False)
+    #: The text the model has streamed of a reply not saved yet, piece by piece.
+    _unsaid: list[str] = attrs.field(factory=list, init=False, repr=False)
     #: The messages of `history` the model sees (`model_view`), once read.
     _seen: Sequence[Message] | None = attrs.field(default=None, init=False, repr=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -500,11 +500,22 @@ class AgentRun:
             records_start=self._records_start,
         )
 
+    @property
+    def uncommitted_words(self) -> int:
+        """Words the model has streamed of a reply not saved yet (lost if the run stops now)."""
+        return len("".join(self._unsaid).split())
+
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
-            self.uncommitted_words += len(delta.text.split())
+            # Kept whole, its words counted only if the run stops before the reply is saved.
+            self._unsaid.append(delta.text)
+            text = self.config.redactor.redact(delta.text)
+            if len(text) <= TEXT_EVENT_LIMIT:  # nearly every streamed piece: one event
+                if text:
+                    await self.emit(TextEvent(self.task_hash, text, self.agent))
+                return
             # A model may hand over a long text in one piece; events stay small.
-            for piece in event_pieces(self.config.redactor.redact(delta.text)):
+            for piece in event_pieces(text):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ReasoningDelta):
             for piece in event_pieces(self.config.redactor.redact(delta.text)):
@@ -530,7 +541,7 @@ class AgentRun:
         async with self._commit_lock:
             self.live.append(message)
             if message.role is Role.ASSISTANT:
-                self.uncommitted_words = 0
+                self._unsaid.clear()
             if self.root is not None:
                 await self.root._change(lambda task: self._committed(task, message, told))
                 self.snapshot = self._view(self.root.snapshot)
