@@ -523,9 +523,15 @@ def test_a_held_end_is_let_go_once_the_text_goes_another_way(redactor: Redactor)
     shown, held = redactor.redact_piece(f"key {VALUE[:5]}")
     assert (shown, held) == ("key ", VALUE[:5])
     assert redactor.redact_piece(" and more.", held) == (f"{VALUE[:5]} and more.", "")
-    # A long beginning is held whatever follows, until the value is complete or the text ends.
+    # A long beginning is held whatever follows, while the rest of the value could still come.
     long_start = VALUE[: HELD_PREFIX + 2]
     assert redactor.redact_piece(long_start + " then text") == ("", long_start + " then text")
+    text = long_start + " then text" + "." * (5 * len(VALUE))
+    assert redactor.redact_piece(text) == (text, "")
+    # Completed later, it is found whole.
+    shown, held = redactor.redact_piece(long_start)
+    assert (shown, held) == ("", long_start)
+    assert redactor.redact_piece(VALUE[HELD_PREFIX + 2 :] + ".", held) == (f"{LABEL}.", "")
 
 
 class SplitText:

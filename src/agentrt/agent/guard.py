@@ -173,16 +173,21 @@ def _pattern_of(text: str, *, any_case: bool) -> str:
 
 
 #: How many characters of a searched form a held-back end is matched against (see
-#: `Redactor.redact_piece`): an end that matches this many holds on to the end of the text.
+#: `Redactor.redact_piece`): an end that matches this many is held while the rest of the
+#: form could still follow.
 HELD_PREFIX = 16
+#: The most characters one character of a form spans in a match: itself and a `_GAP`.
+_SPAN = 5
 
 
 def _beginnings_of(parts: list[str]) -> str:
     """A regex for a beginning of the form whose characters `parts` match, up to the text's
     end: any proper prefix of it (breaks allowed as in the search), or its first
-    `HELD_PREFIX` characters and then anything."""
+    `HELD_PREFIX` characters and then anything not longer than the rest of it can span
+    (a longer text after them is no beginning: it holds the whole form or none)."""
     if len(parts) > HELD_PREFIX:
-        pattern, parts = "(?s:.*)", parts[:HELD_PREFIX]
+        rest = _SPAN * (len(parts) - HELD_PREFIX)
+        pattern, parts = f"(?s:.{{0,{rest}}})", parts[:HELD_PREFIX]
     else:
         pattern, parts = "", parts[:-1]
     for part in reversed(parts):
@@ -345,7 +350,7 @@ class Redactor:
         beginning of one), so a secret cut across pieces is found whole. Pass it back
         with the next piece, and `redact` it once no piece follows. An end that matches
         `HELD_PREFIX` characters of a spelling is held whatever follows, until the
-        secret is complete or the text ends.
+        secret is complete or what follows is longer than the rest of it could be.
         """
         if held:
             text = held + text
