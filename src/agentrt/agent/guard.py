@@ -208,11 +208,11 @@ class _Compiled:
     #: Each name to its value, or None when two sources give the name different values.
     by_name: Mapping[str, str | None] = attrs.field(factory=dict)
     #: The beginnings of the forms as one regex source, anchored at the text's end.
-    beginnings: str = ""
+    beginnings: str = attrs.field(default="", repr=False)
     #: The length of the shortest text `search` can match: a shorter one holds no secret.
     shortest: int = 0
     #: Its compiled form, once `held_search` was first asked for it.
-    _held: list[re.Pattern[str]] = attrs.field(factory=list, alias="_held", eq=False)
+    _held: list[re.Pattern[str]] = attrs.field(factory=list, alias="_held", eq=False, repr=False)
 
     @classmethod
     def of(cls, stamp: tuple[int, ...], found: Iterable[tuple[str, str]]) -> _Compiled:
