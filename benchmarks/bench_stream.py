@@ -8,7 +8,7 @@ This process reads it both ways, ABBA-interleaved, and counts its own CPU time
 - the subject is what a run costs while the reply streams: `Executor.run` of
   a one-word prompt with the provider pointed at the local server, so the
   provider's SSE decoding and reading and the run's callback for each delta
-  (redaction against two stored secrets, the text event, its subscriber) are
+  (redaction against two stored secrets across deltas, the text event, its subscriber) are
   all in it, and the run's own start and end (creating the task, committing
   the answer) too;
 - the baseline is the least a Python client does with the same stream: a fresh

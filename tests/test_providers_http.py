@@ -76,6 +76,45 @@ def test_sse_decoder_byte_by_byte() -> None:
     assert decode([STREAM[i : i + 1] for i in range(len(STREAM))]) == EXPECTED
 
 
+def decode_with_feed_events(chunks: list[bytes]) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    out: list[SSEEvent] = []
+    for chunk in chunks:
+        if chunk:
+            out.extend(decoder.feed_events(chunk))
+    decoder.feed(b"")
+    return out + decoder.drain()
+
+
+def test_sse_decoder_feed_events_split_at_every_pair_of_offsets() -> None:
+    # Whole-line feeds take the quick way, the others the buffer; both give the same events.
+    for i in range(len(STREAM) + 1):
+        for j in range(i, len(STREAM) + 1, 7):
+            chunks = [STREAM[:i], STREAM[i:j], STREAM[j:]]
+            assert decode_with_feed_events(chunks) == EXPECTED, (i, j)
+
+
+def test_sse_decoder_feed_events_of_whole_lines_after_a_partial_one() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed_events(b"data: a") == []
+    assert decoder.feed_events(b"bc\n\ndata: d\n\n") == [
+        SSEEvent("message", "abc"),
+        SSEEvent("message", "d"),
+    ]
+    assert decoder.feed_events(b"event: e\ndata: f\n\n") == [SSEEvent("e", "f")]
+
+
+def test_sse_decoder_feed_events_caps_and_checks_utf8_like_feed() -> None:
+    decoder = SSEDecoder(max_event_bytes=100)
+    assert decoder.feed_events(b"data: " + b"x" * 60 + b"\n") == []
+    with pytest.raises(SSEError, match="exceeds 100 bytes"):
+        decoder.feed_events(b"data: " + b"y" * 60 + b"\n")
+    decoder = SSEDecoder()
+    assert decoder.feed_events(b"data: one\n\ndata: \xff\n\n") == [SSEEvent("message", "one")]
+    with pytest.raises(SSEError, match="UTF-8"):
+        decoder.feed_events(b"data: after\n\n")
+
+
 def test_sse_decoder_needs_more_data_until_the_blank_line() -> None:
     decoder = SSEDecoder()
     decoder.feed(b"data: x\n")

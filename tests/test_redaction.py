@@ -32,11 +32,14 @@ from agentrt import RequestKind
 from agentrt import Runtime
 from agentrt import SecretStore
 from agentrt import TaskRecord
+from agentrt import TextDelta
+from agentrt import TextEvent
 from agentrt import ToolCall
 from agentrt import ToolCallDelta
 from agentrt import ToolCallDeltaEvent
 from agentrt import ToolCallEvent
 from agentrt import ToolResultEvent
+from agentrt.agent.guard import HELD_PREFIX
 from agentrt.agent.guard import MIN_REDACTED_LENGTH
 from agentrt.agent.guard import Redactor
 from agentrt.agent.guard import SecretGoneError
@@ -482,6 +485,80 @@ async def test_streamed_tool_call_arguments_hide_a_secret(
     assert pieces == ["", f'{{"path": "streamed.txt", "content": "{LABEL}"}}']
     assert (workdir / "streamed.txt").read_text() == VALUE
     assert VALUE not in repr(recorder.events)
+
+
+def streamed(redactor: Redactor, pieces: list[str]) -> list[str]:
+    """What a run shows of `pieces`, streamed one by one: each shown part, then the held end."""
+    shown, held = [], ""
+    for piece in pieces:
+        part, held = redactor.redact_piece(piece, held)
+        shown.append(part)
+    return [*shown, redactor.redact(held)]
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [VALUE, VALUE[::-1], VALUE.encode().hex().upper(), base64.b64encode(VALUE.encode()).decode()],
+    ids=["plain", "reversed", "hex", "base64"],
+)
+def test_a_secret_cut_across_streamed_pieces_is_found_whole(
+    redactor: Redactor, spelling: str
+) -> None:
+    text = f"it is {spelling} now"
+    whole = redactor.redact(text)
+    assert spelling not in whole
+    cuts = [
+        [text[:i], text[i:j], text[j:]] for i in range(len(text)) for j in range(i, len(text), 5)
+    ]
+    cuts += [[text[i : i + size] for i in range(0, len(text), size)] for size in range(1, 9)]
+    for pieces in cuts:
+        shown = streamed(redactor, pieces)
+        assert "".join(shown) == whole, pieces
+        # Nothing of the value shows before the rest of it is in: no part ends in its beginning.
+        assert not any(part.endswith(spelling[:6]) for part in shown), pieces
+
+
+def test_a_held_end_is_let_go_once_the_text_goes_another_way(redactor: Redactor) -> None:
+    assert redactor.redact_piece("plain words.") == ("plain words.", "")
+    shown, held = redactor.redact_piece(f"key {VALUE[:5]}")
+    assert (shown, held) == ("key ", VALUE[:5])
+    assert redactor.redact_piece(" and more.", held) == (f"{VALUE[:5]} and more.", "")
+    # A long beginning is held whatever follows, while the rest of the value could still come.
+    long_start = VALUE[: HELD_PREFIX + 2]
+    assert redactor.redact_piece(long_start + " then text") == ("", long_start + " then text")
+    text = long_start + " then text" + "." * (5 * len(VALUE))
+    assert redactor.redact_piece(text) == (text, "")
+    # Completed later, it is found whole.
+    shown, held = redactor.redact_piece(long_start)
+    assert (shown, held) == ("", long_start)
+    assert redactor.redact_piece(VALUE[HELD_PREFIX + 2 :] + ".", held) == (f"{LABEL}.", "")
+
+
+class SplitText:
+    """A model that streams its reply with a secret cut across two pieces."""
+
+    name = "split-text"
+
+    async def complete(self, messages: Any, tools: Any, on_delta: Any) -> ModelResponse:
+        pieces = ["the key is ", VALUE[:9], VALUE[9:20], f"{VALUE[20:]}, keep it"]
+        for piece in pieces:
+            await on_delta(TextDelta(piece))
+        return ModelResponse("".join(pieces))
+
+
+async def test_a_secret_cut_across_streamed_deltas_never_reaches_a_text_event(
+    runtime: Runtime, planted: str
+) -> None:
+    runtime.executor.model = SplitText()
+    recorder = Recorder()
+    with trio.fail_after(LIMIT):
+        ended = await runtime.executor.run("cli-split", "go", owner=object(), emit=recorder)
+    assert ended.outcome is Outcome.FINISHED
+    texts = [e.text for e in recorder.of(TextEvent)]
+    assert "".join(texts) == f"the key is {LABEL}, keep it"
+    assert not any(VALUE[:6] in t for t in texts)
+    assert VALUE not in repr(recorder.events)
+    assert VALUE.encode() not in db_bytes(runtime)
 
 
 class Watching:

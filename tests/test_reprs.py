@@ -4,6 +4,7 @@ class uses them."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from typing import Any
 
@@ -11,10 +12,17 @@ import attrs
 import pytest
 
 import agentrt
+from agentrt.models.messages import ReasoningDelta
+from agentrt.models.messages import TextDelta
+from agentrt.models.messages import ToolCallDelta
+from agentrt.models.streaming import SSEEvent
+from agentrt.vocab.events import ReasoningEvent
+from agentrt.vocab.events import TextEvent
 from agentrt.vocab.reprs import fields_eq
 from agentrt.vocab.reprs import fields_hash
 from agentrt.vocab.reprs import fields_repr
 from agentrt.vocab.reprs import mutable
+from agentrt.vocab.reprs import quick_init
 from agentrt.vocab.reprs import record
 
 
@@ -168,3 +176,58 @@ def test_mutable_keeps_a_method_of_the_class_own_and_leaves_eq_unhashable() -> N
     plain.name = "b"
     assert repr(plain) == "Plain(name='b')"
     assert plain in {plain}  # hashable by identity, as attrs makes an eq=False class
+
+
+def test_quick_init_builds_the_value_attrs_builds_and_keeps_it_frozen() -> None:
+    @record
+    class Slow:
+        task: str
+        text: str
+        agent: str = ""
+        count: int | None = None
+
+    @quick_init
+    @record
+    class Quick:
+        task: str
+        text: str
+        agent: str = ""
+        count: int | None = None
+
+    assert Quick.__init__.__code__ is not Slow.__init__.__code__
+    assert inspect.signature(Quick) == inspect.signature(Slow)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        (("h", "t"), {}),
+        (("h",), {"text": "t", "count": 3}),
+        (("h", "t", "a", 1), {}),
+    ]
+    for args, kwargs in calls:
+        quick, slow = Quick(*args, **kwargs), Slow(*args, **kwargs)
+        assert attrs.asdict(quick) == attrs.asdict(slow)
+        assert quick == Quick(*args, **kwargs) and hash(quick) == hash(Quick(*args, **kwargs))
+    assert attrs.evolve(Quick("h", "t"), agent="b") == Quick("h", "t", "b")
+    with pytest.raises(TypeError):
+        Quick("h")  # type: ignore[call-arg]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Quick("h", "t").text = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        attrs.field(converter=str),
+        attrs.field(validator=attrs.validators.instance_of(str)),
+        attrs.field(factory=list),
+        attrs.field(kw_only=True),
+        attrs.field(alias="other"),
+    ],
+)
+def test_quick_init_refuses_a_field_it_would_not_handle(field: Any) -> None:
+    cls = attrs.frozen(type("Thing", (), {"__annotations__": {"value": "Any"}, "value": field}))
+    with pytest.raises(TypeError, match="quick_init needs a slotted class of plain fields"):
+        quick_init(cls)
+
+
+def test_the_values_of_a_streamed_piece_have_the_quick_init() -> None:
+    for cls in (SSEEvent, TextDelta, ReasoningDelta, ToolCallDelta, TextEvent, ReasoningEvent):
+        assert cls.__init__.__code__.co_filename.startswith("<quick_init"), cls

@@ -161,13 +161,38 @@ def encoded_forms(value: str) -> list[str]:
     return [f for f in dict.fromkeys(forms) if f != value]
 
 
+def _parts_of(text: str, *, any_case: bool) -> list[str]:
+    """A regex for each character of `text` (a letter in either case with `any_case`)."""
+    return [f"[{c.lower()}{c.upper()}]" if any_case and c.isalpha() else re.escape(c) for c in text]
+
+
 def _pattern_of(text: str, *, any_case: bool) -> str:
     """A regex for `text` (letters in either case with `any_case`), a break allowed between
     any two characters."""
-    parts = [
-        f"[{c.lower()}{c.upper()}]" if any_case and c.isalpha() else re.escape(c) for c in text
-    ]
-    return _GAP.join(parts)
+    return _GAP.join(_parts_of(text, any_case=any_case))
+
+
+#: How many characters of a searched form a held-back end is matched against (see
+#: `Redactor.redact_piece`): an end that matches this many is held while the rest of the
+#: form could still follow.
+HELD_PREFIX = 16
+#: The most characters one character of a form spans in a match: itself and a `_GAP`.
+_SPAN = 5
+
+
+def _beginnings_of(parts: list[str]) -> str:
+    """A regex for a beginning of the form whose characters `parts` match, up to the text's
+    end: any proper prefix of it (breaks allowed as in the search), or its first
+    `HELD_PREFIX` characters and then anything not longer than the rest of it can span
+    (a longer text after them is no beginning: it holds the whole form or none)."""
+    if len(parts) > HELD_PREFIX:
+        rest = _SPAN * (len(parts) - HELD_PREFIX)
+        pattern, parts = f"(?s:.{{0,{rest}}})", parts[:HELD_PREFIX]
+    else:
+        pattern, parts = "", parts[:-1]
+    for part in reversed(parts):
+        pattern = f"{part}{_GAP}(?:{pattern})?" if pattern else f"{part}{_GAP}"
+    return pattern
 
 
 @record
@@ -182,12 +207,19 @@ class _Compiled:
     forms: Mapping[str, _Form] = attrs.field(factory=dict)
     #: Each name to its value, or None when two sources give the name different values.
     by_name: Mapping[str, str | None] = attrs.field(factory=dict)
+    #: The beginnings of the forms as one regex source, anchored at the text's end.
+    beginnings: str = attrs.field(default="", repr=False)
+    #: The length of the shortest text `search` can match: a shorter one holds no secret.
+    shortest: int = 0
+    #: Its compiled form, once `held_search` was first asked for it.
+    _held: list[re.Pattern[str]] = attrs.field(factory=list, alias="_held", eq=False, repr=False)
 
     @classmethod
     def of(cls, stamp: tuple[int, ...], found: Iterable[tuple[str, str]]) -> _Compiled:
         values = tuple(sorted(found, key=lambda nv: -len(nv[1])))
         forms: dict[str, _Form] = {}
         patterns: dict[str, str] = {}
+        beginnings: dict[str, str] = {}
         by_name: dict[str, str | None] = {}
         for name, value in values:
             by_name[name] = value if by_name.get(name, value) == value else None
@@ -201,15 +233,29 @@ class _Compiled:
                     # gets one pattern a case), so the combined pattern keeps the regex
                     # engine's quick skip over positions no secret can start at.
                     for head in {text[0], text[0].upper()}:
-                        patterns[head + text[1:]] = _GAP.join(
-                            (re.escape(head), _pattern_of(text[1:], any_case=True))
-                        )
+                        parts = [re.escape(head), *_parts_of(text[1:], any_case=True)]
+                        patterns[head + text[1:]] = _GAP.join(parts)
+                        beginnings[head + text[1:]] = _beginnings_of(parts)
                 else:
-                    patterns[text] = _pattern_of(text, any_case=False)
+                    parts = _parts_of(text, any_case=False)
+                    patterns[text] = _GAP.join(parts)
+                    beginnings[text] = _beginnings_of(parts)
         # The longest first: a secret that contains another is replaced whole.
         ordered = sorted(patterns, key=len, reverse=True)
         search = re.compile("|".join(patterns[t] for t in ordered)) if ordered else None
-        return cls(stamp, values, search, forms, by_name)
+        held = "|".join(b for b in beginnings.values() if b)
+        shortest = min(map(len, patterns), default=0)
+        held = rf"(?:{held})\Z" if held else ""
+        return cls(stamp, values, search, forms, by_name, held, shortest)
+
+    def held_search(self) -> re.Pattern[str] | None:
+        """The regex of `beginnings`, compiled at the first use (a daemon's log filter needs
+        none); None when there is no form to begin."""
+        if not self.beginnings:
+            return None
+        if not self._held:
+            self._held.append(re.compile(self.beginnings))
+        return self._held[0]
 
     def form_of(self, match: re.Match[str]) -> _Form:
         """The form `match` (a match of `search`) found."""
@@ -287,10 +333,42 @@ class Redactor:
         """`text` with every secret value, in every searched spelling, replaced by its label."""
         if not text:
             return text
-        compiled = self._current()
-        if compiled.search is None:
+        compiled = self._compiled
+        # `_current`'s test, inline: this runs at every streamed piece of a reply.
+        if write_generation() != self._checked_generation or self.clock() >= self._check_after:
+            compiled = self._current()
+        search = compiled.search
+        if search is None or len(text) < compiled.shortest:
             return text
-        return compiled.search.sub(compiled.label, text)
+        return search.sub(compiled.label, text)
+
+    def redact_piece(self, text: str, held: str = "") -> tuple[str, str]:
+        """`held + text` redacted and cut in two: what may be shown now, and what to hold back.
+
+        For text that comes in pieces (a model's streamed reply): the held end is one
+        that more text could make a stored secret, in any spelling `redact` finds (a
+        beginning of one), so a secret cut across pieces is found whole. Pass it back
+        with the next piece, and `redact` it once no piece follows. An end that matches
+        `HELD_PREFIX` characters of a spelling is held whatever follows, until the
+        secret is complete or what follows is longer than the rest of it could be.
+        """
+        if held:
+            text = held + text
+        if not text:
+            return text, ""
+        compiled = self._compiled
+        if write_generation() != self._checked_generation or self.clock() >= self._check_after:
+            compiled = self._current()
+        search = compiled.search
+        if search is None:
+            return text, ""
+        if len(text) >= compiled.shortest:  # a streamed token is nearly always shorter
+            text = search.sub(compiled.label, text)
+        held_search = compiled.held_search()
+        begun = held_search.search(text) if held_search is not None else None
+        if begun is None:
+            return text, ""
+        return text[: begun.start()], text[begun.start() :]
 
     def redact_arguments(self, value: Any) -> Any:
         """A JSON value (a tool call's arguments) with every string in it redacted."""

@@ -250,8 +250,11 @@ class AgentRun:
     prompt: SystemPrompt | None = attrs.field(default=None, repr=False)
     #: The tools the model is offered in this run, the same at every request.
     tools: tuple[ToolSpec, ...] = attrs.field(init=False, repr=False)
-    #: Words the model has streamed of a reply not saved yet (lost if the run stops now).
-    uncommitted_words: int = attrs.field(default=0, init=False)
+    #: The text the model has streamed of a reply not saved yet, piece by piece.
+    _unsaid: list[str] = attrs.field(factory=list, init=False, repr=False)
+    #: The end of the streamed text held back from its events: it may begin a secret
+    #: (`Redactor.redact_piece`); sent with the next piece, or once the response is in.
+    _held: str = attrs.field(default="", init=False, repr=False)
     #: The messages of `history` the model sees (`model_view`), once read.
     _seen: Sequence[Message] | None = attrs.field(default=None, init=False, repr=False)
     _commit_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -325,9 +328,11 @@ class AgentRun:
             with round_span, span(f"chat {self.model.name}", self._chat_attributes()) as chat:
                 await self._tell_stops()
                 await self.compact()
+                self._held = ""
                 response = await self.model.complete(
                     self._model_messages(), self._offered(), self._on_delta
                 )
+                await self._send_held()
                 if response.usage is not None:
                     chat.set("gen_ai.usage.input_tokens", response.usage.input_tokens)
                     chat.set("gen_ai.usage.output_tokens", response.usage.output_tokens)
@@ -521,13 +526,29 @@ class AgentRun:
         scopes.update({key: dict(child._inflight) for key, child in self._children.items()})
         return scopes
 
+    @property
+    def uncommitted_words(self) -> int:
+        """Words the model has streamed of a reply not saved yet (lost if the run stops now)."""
+        return len("".join(self._unsaid).split())
+
     async def _on_delta(self, delta: ModelDelta) -> None:
         if isinstance(delta, TextDelta):
-            self.uncommitted_words += len(delta.text.split())
+            # Kept whole, its words counted only if the run stops before the reply is saved.
+            self._unsaid.append(delta.text)
+            # Redacted with what was held back before it, so a secret cut across two pieces
+            # is found whole; an end that may begin one is held back in turn.
+            text, self._held = self.config.redactor.redact_piece(delta.text, self._held)
+            if len(text) <= TEXT_EVENT_LIMIT:  # nearly every streamed piece: one event
+                if text:
+                    await self.emit(TextEvent(self.task_hash, text, self.agent))
+                return
             # A model may hand over a long text in one piece; events stay small.
-            for piece in event_pieces(self.config.redactor.redact(delta.text)):
+            for piece in event_pieces(text):
                 await self.emit(TextEvent(self.task_hash, piece, self.agent))
-        elif isinstance(delta, ReasoningDelta):
+            return
+        if self._held:  # the text before this delta goes first
+            await self._send_held()
+        if isinstance(delta, ReasoningDelta):
             for piece in event_pieces(self.config.redactor.redact(delta.text)):
                 await self.emit(ReasoningEvent(self.task_hash, piece, self.agent))
         elif isinstance(delta, ToolCallDelta):
@@ -543,6 +564,12 @@ class AgentRun:
                 )
             )
 
+    async def _send_held(self) -> None:
+        """Emit the text held back from the events, redacted: nothing more comes to complete it."""
+        held, self._held = self._held, ""
+        for piece in event_pieces(self.config.redactor.redact(held)):
+            await self.emit(TextEvent(self.task_hash, piece, self.agent))
+
     async def commit(self, message: Message, *, told: bool = False, **changes: Any) -> None:
         """Append `message` to the live transcript and persist the snapshot (one transaction).
 
@@ -551,7 +578,7 @@ class AgentRun:
         async with self._commit_lock:
             self.live.append(message)
             if message.role is Role.ASSISTANT:
-                self.uncommitted_words = 0
+                self._unsaid.clear()
             if self.root is not None:
                 await self.root._change(lambda task: self._committed(task, message, told))
                 self.snapshot = self._view(self.root.snapshot)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import attrs
 
+from ..vocab.reprs import quick_init
 from ..vocab.reprs import record
 from ..vocab.stops import CallState
 
@@ -188,6 +189,7 @@ class Usage:
     reasoning_tokens: int = 0
 
 
+@quick_init
 @record
 class TextDelta:
     """A piece of streamed assistant text."""
@@ -195,6 +197,7 @@ class TextDelta:
     text: str
 
 
+@quick_init
 @record
 class ToolCallDelta:
     """A piece of a streamed tool call: its name when first seen, then argument JSON text."""
@@ -205,6 +208,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
+@quick_init
 @record
 class ReasoningDelta:
     """A piece of the model's streamed reasoning ("thinking"), shown apart from its answer."""

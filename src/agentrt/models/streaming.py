@@ -14,7 +14,6 @@ object carries the headers).
 from __future__ import annotations
 
 import abc
-import collections
 import email.utils
 import functools
 import json
@@ -35,6 +34,7 @@ import trio
 from ..config.retry import MODEL_RETRY
 from ..config.retry import RetryPolicy
 from ..vocab.reprs import mutable
+from ..vocab.reprs import quick_init
 from ..vocab.reprs import record
 from .messages import Message
 from .messages import ModelDelta
@@ -347,30 +347,45 @@ DEFAULT_RETRY = MODEL_RETRY
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+@mutable(eq=False)
+class Progress:
+    """Whether an attempt has handed the caller a delta yet (then it is not retried)."""
+
+    delivered: bool = False
+
+
 async def with_retries(
     policy: RetryPolicy,
     attempt: Callable[[OnDelta], Awaitable[ModelResponse]],
     on_delta: OnDelta,
+    progress: Progress | None = None,
 ) -> ModelResponse:
     """Run `attempt` until it succeeds, retrying per `policy` only while no delta was delivered.
 
     Once the caller has seen part of a reply, a retry would show it a second,
     different reply; so from the first delivered delta on, errors propagate.
     Waits go through `trio.sleep`, so they are cancellable and mock-clock friendly.
-    """
-    delivered = False
 
-    async def tracking(delta: ModelDelta) -> None:
-        nonlocal delivered
-        delivered = True
-        await on_delta(delta)
+    With `progress`, `attempt` is given `on_delta` itself and marks `progress`
+    before it hands over its first delta (as `stream_once` does); without it,
+    each delta goes through a wrapper that marks it, one more call a delta.
+    """
+    deliver = on_delta
+    if progress is None:
+        progress = seen = Progress()
+
+        async def tracking(delta: ModelDelta) -> None:
+            seen.delivered = True
+            await on_delta(delta)
+
+        deliver = tracking
 
     n = 0
     while True:
         try:
-            return await attempt(tracking)
+            return await attempt(deliver)
         except ProviderError as error:
-            wait = None if delivered else retry_delay(policy, n, error)
+            wait = None if progress.delivered else retry_delay(policy, n, error)
             if wait is None:
                 if n > 0:
                     error.args = (f"{error.args[0]} [gave up after {n + 1} attempts]",)
@@ -382,6 +397,7 @@ async def with_retries(
 # --------------------------------------------------------------------------- SSE
 
 
+@quick_init
 @record
 class SSEEvent:
     """One server-sent event: its ``event:`` name (``"message"`` if none) and joined ``data:``."""
@@ -400,15 +416,17 @@ class SSEDecoder:
 
     `feed` bytes as they come (``b""`` is EOF), then call `next_event` until it
     returns None (need more data), or take every complete event at once with
-    `drain`. Lines may end in CRLF, LF or CR, split anywhere across feeds.
-    Comments (``:``), ``id`` and ``retry`` are skipped. At EOF an event missing
-    its final blank line is still delivered, because some local servers end
-    their stream that way. An event larger than `max_event_bytes` raises
-    `SSEError` rather than growing without bound; so does bad UTF-8, once the
-    events before it were taken.
+    `drain`; `feed_events` does both in one call. Lines may end in CRLF, LF or
+    CR, split anywhere across feeds. Comments (``:``), ``id`` and ``retry`` are
+    skipped. At EOF an event missing its final blank line is still delivered,
+    because some local servers end their stream that way. An event larger than
+    `max_event_bytes` raises `SSEError` rather than growing without bound; so
+    does bad UTF-8, once the events before it were taken.
 
     What was received is cut into lines all at once (`bytes.splitlines`, which
     splits exactly at CR, LF and CRLF), and an event's data is decoded once.
+    A feed of whole lines with nothing left over before it (nearly every HTTP
+    chunk of a model's stream) is cut without being copied into the buffer.
     """
 
     max_event_bytes: int = 8 * 1024 * 1024
@@ -419,7 +437,9 @@ class SSEDecoder:
     _event: str = attrs.field(default="", init=False)
     _data: list[bytes] = attrs.field(factory=list, init=False)
     _size: int = attrs.field(default=0, init=False)
-    _ready: collections.deque[SSEEvent] = attrs.field(factory=collections.deque, init=False)
+    _ready: list[SSEEvent] = attrs.field(factory=list, init=False)
+    #: How many of `_ready` `next_event` has handed out.
+    _taken: int = attrs.field(default=0, init=False)
     _error: SSEError | None = attrs.field(default=None, init=False)
 
     def feed(self, data: bytes) -> None:
@@ -433,23 +453,48 @@ class SSEDecoder:
         if len(self._buffer) > self.max_event_bytes:
             raise SSEError(f"an event stream line exceeds {self.max_event_bytes} bytes")
 
+    def feed_events(self, data: bytes) -> list[SSEEvent]:
+        """`feed` `data`, then `drain`: every event complete once `data` is in."""
+        if (
+            data.endswith(b"\n")
+            and not self._buffer
+            and not self._skip_lf
+            and not self._eof
+            and self._error is None
+            and len(data) <= self.max_event_bytes
+        ):
+            # Whole lines, nothing held from before: cut them where they are.
+            self._cut(data.splitlines())
+            return self._take()
+        self.feed(data)
+        return self.drain()
+
     def next_event(self) -> SSEEvent | None:
         """The next complete event, or None when more data is needed (or the stream is over)."""
-        if not self._ready:
+        if self._taken == len(self._ready):
+            self._ready, self._taken = [], 0
             self._parse()
             if not self._ready:
                 if self._error is not None:
                     raise self._error
                 return None
-        return self._ready.popleft()
+        self._taken += 1
+        return self._ready[self._taken - 1]
 
     def drain(self) -> list[SSEEvent]:
         """Every complete event fed so far (none when more data is needed)."""
         self._parse()
-        if not self._ready and self._error is not None:
-            raise self._error
-        events = list(self._ready)
-        self._ready.clear()
+        return self._take()
+
+    def _take(self) -> list[SSEEvent]:
+        events = self._ready
+        if self._taken:
+            events = events[self._taken :]
+        elif not events:
+            if self._error is not None:
+                raise self._error
+            return events
+        self._ready, self._taken = [], 0
         return events
 
     def _parse(self) -> None:
@@ -469,47 +514,44 @@ class SSEDecoder:
                 self._skip_lf = True
             complete = bytes(buffer[:end])
             del buffer[:end]
+        self._cut(complete.splitlines())
+        if self._eof and self._error is None:
+            self._cut([b""])  # the last event, even without its blank line
+
+    def _cut(self, lines: list[bytes]) -> None:
+        """Take `lines` (complete, without their ends) into events; an error is kept for later."""
+        ready = self._ready
+        data, name, size = self._data, self._event, self._size
         try:
-            self._lines(complete.splitlines())
-            if self._eof:
-                self._dispatch()
+            for line in lines:
+                if not line:  # the blank line that ends an event
+                    if data:
+                        if size > self.max_event_bytes:
+                            raise SSEError(f"an event exceeds {self.max_event_bytes} bytes")
+                        raw = data[0] if len(data) == 1 else b"\n".join(data)
+                        ready.append(SSEEvent(name or "message", raw.decode()))
+                        data, size = [], 0
+                    name = ""
+                elif line.startswith(b"data: "):
+                    size += len(line)
+                    data.append(line[6:])
+                elif line.startswith(b"data:"):
+                    size += len(line)
+                    data.append(line[5:])
+                elif line.startswith(b"event:"):
+                    name = line[7:].decode() if line[6:7] == b" " else line[6:].decode()
+                elif line == b"data":  # "data" alone: an empty line of data
+                    data.append(b"")
+                elif line == b"event":
+                    name = ""
+                # Anything else is a comment (":"), or a field we skip (id, retry, unknown).
+            if size > self.max_event_bytes:
+                raise SSEError(f"an event exceeds {self.max_event_bytes} bytes")
+        except UnicodeDecodeError:
+            self._error = SSEError("the event stream is not valid UTF-8")
         except SSEError as exc:
             self._error = exc
-
-    def _lines(self, lines: list[bytes]) -> None:
-        data = self._data
-        for line in lines:
-            if not line:
-                self._dispatch()
-                data = self._data
-            elif line.startswith(b"data:"):
-                self._size += len(line)
-                if self._size > self.max_event_bytes:
-                    raise SSEError(f"an event exceeds {self.max_event_bytes} bytes")
-                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-            elif not line.startswith(b":"):
-                field, _, value = line.partition(b":")
-                if field == b"data":  # "data" alone: an empty line of data
-                    data.append(b"")
-                elif field == b"event":
-                    if value.startswith(b" "):
-                        value = value[1:]
-                    self._event = _text(value)
-
-    def _dispatch(self) -> None:
-        if not self._data:
-            self._event = ""
-            return
-        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-        self._ready.append(SSEEvent(self._event or "message", _text(data)))
-        self._event, self._data, self._size = "", [], 0
-
-
-def _text(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SSEError("the event stream is not valid UTF-8") from None
+        self._data, self._event, self._size = data, name, size
 
 
 # --------------------------------------------------------------------------- one streamed request
@@ -599,17 +641,24 @@ async def stream_completion(call: ModelCall, on_delta: OnDelta) -> ModelResponse
     if not call.api_key and (api.always_needs_key or call.base_url.rstrip("/") == api.hosted_url):
         raise ModelAuthError(f"no API key for the {api.hosted_name}: {ctx.key_hint()}")
     redactor = Redactor(call.api_key, others=header_secrets(call.headers))
+    progress = Progress()
 
     async def attempt(deliver: OnDelta) -> ModelResponse:
-        return await stream_once(call, ctx, redactor, deliver)
+        return await stream_once(call, ctx, redactor, deliver, progress)
 
-    return await with_retries(call.retry, attempt, on_delta)
+    return await with_retries(call.retry, attempt, on_delta, progress)
 
 
 async def stream_once(
-    call: ModelCall, ctx: ErrorContext, redactor: Redactor, on_delta: OnDelta
+    call: ModelCall,
+    ctx: ErrorContext,
+    redactor: Redactor,
+    on_delta: OnDelta,
+    progress: Progress | None = None,
 ) -> ModelResponse:
     """Send `call`, feed the event stream through a fresh reader, deliver deltas as they arrive.
+
+    `progress` is marked before the first delta is delivered.
 
     A cancel anywhere in here leaves the `async with` blocks, which close the
     response and its connection at once (httpx shields that close), so the
@@ -641,7 +690,7 @@ async def stream_once(
                         status=response.status_code,
                     )
                 else:
-                    return await _pump(response, reader, on_delta, ctx)
+                    return await _pump(response, reader, on_delta, ctx, progress or Progress())
     except httpx.ConnectTimeout:
         failure = ModelConnectError(
             f"timed out connecting to {ctx.provider} at {ctx.url}; check the base URL"
@@ -670,23 +719,32 @@ async def stream_once(
 
 
 async def _pump(
-    response: httpx.Response, reader: StreamReader, on_delta: OnDelta, ctx: ErrorContext
+    response: httpx.Response,
+    reader: StreamReader,
+    on_delta: OnDelta,
+    ctx: ErrorContext,
+    progress: Progress,
 ) -> ModelResponse:
     decoder = SSEDecoder()
     try:
         async for chunk in response.aiter_bytes():
             if not chunk:
                 continue  # b"" would mean EOF to the decoder
-            decoder.feed(chunk)
-            for event in decoder.drain():
-                for delta in reader.handle(event):
-                    await on_delta(delta)
+            for event in decoder.feed_events(chunk):
+                deltas = reader.handle(event)
+                if deltas:
+                    progress.delivered = True
+                    for delta in deltas:
+                        await on_delta(delta)
                 if reader.done:
                     return reader.finish()
         decoder.feed(b"")
         for event in decoder.drain():
-            for delta in reader.handle(event):
-                await on_delta(delta)
+            deltas = reader.handle(event)
+            if deltas:
+                progress.delivered = True
+                for delta in deltas:
+                    await on_delta(delta)
     except SSEError as exc:
         msg = f"{ctx.provider} sent a malformed event stream: {exc}"
     else:

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from .reprs import quick_init
 from .reprs import record
 from .terms import Cause
 from .terms import Outcome as Outcome
@@ -32,6 +33,7 @@ class TaskStarted:
     regenerated_words: int = 0
 
 
+@quick_init
 @record
 class TextEvent:
     """Streamed assistant text (`agent` names a subagent, "" for the main one)."""
@@ -41,6 +43,7 @@ class TextEvent:
     agent: str = ""
 
 
+@quick_init
 @record
 class ReasoningEvent:
     """Streamed reasoning ("thinking") of the model: shown apart from its answer, dimmed.
