@@ -89,6 +89,13 @@ def run(command: list[str], data: bytes) -> str:
     return subprocess.run(command, input=data, capture_output=True, check=True).stdout.decode()
 
 
+def test_a_redactor_in_use_spells_no_secret_in_its_repr(redactor: Redactor) -> None:
+    assert redactor.redact(f"key: {VALUE}") == f"key: {LABEL}"
+    shown = repr(redactor)
+    assert VALUE not in shown
+    assert VALUE[: len(VALUE) // 2] not in shown  # nor the search's pieces of it
+
+
 # -- encodings -------------------------------------------------------------------------------
 
 

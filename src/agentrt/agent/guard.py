@@ -306,7 +306,7 @@ class Redactor:
     recheck: float = RECHECK_SECONDS
     #: The clock of those checks (`time.monotonic`: read without a system call on Linux).
     clock: Callable[[], float] = attrs.field(default=time.monotonic, repr=False)
-    _compiled: _Compiled = attrs.field(factory=_Compiled, init=False)
+    _compiled: _Compiled = attrs.field(factory=_Compiled, init=False, repr=False)
     #: The write generation seen at the last check, and when the next check is due.
     _checked_generation: int = attrs.field(default=-1, init=False)
     _check_after: float = attrs.field(default=float("-inf"), init=False)
