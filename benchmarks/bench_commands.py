@@ -10,6 +10,11 @@ benchmark                subject vs baseline                             target
 =======================  ==============================================  =======
 ``cli_pending_10k``      ``agentrt pending list`` with 10,000 pending    <= 1.2x
                          tasks vs with an empty store
+``pending_list_100k``    ``agentrt pending list`` through a daemon with  <= 1.5x
+                         100,000 pending tasks vs the same command on
+                         the same store without a daemon
+``pending_list_100k_10k`` the same through a daemon with 100,000 tasks   <= 11x
+                         vs through a daemon with 10,000
 ``run_hello``            ``agentrt run hello`` vs ``python -c "import    <= 1.5x
                          trio, attrs, cattrs"``
 ``client_import``        ``python -c "import agentrt.client"`` vs         <= 1.3x
@@ -23,8 +28,10 @@ benchmark                subject vs baseline                             target
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -34,6 +41,7 @@ import trio
 from ._harness import Result
 from ._harness import format_time
 from ._harness import interleave_sync
+from ._harness import interleave_sync_many
 from ._processes import ensure_store
 from ._processes import isolated_env
 from ._processes import script
@@ -83,6 +91,93 @@ def bench_cli_pending_list(
         tuple(problems),
         (f"wall time of the command, its output read through a pipe; {large} vs 0 tasks",),
     )
+
+
+def _copy_store(store: Path, state: Path) -> None:
+    """Copy the task store of the state folder `store` into a new state folder `state`."""
+    state.mkdir(mode=0o700, parents=True)
+    for path in store.glob("tasks.db*"):
+        shutil.copy2(path, state / path.name)
+
+
+def bench_cli_pending_daemon(
+    root: Path, stores: Path, large: int = 100_000, small: int = 10_000, rounds: int = 10
+) -> list[Result]:
+    """``agentrt pending list`` through a daemon: at `large` tasks vs without a daemon, and
+    vs through a daemon at `small` tasks.
+
+    The daemons hold copies of the stores (a daemon holds its state folder, so the
+    command on the same folder would go through it); the command without a daemon
+    lists the store it was copied from. Every listing must print the same lines
+    with and without a daemon.
+    """
+    env = isolated_env(root)
+    large_store = trio.run(ensure_store, stores / str(large), large)
+    small_store = trio.run(ensure_store, stores / str(small), small)
+    _copy_store(large_store, root / "listing-large-state")
+    _copy_store(small_store, root / "listing-small-state")
+    outputs: dict[str, set[str]] = {"daemon": set(), "plain": set(), "small": set()}
+    counts: dict[str, set[int]] = {"daemon": set(), "plain": set(), "small": set()}
+
+    def listing(state: Path, kind: str) -> float:
+        elapsed, out = timed_run(
+            [os.fspath(script("agentrt")), "pending", "list", "--state-dir", os.fspath(state)],
+            env,
+            root,
+        )
+        outputs[kind].add(hashlib.sha256(out.encode()).hexdigest())
+        counts[kind].add(len(out.splitlines()))
+        return elapsed
+
+    big, _, big_state = start_daemon(root, env, "listing-large")
+    try:
+        little, _, little_state = start_daemon(root, env, "listing-small")
+        try:
+            through, plain, through_small = interleave_sync_many(
+                [
+                    lambda: listing(big_state, "daemon"),
+                    lambda: listing(large_store, "plain"),
+                    lambda: listing(little_state, "small"),
+                ],
+                rounds,
+            )
+        finally:
+            stop_daemon(little)
+    finally:
+        stop_daemon(big)
+    problems = [
+        f"{kind}: listed {sorted(counts[kind])} lines for {count} tasks"
+        for kind, count in (("daemon", large), ("plain", large), ("small", small))
+        if counts[kind] != {count}
+    ]
+    if len(outputs["daemon"] | outputs["plain"]) != 1:
+        problems.append("the listing through the daemon differs from the one without it")
+    name = f"pending_list_{large // 1000}k"
+    return [
+        Result(
+            name,
+            through,
+            plain,
+            "ratio",
+            1.5,
+            rounds,
+            tuple(problems),
+            (
+                f"wall time of `agentrt pending list`, its output read through a pipe: through "
+                f"a daemon holding {large} tasks vs without a daemon on the same store",
+            ),
+        ),
+        Result(
+            f"{name}_{small // 1000}k",
+            through,
+            through_small,
+            "ratio",
+            11.0,
+            rounds,
+            tuple(problems),
+            (f"the same through a daemon: {large} tasks vs {small}",),
+        ),
+    ]
 
 
 def python_c(code: str, env: dict[str, str], cwd: Path) -> float:
@@ -192,15 +287,26 @@ def bench_client_import(root: Path, rounds: int = 20) -> Result:
 
 
 def run_all(
-    root: Path, large_store: Path, large: int = 10_000, rounds: int | None = None
+    root: Path,
+    large_store: Path,
+    large: int = 10_000,
+    rounds: int | None = None,
+    *,
+    stores: Path | None = None,
+    largest: int = 100_000,
 ) -> list[Result]:
     """Every command benchmark; `large_store` is a state folder holding `large` tasks.
 
-    `rounds`, when given, replaces every benchmark's own number of rounds.
+    The stores of the listings through a daemon (`largest` and `large` tasks) are made
+    under `stores` (default: `root`), or reused from there. `rounds`, when given,
+    replaces every benchmark's own number of rounds.
     """
     counts = {} if rounds is None else {"rounds": rounds}
     return [
         bench_cli_pending_list(root, large_store, large=large, **counts),
+        *bench_cli_pending_daemon(
+            root, stores or root / "stores", large=largest, small=large, **counts
+        ),
         bench_run_hello(root, **counts),
         bench_client_import(root, **counts),
         bench_tui_first_screen(root, **counts),

@@ -45,6 +45,7 @@ from ..models.messages import Role
 from ..present.listing import TIME_MARK
 from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
+from ..present.listing import templates
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.terms import TaskStatus
@@ -246,7 +247,7 @@ def _like(prefix: str) -> str:
     return escaped + "%"
 
 
-def _page_rows(
+def page_rows(
     db: sqlite3.Connection,
     select: str,
     table: str,
@@ -278,7 +279,7 @@ def page_query(
     *,
     where: str = "",
 ) -> tuple[str, list[Any]]:
-    """The query of `_page_rows` (one row more than `limit`) and its parameters.
+    """The query of `page_rows` (one row more than `limit`) and its parameters.
 
     `where`, when given, is one more condition every row must meet.
     """
@@ -326,11 +327,11 @@ def mark_sql(line: bool) -> str:
     return sql + " WHERE session_id = ?"
 
 
-def _cursor(updated_at: float, session_id: str) -> str:
+def cursor_of(updated_at: float, session_id: str) -> str:
     return f"{updated_at!r}:{session_id}"
 
 
-def _parse_cursor(cursor: str) -> tuple[float, str]:
+def parse_cursor(cursor: str) -> tuple[float, str]:
     stamp, sep, session_id = cursor.partition(":")
     try:
         if not sep:
@@ -674,11 +675,11 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[ListedTask]:
         """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
-        after = _parse_cursor(cursor) if cursor is not None else None
+        after = parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[ListedTask]:
-            rows, last = _page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
-            nxt = None if last is None else _cursor(float(last[9]), str(last[0]))
+            rows, last = page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
+            nxt = None if last is None else cursor_of(float(last[9]), str(last[0]))
             return Page(tuple(self._summary(row) for row in rows), nxt)
 
         return await self._run(read)
@@ -746,6 +747,20 @@ class SqlStore:
         """`list_brief`'s tasks as `agentrt pending list` shows them, a line each."""
         return listing_lines(await self.list_brief(prefix))
 
+    async def line_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[tuple[str, int]]:
+        """One page of `list_lines`, each line with its time left out, and that time.
+
+        A line holds `TIME_MARK` where its time goes (`agentrt.present.listing.templates`),
+        beside the second of the task's last change: for a client that shows the time in
+        its own time zone (`agentrt.present.listing.filled`).
+        """
+        page = await self.list_page(prefix, limit=limit, cursor=cursor)
+        briefs = [brief_of(task) for task in page.items]
+        seconds = [int(brief[4]) for brief in briefs]
+        return Page(tuple(zip(templates(briefs), seconds, strict=True)), page.next)
+
     async def list(self, prefix: str = "") -> list[TaskRecord]:
         """Whole pending tasks whose session id starts with `prefix`, most recent first.
 
@@ -796,14 +811,14 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[SessionInfo]:
         """Sessions whose id starts with `prefix`, most recently active first, a page at a time."""
-        after = _parse_cursor(cursor) if cursor is not None else None
+        after = parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            rows, last = _page_rows(
+            rows, last = page_rows(
                 db, _SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES
             )
             items = tuple(self._session_info(r) for r in rows)
-            nxt = None if last is None else _cursor(items[-1].updated_at, items[-1].session_id)
+            nxt = None if last is None else cursor_of(items[-1].updated_at, items[-1].session_id)
             return Page(items, nxt)
 
         return await self._run(read)
