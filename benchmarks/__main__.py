@@ -78,6 +78,8 @@ ORDER = (
     "cli_pending_10k",
     "pending_list_100k",
     "pending_list_100k_10k",
+    "continue_10000",
+    "continue_10000_daemon",
     "run_hello",
     "client_import",
     "tui_first_screen",

@@ -15,6 +15,10 @@ benchmark                subject vs baseline                             target
                          the same store without a daemon
 ``pending_list_100k_10k`` the same through a daemon with 100,000 tasks   <= 11x
                          vs through a daemon with 10,000
+``continue_10000``       ``agentrt sessions continue`` of a session of    <= 1.2x
+                         10,000 messages, to the model's first words,
+                         vs of a session of 10
+``continue_10000_daemon`` the same through a daemon                      <= 1.2x
 ``run_hello``            ``agentrt run hello`` vs ``python -c "import    <= 1.5x
                          trio, attrs, cattrs"``
 ``client_import``        ``python -c "import agentrt.client"`` vs         <= 1.3x
@@ -33,15 +37,20 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import trio
+
+from agentrt.store.sqlite import TaskStore
 
 from ._harness import Result
 from ._harness import format_time
 from ._harness import interleave_sync
 from ._harness import interleave_sync_many
+from ._processes import STEP_TIMEOUT
 from ._processes import ensure_store
 from ._processes import isolated_env
 from ._processes import script
@@ -49,6 +58,7 @@ from ._processes import start_daemon
 from ._processes import stop_daemon
 from ._processes import time_to_screen
 from ._processes import timed_run
+from ._workload import conversation
 
 #: What marks the TUI's first drawn screen: its status line's key hints. Set
 #: AGENTRT_BENCH_TUI_SCREEN to another regular expression if the status line changes.
@@ -180,6 +190,117 @@ def bench_cli_pending_daemon(
     ]
 
 
+def time_to_output(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    """Run `command` to its end; (wall seconds until its first byte of standard output,
+    all its standard output). Raises `RuntimeError` with its standard error when it fails."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        bufsize=0,  # unbuffered: the first byte is read alone, the rest by `communicate`
+    )
+    assert process.stdout is not None
+    first = process.stdout.read(1)
+    elapsed = time.perf_counter() - start
+    rest, err = process.communicate(timeout=STEP_TIMEOUT)
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} exited with {process.returncode}: "
+            f"{err.decode(errors='replace')[-1000:]}"
+        )
+    return elapsed, (first + rest).decode(errors="replace")
+
+
+async def _fill_conversations(state: Path, sizes: dict[str, int]) -> None:
+    """A store in `state` holding a finished conversation of each size, by session id."""
+    await trio.Path(state).mkdir(mode=0o700, parents=True)
+    store = await TaskStore.open(state / "tasks.db")
+    try:
+        for session, count in sizes.items():
+            await store.finish(session, conversation(count, session))
+    finally:
+        await store.aclose()
+
+
+def bench_continue(
+    root: Path, long: int = 10_000, short: int = 10, rounds: int = 10
+) -> list[Result]:
+    """``agentrt sessions continue`` of a session of `long` messages vs of `short`, until the
+    model's first words, without a daemon and through one.
+
+    Each sample continues the same session with ``hello`` (the scripted model says
+    it back), so each grows by two messages a sample.
+    """
+    env = isolated_env(root)
+    sizes = {"cli-long": long, "cli-short": short}
+    here = root / "continue-state"
+    trio.run(_fill_conversations, here, sizes)
+    _copy_store(here, root / "continue-daemon-state")
+    problems: list[str] = []
+
+    def resume(state: Path, session: str) -> float:
+        elapsed, out = time_to_output(
+            [
+                os.fspath(script("agentrt")),
+                "sessions",
+                "continue",
+                session,
+                "hello",
+                "--state-dir",
+                os.fspath(state),
+            ],
+            env,
+            root,
+        )
+        if "hello" not in out:
+            problems.append(f"sessions continue {session} printed {out[-200:]!r}")
+        return elapsed
+
+    daemon, _, there = start_daemon(root, env, "continue-daemon")
+    try:
+        medians = interleave_sync_many(
+            [
+                lambda: resume(here, "cli-long"),
+                lambda: resume(here, "cli-short"),
+                lambda: resume(there, "cli-long"),
+                lambda: resume(there, "cli-short"),
+            ],
+            rounds,
+        )
+    finally:
+        stop_daemon(daemon)
+    note = (
+        f"wall time from start to the first words the model says (stdout), {long} messages "
+        f"vs {short} (each grows by 2 a sample)"
+    )
+    return [
+        Result(
+            f"continue_{long}",
+            medians[0],
+            medians[1],
+            "ratio",
+            1.2,
+            rounds,
+            tuple(problems[:3]),
+            (f"{note}; no daemon",),
+        ),
+        Result(
+            f"continue_{long}_daemon",
+            medians[2],
+            medians[3],
+            "ratio",
+            1.2,
+            rounds,
+            tuple(problems[:3]),
+            (f"{note}; through a daemon holding the store",),
+        ),
+    ]
+
+
 def python_c(code: str, env: dict[str, str], cwd: Path) -> float:
     """Wall seconds of a fresh ``python -c CODE`` of this interpreter: the baselines' process."""
     return timed_run([sys.executable, "-c", code], env, cwd)[0]
@@ -307,6 +428,7 @@ def run_all(
         *bench_cli_pending_daemon(
             root, stores or root / "stores", large=largest, small=large, **counts
         ),
+        *bench_continue(root, **counts),
         bench_run_hello(root, **counts),
         bench_client_import(root, **counts),
         bench_tui_first_screen(root, **counts),

@@ -53,6 +53,7 @@ from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from .columns import FIELDS
 from .columns import decode_message
+from .columns import decode_messages
 from .columns import dumps
 from .columns import encode_message
 from .columns import error_detail
@@ -1046,6 +1047,18 @@ class SqlStore:
         rows = db.execute(
             "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
+        try:
+            messages = tuple(decode_messages([body for _, body in rows]))
+        except Exception:  # any malformed shape: which message, and whose, is told below
+            messages = self._decode_each(db, session_id, rows)
+        self._memory.put(session_id, session.rev, messages)
+        return messages
+
+    def _decode_each(
+        self, db: sqlite3.Connection, session_id: str, rows: Sequence[Any]
+    ) -> tuple[Message, ...]:
+        """The messages of `rows` (seq, body), each decoded alone; the first that cannot be
+        read raises, as the pending task's (unreadable) or the history's."""
         task = self._task_row(db, session_id)
         first = task.first_seq if task is not None else len(rows)
         out: list[Message] = []
@@ -1059,9 +1072,7 @@ class SqlStore:
                     f"the history of session {session_id!r} in {self.location} is unreadable "
                     f"(message {seq}: {error_detail(exc)})"
                 ) from None
-        messages = tuple(out)
-        self._memory.put(session_id, session.rev, messages)
-        return messages
+        return tuple(out)
 
     def _messages(
         self,
