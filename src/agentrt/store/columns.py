@@ -7,7 +7,9 @@ listing, so the common values are read without the JSON parser.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +17,6 @@ import cattrs
 
 from ..core.cause import Cause
 from ..models.messages import Message
-from ..protocol.wirecode import compile_decoder
 from ..vocab.questions import QuestionTrace
 from ..vocab.stops import Interruption
 from ..vocab.terms import TaskStatus
@@ -223,15 +224,22 @@ def decode_messages(bodies: Sequence[str]) -> list[Message]:
     return [_structured(value) for value in values]
 
 
-#: A message for a plainly valid body's JSON (`agentrt.protocol.wirecode`), else None.
-_fast_message = compile_decoder(Message, lambda: converter, tagged=False)
+@functools.cache
+def _fast_message() -> Callable[[dict[str, Any]], Any]:
+    """A message for a plainly valid body's JSON (`agentrt.protocol.wirecode`), else None.
+
+    Compiled on first use: a command that reads no message pays nothing for it.
+    """
+    from ..protocol.wirecode import compile_decoder
+
+    return compile_decoder(Message, lambda: converter, tagged=False)
 
 
 def _structured(value: Any) -> Message:
     """The message of a body's JSON value: the compiled fast path, else the converter,
     which decides (and words the error) for anything out of the ordinary."""
     if type(value) is dict:
-        message = _fast_message(value)
+        message = _fast_message()(value)
         if message is not None:
             return message  # type: ignore[no-any-return]
     return converter.structure(value, Message)
