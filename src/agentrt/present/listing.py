@@ -114,7 +114,7 @@ def lines(tasks: Iterable[BriefTask]) -> list[str]:
 
 
 def templates(tasks: Iterable[BriefTask]) -> list[str]:
-    """`lines` with `TIME_MARK` where each time goes (its second: `int(updated_at)`).
+    """`lines` with `TIME_MARK` where each time goes (made from its `updated_at`).
 
     No mark comes before a line's time: one in its head (a session id written
     by hand that holds one) is shown there as a terminal shows it (`visible`).
@@ -122,9 +122,10 @@ def templates(tasks: Iterable[BriefTask]) -> list[str]:
     return _lines(tasks, lambda _: TIME_MARK, marked=True)
 
 
-def filled(line: str, second: int) -> str:
-    """A `templates` line with its time put in (at its first `TIME_MARK`)."""
-    return line.replace(TIME_MARK, stamp(second), 1)
+def filled(line: str, at: float) -> str:
+    """A `templates` line with its time, `at` (seconds since the epoch), put in at its
+    first `TIME_MARK`."""
+    return line.replace(TIME_MARK, stamp(int(at)), 1)
 
 
 def _lines(
