@@ -148,7 +148,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     ),
     AskWithdrawn("q1", "the run was cancelled"),
     PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
-    PendingLines(("cli-1                interrupted (pause)          \x1f  do it",), (12.5,), "c"),
+    PendingLines(("cli-1                interrupted (pause)          \x1f  do it",), (12,), "c"),
     PendingList((PendingTask("chat-9", "unreadable", "", 0.0, error="bad JSON; discard it"),)),
     PendingDetail(
         PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),

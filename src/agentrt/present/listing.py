@@ -122,10 +122,10 @@ def templates(tasks: Iterable[BriefTask]) -> list[str]:
     return _lines(tasks, lambda _: TIME_MARK, marked=True)
 
 
-def filled(line: str, at: float) -> str:
-    """A `templates` line with its time, `at` (seconds since the epoch), put in at its
-    first `TIME_MARK`."""
-    return line.replace(TIME_MARK, stamp(int(at)), 1)
+def filled(line: str, second: int) -> str:
+    """A `templates` line with its time, `second` (since the epoch), put in at its first
+    `TIME_MARK`."""
+    return line.replace(TIME_MARK, stamp(second), 1)
 
 
 def _lines(

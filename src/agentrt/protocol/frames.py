@@ -531,14 +531,14 @@ class PendingLines:
 
     A line is what ``agentrt pending list`` prints of a task, with
     `LINE_TIME_MARK` in place of the local time of its last change; that
-    time (seconds since the epoch) is at the same place in `times`. The client
+    time's second (since the epoch) is at the same place in `times`. The client
     puts the time in, so that it is shown in the client's time zone: at the
     line's first mark (none comes before it).
     """
 
     TYPE: ClassVar[str] = "pending_lines"
     lines: tuple[str, ...] = ()
-    times: tuple[float, ...] = ()
+    times: tuple[int, ...] = ()
     #: The `cursor` of the next page; None on the last page.
     next: str | None = None
 

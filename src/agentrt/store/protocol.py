@@ -188,9 +188,9 @@ class Store(Protocol):
 
     async def line_page(
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[tuple[str, float]]:
+    ) -> Page[tuple[str, int]]:
         """One page of `list_lines`, each line with its time left out (`TIME_MARK`), and
-        that time (`agentrt.present.listing.templates`)."""
+        that time's second (`agentrt.present.listing.templates`)."""
         ...
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:

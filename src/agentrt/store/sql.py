@@ -750,17 +750,17 @@ class SqlStore:
 
     async def line_page(
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[tuple[str, float]]:
+    ) -> Page[tuple[str, int]]:
         """One page of `list_lines`, each line with its time left out, and that time.
 
         A line holds `TIME_MARK` where its time goes (`agentrt.present.listing.templates`),
-        beside the time of the task's last change: for a client that shows the time in
+        beside the second of the task's last change: for a client that shows the time in
         its own time zone (`agentrt.present.listing.filled`).
         """
         page = await self.list_page(prefix, limit=limit, cursor=cursor)
         briefs = [brief_of(task) for task in page.items]
-        times = [float(brief[4]) for brief in briefs]
-        return Page(tuple(zip(templates(briefs), times, strict=True)), page.next)
+        seconds = [int(brief[4]) for brief in briefs]
+        return Page(tuple(zip(templates(briefs), seconds, strict=True)), page.next)
 
     async def list(self, prefix: str = "") -> list[TaskRecord]:
         """Whole pending tasks whose session id starts with `prefix`, most recent first.

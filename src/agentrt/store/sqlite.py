@@ -137,12 +137,11 @@ _LINES_SELECT = (
     "SELECT CASE WHEN status <> 'running' THEN line END, CAST(updated_at AS INTEGER), "
     "session_id FROM tasks"
 )
-#: The query of `TaskStore.line_page`: a row's line (as `_LINES_SELECT`), the time of its
-#: last change (a number, as the line's time is made from it; else None: read in full), its
-#: session id.
+#: The query of `TaskStore.line_page`: `_LINES_SELECT`, and the time a page's cursor names
+#: (a row whose time is no number has no line: it is read in full).
 _LINE_PAGE_SELECT = (
     "SELECT CASE WHEN status <> 'running' AND typeof(updated_at) IN ('real', 'integer') "
-    "THEN line END, updated_at, session_id FROM tasks"
+    "THEN line END, CAST(updated_at AS INTEGER), session_id, updated_at FROM tasks"
 )
 
 
@@ -207,29 +206,29 @@ class TaskStore(SqlStore):
 
     async def line_page(
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[tuple[str, float]]:
+    ) -> Page[tuple[str, int]]:
         """One page of `list_lines`, each line with its time left out, and that time.
 
         Read from the lines the rows keep, as `list_lines` reads them: a line
-        holds `TIME_MARK` where its time goes, beside the time of the task's
+        holds `TIME_MARK` where its time goes, beside the second of the task's
         last change (`agentrt.present.listing.filled` puts it in).
         """
         after = parse_cursor(cursor) if cursor is not None else None
 
-        def read(db: sqlite3.Connection) -> Page[tuple[str, float]]:
+        def read(db: sqlite3.Connection) -> Page[tuple[str, int]]:
             rows, last = page_rows(db, _LINE_PAGE_SELECT, "", prefix, after, limit)
-            out: list[tuple[str, float] | None] = []
+            out: list[tuple[str, int] | None] = []
             add = out.append
             others: list[tuple[int, Any]] = []
-            for line, at, session_id in rows:
+            for line, second, session_id, _ in rows:
                 if line is None:
                     others.append((len(out), session_id))
                     add(None)
                 else:
-                    add((line, float(at)))
+                    add((line, second))
             for index, brief in self._briefs_in_full(db, others):
-                out[index] = (templates([brief])[0], float(brief[4]))
-            nxt = None if last is None else cursor_of(float(last[1]), str(last[2]))
+                out[index] = (templates([brief])[0], int(brief[4]))
+            nxt = None if last is None else cursor_of(float(last[3]), str(last[2]))
             return Page(tuple(item for item in out if item is not None), nxt)
 
         return await self._run(read)

@@ -156,8 +156,8 @@ def new_session_id() -> str:
     return ORIGIN + os.urandom(6).hex()
 
 
-def _lines_of(page: Page[tuple[str, float]]) -> PendingLines:
-    """A `PendingLines` frame of a page of lines, each with its time."""
+def _lines_of(page: Page[tuple[str, int]]) -> PendingLines:
+    """A `PendingLines` frame of a page of lines, each with its time's second."""
     return PendingLines(
         tuple(line for line, _ in page.items), tuple(second for _, second in page.items), page.next
     )
@@ -882,7 +882,7 @@ class Connection:
 
         def reply_lines(page: Page[ListedTask]) -> PendingLines:
             briefs = [brief_of(r) for r in seen(page)]
-            timed = zip(templates(briefs), [float(b[4]) for b in briefs], strict=True)
+            timed = zip(templates(briefs), [int(b[4]) for b in briefs], strict=True)
             return _lines_of(Page(tuple(timed), page.next))
 
         await self._listing(frame, store.list_page, reply_lines if frame.lines else reply)
