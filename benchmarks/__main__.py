@@ -41,6 +41,8 @@ from ._processes import ensure_store
 
 #: Pending tasks in the large stores (the daemon's and the command's listing).
 LARGE_STORE = 10_000
+#: Pending tasks in the largest store (`agentrt pending list` through a daemon and without).
+LARGEST_STORE = 100_000
 
 #: The groups, each run in its own temporary folder under one root.
 GROUPS: dict[str, Callable[[Path], list[Result]]] = {
@@ -50,7 +52,10 @@ GROUPS: dict[str, Callable[[Path], list[Result]]] = {
         partial(bench_processes.run_all, root, stores=root.parent / "stores")
     ),
     "commands": lambda root: bench_commands.run_all(
-        root, trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE)
+        root,
+        trio.run(ensure_store, root.parent / "stores" / str(LARGE_STORE), LARGE_STORE),
+        stores=root.parent / "stores",
+        largest=LARGEST_STORE,
     ),
     "fleet": lambda root: trio.run(bench_fleet.run_all, root),
     "load": lambda root: trio.run(bench_load.run_all, root),
@@ -77,6 +82,10 @@ ORDER = (
     "has_listener_1000",
     "pending_list_10k",
     "cli_pending_10k",
+    "pending_list_100k",
+    "pending_list_100k_10k",
+    "continue_10000",
+    "continue_10000_daemon",
     "run_hello",
     "client_import",
     "tui_first_screen",

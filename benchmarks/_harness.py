@@ -154,3 +154,16 @@ def interleave_sync(
             baseline_times.append(baseline())
             subject_times.append(subject())
     return statistics.median(subject_times), statistics.median(baseline_times)
+
+
+def interleave_sync_many(batches: Sequence[SyncBatch], rounds: int) -> list[float]:
+    """`interleave_sync` for several batches: each round runs them all, in an order that
+    reverses every round (ABC, CBA, ...); one warm-up of each first. Their medians."""
+    for batch in batches:
+        batch()
+    times: list[list[float]] = [[] for _ in batches]
+    for n in range(rounds):
+        order = range(len(batches)) if n % 2 == 0 else reversed(range(len(batches)))
+        for index in order:
+            times[index].append(batches[index]())
+    return [statistics.median(series) for series in times]

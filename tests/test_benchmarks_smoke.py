@@ -246,11 +246,17 @@ async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
     store = await ensure_store(tmp_path / "store", 5)
     with trio.fail_after(180):
         results = await trio.to_thread.run_sync(
-            lambda: bench_commands.run_all(tmp_path, store, large=5, rounds=1)
+            lambda: bench_commands.run_all(
+                tmp_path, store, large=5, rounds=1, largest=20, history=50
+            )
         )
     targets = {
-        "cli_pending_5": 1.2,
-        "run_hello": 1.5,
+        "cli_pending_5": 1.1,
+        "pending_list_20": 1.5,
+        "pending_list_20_5": 11.0,
+        "continue_50": 1.2,
+        "continue_50_daemon": 1.2,
+        "run_hello": 1.3,
         "client_import": 1.3,
         "tui_first_screen": 1.3,
     }

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -30,6 +31,7 @@ from agentrt.protocol.frames import EndedFrame
 from .cli_process import AGENTRT
 from .cli_process import env_for
 from .cli_process import run
+from .cli_process import run_in
 from .conftest import fill_mixed_store
 from .conftest import insert_unreadable_record
 from .test_resume_preview import call_json
@@ -344,6 +346,27 @@ def test_a_listing_of_more_than_a_page_shows_every_task_once(state: Path, tmp_pa
     assert sorted(shown) == sorted(newest_first)
     some = run(["sessions", "list", "--json", "--limit", str(count - 2)], state, tmp_path)
     assert len(some.stdout.splitlines()) == count - 2
+
+
+def test_the_listing_shows_times_in_the_commands_own_time_zone(state: Path, tmp_path: Path) -> None:
+    """Through a daemon too: it sends each line's second, and the command writes the time."""
+
+    async def fill() -> None:
+        store = await TaskStore.open(state / "tasks.db")
+        try:
+            paused = TaskRecord(
+                "cli-zone", "a task", (), status=TaskStatus.INTERRUPTED, cause=Cause.PAUSE
+            )
+            await store.save(attrs.evolve(paused, updated_at=1_700_000_000.5))
+        finally:
+            await store.aclose()
+
+    trio.run(fill)
+    # A zone of its own (POSIX form: 5.5 hours east of UTC), whatever the daemon's.
+    listed = run_in(["pending", "list"], {**env_for(state), "TZ": "XYZ-5:30"}, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    shown = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1_700_000_000 + 5 * 3600 + 1800))
+    assert listed.stdout == f"cli-zone             interrupted (pause)          {shown}  a task\n"
 
 
 def test_the_listing_shows_each_kind_of_task_in_one_line(state: Path, tmp_path: Path) -> None:

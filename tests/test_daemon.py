@@ -63,6 +63,7 @@ from agentrt.protocol.frames import ErrorFrame
 from agentrt.protocol.frames import Hello
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
+from agentrt.protocol.frames import PendingLines
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingPreview
 from agentrt.protocol.frames import PendingRequest
@@ -482,6 +483,12 @@ async def test_pending_list_hides_tasks_of_other_live_windows(
         assert isinstance(listed, PendingList)
         assert [t.session for t in listed.tasks] == [task.session_id]
         assert await round_trip(b) == PendingList(())
+        # As lines too: the window's listing is checked task by task either way.
+        await a.send(PendingRequest(PendingAction.LIST, lines=True))
+        as_lines = await a.wait_for(PendingLines)
+        assert [line.split()[0] for line in as_lines.lines] == [task.session_id]
+        await b.send(PendingRequest(PendingAction.LIST, lines=True))
+        assert await b.wait_for(PendingLines) == PendingLines()
         await b.send(PendingRequest(PendingAction.RESUME, session=task.session_id))
         refused = await b.receive()
         assert isinstance(refused, ErrorFrame)

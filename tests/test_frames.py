@@ -53,6 +53,7 @@ from agentrt.protocol.frames import ModelsAction
 from agentrt.protocol.frames import ModelsRequest
 from agentrt.protocol.frames import PendingAction
 from agentrt.protocol.frames import PendingDetail
+from agentrt.protocol.frames import PendingLines
 from agentrt.protocol.frames import PendingList
 from agentrt.protocol.frames import PendingPreview
 from agentrt.protocol.frames import PendingRequest
@@ -102,6 +103,7 @@ CLIENT_SAMPLES: list[ClientFrame] = [
     PendingRequest(PendingAction.RESUME, session="cli-1", answer="blue"),
     PendingRequest(PendingAction.DISCARD, session="cli-1"),
     PendingRequest(PendingAction.LIST, prefix="chat-"),
+    PendingRequest(PendingAction.LIST, all_pages=True, lines=True),
     PendingRequest(PendingAction.SHOW, session="chat-1"),
     PendingRequest(PendingAction.PREVIEW, session="cli-1"),
     PendingRequest(PendingAction.RESUME, session="chat-1", cwd="/home/ada"),
@@ -146,6 +148,7 @@ DAEMON_SAMPLES: list[DaemonFrame] = [
     ),
     AskWithdrawn("q1", "the run was cancelled"),
     PendingList((PendingTask("cli-1", "interrupted", "do it", 12.5, Cause.PAUSE, "Why?", "t"),)),
+    PendingLines(("cli-1                interrupted (pause)          \x1f  do it",), (12,), "c"),
     PendingList((PendingTask("chat-9", "unreadable", "", 0.0, error="bad JSON; discard it"),)),
     PendingDetail(
         PendingTask("chat-1", "awaiting_answer", "ask x", 1.0, question="x", messages=2, runs=1),

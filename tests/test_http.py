@@ -60,7 +60,7 @@ from agentrt.http import session_id_from_path
 from agentrt.http import token_main
 from agentrt.present.shapes import EVENT_TYPES
 from agentrt.present.shapes import event_to_json
-from agentrt.store.sql import _parse_cursor as parse_cursor
+from agentrt.store.sql import parse_cursor
 
 from .conftest import Recorder
 from .conftest import insert_unreadable

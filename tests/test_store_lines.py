@@ -9,6 +9,7 @@ before lines were kept.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import AsyncIterator
 from collections.abc import Sequence
@@ -27,12 +28,14 @@ from agentrt import TaskRecord
 from agentrt import TaskStatus
 from agentrt import TaskStore
 from agentrt.present.listing import TIME_MARK
+from agentrt.present.listing import filled
 from agentrt.present.listing import lines as listing_lines
 from agentrt.present.listing import template
 from agentrt.store import brief_of
 from agentrt.store.record import SavedQuestion
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
+from agentrt.vocab.terminal import visible
 
 from .conftest import fill_mixed_store
 from .conftest import raw_sql
@@ -196,6 +199,33 @@ async def test_the_mixed_listing_reads_the_same_from_lines(store: TaskStore) -> 
     assert lines == await expected_lines(store)
     assert await store.list_lines("cli-c") == await expected_lines(store, "cli-c")
     assert await store.list_lines("cli_") == []
+
+
+async def test_pages_of_lines_read_as_the_listing_with_the_times_put_in(
+    store: TaskStore,
+) -> None:
+    """`line_page` (what a daemon sends), from kept lines and as a store without them reads it."""
+    await fill_mixed_store(store)
+    paused = TaskStatus.INTERRUPTED
+    await store.save(TaskRecord(f"cli-{TIME_MARK}mark", "b", (), status=paused))
+    expected = await store.list_lines()
+    assert len(expected) == 13
+    for line_page in (store.line_page, functools.partial(SqlStore.line_page, store)):
+        got: list[str] = []
+        cursor = None
+        while True:
+            page = await line_page(limit=5, cursor=cursor)
+            assert len(page.items) <= 5
+            for line, second in page.items:
+                assert TIME_MARK not in line.partition(TIME_MARK)[0]
+                got.append(filled(line, second))
+            if page.next is None:
+                break
+            cursor = page.next
+        # The mark in a session id is shown before it is sent: printed, the lines are one.
+        assert [visible(line) for line in got] == [visible(line) for line in expected]
+        assert (await line_page("cli-c")).items == (await store.line_page("cli-c")).items
+        assert (await line_page("cli_")).items == ()
 
 
 def downgrade_to_version_3(path: Path) -> None:

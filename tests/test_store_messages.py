@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -361,3 +362,48 @@ def test_a_page_deep_in_a_long_listing_costs_what_the_first_does(tmp_path: Path)
     first = steps_of_page(None)
     deep = steps_of_page(ordered[5000])
     assert deep < 2 * first, (first, deep)
+
+
+# -- decoding stored messages ----------------------------------------------------------
+
+
+_BODIES = [
+    '{"role":"user","content":"hi"}',
+    '{"role":"assistant","content":"","tool_calls":[{"id":"c1","name":"read_file",'
+    '"arguments":{"path":"a"}}],"tool_call_id":null,"name":null}',
+    '{"role":"tool","content":"x","tool_call_id":"c1","name":"read_file","call_state":"denied"}',
+    '{"role":"note","content":"s","compaction":{"summarised":3,"kept":1}}',
+    '{"role":"note","content":"r","rewinds":2}',
+    # Out of the ordinary: the converter decides, as it always did.
+    '{"role":"user","content":"hi","unknown":1}',
+    '{"role":"user","content":"\\ud800"}',
+    '{"role":"user","content":7}',
+    '{"role":"note","content":"r","rewinds":"2"}',
+]
+
+
+def test_stored_messages_decode_as_the_converter_decodes_them() -> None:
+    from agentrt.store.columns import decode_message
+    from agentrt.store.columns import decode_messages
+    from agentrt.store.record import converter
+
+    expected = [converter.structure(json.loads(body), Message) for body in _BODIES]
+    assert decode_messages(_BODIES) == expected
+    assert [decode_message(body) for body in _BODIES] == expected
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        ['{"role":"user"}', '{"role":"sideways"}'],
+        ['{"role":"user"},{"role":"user"}', " "],  # two values in one body, none in another
+        ['{"role":"user"}]', '[{"role":"user"}'],
+        ["[]"],
+        ["{not json"],
+    ],
+)
+def test_a_body_that_holds_no_message_is_never_read_as_one(bodies: list[str]) -> None:
+    from agentrt.store.columns import decode_messages
+
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the parser or converter raises
+        decode_messages(bodies)

@@ -37,6 +37,7 @@ from .protocol.frames import ModelsAction as ModelsAction
 from .protocol.frames import ModelsRequest as ModelsRequest
 from .protocol.frames import PendingAction as PendingAction
 from .protocol.frames import PendingDetail as PendingDetail
+from .protocol.frames import PendingLines as PendingLines
 from .protocol.frames import PendingList as PendingList
 from .protocol.frames import PendingRequest as PendingRequest
 from .protocol.frames import PendingTask as PendingTask
@@ -100,6 +101,7 @@ __all__ = [
     "ModelsRequest",
     "PendingAction",
     "PendingDetail",
+    "PendingLines",
     "PendingList",
     "PendingRequest",
     "PendingTask",

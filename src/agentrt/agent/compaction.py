@@ -12,8 +12,10 @@ prompt still holds whole (`prompt_of`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import overload
@@ -102,8 +104,10 @@ def estimate(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int
 
 def last_compaction(conversation: Sequence[Message]) -> int:
     """The index of the last compaction entry of `conversation`, or -1."""
-    for index in range(len(conversation) - 1, -1, -1):
-        if conversation[index].compaction is not None:
+    index = len(conversation)
+    for message in reversed(conversation):  # a `Joined` reads its parts, not each index
+        index -= 1
+        if message.compaction is not None:
             return index
     return -1
 
@@ -120,6 +124,14 @@ class Joined(Sequence[Message]):
 
     def __len__(self) -> int:
         return len(self._first) + len(self._second)
+
+    # Reading it whole (a prompt without a compaction is the whole conversation) goes
+    # through the parts' own iterators, not an index at a time through `__getitem__`.
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.chain(self._first, self._second)
+
+    def __reversed__(self) -> Iterator[Message]:
+        return itertools.chain(reversed(self._second), reversed(self._first))
 
     @overload
     def __getitem__(self, index: int) -> Message: ...

@@ -81,6 +81,7 @@ from ..frontends.terminal.framing import session_item
 from ..frontends.terminal.framing import session_message
 from ..present.ends import describe_end as _describe_end
 from ..present.listing import BriefTask
+from ..present.listing import filled
 from ..present.listing import lines as listing_lines
 from ..present.preview import preview_lines
 from ..present.shapes import SCHEMA_VERSION
@@ -102,6 +103,7 @@ from ..protocol.frames import ErrorCode
 from ..protocol.frames import ErrorFrame
 from ..protocol.frames import PendingAction
 from ..protocol.frames import PendingDetail
+from ..protocol.frames import PendingLines
 from ..protocol.frames import PendingList
 from ..protocol.frames import PendingRequest
 from ..protocol.frames import PendingTask
@@ -1269,20 +1271,37 @@ def _question_of(args: argparse.Namespace) -> str | None:
 
 
 async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int:
-    """Every pending task the daemon lists: one request, its pages as they come."""
+    """Every pending task the daemon lists: one request, its pages as they come.
+
+    As text, the daemon sends each task as the line printed (`PendingLines`),
+    and only the times are put in here, in this process's time zone.
+    """
+    as_lines = not printer.json_mode
     tasks: list[PendingTask] = []
+    lines: list[str] = []
     await client.send(
-        PendingRequest(PendingAction.LIST, prefix=prefix, limit=LIST_PAGE_MAX, all_pages=True)
+        PendingRequest(
+            PendingAction.LIST,
+            prefix=prefix,
+            limit=LIST_PAGE_MAX,
+            all_pages=True,
+            lines=as_lines,
+        )
     )
+    wanted = PendingLines if as_lines else PendingList
     while True:
         frame = await client.receive()
-        while not isinstance(frame, PendingList | ErrorFrame):
+        while not isinstance(frame, wanted | ErrorFrame):
             frame = await client.receive()  # an event of another run: not ours to show
         if isinstance(frame, ErrorFrame):
             return _error_status(frame)
-        tasks += frame.tasks
+        if isinstance(frame, PendingLines):
+            lines += map(filled, frame.lines, frame.times)
+        else:
+            assert isinstance(frame, PendingList)
+            tasks += frame.tasks
         if frame.next is None:
-            return _print_list(printer, tasks)
+            return _print_lines(printer, lines) if as_lines else _print_list(printer, tasks)
 
 
 async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:

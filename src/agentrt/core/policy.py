@@ -177,11 +177,18 @@ class AccessPolicy:
     def _window_free_for(self, actor: Actor, owner: str | None) -> bool:
         return owner is None or owner == actor.window or not self.windows.is_live(owner)
 
+    def may_act_on_every_task(self, actor: Actor) -> bool:
+        """Whether `may_act` lets `actor` act on any task whatever: a listing then asks once.
+
+        So it is for the machine's owner (the `agentrt` command).
+        """
+        return actor.front is Front.OWNER
+
     def may_act(self, actor: Actor, session_id: str, owner: str | None) -> bool:
         """Whether `actor` may list, resume, answer or discard the task of `session_id`."""
-        origin = origin_of(session_id)
-        if actor.front is Front.OWNER:
+        if self.may_act_on_every_task(actor):
             return True
+        origin = origin_of(session_id)
         if actor.front is Front.CHAT:
             return session_id == actor.session
         if actor.front is Front.TERMINAL:

@@ -9,13 +9,18 @@ characters. A task that cannot be read says how to discard it instead.
 An SQLite store keeps each task's line, its time left out (`template`), in the
 task's row, so that listing thousands of tasks reads one column of each and
 decodes nothing (see ``TaskStore.list_lines``); `lines` makes the same lines
-from a listing's values, and both are built from `head` and `what`.
+from a listing's values, and both are built from `head` and `what`. A daemon
+sends the lines with their times left out as well (`templates`), and the
+client puts each time in (`filled`), in its own time zone.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from collections.abc import Iterable
+
+from ..vocab.terminal import visible
 
 #: What a text listing shows of one pending task, as plain values: (session id, status,
 #: crashed, cause, updated at, its question's prompt, input). The status and the cause are
@@ -105,19 +110,44 @@ def template(
 
 def lines(tasks: Iterable[BriefTask]) -> list[str]:
     """One line per task, in one pass (a listing may hold thousands)."""
+    return _lines(tasks, stamp)
+
+
+def templates(tasks: Iterable[BriefTask]) -> list[str]:
+    """`lines` with `TIME_MARK` where each time goes (made from its `updated_at`).
+
+    No mark comes before a line's time: one in its head (a session id written
+    by hand that holds one) is shown there as a terminal shows it (`visible`).
+    """
+    return _lines(tasks, lambda _: TIME_MARK, marked=True)
+
+
+def filled(line: str, second: int) -> str:
+    """A `templates` line with its time, `second` (since the epoch), put in at its first
+    `TIME_MARK`."""
+    return line.replace(TIME_MARK, stamp(second), 1)
+
+
+def _lines(
+    tasks: Iterable[BriefTask], shown_time: Callable[[int], str], *, marked: bool = False
+) -> list[str]:
     heads: dict[tuple[bool, str, str | None], str] = {}  # a listing shows few of these
     out: list[str] = []
     add = out.append
     for session, status, crashed, cause, updated_at, question, text in tasks:
-        age = stamp(int(updated_at))
+        age = shown_time(int(updated_at))
         if status == UNREADABLE:
             # Not shortened: the way out must stay readable.
+            start = head(session, status, cause)
             rest = f"  cannot be read; discard it with: agentrt pending discard {session}"
-            add(f"{head(session, status, cause)}{age}{rest}")
-            continue
-        key = (crashed, status, cause)
-        shown = heads.get(key)
-        if shown is None:
-            shown = heads[key] = _shown(status, cause, crashed)
-        add(f"{session:<20}{shown}{age}{what(question, text)}")
+        else:
+            key = (crashed, status, cause)
+            shown = heads.get(key)
+            if shown is None:
+                shown = heads[key] = _shown(status, cause, crashed)
+            start = f"{session:<20}{shown}"
+            rest = what(question, text)
+        if marked and TIME_MARK in start:
+            start = visible(start)
+        add(f"{start}{age}{rest}")
     return out

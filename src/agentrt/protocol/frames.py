@@ -191,7 +191,8 @@ class PendingRequest:
     size when unset, at most `LIST_PAGE_MAX`) after `cursor`, the `next` of the
     page before. With `all_pages`, the page and every one after it come back,
     each its own reply, the last with no ``next``: the whole listing for one
-    request.
+    request. With `lines`, the pages are `PendingLines` (each task as
+    ``agentrt pending list`` prints it) instead of `PendingList`.
     """
 
     TYPE: ClassVar[str] = "pending"
@@ -204,6 +205,7 @@ class PendingRequest:
     cursor: str | None = None
     all_pages: bool = False
     question_id: str | None = None
+    lines: bool = False
 
 
 class SessionsAction(enum.Enum):
@@ -522,6 +524,28 @@ class PendingList:
     next: str | None = None
 
 
+#: Where a `PendingLines` line's time goes (the client writes it in its own time zone).
+LINE_TIME_MARK: Final = "\x1f"
+
+
+@record
+class PendingLines:
+    """The reply to ``pending list`` asked with ``lines``: each task as a line of text.
+
+    A line is what ``agentrt pending list`` prints of a task, with
+    `LINE_TIME_MARK` in place of the local time of its last change; that
+    time's second (since the epoch) is at the same place in `times`. The client
+    puts the time in, so that it is shown in the client's time zone: at the
+    line's first mark (none comes before it).
+    """
+
+    TYPE: ClassVar[str] = "pending_lines"
+    lines: tuple[str, ...] = ()
+    times: tuple[int, ...] = ()
+    #: The `cursor` of the next page; None on the last page.
+    next: str | None = None
+
+
 @record
 class PendingDetail:
     """The reply to ``pending show``: one pending task, its saved transcript, and what
@@ -764,6 +788,7 @@ DaemonFrame = (
     | AskFrame
     | AskWithdrawn
     | PendingList
+    | PendingLines
     | PendingDetail
     | PendingPreview
     | SessionList

@@ -13,8 +13,8 @@ a few lines that does the same for the ordinary case:
   then asks the converter, which decides (and words the error) as before.
 
 Classes inside a frame (the tasks of a listing page) get functions of their
-own, and tuples of them, of strings or of JSON objects are read item by item
-as strictly. A field of any other type goes through the converter's own hook
+own, and tuples of them, of strings, numbers, booleans or of JSON objects are
+read item by item as strictly. A field of any other type goes through the converter's own hook
 for that type, so the two paths cannot drift apart there.
 `tests/test_wirecode.py` checks both against the converter for every frame
 class.
@@ -246,7 +246,7 @@ def _check(
     if _is_object(kind):
         return [f"if type({var}) is not dict:", "    return None"]
     inner = _items_of(kind)
-    if inner is not None and (inner is str or attrs.has(inner) or _is_object(inner)):
+    if inner is not None and (inner in _PLAIN or attrs.has(inner) or _is_object(inner)):
         one = _check(name, inner, conv, names, "item")
         return [
             f"if type({var}) is not list:",

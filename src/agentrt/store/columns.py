@@ -7,7 +7,10 @@ listing, so the common values are read without the JSON parser.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import cattrs
@@ -202,7 +205,44 @@ def encode_message(message: Message) -> tuple[str, str]:
 
 
 def decode_message(body: str) -> Message:
-    return converter.structure(json.loads(body), Message)
+    """The message a row's JSON `body` holds; raises if it holds none."""
+    return _structured(json.loads(body))
+
+
+def decode_messages(bodies: Sequence[str]) -> list[Message]:
+    """`decode_message` of each body: a long history is parsed as one JSON array.
+
+    Raises if any body holds no message (`decode_message` of each tells which).
+    """
+    try:
+        values = json.loads(f"[{','.join(bodies)}]")
+    except ValueError:
+        values = None
+    # A body that is not one JSON value makes the array fail to parse or count otherwise.
+    if type(values) is not list or len(values) != len(bodies):
+        return [decode_message(body) for body in bodies]
+    return [_structured(value) for value in values]
+
+
+@functools.cache
+def _fast_message() -> Callable[[dict[str, Any]], Any]:
+    """A message for a plainly valid body's JSON (`agentrt.protocol.wirecode`), else None.
+
+    Compiled on first use: a command that reads no message pays nothing for it.
+    """
+    from ..protocol.wirecode import compile_decoder
+
+    return compile_decoder(Message, lambda: converter, tagged=False)
+
+
+def _structured(value: Any) -> Message:
+    """The message of a body's JSON value: the compiled fast path, else the converter,
+    which decides (and words the error) for anything out of the ordinary."""
+    if type(value) is dict:
+        message = _fast_message()(value)
+        if message is not None:
+            return message  # type: ignore[no-any-return]
+    return converter.structure(value, Message)
 
 
 def error_detail(exc: Exception) -> str:

@@ -203,6 +203,13 @@ class Store(Protocol):
         """`list_brief`'s tasks as `agentrt pending list` shows them (`agentrt.present.listing`)."""
         ...
 
+    async def line_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[tuple[str, int]]:
+        """One page of `list_lines`, each line with its time left out (`TIME_MARK`), and
+        that time's second (`agentrt.present.listing.templates`)."""
+        ...
+
     async def list(self, prefix: str = "") -> list[TaskRecord]:
         """Whole pending tasks (transcripts decoded), newest first: for tests and tools."""
         ...

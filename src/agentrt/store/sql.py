@@ -45,6 +45,7 @@ from ..models.messages import Role
 from ..present.listing import TIME_MARK
 from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
+from ..present.listing import templates
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
 from ..vocab.terms import TaskStatus
@@ -52,6 +53,7 @@ from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from .columns import FIELDS
 from .columns import decode_message
+from .columns import decode_messages
 from .columns import dumps
 from .columns import encode_message
 from .columns import error_detail
@@ -246,7 +248,7 @@ def _like(prefix: str) -> str:
     return escaped + "%"
 
 
-def _page_rows(
+def page_rows(
     db: sqlite3.Connection,
     select: str,
     table: str,
@@ -278,7 +280,7 @@ def page_query(
     *,
     where: str = "",
 ) -> tuple[str, list[Any]]:
-    """The query of `_page_rows` (one row more than `limit`) and its parameters.
+    """The query of `page_rows` (one row more than `limit`) and its parameters.
 
     `where`, when given, is one more condition every row must meet.
     """
@@ -326,11 +328,11 @@ def mark_sql(line: bool) -> str:
     return sql + " WHERE session_id = ?"
 
 
-def _cursor(updated_at: float, session_id: str) -> str:
+def cursor_of(updated_at: float, session_id: str) -> str:
     return f"{updated_at!r}:{session_id}"
 
 
-def _parse_cursor(cursor: str) -> tuple[float, str]:
+def parse_cursor(cursor: str) -> tuple[float, str]:
     stamp, sep, session_id = cursor.partition(":")
     try:
         if not sep:
@@ -717,11 +719,11 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[ListedTask]:
         """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
-        after = _parse_cursor(cursor) if cursor is not None else None
+        after = parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[ListedTask]:
-            rows, last = _page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
-            nxt = None if last is None else _cursor(float(last[9]), str(last[0]))
+            rows, last = page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
+            nxt = None if last is None else cursor_of(float(last[9]), str(last[0]))
             return Page(tuple(self._summary(row) for row in rows), nxt)
 
         return await self._run(read)
@@ -789,6 +791,20 @@ class SqlStore:
         """`list_brief`'s tasks as `agentrt pending list` shows them, a line each."""
         return listing_lines(await self.list_brief(prefix))
 
+    async def line_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[tuple[str, int]]:
+        """One page of `list_lines`, each line with its time left out, and that time.
+
+        A line holds `TIME_MARK` where its time goes (`agentrt.present.listing.templates`),
+        beside the second of the task's last change: for a client that shows the time in
+        its own time zone (`agentrt.present.listing.filled`).
+        """
+        page = await self.list_page(prefix, limit=limit, cursor=cursor)
+        briefs = [brief_of(task) for task in page.items]
+        seconds = [int(brief[4]) for brief in briefs]
+        return Page(tuple(zip(templates(briefs), seconds, strict=True)), page.next)
+
     async def list(self, prefix: str = "") -> list[TaskRecord]:
         """Whole pending tasks whose session id starts with `prefix`, most recent first.
 
@@ -839,14 +855,14 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[SessionInfo]:
         """Sessions whose id starts with `prefix`, most recently active first, a page at a time."""
-        after = _parse_cursor(cursor) if cursor is not None else None
+        after = parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
-            rows, last = _page_rows(
+            rows, last = page_rows(
                 db, _SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES
             )
             items = tuple(self._session_info(r) for r in rows)
-            nxt = None if last is None else _cursor(items[-1].updated_at, items[-1].session_id)
+            nxt = None if last is None else cursor_of(items[-1].updated_at, items[-1].session_id)
             return Page(items, nxt)
 
         return await self._run(read)
@@ -1087,6 +1103,18 @@ class SqlStore:
         rows = db.execute(
             "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
+        try:
+            messages = tuple(decode_messages([body for _, body in rows]))
+        except Exception:  # any malformed shape: which message, and whose, is told below
+            messages = self._decode_each(db, session_id, rows)
+        self._memory.put(session_id, session.rev, messages)
+        return messages
+
+    def _decode_each(
+        self, db: sqlite3.Connection, session_id: str, rows: Sequence[Any]
+    ) -> tuple[Message, ...]:
+        """The messages of `rows` (seq, body), each decoded alone; the first that cannot be
+        read raises, as the pending task's (unreadable) or the history's."""
         task = self._task_row(db, session_id)
         first = task.first_seq if task is not None else len(rows)
         out: list[Message] = []
@@ -1100,9 +1128,7 @@ class SqlStore:
                     f"the history of session {session_id!r} in {self.location} is unreadable "
                     f"(message {seq}: {error_detail(exc)})"
                 ) from None
-        messages = tuple(out)
-        self._memory.put(session_id, session.rev, messages)
-        return messages
+        return tuple(out)
 
     def _messages(
         self,

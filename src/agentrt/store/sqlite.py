@@ -31,6 +31,7 @@ from ..present.listing import line_head
 from ..present.listing import lines as listing_lines
 from ..present.listing import stamp
 from ..present.listing import template
+from ..present.listing import templates
 from ..vocab.locations import StrPath
 from ..vocab.reprs import mutable
 from ..vocab.terms import TaskStatus
@@ -46,11 +47,15 @@ from .sql import PLAIN
 from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .sql import brief_select
+from .sql import cursor_of
 from .sql import mark_sql
 from .sql import page_query
+from .sql import page_rows
+from .sql import parse_cursor
 from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
+from .types import Page
 
 SCHEMA_VERSION = 7
 
@@ -132,6 +137,12 @@ _LINES_SELECT = (
     "SELECT CASE WHEN status <> 'running' THEN line END, CAST(updated_at AS INTEGER), "
     "session_id FROM tasks"
 )
+#: The query of `TaskStore.line_page`: `_LINES_SELECT`, and the time a page's cursor names
+#: (a row whose time is no number has no line: it is read in full).
+_LINE_PAGE_SELECT = (
+    "SELECT CASE WHEN status <> 'running' AND typeof(updated_at) IN ('real', 'integer') "
+    "THEN line END, CAST(updated_at AS INTEGER), session_id, updated_at FROM tasks"
+)
 
 
 def _line_of(record: TaskRecord) -> str | None:
@@ -190,6 +201,35 @@ class TaskStore(SqlStore):
             for index, brief in self._briefs_in_full(db, others):
                 out[index] = listing_lines([brief])[0]
             return [line for line in out if line is not None]
+
+        return await self._run(read)
+
+    async def line_page(
+        self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[tuple[str, int]]:
+        """One page of `list_lines`, each line with its time left out, and that time.
+
+        Read from the lines the rows keep, as `list_lines` reads them: a line
+        holds `TIME_MARK` where its time goes, beside the second of the task's
+        last change (`agentrt.present.listing.filled` puts it in).
+        """
+        after = parse_cursor(cursor) if cursor is not None else None
+
+        def read(db: sqlite3.Connection) -> Page[tuple[str, int]]:
+            rows, last = page_rows(db, _LINE_PAGE_SELECT, "", prefix, after, limit)
+            out: list[tuple[str, int] | None] = []
+            add = out.append
+            others: list[tuple[int, Any]] = []
+            for line, second, session_id, _ in rows:
+                if line is None:
+                    others.append((len(out), session_id))
+                    add(None)
+                else:
+                    add((line, second))
+            for index, brief in self._briefs_in_full(db, others):
+                out[index] = (templates([brief])[0], int(brief[4]))
+            nxt = None if last is None else cursor_of(float(last[3]), str(last[2]))
+            return Page(tuple(item for item in out if item is not None), nxt)
 
         return await self._run(read)
 

@@ -21,6 +21,7 @@ import logging
 import os
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from ...core.pending import NoAnswerComingError
 from ...core.pending import RegistryError
 from ...core.policy import Actor
 from ...core.runtime import Runtime
+from ...present.listing import templates
 from ...protocol.codec import EOF
 from ...protocol.codec import NEED_DATA
 from ...protocol.codec import FrameCodec
@@ -76,6 +78,7 @@ from ...protocol.frames import ModelsAction
 from ...protocol.frames import ModelsRequest
 from ...protocol.frames import PendingAction
 from ...protocol.frames import PendingDetail
+from ...protocol.frames import PendingLines
 from ...protocol.frames import PendingList
 from ...protocol.frames import PendingRequest
 from ...protocol.frames import Run
@@ -96,6 +99,7 @@ from ...store import SessionInfo
 from ...store import StoredTask
 from ...store import StoreError
 from ...store import UnreadableTask
+from ...store import brief_of
 from ...vocab.events import Event
 from ...vocab.events import RunEnded
 from ...vocab.events import describe_compaction
@@ -163,6 +167,13 @@ _MAX_WINDOW: Final = 128
 def new_session_id() -> str:
     """A fresh ``cli-`` session id."""
     return ORIGIN + os.urandom(6).hex()
+
+
+def _lines_of(page: Page[tuple[str, int]]) -> PendingLines:
+    """A `PendingLines` frame of a page of lines, each with its time's second."""
+    return PendingLines(
+        tuple(line for line, _ in page.items), tuple(second for _, second in page.items), page.next
+    )
 
 
 @mutable(eq=False)
@@ -968,13 +979,33 @@ class Connection:
             return None
         return value
 
-    async def _pending_list(self, frame: PendingRequest) -> None:
-        def reply(page: Page[ListedTask]) -> PendingList:
-            return PendingList(
-                tuple(pending_task(r) for r in page.items if self._may_see(r)), page.next
-            )
+    def _sees_every_task(self) -> bool:
+        """Whether this connection may see every stored task (`_may_see` is then True for
+        each): the access policy is asked once a listing, not once a task."""
+        return self.scope is Scope.ALL and self.daemon.runtime.policy.may_act_on_every_task(
+            self._actor()
+        )
 
-        await self._listing(frame, self.daemon.runtime.store.list_page, reply)
+    async def _pending_list(self, frame: PendingRequest) -> None:
+        store = self.daemon.runtime.store
+        every = self._sees_every_task()
+        if frame.lines and every:
+            # The lines as the store keeps them: nothing is decoded or checked a task.
+            await self._listing(frame, store.line_page, _lines_of)
+            return
+
+        def seen(page: Page[ListedTask]) -> Iterable[ListedTask]:
+            return page.items if every else (r for r in page.items if self._may_see(r))
+
+        def reply(page: Page[ListedTask]) -> PendingList:
+            return PendingList(tuple(pending_task(r) for r in seen(page)), page.next)
+
+        def reply_lines(page: Page[ListedTask]) -> PendingLines:
+            briefs = [brief_of(r) for r in seen(page)]
+            timed = zip(templates(briefs), [int(b[4]) for b in briefs], strict=True)
+            return _lines_of(Page(tuple(timed), page.next))
+
+        await self._listing(frame, store.list_page, reply_lines if frame.lines else reply)
 
     async def _listing(
         self,
