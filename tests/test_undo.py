@@ -18,7 +18,9 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +33,9 @@ from agentrt import open_runtime
 from agentrt.agent.checkpoint import BESIDE
 from agentrt.agent.checkpoint import CallRecord
 from agentrt.agent.checkpoint import Checkpoints
+from agentrt.agent.checkpoint import Snapshot
 from agentrt.agent.checkpoint import in_flight
+from agentrt.agent.fswatch import FolderWatch
 from agentrt.core.errors import NoSuchTurnError
 from agentrt.core.errors import PendingTaskExistsError
 from agentrt.core.errors import UnknownSessionError
@@ -387,3 +391,75 @@ def test_a_write_under_way_beside_a_shell_command_is_not_its_change(tmp_path: Pa
     result = checkpoints.undo("s", checkpoints.last_run("s"))
     assert not result.conflicts
     assert sorted(work.iterdir()) == []
+
+
+class _CountingWalks(Checkpoints):
+    """Checkpoints that count their walks of a working folder."""
+
+    walks = 0
+
+    def walk(self, *args: Any, **kwargs: Any) -> Snapshot:
+        type(self).walks += 1
+        return super().walk(*args, **kwargs)
+
+
+def _shell_call(checkpoints: Checkpoints, work: Path, command: Callable[[], object]) -> list[str]:
+    """The paths a "command" (`command`, run here) changed, as its checkpoint recorded them."""
+    before = checkpoints.before(work, ())
+    assert not isinstance(before, str)
+    command()
+    changes = checkpoints.after(work, (), before)
+    checkpoints.record(CallRecord("s", "task", f"c{time.monotonic_ns()}", "shell", 0, changes))
+    return [os.path.relpath(c.path, work) for c in changes]
+
+
+def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen(
+    tmp_path: Path,
+) -> None:
+    """Between two shell calls the folder's watch says whether anything changed: when
+    nothing did, the walk before the next call is left out; an edit, a new folder's file, a
+    chmod or a removal between calls makes it walk, and is never taken for the next call's
+    change (its undo leaves the person's edit alone)."""
+    work = tmp_path / "work"
+    (work / "deep").mkdir(parents=True)
+    for name in ("a.txt", "b.txt", "deep/c.txt"):
+        (work / name).write_text(f"{name}\n")
+    checkpoints = _CountingWalks(tmp_path / "checkpoints")
+    assert FolderWatch(str(work)).usable, "this file system should tell inotify every change"
+
+    assert _shell_call(checkpoints, work, lambda: (work / "a.txt").write_text("1\n")) == ["a.txt"]
+    walked = _CountingWalks.walks
+    assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("2\n")) == ["b.txt"]
+    assert _CountingWalks.walks == walked + 1  # the walk after only: nothing changed between
+
+    def between(change: Callable[[], object], command_changes: str) -> None:
+        change()  # the person, between two calls
+        walks = _CountingWalks.walks
+        text = f"command {walks}\n"
+        changed = _shell_call(checkpoints, work, lambda: (work / command_changes).write_text(text))
+        assert changed == [command_changes]
+        assert _CountingWalks.walks == walks + 2
+
+    between(lambda: (work / "deep" / "c.txt").write_text("person\n"), "a.txt")
+    between(lambda: (work / "deep" / "new").mkdir(), "b.txt")
+    between(lambda: (work / "deep" / "new" / "d.txt").write_text("d\n"), "a.txt")
+    between(lambda: (work / "deep" / "c.txt").chmod(0o600), "b.txt")
+    between(lambda: (work / "deep" / "new" / "d.txt").unlink(), "a.txt")
+    old_b = (work / "b.txt").read_text()
+    # In place, at the same size: a walk alone could miss it within one mtime tick.
+    between(lambda: (work / "a.txt").write_text("X" * len((work / "a.txt").read_text())), "b.txt")
+
+    # The last call is undone; what the person changed before it stays as they left it.
+    result = checkpoints.undo("s", checkpoints.records("s")[-1:])
+    assert [os.path.relpath(p, work) for p in result.restored] == ["b.txt"]
+    assert (work / "b.txt").read_text() == old_b
+    assert set((work / "a.txt").read_text()) == {"X"}
+    assert (work / "deep" / "c.txt").read_text() == "person\n"
+    assert stat.S_IMODE((work / "deep" / "c.txt").stat().st_mode) == 0o600
+    assert (work / "deep" / "new").is_dir() and not (work / "deep" / "new" / "d.txt").exists()
+
+    # Closed, its watch gone: the next call walks, and still sees only its own change.
+    checkpoints.close()
+    walks = _CountingWalks.walks
+    assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("3\n")) == ["b.txt"]
+    assert _CountingWalks.walks == walks + 2

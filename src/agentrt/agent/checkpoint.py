@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -58,11 +59,15 @@ import attrs
 from ..config.statedir import write_synced
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from .fswatch import FolderWatch
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
 CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
 #: The most entries (files, folders, links) a shell command's walk of the working folder visits.
 WALK_ENTRIES: Final = 100_000
+#: The most working folders one `Checkpoints` watches (each an inotify instance: a user
+#: has 128 by default); a walk in any other folder is never left out.
+WATCHED_FOLDERS: Final = 4
 #: What the kept-beside copy of a conflicting file is named after: ``NAME.agentrt-undo-N``.
 BESIDE: Final = ".agentrt-undo-"
 
@@ -255,6 +260,9 @@ class Checkpoints:
     holds_secret: Callable[[bytes], bool] | None = None
     #: Per working folder: its last walk, whose kept files need not be read again.
     _index: dict[str, Snapshot] = attrs.field(factory=dict, init=False)
+    #: Per working folder: whether anything in it changed since its last walk.
+    _watches: dict[str, FolderWatch] = attrs.field(factory=dict, init=False)
+    _watches_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     @property
     def objects(self) -> Path:
@@ -362,17 +370,29 @@ class Checkpoints:
 
     # -- a shell command's walk -----------------------------------------------------
 
-    def walk(self, workdir: Path, skip: Sequence[Path] = ()) -> Snapshot:
-        """Stat every entry under `workdir` (not following links, leaving out `skip`)."""
+    def walk(
+        self, workdir: Path, skip: Sequence[Path] = (), watch: FolderWatch | None = None
+    ) -> Snapshot:
+        """Stat every entry under `workdir` (not following links, leaving out `skip`).
+
+        With `watch`, each folder is armed before its entries are read (drain it first).
+        """
         entries: dict[str, _Stat] = {}
         skipped = {str(p) for p in skip}
         room = self.walk_entries
         # The loop runs once an entry of the folder (and twice a command): names bound here.
         scandir, kinds, ifmt, imode, make = os.scandir, _KINDS, stat.S_IFMT, stat.S_IMODE, _STAT
         in_flight = _IN_FLIGHT
-        stack = [str(workdir)]
+        arm = None
+        if watch is not None and watch.usable:
+            watch.begin()
+            arm = watch.arm
+        root = str(workdir)
+        stack = [(root, watch.device if watch is not None else 0)]
         while stack:
-            folder = stack.pop()
+            folder, device = stack.pop()
+            if arm is not None:
+                arm(folder, device)
             try:
                 scan = scandir(folder)
             except OSError:
@@ -391,6 +411,8 @@ class Checkpoints:
                     if kind is None:
                         continue  # a socket, a fifo, a device: not kept
                     if not room:
+                        if watch is not None:
+                            watch.spoil()
                         return Snapshot(entries, cut=True)
                     room -= 1
                     entries[path] = make(
@@ -398,7 +420,7 @@ class Checkpoints:
                         (kind, imode(mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
                     )
                     if kind == _DIR:
-                        stack.append(path)
+                        stack.append((path, st.st_dev))
         return Snapshot(entries)
 
     def _last(self, workdir: Path) -> Snapshot:
@@ -412,17 +434,60 @@ class Checkpoints:
         one file changed costs its walk and little more.
         """
         entries = snapshot.entries
-        changed = {path for path, _ in entries.items() - last.entries.items()}
+        changed: set[str] = set()
+        if entries is not last.entries:
+            changed = {path for path, _ in entries.items() - last.entries.items()}
         changed |= last.unkept & entries.keys()
         kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
         anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
         return kept, anew
 
+    @contextlib.contextmanager
+    def _watching(self, workdir: Path) -> Iterator[FolderWatch | None]:
+        """The folder's watch, its lock held (None where there is none): a drain, the walk
+        after it and the index it leaves are one step for any other call's walk."""
+        key = str(workdir)
+        with self._watches_lock:
+            watch = self._watches.get(key)
+            if watch is None and len(self._watches) < WATCHED_FOLDERS:
+                watch = self._watches[key] = FolderWatch(key)
+        if watch is None or not watch.usable:
+            yield None
+            return
+        with watch.lock:
+            yield watch
+
+    def _walked(
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, reuse: bool
+    ) -> Snapshot:
+        """A walk of `workdir`; with `reuse`, the last one when its watch says nothing
+        changed since (no event, every folder armed, the same paths left out)."""
+        hidden = tuple(str(p) for p in skip)
+        if watch is None:
+            return self.walk(workdir, skip)
+        changed = watch.drain()
+        last = self._index.get(str(workdir))
+        if reuse and not changed and watch.armed and last is not None and watch.skip == hidden:
+            return Snapshot(last.entries)
+        watch.skip = hidden
+        return self.walk(workdir, skip, watch)
+
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
-        """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
+        """Walk `workdir` and keep every file changed since the last walk; or why it cannot.
+
+        The walk is left out when the folder's watch (`agentrt.agent.fswatch`) says
+        nothing in it changed since the last one.
+        """
+        with self._watching(workdir) as watch:
+            return self._before(workdir, skip, watch)
+
+    def _before(
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None
+    ) -> Snapshot | str:
         why = None
-        snapshot = self.walk(workdir, skip)
-        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(self._last(workdir), snapshot)
+        last = self._last(workdir)
+        snapshot = self._walked(workdir, skip, watch, reuse=True)
+        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(last, snapshot)
         entries = snapshot.entries
         size = sum(entries[p].size for p in anew if entries[p].kind == _FILE)
         if snapshot.cut:
@@ -449,8 +514,14 @@ class Checkpoints:
 
     def after(self, workdir: Path, skip: Sequence[Path], before: Snapshot) -> tuple[Change, ...]:
         """The changes since `before` (walking `workdir` again and keeping what changed)."""
+        with self._watching(workdir) as watch:
+            return self._after(workdir, skip, before, watch)
+
+    def _after(
+        self, workdir: Path, skip: Sequence[Path], before: Snapshot, watch: FolderWatch | None
+    ) -> tuple[Change, ...]:
         shas = before.kept
-        now = self.walk(workdir, skip)
+        now = self._walked(workdir, skip, watch, reuse=False)
         old_entries, new_entries = before.entries, now.entries
         differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
         kept = now.kept
@@ -476,6 +547,14 @@ class Checkpoints:
             changes.append(Change(path, old_entry, new_entry))
         self._index[str(workdir)] = now
         return tuple(changes)
+
+    def close(self) -> None:
+        """Give back the folders' watches (a walk after it walks, watched anew)."""
+        with self._watches_lock:
+            watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            with watch.lock:
+                watch.close()
 
     @staticmethod
     def _entry_from(path: str, info: _Stat, shas: Mapping[str, str]) -> Entry | None:

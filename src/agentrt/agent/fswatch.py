@@ -1,0 +1,180 @@
+"""Whether anything changed in a folder tree since it was last walked: Linux's inotify.
+
+A shell command's checkpoint walks the working folder before and after the
+command (`agentrt.agent.checkpoint`). The walk before is there for what changed
+since the last walk (the person's edits between calls); when the kernel says
+nothing did, the last walk is still true and that walk can be left out.
+
+A `FolderWatch` is one inotify instance. A walk arms it (`arm`) on each folder
+before reading that folder's entries, so any change after the read is an event
+on the instance; `drain` says whether one came since the last drain. It answers
+only where the kernel sees every change: on the local disk file systems of
+`LOCAL`, a tree on one device. Elsewhere (NFS, FUSE, an overlay, a mount inside
+the tree, no inotify, the watch limit reached) it is not `armed` and the caller
+walks as before. Writes through a shared memory map make no event; a walk after
+the command still sees them by their times.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import sys
+import threading
+import weakref
+from typing import Any
+from typing import Final
+
+#: What makes an event: a change of content, metadata or names (not reads, not opens).
+_IN_MODIFY: Final = 0x002
+_IN_ATTRIB: Final = 0x004
+_IN_CLOSE_WRITE: Final = 0x008
+_IN_MOVED_FROM: Final = 0x040
+_IN_MOVED_TO: Final = 0x080
+_IN_CREATE: Final = 0x100
+_IN_DELETE: Final = 0x200
+_IN_DELETE_SELF: Final = 0x400
+_IN_MOVE_SELF: Final = 0x800
+_IN_ONLYDIR: Final = 0x01000000
+_MASK: Final = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+    | _IN_ONLYDIR
+)
+_IN_NONBLOCK: Final = os.O_NONBLOCK
+_IN_CLOEXEC: Final = os.O_CLOEXEC
+
+#: The file systems (`statfs`'s ``f_type``) whose every change, whoever makes it, is an
+#: event: local disks and memory. Not NFS, SMB or FUSE (changes made elsewhere), nor an
+#: overlay (changes made to its layers beneath it).
+LOCAL: Final = frozenset(
+    {
+        0xEF53,  # ext2, ext3, ext4
+        0x58465342,  # xfs
+        0x9123683E,  # btrfs
+        0x01021994,  # tmpfs
+        0xF2F52010,  # f2fs
+        0x2FC12FC1,  # zfs
+        0xCA451A4E,  # bcachefs
+    }
+)
+
+
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.inotify_init1, libc.inotify_add_watch, libc.statfs  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    libc.inotify_add_watch.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+    libc.statfs.argtypes = (ctypes.c_char_p, ctypes.c_void_p)
+    return libc
+
+
+_LIBC: Final = _libc()
+
+
+def fs_type(path: str) -> int | None:
+    """The ``f_type`` of the file system `path` is on (None where it cannot be told)."""
+    if _LIBC is None:
+        return None
+    # `struct statfs` begins with its `f_type`, a C long; 256 bytes hold the whole of it.
+    buf = ctypes.create_string_buffer(256)
+    if _LIBC.statfs(os.fsencode(path), buf) != 0:
+        return None
+    return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF
+
+
+class FolderWatch:
+    """An inotify instance over one folder tree: `arm` its folders, `drain` its events.
+
+    Not thread-safe by itself: its user holds `lock` over a drain, the walk that arms
+    it, and what it keeps of that walk, so that no other walk's drain falls between.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.lock = threading.Lock()
+        #: Whether every folder of the last walk was armed (and nothing spoils it since).
+        self.armed = False
+        #: The paths its last walk left out (a walk leaving out others is not the same).
+        self.skip: tuple[str, ...] = ()
+        #: The device of `root`: a folder on another is a mount, not watched.
+        self.device = -1
+        self._fd = -1
+        if _LIBC is None:
+            return
+        try:
+            root_stat = os.stat(root)
+        except OSError:
+            return
+        if fs_type(root) not in LOCAL:
+            return
+        fd = _LIBC.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            return  # the user's instances are all taken: walk every time
+        self._fd = fd
+        self.device = root_stat.st_dev
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the kernel can watch this tree at all."""
+        return self._fd >= 0
+
+    def drain(self) -> bool:
+        """Read every event waiting; whether there was one (or the queue overflowed)."""
+        if self._fd < 0:
+            return True
+        seen = False
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return seen
+            except OSError:
+                self.armed = False
+                return True
+            if not data:
+                return seen
+            seen = True
+
+    def begin(self) -> None:
+        """A walk begins (after a `drain`): armed until a folder of it cannot be."""
+        self.armed = self._fd >= 0
+
+    def arm(self, folder: str, device: int) -> None:
+        """Watch `folder` (on `device`) before its entries are read."""
+        if not self.armed:
+            return
+        if device != self.device:
+            self.armed = False  # a mount inside the tree: its file system may not tell
+            return
+        # The watch limit or an unreadable folder: this walk cannot be trusted later. A folder
+        # gone meanwhile is an event of its parent's (the root's, of none: made again later,
+        # nothing would tell).
+        watched = _LIBC.inotify_add_watch(self._fd, os.fsencode(folder), _MASK) >= 0
+        if not watched and (ctypes.get_errno() != errno.ENOENT or folder == self.root):
+            self.armed = False
+
+    def spoil(self) -> None:
+        """What was walked cannot be trusted later (the walk was cut, a folder skipped)."""
+        self.armed = False
+
+    def close(self) -> None:
+        """Give the instance back to the kernel."""
+        if self._fd >= 0:
+            self._closer()
+            self._fd = -1
+            self.armed = False
