@@ -31,6 +31,7 @@ from agentrt import Outcome
 from agentrt import Runtime
 from agentrt import open_runtime
 from agentrt.agent.checkpoint import BESIDE
+from agentrt.agent.checkpoint import KEEP_AT_ONCE
 from agentrt.agent.checkpoint import CallRecord
 from agentrt.agent.checkpoint import Checkpoints
 from agentrt.agent.checkpoint import Snapshot
@@ -404,8 +405,9 @@ class _CountingWalks(Checkpoints):
 
 
 def _shell_call(checkpoints: Checkpoints, work: Path, command: Callable[[], object]) -> list[str]:
-    """The paths a "command" (`command`, run here) changed, as its checkpoint recorded them."""
-    before = checkpoints.before(work, ())
+    """The paths a "command" (`command`, run here) changed, as its checkpoint recorded them
+    (first without blocking when the folder's watch allows it, as the `shell` tool does)."""
+    before = checkpoints.before_nowait(work, ()) or checkpoints.before(work, ())
     assert not isinstance(before, str)
     command()
     changes = checkpoints.after(work, (), before)
@@ -417,7 +419,7 @@ def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen
     tmp_path: Path,
 ) -> None:
     """Between two shell calls the folder's watch says whether anything changed: when
-    nothing did, the walk before the next call is left out; an edit, a new folder's file, a
+    nothing did, the walk before the next call is left out (and needs no thread); an edit, a new folder's file, a
     chmod or a removal between calls makes it walk, and is never taken for the next call's
     change (its undo leaves the person's edit alone)."""
     work = tmp_path / "work"
@@ -429,11 +431,13 @@ def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen
 
     assert _shell_call(checkpoints, work, lambda: (work / "a.txt").write_text("1\n")) == ["a.txt"]
     walked = _CountingWalks.walks
+    assert checkpoints.before_nowait(work, ()) is not None
     assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("2\n")) == ["b.txt"]
     assert _CountingWalks.walks == walked + 1  # the walk after only: nothing changed between
 
     def between(change: Callable[[], object], command_changes: str) -> None:
         change()  # the person, between two calls
+        assert checkpoints.before_nowait(work, ()) is None
         walks = _CountingWalks.walks
         text = f"command {walks}\n"
         changed = _shell_call(checkpoints, work, lambda: (work / command_changes).write_text(text))
@@ -463,3 +467,22 @@ def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen
     walks = _CountingWalks.walks
     assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("3\n")) == ["b.txt"]
     assert _CountingWalks.walks == walks + 2
+
+
+def test_a_large_file_a_command_wrote_is_kept_before_the_next_command_changes_it(
+    tmp_path: Path,
+) -> None:
+    """A file a command wrote is kept by the walk after it when small, and otherwise by the
+    walk before the next command: either way, undoing that next command puts it back."""
+    work = tmp_path / "work"
+    work.mkdir()
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    small, large = b"s" * 100, os.urandom(KEEP_AT_ONCE + 1)
+    _shell_call(checkpoints, work, lambda: (work / "small").write_bytes(small))
+    _shell_call(checkpoints, work, lambda: (work / "large").write_bytes(large))
+    for name in ("small", "large"):
+        _shell_call(checkpoints, work, lambda: (work / name).write_bytes(b"changed"))  # noqa: B023
+    result = checkpoints.undo("s", checkpoints.records("s")[-2:])
+    assert sorted(os.path.basename(p) for p in result.restored) == ["large", "small"]
+    assert (work / "small").read_bytes() == small
+    assert (work / "large").read_bytes() == large

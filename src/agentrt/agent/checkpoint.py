@@ -63,6 +63,10 @@ from .fswatch import FolderWatch
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
 CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
+#: The most bytes of a file a shell command wrote that are kept at once, by the walk after
+#: it (they were read for their hash): the walk before the next command need read no
+#: file then. A larger file is kept by that walk, if there is one.
+KEEP_AT_ONCE: Final = 1024 * 1024
 #: The most entries (files, folders, links) a shell command's walk of the working folder visits.
 WALK_ENTRIES: Final = 100_000
 #: The most working folders one `Checkpoints` watches (each an inotify instance: a user
@@ -299,8 +303,9 @@ class Checkpoints:
         """The bytes of object `sha`."""
         return (self.objects / sha[:2] / sha).read_bytes()
 
-    def entry_of(self, path: Path, *, keep: bool = True) -> Entry | None:
-        """The state of `path` now (its content kept as an object with `keep`); None if absent."""
+    def entry_of(self, path: Path, *, keep: bool | int = True) -> Entry | None:
+        """The state of `path` now (its content kept as an object with `keep`, or when an int,
+        if it is at most that many bytes); None if absent."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -313,7 +318,8 @@ class Checkpoints:
         if info.kind == _DIR:
             return Entry(_DIR, info.mode)
         data = path.read_bytes()
-        return Entry(_FILE, info.mode, self.keep(data) if keep else digest(data))
+        kept = keep if isinstance(keep, bool) else len(data) <= keep
+        return Entry(_FILE, info.mode, self.keep(data) if kept else digest(data))
 
     def too_big(self, path: Path) -> str | None:
         """Why a write of `path` could not be undone (its old content is over the limit)."""
@@ -465,12 +471,32 @@ class Checkpoints:
         hidden = tuple(str(p) for p in skip)
         if watch is None:
             return self.walk(workdir, skip)
-        changed = watch.drain()
+        watch.drain()
         last = self._index.get(str(workdir))
-        if reuse and not changed and watch.armed and last is not None and watch.skip == hidden:
+        if reuse and watch.armed and last is not None and watch.skip == hidden:
             return Snapshot(last.entries)
         watch.skip = hidden
         return self.walk(workdir, skip, watch)
+
+    def before_nowait(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | None:
+        """`before` when it would neither walk nor read: the folder's watch says nothing in
+        it changed since its last walk, which kept every file. None: call `before`."""
+        watch = self._watches.get(str(workdir))
+        if watch is None or not watch.usable or not watch.lock.acquire(blocking=False):
+            return None  # another call's walk holds it: `before` waits for it
+        try:
+            watch.drain()
+            last = self._index.get(str(workdir))
+            hidden = tuple(str(p) for p in skip)
+            if not watch.armed or last is None or watch.skip != hidden or last.unkept:
+                return None
+            kept = last.kept
+            for path, info in last.entries.items():
+                if info.kind != _DIR and path not in kept:
+                    return None
+            return last
+        finally:
+            watch.lock.release()
 
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
         """Walk `workdir` and keep every file changed since the last walk; or why it cannot.
@@ -524,8 +550,12 @@ class Checkpoints:
         now = self._walked(workdir, skip, watch, reuse=False)
         old_entries, new_entries = before.entries, now.entries
         differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
+        # What `before` kept holds still for every path not among the differing (a path gone
+        # is among them).
         kept = now.kept
-        kept.update((p, sha) for p, sha in shas.items() if p in new_entries and p not in differ)
+        kept.update(shas)
+        for path in differ:
+            kept.pop(path, None)
         now.unkept.update(p for p in before.unkept if p in kept)
         changes: list[Change] = []
         for path in sorted(differ):
@@ -533,13 +563,14 @@ class Checkpoints:
             new_entry: Entry | None = None
             if new is not None:
                 try:
-                    # Its hash only: its content is kept if a later call changes it again.
-                    new_entry = self.entry_of(Path(path), keep=False)
+                    # Kept at once if small (it is read for its hash anyway); a larger one is
+                    # kept by the next walk before a command, if there is one.
+                    new_entry = self.entry_of(Path(path), keep=KEEP_AT_ONCE)
                 except OSError:
                     continue
                 if new_entry is not None and new_entry.kind != _DIR:
                     kept[path] = new_entry.data
-                    if new_entry.kind == _FILE:
+                    if new_entry.kind == _FILE and not self._has(new_entry.data):
                         now.unkept.add(path)
             old_entry = self._entry_from(path, old, shas) if old is not None else None
             if old_entry == new_entry:

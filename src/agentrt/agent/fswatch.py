@@ -7,7 +7,8 @@ nothing did, the last walk is still true and that walk can be left out.
 
 A `FolderWatch` is one inotify instance. A walk arms it (`arm`) on each folder
 before reading that folder's entries, so any change after the read is an event
-on the instance; `drain` says whether one came since the last drain. It answers
+on the instance; `drain` reads the events, and any disarms it: the last walk
+holds still while it is `armed`. It answers
 only where the kernel sees every change: on the local disk file systems of
 `LOCAL`, a tree on one device. Elsewhere (NFS, FUSE, an overlay, a mount inside
 the tree, no inotify, the watch limit reached) it is not `armed` and the caller
@@ -106,7 +107,8 @@ class FolderWatch:
     def __init__(self, root: str) -> None:
         self.root = root
         self.lock = threading.Lock()
-        #: Whether every folder of the last walk was armed (and nothing spoils it since).
+        #: Whether the last walk still holds: every folder of it was armed, and no event came
+        #: since, as far as the last `drain` read.
         self.armed = False
         #: The paths its last walk left out (a walk leaving out others is not the same).
         self.skip: tuple[str, ...] = ()
@@ -133,25 +135,25 @@ class FolderWatch:
         """Whether the kernel can watch this tree at all."""
         return self._fd >= 0
 
-    def drain(self) -> bool:
-        """Read every event waiting; whether there was one (or the queue overflowed)."""
+    def drain(self) -> None:
+        """Read every event waiting: one (or the queue's overflow) disarms it."""
         if self._fd < 0:
-            return True
-        seen = False
+            return
         while True:
             try:
                 data = os.read(self._fd, 65536)
             except BlockingIOError:
-                return seen
+                return
             except OSError:
                 self.armed = False
-                return True
+                return
             if not data:
-                return seen
-            seen = True
+                return
+            self.armed = False
 
     def begin(self) -> None:
-        """A walk begins (after a `drain`): armed until a folder of it cannot be."""
+        """A walk begins (after a `drain`: an earlier change is the walk's to see), armed
+        until a folder of it cannot be."""
         self.armed = self._fd >= 0
 
     def arm(self, folder: str, device: int) -> None:

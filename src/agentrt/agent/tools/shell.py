@@ -109,6 +109,10 @@ async def _keep_before(agent: ToolRun) -> Snapshot | str | None:
     if checkpoints is None:
         return None
     agent.asks_nothing()  # the walk may take long; the question comes after it
+    quiet = checkpoints.before_nowait(config.workdir, config.hidden_paths)
+    if quiet is not None:
+        await trio.lowlevel.checkpoint()
+        return quiet
     return await trio.to_thread.run_sync(checkpoints.before, config.workdir, config.hidden_paths)
 
 
