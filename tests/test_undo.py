@@ -418,10 +418,11 @@ def _shell_call(checkpoints: Checkpoints, work: Path, command: Callable[[], obje
 def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen(
     tmp_path: Path,
 ) -> None:
-    """Between two shell calls the folder's watch says whether anything changed: when
-    nothing did, the walk before the next call is left out (and needs no thread); an edit, a new folder's file, a
-    chmod or a removal between calls makes it walk, and is never taken for the next call's
-    change (its undo leaves the person's edit alone)."""
+    """The folder's watch says what changed since the last walk: when nothing did, the next
+    call needs no walk before it (nor a thread); when only files did (the person's between
+    calls, the command's), only their stat is taken again; a folder made or moved makes it
+    walk. No change between calls is taken for the next call's (its undo leaves the person's
+    edits alone)."""
     work = tmp_path / "work"
     (work / "deep").mkdir(parents=True)
     for name in ("a.txt", "b.txt", "deep/c.txt"):
@@ -433,40 +434,50 @@ def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen
     walked = _CountingWalks.walks
     assert checkpoints.before_nowait(work, ()) is not None
     assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("2\n")) == ["b.txt"]
-    assert _CountingWalks.walks == walked + 1  # the walk after only: nothing changed between
+    assert _CountingWalks.walks == walked  # only files changed, the command's
 
-    def between(change: Callable[[], object], command_changes: str) -> None:
+    def between(change: Callable[[], object], command_changes: str, walks: int) -> None:
         change()  # the person, between two calls
         assert checkpoints.before_nowait(work, ()) is None
-        walks = _CountingWalks.walks
-        text = f"command {walks}\n"
+        counted = _CountingWalks.walks
+        text = f"command {next(_sessions)}\n"
         changed = _shell_call(checkpoints, work, lambda: (work / command_changes).write_text(text))
         assert changed == [command_changes]
-        assert _CountingWalks.walks == walks + 2
+        assert _CountingWalks.walks == counted + walks
 
-    between(lambda: (work / "deep" / "c.txt").write_text("person\n"), "a.txt")
-    between(lambda: (work / "deep" / "new").mkdir(), "b.txt")
-    between(lambda: (work / "deep" / "new" / "d.txt").write_text("d\n"), "a.txt")
-    between(lambda: (work / "deep" / "c.txt").chmod(0o600), "b.txt")
-    between(lambda: (work / "deep" / "new" / "d.txt").unlink(), "a.txt")
+    def made_with_a_link_outside() -> None:
+        (work / "deep" / "new").mkdir()
+        os.link(work / "deep" / "c.txt", tmp_path / "c-elsewhere")
+
+    between(lambda: (work / "deep" / "c.txt").write_text("person\n"), "a.txt", 0)
+    between(made_with_a_link_outside, "b.txt", 1)
+    between(lambda: (work / "deep" / "new" / "d.txt").write_text("d\n"), "a.txt", 0)
+    # Written through a name outside the folder: no event, but its stat is taken again.
+    between(lambda: (tmp_path / "c-elsewhere").write_text("person 2\n"), "b.txt", 0)
+    between(lambda: (work / "deep" / "c.txt").chmod(0o600), "a.txt", 0)
+    between(lambda: (work / "deep" / "new").rename(work / "deep" / "moved"), "b.txt", 1)
+    between(lambda: (work / "deep" / "moved" / "d.txt").unlink(), "a.txt", 0)
     old_b = (work / "b.txt").read_text()
     # In place, at the same size: a walk alone could miss it within one mtime tick.
-    between(lambda: (work / "a.txt").write_text("X" * len((work / "a.txt").read_text())), "b.txt")
+    same_size = "X" * len((work / "a.txt").read_text())
+    between(lambda: (work / "a.txt").write_text(same_size), "b.txt", 0)
 
     # The last call is undone; what the person changed before it stays as they left it.
     result = checkpoints.undo("s", checkpoints.records("s")[-1:])
     assert [os.path.relpath(p, work) for p in result.restored] == ["b.txt"]
     assert (work / "b.txt").read_text() == old_b
-    assert set((work / "a.txt").read_text()) == {"X"}
-    assert (work / "deep" / "c.txt").read_text() == "person\n"
+    assert (work / "a.txt").read_text() == same_size
+    assert (work / "deep" / "c.txt").read_text() == "person 2\n"
     assert stat.S_IMODE((work / "deep" / "c.txt").stat().st_mode) == 0o600
-    assert (work / "deep" / "new").is_dir() and not (work / "deep" / "new" / "d.txt").exists()
+    assert sorted(os.listdir(work / "deep")) == ["c.txt", "moved"]
+    assert not os.listdir(work / "deep" / "moved")
 
-    # Closed, its watch gone: the next call walks, and still sees only its own change.
+    # Closed, its watch gone: the next call walks (watched anew), and sees its own change only.
     checkpoints.close()
     walks = _CountingWalks.walks
+    (work / "a.txt").write_text("unwatched\n")
     assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("3\n")) == ["b.txt"]
-    assert _CountingWalks.walks == walks + 2
+    assert _CountingWalks.walks == walks + 1
 
 
 def test_a_large_file_a_command_wrote_is_kept_before_the_next_command_changes_it(

@@ -249,6 +249,9 @@ class Snapshot:
     #: The files whose content hash is known but not kept yet (a command's new content,
     #: kept only if another call changes it again: see `Checkpoints.before`).
     unkept: set[str] = attrs.field(factory=set)
+    #: The files with more than one link: a write through a link outside the tree makes no
+    #: event of the folder's watch, so their stat is taken again whatever it says.
+    linked: list[str] = attrs.field(factory=list)
 
 
 @mutable
@@ -384,6 +387,7 @@ class Checkpoints:
         With `watch`, each folder is armed before its entries are read (drain it first).
         """
         entries: dict[str, _Stat] = {}
+        linked: list[str] = []
         skipped = {str(p) for p in skip}
         room = self.walk_entries
         # The loop runs once an entry of the folder (and twice a command): names bound here.
@@ -419,7 +423,7 @@ class Checkpoints:
                     if not room:
                         if watch is not None:
                             watch.spoil()
-                        return Snapshot(entries, cut=True)
+                        return Snapshot(entries, cut=True, linked=linked)
                     room -= 1
                     entries[path] = make(
                         _Stat,
@@ -427,23 +431,27 @@ class Checkpoints:
                     )
                     if kind == _DIR:
                         stack.append((path, st.st_dev))
-        return Snapshot(entries)
+                    elif st.st_nlink > 1 and kind == _FILE:
+                        linked.append(path)
+        return Snapshot(entries, linked=linked)
 
     def _last(self, workdir: Path) -> Snapshot:
         return self._index.get(str(workdir), Snapshot({}))
 
     @staticmethod
-    def _to_keep(last: Snapshot, snapshot: Snapshot) -> tuple[dict[str, str], set[str]]:
-        """What of `last`'s kept objects still holds for `snapshot`, and the paths to keep anew.
+    def _to_keep(
+        last: Snapshot, snapshot: Snapshot, changed: set[str] | None = None
+    ) -> tuple[dict[str, str], set[str]]:
+        """What of `last`'s kept objects still holds for `snapshot`, and the paths to keep anew
+        (`changed`: the only paths whose stat may differ, when known).
 
         Compared as sets of (path, stat) pairs, so that a walk of a large folder in which
         one file changed costs its walk and little more.
         """
         entries = snapshot.entries
-        changed: set[str] = set()
-        if entries is not last.entries:
+        if changed is None:
             changed = {path for path, _ in entries.items() - last.entries.items()}
-        changed |= last.unkept & entries.keys()
+        changed = changed | (last.unkept & entries.keys())
         kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
         anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
         return kept, anew
@@ -464,19 +472,58 @@ class Checkpoints:
             yield watch
 
     def _walked(
-        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, reuse: bool
-    ) -> Snapshot:
-        """A walk of `workdir`; with `reuse`, the last one when its watch says nothing
-        changed since (no event, every folder armed, the same paths left out)."""
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None
+    ) -> tuple[Snapshot, set[str] | None]:
+        """The folder now, and the paths that may differ from its last walk (None: any).
+
+        The last walk stands for it when the folder's watch says what changed since: no
+        event (every folder armed, the same paths left out), or only events that name
+        files, whose stat is then taken again. Otherwise, a walk.
+        """
         hidden = tuple(str(p) for p in skip)
         if watch is None:
-            return self.walk(workdir, skip)
+            return self.walk(workdir, skip), None
         watch.drain()
         last = self._index.get(str(workdir))
-        if reuse and watch.armed and last is not None and watch.skip == hidden:
-            return Snapshot(last.entries)
+        if last is not None and not last.cut and watch.skip == hidden:
+            named = set() if watch.armed else watch.changed
+            if named is not None:
+                named.update(last.linked)
+                mended = self._mended(last, named, hidden)
+                if mended is not None:
+                    watch.mended()
+                    return mended, named
         watch.skip = hidden
-        return self.walk(workdir, skip, watch)
+        return self.walk(workdir, skip, watch), None
+
+    def _mended(self, last: Snapshot, paths: set[str], hidden: tuple[str, ...]) -> Snapshot | None:
+        """`last` with the stat of each of `paths` taken again; None if a folder came or went
+        (what is in it is not known: walk)."""
+        if not paths:
+            return Snapshot(last.entries, linked=last.linked)
+        entries = dict(last.entries)
+        linked = set(last.linked)
+        for path in paths:
+            old = entries.pop(path, None)
+            linked.discard(path)
+            if path in hidden or path in _IN_FLIGHT:
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                st = None
+            except OSError:
+                return None
+            info = _stat_of(st) if st is not None else None
+            if (old is not None and old.kind == _DIR) != (info is not None and info.kind == _DIR):
+                return None
+            if info is not None and st is not None:
+                entries[path] = info
+                if info.kind == _FILE and st.st_nlink > 1:
+                    linked.add(path)
+        if len(entries) > self.walk_entries:
+            return None
+        return Snapshot(entries, linked=sorted(linked))
 
     def before_nowait(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | None:
         """`before` when it would neither walk nor read: the folder's watch says nothing in
@@ -488,7 +535,9 @@ class Checkpoints:
             watch.drain()
             last = self._index.get(str(workdir))
             hidden = tuple(str(p) for p in skip)
-            if not watch.armed or last is None or watch.skip != hidden or last.unkept:
+            if not watch.armed or last is None or watch.skip != hidden:
+                return None
+            if last.unkept or last.linked:
                 return None
             kept = last.kept
             for path, info in last.entries.items():
@@ -512,8 +561,8 @@ class Checkpoints:
     ) -> Snapshot | str:
         why = None
         last = self._last(workdir)
-        snapshot = self._walked(workdir, skip, watch, reuse=True)
-        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(last, snapshot)
+        snapshot, changed = self._walked(workdir, skip, watch)
+        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(last, snapshot, changed)
         entries = snapshot.entries
         size = sum(entries[p].size for p in anew if entries[p].kind == _FILE)
         if snapshot.cut:
@@ -547,9 +596,15 @@ class Checkpoints:
         self, workdir: Path, skip: Sequence[Path], before: Snapshot, watch: FolderWatch | None
     ) -> tuple[Change, ...]:
         shas = before.kept
-        now = self._walked(workdir, skip, watch, reuse=False)
+        base = self._index.get(str(workdir))
+        now, named = self._walked(workdir, skip, watch)
         old_entries, new_entries = before.entries, now.entries
-        differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
+        if named is not None and base is not None and base.entries is old_entries:
+            # Nothing else changed since `before`: only the paths the events named can differ,
+            # whatever their stat says (a file written twice within one timestamp tick).
+            differ = {p for p in named if p in old_entries or p in new_entries}
+        else:
+            differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
         # What `before` kept holds still for every path not among the differing (a path gone
         # is among them).
         kept = now.kept

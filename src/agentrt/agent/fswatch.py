@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import struct
 import sys
 import threading
 import weakref
@@ -51,6 +52,16 @@ _MASK: Final = (
     | _IN_MOVE_SELF
     | _IN_ONLYDIR
 )
+#: What makes a path's event no file's change the last walk can be mended with: a folder
+#: made, gone or moved (its entries are unknown), a watched folder itself gone or moved
+#: (the paths of the folders are not known any more), a queue that overflowed.
+_IN_Q_OVERFLOW: Final = 0x4000
+_IN_IGNORED: Final = 0x8000
+_IN_ISDIR: Final = 0x40000000
+_UNKNOWN: Final = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ISDIR
+#: The most paths the events since a walk may name before a walk is cheaper than their stats.
+CHANGED_PATHS: Final = 1024
+_EVENT: Final = struct.Struct("iIII")
 _IN_NONBLOCK: Final = os.O_NONBLOCK
 _IN_CLOEXEC: Final = os.O_CLOEXEC
 
@@ -114,6 +125,11 @@ class FolderWatch:
         self.skip: tuple[str, ...] = ()
         #: The device of `root`: a folder on another is a mount, not watched.
         self.device = -1
+        #: Not armed: the paths the events since the last walk named (files and their
+        #: folders), or None when they could not say (then walk).
+        self.changed: set[str] | None = None
+        #: Each watched folder's path, by its watch descriptor, as the last walk armed them.
+        self._folders: dict[int, str] = {}
         self._fd = -1
         if _LIBC is None:
             return
@@ -136,7 +152,8 @@ class FolderWatch:
         return self._fd >= 0
 
     def drain(self) -> None:
-        """Read every event waiting: one (or the queue's overflow) disarms it."""
+        """Read every event waiting: one disarms it, naming in `changed` the file it is
+        about and that file's folder (or making `changed` None: a walk is needed)."""
         if self._fd < 0:
             return
         while True:
@@ -145,38 +162,64 @@ class FolderWatch:
             except BlockingIOError:
                 return
             except OSError:
-                self.armed = False
+                self.armed, self.changed = False, None
                 return
             if not data:
                 return
             self.armed = False
+            self._note(data)
+
+    def _note(self, data: bytes) -> None:
+        changed, folders = self.changed, self._folders
+        at, size, unpack = 0, _EVENT.size, _EVENT.unpack_from
+        while at < len(data) and changed is not None:
+            wd, mask, _, length = unpack(data, at)
+            name = data[at + size : at + size + length].rstrip(b"\0")
+            at += size + length
+            folder = folders.get(wd)
+            if mask & _UNKNOWN or folder is None or not name or len(changed) > CHANGED_PATHS:
+                changed = None
+                break
+            changed.add(os.path.join(folder, os.fsdecode(name)))
+            if folder != self.root:
+                changed.add(folder)  # its times changed with its entries
+        self.changed = changed
 
     def begin(self) -> None:
         """A walk begins (after a `drain`: an earlier change is the walk's to see), armed
         until a folder of it cannot be."""
         self.armed = self._fd >= 0
+        self.changed = set()
+        self._folders = {}
+
+    def mended(self) -> None:
+        """The last walk was mended with the paths of `changed`: it holds again."""
+        self.armed = self._fd >= 0
+        self.changed = set()
 
     def arm(self, folder: str, device: int) -> None:
         """Watch `folder` (on `device`) before its entries are read."""
         if not self.armed:
             return
         if device != self.device:
-            self.armed = False  # a mount inside the tree: its file system may not tell
+            self.spoil()  # a mount inside the tree: its file system may not tell
             return
         # The watch limit or an unreadable folder: this walk cannot be trusted later. A folder
         # gone meanwhile is an event of its parent's (the root's, of none: made again later,
         # nothing would tell).
-        watched = _LIBC.inotify_add_watch(self._fd, os.fsencode(folder), _MASK) >= 0
-        if not watched and (ctypes.get_errno() != errno.ENOENT or folder == self.root):
-            self.armed = False
+        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
+        if wd >= 0:
+            self._folders[wd] = folder
+        elif ctypes.get_errno() != errno.ENOENT or folder == self.root:
+            self.spoil()
 
     def spoil(self) -> None:
         """What was walked cannot be trusted later (the walk was cut, a folder skipped)."""
-        self.armed = False
+        self.armed, self.changed = False, None
 
     def close(self) -> None:
         """Give the instance back to the kernel."""
         if self._fd >= 0:
             self._closer()
             self._fd = -1
-            self.armed = False
+            self.armed, self.changed = False, None
