@@ -69,6 +69,12 @@ CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
 KEEP_AT_ONCE: Final = 1024 * 1024
 #: The most entries (files, folders, links) a shell command's walk of the working folder visits.
 WALK_ENTRIES: Final = 100_000
+#: What `Checkpoints.before_nowait` and `after_nowait` do on the caller's thread (an event
+#: loop's) at most: stat and keep this many paths, of this many bytes in all, in a folder
+#: of this many entries (its index is copied). More goes to a thread.
+SMALL_PATHS: Final = 32
+SMALL_BYTES: Final = 64 * 1024
+SMALL_FOLDER: Final = 10_000
 #: The most working folders one `Checkpoints` watches (each an inotify instance: a user
 #: has 128 by default); a walk in any other folder is never left out.
 WATCHED_FOLDERS: Final = 4
@@ -449,9 +455,16 @@ class Checkpoints:
         one file changed costs its walk and little more.
         """
         entries = snapshot.entries
-        if changed is None:
-            changed = {path for path, _ in entries.items() - last.entries.items()}
-        changed = changed | (last.unkept & entries.keys())
+        if changed is not None:
+            # Mended by the watch's events: what they did not name is as it was, kept or not
+            # (a file that could not be read then cannot now: a chmod would be an event).
+            touched = changed | (last.unkept & entries.keys())
+            kept = dict(last.kept)
+            for path in touched:
+                kept.pop(path, None)
+            return kept, {p for p in touched if p in entries and entries[p].kind != _DIR}
+        changed = {path for path, _ in entries.items() - last.entries.items()}
+        changed |= last.unkept & entries.keys()
         kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
         anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
         return kept, anew
@@ -472,29 +485,39 @@ class Checkpoints:
             yield watch
 
     def _walked(
-        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None
-    ) -> tuple[Snapshot, set[str] | None]:
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, walk: bool = True
+    ) -> tuple[Snapshot, set[str] | None] | None:
         """The folder now, and the paths that may differ from its last walk (None: any).
 
         The last walk stands for it when the folder's watch says what changed since: no
         event (every folder armed, the same paths left out), or only events that name
-        files, whose stat is then taken again. Otherwise, a walk.
+        files, whose stat is then taken again (the watch is told by `_settle`). Otherwise
+        a walk; or None without `walk`.
         """
         hidden = tuple(str(p) for p in skip)
         if watch is None:
-            return self.walk(workdir, skip), None
+            return (self.walk(workdir, skip), None) if walk else None
         watch.drain()
         last = self._index.get(str(workdir))
         if last is not None and not last.cut and watch.skip == hidden:
             named = set() if watch.armed else watch.changed
-            if named is not None:
-                named.update(last.linked)
+            if named is not None and (walk or len(named) + len(last.linked) <= SMALL_PATHS):
+                named = named | set(last.linked)
                 mended = self._mended(last, named, hidden)
                 if mended is not None:
-                    watch.mended()
                     return mended, named
+        if not walk:
+            return None
         watch.skip = hidden
         return self.walk(workdir, skip, watch), None
+
+    def _settle(
+        self, workdir: Path, snapshot: Snapshot, watch: FolderWatch | None, named: set[str] | None
+    ) -> None:
+        """`snapshot` is the folder's last walk now (mended with `named`, or walked)."""
+        self._index[str(workdir)] = snapshot
+        if watch is not None and named is not None:
+            watch.mended()
 
     def _mended(self, last: Snapshot, paths: set[str], hidden: tuple[str, ...]) -> Snapshot | None:
         """`last` with the stat of each of `paths` taken again; None if a folder came or went
@@ -526,24 +549,18 @@ class Checkpoints:
         return Snapshot(entries, linked=sorted(linked))
 
     def before_nowait(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | None:
-        """`before` when it would neither walk nor read: the folder's watch says nothing in
-        it changed since its last walk, which kept every file. None: call `before`."""
+        """`before` when it does not block for long: the folder's watch says what changed
+        since its last walk, at most `SMALL_PATHS` files of `SMALL_BYTES` in all to keep, in
+        a folder of at most `SMALL_FOLDER` entries. None: call `before` (in a thread)."""
         watch = self._watches.get(str(workdir))
         if watch is None or not watch.usable or not watch.lock.acquire(blocking=False):
             return None  # another call's walk holds it: `before` waits for it
         try:
-            watch.drain()
             last = self._index.get(str(workdir))
-            hidden = tuple(str(p) for p in skip)
-            if not watch.armed or last is None or watch.skip != hidden:
+            if last is None or len(last.entries) > SMALL_FOLDER:
                 return None
-            if last.unkept or last.linked:
-                return None
-            kept = last.kept
-            for path, info in last.entries.items():
-                if info.kind != _DIR and path not in kept:
-                    return None
-            return last
+            found = self._before(workdir, skip, watch, small=True)
+            return None if isinstance(found, str) else found
         finally:
             watch.lock.release()
 
@@ -554,17 +571,24 @@ class Checkpoints:
         nothing in it changed since the last one.
         """
         with self._watching(workdir) as watch:
-            return self._before(workdir, skip, watch)
+            found = self._before(workdir, skip, watch)
+        assert found is not None  # it walks when it must
+        return found
 
     def _before(
-        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None
-    ) -> Snapshot | str:
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, small: bool = False
+    ) -> Snapshot | str | None:
         why = None
         last = self._last(workdir)
-        snapshot, changed = self._walked(workdir, skip, watch)
+        walked = self._walked(workdir, skip, watch, walk=not small)
+        if walked is None:
+            return None
+        snapshot, changed = walked
         kept, anew = ({}, set()) if snapshot.cut else self._to_keep(last, snapshot, changed)
         entries = snapshot.entries
         size = sum(entries[p].size for p in anew if entries[p].kind == _FILE)
+        if small and (len(anew) > SMALL_PATHS or size > SMALL_BYTES):
+            return None  # nothing settled: the watch still names what changed
         if snapshot.cut:
             why = f"the working folder has more than {self.walk_entries:,} entries"
         elif size > self.limit:
@@ -584,27 +608,58 @@ class Checkpoints:
             except OSError:
                 continue
         snapshot.kept.update(kept)
-        self._index[str(workdir)] = snapshot
+        self._settle(workdir, snapshot, watch, changed)
         return snapshot
 
     def after(self, workdir: Path, skip: Sequence[Path], before: Snapshot) -> tuple[Change, ...]:
         """The changes since `before` (walking `workdir` again and keeping what changed)."""
         with self._watching(workdir) as watch:
-            return self._after(workdir, skip, before, watch)
+            found = self._after(workdir, skip, before, watch)
+        assert found is not None  # it walks when it must
+        return found
+
+    def after_nowait(
+        self, workdir: Path, skip: Sequence[Path], before: Snapshot
+    ) -> tuple[Change, ...] | None:
+        """`after` when it does not block for long (as `before_nowait`). None: call `after`."""
+        watch = self._watches.get(str(workdir))
+        if watch is None or not watch.usable or not watch.lock.acquire(blocking=False):
+            return None
+        try:
+            if len(before.entries) > SMALL_FOLDER:
+                return None
+            return self._after(workdir, skip, before, watch, small=True)
+        finally:
+            watch.lock.release()
 
     def _after(
-        self, workdir: Path, skip: Sequence[Path], before: Snapshot, watch: FolderWatch | None
-    ) -> tuple[Change, ...]:
+        self,
+        workdir: Path,
+        skip: Sequence[Path],
+        before: Snapshot,
+        watch: FolderWatch | None,
+        *,
+        small: bool = False,
+    ) -> tuple[Change, ...] | None:
         shas = before.kept
         base = self._index.get(str(workdir))
-        now, named = self._walked(workdir, skip, watch)
+        walked = self._walked(workdir, skip, watch, walk=not small)
+        if walked is None:
+            return None
+        now, named = walked
         old_entries, new_entries = before.entries, now.entries
         if named is not None and base is not None and base.entries is old_entries:
             # Nothing else changed since `before`: only the paths the events named can differ,
             # whatever their stat says (a file written twice within one timestamp tick).
             differ = {p for p in named if p in old_entries or p in new_entries}
+        elif small:
+            return None
         else:
             differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
+        if small:
+            files = [new_entries[p] for p in differ if p in new_entries]
+            if len(differ) > SMALL_PATHS or sum(f.size for f in files) > SMALL_BYTES:
+                return None  # nothing settled: the watch still names what changed
         # What `before` kept holds still for every path not among the differing (a path gone
         # is among them).
         kept = now.kept
@@ -631,7 +686,7 @@ class Checkpoints:
             if old_entry == new_entry:
                 continue  # touched, not changed (a folder's entries are changes of their own)
             changes.append(Change(path, old_entry, new_entry))
-        self._index[str(workdir)] = now
+        self._settle(workdir, now, watch, named)
         return tuple(changes)
 
     def close(self) -> None:
