@@ -411,11 +411,11 @@ _blocking = itertools.count()
 def _shell_call(checkpoints: Checkpoints, work: Path, command: Callable[[], object]) -> list[str]:
     """The paths a "command" (`command`, run here) changed, as its checkpoint recorded them
     (first without blocking when the folder's watch allows it, as the `shell` tool does)."""
-    before = checkpoints.before_nowait(work, ())
+    before: Snapshot | str | None = checkpoints.before_nowait(work, ())
     if before is None:
         next(_blocking)
         before = checkpoints.before(work, ())
-    assert not isinstance(before, str)
+    assert isinstance(before, Snapshot)
     command()
     changes = checkpoints.after_nowait(work, (), before)
     if changes is None:

@@ -20,6 +20,17 @@ undoable, and its confirmation says so before it runs. As with git, a file
 rewritten within one timestamp tick at the same size and inode, and with its
 ctime put back, would go unseen; nothing ordinary does that.
 
+After the first walk, the folder's inotify watch (`agentrt.agent.fswatch`) says
+what changed since: before and after each command, the last walk is mended with
+the stat (and content) of the files its events name, and a walk is made again
+only when they cannot name them (a folder made or moved, an overflow, more than
+`fswatch.CHANGED_PATHS`); where inotify cannot see every change, every look is a walk.
+A few small files are done on the caller's thread (`before_nowait`,
+`after_nowait`), the rest in a thread. What makes no event goes unseen until the
+next walk: a write through a shared map by a process still running when its
+command ends, or through a hard link made outside the folder since its last
+walk (files with several links at that walk are stat'ed every time).
+
 An undo (`Checkpoints.undo`) restores every path the undone calls changed to
 its state before the first of them. A path that changed since (by the person
 or another run) is a conflict: nothing is touched until the caller says so
