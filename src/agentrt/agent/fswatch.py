@@ -1,19 +1,22 @@
-"""Whether anything changed in a folder tree since it was last walked: Linux's inotify.
+"""What changed in a folder tree since it was last walked: Linux's inotify.
 
-A shell command's checkpoint walks the working folder before and after the
-command (`agentrt.agent.checkpoint`). The walk before is there for what changed
-since the last walk (the person's edits between calls); when the kernel says
-nothing did, the last walk is still true and that walk can be left out.
+A shell command's checkpoint compares the working folder before and after the
+command (`agentrt.agent.checkpoint`). A walk stats every entry; once one is
+made, the kernel can say what changed since (the command's writes, the
+person's edits between calls), and the last walk, mended with a new stat of
+just those files, stands for another.
 
 A `FolderWatch` is one inotify instance. A walk arms it (`arm`) on each folder
 before reading that folder's entries, so any change after the read is an event
-on the instance; `drain` reads the events, and any disarms it: the last walk
-holds still while it is `armed`. It answers
-only where the kernel sees every change: on the local disk file systems of
-`LOCAL`, a tree on one device. Elsewhere (NFS, FUSE, an overlay, a mount inside
-the tree, no inotify, the watch limit reached) it is not `armed` and the caller
-walks as before. Writes through a shared memory map make no event; a walk after
-the command still sees them by their times.
+on the instance. `drain` reads the events: any disarms it, and each names a
+file (and its folder) in `changed`, unless it cannot (a folder made, moved or
+gone, an overflow, too many paths: then `changed` is None and the caller
+walks). It answers only where the kernel sees every change: on the local disk
+file systems of `LOCAL`, a tree on one device. Elsewhere (NFS, FUSE, an
+overlay, a mount inside the tree, no inotify, the watch limit reached) it is
+never armed and the caller walks every time. What makes no event (a write
+through a shared memory map, before it is closed; a write through a hard link
+outside the tree, made since the walk) goes unseen until the next walk.
 """
 
 from __future__ import annotations
