@@ -5,8 +5,9 @@ benchmark              subject vs baseline                                 targe
 =====================  ==================================================  =======
 ``checkpoint_sh``      a confirmed ``shell`` call that changes one file,   <= 1.3x
                        run by the executor in a folder of 500 files, with
-                       checkpoints (a walk before and after, the changed
-                       file kept) vs the same call without them
+                       checkpoints (a look before and after: the folder's
+                       inotify events, or a walk; the changed files kept)
+                       vs the same call without them
 ``undo_100_files``     ``Checkpoints.undo`` of a run that changed 100      <= 2x
                        files of 4 KiB (journal, each file put back, synced)
                        vs writing the same 100 files each through a synced

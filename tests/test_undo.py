@@ -18,7 +18,9 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,9 +31,12 @@ from agentrt import Outcome
 from agentrt import Runtime
 from agentrt import open_runtime
 from agentrt.agent.checkpoint import BESIDE
+from agentrt.agent.checkpoint import KEEP_AT_ONCE
 from agentrt.agent.checkpoint import CallRecord
 from agentrt.agent.checkpoint import Checkpoints
+from agentrt.agent.checkpoint import Snapshot
 from agentrt.agent.checkpoint import in_flight
+from agentrt.agent.fswatch import FolderWatch
 from agentrt.core.errors import NoSuchTurnError
 from agentrt.core.errors import PendingTaskExistsError
 from agentrt.core.errors import UnknownSessionError
@@ -387,3 +392,118 @@ def test_a_write_under_way_beside_a_shell_command_is_not_its_change(tmp_path: Pa
     result = checkpoints.undo("s", checkpoints.last_run("s"))
     assert not result.conflicts
     assert sorted(work.iterdir()) == []
+
+
+class _CountingWalks(Checkpoints):
+    """Checkpoints that count their walks of a working folder."""
+
+    walks = 0
+
+    def walk(self, *args: Any, **kwargs: Any) -> Snapshot:
+        type(self).walks += 1
+        return super().walk(*args, **kwargs)
+
+
+#: How many times `_shell_call` needed `before` or `after` (a thread, for the `shell` tool).
+_blocking = itertools.count()
+
+
+def _shell_call(checkpoints: Checkpoints, work: Path, command: Callable[[], object]) -> list[str]:
+    """The paths a "command" (`command`, run here) changed, as its checkpoint recorded them
+    (first without blocking when the folder's watch allows it, as the `shell` tool does)."""
+    before: Snapshot | str | None = checkpoints.before_nowait(work, ())
+    if before is None:
+        next(_blocking)
+        before = checkpoints.before(work, ())
+    assert isinstance(before, Snapshot)
+    command()
+    changes = checkpoints.after_nowait(work, (), before)
+    if changes is None:
+        next(_blocking)
+        changes = checkpoints.after(work, (), before)
+    checkpoints.record(CallRecord("s", "task", f"c{time.monotonic_ns()}", "shell", 0, changes))
+    return [os.path.relpath(c.path, work) for c in changes]
+
+
+def test_a_quiet_folder_is_not_walked_again_and_any_change_between_calls_is_seen(
+    tmp_path: Path,
+) -> None:
+    """The folder's watch says what changed since the last walk: when nothing did, the next
+    call needs no walk before it (nor a thread); when only files did (the person's between
+    calls, the command's), only their stat is taken again; a folder made or moved makes it
+    walk. No change between calls is taken for the next call's (its undo leaves the person's
+    edits alone)."""
+    work = tmp_path / "work"
+    (work / "deep").mkdir(parents=True)
+    for name in ("a.txt", "b.txt", "deep/c.txt"):
+        (work / name).write_text(f"{name}\n")
+    checkpoints = _CountingWalks(tmp_path / "checkpoints")
+    assert FolderWatch(str(work)).usable, "this file system should tell inotify every change"
+
+    assert _shell_call(checkpoints, work, lambda: (work / "a.txt").write_text("1\n")) == ["a.txt"]
+    walked, blocked = _CountingWalks.walks, next(_blocking)
+    assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("2\n")) == ["b.txt"]
+    # Only files changed, the command's: no walk, and no thread.
+    assert (_CountingWalks.walks, next(_blocking)) == (walked, blocked + 1)
+
+    def between(change: Callable[[], object], command_changes: str, walks: int) -> None:
+        change()  # the person, between two calls
+        counted, blocked = _CountingWalks.walks, next(_blocking)
+        text = f"command {next(_sessions)}\n"
+        changed = _shell_call(checkpoints, work, lambda: (work / command_changes).write_text(text))
+        assert changed == [command_changes]
+        # A walk is made in a thread; a few files' stats and contents are taken without one.
+        assert (_CountingWalks.walks, next(_blocking)) == (counted + walks, blocked + 1 + walks)
+
+    def made_with_a_link_outside() -> None:
+        (work / "deep" / "new").mkdir()
+        os.link(work / "deep" / "c.txt", tmp_path / "c-elsewhere")
+
+    between(lambda: (work / "deep" / "c.txt").write_text("person\n"), "a.txt", 0)
+    between(made_with_a_link_outside, "b.txt", 1)
+    between(lambda: (work / "deep" / "new" / "d.txt").write_text("d\n"), "a.txt", 0)
+    # Written through a name outside the folder: no event, but its stat is taken again.
+    between(lambda: (tmp_path / "c-elsewhere").write_text("person 2\n"), "b.txt", 0)
+    between(lambda: (work / "deep" / "c.txt").chmod(0o600), "a.txt", 0)
+    between(lambda: (work / "deep" / "new").rename(work / "deep" / "moved"), "b.txt", 1)
+    between(lambda: (work / "deep" / "moved" / "d.txt").unlink(), "a.txt", 0)
+    old_b = (work / "b.txt").read_text()
+    # In place, at the same size: a walk alone could miss it within one mtime tick.
+    same_size = "X" * len((work / "a.txt").read_text())
+    between(lambda: (work / "a.txt").write_text(same_size), "b.txt", 0)
+
+    # The last call is undone; what the person changed before it stays as they left it.
+    result = checkpoints.undo("s", checkpoints.records("s")[-1:])
+    assert [os.path.relpath(p, work) for p in result.restored] == ["b.txt"]
+    assert (work / "b.txt").read_text() == old_b
+    assert (work / "a.txt").read_text() == same_size
+    assert (work / "deep" / "c.txt").read_text() == "person 2\n"
+    assert stat.S_IMODE((work / "deep" / "c.txt").stat().st_mode) == 0o600
+    assert sorted(os.listdir(work / "deep")) == ["c.txt", "moved"]
+    assert not os.listdir(work / "deep" / "moved")
+
+    # Closed, its watch gone: the next call walks (watched anew), and sees its own change only.
+    checkpoints.close()
+    walks = _CountingWalks.walks
+    (work / "a.txt").write_text("unwatched\n")
+    assert _shell_call(checkpoints, work, lambda: (work / "b.txt").write_text("3\n")) == ["b.txt"]
+    assert _CountingWalks.walks == walks + 1
+
+
+def test_a_large_file_a_command_wrote_is_kept_before_the_next_command_changes_it(
+    tmp_path: Path,
+) -> None:
+    """A file a command wrote is kept by the walk after it when small, and otherwise by the
+    walk before the next command: either way, undoing that next command puts it back."""
+    work = tmp_path / "work"
+    work.mkdir()
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    small, large = b"s" * 100, os.urandom(KEEP_AT_ONCE + 1)
+    _shell_call(checkpoints, work, lambda: (work / "small").write_bytes(small))
+    _shell_call(checkpoints, work, lambda: (work / "large").write_bytes(large))
+    for name in ("small", "large"):
+        _shell_call(checkpoints, work, lambda: (work / name).write_bytes(b"changed"))  # noqa: B023
+    result = checkpoints.undo("s", checkpoints.records("s")[-2:])
+    assert sorted(os.path.basename(p) for p in result.restored) == ["large", "small"]
+    assert (work / "small").read_bytes() == small
+    assert (work / "large").read_bytes() == large

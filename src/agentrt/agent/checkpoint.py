@@ -20,6 +20,17 @@ undoable, and its confirmation says so before it runs. As with git, a file
 rewritten within one timestamp tick at the same size and inode, and with its
 ctime put back, would go unseen; nothing ordinary does that.
 
+After the first walk, the folder's inotify watch (`agentrt.agent.fswatch`) says
+what changed since: before and after each command, the last walk is mended with
+the stat (and content) of the files its events name, and a walk is made again
+only when they cannot name them (a folder made or moved, an overflow, more than
+`fswatch.CHANGED_PATHS`); where inotify cannot see every change, every look is a walk.
+A few small files are done on the caller's thread (`before_nowait`,
+`after_nowait`), the rest in a thread. What makes no event goes unseen until the
+next walk: a write through a shared map by a process still running when its
+command ends, or through a hard link made outside the folder since its last
+walk (files with several links at that walk are stat'ed every time).
+
 An undo (`Checkpoints.undo`) restores every path the undone calls changed to
 its state before the first of them. A path that changed since (by the person
 or another run) is a conflict: nothing is touched until the caller says so
@@ -42,6 +53,7 @@ import hashlib
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -58,11 +70,25 @@ import attrs
 from ..config.statedir import write_synced
 from ..vocab.reprs import mutable
 from ..vocab.reprs import record
+from .fswatch import FolderWatch
 
 #: The most bytes of old content one call may keep (a call over it cannot be undone).
 CHECKPOINT_LIMIT: Final = 256 * 1024 * 1024
+#: The most bytes of a file a shell command wrote that are kept at once, by the walk after
+#: it (they were read for their hash): the walk before the next command need read no
+#: file then. A larger file is kept by that walk, if there is one.
+KEEP_AT_ONCE: Final = 1024 * 1024
 #: The most entries (files, folders, links) a shell command's walk of the working folder visits.
 WALK_ENTRIES: Final = 100_000
+#: What `Checkpoints.before_nowait` and `after_nowait` do on the caller's thread (an event
+#: loop's) at most: stat and keep this many paths, of this many bytes in all, in a folder
+#: of this many entries (its index is copied). More goes to a thread.
+SMALL_PATHS: Final = 32
+SMALL_BYTES: Final = 64 * 1024
+SMALL_FOLDER: Final = 10_000
+#: The most working folders one `Checkpoints` watches (each an inotify instance: a user
+#: has 128 by default); a walk in any other folder is never left out.
+WATCHED_FOLDERS: Final = 4
 #: What the kept-beside copy of a conflicting file is named after: ``NAME.agentrt-undo-N``.
 BESIDE: Final = ".agentrt-undo-"
 
@@ -240,6 +266,9 @@ class Snapshot:
     #: The files whose content hash is known but not kept yet (a command's new content,
     #: kept only if another call changes it again: see `Checkpoints.before`).
     unkept: set[str] = attrs.field(factory=set)
+    #: The files with more than one link: a write through a link outside the tree makes no
+    #: event of the folder's watch, so their stat is taken again whatever it says.
+    linked: list[str] = attrs.field(factory=list)
 
 
 @mutable
@@ -255,6 +284,9 @@ class Checkpoints:
     holds_secret: Callable[[bytes], bool] | None = None
     #: Per working folder: its last walk, whose kept files need not be read again.
     _index: dict[str, Snapshot] = attrs.field(factory=dict, init=False)
+    #: Per working folder: whether anything in it changed since its last walk.
+    _watches: dict[str, FolderWatch] = attrs.field(factory=dict, init=False)
+    _watches_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     @property
     def objects(self) -> Path:
@@ -291,8 +323,9 @@ class Checkpoints:
         """The bytes of object `sha`."""
         return (self.objects / sha[:2] / sha).read_bytes()
 
-    def entry_of(self, path: Path, *, keep: bool = True) -> Entry | None:
-        """The state of `path` now (its content kept as an object with `keep`); None if absent."""
+    def entry_of(self, path: Path, *, keep: bool | int = True) -> Entry | None:
+        """The state of `path` now (its content kept as an object with `keep`, or when an int,
+        if it is at most that many bytes); None if absent."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -305,7 +338,8 @@ class Checkpoints:
         if info.kind == _DIR:
             return Entry(_DIR, info.mode)
         data = path.read_bytes()
-        return Entry(_FILE, info.mode, self.keep(data) if keep else digest(data))
+        kept = keep if isinstance(keep, bool) else len(data) <= keep
+        return Entry(_FILE, info.mode, self.keep(data) if kept else digest(data))
 
     def too_big(self, path: Path) -> str | None:
         """Why a write of `path` could not be undone (its old content is over the limit)."""
@@ -362,17 +396,30 @@ class Checkpoints:
 
     # -- a shell command's walk -----------------------------------------------------
 
-    def walk(self, workdir: Path, skip: Sequence[Path] = ()) -> Snapshot:
-        """Stat every entry under `workdir` (not following links, leaving out `skip`)."""
+    def walk(
+        self, workdir: Path, skip: Sequence[Path] = (), watch: FolderWatch | None = None
+    ) -> Snapshot:
+        """Stat every entry under `workdir` (not following links, leaving out `skip`).
+
+        With `watch`, each folder is armed before its entries are read (drain it first).
+        """
         entries: dict[str, _Stat] = {}
+        linked: list[str] = []
         skipped = {str(p) for p in skip}
         room = self.walk_entries
         # The loop runs once an entry of the folder (and twice a command): names bound here.
         scandir, kinds, ifmt, imode, make = os.scandir, _KINDS, stat.S_IFMT, stat.S_IMODE, _STAT
         in_flight = _IN_FLIGHT
-        stack = [str(workdir)]
+        arm = None
+        if watch is not None and watch.usable:
+            watch.begin()
+            arm = watch.arm
+        root = str(workdir)
+        stack = [(root, watch.device if watch is not None else 0)]
         while stack:
-            folder = stack.pop()
+            folder, device = stack.pop()
+            if arm is not None:
+                arm(folder, device)
             try:
                 scan = scandir(folder)
             except OSError:
@@ -391,40 +438,168 @@ class Checkpoints:
                     if kind is None:
                         continue  # a socket, a fifo, a device: not kept
                     if not room:
-                        return Snapshot(entries, cut=True)
+                        if watch is not None:
+                            watch.spoil()
+                        return Snapshot(entries, cut=True, linked=linked)
                     room -= 1
                     entries[path] = make(
                         _Stat,
                         (kind, imode(mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
                     )
                     if kind == _DIR:
-                        stack.append(path)
-        return Snapshot(entries)
+                        stack.append((path, st.st_dev))
+                    elif st.st_nlink > 1 and kind == _FILE:
+                        linked.append(path)
+        return Snapshot(entries, linked=linked)
 
     def _last(self, workdir: Path) -> Snapshot:
         return self._index.get(str(workdir), Snapshot({}))
 
     @staticmethod
-    def _to_keep(last: Snapshot, snapshot: Snapshot) -> tuple[dict[str, str], set[str]]:
-        """What of `last`'s kept objects still holds for `snapshot`, and the paths to keep anew.
+    def _to_keep(
+        last: Snapshot, snapshot: Snapshot, changed: set[str] | None = None
+    ) -> tuple[dict[str, str], set[str]]:
+        """What of `last`'s kept objects still holds for `snapshot`, and the paths to keep anew
+        (`changed`: the only paths whose stat may differ, when known).
 
         Compared as sets of (path, stat) pairs, so that a walk of a large folder in which
         one file changed costs its walk and little more.
         """
         entries = snapshot.entries
+        if changed is not None:
+            # Mended by the watch's events: what they did not name is as it was, kept or not
+            # (a file that could not be read then cannot now: a chmod would be an event).
+            touched = changed | (last.unkept & entries.keys())
+            kept = dict(last.kept)
+            for path in touched:
+                kept.pop(path, None)
+            return kept, {p for p in touched if p in entries and entries[p].kind != _DIR}
         changed = {path for path, _ in entries.items() - last.entries.items()}
         changed |= last.unkept & entries.keys()
         kept = {p: sha for p, sha in last.kept.items() if p in entries and p not in changed}
         anew = {p for p, info in entries.items() if info.kind != _DIR and p not in kept}
         return kept, anew
 
+    @contextlib.contextmanager
+    def _watching(self, workdir: Path) -> Iterator[FolderWatch | None]:
+        """The folder's watch, its lock held (None where there is none): a drain, the walk
+        after it and the index it leaves are one step for any other call's walk."""
+        key = str(workdir)
+        with self._watches_lock:
+            watch = self._watches.get(key)
+            if watch is None and len(self._watches) < WATCHED_FOLDERS:
+                watch = self._watches[key] = FolderWatch(key)
+        if watch is None or not watch.usable:
+            yield None
+            return
+        with watch.lock:
+            yield watch
+
+    def _walked(
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, walk: bool = True
+    ) -> tuple[Snapshot, set[str] | None] | None:
+        """The folder now, and the paths that may differ from its last walk (None: any).
+
+        The last walk stands for it when the folder's watch says what changed since: no
+        event (every folder armed, the same paths left out), or only events that name
+        files, whose stat is then taken again (the watch is told by `_settle`). Otherwise
+        a walk; or None without `walk`.
+        """
+        hidden = tuple(str(p) for p in skip)
+        if watch is None:
+            return (self.walk(workdir, skip), None) if walk else None
+        watch.drain()
+        last = self._index.get(str(workdir))
+        if last is not None and not last.cut and watch.skip == hidden:
+            named = set() if watch.armed else watch.changed
+            if named is not None and (walk or len(named) + len(last.linked) <= SMALL_PATHS):
+                named = named | set(last.linked)
+                mended = self._mended(last, named, hidden)
+                if mended is not None:
+                    return mended, named
+        if not walk:
+            return None
+        watch.skip = hidden
+        return self.walk(workdir, skip, watch), None
+
+    def _settle(
+        self, workdir: Path, snapshot: Snapshot, watch: FolderWatch | None, named: set[str] | None
+    ) -> None:
+        """`snapshot` is the folder's last walk now (mended with `named`, or walked)."""
+        self._index[str(workdir)] = snapshot
+        if watch is not None and named is not None:
+            watch.mended()
+
+    def _mended(self, last: Snapshot, paths: set[str], hidden: tuple[str, ...]) -> Snapshot | None:
+        """`last` with the stat of each of `paths` taken again; None if a folder came or went
+        (what is in it is not known: walk)."""
+        if not paths:
+            return Snapshot(last.entries, linked=last.linked)
+        entries = dict(last.entries)
+        linked = set(last.linked)
+        for path in paths:
+            old = entries.pop(path, None)
+            linked.discard(path)
+            if path in hidden or path in _IN_FLIGHT:
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                st = None
+            except OSError:
+                return None
+            info = _stat_of(st) if st is not None else None
+            if (old is not None and old.kind == _DIR) != (info is not None and info.kind == _DIR):
+                return None
+            if info is not None and st is not None:
+                entries[path] = info
+                if info.kind == _FILE and st.st_nlink > 1:
+                    linked.add(path)
+        if len(entries) > self.walk_entries:
+            return None
+        return Snapshot(entries, linked=sorted(linked))
+
+    def before_nowait(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | None:
+        """`before` when it does not block for long: the folder's watch says what changed
+        since its last walk, at most `SMALL_PATHS` files of `SMALL_BYTES` in all to keep, in
+        a folder of at most `SMALL_FOLDER` entries. None: call `before` (in a thread)."""
+        watch = self._watches.get(str(workdir))
+        if watch is None or not watch.usable or not watch.lock.acquire(blocking=False):
+            return None  # another call's walk holds it: `before` waits for it
+        try:
+            last = self._index.get(str(workdir))
+            if last is None or len(last.entries) > SMALL_FOLDER:
+                return None
+            found = self._before(workdir, skip, watch, small=True)
+            return None if isinstance(found, str) else found
+        finally:
+            watch.lock.release()
+
     def before(self, workdir: Path, skip: Sequence[Path]) -> Snapshot | str:
-        """Walk `workdir` and keep every file changed since the last walk; or why it cannot."""
+        """Walk `workdir` and keep every file changed since the last walk; or why it cannot.
+
+        The walk is left out when the folder's watch (`agentrt.agent.fswatch`) says
+        nothing in it changed since the last one.
+        """
+        with self._watching(workdir) as watch:
+            found = self._before(workdir, skip, watch)
+        assert found is not None  # it walks when it must
+        return found
+
+    def _before(
+        self, workdir: Path, skip: Sequence[Path], watch: FolderWatch | None, *, small: bool = False
+    ) -> Snapshot | str | None:
         why = None
-        snapshot = self.walk(workdir, skip)
-        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(self._last(workdir), snapshot)
+        last = self._last(workdir)
+        walked = self._walked(workdir, skip, watch, walk=not small)
+        if walked is None:
+            return None
+        snapshot, changed = walked
+        kept, anew = ({}, set()) if snapshot.cut else self._to_keep(last, snapshot, changed)
         entries = snapshot.entries
         size = sum(entries[p].size for p in anew if entries[p].kind == _FILE)
+        if small and (len(anew) > SMALL_PATHS or size > SMALL_BYTES):
+            return None  # nothing settled: the watch still names what changed
         if snapshot.cut:
             why = f"the working folder has more than {self.walk_entries:,} entries"
         elif size > self.limit:
@@ -444,17 +619,64 @@ class Checkpoints:
             except OSError:
                 continue
         snapshot.kept.update(kept)
-        self._index[str(workdir)] = snapshot
+        self._settle(workdir, snapshot, watch, changed)
         return snapshot
 
     def after(self, workdir: Path, skip: Sequence[Path], before: Snapshot) -> tuple[Change, ...]:
         """The changes since `before` (walking `workdir` again and keeping what changed)."""
+        with self._watching(workdir) as watch:
+            found = self._after(workdir, skip, before, watch)
+        assert found is not None  # it walks when it must
+        return found
+
+    def after_nowait(
+        self, workdir: Path, skip: Sequence[Path], before: Snapshot
+    ) -> tuple[Change, ...] | None:
+        """`after` when it does not block for long (as `before_nowait`). None: call `after`."""
+        watch = self._watches.get(str(workdir))
+        if watch is None or not watch.usable or not watch.lock.acquire(blocking=False):
+            return None
+        try:
+            if len(before.entries) > SMALL_FOLDER:
+                return None
+            return self._after(workdir, skip, before, watch, small=True)
+        finally:
+            watch.lock.release()
+
+    def _after(
+        self,
+        workdir: Path,
+        skip: Sequence[Path],
+        before: Snapshot,
+        watch: FolderWatch | None,
+        *,
+        small: bool = False,
+    ) -> tuple[Change, ...] | None:
         shas = before.kept
-        now = self.walk(workdir, skip)
+        base = self._index.get(str(workdir))
+        walked = self._walked(workdir, skip, watch, walk=not small)
+        if walked is None:
+            return None
+        now, named = walked
         old_entries, new_entries = before.entries, now.entries
-        differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
+        if named is not None and base is not None and base.entries is old_entries:
+            # Nothing else changed since `before`: only the paths the events named can differ,
+            # whatever their stat says (a file written twice within one timestamp tick).
+            differ = {p for p in named if p in old_entries or p in new_entries}
+        elif small:
+            return None
+        else:
+            differ = {path for path, _ in new_entries.items() ^ old_entries.items()}
+        if small:
+            files = [new_entries[p] for p in differ if p in new_entries]
+            if len(differ) > SMALL_PATHS or sum(f.size for f in files) > SMALL_BYTES:
+                return None  # nothing settled: the watch still names what changed
+        # What `before` kept holds still for every path not among the differing (a path gone
+        # is among them).
         kept = now.kept
-        kept.update((p, sha) for p, sha in shas.items() if p in new_entries and p not in differ)
+        kept.update(shas)
+        for path in differ:
+            kept.pop(path, None)
         now.unkept.update(p for p in before.unkept if p in kept)
         changes: list[Change] = []
         for path in sorted(differ):
@@ -462,20 +684,29 @@ class Checkpoints:
             new_entry: Entry | None = None
             if new is not None:
                 try:
-                    # Its hash only: its content is kept if a later call changes it again.
-                    new_entry = self.entry_of(Path(path), keep=False)
+                    # Kept at once if small (it is read for its hash anyway); a larger one is
+                    # kept by the next walk before a command, if there is one.
+                    new_entry = self.entry_of(Path(path), keep=KEEP_AT_ONCE)
                 except OSError:
                     continue
                 if new_entry is not None and new_entry.kind != _DIR:
                     kept[path] = new_entry.data
-                    if new_entry.kind == _FILE:
+                    if new_entry.kind == _FILE and not self._has(new_entry.data):
                         now.unkept.add(path)
             old_entry = self._entry_from(path, old, shas) if old is not None else None
             if old_entry == new_entry:
                 continue  # touched, not changed (a folder's entries are changes of their own)
             changes.append(Change(path, old_entry, new_entry))
-        self._index[str(workdir)] = now
+        self._settle(workdir, now, watch, named)
         return tuple(changes)
+
+    def close(self) -> None:
+        """Give back the folders' watches (a walk after it walks, watched anew)."""
+        with self._watches_lock:
+            watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            with watch.lock:
+                watch.close()
 
     @staticmethod
     def _entry_from(path: str, info: _Stat, shas: Mapping[str, str]) -> Entry | None:

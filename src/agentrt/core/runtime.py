@@ -398,6 +398,7 @@ async def open_runtime(
         async with _fleet(opened, executor, registry, http) as fleet:
             yield attrs.evolve(runtime, fleet=fleet)
     finally:
+        checkpoints.close()
         await opened.aclose()
 
 

@@ -13,6 +13,7 @@ from ...core.policy import Command
 from ...models.messages import ToolCall
 from ...vocab.clamp import clamp
 from ...vocab.reprs import record
+from ..checkpoint import Change
 from ..checkpoint import Snapshot
 from ..sandbox import refusal_note
 from ..toolproc import run_tool
@@ -109,6 +110,10 @@ async def _keep_before(agent: ToolRun) -> Snapshot | str | None:
     if checkpoints is None:
         return None
     agent.asks_nothing()  # the walk may take long; the question comes after it
+    quiet = checkpoints.before_nowait(config.workdir, config.hidden_paths)
+    if quiet is not None:
+        await trio.lowlevel.checkpoint()
+        return quiet
     return await trio.to_thread.run_sync(checkpoints.before, config.workdir, config.hidden_paths)
 
 
@@ -138,14 +143,20 @@ async def _record(agent: ToolRun, call: ToolCall, before: Snapshot | str) -> Non
     assert checkpoints is not None
     workdir, skip = config.workdir, config.hidden_paths
 
-    def walk_and_record() -> None:
-        # The walk and the record in one trip to a thread.
-        if isinstance(before, Snapshot):
-            changes = checkpoints.after(workdir, skip, before)
-            why = None
-        else:
+    def walk_and_record(changes: tuple[Change, ...] | None) -> None:
+        # The walk and the record in one trip to a thread (or none: see `after_nowait`).
+        why = None
+        if isinstance(before, str):
             changes, why = (), before
+        elif changes is None:
+            changes = checkpoints.after(workdir, skip, before)
         if changes or why:
             checkpoints.record(call_record(agent, call, changes, why))
 
-    await trio.to_thread.run_sync(walk_and_record)
+    if isinstance(before, Snapshot):
+        changes = checkpoints.after_nowait(workdir, skip, before)
+        if changes is not None:
+            walk_and_record(changes)
+            await trio.lowlevel.checkpoint()
+            return
+    await trio.to_thread.run_sync(walk_and_record, None)
