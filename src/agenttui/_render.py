@@ -224,9 +224,19 @@ class _Context:
         return _Context(self.width, (*self.first, *first), (*self.rest, *rest))
 
 
-def parse(text: str) -> list[Token]:
-    """`text`'s Markdown tokens: every reply is read through here."""
-    return _parser().parse(text)
+#: Link reference definitions, by label: ``[label]: href "title"`` (markdown-it's ``env``).
+References = dict[str, Any]
+
+
+def parse(text: str, references: References | None = None) -> list[Token]:
+    """`text`'s Markdown tokens: every reply is read through here.
+
+    `references` are definitions read before `text` (a reply laid out a part at a
+    time); the ones `text` makes are added to it.
+    """
+    if references is None:
+        return _parser().parse(text)
+    return _parser().parse(text, {"references": references})
 
 
 def render_markdown(text: str, width: int) -> list[Line]:
@@ -234,9 +244,11 @@ def render_markdown(text: str, width: int) -> list[Line]:
     return _markdown_lines(text, width) or [[]]
 
 
-def _markdown_lines(text: str, width: int, carry: Line | None = None) -> list[Line]:
+def _markdown_lines(
+    text: str, width: int, carry: Line | None = None, references: References | None = None
+) -> list[Line]:
     """The screen lines of `text` (none when it shows nothing); see `_Context.carry`."""
-    tokens = parse(text)
+    tokens = parse(text, references)
     lines: list[Line] = []
     ctx = _Context(width, carry=None if carry is None else tuple(carry))
     _blocks(tokens, 0, len(tokens), ctx, lines, gap=True)
@@ -549,11 +561,6 @@ def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
     return lines
 
 
-#: A line of a reply still streaming is laid out in pieces of at most about this many
-#: characters: the full screen lines of a piece are kept, the last goes on with the next.
-LONG_LINE = 250
-
-
 def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
     """`lines` behind `label` (on the first line when `first`) or as much space."""
     if not label:
@@ -562,17 +569,31 @@ def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
     return [[*(label if first and n == 0 else pad), *line] for n, line in enumerate(lines)]
 
 
+#: The open block of a reply streaming in (its last paragraph, list, quote, code
+#: block...) is laid out whole again as it grows while it is at most this many
+#: characters: what shows is then exactly what the reply so far shows laid out whole.
+#: A longer one is kept a part at a time (see `_Stream`): a line longer than this, say,
+#: is laid out a piece at a time, the full screen lines of a piece kept, the last going
+#: on with the next.
+OPEN_BLOCK = 4000
+
+
 @attrs.define(eq=False)
 class _Stream:
     """The screen lines of a reply still streaming in, laid out a completed part at a time.
 
-    The parts no later text can change (the blocks before the last one, the earlier
-    lines of a paragraph, the earlier items of a list, the earlier lines of a code
-    block, the full screen lines of a long line) are laid out once and kept; only
-    the open part after them is laid out again as the text grows, so the work done
-    for each new piece does not grow with the reply. Markup spanning two parts (an
-    emphasis across lines, a list's number widths) is shown exactly once the reply
-    is complete (`LineCache.lines` with ``growing=False``).
+    The blocks before the last one are closed (no later text changes them): they
+    are laid out once and kept; only the open block after them is laid out again
+    as the text grows, so the work done for each new piece does not grow with the
+    reply, and the lines are the very lines of the reply so far laid out whole.
+    Link reference definitions are the exception, handled as one: when the ones
+    the reply makes change, it is laid out again from its start with them.
+
+    An open block longer than `OPEN_BLOCK` is kept a part at a time too: the earlier lines of a paragraph, the earlier items
+    of a list, the earlier lines of a code block, the full screen lines of a long
+    line. Markup spanning two parts (an emphasis across lines, a list's number
+    widths, a code block's colours) may then show differently until the reply is
+    complete, when it is laid out whole (`exact` says whether it must be).
     """
 
     width: int
@@ -594,6 +615,12 @@ class _Stream:
     carry: Line | None = None
     #: True when a blank line separates the kept lines from the open part (two blocks).
     gap: bool = False
+    #: False once a part was kept inside a block: the lines may differ from the whole's.
+    exact: bool = True
+    #: The link reference definitions the kept lines were laid out with (the reply's).
+    references: References = attrs.field(factory=dict)
+    #: Those the kept parts made, so far (the open part's are added to them).
+    made: References = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, entry: TranscriptEntry, width: int) -> _Stream:
@@ -608,22 +635,45 @@ class _Stream:
 
     def lines(self, parts: list[str]) -> list[Line]:
         """The screen lines of the text of `parts`, which start with every part given before."""
-        self.rest += visible("".join(parts[self.seen :]))
-        self.seen = len(parts)
-        self._advance()
-        rest = self.rest
-        shown = self._lay_out(self.lead + rest) if rest or self.carry or not self.markdown else []
+        while True:
+            self.rest += visible("".join(parts[self.seen :]))
+            self.seen = len(parts)
+            self._advance()
+            rest = self.rest
+            made = dict(self.made)
+            shown = (
+                self._lay_out(self.lead + rest, made)
+                if rest or self.carry or not self.markdown
+                else []
+            )
+            if _labels(made) == _labels(self.references):
+                break
+            # The definitions changed (one was made, or an open one stopped being one):
+            # the reply is laid out again from its start, with the definitions it has now.
+            self._restart(made)
         out = self.done + (self._blank() if self.gap and self.done and shown else [])
         out += _labelled(shown, self.label, not out)
-        return out or [[]]
+        # Nothing shows yet: an empty line, behind the label as the whole's.
+        return out or _labelled([[]], self.label, True)
+
+    def _restart(self, references: References) -> None:
+        fresh = _Stream(self.width, self.markdown, self.style, self.prefix, self.label)
+        fresh.references = {k: dict(v) for k, v in references.items()}
+        for field in attrs.fields(_Stream):
+            setattr(self, field.name, getattr(fresh, field.name))
 
     def _blank(self) -> list[Line]:
         return _labelled([[]], self.label, False)
 
-    def _lay_out(self, text: str) -> list[Line]:
+    def _lay_out(self, text: str, made: References) -> list[Line]:
         carry, self_first = self.carry, not self.done and self.carry is None
         if self.markdown:
-            return _markdown_lines(text, self.width, carry)
+            # Every definition of the reply is known to each part, as to the whole.
+            known = _Definitions({**self.references, **made})
+            lines = _markdown_lines(text, self.width, carry, known)
+            for label, definition in known.made.items():
+                made.setdefault(label, definition)
+            return lines
         indent: Line = [("", " " * width_of(self.prefix))]
         if carry is not None:
             return wrap_text([(self.style, text)], self.width, carry, indent, continued=True)
@@ -642,19 +692,21 @@ class _Stream:
             cut = self._cut(tail) if self.markdown else _plain_cut(tail)
             if cut is None:
                 break
-            at, lead, gap = cut
+            at, lead, gap, whole = cut
             # Plain text is kept up to its last newline, which the next part starts after.
             kept = tail[:at] if self.markdown else tail[: at - 1]
-            self._keep(self._lay_out(kept))
+            self._keep(self._lay_out(kept, self.made))
+            self.exact = self.exact and whole and self.carry is None
             self.carry = None
             self.rest = self.rest[at - len(self.lead) :]
             self.lead, self.gap = lead, gap
         tail = self.rest
-        if not self.lead and "\n" not in tail and len(tail) > LONG_LINE:
+        if not self.lead and "\n" not in tail and len(tail) > OPEN_BLOCK:
             self._cut_long_line(tail)
 
-    def _cut(self, tail: str) -> tuple[int, str, bool] | None:
-        """Where the completed part of `tail` ends: (offset, the lead after it, gap)."""
+    def _cut(self, tail: str) -> tuple[int, str, bool, bool] | None:
+        """Where the completed part of `tail` ends: (offset, the lead after it, gap, whether
+        it ends a block)."""
         end = tail.rfind("\n") + 1
         if end <= len(self.lead):
             return None
@@ -671,7 +723,10 @@ class _Stream:
         first_line, end_line = last.map
         if len(blocks) >= 2:
             # The blocks before the last are closed: no line to come changes them.
-            return _progress(starts[first_line], "", True, self.lead)
+            return _progress(starts[first_line], "", True, self.lead, whole=True)
+        if len(tail) <= OPEN_BLOCK and not self.lead and self.carry is None:
+            # The open block is laid out whole again at each piece.
+            return None
         if last.type == "paragraph_open" and end_line - 1 > first_line:
             # Its last line stays open: the next one may underline it into a heading.
             return _progress(starts[end_line - 1], "", False, self.lead)
@@ -697,18 +752,46 @@ class _Stream:
         at = tail.rfind(" ", 0, len(tail) - 1)
         if at <= 0:
             return
-        lines = self._lay_out(tail[:at])
+        lines = self._lay_out(tail[:at], self.made)
         if not lines:
             return
         self._keep(lines[:-1])
+        # Markdown goes on after the line: a later line may make a heading of it, say.
+        self.exact = self.exact and not self.markdown
         self.carry = lines[-1]
         self.rest = self.rest[at + 1 :]
         self.gap = False
 
 
-def _progress(at: int, lead: str, gap: bool, old_lead: str) -> tuple[int, str, bool] | None:
-    """A cut at `at` when it keeps more than the old lead (else None: nothing to keep)."""
-    return (at, lead, gap) if at > len(old_lead) else None
+class _Definitions(dict[str, Any]):
+    """The definitions a part of a reply is parsed with: the reply's (the first of a
+    label wins, wherever it is), and in `made` those the part itself makes."""
+
+    def __init__(self, known: References) -> None:
+        super().__init__(known)
+        self.made: References = {}
+
+    def __contains__(self, label: object) -> bool:
+        # markdown-it asks before it adds a definition: each of the part's is seen.
+        return label in self.made
+
+    def __setitem__(self, label: str, definition: Any) -> None:
+        self.made.setdefault(label, definition)
+        if not super().__contains__(label):
+            super().__setitem__(label, definition)
+
+
+def _labels(references: References) -> dict[str, tuple[object, object]]:
+    """What of `references` shows: each label's address and title."""
+    return {label: (ref.get("href"), ref.get("title")) for label, ref in references.items()}
+
+
+def _progress(
+    at: int, lead: str, gap: bool, old_lead: str, *, whole: bool = False
+) -> tuple[int, str, bool, bool] | None:
+    """A cut at `at` when it keeps more than the old lead (else None: nothing to keep);
+    `whole` when it ends a block."""
+    return (at, lead, gap, whole) if at > len(old_lead) else None
 
 
 def _closed(fence: Token, lines: list[str]) -> bool:
@@ -722,10 +805,10 @@ def _closed(fence: Token, lines: list[str]) -> bool:
     return bool(marker) and closing.startswith(marker) and set(closing) == {marker[0]}
 
 
-def _plain_cut(tail: str) -> tuple[int, str, bool] | None:
+def _plain_cut(tail: str) -> tuple[int, str, bool, bool] | None:
     """Plain text is kept up to its last full line (each line is wrapped alone)."""
     end = tail.rfind("\n")
-    return (end + 1, "", False) if end >= 0 else None
+    return (end + 1, "", False, True) if end >= 0 else None
 
 
 @attrs.define(eq=False)
@@ -733,7 +816,9 @@ class LineCache:
     """Screen lines of each entry, made again only when its text or the width changed.
 
     An entry still growing (the reply or reasoning streaming in) is laid out a piece
-    at a time (see `_Stream`); once it stops, it is laid out whole, once.
+    at a time (see `_Stream`); once it stops, those lines are its lines, or, when
+    parts of a block were kept apart (`_Stream.exact` is false), it is laid out
+    whole, once.
     """
 
     _cache: dict[int, tuple[int, int, bool, list[Line]]] = attrs.field(factory=dict, init=False)
@@ -753,7 +838,13 @@ class LineCache:
                 known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
             lines = known[1].lines(entry.parts)
         else:
-            self._streams.pop(entry.serial, None)
+            known = self._streams.pop(entry.serial, None)
+            if known is not None and known[0] == width and known[1].exact:
+                # What streamed in was laid out as the whole would be: it is not done again.
+                lines = known[1].lines(entry.parts)
+                if known[1].exact:
+                    self._cache[entry.serial] = (*key, lines)
+                    return lines
             lines = entry_lines(entry, width)
         self._cache[entry.serial] = (*key, lines)
         return lines
