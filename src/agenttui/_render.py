@@ -249,14 +249,22 @@ def _markdown_lines(
 ) -> list[Line]:
     """The screen lines of `text` (none when it shows nothing); see `_Context.carry`."""
     tokens = parse(text, references)
-    lines: list[Line] = []
-    ctx = _Context(width, carry=None if carry is None else tuple(carry))
-    _blocks(tokens, 0, len(tokens), ctx, lines, gap=True)
-    while lines and not lines[-1]:
-        lines.pop()
+    lines = _token_lines(tokens, len(tokens), width, carry)
     if carry is not None and not any(t.type == "paragraph_open" for t in tokens[:1]):
         # The text went on with something else than its paragraph: the line stays as it was.
         lines.insert(0, list(carry))
+    return lines
+
+
+def _token_lines(
+    tokens: Sequence[Token], end: int, width: int, carry: Line | None = None
+) -> list[Line]:
+    """The screen lines of the blocks of `tokens` before `end`, no blank line after them."""
+    lines: list[Line] = []
+    ctx = _Context(width, carry=None if carry is None else tuple(carry))
+    _blocks(tokens, 0, end, ctx, lines, gap=True)
+    while lines and not lines[-1]:
+        lines.pop()
     return lines
 
 
@@ -692,10 +700,12 @@ class _Stream:
             cut = self._cut(tail) if self.markdown else _plain_cut(tail)
             if cut is None:
                 break
-            at, lead, gap, whole = cut
-            # Plain text is kept up to its last newline, which the next part starts after.
-            kept = tail[:at] if self.markdown else tail[: at - 1]
-            self._keep(self._lay_out(kept, self.made))
+            at, lead, gap, whole, ready = cut
+            if ready is None:
+                # Plain text is kept up to its last newline, which the next part starts after.
+                kept = tail[:at] if self.markdown else tail[: at - 1]
+                ready = self._lay_out(kept, self.made)
+            self._keep(ready)
             self.exact = self.exact and whole and self.carry is None
             self.carry = None
             self.rest = self.rest[at - len(self.lead) :]
@@ -704,26 +714,35 @@ class _Stream:
         if not self.lead and "\n" not in tail and len(tail) > OPEN_BLOCK:
             self._cut_long_line(tail)
 
-    def _cut(self, tail: str) -> tuple[int, str, bool, bool] | None:
+    def _cut(self, tail: str) -> _Cut | None:
         """Where the completed part of `tail` ends: (offset, the lead after it, gap, whether
-        it ends a block)."""
+        it ends a block, its lines when they were laid out already)."""
         end = tail.rfind("\n") + 1
         if end <= len(self.lead):
             return None
         complete = tail[:end]
-        tokens = parse(complete)
+        known = _Definitions({**self.references, **self.made})
+        tokens = parse(complete, known)
         starts = [0]
         for line in complete.split("\n")[:-1]:
             starts.append(starts[-1] + len(line) + 1)
-        blocks = [t for t in tokens if t.level == 0 and t.nesting >= 0 and t.map is not None]
+        at = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0 and t.map]
+        blocks = [tokens[i] for i in at]
         if not blocks:
             return None
         last = blocks[-1]
         assert last.map is not None
         first_line, end_line = last.map
         if len(blocks) >= 2:
-            # The blocks before the last are closed: no line to come changes them.
-            return _progress(starts[first_line], "", True, self.lead, whole=True)
+            # The blocks before the last are closed: no line to come changes them. They are
+            # laid out from the tokens read to find them (their definitions too).
+            cut = _progress(starts[first_line], "", True, self.lead, whole=True)
+            if cut is None or self.carry is not None:
+                return cut
+            for label, definition in known.made.items():
+                if definition["map"][0] < first_line:
+                    self.made.setdefault(label, definition)
+            return (*cut[:4], _token_lines(tokens, at[-1], self.width))
         if len(tail) <= OPEN_BLOCK and not self.lead and self.carry is None:
             # The open block is laid out whole again at each piece.
             return None
@@ -786,12 +805,15 @@ def _labels(references: References) -> dict[str, tuple[object, object]]:
     return {label: (ref.get("href"), ref.get("title")) for label, ref in references.items()}
 
 
-def _progress(
-    at: int, lead: str, gap: bool, old_lead: str, *, whole: bool = False
-) -> tuple[int, str, bool, bool] | None:
+#: Where a streaming reply's completed part ends: the offset, the lead after it, whether
+#: a blank line follows it, whether it ends a block, and its lines when laid out already.
+_Cut = tuple[int, str, bool, bool, list[Line] | None]
+
+
+def _progress(at: int, lead: str, gap: bool, old_lead: str, *, whole: bool = False) -> _Cut | None:
     """A cut at `at` when it keeps more than the old lead (else None: nothing to keep);
     `whole` when it ends a block."""
-    return (at, lead, gap, whole) if at > len(old_lead) else None
+    return (at, lead, gap, whole, None) if at > len(old_lead) else None
 
 
 def _closed(fence: Token, lines: list[str]) -> bool:
@@ -805,10 +827,10 @@ def _closed(fence: Token, lines: list[str]) -> bool:
     return bool(marker) and closing.startswith(marker) and set(closing) == {marker[0]}
 
 
-def _plain_cut(tail: str) -> tuple[int, str, bool, bool] | None:
+def _plain_cut(tail: str) -> _Cut | None:
     """Plain text is kept up to its last full line (each line is wrapped alone)."""
     end = tail.rfind("\n")
-    return (end + 1, "", False, True) if end >= 0 else None
+    return (end + 1, "", False, True, None) if end >= 0 else None
 
 
 @attrs.define(eq=False)
