@@ -296,6 +296,9 @@ def test_a_streamed_reply_shows_at_every_piece_what_the_text_so_far_shows_laid_o
     agent = "helper" if seed % 2 else ""
     width = rng.choice([30, 60, 100])
     cache = LineCache()
+    # A window following the end asks for its last screenful only: the blocks above it
+    # are laid out once it asks for them.
+    screen = LineCache()
     entry = TranscriptEntry(kind, [], serial=1, agent=agent)
     at = 0
     while at < len(text):
@@ -306,6 +309,42 @@ def test_a_streamed_reply_shows_at_every_piece_what_the_text_so_far_shows_laid_o
         shown = cache.lines(entry, width, growing=True)
         whole = entry_lines(TranscriptEntry(kind, [text[:at]], agent=agent), width)
         assert shown == whole, (seed, text[:at])
+        height = rng.choice([1, 3, 8])
+        assert screen.last(entry, width, height, growing=True) == whole[-height:], text[:at]
     # Once it stops growing, the lines are those of the whole, and are not made again.
     monkeypatch.setattr(_render, "entry_lines", None)
     assert cache.lines(entry, width) == shown
+    assert screen.last(entry, width, 5) == shown[-5:]
+    assert screen.lines(entry, width) == shown
+
+
+def test_a_window_following_a_long_reply_lays_out_only_the_blocks_its_screen_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    laid_out: list[int] = []
+    lay_out = _render._Later.lay_out
+
+    def counting(block: _render._Later) -> list[Line]:
+        laid_out.append(len(block.text))
+        return lay_out(block)
+
+    monkeypatch.setattr(_render._Later, "lay_out", counting)
+    text = _reply(2000)
+    screen = LineCache()
+    entry = TranscriptEntry(EntryKind.ASSISTANT, [], serial=1, agent="helper")
+    for number, piece in enumerate(_pieces(text, "\n")):
+        entry.parts.append(piece)
+        # Drawn every 200 lines (a fast model: many lines come between two redraws).
+        if number % 200 == 0:
+            screen.last(entry, 80, 40, growing=True)
+    done = screen.last(entry, 80, 40)
+    # The blocks that scrolled by unseen were read to find where they end, not laid out:
+    # a screenful of 40 lines shows three or four blocks of ten lines of each 200.
+    laid_out_while_streaming = sum(laid_out)
+    assert laid_out_while_streaming < len(text) / 4
+    whole = entry_lines(TranscriptEntry(EntryKind.ASSISTANT, [text], agent="helper"), 80)
+    assert done == whole[-40:]
+    # Reading back lays them out, once, as the whole shows them.
+    assert screen.lines(entry, 80) == whole
+    assert screen.lines(entry, 80) == whole
+    assert laid_out_while_streaming < sum(laid_out) <= len(text)

@@ -12,11 +12,13 @@ break in a reply is kept, as chat models mean it.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 import attrs
 from prompt_toolkit.formatted_text import PygmentsTokens
@@ -611,8 +613,8 @@ class _Stream:
     prefix: str = ""
     #: The subagent's label on the first line (replies).
     label: Line = attrs.field(factory=list)
-    #: The kept lines.
-    done: list[Line] = attrs.field(factory=list)
+    #: The kept lines (closed blocks are laid out when first shown).
+    done: _Kept = attrs.field(factory=lambda: _Kept())
     #: How many of the entry's parts were read.
     seen: int = 0
     #: The text not kept yet: the open part.
@@ -643,6 +645,11 @@ class _Stream:
 
     def lines(self, parts: list[str]) -> list[Line]:
         """The screen lines of the text of `parts`, which start with every part given before."""
+        return self.last(parts, None)
+
+    def last(self, parts: list[str], count: int | None) -> list[Line]:
+        """The last `count` of `lines` (all of them when None): the kept blocks before
+        them are not laid out for it."""
         while True:
             self.rest += visible("".join(parts[self.seen :]))
             self.seen = len(parts)
@@ -659,8 +666,13 @@ class _Stream:
             # The definitions changed (one was made, or an open one stopped being one):
             # the reply is laid out again from its start, with the definitions it has now.
             self._restart(made)
-        out = self.done + (self._blank() if self.gap and self.done and shown else [])
-        out += _labelled(shown, self.label, not out)
+        kept = self.done.shows
+        end = (self._blank() if self.gap and kept and shown else []) + _labelled(
+            shown, self.label, not kept
+        )
+        if count is not None and len(end) >= count:
+            return end[len(end) - count :]
+        out = self.done.last(None if count is None else count - len(end)) + end
         # Nothing shows yet: an empty line, behind the label as the whole's.
         return out or _labelled([[]], self.label, True)
 
@@ -674,7 +686,7 @@ class _Stream:
         return _labelled([[]], self.label, False)
 
     def _lay_out(self, text: str, made: References) -> list[Line]:
-        carry, self_first = self.carry, not self.done and self.carry is None
+        carry, self_first = self.carry, not self.done.shows and self.carry is None
         if self.markdown:
             # Every definition of the reply is known to each part, as to the whole.
             known = _Definitions({**self.references, **made})
@@ -688,10 +700,19 @@ class _Stream:
         first = [(self.style, self.prefix)] if self_first else indent
         return wrap_text([(self.style, text)], self.width, first, indent)
 
-    def _keep(self, lines: list[Line]) -> None:
-        if self.gap and self.done and lines:
-            self.done += self._blank()
-        self.done += _labelled(lines, self.label, not self.done)
+    def _keep(self, lines: list[Line] | list[_Later]) -> None:
+        blank = self.gap and self.done.shows
+        if lines and isinstance(lines[0], _Later):
+            for block in lines:
+                # A blank line between two blocks; the label on the first line shown.
+                block.blank, block.first = blank, not self.done.shows
+                self.done.add(block)
+                blank = True
+            return
+        lines = cast(list[Line], lines)
+        if blank and lines:
+            self.done.add(self._blank())
+        self.done.add(_labelled(lines, self.label, not self.done.shows))
 
     def _advance(self) -> None:
         """Keep the lines of every part of the text completed since the last call."""
@@ -742,7 +763,17 @@ class _Stream:
             for label, definition in known.made.items():
                 if definition["map"][0] < first_line:
                     self.made.setdefault(label, definition)
-            return (*cut[:4], _token_lines(tokens, at[-1], self.width))
+            if not all(_shows(tokens, i) for i in at[:-1]):
+                return (*cut[:4], _token_lines(tokens, at[-1], self.width))
+            # Each block is laid out when first shown (on the screen, or read back to):
+            # its text is parsed again then.
+            known_now = {**self.references, **self.made}
+            bounds = [0, *(starts[tokens[i].map[0]] for i in at[1:])]  # type: ignore[index]
+            later = [
+                _Later(complete[start:end], known_now, self.width, self.label)
+                for start, end in itertools.pairwise(bounds)
+            ]
+            return (*cut[:4], later)
         if len(tail) <= OPEN_BLOCK and not self.lead and self.carry is None:
             # The open block is laid out whole again at each piece.
             return None
@@ -806,8 +837,92 @@ def _labels(references: References) -> dict[str, tuple[object, object]]:
 
 
 #: Where a streaming reply's completed part ends: the offset, the lead after it, whether
-#: a blank line follows it, whether it ends a block, and its lines when laid out already.
-_Cut = tuple[int, str, bool, bool, list[Line] | None]
+#: a blank line follows it, whether it ends a block, and its lines when laid out already
+#: (or to be laid out when first shown).
+_Cut = tuple[int, str, bool, bool, "list[Line] | list[_Later] | None"]
+
+#: Blocks that always show a line at least (a heading or a quote may show none).
+_SHOWING = frozenset(
+    {
+        "paragraph_open",
+        "fence",
+        "code_block",
+        "hr",
+        "table_open",
+        "bullet_list_open",
+        "ordered_list_open",
+    }
+)
+
+
+def _shows(tokens: Sequence[Token], index: int) -> bool:
+    """True when the block opened at `index` surely shows a line."""
+    kind = tokens[index].type
+    if kind == "heading_open":
+        return bool(tokens[index + 1].content.strip())
+    if kind == "blockquote_open":
+        return tokens[index + 1].type != "blockquote_close"
+    return kind in _SHOWING
+
+
+@attrs.define(eq=False)
+class _Later:
+    """A closed block of a streaming reply, laid out when first shown: its text and the
+    reply's link definitions then; it shows a line at least."""
+
+    text: str
+    references: References
+    width: int
+    label: Line
+    #: A blank line goes before it; the label goes on its first line.
+    blank: bool = False
+    first: bool = False
+
+    def lay_out(self) -> list[Line]:
+        """Its screen lines, the blank line before it included."""
+        known = _Definitions(self.references)
+        lines = _labelled(
+            _markdown_lines(self.text, self.width, None, known), self.label, self.first
+        )
+        if self.blank and lines:
+            lines[:0] = _labelled([[]], self.label, False)
+        return lines
+
+
+@attrs.define(eq=False)
+class _Kept:
+    """The kept lines of a streaming reply: laid out, or blocks laid out when first asked for."""
+
+    _parts: list[list[Line] | _Later] = attrs.field(factory=list)
+    #: Something kept shows a line at least.
+    shows: bool = False
+
+    def add(self, lines: list[Line] | _Later) -> None:
+        """Keep `lines` after the others."""
+        if isinstance(lines, _Later):
+            self._parts.append(lines)
+            self.shows = True
+        elif lines:
+            if self._parts and isinstance(self._parts[-1], list):
+                self._parts[-1] += lines
+            else:
+                self._parts.append(list(lines))
+            self.shows = True
+
+    def last(self, count: int | None) -> list[Line]:
+        """The last `count` lines kept (all when None), laying out only the blocks they need."""
+        chunks: list[list[Line]] = []
+        got = 0
+        index = len(self._parts)
+        while index > 0 and (count is None or got < count):
+            index -= 1
+            part = self._parts[index]
+            if isinstance(part, _Later):
+                part = self._parts[index] = part.lay_out()
+            chunks.append(part)
+            got += len(part)
+        out = list(itertools.chain.from_iterable(reversed(chunks)))
+        return out if count is None else out[max(0, len(out) - count) :]
 
 
 def _progress(at: int, lead: str, gap: bool, old_lead: str, *, whole: bool = False) -> _Cut | None:
@@ -845,6 +960,9 @@ class LineCache:
 
     _cache: dict[int, tuple[int, int, bool, list[Line]]] = attrs.field(factory=dict, init=False)
     _streams: dict[int, tuple[int, _Stream]] = attrs.field(factory=dict, init=False)
+    _last: dict[int, tuple[tuple[int, int, bool, int], list[Line]]] = attrs.field(
+        factory=dict, init=False
+    )
     _oldest: int = attrs.field(default=0, init=False)
 
     def lines(self, entry: TranscriptEntry, width: int, *, growing: bool = False) -> list[Line]:
@@ -854,22 +972,48 @@ class LineCache:
         hit = self._cache.get(entry.serial)
         if hit is not None and hit[:3] == key:
             return hit[3]
-        if growing:
-            known = self._streams.get(entry.serial)
-            if known is None or known[0] != width:
-                known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
-            lines = known[1].lines(entry.parts)
-        else:
-            known = self._streams.pop(entry.serial, None)
-            if known is not None and known[0] == width and known[1].exact:
-                # What streamed in was laid out as the whole would be: it is not done again.
-                lines = known[1].lines(entry.parts)
-                if known[1].exact:
-                    self._cache[entry.serial] = (*key, lines)
-                    return lines
-            lines = entry_lines(entry, width)
+        stream = self._stream(entry, width, growing)
+        lines = stream.lines(entry.parts) if stream is not None else entry_lines(entry, width)
         self._cache[entry.serial] = (*key, lines)
         return lines
+
+    def last(
+        self, entry: TranscriptEntry, width: int, count: int, *, growing: bool = False
+    ) -> list[Line]:
+        """The last `count` of `lines` (all when there are fewer): a reply that streamed in
+        lays out only the blocks they show."""
+        growing = growing and entry.kind in (EntryKind.ASSISTANT, EntryKind.REASONING)
+        hit = self._cache.get(entry.serial)
+        if hit is not None and hit[:3] == (width, len(entry.parts), growing):
+            return hit[3][-count:]
+        key = (width, len(entry.parts), growing, count)
+        seen = self._last.get(entry.serial)
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        stream = self._stream(entry, width, growing)
+        if stream is None:
+            return self.lines(entry, width, growing=growing)[-count:]
+        lines = stream.last(entry.parts, count)
+        self._last[entry.serial] = (key, lines)
+        return lines
+
+    def _stream(self, entry: TranscriptEntry, width: int, growing: bool) -> _Stream | None:
+        """The stream laying out `entry` (a new one when it grows); None once it must be laid
+        out whole."""
+        known = self._streams.get(entry.serial)
+        if growing:
+            if known is None or known[0] != width:
+                known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
+            return known[1]
+        if known is not None and known[0] == width and known[1].exact:
+            # What streamed in was laid out as the whole would be: it is not done again.
+            stream = known[1]
+            if stream.seen != len(entry.parts):
+                stream.last(entry.parts, 0)  # reads the parts, lays out no kept block
+            if stream.exact:
+                return stream
+        self._streams.pop(entry.serial, None)
+        return None
 
     def forget_before(self, serial: int) -> None:
         """Drop the lines of entries older than `serial` (they left the transcript)."""
@@ -880,3 +1024,5 @@ class LineCache:
             del self._cache[old]
         for old in [s for s in self._streams if s < serial]:
             del self._streams[old]
+        for old in [s for s in self._last if s < serial]:
+            del self._last[old]
