@@ -593,15 +593,16 @@ class _Stream:
     """The screen lines of a reply still streaming in, laid out a completed part at a time.
 
     The blocks before the last one are closed (no later text changes them): they
-    are laid out once and kept; only the open block after them is laid out again
-    as the text grows, so the work done for each new piece does not grow with the
-    reply, and the lines are the very lines of the reply so far laid out whole.
-    Link reference definitions are the exception, handled as one: when the ones
-    the reply makes change, it is laid out again from its start with them.
+    are kept, each laid out once, when first shown (`_Kept`); only the open block
+    after them is laid out again as the text grows, so the work done for each new
+    piece does not grow with the reply, and the lines are the very lines of the
+    reply so far laid out whole. Link reference definitions are the exception,
+    handled as one: when the ones the reply makes change, it is laid out again
+    from its start with them.
 
-    An open block longer than `OPEN_BLOCK` is kept a part at a time too: the earlier lines of a paragraph, the earlier items
-    of a list, the earlier lines of a code block, the full screen lines of a long
-    line. Markup spanning two parts (an emphasis across lines, a list's number
+    An open block longer than `OPEN_BLOCK` is kept a part at a time too: the
+    earlier lines of a paragraph, the earlier items of a list, the earlier lines
+    of a code block, the full screen lines of a long line. Markup spanning two parts (an emphasis across lines, a list's number
     widths, a code block's colours) may then show differently until the reply is
     complete, when it is laid out whole (`exact` says whether it must be).
     """
