@@ -632,6 +632,8 @@ class _Stream:
     references: References = attrs.field(factory=dict)
     #: Those the kept parts made, so far (the open part's are added to them).
     made: References = attrs.field(factory=dict)
+    #: The blocks kept last, their tokens with them.
+    fresh: list[_Later] = attrs.field(factory=list)
 
     @classmethod
     def of(cls, entry: TranscriptEntry, width: int) -> _Stream:
@@ -774,6 +776,13 @@ class _Stream:
                 _Later(complete[start:end], known_now, self.width, self.label)
                 for start, end in itertools.pairwise(bounds)
             ]
+            # The tokens of the newest blocks are kept till the next cut: the next redraw
+            # most likely shows them (the older ones are parsed again if ever shown).
+            for block in self.fresh:
+                block.tokens = None
+            for block, start, end in zip(later, at, at[1:], strict=False):
+                block.tokens, block.span = tokens, (start, end)
+            self.fresh = later
             return (*cut[:4], later)
         if len(tail) <= OPEN_BLOCK and not self.lead and self.carry is None:
             # The open block is laid out whole again at each piece.
@@ -878,13 +887,20 @@ class _Later:
     #: A blank line goes before it; the label goes on its first line.
     blank: bool = False
     first: bool = False
+    #: The tokens it was read from, if still kept, and its own among them.
+    tokens: list[Token] | None = None
+    span: tuple[int, int] = (0, 0)
 
     def lay_out(self) -> list[Line]:
         """Its screen lines, the blank line before it included."""
-        known = _Definitions(self.references)
-        lines = _labelled(
-            _markdown_lines(self.text, self.width, None, known), self.label, self.first
-        )
+        if self.tokens is not None:
+            start, end = self.span
+            body = _token_lines(self.tokens[start:end], end - start, self.width)
+            self.tokens = None
+        else:
+            known = _Definitions(self.references)
+            body = _markdown_lines(self.text, self.width, None, known)
+        lines = _labelled(body, self.label, self.first)
         if self.blank and lines:
             lines[:0] = _labelled([[]], self.label, False)
         return lines
