@@ -269,7 +269,9 @@ async def test_commands_benchmarks_time_real_commands(tmp_path: Path) -> None:
 def test_tui_benchmarks_stream_a_reply_into_a_real_window(tmp_path: Path) -> None:
     # A short folder: Unix socket paths must stay under 108 bytes.
     with tempfile.TemporaryDirectory(prefix="agentrt-bench-") as tmp:
-        stream, idle = bench_tui.run_all(Path(tmp), size=400, idle=0.5)
+        stream, idle, reply, piece, echo = bench_tui.run_all(
+            Path(tmp), size=400, idle=0.5, lines=(20, 60), keys=3
+        )
     # The reply's last words showed in the window (else a problem is reported).
     _assert_measured(stream, "tui_stream_20k", 2.0)
     assert idle.name == "tui_idle_after_20k"
@@ -280,6 +282,12 @@ def test_tui_benchmarks_stream_a_reply_into_a_real_window(tmp_path: Path) -> Non
         0.6,
     )
     assert idle.subject >= 0 and idle.baseline >= 0
+    # The long reply's end showed in both the window and agentrt run's pane.
+    assert (reply.name, reply.failure, reply.problems) == ("tui_reply_60", None, ())
+    assert reply.subject > 0 and reply.baseline > 0
+    assert (piece.name, piece.failure, piece.problems) == ("tui_piece_60", None, ())
+    assert (echo.name, echo.failure, echo.samples) == ("tui_echo_60", None, 3)
+    assert echo.subject > 0 and echo.baseline > 0
 
 
 # -- the peers comparison ------------------------------------------------------------

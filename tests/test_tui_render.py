@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from markdown_it.token import Token
 
 from agenttui import _render
-from agenttui._render import LONG_LINE
+from agenttui._render import OPEN_BLOCK
 from agenttui._render import Line
 from agenttui._render import LineCache
 from agenttui._render import entry_lines
@@ -198,9 +200,9 @@ def _count_parsing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     read: list[int] = []
     parse = _render.parse
 
-    def counting(text: str) -> list[Token]:
+    def counting(text: str, references: _render.References | None = None) -> list[Token]:
         read.append(len(text))
-        return parse(text)
+        return parse(text, references)
 
     monkeypatch.setattr(_render, "parse", counting)
     return read
@@ -216,8 +218,8 @@ def test_a_streamed_reply_is_parsed_a_piece_at_a_time_not_whole_at_every_piece(
         text = _reply(lines)
         _streamed(text, 80, ends="\n")
         work[lines] = sum(read)
-        # Each piece (a line) reads the open part (a line or two), never the reply so far.
-        assert max(read) < 200
+        # Each piece (a line) reads the open block (ten lines at most), never the reply so far.
+        assert max(read) < 1000
     # Ten times the reply is ten times the reading: linear, not growing with the reply.
     assert work[5000] / work[500] < 11
 
@@ -228,7 +230,7 @@ def test_a_long_single_line_streams_in_without_reading_it_whole_each_time(
     read = _count_parsing(monkeypatch)
     text = " ".join(f"word{n}" for n in range(4000))
     lines = _streamed(text, 80)
-    assert max(read) <= LONG_LINE + 20
+    assert max(read) <= OPEN_BLOCK + 20
     assert [line_text(line) for line in lines] == [
         line_text(line)
         for line in entry_lines(TranscriptEntry(EntryKind.ASSISTANT, [text], agent="helper"), 80)
@@ -249,3 +251,100 @@ def test_a_streamed_reply_shows_what_it_shows_once_complete(kind: EntryKind) -> 
     entry = TranscriptEntry(kind, [text], serial=1, agent="helper")
     cache.lines(entry, 60, growing=True)
     assert cache.lines(entry, 60) == whole
+
+
+#: Blocks of Markdown whose meaning changes as later lines come: emphasis, code spans and
+#: links across lines, a line underlined into a heading, lists whose numbers grow wider,
+#: code blocks coloured by a lexer (strings across lines), a table, a definition after
+#: its use, a quote going on lazily, an indented line.
+_BLOCKS = [
+    "A paragraph with *emphasis\nacross* lines and **bold\nhere** and `code\nspan` too.",
+    "Heading by underline\nof two lines\n===",
+    "Not a heading\n---",
+    "- one\n- two\n  - nested *item*\n- three\n\n- loose four",
+    "\n".join(f"{n}. step {n} of [the plan][ref]" for n in range(7, 13)),
+    '```python\ns = """a string\nacross lines"""\nx = 1  # done\n```',
+    "```\nplain code\n\n  kept as it is\n```",
+    "~~~unknownlang\nsome code\n~~~",
+    "    indented code\n    more of it",
+    "| a | b |\n|---|:-:|\n| 1 | 22 |\n| longer cell | x |",
+    "> a quote\nthat goes on lazily\n> - with a list",
+    "See [ref] and [other][] and ![an image](pic.png) and <https://e.org>.",
+    "[ref]: https://example.org/ref 'Title'\n[other]: /other",
+    "## An ATX heading with `code` ##",
+    "***",
+    "Some words  \nwith a hard break and\\\nanother, & an &amp; entity.",
+    "A line " + "long and wrapped " * 20 + "ends.",
+]
+
+
+def _random_reply(rng: random.Random) -> str:
+    blocks = [rng.choice(_BLOCKS) for _ in range(rng.randint(4, 9))]
+    # Links used before the definitions that make them links, always.
+    blocks.insert(0, _BLOCKS[11])
+    blocks.insert(rng.randint(1, len(blocks)), _BLOCKS[12])
+    return "".join(block + rng.choice(["\n\n", "\n", "\n\n\n"]) for block in blocks)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_streamed_reply_shows_at_every_piece_what_the_text_so_far_shows_laid_out_whole(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    text = _random_reply(rng)
+    kind = EntryKind.REASONING if seed % 8 == 7 else EntryKind.ASSISTANT
+    agent = "helper" if seed % 2 else ""
+    width = rng.choice([30, 60, 100])
+    cache = LineCache()
+    # A window following the end asks for its last screenful only: the blocks above it
+    # are laid out once it asks for them.
+    screen = LineCache()
+    entry = TranscriptEntry(kind, [], serial=1, agent=agent)
+    at = 0
+    while at < len(text):
+        # Pieces of any size, cut anywhere: in a word, a marker, a fence, a line break.
+        end = min(len(text), at + rng.randint(1, 9))
+        entry.parts.append(text[at:end])
+        at = end
+        shown = cache.lines(entry, width, growing=True)
+        whole = entry_lines(TranscriptEntry(kind, [text[:at]], agent=agent), width)
+        assert shown == whole, (seed, text[:at])
+        height = rng.choice([1, 3, 8])
+        assert screen.last(entry, width, height, growing=True) == whole[-height:], text[:at]
+    # Once it stops growing, the lines are those of the whole, and are not made again.
+    monkeypatch.setattr(_render, "entry_lines", None)
+    assert cache.lines(entry, width) == shown
+    assert screen.last(entry, width, 5) == shown[-5:]
+    assert screen.lines(entry, width) == shown
+
+
+def test_a_window_following_a_long_reply_lays_out_only_the_blocks_its_screen_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    laid_out: list[int] = []
+    lay_out = _render._Later.lay_out
+
+    def counting(block: _render._Later) -> list[Line]:
+        laid_out.append(len(block.text))
+        return lay_out(block)
+
+    monkeypatch.setattr(_render._Later, "lay_out", counting)
+    text = _reply(2000)
+    screen = LineCache()
+    entry = TranscriptEntry(EntryKind.ASSISTANT, [], serial=1, agent="helper")
+    for number, piece in enumerate(_pieces(text, "\n")):
+        entry.parts.append(piece)
+        # Drawn every 200 lines (a fast model: many lines come between two redraws).
+        if number % 200 == 0:
+            screen.last(entry, 80, 40, growing=True)
+    done = screen.last(entry, 80, 40)
+    # The blocks that scrolled by unseen were read to find where they end, not laid out:
+    # a screenful of 40 lines shows three or four blocks of ten lines of each 200.
+    laid_out_while_streaming = sum(laid_out)
+    assert laid_out_while_streaming < len(text) / 4
+    whole = entry_lines(TranscriptEntry(EntryKind.ASSISTANT, [text], agent="helper"), 80)
+    assert done == whole[-40:]
+    # Reading back lays them out, once, as the whole shows them.
+    assert screen.lines(entry, 80) == whole
+    assert screen.lines(entry, 80) == whole
+    assert laid_out_while_streaming < sum(laid_out) <= len(text)

@@ -396,6 +396,13 @@ class TranscriptControl(UIControl):
         growing = self.state.run is not None and entry is entries[-1]
         return self.cache.lines(entry, self.width, growing=growing)
 
+    def last(self, entry: TranscriptEntry, count: int) -> list[Line]:
+        """The last `count` screen lines of `entry` (see `lines`): a long reply lays out
+        only what they show."""
+        entries = self.state.transcript
+        growing = self.state.run is not None and entry is entries[-1]
+        return self.cache.last(entry, self.width, count, growing=growing)
+
     def count(self, entry: TranscriptEntry) -> int:
         """Screen lines of `entry` at the current width."""
         return len(self.lines(entry))
@@ -418,7 +425,7 @@ class TranscriptControl(UIControl):
         if top is None:
             index = len(entries) - 1
             while index >= 0 and len(rows) < height:
-                rows[:0] = self.lines(entries[index])
+                rows[:0] = self.last(entries[index], height - len(rows))
                 index -= 1
             return rows[-height:]
         index, line = top

@@ -12,11 +12,13 @@ break in a reply is kept, as chat models mean it.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import cast
 
 import attrs
 from prompt_toolkit.formatted_text import PygmentsTokens
@@ -226,9 +228,19 @@ class _Context:
         return _Context(self.width, (*self.first, *first), (*self.rest, *rest))
 
 
-def parse(text: str) -> list[Token]:
-    """`text`'s Markdown tokens: every reply is read through here."""
-    return _parser().parse(text)
+#: Link reference definitions, by label: ``[label]: href "title"`` (markdown-it's ``env``).
+References = dict[str, Any]
+
+
+def parse(text: str, references: References | None = None) -> list[Token]:
+    """`text`'s Markdown tokens: every reply is read through here.
+
+    `references` are definitions read before `text` (a reply laid out a part at a
+    time); the ones `text` makes are added to it.
+    """
+    if references is None:
+        return _parser().parse(text)
+    return _parser().parse(text, {"references": references})
 
 
 def render_markdown(text: str, width: int) -> list[Line]:
@@ -236,17 +248,27 @@ def render_markdown(text: str, width: int) -> list[Line]:
     return _markdown_lines(text, width) or [[]]
 
 
-def _markdown_lines(text: str, width: int, carry: Line | None = None) -> list[Line]:
+def _markdown_lines(
+    text: str, width: int, carry: Line | None = None, references: References | None = None
+) -> list[Line]:
     """The screen lines of `text` (none when it shows nothing); see `_Context.carry`."""
-    tokens = parse(text)
-    lines: list[Line] = []
-    ctx = _Context(width, carry=None if carry is None else tuple(carry))
-    _blocks(tokens, 0, len(tokens), ctx, lines, gap=True)
-    while lines and not lines[-1]:
-        lines.pop()
+    tokens = parse(text, references)
+    lines = _token_lines(tokens, len(tokens), width, carry)
     if carry is not None and not any(t.type == "paragraph_open" for t in tokens[:1]):
         # The text went on with something else than its paragraph: the line stays as it was.
         lines.insert(0, list(carry))
+    return lines
+
+
+def _token_lines(
+    tokens: Sequence[Token], end: int, width: int, carry: Line | None = None
+) -> list[Line]:
+    """The screen lines of the blocks of `tokens` before `end`, no blank line after them."""
+    lines: list[Line] = []
+    ctx = _Context(width, carry=None if carry is None else tuple(carry))
+    _blocks(tokens, 0, end, ctx, lines, gap=True)
+    while lines and not lines[-1]:
+        lines.pop()
     return lines
 
 
@@ -551,11 +573,6 @@ def entry_lines(entry: TranscriptEntry, width: int) -> list[Line]:
     return lines
 
 
-#: A line of a reply still streaming is laid out in pieces of at most about this many
-#: characters: the full screen lines of a piece are kept, the last goes on with the next.
-LONG_LINE = 250
-
-
 def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
     """`lines` behind `label` (on the first line when `first`) or as much space."""
     if not label:
@@ -564,17 +581,32 @@ def _labelled(lines: list[Line], label: Line, first: bool) -> list[Line]:
     return [[*(label if first and n == 0 else pad), *line] for n, line in enumerate(lines)]
 
 
+#: The open block of a reply streaming in (its last paragraph, list, quote, code
+#: block...) is laid out whole again as it grows while it is at most this many
+#: characters: what shows is then exactly what the reply so far shows laid out whole.
+#: A longer one is kept a part at a time (see `_Stream`): a line longer than this, say,
+#: is laid out a piece at a time, the full screen lines of a piece kept, the last going
+#: on with the next.
+OPEN_BLOCK = 4000
+
+
 @mutable(eq=False)
 class _Stream:
     """The screen lines of a reply still streaming in, laid out a completed part at a time.
 
-    The parts no later text can change (the blocks before the last one, the earlier
-    lines of a paragraph, the earlier items of a list, the earlier lines of a code
-    block, the full screen lines of a long line) are laid out once and kept; only
-    the open part after them is laid out again as the text grows, so the work done
-    for each new piece does not grow with the reply. Markup spanning two parts (an
-    emphasis across lines, a list's number widths) is shown exactly once the reply
-    is complete (`LineCache.lines` with ``growing=False``).
+    The blocks before the last one are closed (no later text changes them): they
+    are kept, each laid out once, when first shown (`_Kept`); only the open block
+    after them is laid out again as the text grows, so the work done for each new
+    piece does not grow with the reply, and the lines are the very lines of the
+    reply so far laid out whole. Link reference definitions are the exception,
+    handled as one: when the ones the reply makes change, it is laid out again
+    from its start with them.
+
+    An open block longer than `OPEN_BLOCK` is kept a part at a time too: the
+    earlier lines of a paragraph, the earlier items of a list, the earlier lines
+    of a code block, the full screen lines of a long line. Markup spanning two parts (an emphasis across lines, a list's number
+    widths, a code block's colours) may then show differently until the reply is
+    complete, when it is laid out whole (`exact` says whether it must be).
     """
 
     width: int
@@ -584,8 +616,8 @@ class _Stream:
     prefix: str = ""
     #: The subagent's label on the first line (replies).
     label: Line = attrs.field(factory=list)
-    #: The kept lines.
-    done: list[Line] = attrs.field(factory=list)
+    #: The kept lines (closed blocks are laid out when first shown).
+    done: _Kept = attrs.field(factory=lambda: _Kept())
     #: How many of the entry's parts were read.
     seen: int = 0
     #: The text not kept yet: the open part.
@@ -596,6 +628,14 @@ class _Stream:
     carry: Line | None = None
     #: True when a blank line separates the kept lines from the open part (two blocks).
     gap: bool = False
+    #: False once a part was kept inside a block: the lines may differ from the whole's.
+    exact: bool = True
+    #: The link reference definitions the kept lines were laid out with (the reply's).
+    references: References = attrs.field(factory=dict)
+    #: Those the kept parts made, so far (the open part's are added to them).
+    made: References = attrs.field(factory=dict)
+    #: The blocks kept last, their tokens with them.
+    fresh: list[_Later] = attrs.field(factory=list)
 
     @classmethod
     def of(cls, entry: TranscriptEntry, width: int) -> _Stream:
@@ -610,32 +650,74 @@ class _Stream:
 
     def lines(self, parts: list[str]) -> list[Line]:
         """The screen lines of the text of `parts`, which start with every part given before."""
-        self.rest += visible("".join(parts[self.seen :]))
-        self.seen = len(parts)
-        self._advance()
-        rest = self.rest
-        shown = self._lay_out(self.lead + rest) if rest or self.carry or not self.markdown else []
-        out = self.done + (self._blank() if self.gap and self.done and shown else [])
-        out += _labelled(shown, self.label, not out)
-        return out or [[]]
+        return self.last(parts, None)
+
+    def last(self, parts: list[str], count: int | None) -> list[Line]:
+        """The last `count` of `lines` (all of them when None): the kept blocks before
+        them are not laid out for it."""
+        while True:
+            self.rest += visible("".join(parts[self.seen :]))
+            self.seen = len(parts)
+            self._advance()
+            rest = self.rest
+            made = dict(self.made)
+            shown = (
+                self._lay_out(self.lead + rest, made)
+                if rest or self.carry or not self.markdown
+                else []
+            )
+            if _labels(made) == _labels(self.references):
+                break
+            # The definitions changed (one was made, or an open one stopped being one):
+            # the reply is laid out again from its start, with the definitions it has now.
+            self._restart(made)
+        kept = self.done.shows
+        end = (self._blank() if self.gap and kept and shown else []) + _labelled(
+            shown, self.label, not kept
+        )
+        if count is not None and len(end) >= count:
+            return end[len(end) - count :]
+        out = self.done.last(None if count is None else count - len(end)) + end
+        # Nothing shows yet: an empty line, behind the label as the whole's.
+        return out or _labelled([[]], self.label, True)
+
+    def _restart(self, references: References) -> None:
+        fresh = _Stream(self.width, self.markdown, self.style, self.prefix, self.label)
+        fresh.references = {k: dict(v) for k, v in references.items()}
+        for field in attrs.fields(_Stream):
+            setattr(self, field.name, getattr(fresh, field.name))
 
     def _blank(self) -> list[Line]:
         return _labelled([[]], self.label, False)
 
-    def _lay_out(self, text: str) -> list[Line]:
-        carry, self_first = self.carry, not self.done and self.carry is None
+    def _lay_out(self, text: str, made: References) -> list[Line]:
+        carry, self_first = self.carry, not self.done.shows and self.carry is None
         if self.markdown:
-            return _markdown_lines(text, self.width, carry)
+            # Every definition of the reply is known to each part, as to the whole.
+            known = _Definitions({**self.references, **made})
+            lines = _markdown_lines(text, self.width, carry, known)
+            for label, definition in known.made.items():
+                made.setdefault(label, definition)
+            return lines
         indent: Line = [("", " " * width_of(self.prefix))]
         if carry is not None:
             return wrap_text([(self.style, text)], self.width, carry, indent, continued=True)
         first = [(self.style, self.prefix)] if self_first else indent
         return wrap_text([(self.style, text)], self.width, first, indent)
 
-    def _keep(self, lines: list[Line]) -> None:
-        if self.gap and self.done and lines:
-            self.done += self._blank()
-        self.done += _labelled(lines, self.label, not self.done)
+    def _keep(self, lines: list[Line] | list[_Later]) -> None:
+        blank = self.gap and self.done.shows
+        if lines and isinstance(lines[0], _Later):
+            for block in lines:
+                # A blank line between two blocks; the label on the first line shown.
+                block.blank, block.first = blank, not self.done.shows
+                self.done.add(block)
+                blank = True
+            return
+        lines = cast(list[Line], lines)
+        if blank and lines:
+            self.done.add(self._blank())
+        self.done.add(_labelled(lines, self.label, not self.done.shows))
 
     def _advance(self) -> None:
         """Keep the lines of every part of the text completed since the last call."""
@@ -644,36 +726,69 @@ class _Stream:
             cut = self._cut(tail) if self.markdown else _plain_cut(tail)
             if cut is None:
                 break
-            at, lead, gap = cut
-            # Plain text is kept up to its last newline, which the next part starts after.
-            kept = tail[:at] if self.markdown else tail[: at - 1]
-            self._keep(self._lay_out(kept))
+            at, lead, gap, whole, ready = cut
+            if ready is None:
+                # Plain text is kept up to its last newline, which the next part starts after.
+                kept = tail[:at] if self.markdown else tail[: at - 1]
+                ready = self._lay_out(kept, self.made)
+            self._keep(ready)
+            self.exact = self.exact and whole and self.carry is None
             self.carry = None
             self.rest = self.rest[at - len(self.lead) :]
             self.lead, self.gap = lead, gap
         tail = self.rest
-        if not self.lead and "\n" not in tail and len(tail) > LONG_LINE:
+        if not self.lead and "\n" not in tail and len(tail) > OPEN_BLOCK:
             self._cut_long_line(tail)
 
-    def _cut(self, tail: str) -> tuple[int, str, bool] | None:
-        """Where the completed part of `tail` ends: (offset, the lead after it, gap)."""
+    def _cut(self, tail: str) -> _Cut | None:
+        """Where the completed part of `tail` ends: (offset, the lead after it, gap, whether
+        it ends a block, its lines when they were laid out already)."""
         end = tail.rfind("\n") + 1
         if end <= len(self.lead):
             return None
         complete = tail[:end]
-        tokens = parse(complete)
+        known = _Definitions({**self.references, **self.made})
+        tokens = parse(complete, known)
         starts = [0]
         for line in complete.split("\n")[:-1]:
             starts.append(starts[-1] + len(line) + 1)
-        blocks = [t for t in tokens if t.level == 0 and t.nesting >= 0 and t.map is not None]
+        at = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0 and t.map]
+        blocks = [tokens[i] for i in at]
         if not blocks:
             return None
         last = blocks[-1]
         assert last.map is not None
         first_line, end_line = last.map
         if len(blocks) >= 2:
-            # The blocks before the last are closed: no line to come changes them.
-            return _progress(starts[first_line], "", True, self.lead)
+            # The blocks before the last are closed: no line to come changes them. They are
+            # laid out from the tokens read to find them (their definitions too).
+            cut = _progress(starts[first_line], "", True, self.lead, whole=True)
+            if cut is None or self.carry is not None:
+                return cut
+            for label, definition in known.made.items():
+                if definition["map"][0] < first_line:
+                    self.made.setdefault(label, definition)
+            if not all(_shows(tokens, i) for i in at[:-1]):
+                return (*cut[:4], _token_lines(tokens, at[-1], self.width))
+            # Each block is laid out when first shown (on the screen, or read back to):
+            # its text is parsed again then.
+            known_now = {**self.references, **self.made}
+            bounds = [0, *(starts[tokens[i].map[0]] for i in at[1:])]  # type: ignore[index]
+            later = [
+                _Later(complete[start:end], known_now, self.width, self.label)
+                for start, end in itertools.pairwise(bounds)
+            ]
+            # The tokens of the newest blocks are kept till the next cut: the next redraw
+            # most likely shows them (the older ones are parsed again if ever shown).
+            for block in self.fresh:
+                block.tokens = None
+            for block, start, end in zip(later, at, at[1:], strict=False):
+                block.tokens, block.span = tokens, (start, end)
+            self.fresh = later
+            return (*cut[:4], later)
+        if len(tail) <= OPEN_BLOCK and not self.lead and self.carry is None:
+            # The open block is laid out whole again at each piece.
+            return None
         if last.type == "paragraph_open" and end_line - 1 > first_line:
             # Its last line stays open: the next one may underline it into a heading.
             return _progress(starts[end_line - 1], "", False, self.lead)
@@ -699,18 +814,140 @@ class _Stream:
         at = tail.rfind(" ", 0, len(tail) - 1)
         if at <= 0:
             return
-        lines = self._lay_out(tail[:at])
+        lines = self._lay_out(tail[:at], self.made)
         if not lines:
             return
         self._keep(lines[:-1])
+        # Markdown goes on after the line: a later line may make a heading of it, say.
+        self.exact = self.exact and not self.markdown
         self.carry = lines[-1]
         self.rest = self.rest[at + 1 :]
         self.gap = False
 
 
-def _progress(at: int, lead: str, gap: bool, old_lead: str) -> tuple[int, str, bool] | None:
-    """A cut at `at` when it keeps more than the old lead (else None: nothing to keep)."""
-    return (at, lead, gap) if at > len(old_lead) else None
+class _Definitions(dict[str, Any]):
+    """The definitions a part of a reply is parsed with: the reply's (the first of a
+    label wins, wherever it is), and in `made` those the part itself makes."""
+
+    def __init__(self, known: References) -> None:
+        super().__init__(known)
+        self.made: References = {}
+
+    def __contains__(self, label: object) -> bool:
+        # markdown-it asks before it adds a definition: each of the part's is seen.
+        return label in self.made
+
+    def __setitem__(self, label: str, definition: Any) -> None:
+        self.made.setdefault(label, definition)
+        if not super().__contains__(label):
+            super().__setitem__(label, definition)
+
+
+def _labels(references: References) -> dict[str, tuple[object, object]]:
+    """What of `references` shows: each label's address and title."""
+    return {label: (ref.get("href"), ref.get("title")) for label, ref in references.items()}
+
+
+#: Where a streaming reply's completed part ends: the offset, the lead after it, whether
+#: a blank line follows it, whether it ends a block, and its lines when laid out already
+#: (or to be laid out when first shown).
+_Cut = tuple[int, str, bool, bool, "list[Line] | list[_Later] | None"]
+
+#: Blocks that always show a line at least (a heading or a quote may show none).
+_SHOWING = frozenset(
+    {
+        "paragraph_open",
+        "fence",
+        "code_block",
+        "hr",
+        "table_open",
+        "bullet_list_open",
+        "ordered_list_open",
+    }
+)
+
+
+def _shows(tokens: Sequence[Token], index: int) -> bool:
+    """True when the block opened at `index` surely shows a line."""
+    kind = tokens[index].type
+    if kind == "heading_open":
+        return bool(tokens[index + 1].content.strip())
+    if kind == "blockquote_open":
+        return tokens[index + 1].type != "blockquote_close"
+    return kind in _SHOWING
+
+
+@attrs.define(eq=False)
+class _Later:
+    """A closed block of a streaming reply, laid out when first shown: its text and the
+    reply's link definitions then; it shows a line at least."""
+
+    text: str
+    references: References
+    width: int
+    label: Line
+    #: A blank line goes before it; the label goes on its first line.
+    blank: bool = False
+    first: bool = False
+    #: The tokens it was read from, if still kept, and its own among them.
+    tokens: list[Token] | None = None
+    span: tuple[int, int] = (0, 0)
+
+    def lay_out(self) -> list[Line]:
+        """Its screen lines, the blank line before it included."""
+        if self.tokens is not None:
+            start, end = self.span
+            body = _token_lines(self.tokens[start:end], end - start, self.width)
+            self.tokens = None
+        else:
+            known = _Definitions(self.references)
+            body = _markdown_lines(self.text, self.width, None, known)
+        lines = _labelled(body, self.label, self.first)
+        if self.blank and lines:
+            lines[:0] = _labelled([[]], self.label, False)
+        return lines
+
+
+@attrs.define(eq=False)
+class _Kept:
+    """The kept lines of a streaming reply: laid out, or blocks laid out when first asked for."""
+
+    _parts: list[list[Line] | _Later] = attrs.field(factory=list)
+    #: Something kept shows a line at least.
+    shows: bool = False
+
+    def add(self, lines: list[Line] | _Later) -> None:
+        """Keep `lines` after the others."""
+        if isinstance(lines, _Later):
+            self._parts.append(lines)
+            self.shows = True
+        elif lines:
+            if self._parts and isinstance(self._parts[-1], list):
+                self._parts[-1] += lines
+            else:
+                self._parts.append(list(lines))
+            self.shows = True
+
+    def last(self, count: int | None) -> list[Line]:
+        """The last `count` lines kept (all when None), laying out only the blocks they need."""
+        chunks: list[list[Line]] = []
+        got = 0
+        index = len(self._parts)
+        while index > 0 and (count is None or got < count):
+            index -= 1
+            part = self._parts[index]
+            if isinstance(part, _Later):
+                part = self._parts[index] = part.lay_out()
+            chunks.append(part)
+            got += len(part)
+        out = list(itertools.chain.from_iterable(reversed(chunks)))
+        return out if count is None else out[max(0, len(out) - count) :]
+
+
+def _progress(at: int, lead: str, gap: bool, old_lead: str, *, whole: bool = False) -> _Cut | None:
+    """A cut at `at` when it keeps more than the old lead (else None: nothing to keep);
+    `whole` when it ends a block."""
+    return (at, lead, gap, whole, None) if at > len(old_lead) else None
 
 
 def _closed(fence: Token, lines: list[str]) -> bool:
@@ -724,10 +961,10 @@ def _closed(fence: Token, lines: list[str]) -> bool:
     return bool(marker) and closing.startswith(marker) and set(closing) == {marker[0]}
 
 
-def _plain_cut(tail: str) -> tuple[int, str, bool] | None:
+def _plain_cut(tail: str) -> _Cut | None:
     """Plain text is kept up to its last full line (each line is wrapped alone)."""
     end = tail.rfind("\n")
-    return (end + 1, "", False) if end >= 0 else None
+    return (end + 1, "", False, True, None) if end >= 0 else None
 
 
 @mutable(eq=False)
@@ -735,11 +972,16 @@ class LineCache:
     """Screen lines of each entry, made again only when its text or the width changed.
 
     An entry still growing (the reply or reasoning streaming in) is laid out a piece
-    at a time (see `_Stream`); once it stops, it is laid out whole, once.
+    at a time (see `_Stream`); once it stops, those lines are its lines, or, when
+    parts of a block were kept apart (`_Stream.exact` is false), it is laid out
+    whole, once.
     """
 
     _cache: dict[int, tuple[int, int, bool, list[Line]]] = attrs.field(factory=dict, init=False)
     _streams: dict[int, tuple[int, _Stream]] = attrs.field(factory=dict, init=False)
+    _last: dict[int, tuple[tuple[int, int, bool, int], list[Line]]] = attrs.field(
+        factory=dict, init=False
+    )
     _oldest: int = attrs.field(default=0, init=False)
 
     def lines(self, entry: TranscriptEntry, width: int, *, growing: bool = False) -> list[Line]:
@@ -749,16 +991,48 @@ class LineCache:
         hit = self._cache.get(entry.serial)
         if hit is not None and hit[:3] == key:
             return hit[3]
-        if growing:
-            known = self._streams.get(entry.serial)
-            if known is None or known[0] != width:
-                known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
-            lines = known[1].lines(entry.parts)
-        else:
-            self._streams.pop(entry.serial, None)
-            lines = entry_lines(entry, width)
+        stream = self._stream(entry, width, growing)
+        lines = stream.lines(entry.parts) if stream is not None else entry_lines(entry, width)
         self._cache[entry.serial] = (*key, lines)
         return lines
+
+    def last(
+        self, entry: TranscriptEntry, width: int, count: int, *, growing: bool = False
+    ) -> list[Line]:
+        """The last `count` of `lines` (all when there are fewer): a reply that streamed in
+        lays out only the blocks they show."""
+        growing = growing and entry.kind in (EntryKind.ASSISTANT, EntryKind.REASONING)
+        hit = self._cache.get(entry.serial)
+        if hit is not None and hit[:3] == (width, len(entry.parts), growing):
+            return hit[3][-count:]
+        key = (width, len(entry.parts), growing, count)
+        seen = self._last.get(entry.serial)
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        stream = self._stream(entry, width, growing)
+        if stream is None:
+            return self.lines(entry, width, growing=growing)[-count:]
+        lines = stream.last(entry.parts, count)
+        self._last[entry.serial] = (key, lines)
+        return lines
+
+    def _stream(self, entry: TranscriptEntry, width: int, growing: bool) -> _Stream | None:
+        """The stream laying out `entry` (a new one when it grows); None once it must be laid
+        out whole."""
+        known = self._streams.get(entry.serial)
+        if growing:
+            if known is None or known[0] != width:
+                known = self._streams[entry.serial] = (width, _Stream.of(entry, width))
+            return known[1]
+        if known is not None and known[0] == width and known[1].exact:
+            # What streamed in was laid out as the whole would be: it is not done again.
+            stream = known[1]
+            if stream.seen != len(entry.parts):
+                stream.last(entry.parts, 0)  # reads the parts, lays out no kept block
+            if stream.exact:
+                return stream
+        self._streams.pop(entry.serial, None)
+        return None
 
     def forget_before(self, serial: int) -> None:
         """Drop the lines of entries older than `serial` (they left the transcript)."""
@@ -769,3 +1043,5 @@ class LineCache:
             del self._cache[old]
         for old in [s for s in self._streams if s < serial]:
             del self._streams[old]
+        for old in [s for s in self._last if s < serial]:
+            del self._last[old]
