@@ -37,8 +37,6 @@ from ..bench_core import stored_record_size
 #: A batch of cycles of one system; the seconds of each cycle.
 Batch = Callable[[int], Awaitable[list[float]]]
 
-#: agentrt must be at least this many times faster than LangGraph's SqliteSaver cycle.
-LANGGRAPH_TARGET = 15.0
 #: agentrt's cycle must be at most this many times the bare SQLite upsert+select.
 SQLITE_TARGET = 6.0
 #: agentrt on PostgreSQL must be at least this many times faster than LangGraph's PostgresSaver.
@@ -202,14 +200,22 @@ async def _run_in(root: Path, url: str, rounds: int, size: int) -> int:
     systems = [System(k, labels[k], medians[k], len(times[k])) for k in labels]
     print(format_systems(systems, "agentrt", {k: "agentrt_pg" for k in ("pg", "langgraph_pg")}))
     versus_graph = medians["langgraph"] / medians["agentrt"]
+    versus_agents = medians["agents"] / medians["agentrt"]
     versus_sqlite = medians["agentrt"] / medians["sqlite"]
     versus_graph_pg = medians["langgraph_pg"] / medians["agentrt_pg"]
     versus_pg = medians["agentrt_pg"] / medians["pg"]
-    checks = [
+    # The SQLite peers are printed with no target of their own: agentrt's target there is
+    # the floor, the bare upsert + select (make bench's pause_resume).
+    checks: list[tuple[str, str, bool | None]] = [
         (
-            f"agentrt >= {LANGGRAPH_TARGET:g}x faster than LangGraph's SqliteSaver cycle",
+            "agentrt against LangGraph's SqliteSaver cycle (times faster; no target: the floor is)",
             f"{versus_graph:.2f}x",
-            versus_graph >= LANGGRAPH_TARGET,
+            None,
+        ),
+        (
+            "agentrt against the OpenAI Agents SDK's cycle (times faster; no target: the floor is)",
+            f"{versus_agents:.2f}x",
+            None,
         ),
         (
             f"agentrt's cycle <= {SQLITE_TARGET:g}x the bare SQLite upsert + select",
@@ -222,15 +228,16 @@ async def _run_in(root: Path, url: str, rounds: int, size: int) -> int:
             versus_graph_pg >= POSTGRES_TARGET,
         ),
         (
-            "agentrt's PostgreSQL cycle against the bare upsert + select (no target here: "
+            "agentrt's PostgreSQL cycle against the bare upsert + select (its target is "
             "make bench's pg_pause_resume)",
             f"{versus_pg:.2f}x",
-            True,
+            None,
         ),
     ]
     width = max(len(c[0]) for c in checks)
     for text, measured, ok in checks:
-        print(f"{text.ljust(width)}  {measured:>8}  {'PASS' if ok else 'MISS'}")
+        verdict = "-" if ok is None else "PASS" if ok else "MISS"
+        print(f"{text.ljust(width)}  {measured:>8}  {verdict}")
     problems = loop.check() + pg_loop.check() + tuple(graph.problems[:3])
     problems += tuple(graph_normal.problems[:3]) + tuple(graph_pg.problems[:3])
     problems += tuple(agents.problems[:3])
