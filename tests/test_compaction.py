@@ -28,6 +28,7 @@ from agentrt import open_runtime
 from agentrt.agent.compaction import DEFAULT_SHARE
 from agentrt.agent.compaction import SUMMARY_REQUEST
 from agentrt.agent.compaction import ContextLimits
+from agentrt.agent.compaction import Joined
 from agentrt.agent.compaction import estimate
 from agentrt.agent.compaction import plan
 from agentrt.agent.compaction import prompt_of
@@ -381,6 +382,40 @@ def test_the_users_latest_message_goes_along_when_it_was_summarised() -> None:
     entry = Message(Role.NOTE, "summary", compaction=Compaction(summarised=3, kept=0))
     prompt = prompt_of([Message.user("old"), asked, *work, entry, Message.assistant("next")])
     assert prompt == [Message.note("summary"), asked, Message.assistant("next")]
+
+
+def test_the_prompt_of_a_joined_conversation_is_that_of_the_same_messages_in_a_list() -> None:
+    call = ToolCall("c1", "read_file", {"path": "a"})
+    lead = [Message.system("be brief"), Message.system("the folder is /w")]
+    asked = Message.user("do the long job")
+    work = [Message.assistant("", [call]), Message.system("aside"), Message.tool_result(call, "ok")]
+    first = Message(Role.NOTE, "first", compaction=Compaction(summarised=2, kept=1))
+    last = Message(Role.NOTE, "last", compaction=Compaction(summarised=4, kept=2))
+    shapes = [
+        [*lead, Message.user("old"), asked, *work, last, Message.assistant("next")],
+        [*lead, asked, first, *work, last],
+        [*lead, asked, *work, Message(Role.NOTE, "all", compaction=Compaction(3, 9))],
+        [Message.user("old"), first, *conversation(4)],
+        [*lead, *conversation(5)],
+        [],
+    ]
+    # The system prompt leads; the one kept whole skips the system message among them
+    # and goes back to the user's message, which it did not reach.
+    assert prompt_of(shapes[0]) == [
+        *lead,
+        Message.note("last"),
+        asked,
+        work[0],
+        work[2],
+        Message.assistant("next"),
+    ]
+    for messages in shapes:
+        expected = prompt_of(messages)
+        for cut in range(len(messages) + 1):
+            for inner in range(cut, len(messages) + 1):
+                joined = Joined(messages[:cut], Joined(messages[cut:inner], messages[inner:]))
+                assert list(joined) == messages
+                assert prompt_of(joined) == expected, (cut, inner)
 
 
 async def test_a_session_on_its_own_model_compacts_with_that_models_window_and_summary(

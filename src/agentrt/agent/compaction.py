@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -150,38 +151,53 @@ class Joined(Sequence[Message]):
         return self._first[index] if index < split else self._second[index - split]
 
 
+_role = operator.attrgetter("role")
+
+
 def prompt_of(conversation: Sequence[Message]) -> list[Message]:
     """What the model is given of `conversation`: its last compaction's summary, the
     messages that compaction kept whole, then every message after it (and, when none of
     these is the user's, the user's latest message before them, whole).
 
-    Read from the end: its time grows with the prompt, not with the conversation.
+    Read from the end: its time grows with the prompt, not with the conversation. It
+    reads through the conversation's iterators (backwards from the end, forwards for a
+    leading system prompt), not an index at a time: a `Joined` conversation answers
+    an index through each of its parts' lengths.
     """
-    at = last_compaction(conversation)
-    if at < 0:
-        return list(conversation)
-    entry = conversation[at]
-    assert entry.compaction is not None
-    system: list[Message] = []
-    for index in range(at):  # a system prompt leads the conversation, if it has one
-        if conversation[index].role is not Role.SYSTEM:
+    backwards = reversed(conversation)
+    after: list[Message] = []  # gathered newest first
+    entry: Message | None = None
+    for message in backwards:
+        if message.compaction is not None:
+            entry = message
             break
-        system.append(conversation[index])
-    kept: list[Message] = []
-    index = at - 1
-    while len(kept) < entry.compaction.kept and index >= 0:
-        if conversation[index].role is not Role.SYSTEM:
-            kept.append(conversation[index])
-        index -= 1
+        after.append(message)
+    after.reverse()
+    if entry is None:
+        return after
+    assert entry.compaction is not None
+    kept: list[Message] = []  # gathered newest first
+    if entry.compaction.kept > 0:
+        for message in backwards:
+            if message.role is not Role.SYSTEM:
+                kept.append(message)
+                if len(kept) == entry.compaction.kept:
+                    break
     kept.reverse()
-    rest = [*kept, *conversation[at + 1 :]]
-    if not any(m.role is Role.USER for m in rest):
+    rest = [*kept, *after]
+    if Role.USER not in map(_role, rest):
         # The user's latest message was summarised with the rest (it did not fit in the
         # part kept whole): it is what the model is working on, so it goes along whole too.
-        while index >= 0 and conversation[index].role is not Role.USER:
-            index -= 1
-        if index >= 0:
-            rest.insert(0, conversation[index])
+        for message in backwards:
+            if message.role is Role.USER:
+                rest.insert(0, message)
+                break
+    at = len(conversation) - len(after) - 1
+    system: list[Message] = []
+    for message in itertools.islice(conversation, at):  # a system prompt leads, if any
+        if message.role is not Role.SYSTEM:
+            break
+        system.append(message)
     return [*system, Message.note(entry.content), *rest]
 
 
