@@ -24,11 +24,18 @@ from agentrt import Runtime
 from agentrt import ToolCallEvent
 from agentrt import ToolResultEvent
 from agentrt import open_runtime
+from agentrt.agent.loop import AgentRun
+from agentrt.agent.tools.base import ToolError
 from agentrt.apps.lab import Conversation
 from agentrt.apps.lab import Lab
 from agentrt.apps.lab import format_table
 from agentrt.apps.lab import real_kills
+from agentrt.core.context import RequestContext
+from agentrt.core.context import bind_context
+from agentrt.models.messages import Message
+from agentrt.models.messages import ToolCall
 from agentrt.models.scripted import ScriptedModel
+from agentrt.store.record import TaskRecord
 from agentrt.vocab.terms import Approval
 
 from .conftest import FakeVerifier
@@ -245,3 +252,36 @@ def test_real_kills_of_a_daemon_running_a_subagent_rerun_no_committed_call() -> 
     kills = real_kills(conversation, 3, seed=7)
     assert len(kills) == 3
     assert [v for k in kills for v in k.violations] == []
+
+
+@pytest.mark.parametrize("password", [False, True], ids=["confirm", "password"])
+async def test_a_subagent_stopped_as_its_window_goes_does_not_commit_nobody_connected(
+    runtime: Runtime, password: bool
+) -> None:
+    # A window that goes away leaves the registry and stops its runs in the same moment. A
+    # subagent that asks just then must stop with its run, not take "nobody is connected"
+    # as its call's result (which it would commit).
+    ask = Message.user("write a.txt")
+    run = AgentRun(
+        model=runtime.model,
+        registry=runtime.registry,
+        config=runtime.executor.config,
+        emit=Recorder(),
+        task_hash="t1",
+        snapshot=TaskRecord("cli-gone", ask.content, (ask,)),
+        store=None,
+        live=[ask],
+        agent="sub1",
+    )
+    call = ToolCall("call_1_0", "write_file", {"path": "a.txt", "content": "x"})
+    confirm = run.confirm_restricted if password else run.confirm
+    reached = False
+    with bind_context(RequestContext("cli-gone", "W")):
+        with trio.CancelScope() as stopping:
+            stopping.cancel()  # the stop made as the window left
+            await confirm(call, "write a.txt")
+            reached = True
+        assert stopping.cancelled_caught and not reached
+        # With nobody connected and no stop under way, the subagent's call is told so.
+        with pytest.raises(ToolError, match="nobody is connected"):
+            await confirm(call, "write a.txt")

@@ -1075,6 +1075,18 @@ class AgentRun:
         ctx = self.context
         return self.registry.has_listener(ctx.origin, ctx)
 
+    async def nobody_to_answer(self) -> bool:
+        """Whether nobody can answer a question of this run, asked after a checkpoint.
+
+        A window that goes away stops its runs in the same moment. The checkpoint
+        lets that stop reach this run first, so that a run being stopped stops here
+        instead of taking "nobody is connected" as its call's result and committing it.
+        """
+        if self.has_listener():
+            return False
+        await trio.lowlevel.checkpoint()
+        return not self.has_listener()
+
     async def confirm(self, call: ToolCall, prompt: str, diff: str | None = None) -> bool:
         """Ask whether `call` may run; True to run it. Parks when nobody can answer.
 
@@ -1090,7 +1102,7 @@ class AgentRun:
             return True
         if call.name in self.session_allow and self.attempt(call) == 1:
             return True
-        if not self.has_listener():
+        if await self.nobody_to_answer():
             if self.agent:
                 raise ToolError("needs a confirmation, and nobody is connected to answer it")
             raise QuestionParked(prompt, RequestKind.CONFIRM)
@@ -1114,7 +1126,7 @@ class AgentRun:
             )
         if call.id in self.preapproved and await self.config.verifier.cached():
             return True
-        if not self.has_listener():
+        if await self.nobody_to_answer():
             if self.agent:
                 raise ToolError("needs a password confirmation, and nobody is connected")
             raise QuestionParked(prompt, RequestKind.PASSWORD)

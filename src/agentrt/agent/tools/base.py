@@ -116,6 +116,10 @@ class ToolRun(Protocol):
         """Whether anyone could answer a question of this run now."""
         ...
 
+    async def nobody_to_answer(self) -> bool:
+        """Whether nobody can answer, asked after a checkpoint (a stop under way lands first)."""
+        ...
+
     async def ask_inline(self, call_id: str, request: Request) -> Answer:
         """Ask through the registry while the question is saved with the task (for `call_id`)."""
         ...

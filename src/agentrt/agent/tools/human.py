@@ -70,7 +70,7 @@ class StoreSecret(Tool):
                 f"refused: secret {name!r} must not travel through a chat service; store it "
                 "from the terminal (agenttui) or the web page"
             )
-        if not agent.has_listener():
+        if await agent.nobody_to_answer():
             raise ToolError(f"cannot ask for secret {name!r}: nobody is connected to type it")
         request = Request.secret(name)
         answer = await agent.ask_inline(call.id, request)
