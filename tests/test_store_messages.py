@@ -193,6 +193,18 @@ async def test_a_listing_does_not_decode_transcripts(
         await other.aclose()
 
 
+async def test_a_long_session_stays_in_memory_while_another_is_used(store: Store) -> None:
+    """A session of 12,000 messages is read from memory again after another session's use:
+    the same objects come back, none decoded anew from its rows."""
+    await store.finish("cli-long", _conversation(12_000))
+    first = await store.load_history("cli-long")
+    await store.finish("cli-short", _conversation(3))
+    assert len(await store.load_history("cli-short")) == 3
+    again = await store.load_history("cli-long")
+    assert len(again) == 12_000
+    assert again[0] is first[0] and again[-1] is first[-1]
+
+
 async def test_sessions_keep_finished_conversations_and_page_their_messages(
     any_runtime: Runtime,
 ) -> None:

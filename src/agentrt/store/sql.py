@@ -137,9 +137,13 @@ class _Memory:
     sessions used longest ago go first; the one just used always stays): every
     object kept alive is one more for the garbage collector to walk. Used by
     the writer thread only.
+
+    The limit leaves room for a session of tens of thousands of messages beside
+    the others in use: at 10,000, a session of that size was dropped as soon as
+    any other was used, and its next run decoded every message again.
     """
 
-    limit: int = 10_000
+    limit: int = 50_000
     _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
         factory=collections.OrderedDict
     )
