@@ -441,7 +441,7 @@ async def test_the_prompt_starts_with_the_system_prompt_and_a_rewind_past_a_comp
             history=tuple(history),
             live=list(ask),
         )
-        return run._model_messages()
+        return list(run._model_messages())
 
     compacted = [u[0], a[0], u[1], a[1], entry, u[2], a[2], u[3], a[3]]
     after = sent([*compacted, Message(Role.NOTE, "rewound", rewinds=7)])

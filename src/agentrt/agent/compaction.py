@@ -27,6 +27,7 @@ from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelDelta
 from ..models.messages import Role
+from ..models.messages import StoredMessages
 from ..models.messages import ToolSpec
 from ..models.messages import Usage
 from ..vocab.reprs import record
@@ -103,7 +104,22 @@ def estimate(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int
 
 
 def last_compaction(conversation: Sequence[Message]) -> int:
-    """The index of the last compaction entry of `conversation`, or -1."""
+    """The index of the last compaction entry of `conversation`, or -1.
+
+    Stored messages (`StoredMessages`) say which of them are entries without being made
+    into messages, so a long history a run only adds to is not read to learn it has none.
+    """
+    if isinstance(conversation, Joined):
+        later = last_compaction(conversation.second)
+        if later >= 0:
+            return len(conversation.first) + later
+        return last_compaction(conversation.first)
+    if isinstance(conversation, StoredMessages):
+        found = conversation.has("compaction")
+        # A value that is not plainly a message is among them: made, it says what it is.
+        while found and conversation[found[-1]].compaction is None:
+            found.pop()
+        return found[-1] if found else -1
     index = len(conversation)
     for message in reversed(conversation):  # a `Joined` reads its parts, not each index
         index -= 1
@@ -121,6 +137,14 @@ class Joined(Sequence[Message]):
     def __init__(self, first: Sequence[Message], second: Sequence[Message]) -> None:
         self._first = first
         self._second = second
+
+    @property
+    def first(self) -> Sequence[Message]:
+        return self._first
+
+    @property
+    def second(self) -> Sequence[Message]:
+        return self._second
 
     def __len__(self) -> int:
         return len(self._first) + len(self._second)
@@ -150,16 +174,18 @@ class Joined(Sequence[Message]):
         return self._first[index] if index < split else self._second[index - split]
 
 
-def prompt_of(conversation: Sequence[Message]) -> list[Message]:
+def prompt_of(conversation: Sequence[Message]) -> Sequence[Message]:
     """What the model is given of `conversation`: its last compaction's summary, the
     messages that compaction kept whole, then every message after it (and, when none of
     these is the user's, the user's latest message before them, whole).
 
-    Read from the end: its time grows with the prompt, not with the conversation.
+    Read from the end: its time grows with the prompt, not with the conversation. A
+    conversation with no compaction is the prompt whole: a `Joined` one (a run's) as it
+    is, uncopied, so a model that reads its end reads only that.
     """
     at = last_compaction(conversation)
     if at < 0:
-        return list(conversation)
+        return conversation if isinstance(conversation, Joined) else list(conversation)
     entry = conversation[at]
     assert entry.compaction is not None
     system: list[Message] = []
