@@ -415,7 +415,7 @@ def test_the_prompt_of_a_joined_conversation_is_that_of_the_same_messages_in_a_l
             for inner in range(cut, len(messages) + 1):
                 joined = Joined(messages[:cut], Joined(messages[cut:inner], messages[inner:]))
                 assert list(joined) == messages
-                assert prompt_of(joined) == expected, (cut, inner)
+                assert list(prompt_of(joined)) == list(expected), (cut, inner)
 
 
 async def test_a_session_on_its_own_model_compacts_with_that_models_window_and_summary(
@@ -476,7 +476,7 @@ async def test_the_prompt_starts_with_the_system_prompt_and_a_rewind_past_a_comp
             history=tuple(history),
             live=list(ask),
         )
-        return run._model_messages()
+        return list(run._model_messages())
 
     compacted = [u[0], a[0], u[1], a[1], entry, u[2], a[2], u[3], a[3]]
     after = sent([*compacted, Message(Role.NOTE, "rewound", rewinds=7)])

@@ -193,6 +193,18 @@ async def test_a_listing_does_not_decode_transcripts(
         await other.aclose()
 
 
+async def test_a_long_session_stays_in_memory_while_another_is_used(store: Store) -> None:
+    """A session of 12,000 messages is read from memory again after another session's use:
+    the same objects come back, none decoded anew from its rows."""
+    await store.finish("cli-long", _conversation(12_000))
+    first = await store.load_history("cli-long")
+    await store.finish("cli-short", _conversation(3))
+    assert len(await store.load_history("cli-short")) == 3
+    again = await store.load_history("cli-long")
+    assert len(again) == 12_000
+    assert again[0] is first[0] and again[-1] is first[-1]
+
+
 async def test_sessions_keep_finished_conversations_and_page_their_messages(
     any_runtime: Runtime,
 ) -> None:
@@ -407,3 +419,76 @@ def test_a_body_that_holds_no_message_is_never_read_as_one(bodies: list[str]) ->
 
     with pytest.raises(Exception):  # noqa: B017 - whichever error the parser or converter raises
         decode_messages(bodies)
+
+
+def _stored(messages: list[Message], made: list[int]) -> Any:
+    """`messages` as a store reads them back (`StoredMessages`); `made` gets the index of
+    each one made a message."""
+    from agentrt.models.messages import StoredMessages
+    from agentrt.store.columns import encode_message
+    from agentrt.store.columns import message_of
+    from agentrt.store.columns import message_values
+
+    def make(index: int, value: Any) -> Message:
+        made.append(index)
+        return message_of(value)
+
+    values = message_values([encode_message(m)[1] for m in messages])
+    assert values is not None
+    return StoredMessages(values, make)
+
+
+def test_a_run_reading_the_end_of_a_stored_history_makes_only_that_end() -> None:
+    from agentrt.agent.compaction import Joined
+    from agentrt.agent.compaction import prompt_of
+    from agentrt.models.messages import model_view
+
+    history = [*_conversation(5_000), Message.user("last question")]
+    made: list[int] = []
+    stored = _stored(history, made)
+    live = [Message.user("hello")]
+    prompt = prompt_of(Joined([Message.system("p")], Joined(model_view(stored), live)))
+    assert len(prompt) == len(history) + 2 and made == []
+    assert prompt[-2] == history[-1] and prompt[-1] is live[0]
+    assert made == [len(history) - 1]
+    assert list(stored) == history  # read whole, each is made once, the same as stored
+    assert sorted(made) == list(range(len(history)))
+    assert stored[len(history) - 1] is stored[len(history) - 1]
+
+
+def test_stored_rewinds_and_compactions_are_seen_as_in_the_messages_themselves() -> None:
+    from agentrt.agent.compaction import Joined
+    from agentrt.agent.compaction import prompt_of
+    from agentrt.models.messages import Compaction
+    from agentrt.models.messages import model_view
+
+    history = [
+        *_conversation(40),
+        Message(Role.NOTE, "summary", compaction=Compaction(30, 2)),
+        *(Message.assistant(f"later {i}") for i in range(4)),
+        Message(Role.NOTE, "rewound", rewinds=43),
+        Message.user("again"),
+    ]
+    live = [Message.user("hello")]
+    made: list[int] = []
+    stored = _stored(history, made)
+    seen = model_view(stored)
+    assert list(seen) == list(model_view(history))
+    expected = prompt_of(Joined([Message.system("p")], Joined(model_view(history), live)))
+    assert list(prompt_of(Joined([Message.system("p")], Joined(seen, live)))) == list(expected)
+    # A slice of a stored history (the part before a pending task) reads the same.
+    assert list(prompt_of(_stored(history, made)[:41])) == prompt_of(history[:41])
+
+
+async def test_a_stored_history_message_that_holds_none_is_told_when_read(
+    store: Store, store_location: str | Path
+) -> None:
+    """A body that is JSON but no message stops nothing until read; read, it names itself."""
+    await store.finish("cli-odd", _conversation(3))
+    raw_sql(store, "UPDATE messages SET body = '{\"role\": 7}' WHERE session_id = 'cli-odd'")
+    other = await open_test_store(store_location)  # nothing of cli-odd in its memory
+    try:
+        with pytest.raises(StoreError, match=r"history of session 'cli-odd' .* \(message 0"):
+            await other.load_history("cli-odd")
+    finally:
+        await other.aclose()

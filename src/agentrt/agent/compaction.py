@@ -28,6 +28,7 @@ from ..models.messages import Message
 from ..models.messages import Model
 from ..models.messages import ModelDelta
 from ..models.messages import Role
+from ..models.messages import StoredMessages
 from ..models.messages import ToolSpec
 from ..models.messages import Usage
 from ..vocab.reprs import record
@@ -104,7 +105,22 @@ def estimate(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int
 
 
 def last_compaction(conversation: Sequence[Message]) -> int:
-    """The index of the last compaction entry of `conversation`, or -1."""
+    """The index of the last compaction entry of `conversation`, or -1.
+
+    Stored messages (`StoredMessages`) say which of them are entries without being made
+    into messages, so a long history a run only adds to is not read to learn it has none.
+    """
+    if isinstance(conversation, Joined):
+        later = last_compaction(conversation.second)
+        if later >= 0:
+            return len(conversation.first) + later
+        return last_compaction(conversation.first)
+    if isinstance(conversation, StoredMessages):
+        found = conversation.has("compaction")
+        # A value that is not plainly a message is among them: made, it says what it is.
+        while found and conversation[found[-1]].compaction is None:
+            found.pop()
+        return found[-1] if found else -1
     index = len(conversation)
     for message in reversed(conversation):  # a `Joined` reads its parts, not each index
         index -= 1
@@ -122,6 +138,14 @@ class Joined(Sequence[Message]):
     def __init__(self, first: Sequence[Message], second: Sequence[Message]) -> None:
         self._first = first
         self._second = second
+
+    @property
+    def first(self) -> Sequence[Message]:
+        return self._first
+
+    @property
+    def second(self) -> Sequence[Message]:
+        return self._second
 
     def __len__(self) -> int:
         return len(self._first) + len(self._second)
@@ -154,16 +178,20 @@ class Joined(Sequence[Message]):
 _role = operator.attrgetter("role")
 
 
-def prompt_of(conversation: Sequence[Message]) -> list[Message]:
+def prompt_of(conversation: Sequence[Message]) -> Sequence[Message]:
     """What the model is given of `conversation`: its last compaction's summary, the
     messages that compaction kept whole, then every message after it (and, when none of
     these is the user's, the user's latest message before them, whole).
 
-    Read from the end: its time grows with the prompt, not with the conversation. It
-    reads through the conversation's iterators (backwards from the end, forwards for a
+    Read from the end: its time grows with the prompt, not with the conversation. A
+    conversation with no compaction is the prompt whole: a `Joined` one (a run's) as it
+    is, uncopied, so a model that reads its end reads only that. Otherwise it reads
+    through the conversation's iterators (backwards from the end, forwards for a
     leading system prompt), not an index at a time: a `Joined` conversation answers
     an index through each of its parts' lengths.
     """
+    if last_compaction(conversation) < 0:
+        return conversation if isinstance(conversation, Joined) else list(conversation)
     backwards = reversed(conversation)
     after: list[Message] = []  # gathered newest first
     entry: Message | None = None
@@ -173,9 +201,7 @@ def prompt_of(conversation: Sequence[Message]) -> list[Message]:
             break
         after.append(message)
     after.reverse()
-    if entry is None:
-        return after
-    assert entry.compaction is not None
+    assert entry is not None and entry.compaction is not None
     kept: list[Message] = []  # gathered newest first
     if entry.compaction.kept > 0:
         for message in backwards:

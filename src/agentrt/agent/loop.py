@@ -223,7 +223,7 @@ class AgentRun:
     #: The saved record (clamped); starting point of a resume, never the source of a call.
     snapshot: TaskRecord
     store: Store | None
-    history: tuple[Message, ...] = ()
+    history: Sequence[Message] = ()
     #: Tools the user allowed for the rest of this session.
     session_allow: set[str] = attrs.field(factory=set)
     #: Call ids confirmed ahead (an answered saved confirmation).
@@ -423,7 +423,7 @@ class AgentRun:
             self.prompt = build_prompt(self.config, self._offered(), self.started)
         return self.prompt
 
-    def _model_messages(self) -> list[Message]:
+    def _model_messages(self) -> Sequence[Message]:
         """What the model reads: the system prompt first, then the conversation from its last
         compaction on (`prompt_of`). The prompt is never part of the conversation: no
         transcript or store holds it, and no compaction summarises it."""

@@ -25,6 +25,7 @@ import trio
 from ..agent.checkpoint import Turn
 from ..agent.checkpoint import UndoResult
 from ..agent.checkpoint import undo_note
+from ..agent.compaction import Joined
 from ..agent.compaction import compaction_of
 from ..agent.config import AgentConfig
 from ..agent.loop import AgentRun
@@ -720,7 +721,7 @@ class Executor:
         self,
         running: _Running,
         record: TaskRecord,
-        history: tuple[Message, ...],
+        history: Sequence[Message],
         emit: Emit,
         *,
         resumed: bool,
@@ -779,7 +780,7 @@ class Executor:
             )
 
     async def _conclude(
-        self, emit: Emit, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+        self, emit: Emit, agent: AgentRun, history: Sequence[Message], ending: _Ending
     ) -> RunEnded:
         """Do what `SETTLE` says for the run's ending, then emit the final event.
 
@@ -844,7 +845,7 @@ class Executor:
         )
 
     async def _settle(
-        self, settle: Settle, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+        self, settle: Settle, agent: AgentRun, history: Sequence[Message], ending: _Ending
     ) -> RunEnded:
         """Tell the store `settle` (any but `Settle.KEEP_INTERRUPTED`); the final event."""
         task_hash, session_id = agent.task_hash, agent.snapshot.session_id
@@ -866,7 +867,7 @@ class Executor:
         # The saved form: what the store adds now is redacted as every commit was.
         await self.store.finish(
             session_id,
-            [*history, *agent.snapshot.transcript],
+            Joined(history, agent.snapshot.transcript),  # read from the end: no copy
             agent.snapshot.window_hash,
             runner=self._token,
         )
@@ -898,7 +899,7 @@ class Executor:
         return ended, label
 
     async def _delete(
-        self, agent: AgentRun, history: tuple[Message, ...], ending: _Ending
+        self, agent: AgentRun, history: Sequence[Message], ending: _Ending
     ) -> RunEnded:
         """A user-cancel: the task is deleted (unless a discard of it did that already)."""
         record = agent.snapshot
@@ -907,7 +908,7 @@ class Executor:
         # without one and the note of how it ended, for the model of its next message.
         await self.store.finish(
             record.session_id,
-            [*history, *record.transcript, *thrown_away(stopped, entries_of(stopped))],
+            Joined(history, [*record.transcript, *thrown_away(stopped, entries_of(stopped))]),
             record.window_hash,
             runner=self._token,
         )

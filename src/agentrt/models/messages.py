@@ -5,9 +5,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
+from typing import overload
 
 import attrs
 
@@ -145,9 +147,89 @@ class Message:
         return cls(Role.NOTE, text)
 
 
-def model_view(messages: Sequence[Message]) -> list[Message]:
-    """`messages` less those a rewind note (`Message.rewinds`) after them left out."""
-    if not any(m.rewinds is not None for m in messages):
+class StoredMessages(Sequence[Message]):
+    """Messages as a store read them: each made a `Message` when first read, from the JSON
+    value of its stored body (`make`, given its index among the values, raises for one
+    that holds no message).
+
+    A session's history of thousands of messages is read whole only by what needs it
+    whole (a provider's request); a run that reads its end reads only that. Slices share
+    the values (and what was made of them); the fields `has` asks about are read from
+    the values themselves, whether made or not.
+    """
+
+    __slots__ = ("_make", "_start", "_stop", "_values")
+
+    def __init__(
+        self,
+        values: list[Any],
+        make: Callable[[int, Any], Message],
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
+        self._values = values
+        self._make = make
+        self._start = start
+        self._stop = len(values) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            stop = max(start, stop)
+            return StoredMessages(self._values, self._make, self._start + start, self._start + stop)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        at = self._start + index
+        value = self._values[at]
+        if type(value) is not Message:
+            value = self._values[at] = self._make(at, value)
+        return value
+
+    def __iter__(self) -> Iterator[Message]:
+        return (self[i] for i in range(len(self)))
+
+    def __reversed__(self) -> Iterator[Message]:
+        return (self[i] for i in range(len(self) - 1, -1, -1))
+
+    def __add__(self, more: Sequence[Message]) -> StoredMessages:
+        """These messages, then `more`: the values copied (made ones stay made)."""
+        return StoredMessages([*self._values[self._start : self._stop], *more], self._make)
+
+    def has(self, field: str) -> list[int]:
+        """The indices of the messages whose `field` (``rewinds``, ``compaction``) is set."""
+        found = []
+        for index in range(len(self)):
+            value = self._values[self._start + index]
+            if type(value) is Message:
+                if getattr(value, field) is not None:
+                    found.append(index)
+            elif type(value) is not dict or value.get(field) is not None:
+                found.append(index)  # not plainly a message: made, it says what it is
+        return found
+
+
+def model_view(messages: Sequence[Message]) -> Sequence[Message]:
+    """`messages` less those a rewind note (`Message.rewinds`) after them left out.
+
+    Stored messages none of which rewinds come back as they are: none is made to ask.
+    """
+    if isinstance(messages, StoredMessages):
+        if not messages.has("rewinds"):
+            return messages
+    elif not any(m.rewinds is not None for m in messages):
         return list(messages)
     return [messages[i] for i in seen_indices(messages)]
 

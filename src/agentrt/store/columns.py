@@ -209,17 +209,29 @@ def decode_message(body: str) -> Message:
     return _structured(json.loads(body))
 
 
+def message_values(bodies: Sequence[str]) -> list[Any] | None:
+    """The JSON values of `bodies`, parsed as one array; None when any body is not one
+    JSON value (it fails to parse or counts otherwise). Each is made a message by
+    `message_of`."""
+    try:
+        values = json.loads(f"[{','.join(bodies)}]")
+    except ValueError:
+        return None
+    return values if type(values) is list and len(values) == len(bodies) else None
+
+
+def message_of(value: Any) -> Message:
+    """The message a body's JSON value holds; raises if it holds none."""
+    return _structured(value)
+
+
 def decode_messages(bodies: Sequence[str]) -> list[Message]:
     """`decode_message` of each body: a long history is parsed as one JSON array.
 
     Raises if any body holds no message (`decode_message` of each tells which).
     """
-    try:
-        values = json.loads(f"[{','.join(bodies)}]")
-    except ValueError:
-        values = None
-    # A body that is not one JSON value makes the array fail to parse or count otherwise.
-    if type(values) is not list or len(values) != len(bodies):
+    values = message_values(bodies)
+    if values is None:
         return [decode_message(body) for body in bodies]
     return [_structured(value) for value in values]
 

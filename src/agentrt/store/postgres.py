@@ -46,6 +46,7 @@ import time
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
 from typing import Final
@@ -532,13 +533,13 @@ class PgStore(SqlStore):
             with contextlib.suppress(Exception):  # else the write says what is wrong
                 await self.rejoin()
 
-    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+    async def create(self, record: TaskRecord) -> Sequence[Message]:
         await self._live()
         return await super().create(record)
 
     async def update(
         self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
-    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+    ) -> tuple[TaskRecord, Sequence[Message]] | None:
         await self._live()
         return await super().update(session_id, change)
 

@@ -88,7 +88,7 @@ class Store(Protocol):
         """Write `record` (new messages clamped); return it as written."""
         ...
 
-    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+    async def create(self, record: TaskRecord) -> Sequence[Message]:
         """Write the first record of a new task; return the session's history.
 
         Raises `TaskExistsError` (writing nothing) if the session has a pending task.
@@ -97,7 +97,7 @@ class Store(Protocol):
 
     async def replace_last_turn(
         self, session_id: str, make: Callable[[str], TaskRecord]
-    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+    ) -> tuple[TaskRecord, Sequence[Message]]:
         """Replace the last user message and all after it by the task `make` builds from its
         text, in one transaction; return the record and the history before it.
 
@@ -108,7 +108,7 @@ class Store(Protocol):
 
     async def update(
         self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
-    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+    ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change` and save it, in one transaction; None if there is none.
 
         `change` runs in the store's thread, sees the latest record, and may raise

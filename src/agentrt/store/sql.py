@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import sqlite3
 import time
@@ -42,6 +43,7 @@ from ..core.cause import Cause
 from ..core.process import process_token
 from ..models.messages import Message
 from ..models.messages import Role
+from ..models.messages import StoredMessages
 from ..present.listing import TIME_MARK
 from ..present.listing import BriefTask
 from ..present.listing import lines as listing_lines
@@ -53,13 +55,14 @@ from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from .columns import FIELDS
 from .columns import decode_message
-from .columns import decode_messages
 from .columns import dumps
 from .columns import encode_message
 from .columns import error_detail
 from .columns import fields_of
 from .columns import journal_fields
 from .columns import json_text
+from .columns import message_of
+from .columns import message_values
 from .columns import prompt_of
 from .columns import task_fields
 from .columns import title_of
@@ -137,22 +140,26 @@ class _Memory:
     sessions used longest ago go first; the one just used always stays): every
     object kept alive is one more for the garbage collector to walk. Used by
     the writer thread only.
+
+    The limit leaves room for a session of tens of thousands of messages beside
+    the others in use: at 10,000, a session of that size was dropped as soon as
+    any other was used, and its next run decoded every message again.
     """
 
-    limit: int = 10_000
-    _sessions: collections.OrderedDict[str, tuple[int, tuple[Message, ...]]] = attrs.field(
+    limit: int = 50_000
+    _sessions: collections.OrderedDict[str, tuple[int, Sequence[Message]]] = attrs.field(
         factory=collections.OrderedDict
     )
     _size: int = 0
 
-    def get(self, session_id: str, rev: int) -> tuple[Message, ...] | None:
+    def get(self, session_id: str, rev: int) -> Sequence[Message] | None:
         entry = self._sessions.get(session_id)
         if entry is None or entry[0] != rev:
             return None
         self._sessions.move_to_end(session_id)
         return entry[1]
 
-    def put(self, session_id: str, rev: int, messages: tuple[Message, ...]) -> None:
+    def put(self, session_id: str, rev: int, messages: Sequence[Message]) -> None:
         self.drop(session_id)
         self._sessions[session_id] = (rev, messages)
         self._size += len(messages)
@@ -429,13 +436,13 @@ class SqlStore:
 
         return await self._run(write)
 
-    async def create(self, record: TaskRecord) -> tuple[Message, ...]:
+    async def create(self, record: TaskRecord) -> Sequence[Message]:
         """Write the first record of a new task and return the session's history, at once.
 
         Raises `TaskExistsError` (writing nothing) if the session has a pending task.
         """
 
-        def write(db: sqlite3.Connection) -> tuple[Message, ...]:
+        def write(db: sqlite3.Connection) -> Sequence[Message]:
             with self._write(db):
                 if self._task_row(db, record.session_id) is not None:
                     raise TaskExistsError(
@@ -451,7 +458,7 @@ class SqlStore:
 
     async def replace_last_turn(
         self, session_id: str, make: Callable[[str], TaskRecord]
-    ) -> tuple[TaskRecord, tuple[Message, ...]]:
+    ) -> tuple[TaskRecord, Sequence[Message]]:
         """Replace the session's last user message, and every message after it, by a new task.
 
         One transaction: the messages from the last one of the user's on are
@@ -463,7 +470,7 @@ class SqlStore:
         user's, writing nothing. `make` runs in the store's thread.
         """
 
-        def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]]:
+        def write(db: sqlite3.Connection) -> tuple[TaskRecord, Sequence[Message]]:
             with self._write(db):
                 if self._task_row(db, session_id) is not None:
                     raise TaskExistsError(
@@ -495,7 +502,7 @@ class SqlStore:
 
     async def update(
         self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
-    ) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+    ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change`, save the result, and return it with the history.
 
         One transaction holding the write lock from the start, so `change` sees
@@ -505,7 +512,7 @@ class SqlStore:
         the session has no pending task.
         """
 
-        def write(db: sqlite3.Connection) -> tuple[TaskRecord, tuple[Message, ...]] | None:
+        def write(db: sqlite3.Connection) -> tuple[TaskRecord, Sequence[Message]] | None:
             with self._write(db):
                 old, history = self._load(db, session_id)
                 if old is None:
@@ -832,8 +839,8 @@ class SqlStore:
     async def load_history(self, session_id: str) -> tuple[Message, ...]:
         """The finished conversation of a session (what earlier runs said), oldest first."""
         return await self._run(
-            lambda db: self._messages(
-                db, session_id, self._session_row(db, session_id), history=True
+            lambda db: tuple(
+                self._messages(db, session_id, self._session_row(db, session_id), history=True)
             )
         )
 
@@ -1093,8 +1100,14 @@ class SqlStore:
 
     def _all_messages(
         self, db: sqlite3.Connection, session_id: str, session: _SessionRow | None
-    ) -> tuple[Message, ...]:
-        """Every stored message of a session: from memory when still current, else decoded."""
+    ) -> Sequence[Message]:
+        """Every stored message of a session: from memory when still current, else read.
+
+        Read, the bodies are parsed as one JSON array, and each value is made a message
+        when first read (`StoredMessages`): a run that reads the end of a long history
+        makes only that end. A body that is not JSON is told now, as one that holds no
+        message is when read.
+        """
         if session is None:
             return ()
         cached = self._memory.get(session_id, session.rev)
@@ -1103,12 +1116,33 @@ class SqlStore:
         rows = db.execute(
             "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
-        try:
-            messages = tuple(decode_messages([body for _, body in rows]))
-        except Exception:  # any malformed shape: which message, and whose, is told below
+        values = message_values([body for _, body in rows])
+        messages: Sequence[Message]
+        if values is None:  # which message, and whose, is told below
             messages = self._decode_each(db, session_id, rows)
+        else:
+            task = self._task_row(db, session_id)
+            messages = StoredMessages(
+                values,
+                functools.partial(
+                    self._message_of, session_id, task.first_seq if task else len(rows)
+                ),
+            )
         self._memory.put(session_id, session.rev, messages)
         return messages
+
+    def _message_of(self, session_id: str, first: int, seq: int, value: Any) -> Message:
+        """The message of the stored JSON `value` of message `seq` of `session_id` (the
+        pending task's from `first` on); raises `StoreError` saying whose is unreadable."""
+        try:
+            return message_of(value)
+        except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
+            if seq >= first:
+                raise self._task_unreadable(session_id, error_detail(exc)) from None
+            raise StoreError(
+                f"the history of session {session_id!r} in {self.location} is unreadable "
+                f"(message {seq}: {error_detail(exc)})"
+            ) from None
 
     def _decode_each(
         self, db: sqlite3.Connection, session_id: str, rows: Sequence[Any]
@@ -1137,7 +1171,7 @@ class SqlStore:
         session: _SessionRow | None,
         *,
         history: bool,
-    ) -> tuple[Message, ...]:
+    ) -> Sequence[Message]:
         """A session's history (the messages before its pending task), or all its messages."""
         messages = self._all_messages(db, session_id, session)
         if not history:
@@ -1147,7 +1181,7 @@ class SqlStore:
 
     def _load(
         self, db: sqlite3.Connection, session_id: str
-    ) -> tuple[TaskRecord | None, tuple[Message, ...]]:
+    ) -> tuple[TaskRecord | None, Sequence[Message]]:
         """The pending task of a session and its history (both empty when it has none)."""
         task, session = self._task_and_session(db, session_id)
         if task is None:
@@ -1159,7 +1193,7 @@ class SqlStore:
                 session_id, f"{end - len(messages)} of its messages are missing"
             )
         return (
-            self._record(task.fields, messages[task.first_seq : end]),
+            self._record(task.fields, tuple(messages[task.first_seq : end])),
             messages[: task.first_seq],
         )
 
@@ -1242,7 +1276,7 @@ class SqlStore:
                 and (count == 0 or new[count - 1] is cached[-1])
             ):
                 added = self._append(db, session_id, session, new[count:])
-                transcript = cached[first:] + added
+                transcript = tuple(cached[first:]) + added
             else:
                 # Not known to extend what is stored: the task's messages are written anew.
                 self._truncate(db, session_id, first)
@@ -1312,7 +1346,8 @@ class SqlStore:
             )
         cached = self._memory.get(session_id, session.rev)
         if cached is not None and len(cached) == start:
-            self._memory.put(session_id, rev, cached + added)
+            both = cached + added if isinstance(cached, StoredMessages) else (*cached, *added)
+            self._memory.put(session_id, rev, both)
         else:
             self._memory.drop(session_id)
         return added
