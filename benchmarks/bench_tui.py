@@ -199,16 +199,7 @@ def _run_20k(root: Path, size: int, idle: float) -> list[Result]:
     where = ["--socket", os.fspath(socket_path), "--state-dir", os.fspath(state)]
     try:
         # The baseline: the same message, its reply printed by `agentrt run` in a pane alike.
-        cpu_file = root / "run-cpu.txt"
-        run = [sys.executable, os.fspath(CPU_OF), os.fspath(cpu_file), os.fspath(message)]
-        run += [os.fspath(script("agentrt")), "run", *where[2:], "-"]
-        tmux.open("run", run, root)
-        deadline = time.monotonic() + STREAM_TIMEOUT
-        while not tmux.dead("run"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"agentrt run did not end: {tmux.screen('run')[-600:]!r}")
-            time.sleep(0.2)
-        baseline = float(cpu_file.read_text())
+        baseline = _run_cpu(tmux, root, message, where)
 
         window = [os.fspath(script("agenttui")), *where]
         pid = tmux.open("tui", window, root)
@@ -259,6 +250,21 @@ def _run_20k(root: Path, size: int, idle: float) -> list[Result]:
             ),
         ),
     ]
+
+
+def _run_cpu(tmux: _Tmux, root: Path, message: Path, where: list[str]) -> float:
+    """CPU seconds of a whole `agentrt run` of `message` on the daemon `where` names, in a
+    tmux pane ("run") of its own; its screen stays for the caller to read."""
+    cpu_file = root / "run-cpu.txt"
+    run = [sys.executable, os.fspath(CPU_OF), os.fspath(cpu_file), os.fspath(message)]
+    run += [os.fspath(script("agentrt")), "run", *where[2:], "-"]
+    tmux.open("run", run, root)
+    deadline = time.monotonic() + STREAM_TIMEOUT
+    while not tmux.dead("run"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"agentrt run did not end: {tmux.screen('run')[-600:]!r}")
+        time.sleep(0.2)
+    return float(cpu_file.read_text())
 
 
 def _settle(pid: int, quiet: float = 0.5, timeout: float = 20.0) -> None:
@@ -351,16 +357,7 @@ def _long_reply(root: Path, lines: int, keys: int) -> _Long:
     message.write_text("go")
     where = ["--socket", os.fspath(socket_path), "--state-dir", os.fspath(state)]
     try:
-        cpu_file = root / "run-cpu.txt"
-        run = [sys.executable, os.fspath(CPU_OF), os.fspath(cpu_file), os.fspath(message)]
-        run += [os.fspath(script("agentrt")), "run", *where[2:], "-"]
-        tmux.open("run", run, root)
-        deadline = time.monotonic() + STREAM_TIMEOUT
-        while not tmux.dead("run"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"agentrt run did not end: {tmux.screen('run')[-600:]!r}")
-            time.sleep(0.2)
-        baseline = float(cpu_file.read_text())
+        baseline = _run_cpu(tmux, root, message, where)
         problems: tuple[str, ...] = ()
         if "end-of-reply" not in tmux.screen("run"):
             problems = (f"agentrt run did not print the reply: {tmux.screen('run')[-400:]!r}",)
