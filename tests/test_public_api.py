@@ -174,6 +174,7 @@ NOT_FOR_A_SCRIPTED_RUN = (
     "agentrt.providers",
     "agentrt.client",
     "agentrt.frontends.terminal.server",
+    "agentrt.protocol.frames",
     "importlib.metadata",
     "tomllib",
     "difflib",
