@@ -149,12 +149,32 @@ def test_importing_the_client_loads_no_store_executor_or_sqlite3(module: str) ->
     assert loaded.isdisjoint(RUNTIME_ONLY), sorted(loaded & set(RUNTIME_ONLY))
 
 
+def test_importing_the_client_builds_only_the_handshake_frames() -> None:
+    """The other frames (and the events they carry) load when the first frame is encoded."""
+    code = (
+        "import json, sys; import agentrt.client; before = sorted(sys.modules); "
+        "from agentrt.protocol.codec import encode; "
+        "from agentrt.protocol.handshake import Hello; "
+        "line = encode(Hello(1, 'w')).decode(); "
+        "print(json.dumps([before, sorted(sys.modules), line]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    before, after, line = json.loads(out)
+    assert "agentrt.protocol.handshake" in before
+    assert {"agentrt.protocol.frames", "agentrt.vocab.events"}.isdisjoint(before)
+    assert {"agentrt.protocol.frames", "agentrt.vocab.events"} <= set(after)
+    assert json.loads(line) == {"type": "hello", "version": 1, "window": "w", "scope": "window"}
+
+
 #: What `agentrt run` with the embedded scripted model has no use for, and so never loads.
 NOT_FOR_A_SCRIPTED_RUN = (
     "httpx",
     "agentrt.providers",
     "agentrt.client",
     "agentrt.frontends.terminal.server",
+    "agentrt.protocol.frames",
     "importlib.metadata",
     "tomllib",
     "difflib",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import struct
 import sys
@@ -84,11 +85,21 @@ LOCAL: Final = frozenset(
 )
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library's inotify and statfs, loaded when a folder is first watched (None where
+    there are none).
+
+    Not at import: every command imports this module, and `ctypes.util.find_library`
+    runs ``ldconfig -p`` in a new process, so glibc's ``libc.so.6`` is tried first.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        except OSError:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.inotify_init1, libc.inotify_add_watch, libc.statfs  # noqa: B018
     except (OSError, AttributeError):
         return None
@@ -97,16 +108,14 @@ def _libc() -> Any:
     return libc
 
 
-_LIBC: Final = _libc()
-
-
 def fs_type(path: str) -> int | None:
     """The ``f_type`` of the file system `path` is on (None where it cannot be told)."""
-    if _LIBC is None:
+    libc = _libc()
+    if libc is None:
         return None
     # `struct statfs` begins with its `f_type`, a C long; 256 bytes hold the whole of it.
     buf = ctypes.create_string_buffer(256)
-    if _LIBC.statfs(os.fsencode(path), buf) != 0:
+    if libc.statfs(os.fsencode(path), buf) != 0:
         return None
     return ctypes.c_ulong.from_buffer(buf).value & 0xFFFFFFFF
 
@@ -134,7 +143,8 @@ class FolderWatch:
         #: Each watched folder's path, by its watch descriptor, as the last walk armed them.
         self._folders: dict[int, str] = {}
         self._fd = -1
-        if _LIBC is None:
+        libc = _libc()
+        if libc is None:
             return
         try:
             root_stat = os.stat(root)
@@ -142,7 +152,7 @@ class FolderWatch:
             return
         if fs_type(root) not in LOCAL:
             return
-        fd = _LIBC.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             return  # the user's instances are all taken: walk every time
         self._fd = fd
@@ -210,7 +220,7 @@ class FolderWatch:
         # The watch limit or an unreadable folder: this walk cannot be trusted later. A folder
         # gone meanwhile is an event of its parent's (the root's, of none: made again later,
         # nothing would tell).
-        wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
+        wd = _libc().inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
         if wd >= 0:
             self._folders[wd] = folder
         elif ctypes.get_errno() != errno.ENOENT or folder == self.root:

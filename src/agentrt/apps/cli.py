@@ -74,11 +74,6 @@ from ..core.runtime import Runtime
 from ..core.runtime import default_state_dir
 from ..core.runtime import open_runtime
 from ..core.runtime import run_prompt
-from ..frontends.terminal.framing import ask_frame
-from ..frontends.terminal.framing import pending_detail
-from ..frontends.terminal.framing import pending_task
-from ..frontends.terminal.framing import session_item
-from ..frontends.terminal.framing import session_message
 from ..present.ends import describe_end as _describe_end
 from ..present.listing import BriefTask
 from ..present.listing import filled
@@ -89,47 +84,17 @@ from ..present.shapes import event_to_json
 from ..present.shapes import message_json
 from ..present.shapes import preview_json
 from ..present.shapes import question_json
-from ..protocol.frames import EVENT_FRAMES
-from ..protocol.frames import LIST_PAGE_MAX
-from ..protocol.frames import MESSAGES_PAGE_MAX
-from ..protocol.frames import Ack
-from ..protocol.frames import AnswerFrame
-from ..protocol.frames import AskFrame
-from ..protocol.frames import AskWithdrawn
-from ..protocol.frames import Cancel
-from ..protocol.frames import DaemonFrame
-from ..protocol.frames import EndedFrame
-from ..protocol.frames import ErrorCode
-from ..protocol.frames import ErrorFrame
-from ..protocol.frames import PendingAction
-from ..protocol.frames import PendingDetail
-from ..protocol.frames import PendingLines
-from ..protocol.frames import PendingList
-from ..protocol.frames import PendingRequest
-from ..protocol.frames import PendingTask
-from ..protocol.frames import Run
-from ..protocol.frames import Scope
-from ..protocol.frames import SessionItem
-from ..protocol.frames import SessionList
-from ..protocol.frames import SessionMessage
-from ..protocol.frames import SessionMessages
-from ..protocol.frames import SessionsAction
-from ..protocol.frames import SessionsRequest
-from ..protocol.frames import TaskFrame
-from ..protocol.frames import TextFrame
-from ..protocol.frames import ToolCallFrame
-from ..protocol.frames import ToolResultFrame
-from ..protocol.frames import TurnItem
-from ..protocol.frames import TurnList
-from ..protocol.frames import Undone
-from ..protocol.frames import VerifyFrame
-from ..protocol.frames import frame_of
 from ..store import StoreError
 from ..store import UnreadableTask
 from ..store import is_postgres
 from ..vocab.events import Event
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
+from ..vocab.events import TaskStarted
+from ..vocab.events import TextEvent
+from ..vocab.events import ToolCallEvent
+from ..vocab.events import ToolResultEvent
+from ..vocab.events import VerifyEvent
 from ..vocab.events import describe_compaction
 from ..vocab.events import describe_resume
 from ..vocab.events import may_have_run
@@ -144,6 +109,18 @@ from ..vocab.usage import cost_words
 
 if TYPE_CHECKING:
     from ..protocol.client import Client
+    from ..protocol.frames import AskFrame
+    from ..protocol.frames import DaemonFrame
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import PendingDetail
+    from ..protocol.frames import PendingRequest
+    from ..protocol.frames import PendingTask
+    from ..protocol.frames import Run
+    from ..protocol.frames import SessionItem
+    from ..protocol.frames import SessionMessage
+    from ..protocol.frames import SessionsRequest
+    from ..protocol.frames import TurnList
+    from ..protocol.frames import Undone
 
 
 EXIT_FINISHED = 0
@@ -503,43 +480,46 @@ class Printer:
     #: The run's session, once its first frame named it.
     _session: str = ""
 
-    def show(self, frame: DaemonFrame) -> None:
-        """Print one frame of a run.
+    def show(self, frame: DaemonFrame | Event) -> None:
+        """Print one frame of a run, or one event of a run in this process.
 
-        As JSON, a frame is printed as the event it carries, in the shape the
-        HTTP API sends it (`agentrt.present.shapes`).
+        A run event's frame is that event under its frame class (a subclass of
+        the event's), so both are told apart by the event classes: a run here
+        prints its events without loading the frames. As JSON, a frame is
+        printed as the event it carries, in the shape the HTTP API sends it
+        (`agentrt.present.shapes`).
         """
-        if isinstance(frame, TaskFrame | EndedFrame):
+        if isinstance(frame, TaskStarted | RunEnded):
             self._session = frame.session_id
         if self.json_mode:
-            if isinstance(frame, EVENT_FRAMES):
+            if isinstance(frame, Event):
                 obj = {"v": SCHEMA_VERSION, **event_to_json(self._session, frame)}
                 self.line(dumps(obj))
             return
-        if isinstance(frame, TextFrame):
+        if isinstance(frame, TextEvent):
             self.out.write(frame.text)
             self.out.flush()
             self._at_line_start = frame.text.endswith("\n")
-        elif isinstance(frame, TaskFrame):
+        elif isinstance(frame, TaskStarted):
             verb = "resumed" if frame.resumed else "started"
             self._note(f"task {frame.task_hash} {verb} in session {frame.session_id}")
             if frame.resumed:
                 self._note(
                     describe_resume(frame.kept_calls, frame.rerun_calls, frame.regenerated_words)
                 )
-        elif isinstance(frame, ToolCallFrame):
+        elif isinstance(frame, ToolCallEvent):
             args = dumps(frame.arguments)
             if len(args) > 120:
                 args = args[:117] + "..."
             warning = may_have_run(frame.attempt)
             note = f"{frame.agent + ': ' if frame.agent else ''}{frame.name} {args}"
             self._note(note + (f" ({warning})" if warning else ""))
-        elif isinstance(frame, ToolResultFrame):
+        elif isinstance(frame, ToolResultEvent):
             first = frame.preview.splitlines()[0] if frame.preview else ""
             self._note(f"{frame.name} {'->' if frame.ok else 'failed:'} {first[:100]}")
-        elif isinstance(frame, VerifyFrame):
+        elif isinstance(frame, VerifyEvent):
             self._note(frame.message)
-        elif isinstance(frame, EndedFrame):
+        elif isinstance(frame, RunEnded):
             self._note(describe_end(frame))
 
     def _note(self, text: str) -> None:
@@ -683,7 +663,7 @@ def _read_answer(masked: bool) -> str | None:
     return line if line else None
 
 
-def describe_end(ended: EndedFrame) -> str:
+def describe_end(ended: RunEnded) -> str:
     """One line saying how a run ended, what became of its task, and how to go on here."""
     status = _describe_end(ended).status
     if ended.outcome is Outcome.AWAITING_ANSWER:
@@ -770,6 +750,8 @@ def _print_detail(printer: Printer, detail: PendingDetail) -> int:
 
 def _saved_message(saved: dict[str, Any]) -> SessionMessage:
     """A message of a saved transcript (as the store keeps it) in the shape `sessions show` reads."""
+    from ..protocol.frames import SessionMessage
+
     calls = saved.get("tool_calls") or ()
     return SessionMessage(
         seq=0,
@@ -910,7 +892,10 @@ class _Answers:
 
     def __init__(self, printer: Printer) -> None:
         self.printer = printer
-        self._send, self._receive = trio.open_memory_channel[tuple[AskFrame, Reply]](math.inf)
+        # The frame class named only as a type: a run here loads no frames until it asks.
+        self._send: trio.MemorySendChannel[tuple[AskFrame, Reply]]
+        self._receive: trio.MemoryReceiveChannel[tuple[AskFrame, Reply]]
+        self._send, self._receive = trio.open_memory_channel(math.inf)
 
     def put(self, ask: AskFrame, reply: Reply) -> None:
         """Queue a question; `reply(answer)` delivers the answer, `reply(None)` on stdin EOF."""
@@ -966,7 +951,7 @@ async def _drive_here(
     """
 
     async def emit(event: Event) -> None:
-        printer.show(frame_of(event))
+        printer.show(event)
 
     answers = _Answers(printer)
     entries: dict[str, Entry] = {}
@@ -1005,6 +990,8 @@ async def _drive_here(
                             entry.answer(answer)
                         await trio.lowlevel.checkpoint()
 
+                    from ..frontends.terminal.framing import ask_frame
+
                     answers.put(ask_frame(entry), reply)
 
             nursery.start_soon(_follow_signals, signals, cancel)
@@ -1019,6 +1006,14 @@ async def _drive_daemon(
     """Send `request` (a run or a resume of `session`) to the daemon; follow the run."""
     from ..protocol.client import BrokenDaemonConnectionError
     from ..protocol.client import ClientError
+    from ..protocol.frames import Ack
+    from ..protocol.frames import AnswerFrame
+    from ..protocol.frames import AskFrame
+    from ..protocol.frames import AskWithdrawn
+    from ..protocol.frames import Cancel
+    from ..protocol.frames import EndedFrame
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import TaskFrame
 
     task: list[str] = []
     held: list[Cause] = []
@@ -1097,6 +1092,8 @@ async def _drive_daemon(
 
 
 def _error_status(frame: ErrorFrame) -> int:
+    from ..protocol.handshake import ErrorCode
+
     print(f"agentrt: {frame.message}", file=sys.stderr)
     return EXIT_USAGE if frame.code is ErrorCode.INVALID else EXIT_FAILED
 
@@ -1124,6 +1121,7 @@ async def _connect_daemon(args: argparse.Namespace, settings: Settings) -> Clien
                 # Loaded only when a daemon is there to talk to: a run here has no use for it.
                 from ..protocol.client import Client
                 from ..protocol.client import DaemonNotRunningError
+                from ..protocol.handshake import Scope
 
                 try:
                     return await Client.connect(info.socket, scope=Scope.ALL)
@@ -1192,6 +1190,8 @@ async def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     printer = Printer(args.json)
     client = await _connect_daemon(args, settings)
     if client is not None:
+        from ..protocol.frames import Run
+
         async with client:
             request = Run(text, session, cwd=_workdir(args))
             return await _drive_daemon(client, printer, request, session)
@@ -1211,6 +1211,8 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     async with _open(args, settings) as rt:
         if args.action == "list":
             if printer.json_mode:
+                from ..frontends.terminal.framing import pending_task
+
                 listed = await rt.store.list_stored(args.prefix)
                 return _print_list(printer, [pending_task(t) for t in listed])
             return _print_lines(printer, await rt.store.list_lines(args.prefix))
@@ -1220,6 +1222,8 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
                 return _no_pending_task(args.session)
             if isinstance(stored, UnreadableTask):
                 raise StoreError(stored.error)
+            from ..frontends.terminal.framing import pending_detail
+
             return _print_detail(printer, pending_detail(stored))
         if args.action == "discard":
             if not await rt.executor.discard(args.session):
@@ -1239,6 +1243,12 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _pending_via_daemon(args: argparse.Namespace, printer: Printer, client: Client) -> int:
+    from ..protocol.frames import Ack
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import PendingAction
+    from ..protocol.frames import PendingDetail
+    from ..protocol.frames import PendingRequest
+
     if args.action in ("resume", "answer"):
         answer = args.answer if args.action == "answer" else None
         request = PendingRequest(
@@ -1276,6 +1286,13 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
     As text, the daemon sends each task as the line printed (`PendingLines`),
     and only the times are put in here, in this process's time zone.
     """
+    from ..protocol.frames import LIST_PAGE_MAX
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import PendingAction
+    from ..protocol.frames import PendingLines
+    from ..protocol.frames import PendingList
+    from ..protocol.frames import PendingRequest
+
     as_lines = not printer.json_mode
     tasks: list[PendingTask] = []
     lines: list[str] = []
@@ -1305,6 +1322,11 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
 
 
 async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    from ..frontends.terminal.framing import session_item
+    from ..frontends.terminal.framing import session_message
+    from ..protocol.frames import LIST_PAGE_MAX
+    from ..protocol.frames import MESSAGES_PAGE_MAX
+
     printer = Printer(args.json)
     text = read_message(args.text) if args.action == "continue" else ""
     client = await _connect_daemon(args, settings)
@@ -1355,6 +1377,18 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
 async def _sessions_via_daemon(
     args: argparse.Namespace, printer: Printer, client: Client, text: str
 ) -> int:
+    from ..protocol.frames import LIST_PAGE_MAX
+    from ..protocol.frames import MESSAGES_PAGE_MAX
+    from ..protocol.frames import Ack
+    from ..protocol.frames import ErrorFrame
+    from ..protocol.frames import Run
+    from ..protocol.frames import SessionList
+    from ..protocol.frames import SessionMessages
+    from ..protocol.frames import SessionsAction
+    from ..protocol.frames import SessionsRequest
+    from ..protocol.frames import TurnList
+    from ..protocol.frames import Undone
+
     async def ask(request: SessionsRequest) -> DaemonFrame:
         await client.send(request)
         return await next_reply()
@@ -1450,6 +1484,10 @@ _ASK_AGAIN = -1
 
 async def _undo_here(rt: Runtime, args: argparse.Namespace, printer: Printer) -> int:
     """``sessions undo`` and ``turns`` on the store itself (no daemon holds the state dir)."""
+    from ..protocol.frames import TurnItem
+    from ..protocol.frames import TurnList
+    from ..protocol.frames import Undone
+
     executor = rt.executor
     try:
         if args.action == "turns":

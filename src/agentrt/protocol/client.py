@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 from typing import TypeVar
 
 import trio
@@ -27,15 +28,17 @@ from .codec import NEED_DATA
 from .codec import FrameCodec
 from .codec import ProtocolError
 from .codec import encode
-from .frames import PROTOCOL_VERSION
-from .frames import ClientFrame
-from .frames import DaemonFrame
-from .frames import ErrorFrame
-from .frames import Hello
-from .frames import Scope
-from .frames import Welcome
+from .handshake import PROTOCOL_VERSION
+from .handshake import ErrorFrame
+from .handshake import Hello
+from .handshake import Scope
+from .handshake import Welcome
 
-_F = TypeVar("_F", bound=DaemonFrame)
+if TYPE_CHECKING:
+    from .frames import ClientFrame
+    from .frames import DaemonFrame
+
+_F = TypeVar("_F", bound="DaemonFrame")
 
 
 class ClientError(Exception):

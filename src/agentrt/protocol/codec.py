@@ -20,6 +20,8 @@ from __future__ import annotations
 import collections
 import enum
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import Generic
@@ -31,14 +33,14 @@ from ..vocab.clamp import clamp_arguments
 from ..vocab.peerjson import JsonNumberError
 from ..vocab.peerjson import loads
 from ..vocab.reprs import record
-from .frames import ClientFrame
-from .frames import DaemonFrame
-from .frames import ErrorCode
-from .frames import ErrorFrame
-from .frames import Frame
-from .frames import FrameError
-from .frames import from_wire
-from .frames import to_wire
+from .handshake import ErrorCode
+from .handshake import ErrorFrame
+from .handshake import FrameError
+
+if TYPE_CHECKING:
+    from .frames import ClientFrame
+    from .frames import DaemonFrame
+    from .frames import Frame
 
 #: The largest frame, in bytes of its line without the newline: 1 MiB.
 MAX_FRAME_SIZE: Final = 1024 * 1024
@@ -78,7 +80,7 @@ class CodecClosedError(RuntimeError):
     """The codec was fed after it was told the stream ended."""
 
 
-_F = TypeVar("_F", ClientFrame, DaemonFrame)
+_F = TypeVar("_F", "ClientFrame", "DaemonFrame")
 
 
 class _Marker(enum.Enum):
@@ -97,7 +99,10 @@ class FrameCodec(Generic[_F]):
     """
 
     def __init__(self, union: Any, *, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        from .frames import from_wire  # the frames are loaded by the first codec, not at import
+
         self._union = union
+        self._from_wire = from_wire
         self._max = max_frame_size
         self._lines: collections.deque[_Line] = collections.deque()
         self._partial = bytearray()
@@ -107,11 +112,15 @@ class FrameCodec(Generic[_F]):
     @classmethod
     def for_daemon(cls, *, max_frame_size: int = MAX_FRAME_SIZE) -> FrameCodec[ClientFrame]:
         """A codec for the daemon's side: it decodes `ClientFrame` values."""
+        from .frames import ClientFrame
+
         return FrameCodec(ClientFrame, max_frame_size=max_frame_size)
 
     @classmethod
     def for_client(cls, *, max_frame_size: int = MAX_FRAME_SIZE) -> FrameCodec[DaemonFrame]:
         """A codec for a client's side: it decodes `DaemonFrame` values."""
+        from .frames import DaemonFrame
+
         return FrameCodec(DaemonFrame, max_frame_size=max_frame_size)
 
     @property
@@ -204,10 +213,23 @@ class FrameCodec(Generic[_F]):
         except RecursionError:
             return ProtocolError(ErrorCode.MALFORMED, "malformed JSON: nested too deeply")
         try:
-            frame: _F = from_wire(data, self._union)
+            frame: _F = self._from_wire(data, self._union)
         except FrameError as exc:
             return ProtocolError(exc.code, str(exc), exc.ref)
         return frame
+
+
+def _first_to_wire(frame: Frame) -> dict[str, Any]:
+    """`to_wire` for the first frame encoded: it loads the frames, and `encode` then calls
+    their `to_wire` directly (importing the codec builds none of them)."""
+    global _to_wire
+    from .frames import to_wire
+
+    _to_wire = to_wire
+    return to_wire(frame)
+
+
+_to_wire: Callable[[Frame], dict[str, Any]] = _first_to_wire
 
 
 #: String limits tried, longest first, when a frame would not fit in its size cap.
@@ -222,7 +244,7 @@ def encode(frame: Frame, *, limit: int = MAX_FRAME_SIZE) -> bytes:
     marker, until it fits: the peer gets a shortened frame rather than one it
     must refuse.
     """
-    wire = to_wire(frame)
+    wire = _to_wire(frame)
     data = _dump(wire)
     for cap in _FIT_STRING_LIMITS:
         if len(data) <= limit + 1:

@@ -10,6 +10,11 @@ sends to the daemon) and `DaemonFrame` (what the daemon sends back). Both
 directions have a ``hello`` and a ``pending`` frame with different fields, so
 a frame is always read as one union or the other, never guessed.
 
+The frames a connection begins with (`Hello`, `Welcome`) and the refusal
+(`ErrorFrame`, `ErrorCode`, `FrameError`) are defined in
+`agentrt.protocol.handshake` and re-exported here: a client and the codec import
+only those, and this module when the first frame is encoded or decoded.
+
 Serialization happens only here, with `converter()`: primitives are checked
 strictly (``"5"`` is not an int, ``1`` is not a bool), unknown fields are
 refused, and a structuring error reads ``expected int @ $.attempts_left``.
@@ -48,6 +53,13 @@ from ..vocab.stops import ResumePreview
 from ..vocab.terms import Cause
 from ..vocab.terms import RequestKind
 from ..vocab.usage import RunTokens
+from .handshake import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .handshake import ErrorCode as ErrorCode
+from .handshake import ErrorFrame as ErrorFrame
+from .handshake import FrameError as FrameError
+from .handshake import Hello as Hello
+from .handshake import Scope as Scope
+from .handshake import Welcome as Welcome
 from .wirecode import carries_utf8
 
 if TYPE_CHECKING:
@@ -55,36 +67,8 @@ if TYPE_CHECKING:
 
     from ..vocab.request import Request
 
-#: The protocol version spoken by this module; a `Hello` with another version is refused.
-PROTOCOL_VERSION: Final = 1
-
 
 # -- client -> daemon --------------------------------------------------------
-
-
-class Scope(enum.Enum):
-    """What a connection speaks for (`Hello.scope`)."""
-
-    #: A terminal window: its own ``cli-`` sessions, and those of windows that are gone.
-    WINDOW = "window"
-    #: The owner's `agentrt` command: every session of every origin, as in the store.
-    ALL = "all"
-
-
-@record
-class Hello:
-    """First frame of a client: the protocol version and the window it speaks for.
-
-    `window` is a hash the client makes up once per window (terminal); runs
-    started over this connection are bound to it, and their questions come
-    back only to it. `scope` ``all`` is for the `agentrt` command: it may run,
-    list, show, resume and discard sessions of every origin.
-    """
-
-    TYPE: ClassVar[str] = "hello"
-    version: int
-    window: str
-    scope: Scope = Scope.WINDOW
 
 
 @record
@@ -315,16 +299,6 @@ class ModelsRequest:
 
 
 # -- daemon -> client --------------------------------------------------------
-
-
-@record
-class Welcome:
-    """The daemon's reply to `Hello`: its protocol version, its own version, the window."""
-
-    TYPE: ClassVar[str] = "hello"
-    version: int
-    daemon_version: str
-    window: str
 
 
 # The frames of a run's events are the events themselves (`agentrt.vocab.events`, declared
@@ -733,43 +707,6 @@ class DaemonStatus:
     stopping: bool = False
 
 
-class ErrorCode(enum.Enum):
-    """Why the daemon (or a client's codec) refused something."""
-
-    #: The line is not JSON, not a JSON object, not UTF-8, or has an integer over 4300 digits.
-    MALFORMED = "malformed"
-    #: The line is longer than the frame size cap; it was skipped.
-    TOO_LARGE = "too_large"
-    #: The ``type`` field is missing or names no frame of this direction.
-    UNKNOWN_TYPE = "unknown_type"
-    #: A field is missing, unknown, or of the wrong type.
-    INVALID = "invalid"
-    #: The stream ended in the middle of a line.
-    TRUNCATED = "truncated"
-    #: The frame is valid but not allowed now (``run`` before ``hello``; a session that
-    #: is running or still has a pending task): HTTP's 409.
-    STATE = "state"
-    #: The peer speaks another protocol version; the connection is closed.
-    VERSION = "version"
-    #: The named task, question or session does not exist or is not this connection's.
-    NOT_FOUND = "not_found"
-    #: The peer is another user (the connection is closed), or a window asked to stop
-    #: the daemon.
-    FORBIDDEN = "forbidden"
-    #: The request was understood but could not be carried out.
-    FAILED = "failed"
-
-
-@record
-class ErrorFrame:
-    """Something the client sent was refused; `ref` is that frame's type when known."""
-
-    TYPE: ClassVar[str] = "error"
-    code: ErrorCode
-    message: str
-    ref: str | None = None
-
-
 ClientFrame = (
     Hello
     | Run
@@ -967,15 +904,6 @@ _BY_TYPE: Final[Mapping[Any, Mapping[str, type]]] = {
     ClientFrame: {cls.TYPE: cls for cls in CLIENT_FRAMES},
     DaemonFrame: {cls.TYPE: cls for cls in DAEMON_FRAMES},
 }
-
-
-class FrameError(ValueError):
-    """A JSON object that is not a valid frame; `code` says how, the message says where."""
-
-    def __init__(self, code: ErrorCode, message: str, ref: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.ref = ref
 
 
 @functools.cache
