@@ -11,6 +11,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from typing import cast
 
 import psycopg
 import pytest
@@ -23,6 +24,7 @@ from agentrt import StoreError
 from agentrt import TaskRecord
 from agentrt import TaskStatus
 from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
 from agentrt.core.runtime import open_runtime
 from agentrt.models.scripted import ScriptedModel
 from agentrt.store import StaleLeaseError
@@ -31,6 +33,7 @@ from agentrt.store import TaskTakenError
 from agentrt.store.postgres import LOCK_CLASS
 from agentrt.store.postgres import NOW
 from agentrt.store.postgres import SCHEMA_VERSION
+from agentrt.store.postgres import PgConnection
 from agentrt.store.postgres import PgStore
 from agentrt.store.postgres import display_url
 from agentrt.vocab.usage import TokenCount
@@ -154,6 +157,87 @@ async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
 
         assert await store.update("cli-l", change) is not None
         assert others == [False]
+
+
+async def test_only_a_resumes_claim_commits_without_waiting_for_the_wal_flush(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url) as store:
+        connection = cast(PgConnection, store._db)
+
+        def level(db: object) -> str:
+            row = connection.connection().execute("SHOW synchronous_commit").fetchone()
+            return str(row[0]) if row else "?"
+
+        record = TaskRecord("chat-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+        seen: list[str] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            seen.append(level(None))  # in the claim's transaction
+            return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+        await store.update("chat-s", claim, synced=False)
+        seen.append(await store._run(level))  # the next transaction, on the same connection
+        await store.update("chat-s", claim)
+        # A claim queued with a synced write goes in its transaction, synced with it.
+        store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+        await store.update("chat-s", claim, synced=False)
+        assert seen == ["off", "on", "on", "on"]
+
+
+async def test_a_member_whose_claim_was_lost_is_refused_at_its_next_write_and_runs_no_tool(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume's claim commits unsynced; a server crash may lose it. The task another member
+    left paused is then still that member's in the row: this run's next write (the model's
+    answer, before any tool runs) is refused, and nothing it meant to do happens."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        store=postgres_url,
+    ) as runtime:
+        parked = await runtime.executor.run(
+            "chat-x", "ask which?; write out.txt hi", owner="o", emit=Recorder()
+        )
+        assert parked.outcome is Outcome.AWAITING_ANSWER
+        other = "fleet:other:1:1:abcdef"  # as if another member had run it and parked it
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("UPDATE tasks SET runner = %s WHERE session_id = 'chat-x'", (other,))
+            before = conn.execute(
+                "SELECT runner, status, epoch, runs FROM tasks WHERE session_id = 'chat-x'"
+            ).fetchone()
+        claim = PgStore.update
+
+        async def claim_then_lose_it(self: PgStore, *args: Any, **kwargs: Any) -> Any:
+            claimed = await claim(self, *args, **kwargs)
+            assert kwargs == {"synced": False}
+            # The server crashed before flushing the claim: its row is as it was.
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE tasks SET runner = %s, status = %s, epoch = %s, runs = %s "
+                    "WHERE session_id = 'chat-x'",
+                    before,
+                )
+            return claimed
+
+        monkeypatch.setattr(PgStore, "update", claim_then_lose_it)
+        recorder = Recorder()
+        ended = await runtime.executor.resume("chat-x", answer="blue", owner="o", emit=recorder)
+        assert ended.outcome is Outcome.FAILED
+        assert ended.error is not None and "taken over by another runner" in ended.error
+        # The model asked for the write; it never ran, nor was a result of it told.
+        assert [e.name for e in recorder.of(ToolCallEvent)] == ["write_file"]
+        assert not recorder.of(ToolResultEvent)
+        assert not (workdir / "out.txt").exists()
+        with psycopg.connect(postgres_url) as conn:
+            after = conn.execute(
+                "SELECT runner, status, epoch, runs FROM tasks WHERE session_id = 'chat-x'"
+            ).fetchone()
+        assert after == before
 
 
 async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store) -> None:

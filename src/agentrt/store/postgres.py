@@ -69,6 +69,7 @@ from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .writer import Call
 from .writer import run_batch
+from .writer import synced
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
 SCHEMA_VERSION: Final = 5
@@ -251,6 +252,8 @@ class PgConnection:
     #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
     _pending: list[str] = attrs.field(factory=list, init=False)
     _begin: str = attrs.field(default="", init=False)
+    #: False while a batch whose commit need not wait for the WAL flush runs (`lent`).
+    _synced: bool = attrs.field(default=True, init=False)
 
     @property
     def in_transaction(self) -> bool:
@@ -262,14 +265,21 @@ class PgConnection:
         )
 
     @contextlib.contextmanager
-    def lent(self) -> Iterator[None]:
-        """Borrow the pool's connection (made anew when it broke) for one batch of calls."""
+    def lent(self, *, synced: bool = True) -> Iterator[None]:
+        """Borrow the pool's connection (made anew when it broke) for one batch of calls.
+
+        With `synced` False, the batch's transaction commits without waiting for
+        the server's WAL flush (``SET LOCAL synchronous_commit TO off``, sent with
+        its first statement: see `SqlStore.update`).
+        """
         with self.pool.connection() as conn:
             self._conn = conn
+            self._synced = synced
             try:
                 yield
             finally:
                 self._conn = None
+                self._synced = True
                 self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
@@ -354,6 +364,10 @@ class PgConnection:
                 f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
                 f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
             )
+        if not self._synced:
+            # After the lease's statement, so that its result stays the third; LOCAL: for
+            # this transaction only, so the connection's next one is synced again.
+            return f"{self._begin}; SET LOCAL synchronous_commit TO off"
         return self._begin
 
     def _send(
@@ -538,10 +552,14 @@ class PgStore(SqlStore):
         return await super().create(record)
 
     async def update(
-        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+        self,
+        session_id: str,
+        change: Callable[[TaskRecord], TaskRecord],
+        *,
+        synced: bool = True,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         await self._live()
-        return await super().update(session_id, change)
+        return await super().update(session_id, change, synced=synced)
 
     async def delete(
         self, session_id: str, check: Callable[[str, str | None], None] | None = None
@@ -557,7 +575,9 @@ class PgStore(SqlStore):
         await self._live()
         return await super().prune(older_than)
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> Call[T]:
+    def _submit(
+        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+    ) -> Call[T]:
         """Queue `fn` carrying this member's lease epoch as it is now (see `_fence`)."""
         epoch = self.epoch if time.monotonic() < self.fenced_at else 0
 
@@ -565,13 +585,13 @@ class PgStore(SqlStore):
             cast(PgConnection, db).epoch = epoch
             return fn(db)
 
-        return super()._submit(carried, defer=defer)
+        return super()._submit(carried, defer=defer, synced=synced)
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
         location = self.location
         for attempt in (1, 2):
             try:
-                with cast(PgConnection, db).lent():
+                with cast(PgConnection, db).lent(synced=synced(batch)):
                     run_batch(
                         db,
                         batch,
