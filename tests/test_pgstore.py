@@ -18,6 +18,7 @@ import pytest
 import trio
 from trio.testing import wait_all_tasks_blocked
 
+from agentrt import Cause
 from agentrt import Message
 from agentrt import Outcome
 from agentrt import StoreError
@@ -257,7 +258,42 @@ async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store)
         await store.mark("chat-t", TaskStatus.INTERRUPTED, runner=mine.runner)
     with pytest.raises(TaskTakenError):
         await store.finish("chat-t", late.transcript, runner=mine.runner)
+    with pytest.raises(TaskTakenError):
+        await store.stop_nowait(
+            lambda: late, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=mine.runner
+        ).wait()
     assert await store.load("chat-t") == theirs
+
+
+async def test_a_stop_is_written_in_two_round_trips(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(postgres_url) as store:
+        mine = TaskRecord("chat-w", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        sent: list[str] = []
+        execute = psycopg.Cursor.execute
+
+        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return execute(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        stopped = mine.evolve(attempts={"c1": 1})
+        kept = await store.stop_nowait(
+            lambda: stopped, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
+        ).wait()
+        monkeypatch.undo()
+        # Its beginning with its one UPDATE (fields, status, cause; the runner its condition),
+        # then its COMMIT.
+        assert kept and len(sent) == 2, sent
+        record = await store.load("chat-w")
+        assert record is not None
+        assert (record.status, record.cause, record.attempts) == (
+            TaskStatus.INTERRUPTED,
+            Cause.PAUSE,
+            {"c1": 1},
+        )
 
 
 async def test_an_outage_fails_runs_clearly_and_loses_nothing(
