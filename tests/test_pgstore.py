@@ -187,6 +187,45 @@ async def test_only_a_resumes_claim_commits_without_waiting_for_the_wal_flush(
         assert seen == ["off", "on", "on", "on"]
 
 
+async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(postgres_url) as store:
+        record = TaskRecord("chat-u", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+        await store.create(TaskRecord("chat-v", "y", (Message.user("y"),)))
+        sent: list[str] = []
+        execute = psycopg.Cursor.execute
+
+        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return execute(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        claimed = await store.update(
+            "chat-u", lambda r: r.evolve(status=TaskStatus.RUNNING), synced=False
+        )
+        monkeypatch.undo()
+        # Its beginning with the read of the task, then its UPDATE with its COMMIT.
+        assert len(sent) == 2 and sent[1].endswith("; COMMIT"), sent
+        assert claimed is not None
+        assert await store.load("chat-u") == claimed[0]
+        # A claim the database refuses (a number past its column's range) fails, alone...
+        too_big = 2**40
+        with pytest.raises(StoreError, match="out of range"):
+            await store.update("chat-u", lambda r: r.evolve(runs=too_big))
+        # ... and queued with another call, which still commits.
+        other = store.save_fields_nowait(
+            TaskRecord("chat-v", "y", (Message.user("y"),), attempts={"c1": 1})
+        )
+        with pytest.raises(StoreError, match="out of range"):
+            await store.update("chat-u", lambda r: r.evolve(runs=too_big))
+        assert await other.wait()
+        assert await store.load("chat-u") == claimed[0]
+        loaded = await store.load("chat-v")
+        assert loaded is not None and loaded.attempts == {"c1": 1}
+
+
 async def test_a_member_whose_claim_was_lost_is_refused_at_its_next_write_and_runs_no_tool(
     postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

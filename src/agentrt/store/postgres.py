@@ -254,6 +254,10 @@ class PgConnection:
     _begin: str = attrs.field(default="", init=False)
     #: False while a batch whose commit need not wait for the WAL flush runs (`lent`).
     _synced: bool = attrs.field(default=True, init=False)
+    #: True while a batch of one call runs (`lent`).
+    _alone: bool = attrs.field(default=False, init=False)
+    #: True while a write whose outcome nobody reads waits in `_pending` (`execute_unread`).
+    _unread: bool = attrs.field(default=False, init=False)
 
     @property
     def in_transaction(self) -> bool:
@@ -265,21 +269,24 @@ class PgConnection:
         )
 
     @contextlib.contextmanager
-    def lent(self, *, synced: bool = True) -> Iterator[None]:
+    def lent(self, *, synced: bool = True, alone: bool = False) -> Iterator[None]:
         """Borrow the pool's connection (made anew when it broke) for one batch of calls.
 
         With `synced` False, the batch's transaction commits without waiting for
         the server's WAL flush (``SET LOCAL synchronous_commit TO off``, sent with
-        its first statement: see `SqlStore.update`).
+        its first statement: see `SqlStore.update`). `alone`: the batch is one
+        call, whose last write may go with its ``COMMIT`` (`execute_unread`).
         """
         with self.pool.connection() as conn:
             self._conn = conn
             self._synced = synced
+            self._alone = alone
             try:
                 yield
             finally:
                 self._conn = None
                 self._synced = True
+                self._alone = False
                 self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
@@ -306,6 +313,7 @@ class PgConnection:
             self._lease = _UNREAD
             if sql == "ROLLBACK":
                 self._pending.clear()  # the savepoints go with the transaction
+                self._unread = False
         return self._send(conn, sql, parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
@@ -340,13 +348,31 @@ class PgConnection:
             self._lease = None if row is None else (int(row[0]), bool(row[1]))
         check(cast("tuple[int, bool] | None", self._lease))
 
+    def execute_unread(self, sql: str, parameters: Any) -> None:
+        """Run `sql` with the next statement sent, in its round trip: nobody reads its outcome.
+
+        The last write of a call alone in its batch goes with the ``COMMIT``, one
+        round trip for both; an error of it fails the ``COMMIT``, and so the call,
+        with nothing written. In a batch of several calls it is sent by the end of
+        its call's write (`settle`), so that an error of it is its call's.
+        """
+        conn = self.connection()
+        if self._owed_begin:  # (not after a read: the transaction begins with a statement)
+            self._send(conn, sql, parameters)
+            return
+        cursor = psycopg.ClientCursor(conn)
+        self._pending.append(cursor.mogrify(cast(Any, self._translate(sql)), parameters))
+        self._unread = True
+
     def settle(self) -> None:
-        """Send what the transaction owes (its beginning) if no statement took it yet."""
-        if self._owed_begin:
+        """Send what the transaction owes (its beginning, a write nobody reads in a batch of
+        several calls) if no statement took it yet."""
+        if self._owed_begin or (self._unread and not self._alone):
             self._send(self.connection(), "", ())
 
     def _reset(self) -> None:
         self._owed_begin = False
+        self._unread = False
         self._lease = _UNREAD
         self._checks.clear()
         self._pending.clear()
@@ -389,7 +415,7 @@ class PgConnection:
         if sql:
             parts.append(self._translate(sql) if parameters else sql)
         self._pending.clear()
-        self._owed_begin = False
+        self._owed_begin = self._unread = False
         cursor = psycopg.ClientCursor(conn)
         try:
             cursor.execute(cast(Any, "; ".join(parts)), parameters or None)
@@ -591,7 +617,7 @@ class PgStore(SqlStore):
         location = self.location
         for attempt in (1, 2):
             try:
-                with cast(PgConnection, db).lent(synced=synced(batch)):
+                with cast(PgConnection, db).lent(synced=synced(batch), alone=len(batch) == 1):
                     run_batch(
                         db,
                         batch,
@@ -676,10 +702,12 @@ class PgStore(SqlStore):
         """As `SqlStore._update_fields`; a claim records its lease epoch in the same statement."""
         if not claim:
             return super()._update_fields(db, record)
-        cur = db.execute(
+        # A claim's task was read in its transaction, under the write lock: its row is
+        # there, and the UPDATE goes with the COMMIT (one round trip less).
+        cast(PgConnection, db).execute_unread(
             self._UPDATE_CLAIMED, (*self._columns(record), self._carried, record.session_id)
         )
-        return cur.rowcount > 0
+        return True
 
     async def aclose(self) -> None:
         """Finish the queued calls, close, and leave the fleet (this member's row goes)."""
