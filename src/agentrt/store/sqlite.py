@@ -5,7 +5,8 @@ adds what SQLite needs of them. A change that reads before it writes takes
 SQLite's write lock with `BEGIN IMMEDIATE`, so another process on the same
 file waits for it. The file uses WAL, so a reader in another process never
 waits for a writer, and ``synchronous=FULL``, so that a commit is on disk
-before it returns. Each task's row also keeps its listing line, so that
+before it returns (but a resume's claim, made durable by the next synced
+commit: see `SqlStore.update`). Each task's row also keeps its listing line, so that
 `agentrt pending list` reads one column per task.
 """
 
