@@ -11,18 +11,21 @@ import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from typing import cast
 
 import psycopg
 import pytest
 import trio
 from trio.testing import wait_all_tasks_blocked
 
+from agentrt import Cause
 from agentrt import Message
 from agentrt import Outcome
 from agentrt import StoreError
 from agentrt import TaskRecord
 from agentrt import TaskStatus
 from agentrt import ToolCallEvent
+from agentrt import ToolResultEvent
 from agentrt.core.runtime import open_runtime
 from agentrt.models.scripted import ScriptedModel
 from agentrt.store import StaleLeaseError
@@ -31,6 +34,7 @@ from agentrt.store import TaskTakenError
 from agentrt.store.postgres import LOCK_CLASS
 from agentrt.store.postgres import NOW
 from agentrt.store.postgres import SCHEMA_VERSION
+from agentrt.store.postgres import PgConnection
 from agentrt.store.postgres import PgStore
 from agentrt.store.postgres import display_url
 from agentrt.vocab.usage import TokenCount
@@ -156,6 +160,126 @@ async def test_update_holds_the_fleet_write_lock_while_its_change_runs(
         assert others == [False]
 
 
+async def test_only_a_resumes_claim_commits_without_waiting_for_the_wal_flush(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url) as store:
+        connection = cast(PgConnection, store._db)
+
+        def level(db: object) -> str:
+            row = connection.connection().execute("SHOW synchronous_commit").fetchone()
+            return str(row[0]) if row else "?"
+
+        record = TaskRecord("chat-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+        seen: list[str] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            seen.append(level(None))  # in the claim's transaction
+            return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+        await store.update("chat-s", claim, synced=False)
+        seen.append(await store._run(level))  # the next transaction, on the same connection
+        await store.update("chat-s", claim)
+        # A claim queued with a synced write goes in its transaction, synced with it.
+        store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+        await store.update("chat-s", claim, synced=False)
+        assert seen == ["off", "on", "on", "on"]
+
+
+async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(postgres_url) as store:
+        record = TaskRecord("chat-u", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+        await store.create(TaskRecord("chat-v", "y", (Message.user("y"),)))
+        sent: list[str] = []
+        execute = psycopg.Cursor.execute
+
+        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return execute(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        claimed = await store.update(
+            "chat-u", lambda r: r.evolve(status=TaskStatus.RUNNING), synced=False
+        )
+        monkeypatch.undo()
+        # Its beginning with the read of the task, then its UPDATE with its COMMIT.
+        assert len(sent) == 2 and sent[1].endswith("; COMMIT"), sent
+        assert claimed is not None
+        assert await store.load("chat-u") == claimed[0]
+        # A claim the database refuses (a number past its column's range) fails, alone...
+        too_big = 2**40
+        with pytest.raises(StoreError, match="out of range"):
+            await store.update("chat-u", lambda r: r.evolve(runs=too_big))
+        # ... and queued with another call, which still commits.
+        other = store.save_fields_nowait(
+            TaskRecord("chat-v", "y", (Message.user("y"),), attempts={"c1": 1})
+        )
+        with pytest.raises(StoreError, match="out of range"):
+            await store.update("chat-u", lambda r: r.evolve(runs=too_big))
+        assert await other.wait()
+        assert await store.load("chat-u") == claimed[0]
+        loaded = await store.load("chat-v")
+        assert loaded is not None and loaded.attempts == {"c1": 1}
+
+
+async def test_a_member_whose_claim_was_lost_is_refused_at_its_next_write_and_runs_no_tool(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume's claim commits unsynced; a server crash may lose it. The task another member
+    left paused is then still that member's in the row: this run's next write (the model's
+    answer, before any tool runs) is refused, and nothing it meant to do happens."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        store=postgres_url,
+    ) as runtime:
+        parked = await runtime.executor.run(
+            "chat-x", "ask which?; write out.txt hi", owner="o", emit=Recorder()
+        )
+        assert parked.outcome is Outcome.AWAITING_ANSWER
+        other = "fleet:other:1:1:abcdef"  # as if another member had run it and parked it
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute("UPDATE tasks SET runner = %s WHERE session_id = 'chat-x'", (other,))
+            before = conn.execute(
+                "SELECT runner, status, epoch, runs FROM tasks WHERE session_id = 'chat-x'"
+            ).fetchone()
+        claim = PgStore.update
+
+        async def claim_then_lose_it(self: PgStore, *args: Any, **kwargs: Any) -> Any:
+            claimed = await claim(self, *args, **kwargs)
+            assert kwargs == {"synced": False}
+            # The server crashed before flushing the claim: its row is as it was.
+            with psycopg.connect(postgres_url, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE tasks SET runner = %s, status = %s, epoch = %s, runs = %s "
+                    "WHERE session_id = 'chat-x'",
+                    before,
+                )
+            return claimed
+
+        monkeypatch.setattr(PgStore, "update", claim_then_lose_it)
+        recorder = Recorder()
+        ended = await runtime.executor.resume("chat-x", answer="blue", owner="o", emit=recorder)
+        assert ended.outcome is Outcome.FAILED
+        assert ended.error is not None and "taken over by another runner" in ended.error
+        # The model asked for the write; it never ran, nor was a result of it told.
+        assert [e.name for e in recorder.of(ToolCallEvent)] == ["write_file"]
+        assert not recorder.of(ToolResultEvent)
+        assert not (workdir / "out.txt").exists()
+        with psycopg.connect(postgres_url) as conn:
+            after = conn.execute(
+                "SELECT runner, status, epoch, runs FROM tasks WHERE session_id = 'chat-x'"
+            ).fetchone()
+        assert after == before
+
+
 async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store) -> None:
     """On either backend: the task is another runner's now; the late run's writes are refused."""
     mine = TaskRecord("chat-t", "x", (Message.user("x"),), runner="fleet:a:1:1:aaaaaa")
@@ -173,7 +297,42 @@ async def test_a_write_of_a_run_that_lost_its_task_changes_nothing(store: Store)
         await store.mark("chat-t", TaskStatus.INTERRUPTED, runner=mine.runner)
     with pytest.raises(TaskTakenError):
         await store.finish("chat-t", late.transcript, runner=mine.runner)
+    with pytest.raises(TaskTakenError):
+        await store.stop_nowait(
+            lambda: late, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=mine.runner
+        ).wait()
     assert await store.load("chat-t") == theirs
+
+
+async def test_a_stop_is_written_in_two_round_trips(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened(postgres_url) as store:
+        mine = TaskRecord("chat-w", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        sent: list[str] = []
+        execute = psycopg.Cursor.execute
+
+        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return execute(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        stopped = mine.evolve(attempts={"c1": 1})
+        kept = await store.stop_nowait(
+            lambda: stopped, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
+        ).wait()
+        monkeypatch.undo()
+        # Its beginning with its one UPDATE (fields, status, cause; the runner its condition),
+        # then its COMMIT.
+        assert kept and len(sent) == 2, sent
+        record = await store.load("chat-w")
+        assert record is not None
+        assert (record.status, record.cause, record.attempts) == (
+            TaskStatus.INTERRUPTED,
+            Cause.PAUSE,
+            {"c1": 1},
+        )
 
 
 async def test_an_outage_fails_runs_clearly_and_loses_nothing(

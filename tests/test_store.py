@@ -272,6 +272,80 @@ async def test_store_commits_reach_the_disk_before_they_return(tmp_path: Path) -
     await store.aclose()
 
 
+def synced_levels(statements: Sequence[str]) -> list[tuple[int, list[str]]]:
+    """Each transaction of `statements` (a trace of the store's connection) with the
+    ``synchronous`` level it committed under (2: FULL, 1: NORMAL) and its statements."""
+    level = 2
+    out: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    for statement in statements:
+        if statement.startswith("PRAGMA synchronous="):
+            level = {"FULL": 2, "NORMAL": 1}[statement.split("=")[1]]
+        elif statement == "COMMIT":
+            out.append((level, current))
+            current = []
+        elif statement != "BEGIN IMMEDIATE":
+            current.append(statement)
+    return out
+
+
+async def test_a_resumes_claim_commits_without_a_sync_and_every_other_write_with_one(
+    tmp_path: Path,
+) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    seen: list[int] = []
+
+    def claim(old: TaskRecord) -> TaskRecord:
+        # In the claim's transaction, on the store's connection (its thread).
+        seen.append(store._db.execute("PRAGMA synchronous").fetchone()[0])
+        return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+    await store.update("cli-s", claim, synced=False)
+    await store.save_fields(record.evolve(status=TaskStatus.RUNNING, attempts={"c1": 1}))
+    await store.save(record.evolve(transcript=(*record.transcript, Message.assistant("a"))))
+    await store.mark("cli-s", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
+    await store.update("cli-s", claim)  # synced unless said otherwise
+    # A claim queued with a synced write goes in its transaction, synced with it.
+    store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+    await store.update("cli-s", claim, synced=False)
+    after = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
+    store._db.set_trace_callback(None)
+    await store.aclose()
+    assert seen == [1, 2, 2]
+    assert after == 2  # FULL again once the claim is committed
+    levels = [level for level, _ in synced_levels(statements)]
+    assert levels == [2, 1, 2, 2, 2, 2, 2, 2], synced_levels(statements)
+
+
+async def test_a_resume_commits_its_claim_alone_without_a_sync(tmp_path: Path) -> None:
+    async with open_runtime(
+        tmp_path / "state", model=ScriptedModel(word_delay=0, stream_delay=0), workdir=tmp_path
+    ) as runtime:
+        parked = await runtime.executor.run("chat-c", "ask which?", owner="o", emit=Recorder())
+        assert parked.outcome is Outcome.AWAITING_ANSWER
+        store = runtime.store
+        assert isinstance(store, TaskStore)
+        statements: list[str] = []
+        store._db.set_trace_callback(statements.append)
+        ended = await runtime.executor.resume("chat-c", answer="blue", owner="o", emit=Recorder())
+        store._db.set_trace_callback(None)
+    assert ended.outcome is Outcome.FINISHED
+    transactions = synced_levels(statements)
+    unsynced = [body for level, body in transactions if level == 1]
+    # One transaction unsynced, the claim (the task marked running); the run's own writes,
+    # its finish included, synced.
+    assert len(unsynced) == 1, transactions
+    assert any(
+        s.startswith(("UPDATE tasks", "INSERT INTO tasks")) and "'running'" in s
+        for s in unsynced[0]
+    ), unsynced
+    assert any("DELETE FROM tasks" in s for level, body in transactions if level == 2 for s in body)
+
+
 # -- files: private from birth ---------------------------------------------------
 
 

@@ -232,7 +232,10 @@ class _LabStore(TaskStore):
         """From now on, nothing reaches the file."""
         self.dead = True
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> Call[T]:
+    def _submit(
+        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+    ) -> Call[T]:
+        # (The lab's file is never synced: `synced` changes nothing here.)
         call: Call[T] = Call(fn, trio.lowlevel.current_trio_token())
         if self.dead:
             call.abandonable = True
@@ -273,8 +276,8 @@ class _LabStore(TaskStore):
         self._wrote("create")
         return history
 
-    async def update(self, session_id: str, change: Any) -> Any:
-        result = await super().update(session_id, change)
+    async def update(self, session_id: str, change: Any, *, synced: bool = True) -> Any:
+        result = await super().update(session_id, change, synced=synced)
         self._wrote("update")
         return result
 

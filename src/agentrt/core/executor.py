@@ -388,7 +388,14 @@ class Executor:
                     else str(folder),
                 )
 
-            loaded = await self.store.update(session_id, change)
+            # The claim commits unsynced (no fsync, no WAL flush): the first synced write
+            # after it (this run's next commit, a tool's recorded start, its stop) makes it
+            # durable too, and nothing the run does is seen outside before one: a tool with
+            # an effect runs only once its start is committed synced (`AgentRun.begin_effect`
+            # awaits `Store.save_fields`). A claim lost in a power cut (or a PostgreSQL
+            # crash) leaves the task as it was, paused; a fleet member whose claim was lost
+            # is refused at its next write if another runner's token is in the row.
+            loaded = await self.store.update(session_id, change, synced=False)
             if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
             record, history = loaded

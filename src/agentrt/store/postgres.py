@@ -69,6 +69,7 @@ from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .writer import Call
 from .writer import run_batch
+from .writer import synced
 
 #: The version of the schema this agentrt writes (table ``agentrt_schema``).
 SCHEMA_VERSION: Final = 5
@@ -251,6 +252,12 @@ class PgConnection:
     #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
     _pending: list[str] = attrs.field(factory=list, init=False)
     _begin: str = attrs.field(default="", init=False)
+    #: False while a batch whose commit need not wait for the WAL flush runs (`lent`).
+    _synced: bool = attrs.field(default=True, init=False)
+    #: True while a batch of one call runs (`lent`).
+    _alone: bool = attrs.field(default=False, init=False)
+    #: True while a write whose outcome nobody reads waits in `_pending` (`execute_unread`).
+    _unread: bool = attrs.field(default=False, init=False)
 
     @property
     def in_transaction(self) -> bool:
@@ -262,14 +269,24 @@ class PgConnection:
         )
 
     @contextlib.contextmanager
-    def lent(self) -> Iterator[None]:
-        """Borrow the pool's connection (made anew when it broke) for one batch of calls."""
+    def lent(self, *, synced: bool = True, alone: bool = False) -> Iterator[None]:
+        """Borrow the pool's connection (made anew when it broke) for one batch of calls.
+
+        With `synced` False, the batch's transaction commits without waiting for
+        the server's WAL flush (``SET LOCAL synchronous_commit TO off``, sent with
+        its first statement: see `SqlStore.update`). `alone`: the batch is one
+        call, whose last write may go with its ``COMMIT`` (`execute_unread`).
+        """
         with self.pool.connection() as conn:
             self._conn = conn
+            self._synced = synced
+            self._alone = alone
             try:
                 yield
             finally:
                 self._conn = None
+                self._synced = True
+                self._alone = False
                 self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
@@ -296,6 +313,7 @@ class PgConnection:
             self._lease = _UNREAD
             if sql == "ROLLBACK":
                 self._pending.clear()  # the savepoints go with the transaction
+                self._unread = False
         return self._send(conn, sql, parameters)
 
     def executemany(self, sql: str, rows: Any) -> None:
@@ -330,13 +348,31 @@ class PgConnection:
             self._lease = None if row is None else (int(row[0]), bool(row[1]))
         check(cast("tuple[int, bool] | None", self._lease))
 
+    def execute_unread(self, sql: str, parameters: Any) -> None:
+        """Run `sql` with the next statement sent, in its round trip: nobody reads its outcome.
+
+        The last write of a call alone in its batch goes with the ``COMMIT``, one
+        round trip for both; an error of it fails the ``COMMIT``, and so the call,
+        with nothing written. In a batch of several calls it is sent by the end of
+        its call's write (`settle`), so that an error of it is its call's.
+        """
+        conn = self.connection()
+        if self._owed_begin:  # (not after a read: the transaction begins with a statement)
+            self._send(conn, sql, parameters)
+            return
+        cursor = psycopg.ClientCursor(conn)
+        self._pending.append(cursor.mogrify(cast(Any, self._translate(sql)), parameters))
+        self._unread = True
+
     def settle(self) -> None:
-        """Send what the transaction owes (its beginning) if no statement took it yet."""
-        if self._owed_begin:
+        """Send what the transaction owes (its beginning, a write nobody reads in a batch of
+        several calls) if no statement took it yet."""
+        if self._owed_begin or (self._unread and not self._alone):
             self._send(self.connection(), "", ())
 
     def _reset(self) -> None:
         self._owed_begin = False
+        self._unread = False
         self._lease = _UNREAD
         self._checks.clear()
         self._pending.clear()
@@ -354,6 +390,10 @@ class PgConnection:
                 f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
                 f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
             )
+        if not self._synced:
+            # After the lease's statement, so that its result stays the third; LOCAL: for
+            # this transaction only, so the connection's next one is synced again.
+            return f"{self._begin}; SET LOCAL synchronous_commit TO off"
         return self._begin
 
     def _send(
@@ -375,7 +415,7 @@ class PgConnection:
         if sql:
             parts.append(self._translate(sql) if parameters else sql)
         self._pending.clear()
-        self._owed_begin = False
+        self._owed_begin = self._unread = False
         cursor = psycopg.ClientCursor(conn)
         try:
             cursor.execute(cast(Any, "; ".join(parts)), parameters or None)
@@ -538,10 +578,14 @@ class PgStore(SqlStore):
         return await super().create(record)
 
     async def update(
-        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+        self,
+        session_id: str,
+        change: Callable[[TaskRecord], TaskRecord],
+        *,
+        synced: bool = True,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         await self._live()
-        return await super().update(session_id, change)
+        return await super().update(session_id, change, synced=synced)
 
     async def delete(
         self, session_id: str, check: Callable[[str, str | None], None] | None = None
@@ -557,7 +601,9 @@ class PgStore(SqlStore):
         await self._live()
         return await super().prune(older_than)
 
-    def _submit(self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False) -> Call[T]:
+    def _submit(
+        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+    ) -> Call[T]:
         """Queue `fn` carrying this member's lease epoch as it is now (see `_fence`)."""
         epoch = self.epoch if time.monotonic() < self.fenced_at else 0
 
@@ -565,13 +611,13 @@ class PgStore(SqlStore):
             cast(PgConnection, db).epoch = epoch
             return fn(db)
 
-        return super()._submit(carried, defer=defer)
+        return super()._submit(carried, defer=defer, synced=synced)
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
         location = self.location
         for attempt in (1, 2):
             try:
-                with cast(PgConnection, db).lent():
+                with cast(PgConnection, db).lent(synced=synced(batch), alone=len(batch) == 1):
                     run_batch(
                         db,
                         batch,
@@ -656,10 +702,12 @@ class PgStore(SqlStore):
         """As `SqlStore._update_fields`; a claim records its lease epoch in the same statement."""
         if not claim:
             return super()._update_fields(db, record)
-        cur = db.execute(
+        # A claim's task was read in its transaction, under the write lock: its row is
+        # there, and the UPDATE goes with the COMMIT (one round trip less).
+        cast(PgConnection, db).execute_unread(
             self._UPDATE_CLAIMED, (*self._columns(record), self._carried, record.session_id)
         )
-        return cur.rowcount > 0
+        return True
 
     async def aclose(self) -> None:
         """Finish the queued calls, close, and leave the fleet (this member's row goes)."""

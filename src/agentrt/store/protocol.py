@@ -107,12 +107,17 @@ class Store(Protocol):
         ...
 
     async def update(
-        self, session_id: str, change: Callable[[TaskRecord], TaskRecord]
+        self,
+        session_id: str,
+        change: Callable[[TaskRecord], TaskRecord],
+        *,
+        synced: bool = True,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change` and save it, in one transaction; None if there is none.
 
         `change` runs in the store's thread, sees the latest record, and may raise
-        to write nothing.
+        to write nothing. With `synced` False the commit does not wait for the
+        disk; it becomes durable with the next synced commit (see `SqlStore.update`).
         """
         ...
 

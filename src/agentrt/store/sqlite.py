@@ -5,7 +5,8 @@ adds what SQLite needs of them. A change that reads before it writes takes
 SQLite's write lock with `BEGIN IMMEDIATE`, so another process on the same
 file waits for it. The file uses WAL, so a reader in another process never
 waits for a writer, and ``synchronous=FULL``, so that a commit is on disk
-before it returns. Each task's row also keeps its listing line, so that
+before it returns (but a resume's claim, made durable by the next synced
+commit: see `SqlStore.update`). Each task's row also keeps its listing line, so that
 `agentrt pending list` reads one column per task.
 """
 
@@ -56,6 +57,8 @@ from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
 from .types import Page
+from .writer import Call
+from .writer import synced
 
 SCHEMA_VERSION = 7
 
@@ -172,6 +175,23 @@ class TaskStore(SqlStore):
 
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
         return (*fields_of(record), _line_of(record))
+
+    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
+        """As `SqlStore._run_batch`; a batch of unsynced calls alone commits with no fsync.
+
+        ``synchronous=NORMAL`` in WAL mode: the commit is written to the WAL but
+        not fsynced; the next commit under ``FULL`` (every other) fsyncs the WAL
+        and so this one with it (see `SqlStore.update`). The level cannot change
+        inside a transaction, so it is set around the batch's.
+        """
+        if synced(batch):
+            super()._run_batch(db, batch)
+            return
+        db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            super()._run_batch(db, batch)
+        finally:
+            db.execute("PRAGMA synchronous=FULL")
 
     def _marked_line(
         self, session_id: str, status: TaskStatus, cause: Cause | None

@@ -39,6 +39,9 @@ class Call(Generic[T]):
     #: True for a call that will never run (a store that stopped working): its
     #: caller may stop waiting when cancelled.
     abandonable: bool = False
+    #: False for a call whose commit need not wait for the disk (a resume's claim, see
+    #: `SqlStore.update`): a batch of such calls alone commits without a sync.
+    synced: bool = True
     _value: T | None = None
     _error: BaseException | None = None
 
@@ -133,6 +136,11 @@ class Writer:
             self._calls += len(batch)
             self._batches += 1
             _deliver(batch)
+
+
+def synced(batch: list[Call[Any]]) -> bool:
+    """Whether `batch` must commit synced to disk: unless every call in it may not be."""
+    return any(call.synced for call in batch)
 
 
 def _deliver(batch: list[Call[Any]]) -> None:
