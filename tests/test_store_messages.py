@@ -492,3 +492,53 @@ async def test_a_stored_history_message_that_holds_none_is_told_when_read(
             await other.load_history("cli-odd")
     finally:
         await other.aclose()
+
+
+async def test_a_rewind_stored_in_an_escaped_key_is_seen_as_any_other(
+    store: Store, store_location: str | Path
+) -> None:
+    """A body that spells ``rewinds`` with a ``\\u`` escape (valid JSON, as a hand-edited file
+    may hold) still rewinds: read from the file, the history the model sees leaves out the
+    messages it rewinds, as it does once they are made."""
+    from agentrt.models.messages import model_view
+    from agentrt.store.columns import encode_message
+
+    history = [*_conversation(6), Message(Role.NOTE, "rewound", rewinds=2), Message.user("on")]
+    await store.finish("cli-escaped", history)
+    body = encode_message(history[6])[1]  # the stored text of the note
+    escaped = body.replace('"rewinds"', '"rewind\\u0073"')
+    assert escaped != body and json.loads(escaped) == json.loads(body)
+    raw_sql(
+        store,
+        "UPDATE messages SET body = ? WHERE session_id = 'cli-escaped' AND seq = 6",
+        (escaped,),
+    )
+    other = await open_test_store(store_location)  # nothing of cli-escaped in its memory
+    try:
+        # As a run reads it: the history its task is created after, its messages made as read.
+        stored = await other.create(TaskRecord("cli-escaped", "next", (Message.user("next"),)))
+        assert list(model_view(stored)) == list(model_view(history))
+        assert len(model_view(stored)) == len(history) - 4
+    finally:
+        await other.aclose()
+
+
+@pytest.mark.parametrize("body", ["[1]", '"a message"', ' {"role": 7}', "{broken"])
+async def test_a_stored_body_not_plainly_an_object_is_told_when_the_history_is_read(
+    store: Store, store_location: str | Path, body: str
+) -> None:
+    """A body that is not JSON, or JSON but not a plain object, is not taken for a message
+    without the fields a run asks about: reading the history (the model's view of it) says
+    whose message cannot be read."""
+    from agentrt.models.messages import model_view
+
+    await store.finish("cli-odd", _conversation(5))
+    raw_sql(store, "UPDATE messages SET body = ? WHERE session_id = 'cli-odd' AND seq = 2", (body,))
+    other = await open_test_store(store_location)  # nothing of cli-odd in its memory
+    # As a run reads it: the history its task is created after.
+    task = TaskRecord("cli-odd", "next", (Message.user("next"),))
+    try:
+        with pytest.raises(StoreError, match=r"history of session 'cli-odd' .* \(message 2"):
+            list(model_view(await other.create(task)))
+    finally:
+        await other.aclose()

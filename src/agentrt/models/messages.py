@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 from typing import Protocol
 from typing import overload
@@ -152,13 +155,18 @@ class StoredMessages(Sequence[Message]):
     value of its stored body (`make`, given its index among the values, raises for one
     that holds no message).
 
+    With `texts`, the values are the bodies themselves, JSON texts the store checked, and
+    `texts` holds the indices of those that are not plainly objects (that do not begin
+    with ``{``, or hold a ``\\u`` escape that could spell a key): `make` is given the text,
+    and none is parsed until its message is read, or `has` cannot tell from its text alone.
+
     A session's history of thousands of messages is read whole only by what needs it
     whole (a provider's request); a run that reads its end reads only that. Slices share
     the values (and what was made of them); the fields `has` asks about are read from
     the values themselves, whether made or not.
     """
 
-    __slots__ = ("_make", "_start", "_stop", "_values")
+    __slots__ = ("_make", "_odd", "_start", "_stop", "_values")
 
     def __init__(
         self,
@@ -166,11 +174,14 @@ class StoredMessages(Sequence[Message]):
         make: Callable[[int, Any], Message],
         start: int = 0,
         stop: int | None = None,
+        *,
+        texts: AbstractSet[int] | None = None,
     ) -> None:
         self._values = values
         self._make = make
         self._start = start
         self._stop = len(values) if stop is None else stop
+        self._odd = texts
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -187,7 +198,13 @@ class StoredMessages(Sequence[Message]):
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
             stop = max(start, stop)
-            return StoredMessages(self._values, self._make, self._start + start, self._start + stop)
+            return StoredMessages(
+                self._values,
+                self._make,
+                self._start + start,
+                self._start + stop,
+                texts=self._odd,
+            )
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
@@ -206,17 +223,43 @@ class StoredMessages(Sequence[Message]):
 
     def __add__(self, more: Sequence[Message]) -> StoredMessages:
         """These messages, then `more`: the values copied (made ones stay made)."""
-        return StoredMessages([*self._values[self._start : self._stop], *more], self._make)
+        start, stop = self._start, self._stop
+        odd = self._odd
+        if odd is not None and (start or stop < len(self._values)):
+            odd = {i - start for i in odd if start <= i < stop}
+        return StoredMessages([*self._values[start:stop], *more], self._make, texts=odd)
 
     def has(self, field: str) -> list[int]:
-        """The indices of the messages whose `field` (``rewinds``, ``compaction``) is set."""
+        """The indices of the messages whose `field` (``rewinds``, ``compaction``) is set.
+
+        A text is parsed only when it may hold the field: one of an object with no
+        ``"field"`` in it has none.
+        """
+        start, stop = self._start, self._stop
+        values = self._values[start:stop]
+        maybe: Iterable[int]
+        if self._odd is None:
+            maybe = range(len(values))
+        else:
+            key = f'"{field}"'
+            maybe = [i for i, value in enumerate(values) if type(value) is not str or key in value]
+            odd = [i - start for i in self._odd if start <= i < stop]
+            if odd:
+                maybe = sorted({*maybe, *odd})
         found = []
-        for index in range(len(self)):
-            value = self._values[self._start + index]
+        for index in maybe:
+            value = values[index]
             if type(value) is Message:
                 if getattr(value, field) is not None:
                     found.append(index)
-            elif type(value) is not dict or value.get(field) is not None:
+                continue
+            if self._odd is not None:
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    found.append(index)  # made, it says what is wrong with it
+                    continue
+            if type(value) is not dict or value.get(field) is not None:
                 found.append(index)  # not plainly a message: made, it says what it is
         return found
 

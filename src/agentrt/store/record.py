@@ -239,15 +239,19 @@ def unanswered_calls(transcript: Sequence[Message]) -> list[ToolCall]:
 
 def call_was_clamped(call: ToolCall) -> bool:
     """Whether an argument of `call` was shortened when a snapshot was saved."""
-    return any(isinstance(v, str) and was_clamped(v) for v in _strings(call.arguments))
+    return _holds_clamped(call.arguments)
 
 
-def _strings(value: Any) -> list[Any]:
+def _holds_clamped(value: Any) -> bool:
+    """Whether a string in `value` (its dicts' values and lists' items, all the way down)
+    carries an elision marker; stops at the first."""
+    if isinstance(value, str):
+        return was_clamped(value)
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return any(_holds_clamped(v) for v in value.values())
     if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [value]
+        return any(_holds_clamped(v) for v in value)
+    return False
 
 
 def arguments_size(arguments: Mapping[str, dict[str, Any]]) -> int:

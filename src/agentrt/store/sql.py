@@ -369,6 +369,11 @@ class SqlStore:
     _MARK: ClassVar[str] = mark_sql(line=False)
     #: What `_check_held` reads of a task: its runner first (see `_check_held_row`).
     _HELD_SELECT: ClassVar[str] = "SELECT runner FROM tasks WHERE session_id = ?"
+    #: A query of the message bodies of a session that are not plainly JSON objects, run by
+    #: the database in its own code: (seq, whether it is one JSON text) of each body that is
+    #: not one, does not begin with ``{`` or holds a ``\\u`` escape. None where it has none
+    #: (each body is then parsed here, as the history is read).
+    _ODD_BODIES: ClassVar[str | None] = None
     #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
     _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
 
@@ -1114,33 +1119,61 @@ class SqlStore:
     ) -> Sequence[Message]:
         """Every stored message of a session: from memory when still current, else read.
 
-        Read, the bodies are parsed as one JSON array, and each value is made a message
+        Read, the bodies are checked to be JSON by the database (`_ODD_BODIES`) and kept
+        as they are, or, where it cannot, parsed as one JSON array; each is made a message
         when first read (`StoredMessages`): a run that reads the end of a long history
-        makes only that end. A body that is not JSON is told now, as one that holds no
-        message is when read.
+        parses and makes only that end. A body that is not JSON is told now, as one that
+        holds no message is when read.
         """
         if session is None:
             return ()
         cached = self._memory.get(session_id, session.rev)
         if cached is not None and len(cached) == session.next_seq:
             return cached
-        rows = db.execute(
-            "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-        ).fetchall()
-        values = message_values([body for _, body in rows])
-        messages: Sequence[Message]
-        if values is None:  # which message, and whose, is told below
-            messages = self._decode_each(db, session_id, rows)
-        else:
-            task = self._task_row(db, session_id)
-            messages = StoredMessages(
-                values,
-                functools.partial(
-                    self._message_of, session_id, task.first_seq if task else len(rows)
-                ),
-            )
+        messages: Sequence[Message] | None = None
+        if self._ODD_BODIES is not None:
+            messages = self._texts_checked(db, session_id, self._ODD_BODIES)
+        if messages is None:
+            rows = db.execute(
+                "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+            values = message_values([body for _, body in rows])
+            if values is None:  # which message, and whose, is told below
+                messages = self._decode_each(db, session_id, rows)
+            else:
+                task = self._task_row(db, session_id)
+                messages = StoredMessages(
+                    values,
+                    functools.partial(
+                        self._message_of, session_id, task.first_seq if task else len(rows)
+                    ),
+                )
         self._memory.put(session_id, session.rev, messages)
         return messages
+
+    def _texts_checked(
+        self, db: sqlite3.Connection, session_id: str, odd_bodies: str
+    ) -> StoredMessages | None:
+        """A session's messages as their bodies, each one JSON text as the database itself
+        checks (`_ODD_BODIES`, in its own code: none is parsed here); None when one is not
+        (each is then decoded alone, to say which)."""
+        try:
+            odd = db.execute(odd_bodies, (session_id,)).fetchall()
+        except sqlite3.OperationalError:  # an SQLite built without its JSON functions
+            return None
+        if not all(valid for _, valid in odd):
+            return None
+        rows = db.execute(
+            "SELECT body FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        bodies = [body for (body,) in rows]
+        task = self._task_row(db, session_id)
+        first = task.first_seq if task else len(bodies)
+        return StoredMessages(
+            bodies,
+            functools.partial(self._message_of_text, session_id, first),
+            texts={int(seq) for seq, _ in odd},
+        )
 
     def _message_of(self, session_id: str, first: int, seq: int, value: Any) -> Message:
         """The message of the stored JSON `value` of message `seq` of `session_id` (the
@@ -1148,12 +1181,27 @@ class SqlStore:
         try:
             return message_of(value)
         except Exception as exc:  # any malformed shape, whichever error cattrs raises for it
-            if seq >= first:
-                raise self._task_unreadable(session_id, error_detail(exc)) from None
-            raise StoreError(
-                f"the history of session {session_id!r} in {self.location} is unreadable "
-                f"(message {seq}: {error_detail(exc)})"
-            ) from None
+            raise self._unreadable_message(session_id, first, seq, exc) from None
+
+    def _message_of_text(self, session_id: str, first: int, seq: int, text: str) -> Message:
+        """`_message_of` the body `text` of message `seq`: parsed here, the first time (a
+        text the database took for JSON that this parser does not is unreadable too)."""
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise self._unreadable_message(session_id, first, seq, exc) from None
+        return self._message_of(session_id, first, seq, value)
+
+    def _unreadable_message(
+        self, session_id: str, first: int, seq: int, exc: Exception
+    ) -> StoreError:
+        """The error of message `seq` of `session_id` (the pending task's from `first` on)."""
+        if seq >= first:
+            return self._task_unreadable(session_id, error_detail(exc))
+        return StoreError(
+            f"the history of session {session_id!r} in {self.location} is unreadable "
+            f"(message {seq}: {error_detail(exc)})"
+        )
 
     def _decode_each(
         self, db: sqlite3.Connection, session_id: str, rows: Sequence[Any]

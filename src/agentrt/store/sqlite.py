@@ -134,6 +134,18 @@ _PLAIN_TYPED = (
     "AND runs = CAST(runs AS INTEGER) AND lost_words = CAST(lost_words AS INTEGER) "
     "AND message_count = CAST(message_count AS INTEGER)"
 )
+#: The bodies of a session that are not plainly JSON objects (`SqlStore._ODD_BODIES`), by
+#: SQLite's strict check: ``json_valid(body, 1)`` from 3.45 on, ``json_valid(body)`` from 3.38
+#: (JSON built in) to 3.41. None from 3.42 to 3.44, whose JSON5 support came before the flag
+#: that asks for strict JSON, nor before 3.38: each body is then parsed in Python.
+_SQLITE = sqlite3.sqlite_version_info
+_VALID = "json_valid(body, 1)" if _SQLITE >= (3, 45) else "json_valid(body)"
+_ODD_BODIES = (
+    None
+    if _SQLITE < (3, 38) or (3, 42) <= _SQLITE < (3, 45)
+    else f"SELECT seq, {_VALID} FROM messages WHERE session_id = ? "
+    f"AND NOT ({_VALID} AND substr(body, 1, 1) = '{{' AND instr(body, '\\u') = 0)"
+)
 #: The query of `TaskStore.list_lines`: a row's line (None if it has none, or is running),
 #: the second of its last change, its session id.
 _LINES_SELECT = (
@@ -170,6 +182,7 @@ class TaskStore(SqlStore):
     _UPSERT: ClassVar[str] = upsert_sql(line=True)
     _UPDATE: ClassVar[str] = update_sql(line=True)
     _MARK: ClassVar[str] = mark_sql(line=True)
+    _ODD_BODIES: ClassVar[str | None] = _ODD_BODIES
 
     path: Path = attrs.field(kw_only=True)
 

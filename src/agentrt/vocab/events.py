@@ -183,6 +183,7 @@ def describe_compaction(summarised: int) -> str:
     return f"{summarised} earlier {noun} summarised"
 
 
+@quick_init
 @record
 class RunEnded:
     """The last event of every run, saying how it ended."""

@@ -30,13 +30,16 @@ class StopKind(enum.Enum):
     @classmethod
     def of(cls, cause: Cause) -> StopKind:
         """The stop a cancel with `cause` is."""
-        return cls(cause.value)
+        return _STOP_OF[cause]
 
     @property
     def words(self) -> str:
         """How a sentence names it: ``"a pause"``, ``"the user's cancel"``..."""
         return _STOP_WORDS[self]
 
+
+#: The stop of each cause: a lookup where ``StopKind(cause.value)`` takes the enum's call.
+_STOP_OF = {cause: StopKind(cause.value) for cause in Cause}
 
 _STOP_WORDS = {
     StopKind.USER_CANCEL: "the user's cancel",
