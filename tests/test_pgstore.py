@@ -187,6 +187,20 @@ async def test_only_a_resumes_claim_commits_without_waiting_for_the_wal_flush(
         assert seen == ["off", "on", "on", "on"]
 
 
+def record_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of each query psycopg sends from now on (one per round trip), until
+    `monkeypatch.undo()`."""
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(cursor, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    return sent
+
+
 async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,14 +208,7 @@ async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
         record = TaskRecord("chat-u", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
         await store.create(record)
         await store.create(TaskRecord("chat-v", "y", (Message.user("y"),)))
-        sent: list[str] = []
-        execute = psycopg.Cursor.execute
-
-        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-            sent.append(str(query))
-            return execute(cursor, query, *args, **kwargs)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        sent = record_queries(monkeypatch)
         claimed = await store.update(
             "chat-u", lambda r: r.evolve(status=TaskStatus.RUNNING), synced=False
         )
@@ -310,14 +317,7 @@ async def test_a_stop_is_written_in_two_round_trips(
     async with opened(postgres_url) as store:
         mine = TaskRecord("chat-w", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
-        sent: list[str] = []
-        execute = psycopg.Cursor.execute
-
-        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-            sent.append(str(query))
-            return execute(cursor, query, *args, **kwargs)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        sent = record_queries(monkeypatch)
         stopped = mine.evolve(attempts={"c1": 1})
         kept = await store.stop_nowait(
             lambda: stopped, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
