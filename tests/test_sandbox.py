@@ -28,10 +28,12 @@ from stress.sandbox import sandboxed_runtime
 
 from agentrt import Runtime
 from agentrt import ToolResultEvent
+from agentrt.agent import probe
 from agentrt.agent.sandbox import Sandbox
 from agentrt.agent.sandbox import refusal_note
 from agentrt.agent.sandbox import tool_environment
 from agentrt.agent.tools import search
+from agentrt.apps.entry import runs_a_task
 from agentrt.vocab.terms import Approval
 from agentrt.vocab.terms import SandboxMode
 
@@ -188,6 +190,70 @@ def test_an_explicit_off_is_not_missing_and_a_missing_bwrap_is_said() -> None:
     assert not off.enforced and not off.missing
     gone = Sandbox.detect(environ={"AGENTRT_BWRAP": "/nonexistent/bwrap"})
     assert gone.missing and "is not installed" in gone.why
+
+
+def test_a_bwrap_that_fails_here_is_said_with_its_own_words(tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    # Started ahead of need (as `agentrt run` does before loading its modules), then read.
+    probe.start(str(fake))
+    failing = Sandbox.detect(environ={"AGENTRT_BWRAP": str(fake)})
+    assert failing.missing
+    assert failing.why == f"{fake} fails here: bwrap: No permissions to create new namespace"
+
+
+def test_only_the_commands_that_run_a_task_start_the_probe_early() -> None:
+    for args in (["run", "hi"], ["sessions", "continue", "s", "hi"], ["pending", "resume"]):
+        assert runs_a_task(args), args
+    for args in (["pending", "list"], ["sessions", "list"], [], ["--version"], ["daemon"]):
+        assert not runs_a_task(args), args
+
+
+#: The words the hooks of the test below print.
+TOLD = (["start"], ["spawn"], ["verdict"])
+
+
+def test_agentrt_run_starts_the_probe_before_its_modules_and_reads_that_one(
+    tmp_path: Path,
+) -> None:
+    # The probe's wait overlaps the imports only if it starts before the command's modules
+    # load, and it saves that wait only if the sandbox then reads that probe's answer.
+    code = (
+        "import sys\n"
+        "from agentrt.agent import probe\n"
+        "def told(what, call):\n"
+        "    def hook(bwrap):\n"
+        "        print(what, 'agentrt.apps.cli' in sys.modules, bwrap in probe._running,\n"
+        "              file=sys.stderr, flush=True)\n"
+        "        return call(bwrap)\n"
+        "    return hook\n"
+        "probe.start = told('start', probe.start)\n"
+        "probe._spawn = told('spawn', probe._spawn)\n"
+        "probe.verdict = told('verdict', probe.verdict)\n"
+        "sys.argv = ['agentrt', 'run', 'hello', '--state-dir', sys.argv[1]]\n"
+        "from agentrt.apps import entry\n"
+        "entry.console_main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")},
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hello" in done.stdout
+    told = [words for line in done.stderr.splitlines() if (words := line.split())[:1] in TOLD]
+    # Started and spawned before agentrt.apps.cli loaded, unread until the sandbox was
+    # detected, which read that probe instead of spawning another.
+    assert told == [
+        ["start", "False", "False"],
+        ["spawn", "False", "False"],
+        ["verdict", "True", "True"],
+    ], done.stderr
 
 
 async def test_a_sandboxed_command_outlives_the_thread_that_started_it(

@@ -1,5 +1,5 @@
 """`python -m agentrt` is the `agentrt` command."""
 
-from .apps.cli import console_main
+from .apps.entry import console_main
 
 console_main()

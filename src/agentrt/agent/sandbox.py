@@ -39,8 +39,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -50,6 +48,9 @@ from typing import Final
 
 from ..vocab.reprs import record
 from ..vocab.terms import SandboxMode
+from . import probe
+from .probe import BWRAP_ENV as BWRAP_ENV
+from .probe import bwrap_named
 
 #: The first process of the sandbox's PID namespace (bubblewrap's ``--as-pid-1``): it runs
 #: the command and passes a SIGTERM on to every process of the namespace (a namespace's
@@ -66,8 +67,6 @@ _INIT_SHELL: Final = (
     'exec 3<&0; trap "kill -TERM -1 2>/dev/null; exit 143" TERM; (eval "$0") <&3 3<&- & '
     "exec 3<&-; wait $!"
 )
-#: The variable naming the bubblewrap binary to use (default: ``bwrap`` on the PATH).
-BWRAP_ENV: Final = "AGENTRT_BWRAP"
 #: The private temporary folder every sandboxed call gets.
 PRIVATE_TMP: Final = Path("/tmp")
 
@@ -81,44 +80,16 @@ _PRIVATE_PREFIXES: Final = ("AGENTRT_", "OPENAI_", "ANTHROPIC_", "TELEGRAM_", "D
 _DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
-@functools.cache
-def _probe(bwrap: str) -> str | None:
-    """None when `bwrap` can build the sandbox here; else why not, in a few words."""
-    try:
-        result = subprocess.run(
-            [
-                bwrap,
-                *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
-                *("--unshare-pid", "--unshare-net", "--cap-drop", "ALL"),
-                "true",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{bwrap} cannot run: {exc}"
-    if result.returncode != 0:
-        said = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"{bwrap} fails here: {said[-1] if said else f'exit status {result.returncode}'}"
-    return None
-
-
 def find_bwrap(environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     """``(path, "")`` of a bubblewrap that works here, else ``(None, why not)``."""
-    env = os.environ if environ is None else environ
     if not sys.platform.startswith("linux"):
         return None, f"tools cannot be sandboxed on {sys.platform} (bubblewrap needs Linux)"
-    named = env.get(BWRAP_ENV, "").strip()
-    found = shutil.which(named or "bwrap")
+    named, found = bwrap_named(environ)
     if found is None:
         return None, (
-            f"bubblewrap ({named or 'bwrap'}) is not installed"
-            " (Debian and Ubuntu: apt-get install bubblewrap)"
+            f"bubblewrap ({named}) is not installed (Debian and Ubuntu: apt-get install bubblewrap)"
         )
-    problem = _probe(found)
+    problem = probe.verdict(found)
     if problem is not None:
         return None, problem
     return found, ""

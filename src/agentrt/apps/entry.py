@@ -1,0 +1,40 @@
+"""The `agentrt` console script's first module: what starts before the command's modules load.
+
+A command that runs a task in this process (`agentrt run`, ``sessions
+continue``, ``pending resume``, ``pending answer``) needs to know whether
+bubblewrap works here before its first model request. Finding out is one short
+run of bubblewrap whose time is mostly the kernel's; started here
+(`agentrt.agent.probe`), it runs while Python loads the command's modules,
+instead of after them. When a daemon holds the state dir the answer goes
+unread, and the probe has cost a process start.
+
+This module and the probe's import the standard library alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+#: The commands that run a task in this process when no daemon holds the state dir.
+_RUNS_A_TASK = frozenset(
+    {("run",), ("sessions", "continue"), ("pending", "resume"), ("pending", "answer")}
+)
+
+
+def runs_a_task(args: Sequence[str]) -> bool:
+    """Whether the command line `args` (without the program) names a command that runs a task."""
+    return tuple(args[:1]) in _RUNS_A_TASK or tuple(args[:2]) in _RUNS_A_TASK
+
+
+def console_main() -> None:
+    """The `agentrt` console script: the sandbox probe started early, then the command."""
+    if sys.platform.startswith("linux") and runs_a_task(sys.argv[1:]):
+        from ..agent import probe
+
+        _, found = probe.bwrap_named()
+        if found is not None:
+            probe.start(found)
+    from .cli import console_main as main
+
+    main()
