@@ -196,12 +196,14 @@ _TASK_SELECT = (
     f"SELECT session_id, {', '.join(FIELDS)}, first_seq, message_count FROM tasks "
     "WHERE session_id = ?"
 )
-#: A task's row and its session's revision and length, in one statement (`_task_and_session`).
+#: A task's row and its session's revision, length and chosen model, in one statement
+#: (`_task_and_session`).
 _TASK_AND_SESSION_SELECT = (
     f"SELECT t.session_id, {', '.join(f't.{c}' for c in FIELDS)}, t.first_seq, "
-    "t.message_count, s.rev, s.next_seq FROM tasks t LEFT JOIN sessions s "
+    "t.message_count, s.rev, s.next_seq, s.model FROM tasks t LEFT JOIN sessions s "
     "ON s.session_id = t.session_id WHERE t.session_id = ?"
 )
+_MODEL_SELECT = "SELECT model FROM sessions WHERE session_id = ?"
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
 
@@ -511,6 +513,7 @@ class SqlStore:
         change: Callable[[TaskRecord], TaskRecord],
         *,
         synced: bool = True,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change`, save the result, and return it with the history.
 
@@ -519,6 +522,12 @@ class SqlStore:
         `change` raises, nothing is written and the error propagates. `change`
         runs in the store's thread and must not touch Trio. Returns None when
         the session has no pending task.
+
+        `model`, when given, is called first, in the same transaction and thread,
+        with the model chosen for the session (`session_model`), task or not; it
+        may raise to write nothing. A resume checks the model it will run with
+        and claims its task in one call: the choice is read with the task's row
+        (one statement), and no other transaction can change it in between.
 
         With `synced` False (a resume's claim) the transaction commits without
         waiting for the disk: SQLite runs it with ``synchronous=NORMAL`` (in WAL
@@ -532,7 +541,7 @@ class SqlStore:
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, Sequence[Message]] | None:
             with self._write(db):
-                old, history = self._load(db, session_id)
+                old, history = self._load(db, session_id, model)
                 if old is None:
                     return None
                 record = change(old)
@@ -903,10 +912,7 @@ class SqlStore:
         """The model chosen for `session_id` (a spec such as ``openai:gpt-4o``), or None."""
 
         def read(db: sqlite3.Connection) -> str | None:
-            row = db.execute(
-                "SELECT model FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            return row[0] if row is not None and isinstance(row[0], str) else None
+            return _model_of(db.execute(_MODEL_SELECT, (session_id,)).fetchone())
 
         return await self._run(read)
 
@@ -1097,16 +1103,18 @@ class SqlStore:
 
     def _task_and_session(
         self, db: sqlite3.Connection, session_id: str
-    ) -> tuple[_TaskRow | None, _SessionRow | None]:
-        """`_task_row` and, when there is a task, `_session_row`: one statement (a round trip
-        on PostgreSQL). Without a task, the session is not read (None)."""
+    ) -> tuple[_TaskRow | None, _SessionRow | None, str | None]:
+        """`_task_row` and, when there is a task, `_session_row` and the model chosen for the
+        session (`session_model`): one statement (a round trip on PostgreSQL). Without a
+        task, the session is not read (None, None)."""
         row = db.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
         if row is None:
-            return None, None
+            return None, None, None
         fields = 1 + len(FIELDS)
         task = _TaskRow(tuple(row[:fields]), int(row[fields]), int(row[fields + 1]))
         rev, next_seq = row[fields + 2], row[fields + 3]
-        return task, None if rev is None else _SessionRow(int(rev), int(next_seq))
+        session = None if rev is None else _SessionRow(int(rev), int(next_seq))
+        return task, session, _model_of(row[fields + 4 :])
 
     def _task_row(self, db: sqlite3.Connection, session_id: str) -> _TaskRow | None:
         row = db.execute(_TASK_SELECT, (session_id,)).fetchone()
@@ -1239,10 +1247,21 @@ class SqlStore:
         return messages if task is None else messages[: task.first_seq]
 
     def _load(
-        self, db: sqlite3.Connection, session_id: str
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord | None, Sequence[Message]]:
-        """The pending task of a session and its history (both empty when it has none)."""
-        task, session = self._task_and_session(db, session_id)
+        """The pending task of a session and its history (both empty when it has none).
+
+        `model`, when given, is first called with the model chosen for the session
+        (see `update`), read with the task; a session without a task has it read alone.
+        """
+        task, session, chosen = self._task_and_session(db, session_id)
+        if model is not None:
+            if task is None:
+                chosen = _model_of(db.execute(_MODEL_SELECT, (session_id,)).fetchone())
+            model(chosen)
         if task is None:
             return None, ()
         messages = self._all_messages(db, session_id, session)
@@ -1321,7 +1340,7 @@ class SqlStore:
         run, a resume): see `_claimed`.
         """
         session_id = record.session_id
-        task, session = self._task_and_session(db, session_id)
+        task, session, _ = self._task_and_session(db, session_id)
         if task is None:
             session = self._session_row(db, session_id)
         new = record.transcript
@@ -1561,6 +1580,11 @@ class SqlStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in the writer thread (batched with what is queued with it); its result."""
         return await self._wait(self._submit(fn))
+
+
+def _model_of(row: Sequence[Any] | None) -> str | None:
+    """The chosen model a row's first column holds (`session_model`): None unless text."""
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 def _row_of(message: Message, now: float) -> tuple[str, float, str]:
