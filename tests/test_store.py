@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from agentrt.store import Store
 from agentrt.store import TaskExistsError
 from agentrt.store import brief_of
 from agentrt.store import sql
+from agentrt.store import sqlite as sqlite_store
 from agentrt.store.sqlite import SCHEMA_VERSION
 from agentrt.store.sqlite import marker_path
 
@@ -309,16 +311,85 @@ async def test_a_resumes_claim_commits_without_a_sync_and_every_other_write_with
     await store.save(record.evolve(transcript=(*record.transcript, Message.assistant("a"))))
     await store.mark("cli-s", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
     await store.update("cli-s", claim)  # synced unless said otherwise
-    # A claim queued with a synced write goes in its transaction, synced with it.
-    store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
-    await store.update("cli-s", claim, synced=False)
     after = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
     store._db.set_trace_callback(None)
     await store.aclose()
-    assert seen == [1, 2, 2]
+    assert seen == [1, 2]
     assert after == 2  # FULL again once the claim is committed
     levels = [level for level, _ in synced_levels(statements)]
-    assert levels == [2, 1, 2, 2, 2, 2, 2, 2], synced_levels(statements)
+    assert levels == [2, 1, 2, 2, 2, 2, 2], synced_levels(statements)
+
+
+async def test_a_claim_queued_with_a_synced_write_is_told_before_the_wal_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One transaction, committed without a sync; the claim is told at once, the synced
+    write only once the WAL is fsynced (what ``synchronous=FULL`` does in a commit)."""
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    assert store.wal == tmp_path / "tasks.db-wal"
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    happened: list[str] = []
+    synced_paths: list[Path] = []
+    gate = threading.Event()
+    real_sync = sqlite_store._sync
+
+    def held_sync(path: Path) -> None:
+        synced_paths.append(path)
+        gate.wait(5)  # held until the claim is told (a claim that waits for it waits 5 s)
+        real_sync(path)
+        happened.append("synced")
+
+    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+
+    def claim(old: TaskRecord) -> TaskRecord:
+        return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+    with trio.fail_after(20):
+        kept = store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+        claimed = await store.update("cli-s", claim, synced=False)
+        happened.append("claim told")
+        gate.set()
+        assert await kept.wait()
+        happened.append("write told")
+    assert happened == ["claim told", "synced", "write told"]
+    assert synced_paths == [store.wal]
+    assert claimed is not None and claimed[0].attempts == {"c2": 1}
+    assert [level for level, _ in synced_levels(statements)][-1] == 1
+
+    def failing_sync(path: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    # A sync that fails: the claim stands (it never waited for one); the write is told
+    # it failed, as a commit whose sync failed is.
+    monkeypatch.setattr(sqlite_store, "_sync", failing_sync)
+    kept = store.save_fields_nowait(record.evolve(attempts={"c3": 1}))
+    assert await store.update("cli-s", claim, synced=False) is not None
+    with pytest.raises(StoreError, match="Input/output error"):
+        await kept.wait()
+    store._db.set_trace_callback(None)
+    await store.aclose()
+
+
+async def test_a_store_not_in_wal_mode_syncs_a_claim_with_the_write_it_is_queued_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    store.wal = None  # as on a file system where SQLite cannot keep a WAL
+    synced_paths: list[Path] = []
+    monkeypatch.setattr(sqlite_store, "_sync", synced_paths.append)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+    await store.update("cli-s", lambda old: old.evolve(runs=old.runs + 1), synced=False)
+    store._db.set_trace_callback(None)
+    await store.aclose()
+    assert synced_paths == []
+    assert [level for level, _ in synced_levels(statements)] == [2, 2]
 
 
 async def test_a_resume_commits_its_claim_alone_without_a_sync(tmp_path: Path) -> None:

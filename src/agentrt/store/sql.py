@@ -536,7 +536,9 @@ class SqlStore:
         after it, of this process or another: the WAL is written in order, so
         syncing a later commit syncs this one too. Lost before that (a power
         cut; a PostgreSQL server crash) the task is as it was before the call.
-        Batched with a synced call, it is synced with it.
+        Batched with a synced call, it shares its transaction: on SQLite it is told
+        once that commits, before the WAL is synced for the other call
+        (`TaskStore._run_batch`); on PostgreSQL the transaction is synced.
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, Sequence[Message]] | None:
