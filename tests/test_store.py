@@ -33,13 +33,18 @@ from agentrt import ToolResultEvent
 from agentrt import UnreadableTask
 from agentrt import open_runtime
 from agentrt.config.statedir import prepare_state_dir
+from agentrt.models.messages import ToolCall
 from agentrt.store import Store
 from agentrt.store import TaskExistsError
 from agentrt.store import brief_of
 from agentrt.store import sql
 from agentrt.store import sqlite as sqlite_store
+from agentrt.store.ledger import stop_entries
+from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
 from agentrt.store.sqlite import marker_path
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import StopKind
 
 from .conftest import Recorder
 from .conftest import fill_mixed_store
@@ -55,6 +60,40 @@ async def test_a_record_round_trips_and_is_deleted(store: Store) -> None:
     assert await store.list("chat-") == []
     assert await store.delete("cli-1")
     assert await store.load("cli-1") is None
+
+
+async def test_a_record_the_store_wrote_is_read_back_as_written_until_its_row_changes(
+    store: Store,
+) -> None:
+    call = ToolCall("c1", "sleep", {"seconds": 5})
+    record = TaskRecord(
+        "cli-w",
+        "go",
+        (Message.user("go"), Message.assistant("", (call,))),
+        attempts={"c1": 1},
+        error="boom",
+    )
+    record = stop_entries(record, StopKind.PAUSE, 1.5, {"": {"c1": CallState.STOPPED}}, 3)
+    saved = await store.save(record)
+    stopped = store.stop_nowait(lambda: saved, TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
+    assert await stopped.wait()
+    assert isinstance(store, SqlStore)
+
+    def read(db: Any) -> tuple[TaskRecord | None, TaskRecord]:
+        loaded, _ = store._load(db, "cli-w")
+        task, _, _ = store._task_and_session(db, "cli-w")
+        assert task is not None and loaded is not None
+        return loaded, store._record(task.fields, loaded.transcript)
+
+    # What the store keeps of its own write is what its row decodes to.
+    loaded, decoded = await store._run(read)
+    assert loaded == decoded
+    assert loaded is not None and loaded.interruptions and loaded.status is TaskStatus.INTERRUPTED
+    # A row another process changed is decoded anew.
+    raw_sql(store, "UPDATE tasks SET runs = 7 WHERE session_id = ?", ("cli-w",))
+    loaded, decoded = await store._run(read)
+    assert loaded == decoded
+    assert loaded is not None and loaded.runs == 7
 
 
 async def test_the_store_file_is_private(tmp_path: Path) -> None:

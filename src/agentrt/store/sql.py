@@ -15,8 +15,9 @@ from another process. Every call runs in the store's writer thread
 (`agentrt.store.writer`), batched with what is queued with it.
 
 What the store wrote last is kept in memory, checked against a revision
-number in the database: a resume, a commit or a new run in the same process
-does not read back and decode what it has just written.
+number in the database (messages) or the columns it wrote (a task's record,
+`_Written`): a resume, a commit or a new run in the same process does not
+read back and decode what it has just written.
 """
 
 from __future__ import annotations
@@ -175,6 +176,34 @@ class _Memory:
     def clear(self) -> None:
         self._sessions.clear()
         self._size = 0
+
+
+@mutable(eq=False)
+class _Written:
+    """The records the store wrote last, by session, each with the field columns it wrote.
+
+    A task's row read back with exactly those columns holds that record: it is
+    used as it is (see `SqlStore._decoded`) rather than decoded again, so a
+    resume does not decode what the stop before it has just written. A row
+    changed since (by any process) holds other columns and is decoded. At most
+    `limit` records are kept, the ones written longest ago going first. Used by
+    the writer thread only.
+    """
+
+    limit: int = 256
+    _records: dict[str, tuple[tuple[Any, ...], TaskRecord]] = attrs.field(factory=dict)
+
+    def put(self, record: TaskRecord, columns: tuple[Any, ...]) -> None:
+        session_id = record.session_id
+        self._records.pop(session_id, None)
+        self._records[session_id] = (columns[: len(FIELDS)], record)
+        if len(self._records) > self.limit:
+            del self._records[next(iter(self._records))]
+
+    def get(self, session_id: str, fields: tuple[Any, ...]) -> TaskRecord | None:
+        """The record written with the field columns `fields` (the row's, as read), or None."""
+        entry = self._records.get(session_id)
+        return entry[1] if entry is not None and entry[0] == fields else None
 
 
 @record
@@ -384,6 +413,7 @@ class SqlStore:
     runner: str = attrs.field(factory=process_token, kw_only=True)
     _closed: bool = attrs.field(default=False, init=False)
     _memory: _Memory = attrs.field(factory=_Memory, init=False, repr=False)
+    _written: _Written = attrs.field(factory=_Written, init=False, repr=False)
     _writer: Writer = attrs.field(init=False, repr=False)
     #: Calls queued with `defer`, not yet handed to the writer thread (see `_submit`).
     _deferred: collections.deque[Call[Any]] = attrs.field(
@@ -571,14 +601,14 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
+            columns = self._columns(record)
             with self._write(db):
-                return self._update_held(
-                    db,
-                    self._UPDATE,
-                    self._columns(record),
-                    record.session_id,
-                    self._held_by(record),
+                written = self._update_held(
+                    db, self._UPDATE, columns, record.session_id, self._held_by(record)
                 )
+            if written:
+                self._written.put(record, columns)
+            return written
 
         return Submitted(self, self._submit(write, defer=defer))
 
@@ -638,16 +668,20 @@ class SqlStore:
             record = record.evolve(
                 status=status, cause=cause, error=None, updated_at=now, lost_words=lost_words
             )
+            columns = self._columns(record)
             with self._write(db):
                 if held is not None and runner is not None and held != runner:
                     self._check_held(db, record.session_id, held)
-                return self._update_held(
+                written = self._update_held(
                     db,
                     self._UPDATE,
-                    self._columns(record),
+                    columns,
                     record.session_id,
                     runner if runner is not None else held,
                 )
+            if written:
+                self._written.put(record, columns)
+            return written
 
         return Submitted(self, self._submit(write, defer=True))
 
@@ -1273,9 +1307,20 @@ class SqlStore:
                 session_id, f"{end - len(messages)} of its messages are missing"
             )
         return (
-            self._record(task.fields, tuple(messages[task.first_seq : end])),
+            self._decoded(task.fields, tuple(messages[task.first_seq : end])),
             messages[: task.first_seq],
         )
+
+    def _decoded(self, fields: tuple[Any, ...], transcript: tuple[Message, ...]) -> TaskRecord:
+        """`_record`, or the record this store wrote with these very columns (`_Written`)."""
+        written = self._written.get(str(fields[0]), fields[1:])
+        if written is None:
+            return self._record(fields, transcript)
+        if len(written.transcript) == len(transcript) and all(
+            a is b for a, b in zip(written.transcript, transcript, strict=True)
+        ):
+            return written
+        return attrs.evolve(written, transcript=transcript)
 
     def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
         """Refuse a running record's write when another runner holds its task now."""
@@ -1368,7 +1413,9 @@ class SqlStore:
             first = session.next_seq if session is not None else 0
             transcript = self._append(db, session_id, session, new, title=record.input)
         record = attrs.evolve(record, transcript=transcript)
-        db.execute(self._UPSERT, (session_id, *self._columns(record), first, len(transcript)))
+        columns = self._columns(record)
+        db.execute(self._UPSERT, (session_id, *columns, first, len(transcript)))
+        self._written.put(record, columns)
         if claim:
             self._claimed(db, record)
         return record
@@ -1462,10 +1509,14 @@ class SqlStore:
     def _update_fields(
         self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
     ) -> bool:
-        cur = db.execute(self._UPDATE, (*self._columns(record), record.session_id))
-        if claim and cur.rowcount > 0:
+        columns = self._columns(record)
+        cur = db.execute(self._UPDATE, (*columns, record.session_id))
+        if cur.rowcount <= 0:
+            return False
+        self._written.put(record, columns)
+        if claim:
             self._claimed(db, record)
-        return cur.rowcount > 0
+        return True
 
     def _unreadable(
         self, db: sqlite3.Connection, session_id: str, exc: StoreError
