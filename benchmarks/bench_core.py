@@ -29,7 +29,9 @@ The ratio of ``durable_commit`` is the price of surviving a power cut, not
 only a killed process: every pause and committed tool result pays it once per
 store write. A resume's claim does not: it is made durable by the next synced
 write (see docs/store.md), so a pause -> resume cycle pays one sync, as its
-baseline does.
+baseline does. On SQLite a claim queued with the stop's write is told once
+their transaction commits, and the WAL is synced beside the resumed run: a
+cycle right after another may wait for the sync of the one before.
 """
 
 from __future__ import annotations

@@ -94,6 +94,33 @@ async def test_a_session_with_only_a_model_keeps_it_when_its_first_task_goes(
     assert await store.session("cli-c") is None
 
 
+async def test_an_update_is_given_the_sessions_model_in_its_transaction_and_may_refuse(
+    store: Store,
+) -> None:
+    await store.create(TaskRecord("cli-u", "x", (Message.user("x"),)))
+    seen: list[str | None] = []
+
+    def claim(record: TaskRecord) -> TaskRecord:
+        return record.evolve(runs=record.runs + 1)
+
+    claimed = await store.update("cli-u", claim, model=seen.append)
+    assert claimed is not None
+    await store.set_session_model("cli-u", "openai:m1")
+
+    def refuse(chosen: str | None) -> None:
+        seen.append(chosen)
+        raise ModelNotConfiguredError(f"no key for {chosen}")
+
+    with pytest.raises(ModelNotConfiguredError, match="no key for openai:m1"):
+        await store.update("cli-u", claim, model=refuse)
+    assert await store.load("cli-u") == claimed[0]  # nothing written
+    # A session with no task is given its model too (a resume is refused for it first).
+    await store.set_session_model("cli-none", "anthropic:m2")
+    assert await store.update("cli-none", claim, model=seen.append) is None
+    assert await store.update("cli-nothing", claim, model=seen.append) is None
+    assert seen == [None, "openai:m1", "anthropic:m2", None]
+
+
 async def test_a_version_5_sqlite_store_gains_the_model_column(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     store = await TaskStore.open(path)
@@ -212,6 +239,23 @@ async def test_a_session_whose_model_is_no_longer_configured_is_refused_clearly(
     with pytest.raises(ModelNotConfiguredError, match="is not configured any more"):
         await runtime.executor.run("cli-gone", "hi", owner="o", emit=Recorder())
     assert await runtime.store.load("cli-gone") is None
+
+
+async def test_a_resume_is_refused_for_a_model_chosen_while_paused_that_is_not_configured(
+    runtime: Runtime,
+) -> None:
+    parked = await runtime.executor.run("cli-p", "ask which?", owner="o", emit=Recorder())
+    assert parked.outcome is Outcome.AWAITING_ANSWER
+    before = await runtime.store.load("cli-p")
+    await runtime.store.set_session_model("cli-p", "openai:removed")
+    with pytest.raises(ModelNotConfiguredError, match="is not configured any more"):
+        await runtime.executor.resume("cli-p", answer="blue", owner="o", emit=Recorder())
+    # Refused before the task was touched: it waits for its answer as it did.
+    assert await runtime.store.load("cli-p") == before
+    assert not runtime.executor.is_running("cli-p")
+    await runtime.store.set_session_model("cli-p", None)
+    ended = await runtime.executor.resume("cli-p", answer="blue", owner="o", emit=Recorder())
+    assert ended.outcome is Outcome.FINISHED
 
 
 def test_the_models_list_is_checked_where_it_is_read(tmp_path: Path) -> None:

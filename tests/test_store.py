@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,18 @@ from agentrt import ToolResultEvent
 from agentrt import UnreadableTask
 from agentrt import open_runtime
 from agentrt.config.statedir import prepare_state_dir
+from agentrt.models.messages import ToolCall
 from agentrt.store import Store
 from agentrt.store import TaskExistsError
 from agentrt.store import brief_of
 from agentrt.store import sql
+from agentrt.store import sqlite as sqlite_store
+from agentrt.store.ledger import stop_entries
+from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
 from agentrt.store.sqlite import marker_path
+from agentrt.vocab.stops import CallState
+from agentrt.vocab.stops import StopKind
 
 from .conftest import Recorder
 from .conftest import fill_mixed_store
@@ -53,6 +60,40 @@ async def test_a_record_round_trips_and_is_deleted(store: Store) -> None:
     assert await store.list("chat-") == []
     assert await store.delete("cli-1")
     assert await store.load("cli-1") is None
+
+
+async def test_a_record_the_store_wrote_is_read_back_as_written_until_its_row_changes(
+    store: Store,
+) -> None:
+    call = ToolCall("c1", "sleep", {"seconds": 5})
+    record = TaskRecord(
+        "cli-w",
+        "go",
+        (Message.user("go"), Message.assistant("", (call,))),
+        attempts={"c1": 1},
+        error="boom",
+    )
+    record = stop_entries(record, StopKind.PAUSE, 1.5, {"": {"c1": CallState.STOPPED}}, 3)
+    saved = await store.save(record)
+    stopped = store.stop_nowait(lambda: saved, TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
+    assert await stopped.wait()
+    assert isinstance(store, SqlStore)
+
+    def read(db: Any) -> tuple[TaskRecord | None, TaskRecord]:
+        loaded, _ = store._load(db, "cli-w")
+        task, _, _ = store._task_and_session(db, "cli-w")
+        assert task is not None and loaded is not None
+        return loaded, store._record(task.fields, loaded.transcript)
+
+    # What the store keeps of its own write is what its row decodes to.
+    loaded, decoded = await store._run(read)
+    assert loaded == decoded
+    assert loaded is not None and loaded.interruptions and loaded.status is TaskStatus.INTERRUPTED
+    # A row another process changed is decoded anew.
+    raw_sql(store, "UPDATE tasks SET runs = 7 WHERE session_id = ?", ("cli-w",))
+    loaded, decoded = await store._run(read)
+    assert loaded == decoded
+    assert loaded is not None and loaded.runs == 7
 
 
 async def test_the_store_file_is_private(tmp_path: Path) -> None:
@@ -309,16 +350,85 @@ async def test_a_resumes_claim_commits_without_a_sync_and_every_other_write_with
     await store.save(record.evolve(transcript=(*record.transcript, Message.assistant("a"))))
     await store.mark("cli-s", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
     await store.update("cli-s", claim)  # synced unless said otherwise
-    # A claim queued with a synced write goes in its transaction, synced with it.
-    store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
-    await store.update("cli-s", claim, synced=False)
     after = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
     store._db.set_trace_callback(None)
     await store.aclose()
-    assert seen == [1, 2, 2]
+    assert seen == [1, 2]
     assert after == 2  # FULL again once the claim is committed
     levels = [level for level, _ in synced_levels(statements)]
-    assert levels == [2, 1, 2, 2, 2, 2, 2, 2], synced_levels(statements)
+    assert levels == [2, 1, 2, 2, 2, 2, 2], synced_levels(statements)
+
+
+async def test_a_claim_queued_with_a_synced_write_is_told_before_the_wal_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One transaction, committed without a sync; the claim is told at once, the synced
+    write only once the WAL is fsynced (what ``synchronous=FULL`` does in a commit)."""
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    assert store.wal == tmp_path / "tasks.db-wal"
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    happened: list[str] = []
+    synced_paths: list[Path] = []
+    gate = threading.Event()
+    real_sync = sqlite_store._sync
+
+    def held_sync(path: Path) -> None:
+        synced_paths.append(path)
+        gate.wait(5)  # held until the claim is told (a claim that waits for it waits 5 s)
+        real_sync(path)
+        happened.append("synced")
+
+    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+
+    def claim(old: TaskRecord) -> TaskRecord:
+        return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+    with trio.fail_after(20):
+        kept = store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+        claimed = await store.update("cli-s", claim, synced=False)
+        happened.append("claim told")
+        gate.set()
+        assert await kept.wait()
+        happened.append("write told")
+    assert happened == ["claim told", "synced", "write told"]
+    assert synced_paths == [store.wal]
+    assert claimed is not None and claimed[0].attempts == {"c2": 1}
+    assert [level for level, _ in synced_levels(statements)][-1] == 1
+
+    def failing_sync(path: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    # A sync that fails: the claim stands (it never waited for one); the write is told
+    # it failed, as a commit whose sync failed is.
+    monkeypatch.setattr(sqlite_store, "_sync", failing_sync)
+    kept = store.save_fields_nowait(record.evolve(attempts={"c3": 1}))
+    assert await store.update("cli-s", claim, synced=False) is not None
+    with pytest.raises(StoreError, match="Input/output error"):
+        await kept.wait()
+    store._db.set_trace_callback(None)
+    await store.aclose()
+
+
+async def test_a_store_not_in_wal_mode_syncs_a_claim_with_the_write_it_is_queued_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    store.wal = None  # as on a file system where SQLite cannot keep a WAL
+    synced_paths: list[Path] = []
+    monkeypatch.setattr(sqlite_store, "_sync", synced_paths.append)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
+    await store.update("cli-s", lambda old: old.evolve(runs=old.runs + 1), synced=False)
+    store._db.set_trace_callback(None)
+    await store.aclose()
+    assert synced_paths == []
+    assert [level for level, _ in synced_levels(statements)] == [2, 2]
 
 
 async def test_a_resume_commits_its_claim_alone_without_a_sync(tmp_path: Path) -> None:

@@ -276,8 +276,10 @@ class _LabStore(TaskStore):
         self._wrote("create")
         return history
 
-    async def update(self, session_id: str, change: Any, *, synced: bool = True) -> Any:
-        result = await super().update(session_id, change, synced=synced)
+    async def update(
+        self, session_id: str, change: Any, *, synced: bool = True, model: Any = None
+    ) -> Any:
+        result = await super().update(session_id, change, synced=synced, model=model)
         self._wrote("update")
         return result
 

@@ -218,7 +218,14 @@ class Executor:
 
     async def _model_for(self, session_id: str) -> Model:
         """The model a run of `session_id` talks to, checked ready (`ModelNotConfiguredError`)."""
-        chosen = await self.store.session_model(session_id)
+        return self._ready_model(session_id, await self.store.session_model(session_id))
+
+    def _ready_model(self, session_id: str, chosen: str | None) -> Model:
+        """The model `chosen` for `session_id` (None: the default), checked ready.
+
+        Called in the store's thread too (a resume's claim): the catalog makes each
+        model once whatever thread asks.
+        """
         # The default is whatever model the executor has now.
         self._catalog.use_default(self.model)
         try:
@@ -358,7 +365,6 @@ class Executor:
         check_session_id(session_id)
         folder = check_workdir(workdir) if workdir is not None else None
         with self._busy(session_id, owner, window_hash) as running:
-            running.model = await self._model_for(session_id)
             effects: list[AnswerEffects] = []
             answered: list[QuestionTrace] = []
 
@@ -388,6 +394,11 @@ class Executor:
                     else str(folder),
                 )
 
+            def pick(chosen: str | None) -> None:
+                # In the claim's transaction, before the task is read: a model that cannot
+                # be asked now refuses the resume with nothing written.
+                running.model = self._ready_model(session_id, chosen)
+
             # The claim commits unsynced (no fsync, no WAL flush): the first synced write
             # after it (this run's next commit, a tool's recorded start, its stop) makes it
             # durable too, and nothing the run does is seen outside before one: a tool with
@@ -395,7 +406,7 @@ class Executor:
             # awaits `Store.save_fields`). A claim lost in a power cut (or a PostgreSQL
             # crash) leaves the task as it was, paused; a fleet member whose claim was lost
             # is refused at its next write if another runner's token is in the row.
-            loaded = await self.store.update(session_id, change, synced=False)
+            loaded = await self.store.update(session_id, change, synced=False, model=pick)
             if loaded is None:
                 raise NoPendingTaskError(f"session {session_id} has no pending task")
             record, history = loaded

@@ -9,6 +9,7 @@ read): the same words a run of it would be refused with.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from collections.abc import Sequence
 
@@ -42,6 +43,9 @@ class ModelCatalog:
     #: Makes the model of a name; a ValueError or OSError says why it cannot be made.
     make: Callable[[str], Model] = attrs.field(repr=False)
     _made: dict[str, Model] = attrs.field(factory=dict, init=False, repr=False)
+    #: Held while a model is made: a resume asks from the store's thread (see
+    #: `Executor.resume`), and a model is made once whichever thread asks first.
+    _making: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.names:
@@ -88,11 +92,15 @@ class ModelCatalog:
                 f"model {name!r} is not configured; the models are: {', '.join(self.names)} "
                 "(add it to the models list in config.toml)"
             )
-        try:
-            made = self.make(name)
-        except (ValueError, OSError) as exc:
-            raise ModelNotConfiguredError(f"model {name} cannot be used: {exc}") from None
-        self._made[name] = made
+        with self._making:
+            made = self._made.get(name)  # made meanwhile by another thread
+            if made is not None:
+                return made
+            try:
+                made = self.make(name)
+            except (ValueError, OSError) as exc:
+                raise ModelNotConfiguredError(f"model {name} cannot be used: {exc}") from None
+            self._made[name] = made
         return made
 
     def ready(self, name: str | None) -> Model:

@@ -48,15 +48,25 @@ FIELDS = (
 TITLE_CHARS = 80
 
 
+#: `json.dumps` with the arguments `dumps` gives it, made once: `json.dumps` makes an
+#: encoder at each call its arguments are not the defaults (a store write makes five).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+
+
 def dumps(value: Any) -> str:
     """JSON text for SQLite, UTF-8 where possible."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if value is None:  # an error or a question a record has not: most of them
+        return "null"
+    text = _ENCODE(value)
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (a model's or a chat's JSON may carry one) has no UTF-8 form;
         # escaped, it is plain ASCII and reads back as the same string.
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+        text = _ENCODE_ASCII(value)
     return text
 
 

@@ -583,9 +583,10 @@ class PgStore(SqlStore):
         change: Callable[[TaskRecord], TaskRecord],
         *,
         synced: bool = True,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         await self._live()
-        return await super().update(session_id, change, synced=synced)
+        return await super().update(session_id, change, synced=synced, model=model)
 
     async def delete(
         self, session_id: str, check: Callable[[str, str | None], None] | None = None

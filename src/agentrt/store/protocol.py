@@ -112,12 +112,15 @@ class Store(Protocol):
         change: Callable[[TaskRecord], TaskRecord],
         *,
         synced: bool = True,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change` and save it, in one transaction; None if there is none.
 
         `change` runs in the store's thread, sees the latest record, and may raise
         to write nothing. With `synced` False the commit does not wait for the
         disk; it becomes durable with the next synced commit (see `SqlStore.update`).
+        `model`, when given, is called first in the same transaction and thread with
+        the model chosen for the session (`session_model`), and may raise to write nothing.
         """
         ...
 

@@ -15,8 +15,9 @@ from another process. Every call runs in the store's writer thread
 (`agentrt.store.writer`), batched with what is queued with it.
 
 What the store wrote last is kept in memory, checked against a revision
-number in the database: a resume, a commit or a new run in the same process
-does not read back and decode what it has just written.
+number in the database (messages) or the columns it wrote (a task's record,
+`_Written`): a resume, a commit or a new run in the same process does not
+read back and decode what it has just written.
 """
 
 from __future__ import annotations
@@ -177,6 +178,34 @@ class _Memory:
         self._size = 0
 
 
+@mutable(eq=False)
+class _Written:
+    """The records the store wrote last, by session, each with the field columns it wrote.
+
+    A task's row read back with exactly those columns holds that record: it is
+    used as it is (see `SqlStore._decoded`) rather than decoded again, so a
+    resume does not decode what the stop before it has just written. A row
+    changed since (by any process) holds other columns and is decoded. At most
+    `limit` records are kept, the ones written longest ago going first. Used by
+    the writer thread only.
+    """
+
+    limit: int = 256
+    _records: dict[str, tuple[tuple[Any, ...], TaskRecord]] = attrs.field(factory=dict)
+
+    def put(self, record: TaskRecord, columns: tuple[Any, ...]) -> None:
+        session_id = record.session_id
+        self._records.pop(session_id, None)
+        self._records[session_id] = (columns[: len(FIELDS)], record)
+        if len(self._records) > self.limit:
+            del self._records[next(iter(self._records))]
+
+    def get(self, session_id: str, fields: tuple[Any, ...]) -> TaskRecord | None:
+        """The record written with the field columns `fields` (the row's, as read), or None."""
+        entry = self._records.get(session_id)
+        return entry[1] if entry is not None and entry[0] == fields else None
+
+
 @record
 class _TaskRow:
     """A `tasks` row: its raw field columns and its range of messages."""
@@ -196,12 +225,14 @@ _TASK_SELECT = (
     f"SELECT session_id, {', '.join(FIELDS)}, first_seq, message_count FROM tasks "
     "WHERE session_id = ?"
 )
-#: A task's row and its session's revision and length, in one statement (`_task_and_session`).
+#: A task's row and its session's revision, length and chosen model, in one statement
+#: (`_task_and_session`).
 _TASK_AND_SESSION_SELECT = (
     f"SELECT t.session_id, {', '.join(f't.{c}' for c in FIELDS)}, t.first_seq, "
-    "t.message_count, s.rev, s.next_seq FROM tasks t LEFT JOIN sessions s "
+    "t.message_count, s.rev, s.next_seq, s.model FROM tasks t LEFT JOIN sessions s "
     "ON s.session_id = t.session_id WHERE t.session_id = ?"
 )
+_MODEL_SELECT = "SELECT model FROM sessions WHERE session_id = ?"
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
 
@@ -382,6 +413,7 @@ class SqlStore:
     runner: str = attrs.field(factory=process_token, kw_only=True)
     _closed: bool = attrs.field(default=False, init=False)
     _memory: _Memory = attrs.field(factory=_Memory, init=False, repr=False)
+    _written: _Written = attrs.field(factory=_Written, init=False, repr=False)
     _writer: Writer = attrs.field(init=False, repr=False)
     #: Calls queued with `defer`, not yet handed to the writer thread (see `_submit`).
     _deferred: collections.deque[Call[Any]] = attrs.field(
@@ -511,6 +543,7 @@ class SqlStore:
         change: Callable[[TaskRecord], TaskRecord],
         *,
         synced: bool = True,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord, Sequence[Message]] | None:
         """Load a task, apply `change`, save the result, and return it with the history.
 
@@ -520,6 +553,12 @@ class SqlStore:
         runs in the store's thread and must not touch Trio. Returns None when
         the session has no pending task.
 
+        `model`, when given, is called first, in the same transaction and thread,
+        with the model chosen for the session (`session_model`), task or not; it
+        may raise to write nothing. A resume checks the model it will run with
+        and claims its task in one call: the choice is read with the task's row
+        (one statement), and no other transaction can change it in between.
+
         With `synced` False (a resume's claim) the transaction commits without
         waiting for the disk: SQLite runs it with ``synchronous=NORMAL`` (in WAL
         mode, a commit with no fsync), PostgreSQL with ``synchronous_commit``
@@ -527,12 +566,14 @@ class SqlStore:
         after it, of this process or another: the WAL is written in order, so
         syncing a later commit syncs this one too. Lost before that (a power
         cut; a PostgreSQL server crash) the task is as it was before the call.
-        Batched with a synced call, it is synced with it.
+        Batched with a synced call, it shares its transaction: on SQLite it is told
+        once that commits, before the WAL is synced for the other call
+        (`TaskStore._run_batch`); on PostgreSQL the transaction is synced.
         """
 
         def write(db: sqlite3.Connection) -> tuple[TaskRecord, Sequence[Message]] | None:
             with self._write(db):
-                old, history = self._load(db, session_id)
+                old, history = self._load(db, session_id, model)
                 if old is None:
                     return None
                 record = change(old)
@@ -560,14 +601,14 @@ class SqlStore:
         """
 
         def write(db: sqlite3.Connection) -> bool:
+            columns = self._columns(record)
             with self._write(db):
-                return self._update_held(
-                    db,
-                    self._UPDATE,
-                    self._columns(record),
-                    record.session_id,
-                    self._held_by(record),
+                written = self._update_held(
+                    db, self._UPDATE, columns, record.session_id, self._held_by(record)
                 )
+            if written:
+                self._written.put(record, columns)
+            return written
 
         return Submitted(self, self._submit(write, defer=defer))
 
@@ -627,16 +668,20 @@ class SqlStore:
             record = record.evolve(
                 status=status, cause=cause, error=None, updated_at=now, lost_words=lost_words
             )
+            columns = self._columns(record)
             with self._write(db):
                 if held is not None and runner is not None and held != runner:
                     self._check_held(db, record.session_id, held)
-                return self._update_held(
+                written = self._update_held(
                     db,
                     self._UPDATE,
-                    self._columns(record),
+                    columns,
                     record.session_id,
                     runner if runner is not None else held,
                 )
+            if written:
+                self._written.put(record, columns)
+            return written
 
         return Submitted(self, self._submit(write, defer=True))
 
@@ -903,10 +948,7 @@ class SqlStore:
         """The model chosen for `session_id` (a spec such as ``openai:gpt-4o``), or None."""
 
         def read(db: sqlite3.Connection) -> str | None:
-            row = db.execute(
-                "SELECT model FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            return row[0] if row is not None and isinstance(row[0], str) else None
+            return _model_of(db.execute(_MODEL_SELECT, (session_id,)).fetchone())
 
         return await self._run(read)
 
@@ -1097,16 +1139,18 @@ class SqlStore:
 
     def _task_and_session(
         self, db: sqlite3.Connection, session_id: str
-    ) -> tuple[_TaskRow | None, _SessionRow | None]:
-        """`_task_row` and, when there is a task, `_session_row`: one statement (a round trip
-        on PostgreSQL). Without a task, the session is not read (None)."""
+    ) -> tuple[_TaskRow | None, _SessionRow | None, str | None]:
+        """`_task_row` and, when there is a task, `_session_row` and the model chosen for the
+        session (`session_model`): one statement (a round trip on PostgreSQL). Without a
+        task, the session is not read (None, None)."""
         row = db.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
         if row is None:
-            return None, None
+            return None, None, None
         fields = 1 + len(FIELDS)
         task = _TaskRow(tuple(row[:fields]), int(row[fields]), int(row[fields + 1]))
         rev, next_seq = row[fields + 2], row[fields + 3]
-        return task, None if rev is None else _SessionRow(int(rev), int(next_seq))
+        session = None if rev is None else _SessionRow(int(rev), int(next_seq))
+        return task, session, _model_of(row[fields + 4 :])
 
     def _task_row(self, db: sqlite3.Connection, session_id: str) -> _TaskRow | None:
         row = db.execute(_TASK_SELECT, (session_id,)).fetchone()
@@ -1239,10 +1283,21 @@ class SqlStore:
         return messages if task is None else messages[: task.first_seq]
 
     def _load(
-        self, db: sqlite3.Connection, session_id: str
+        self,
+        db: sqlite3.Connection,
+        session_id: str,
+        model: Callable[[str | None], object] | None = None,
     ) -> tuple[TaskRecord | None, Sequence[Message]]:
-        """The pending task of a session and its history (both empty when it has none)."""
-        task, session = self._task_and_session(db, session_id)
+        """The pending task of a session and its history (both empty when it has none).
+
+        `model`, when given, is first called with the model chosen for the session
+        (see `update`), read with the task; a session without a task has it read alone.
+        """
+        task, session, chosen = self._task_and_session(db, session_id)
+        if model is not None:
+            if task is None:
+                chosen = _model_of(db.execute(_MODEL_SELECT, (session_id,)).fetchone())
+            model(chosen)
         if task is None:
             return None, ()
         messages = self._all_messages(db, session_id, session)
@@ -1252,9 +1307,20 @@ class SqlStore:
                 session_id, f"{end - len(messages)} of its messages are missing"
             )
         return (
-            self._record(task.fields, tuple(messages[task.first_seq : end])),
+            self._decoded(task.fields, tuple(messages[task.first_seq : end])),
             messages[: task.first_seq],
         )
+
+    def _decoded(self, fields: tuple[Any, ...], transcript: tuple[Message, ...]) -> TaskRecord:
+        """`_record`, or the record this store wrote with these very columns (`_Written`)."""
+        written = self._written.get(str(fields[0]), fields[1:])
+        if written is None:
+            return self._record(fields, transcript)
+        if len(written.transcript) == len(transcript) and all(
+            a is b for a, b in zip(written.transcript, transcript, strict=True)
+        ):
+            return written
+        return attrs.evolve(written, transcript=transcript)
 
     def _check_record_held(self, db: sqlite3.Connection, record: TaskRecord) -> None:
         """Refuse a running record's write when another runner holds its task now."""
@@ -1321,7 +1387,7 @@ class SqlStore:
         run, a resume): see `_claimed`.
         """
         session_id = record.session_id
-        task, session = self._task_and_session(db, session_id)
+        task, session, _ = self._task_and_session(db, session_id)
         if task is None:
             session = self._session_row(db, session_id)
         new = record.transcript
@@ -1347,7 +1413,9 @@ class SqlStore:
             first = session.next_seq if session is not None else 0
             transcript = self._append(db, session_id, session, new, title=record.input)
         record = attrs.evolve(record, transcript=transcript)
-        db.execute(self._UPSERT, (session_id, *self._columns(record), first, len(transcript)))
+        columns = self._columns(record)
+        db.execute(self._UPSERT, (session_id, *columns, first, len(transcript)))
+        self._written.put(record, columns)
         if claim:
             self._claimed(db, record)
         return record
@@ -1441,10 +1509,14 @@ class SqlStore:
     def _update_fields(
         self, db: sqlite3.Connection, record: TaskRecord, *, claim: bool = False
     ) -> bool:
-        cur = db.execute(self._UPDATE, (*self._columns(record), record.session_id))
-        if claim and cur.rowcount > 0:
+        columns = self._columns(record)
+        cur = db.execute(self._UPDATE, (*columns, record.session_id))
+        if cur.rowcount <= 0:
+            return False
+        self._written.put(record, columns)
+        if claim:
             self._claimed(db, record)
-        return cur.rowcount > 0
+        return True
 
     def _unreadable(
         self, db: sqlite3.Connection, session_id: str, exc: StoreError
@@ -1561,6 +1633,11 @@ class SqlStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` in the writer thread (batched with what is queued with it); its result."""
         return await self._wait(self._submit(fn))
+
+
+def _model_of(row: Sequence[Any] | None) -> str | None:
+    """The chosen model a row's first column holds (`session_model`): None unless text."""
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 def _row_of(message: Message, now: float) -> tuple[str, float, str]:

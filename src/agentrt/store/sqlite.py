@@ -6,7 +6,9 @@ SQLite's write lock with `BEGIN IMMEDIATE`, so another process on the same
 file waits for it. The file uses WAL, so a reader in another process never
 waits for a writer, and ``synchronous=FULL``, so that a commit is on disk
 before it returns (but a resume's claim, made durable by the next synced
-commit: see `SqlStore.update`). Each task's row also keeps its listing line, so that
+commit: see `SqlStore.update`; a transaction that holds one commits unsynced,
+and the store syncs the WAL before it tells the other calls in it, see
+`TaskStore._run_batch`). Each task's row also keeps its listing line, so that
 `agentrt pending list` reads one column per task.
 """
 
@@ -58,6 +60,8 @@ from .sql import upsert_sql
 from .sql import write_transaction
 from .types import Page
 from .writer import Call
+from .writer import deliver
+from .writer import run_batch
 from .writer import synced
 
 SCHEMA_VERSION = 7
@@ -185,26 +189,49 @@ class TaskStore(SqlStore):
     _ODD_BODIES: ClassVar[str | None] = _ODD_BODIES
 
     path: Path = attrs.field(kw_only=True)
+    #: The file's write-ahead log, as SQLite names it; None when the file is not in WAL
+    #: mode (every batch with a synced call then commits with ``FULL``).
+    wal: Path | None = attrs.field(default=None, kw_only=True)
 
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
         return (*fields_of(record), _line_of(record))
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
-        """As `SqlStore._run_batch`; a batch of unsynced calls alone commits with no fsync.
+        """As `SqlStore._run_batch`; unsynced calls are told without waiting for the disk.
 
-        ``synchronous=NORMAL`` in WAL mode: the commit is written to the WAL but
-        not fsynced; the next commit under ``FULL`` (every other) fsyncs the WAL
-        and so this one with it (see `SqlStore.update`). The level cannot change
-        inside a transaction, so it is set around the batch's.
+        A batch of unsynced calls alone commits with ``synchronous=NORMAL``: in WAL
+        mode the commit is written to the WAL but not fsynced; the next commit under
+        ``FULL`` (every other) fsyncs the WAL and so this one with it (see
+        `SqlStore.update`). The level cannot change inside a transaction, so it is
+        set around the batch's.
+
+        A batch that holds both (a resume's claim queued with a stop's write) commits
+        the same way, and its unsynced calls are told at once; then the WAL is
+        fsynced, as ``FULL`` would have done inside the commit, and only then are the
+        others told. The resumed run goes on while the disk syncs; anything it writes
+        is queued behind the sync, so it is seen nowhere before it.
         """
-        if synced(batch):
+        if synced(batch) and (self.wal is None or all(call.synced for call in batch)):
             super()._run_batch(db, batch)
             return
         db.execute("PRAGMA synchronous=NORMAL")
         try:
-            super()._run_batch(db, batch)
+            committed = run_batch(db, batch, self.location, self._memory.clear)
         finally:
             db.execute("PRAGMA synchronous=FULL")
+        if not committed or not synced(batch):
+            return
+        deliver([call for call in batch if not call.synced])
+        assert self.wal is not None  # (a batch with both commits so only in WAL mode)
+        try:
+            _sync(self.wal)
+        except OSError as exc:
+            # Committed, but not known to be on disk: the synced calls are not told done.
+            self._memory.clear()
+            error = StoreError(f"the task store {self.location} failed: {exc}")
+            for call in batch:
+                if call.synced and call.succeeded:
+                    call.fail(error)
 
     def _marked_line(
         self, session_id: str, status: TaskStatus, cause: Cause | None
@@ -279,8 +306,8 @@ class TaskStore(SqlStore):
         by a newer agentrt.
         """
         path = Path(path)
-        db = await trio.to_thread.run_sync(_connect, path)
-        return cls(db, path=path)
+        db, wal = await trio.to_thread.run_sync(_connect, path)
+        return cls(db, path=path, wal=wal)
 
 
 def _migrate(db: sqlite3.Connection, version: int) -> None:
@@ -462,7 +489,34 @@ def _write_marker(marker: Path) -> None:
     fsync_dir(marker.parent)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+#: Syncs a file's data (and the size it needs) to disk, as SQLite syncs its WAL.
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def _sync(path: Path) -> None:
+    """Flush `path` (the store's WAL) to disk: what ``synchronous=FULL`` does at a commit.
+
+    Opened for each sync, so the file synced is always the one of that name now.
+    SQLite takes no lock on its WAL file, so closing this descriptor drops none.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _datasync(fd)
+    finally:
+        os.close(fd)
+
+
+def _wal_of(db: sqlite3.Connection) -> Path | None:
+    """The WAL file of the open store `db`, as SQLite names it; None if not in WAL mode."""
+    if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        return None
+    for _, name, file in db.execute("PRAGMA database_list").fetchall():
+        if name == "main" and file:
+            return Path(f"{file}-wal")
+    return None
+
+
+def _connect(path: Path) -> tuple[sqlite3.Connection, Path | None]:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     marker = marker_path(path)
     # Looked at before the store: a process that creates the store writes the marker
@@ -500,6 +554,7 @@ def _connect(path: Path) -> sqlite3.Connection:
                 _migrate(db, version)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("SELECT count(*) FROM tasks").fetchone()
+        wal = _wal_of(db)
     except sqlite3.DatabaseError as exc:
         db.close()
         raise StoreError(
@@ -514,4 +569,4 @@ def _connect(path: Path) -> sqlite3.Connection:
     except OSError as exc:
         db.close()
         raise StoreError(f"cannot write {marker}: {exc.strerror or exc}") from None
-    return db
+    return db, wal

@@ -42,6 +42,9 @@ class Call(Generic[T]):
     #: False for a call whose commit need not wait for the disk (a resume's claim, see
     #: `SqlStore.update`): a batch of such calls alone commits without a sync.
     synced: bool = True
+    #: True once its caller has been woken (`deliver`): some calls of a batch are told
+    #: before the others (see `agentrt.store.sqlite.TaskStore._run_batch`).
+    told: bool = False
     _value: T | None = None
     _error: BaseException | None = None
 
@@ -59,6 +62,11 @@ class Call(Generic[T]):
 
     def fail(self, error: BaseException) -> None:
         self._value, self._error = None, error
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether its last run returned (rather than raised, or was failed)."""
+        return self._error is None
 
     def result(self) -> T:
         if self._error is not None:
@@ -135,7 +143,7 @@ class Writer:
             self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
-            _deliver(batch)
+            deliver(batch)
 
 
 def synced(batch: list[Call[Any]]) -> bool:
@@ -143,10 +151,13 @@ def synced(batch: list[Call[Any]]) -> bool:
     return any(call.synced for call in batch)
 
 
-def _deliver(batch: list[Call[Any]]) -> None:
-    """Wake the Trio runs waiting for `batch`: one wake-up per run."""
+def deliver(batch: list[Call[Any]]) -> None:
+    """Wake the Trio runs waiting for the calls of `batch` not told yet: one wake-up per run."""
     by_token: dict[trio.lowlevel.TrioToken, list[Call[Any]]] = {}
     for call in batch:
+        if call.told:
+            continue
+        call.told = True
         by_token.setdefault(call.token, []).append(call)
     for token, calls in by_token.items():
         with contextlib.suppress(trio.RunFinishedError):
@@ -166,7 +177,7 @@ def run_batch(
     errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
     failed: Callable[[Exception], StoreError] | None = None,
     abort: tuple[type[Exception], ...] = (),
-) -> None:
+) -> bool:
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
     A call that fails changes nothing (its savepoint is rolled back) and the
@@ -175,7 +186,8 @@ def run_batch(
     called whenever something is rolled back, so that what the store keeps in
     memory never holds what the file does not. An error of `abort` (raised
     when the transaction could not begin, nothing of it done) leaves the batch
-    as it is, for the caller to run it again.
+    as it is, for the caller to run it again. Returns whether the transaction
+    committed (False: nothing of the batch was written).
     """
 
     def store_failed(exc: Exception) -> StoreError:
@@ -187,10 +199,9 @@ def run_batch(
     except errors as exc:
         for call in batch:
             call.fail(failed(exc))
-        return
+        return False
     if len(batch) == 1:
-        _run_alone(db, batch[0], forget, errors, failed, abort)
-        return
+        return _run_alone(db, batch[0], forget, errors, failed, abort)
     ran: list[Call[Any]] = []
     for call in batch:
         db.execute("SAVEPOINT batch_call")
@@ -209,7 +220,7 @@ def run_batch(
         else:
             ran.append(call)
         db.execute("RELEASE batch_call")
-    _commit(db, ran, forget, errors, failed)
+    return _commit(db, ran, forget, errors, failed)
 
 
 def _run_alone(
@@ -219,9 +230,9 @@ def _run_alone(
     errors: tuple[type[Exception], ...],
     failed: Callable[[Exception], StoreError],
     abort: tuple[type[Exception], ...],
-) -> None:
+) -> bool:
     """Run the one call of a batch in the transaction begun for it, no savepoint (two round
-    trips fewer on PostgreSQL); a failure rolls the transaction back."""
+    trips fewer on PostgreSQL); a failure rolls the transaction back. Whether it committed."""
     try:
         call.run(db)
     except abort:
@@ -233,8 +244,8 @@ def _run_alone(
             db.execute("ROLLBACK")
         if isinstance(exc, errors):
             call.fail(failed(exc))
-        return  # the call's own error (a bad answer, a task that exists) is kept
-    _commit(db, [call], forget, errors, failed)
+        return False  # the call's own error (a bad answer, a task that exists) is kept
+    return _commit(db, [call], forget, errors, failed)
 
 
 def _commit(
@@ -243,7 +254,7 @@ def _commit(
     forget: Callable[[], None],
     errors: tuple[type[Exception], ...],
     failed: Callable[[Exception], StoreError],
-) -> None:
+) -> bool:
     try:
         db.execute("COMMIT")
     except errors as exc:
@@ -252,3 +263,5 @@ def _commit(
             db.execute("ROLLBACK")
         for call in ran:
             call.fail(failed(exc))
+        return False
+    return True
