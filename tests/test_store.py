@@ -39,6 +39,7 @@ from agentrt.store import TaskExistsError
 from agentrt.store import brief_of
 from agentrt.store import sql
 from agentrt.store import sqlite as sqlite_store
+from agentrt.store.columns import FIELDS
 from agentrt.store.ledger import stop_entries
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
@@ -79,21 +80,45 @@ async def test_a_record_the_store_wrote_is_read_back_as_written_until_its_row_ch
     assert await stopped.wait()
     assert isinstance(store, SqlStore)
 
-    def read(db: Any) -> tuple[TaskRecord | None, TaskRecord]:
+    def read(db: Any) -> tuple[TaskRecord, TaskRecord, TaskRecord | None]:
         loaded, _ = store._load(db, "cli-w")
         task, _, _ = store._task_and_session(db, "cli-w")
         assert task is not None and loaded is not None
-        return loaded, store._record(task.fields, loaded.transcript)
+        kept = store._written.get("cli-w", task.fields[1:])
+        return loaded, store._record(task.fields, loaded.transcript), kept
 
-    # What the store keeps of its own write is what its row decodes to.
-    loaded, decoded = await store._run(read)
+    # What the store keeps of its own write is what its row decodes to, and is what a read
+    # gives back, the very record (not decoded again).
+    loaded, decoded, kept = await store._run(read)
     assert loaded == decoded
-    assert loaded is not None and loaded.interruptions and loaded.status is TaskStatus.INTERRUPTED
+    assert kept is not None and loaded is kept
+    assert loaded.interruptions and loaded.status is TaskStatus.INTERRUPTED
     # A row another process changed is decoded anew.
     raw_sql(store, "UPDATE tasks SET runs = 7 WHERE session_id = ?", ("cli-w",))
-    loaded, decoded = await store._run(read)
+    loaded, decoded, now_kept = await store._run(read)
     assert loaded == decoded
-    assert loaded is not None and loaded.runs == 7
+    assert loaded.runs == 7 and now_kept is None and loaded is not kept
+
+
+def test_the_records_kept_as_written_are_bounded_in_number_and_size() -> None:
+    written = sql._Written(limit=3, largest=100)
+    blank = (None,) * (len(FIELDS) - 1)
+    records = [TaskRecord(f"cli-{n}", "x", ()) for n in range(5)]
+    for n, record in enumerate(records):
+        written.put(record, (f"input {n}", *blank))
+    # The three written last are kept, each only for the columns it was written with.
+    assert [written.get(f"cli-{n}", (f"input {n}", *blank)) for n in range(5)] == [
+        None,
+        None,
+        *records[2:],
+    ]
+    assert written.get("cli-4", ("input 3", *blank)) is None
+    # 100 characters of text columns are kept; 101 are not, and drop what was kept before.
+    written.put(records[4], ("y" * 60, "z" * 40, *blank[1:]))
+    assert written.get("cli-4", ("y" * 60, "z" * 40, *blank[1:])) is records[4]
+    written.put(records[4], ("y" * 61, "z" * 40, *blank[1:]))
+    assert written.get("cli-4", ("y" * 61, "z" * 40, *blank[1:])) is None
+    assert written.get("cli-4", ("y" * 60, "z" * 40, *blank[1:])) is None
 
 
 async def test_the_store_file_is_private(tmp_path: Path) -> None:

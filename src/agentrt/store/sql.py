@@ -186,17 +186,23 @@ class _Written:
     used as it is (see `SqlStore._decoded`) rather than decoded again, so a
     resume does not decode what the stop before it has just written. A row
     changed since (by any process) holds other columns and is decoded. At most
-    `limit` records are kept, the ones written longest ago going first. Used by
-    the writer thread only.
+    `limit` records are kept, the ones written longest ago going first, and only
+    those whose text columns hold at most `largest` characters in all (a task
+    keeps up to 8 MiB of arguments): what is kept stays under 16 Mi characters of
+    columns, and the records made of them. Used by the writer thread only.
     """
 
     limit: int = 256
+    largest: int = 64 * 1024
     _records: dict[str, tuple[tuple[Any, ...], TaskRecord]] = attrs.field(factory=dict)
 
     def put(self, record: TaskRecord, columns: tuple[Any, ...]) -> None:
         session_id = record.session_id
         self._records.pop(session_id, None)
-        self._records[session_id] = (columns[: len(FIELDS)], record)
+        fields = columns[: len(FIELDS)]
+        if sum(len(c) for c in fields if isinstance(c, str)) > self.largest:
+            return  # read back, it is decoded
+        self._records[session_id] = (fields, record)
         if len(self._records) > self.limit:
             del self._records[next(iter(self._records))]
 
