@@ -58,6 +58,7 @@ from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import Welcome
 from agentrt.vocab.reprs import mutable
 
+from . import _paint
 from . import _scroll
 from . import _transitions_daemon
 from . import _words
@@ -217,6 +218,9 @@ class TuiApp:
         # waiting for a longer key sequence that a person could not type anyway.
         self.application.ttimeoutlen = 0
         self.application.timeoutlen = 0
+        # A redraw compares only the rows that changed with the screen before (a key typed
+        # leaves the transcript's rows as they were).
+        _paint.install()
         self.application.before_render += self._drawing_starts
         self.application.after_render += self._drawn
 
