@@ -6,6 +6,7 @@ import asyncio
 import math
 import os
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -58,6 +59,7 @@ from agentrt.protocol.frames import UsageFrame
 from agentrt.protocol.frames import Welcome
 from agentrt.vocab.reprs import mutable
 
+from . import _paint
 from . import _scroll
 from . import _transitions_daemon
 from . import _words
@@ -217,6 +219,9 @@ class TuiApp:
         # waiting for a longer key sequence that a person could not type anyway.
         self.application.ttimeoutlen = 0
         self.application.timeoutlen = 0
+        # A redraw compares only the rows that changed with the screen before (a key typed
+        # leaves the transcript's rows as they were).
+        _paint.install()
         self.application.before_render += self._drawing_starts
         self.application.after_render += self._drawn
 
@@ -498,12 +503,20 @@ class TranscriptView(Container):
         control = self.control
         control.width, control.height = max(where.width, 1), max(where.height, 1)
         cells: dict[int, tuple[Line, int, dict[int, Char]]] = {}
+        rows = screen.data_buffer
+        # A row nothing was drawn on yet is made with its cells in one step, with the
+        # screen's own default for the cells it leaves empty.
+        make_row = rows.default_factory
+        empty = make_row().default_factory if make_row is not None else None
         for y, line in enumerate(control.rows()[: where.height]):
             known = self._cells.get(id(line))
             if known is None or known[0] is not line or known[1] != where.xpos:
                 known = (line, where.xpos, _cells(line, where.xpos, where.width))
             cells[id(line)] = known
-            screen.data_buffer[where.ypos + y].update(known[2])
+            if empty is not None and where.ypos + y not in rows:
+                rows[where.ypos + y] = defaultdict(empty, known[2])
+            else:
+                rows[where.ypos + y].update(known[2])
         self._cells = cells
         screen.height = max(screen.height, where.ypos + where.height)
         mouse_handlers.set_mouse_handler_for_range(
