@@ -5,8 +5,8 @@ continue``, ``pending resume``, ``pending answer``) needs to know whether
 bubblewrap works here before its first model request. Finding out is one short
 run of bubblewrap whose time is mostly the kernel's; started here
 (`agentrt.agent.probe`), it runs while Python loads the command's modules,
-instead of after them. When a daemon holds the state dir the answer goes
-unread, and the probe has cost a process start.
+instead of after them. When a daemon holds the state dir, or the sandbox is
+turned off, the answer goes unread, and the probe has cost a process start.
 
 This module and the probe's import the standard library alone.
 """
