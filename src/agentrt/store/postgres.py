@@ -614,12 +614,12 @@ class PgStore(SqlStore):
 
         return super()._submit(carried, defer=defer, synced=synced)
 
-    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
+    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
         location = self.location
         for attempt in (1, 2):
             try:
                 with cast(PgConnection, db).lent(synced=synced(batch), alone=len(batch) == 1):
-                    run_batch(
+                    return run_batch(
                         db,
                         batch,
                         location,
@@ -628,7 +628,6 @@ class PgStore(SqlStore):
                         failed=lambda exc: failed_error(location, exc),
                         abort=(BrokenConnection,),
                     )
-                return
             except BrokenConnection as exc:
                 # Ended while idle (a restart, an administrator): the pool drops it as it
                 # comes back and lends a new one; the batch goes once more, nothing of it ran.
@@ -642,6 +641,7 @@ class PgStore(SqlStore):
         self._memory.clear()
         for call in batch:
             call.fail(failed_error(location, error))
+        return False
 
     def _fence(self, db: sqlite3.Connection) -> None:
         """Refuse the write unless it carries this member's live lease epoch (in its transaction).

@@ -434,9 +434,12 @@ class SqlStore:
         """Where the store lives, as its messages name it."""
         raise NotImplementedError
 
-    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
-        """Run a batch of calls in one transaction (writer thread); see `run_batch`."""
-        run_batch(db, batch, self.location, self._memory.clear)
+    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
+        """Run a batch of calls in one transaction (writer thread); see `run_batch`.
+
+        Returns whether the transaction committed.
+        """
+        return run_batch(db, batch, self.location, self._memory.clear)
 
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
         """The values `_UPSERT` and `_UPDATE` write of `record` (not its session's range)."""

@@ -61,7 +61,6 @@ from .sql import write_transaction
 from .types import Page
 from .writer import Call
 from .writer import deliver
-from .writer import run_batch
 from .writer import synced
 
 SCHEMA_VERSION = 7
@@ -196,7 +195,7 @@ class TaskStore(SqlStore):
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
         return (*fields_of(record), _line_of(record))
 
-    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> None:
+    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
         """As `SqlStore._run_batch`; unsynced calls are told without waiting for the disk.
 
         A batch of unsynced calls alone commits with ``synchronous=NORMAL``: in WAL
@@ -212,15 +211,14 @@ class TaskStore(SqlStore):
         is queued behind the sync, so it is seen nowhere before it.
         """
         if synced(batch) and (self.wal is None or all(call.synced for call in batch)):
-            super()._run_batch(db, batch)
-            return
+            return super()._run_batch(db, batch)
         db.execute("PRAGMA synchronous=NORMAL")
         try:
-            committed = run_batch(db, batch, self.location, self._memory.clear)
+            committed = super()._run_batch(db, batch)
         finally:
             db.execute("PRAGMA synchronous=FULL")
         if not committed or not synced(batch):
-            return
+            return committed
         deliver([call for call in batch if not call.synced])
         assert self.wal is not None  # (a batch with both commits so only in WAL mode)
         try:
@@ -232,6 +230,7 @@ class TaskStore(SqlStore):
             for call in batch:
                 if call.synced and call.succeeded:
                     call.fail(error)
+        return True
 
     def _marked_line(
         self, session_id: str, status: TaskStatus, cause: Cause | None

@@ -89,8 +89,9 @@ class Writer:
 
     db: sqlite3.Connection
     location: str
-    #: Runs one batch in one transaction (the backend's: see `run_batch`).
-    run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], None]
+    #: Runs one batch in one transaction (the backend's: see `run_batch`); what it returns
+    #: (whether the transaction committed) is the backend's own business.
+    run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], object]
     #: Calls handed over together are one item, so that they go in one batch.
     _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
         factory=queue.SimpleQueue, init=False
