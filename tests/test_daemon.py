@@ -43,6 +43,10 @@ from agentrt.daemon import peer_credentials
 from agentrt.daemon import serve
 from agentrt.frontends.terminal import connection as _connection
 from agentrt.frontends.terminal.connection import Connection
+from agentrt.models.messages import ModelResponse
+from agentrt.models.messages import OnDelta
+from agentrt.models.messages import TextDelta
+from agentrt.models.messages import ToolSpec
 from agentrt.protocol.client import BrokenDaemonConnectionError
 from agentrt.protocol.client import Client
 from agentrt.protocol.client import HandshakeError
@@ -599,6 +603,57 @@ async def test_a_peer_that_vanishes_mid_run_does_not_hurt_the_daemon(
         async with await connect(daemon) as again:
             await again.send(Run("ok"))
             assert (await again.wait_for(EndedFrame)).outcome is Outcome.FINISHED
+
+
+class _SlowPauseModel:
+    """Says one word, then pauses on a machine so slow that the pause's time ran out
+    before it began: the `Cancelled` it raises says its own deadline, not why."""
+
+    name = "slow-pause"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
+    ) -> ModelResponse:
+        await on_delta(TextDelta("one"))
+        await trio.sleep_until(trio.current_time())
+        await trio.sleep_forever()
+
+
+@attrs.define(eq=False)
+class _CountingDaemon(Daemon):
+    """The daemon, counting the connections it serves, so a test can wait until none is."""
+
+    handling: _connection.RunCounter = attrs.field(factory=_connection.RunCounter, init=False)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.handling.enter()
+        try:
+            await super()._handle(stream)
+        finally:
+            self.handling.exit()
+
+
+async def test_a_peer_that_vanishes_before_the_first_event_keeps_the_task_as_a_disconnect(
+    tmp_path: Path, sock_path: Path
+) -> None:
+    async with (
+        open_runtime(tmp_path / "state", model=_SlowPauseModel(), workdir=tmp_path) as rt,
+        trio.open_nursery() as nursery,
+    ):
+        served = _CountingDaemon(rt, sock_path)
+        await nursery.start(served.serve)
+        with trio.fail_after(TIMEOUT):
+            for n in range(20):
+                client = await connect(served)
+                await client.send(Run("hello", session=f"cli-gone{n}"))
+                await client.aclose()
+            await served.handling.wait_idle()
+        assert (served.connections, served.runs.count) == (0, 0)
+        kept = {r.session_id: (r.status, r.cause) for r in await rt.store.list(prefix="cli-gone")}
+        assert kept == {
+            f"cli-gone{n}": (TaskStatus.INTERRUPTED, Cause.DISCONNECT) for n in range(20)
+        }
+        nursery.cancel_scope.cancel()
 
 
 # -- the socket ------------------------------------------------------------------------

@@ -102,6 +102,7 @@ EXPECTED = {
     "make_model",
     "open_runtime",
     "origin_of",
+    "stop_cause",
 }
 
 

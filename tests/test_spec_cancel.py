@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -28,7 +29,14 @@ from agentrt import ToolCallEvent
 from agentrt import ToolResultEvent
 from agentrt import UnknownTaskError
 from agentrt import cause_of
+from agentrt import open_runtime
+from agentrt import stop_cause
+from agentrt.models.messages import Message
+from agentrt.models.messages import ModelResponse
+from agentrt.models.messages import OnDelta
 from agentrt.models.messages import Role
+from agentrt.models.messages import TextDelta
+from agentrt.models.messages import ToolSpec
 from agentrt.store import Queued
 from agentrt.vocab.events import describe_resume
 from agentrt.vocab.stops import CallState
@@ -52,6 +60,78 @@ async def test_cancellation_carries_its_cause_into_the_cancelled_code() -> None:
             raise
     assert seen == [Cause.PAUSE]
     assert scope.cause is Cause.PAUSE and scope.cancelled_caught
+
+
+async def _sleep_that_ran_out() -> None:
+    """A pause whose time ran out before it began (a slow machine): Trio's `sleep_until`
+    enters a scope past its deadline, which gives any `Cancelled` its own reason."""
+    await trio.sleep_until(trio.current_time())
+
+
+async def test_an_inner_deadline_hides_the_cause_from_the_cancelled_but_not_from_stop_cause() -> (
+    None
+):
+    seen: list[Cause | None] = []
+    with trio.CancelScope() as outer:
+        outer.cancel(reason=Cause.PAUSE.reason)
+        try:
+            await _sleep_that_ran_out()
+        except trio.Cancelled as exc:
+            seen += [cause_of(exc), await stop_cause(exc)]
+            raise
+    assert seen == [None, Cause.PAUSE]
+    assert outer.cancelled_caught
+
+
+async def test_stop_cause_of_an_error_or_a_causeless_cancel_is_none() -> None:
+    assert await stop_cause(ValueError("no cancel here")) is None
+    seen: list[Cause | None] = []
+    with trio.CancelScope() as outer:
+        outer.cancel()
+        try:
+            await _sleep_that_ran_out()
+        except trio.Cancelled as exc:
+            seen.append(await stop_cause(exc))
+            raise
+    assert seen == [None]
+
+
+class _SlowPauseModel:
+    """Says one word, then pauses as the scripted model does between words, on a machine
+    so slow that the pause's time ran out before it began."""
+
+    name = "slow-pause"
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], on_delta: OnDelta
+    ) -> ModelResponse:
+        await on_delta(TextDelta("one"))
+        await _sleep_that_ran_out()
+        await trio.sleep_forever()
+
+
+async def test_a_run_cancelled_from_outside_keeps_the_cause_an_inner_deadline_hid(
+    tmp_path: Path,
+) -> None:
+    recorder = Recorder()
+    async with open_runtime(tmp_path / "state", model=_SlowPauseModel(), workdir=tmp_path) as rt:
+        with trio.CancelScope() as outer:
+
+            async def cancel_outer(event: Event) -> None:
+                if isinstance(event, TextEvent):
+                    outer.cancel(reason=Cause.DISCONNECT.reason)
+
+            recorder.hooks.append(cancel_outer)
+            await rt.executor.run("cli-hidden", "hello", owner="t", emit=recorder)
+            pytest.fail("the run returned instead of letting Cancelled propagate")
+        assert outer.cancelled_caught
+        ended = recorder.of(RunEnded)
+        assert [(e.outcome, e.cause, e.pending_kept) for e in ended] == [
+            (Outcome.CANCELLED, Cause.DISCONNECT, True)
+        ]
+        record = await rt.store.load("cli-hidden")
+        assert record is not None
+        assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.DISCONNECT)
 
 
 async def test_the_first_cause_wins() -> None:

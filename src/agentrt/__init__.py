@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` imports e
     from .config.statedir import StateDirError as StateDirError
     from .core.cause import CauseScope as CauseScope
     from .core.cause import cause_of as cause_of
+    from .core.cause import stop_cause as stop_cause
     from .core.context import RequestContext as RequestContext
     from .core.context import bind_context as bind_context
     from .core.context import current_context as current_context
@@ -109,6 +110,7 @@ _WHERE: dict[str, str] = {
     "CauseScope": "core.cause",
     "AgentConfig": "agent.config",
     "cause_of": "core.cause",
+    "stop_cause": "core.cause",
     "RequestContext": "core.context",
     "bind_context": "core.context",
     "current_context": "core.context",

@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from ..core.cause import Cause
-from ..core.cause import cause_of
+from ..core.cause import stop_cause
 from ..core.context import RequestContext
 from ..core.context import bind_context
 from ..core.context import current_context
@@ -1035,7 +1035,7 @@ class AgentRun:
 
         A user-cancel deletes the task: nothing to note there.
         """
-        cause = cause_of(exc)
+        cause = await stop_cause(exc)
         if cause is Cause.USER_CANCEL:
             return
         reason = withdrawn_because(cause) if isinstance(exc, trio.Cancelled) else str(exc)

@@ -41,6 +41,33 @@ def cause_of(exc: BaseException) -> Cause | None:
     return None
 
 
+async def stop_cause(exc: BaseException) -> Cause | None:
+    """The cause of the cancel `exc` belongs to, as seen where it is caught.
+
+    A `Cancelled` carries the reason of the innermost cancelled scope it rose
+    through, and a scope entered past its deadline (``trio.sleep(0)``, a
+    timeout that ran out on a slow machine) gives its own, causeless reason
+    even when a scope around it was cancelled with a cause first. So when `exc`
+    says no cause (`cause_of`), a checkpoint here asks the caller's own level,
+    where no such inner scope stands in the way. Call it in the ``except``
+    that caught `exc`, before anything else is awaited, and raise `exc` on.
+    """
+    found = cause_of(exc)
+    if found is not None or not _holds_cancelled(exc):
+        return found
+    try:
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except trio.Cancelled as here:
+        return cause_of(here)
+    return None
+
+
+def _holds_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_holds_cancelled(sub) for sub in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
+
+
 @mutable(eq=False)
 class CauseScope:
     """A `trio.CancelScope` that remembers the first cause it was cancelled with.

@@ -70,7 +70,7 @@ from ..vocab.terms import Settle
 from ..vocab.terms import TaskStatus
 from .cause import Cause
 from .cause import CauseScope
-from .cause import cause_of
+from .cause import stop_cause
 from .context import RequestContext
 from .context import bind_context
 from .errors import BadAnswerError as BadAnswerError
@@ -782,7 +782,7 @@ class Executor:
                 with running.scope, span("invoke_agent agentrt", _run_attributes(info, agent)):
                     text, question = await agent.drive()
             except BaseException as exc:
-                ending, again = _classify_failure(running, exc)
+                ending, again = _classify_failure(running, exc, await stop_cause(exc))
                 if ending is None:
                     raise  # KeyboardInterrupt, SystemExit: not ours to handle
                 if ending.outcome is Outcome.FAILED:
@@ -1042,17 +1042,16 @@ class _Ending:
     question_id: str | None = None
 
 
-def _ending_cause(running: _Running, exc: BaseException | None = None) -> Cause:
+def _ending_cause(running: _Running, carried: Cause | None = None) -> Cause:
     """Why a cancelled run stopped: the one place the cause of an ending is said.
 
     A discard of the run's task makes it a user-cancel, whatever stopped the run
     first: the task is gone. Otherwise the first cause the run's scope was
-    given; else the one the `Cancelled` it raised (`exc`) carries; else a
-    shutdown (a nursery above the run was cancelled).
+    given; else the one the cancel from outside carried (`carried`, said by
+    `stop_cause`); else a shutdown (a nursery above the run was cancelled).
     """
     if running.discarded:
         return Cause.USER_CANCEL
-    carried = cause_of(exc) if exc is not None else None
     return running.scope.cause or carried or Cause.SHUTDOWN
 
 
@@ -1067,22 +1066,25 @@ def _classify_return(
     return _Ending(Outcome.FINISHED, text=text)
 
 
-def _classify_failure(running: _Running, exc: BaseException) -> tuple[_Ending | None, bool]:
+def _classify_failure(
+    running: _Running, exc: BaseException, carried: Cause | None
+) -> tuple[_Ending | None, bool]:
     """The ending of a run whose agent raised `exc`, and whether `exc` must propagate after it.
 
     None for an exception that is not the run's to settle (KeyboardInterrupt,
-    SystemExit). A cancel from outside the run (the process shutting down) keeps
-    the task and propagates. Any error keeps it too: as the failure it is, or as
-    the cancel the run's own scope was given, when the error came of that cancel.
+    SystemExit). A cancel from outside the run (the process shutting down, or
+    the cause `carried`) keeps the task and propagates. Any error keeps it too:
+    as the failure it is, or as the cancel the run's own scope was given, when
+    the error came of that cancel.
     """
     cancelled, rest = _split(exc, trio.Cancelled)
     if rest is None:
-        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), True
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, carried)), True
     errors, _ = _split(exc, Exception)
     if errors is None:
         return None, True
     if running.scope.cause is not None:
-        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, exc)), False
+        return _Ending(Outcome.CANCELLED, cause=_ending_cause(running, carried)), False
     return _Ending(Outcome.FAILED, error=_describe(_first_leaf(errors))), cancelled is not None
 
 

@@ -634,7 +634,10 @@ class Connection:
         self._outbox_bytes = 0
         self._outbox_ready.set()
         self._outbox_taken.set()
-        # A run still starting (the reader waits for it) stops as the disconnect it is.
+        # Its runs stop as the disconnect it is: told by their own scopes, as `_release`
+        # tells them, since a run still starting (the reader waits for it) is also under
+        # the reader's scope, and a `Cancelled` from there may not say why.
+        self.daemon.runtime.executor.cancel_owner(self, Cause.DISCONNECT)
         self._reader_scope.cancel(reason=Cause.DISCONNECT.reason)
 
     async def error(
