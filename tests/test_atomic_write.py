@@ -76,6 +76,46 @@ def test_fifty_kills_of_a_60_mb_write_leave_old_or_new_content(tmp_path: Path) -
     assert sum(seen.values()) == KILLS
 
 
+def test_a_writer_whose_feeder_dies_midway_writes_nothing(tmp_path: Path) -> None:
+    """The daemon feeding the helper is killed after the pipe took 64 KiB of 160 KiB: the
+    helper reads an early end of its input, which it must not take for the content's end."""
+    target = tmp_path / "f2.txt"
+    target.write_bytes(b"old content\n")
+    new = random.Random(5).randbytes(160 * 1024)
+    tmp = _atomic.temporary_name(str(target))
+    writer = subprocess.Popen(
+        [*WRITER, "--tmp", tmp, "--size", str(len(new)), str(target)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert writer.stdin is not None and writer.stderr is not None
+    writer.stdin.write(new[:65536])
+    writer.stdin.close()  # as a killed process's pipe closes
+    assert writer.wait(timeout=60) == _atomic.EXIT_CUT_SHORT
+    assert writer.stderr.read().decode() == (
+        "the content arrived cut short (65536 of 163840 bytes); nothing was written\n"
+    )
+    writer.stderr.close()
+    assert target.read_bytes() == b"old content\n"
+    assert not Path(tmp).exists()
+
+
+def test_a_writer_told_the_size_writes_the_whole_content(tmp_path: Path) -> None:
+    target = tmp_path / "f.txt"
+    new = random.Random(6).randbytes(160 * 1024)
+    done = subprocess.run(
+        [*WRITER, "--size", str(len(new)), str(target)], input=new, capture_output=True
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert target.read_bytes() == new
+    refused = subprocess.run(
+        [*WRITER, "--size", "many", str(target)], input=b"x", capture_output=True
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.decode().startswith("usage: _atomic.py [--tmp TMP] [--size BYTES] PATH")
+    assert target.read_bytes() == new
+
+
 def test_a_write_keeps_the_files_mode_and_makes_its_folders(tmp_path: Path) -> None:
     target = tmp_path / "conf"
     target.write_text("old")

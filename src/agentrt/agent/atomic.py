@@ -9,7 +9,10 @@ This module imports nothing but the standard library, on purpose: the file
 tools run it as a script (``python -I -S _atomic.py PATH``, the content on
 standard input) inside the sandbox, where agentrt's own package need not be
 importable, and through sudo for a restricted path. Its exit status says what
-failed (`EXIT_OS_ERROR` with the error on standard error).
+failed (`EXIT_OS_ERROR` with the error on standard error). Told the content's
+size (``--size``), it writes nothing unless standard input held exactly that
+much: the process feeding it that dies midway (a daemon killed) ends its input
+early, and that end must not pass for the content's.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ EXIT_OS_ERROR = 3
 EXIT_CHANGED = 4
 #: What the script says then.
 CHANGED = "it changed since it was read (before the confirmation); read it again"
+#: Exit status of the script when standard input ended before the size it was told (the
+#: process writing it died midway): nothing is written.
+EXIT_CUT_SHORT = 5
 #: How the script reports an OSError on standard error: ``errno:strerror:path``.
 ERROR_PREFIX = "agentrt-write-error"
 
@@ -115,28 +121,39 @@ def _stopped(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+_USAGE = (
+    "usage: _atomic.py [--tmp TMP] [--size BYTES] PATH [SHA256]  (the content on standard input)"
+)
+
+
 def _main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stopped)
-    tmp = None
-    if argv[1:2] == ["--tmp"] and len(argv) > 2:
-        # The runner names the temporary file, so that it can remove it itself should this
-        # process be killed before it could.
-        tmp = argv[2]
-        argv = [argv[0], *argv[3:]]
-    if len(argv) not in (2, 3):
-        print(
-            "usage: _atomic.py [--tmp TMP] PATH [SHA256]  (the content on standard input)",
-            file=sys.stderr,
-        )
+    options: dict[str, str] = {}
+    args = argv[1:]
+    # The runner names the temporary file (`--tmp`), so that it can remove it itself should
+    # this process be killed before it could, and says how many bytes it sends (`--size`):
+    # a runner that dies midway closes standard input early, which must not read as the end.
+    while len(args) > 1 and args[0] in ("--tmp", "--size") and args[0] not in options:
+        options[args[0]] = args[1]
+        args = args[2:]
+    size = options.get("--size")
+    if len(args) not in (1, 2) or (size is not None and not size.isdigit()):
+        print(_USAGE, file=sys.stderr)
         return 2
     data = sys.stdin.buffer.read()
+    if size is not None and len(data) != int(size):
+        print(
+            f"the content arrived cut short ({len(data)} of {size} bytes); nothing was written",
+            file=sys.stderr,
+        )
+        return EXIT_CUT_SHORT
     try:
-        write_atomic(argv[1], data, argv[2] if len(argv) == 3 else None, tmp)
+        write_atomic(args[0], data, args[1] if len(args) == 2 else None, options.get("--tmp"))
     except ChangedError:
         print(CHANGED, file=sys.stderr)
         return EXIT_CHANGED
     except OSError as exc:
-        print(f"{ERROR_PREFIX}:{exc.errno}:{exc.strerror}:{argv[1]}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}:{exc.errno}:{exc.strerror}:{args[0]}", file=sys.stderr)
         return EXIT_OS_ERROR
     return 0
 

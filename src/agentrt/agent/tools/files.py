@@ -34,6 +34,7 @@ from .. import atomic as _atomic
 from .. import scan as _scan
 from ..atomic import ERROR_PREFIX
 from ..atomic import EXIT_CHANGED
+from ..atomic import EXIT_CUT_SHORT
 from ..atomic import EXIT_OS_ERROR
 from ..atomic import ChangedError
 from ..atomic import digest
@@ -72,7 +73,8 @@ READ_LINES: Final = 2000
 READ_BYTES: Final = 32_000
 
 
-def _writer(path: Path, expect: str | None, tmp: str) -> list[str]:
+def _writer(path: Path, expect: str | None, tmp: str, size: int) -> list[str]:
+    """The write helper's command line; the `size` bytes of content go on its standard input."""
     return [
         sys.executable,
         "-I",
@@ -80,6 +82,8 @@ def _writer(path: Path, expect: str | None, tmp: str) -> list[str]:
         _WRITER,
         "--tmp",
         tmp,
+        "--size",
+        str(size),
         str(path),
         *([expect] if expect else []),
     ]
@@ -152,7 +156,7 @@ def _write_failure(agent: ToolRun, path: Path, result: ToolOutput) -> ToolError:
     if result.returncode == EXIT_OS_ERROR and said.startswith(ERROR_PREFIX):
         reason = said.split(":", 3)[2]
     message = f"cannot write {path}: {reason or f'exit status {result.returncode}'}"
-    if result.returncode == EXIT_CHANGED:
+    if result.returncode in (EXIT_CHANGED, EXIT_CUT_SHORT):
         return ToolError(message)
     config = agent.config
     note = refusal_note(
@@ -249,7 +253,7 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
         tmp = temporary_name(str(path))
         argv = confine(
             agent,
-            _writer(path, change.expect, tmp),
+            _writer(path, change.expect, tmp, len(data)),
             network=False,
             writable=(root,),
             privileged=True,
@@ -267,7 +271,7 @@ async def _apply(agent: ToolRun, call: ToolCall, change: _Change, root: Path | N
     await _checkpoint(agent, call, change, why)
     if config.sandbox.enforced:
         tmp = temporary_name(str(path))
-        argv = confine(agent, _writer(path, change.expect, tmp), network=False)
+        argv = confine(agent, _writer(path, change.expect, tmp, len(data)), network=False)
         with _temporary_removed(tmp):
             done = await run_tool(
                 argv,
