@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from agentrt import BadAnswerError
 from agentrt import Cause
@@ -331,10 +332,43 @@ async def test_update_holds_the_write_lock_while_its_change_runs(tmp_path: Path)
     await store.aclose()
 
 
-async def test_store_commits_reach_the_disk_before_they_return(tmp_path: Path) -> None:
+async def test_a_write_is_told_done_only_once_the_wal_is_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In WAL mode the store commits without a sync and fsyncs the WAL itself (what
+    ``synchronous=FULL`` does inside a commit) before it tells the write it is done."""
     store = await TaskStore.open(tmp_path / "tasks.db")
+    assert store.wal == tmp_path / "tasks.db-wal"
+    entered, gate = threading.Event(), threading.Event()
+    synced_paths: list[Path] = []
+    real_sync = sqlite_store._sync
+
+    def held_sync(path: Path) -> None:
+        synced_paths.append(path)
+        entered.set()
+        gate.wait(10)
+        real_sync(path)
+
+    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    record = TaskRecord("cli-d", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    told: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def create() -> None:
+            await store.create(record)
+            told.append("created")
+
+        nursery.start_soon(create)
+        await trio.to_thread.run_sync(entered.wait, 10)
+        # Committed (another connection reads it), not told: its sync is under way.
+        with sqlite3.connect(tmp_path / "tasks.db") as other:
+            rows = other.execute("SELECT session_id FROM tasks").fetchall()
+        assert (rows, told) == ([("cli-d",)], [])
+        gate.set()
+    assert told == ["created"]
+    assert synced_paths == [store.wal]
     level = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
-    assert level == 2  # FULL: the WAL is fsynced at every commit, so a power cut keeps it
+    assert level == 1  # NORMAL: SQLite does not sync in the commit, the store does after it
     await store.aclose()
 
 
@@ -356,32 +390,132 @@ def synced_levels(statements: Sequence[str]) -> list[tuple[int, list[str]]]:
 
 
 async def test_a_resumes_claim_commits_without_a_sync_and_every_other_write_with_one(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await TaskStore.open(tmp_path / "tasks.db")
-    statements: list[str] = []
-    store._db.set_trace_callback(statements.append)
+    syncs: list[Path] = []
+    real_sync = sqlite_store._sync
+
+    def counted_sync(path: Path) -> None:
+        syncs.append(path)
+        real_sync(path)
+
+    monkeypatch.setattr(sqlite_store, "_sync", counted_sync)
     record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
-    await store.create(record)
-    seen: list[int] = []
 
     def claim(old: TaskRecord) -> TaskRecord:
-        # In the claim's transaction, on the store's connection (its thread).
-        seen.append(store._db.execute("PRAGMA synchronous").fetchone()[0])
         return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
 
+    # Each call awaited alone: a synced one is told after its sync, so the count is exact.
+    after: list[int] = []
+    await store.create(record)
+    after.append(len(syncs))
     await store.update("cli-s", claim, synced=False)
+    after.append(len(syncs))
     await store.save_fields(record.evolve(status=TaskStatus.RUNNING, attempts={"c1": 1}))
+    after.append(len(syncs))
     await store.save(record.evolve(transcript=(*record.transcript, Message.assistant("a"))))
+    after.append(len(syncs))
     await store.mark("cli-s", TaskStatus.INTERRUPTED, cause=Cause.PAUSE)
+    after.append(len(syncs))
     await store.update("cli-s", claim)  # synced unless said otherwise
-    after = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
-    store._db.set_trace_callback(None)
+    after.append(len(syncs))
     await store.aclose()
-    assert seen == [1, 2]
-    assert after == 2  # FULL again once the claim is committed
-    levels = [level for level, _ in synced_levels(statements)]
-    assert levels == [2, 1, 2, 2, 2, 2, 2], synced_levels(statements)
+    assert after == [1, 1, 2, 3, 4, 5]
+    assert set(syncs) == {store.wal}
+
+
+async def test_a_claim_queued_after_a_synced_write_does_not_wait_for_its_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause's write is being synced when the resume's claim comes: the claim commits
+    and is told while the sync still runs; the write is told once the sync is done."""
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    entered, gate = threading.Event(), threading.Event()
+    happened: list[str] = []
+    real_sync = sqlite_store._sync
+
+    def held_sync(path: Path) -> None:
+        entered.set()
+        gate.wait(10)  # a claim that waits for this sync waits 10 s, and fails below
+        real_sync(path)
+        happened.append("synced")
+
+    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    with trio.fail_after(20):
+        kept = store.save_fields_nowait(record.evolve(attempts={"c2": 1}), defer=False)
+        await trio.to_thread.run_sync(entered.wait, 10)
+        with trio.fail_after(5):
+            claimed = await store.update(
+                "cli-s", lambda old: old.evolve(runs=old.runs + 1), synced=False
+            )
+        happened.append("claim told")
+        gate.set()
+        assert await kept.wait()
+        happened.append("write told")
+    assert happened == ["claim told", "synced", "write told"]
+    assert claimed is not None and claimed[0].attempts == {"c2": 1}
+    await store.aclose()
+
+
+async def test_writes_queued_while_the_wal_syncs_share_the_next_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    records = [
+        TaskRecord(f"cli-g{n}", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        for n in range(6)
+    ]
+    for record in records:
+        await store.create(record)
+    entered, gate = threading.Event(), threading.Event()
+    syncs: list[Path] = []
+    real_sync = sqlite_store._sync
+
+    def held_sync(path: Path) -> None:
+        syncs.append(path)
+        entered.set()
+        gate.wait(10)
+        real_sync(path)
+
+    handed: list[object] = []
+    all_handed = threading.Event()
+    hand = sqlite_store._Syncer.hand
+
+    def counted(syncer: Any, calls: list[Any]) -> None:
+        handed.extend(calls)
+        hand(syncer, calls)
+        if len(handed) == 6:
+            all_handed.set()
+
+    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    monkeypatch.setattr(sqlite_store._Syncer, "hand", counted)
+    with trio.fail_after(20):
+        kept = [store.save_fields_nowait(records[0].evolve(runs=2), defer=False)]
+        await trio.to_thread.run_sync(entered.wait, 10)
+        kept += [store.save_fields_nowait(r.evolve(runs=2), defer=False) for r in records[1:]]
+        # The writer commits the five while the first sync is held.
+        assert await trio.to_thread.run_sync(all_handed.wait, 10)
+        assert len(syncs) == 1
+        gate.set()
+        assert [await k.wait() for k in kept] == [True] * 6
+    assert len(syncs) == 2  # the first write's, then one for the five committed meanwhile
+    await store.aclose()
+
+
+async def test_closing_the_store_syncs_and_tells_what_was_still_waiting(tmp_path: Path) -> None:
+    store = await TaskStore.open(tmp_path / "tasks.db")
+    record = TaskRecord("cli-c", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+    await store.create(record)
+    kept = store.save_fields_nowait(record.evolve(attempts={"c9": 1}), defer=False)
+    await store.aclose()
+    assert await kept.wait()
+    again = await TaskStore.open(tmp_path / "tasks.db")
+    loaded = await again.load("cli-c")
+    assert loaded is not None and loaded.attempts == {"c9": 1}
+    await again.aclose()
 
 
 async def test_a_claim_queued_with_a_synced_write_is_told_before_the_wal_is_synced(
@@ -456,7 +590,18 @@ async def test_a_store_not_in_wal_mode_syncs_a_claim_with_the_write_it_is_queued
     assert [level for level, _ in synced_levels(statements)] == [2, 2]
 
 
-async def test_a_resume_commits_its_claim_alone_without_a_sync(tmp_path: Path) -> None:
+async def test_a_resume_commits_its_claim_alone_without_a_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements: list[str] = []
+    handed = sqlite_store._Syncer.hand
+
+    def noted(syncer: Any, calls: Any) -> None:
+        # In the writer thread, right after the commit whose calls wait for the sync.
+        statements.append("-- synced")
+        handed(syncer, calls)
+
+    monkeypatch.setattr(sqlite_store._Syncer, "hand", noted)
     async with open_runtime(
         tmp_path / "state", model=ScriptedModel(word_delay=0, stream_delay=0), workdir=tmp_path
     ) as runtime:
@@ -464,21 +609,33 @@ async def test_a_resume_commits_its_claim_alone_without_a_sync(tmp_path: Path) -
         assert parked.outcome is Outcome.AWAITING_ANSWER
         store = runtime.store
         assert isinstance(store, TaskStore)
-        statements: list[str] = []
+        statements.clear()
         store._db.set_trace_callback(statements.append)
         ended = await runtime.executor.resume("chat-c", answer="blue", owner="o", emit=Recorder())
         store._db.set_trace_callback(None)
     assert ended.outcome is Outcome.FINISHED
-    transactions = synced_levels(statements)
-    unsynced = [body for level, body in transactions if level == 1]
+    transactions: list[tuple[bool, list[str]]] = []
+    for statement in statements:
+        if statement == "BEGIN IMMEDIATE":
+            transactions.append((False, []))
+        elif statement == "-- synced":
+            transactions[-1] = (True, transactions[-1][1])
+        elif statement != "COMMIT" and transactions:
+            transactions[-1][1].append(statement)
+    writes = [
+        (synced, body)
+        for synced, body in transactions
+        if any(s.startswith(("UPDATE", "INSERT", "DELETE")) for s in body)
+    ]
+    unsynced = [body for synced, body in writes if not synced]
     # One transaction unsynced, the claim (the task marked running); the run's own writes,
     # its finish included, synced.
-    assert len(unsynced) == 1, transactions
+    assert len(unsynced) == 1, writes
     assert any(
         s.startswith(("UPDATE tasks", "INSERT INTO tasks")) and "'running'" in s
         for s in unsynced[0]
     ), unsynced
-    assert any("DELETE FROM tasks" in s for level, body in transactions if level == 2 for s in body)
+    assert any("DELETE FROM tasks" in s for synced, body in writes if synced for s in body)
 
 
 # -- files: private from birth ---------------------------------------------------

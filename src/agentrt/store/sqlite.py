@@ -4,12 +4,14 @@ The SQL and the logic are `SqlStore`'s (`agentrt.store.sql`); this backend
 adds what SQLite needs of them. A change that reads before it writes takes
 SQLite's write lock with `BEGIN IMMEDIATE`, so another process on the same
 file waits for it. The file uses WAL, so a reader in another process never
-waits for a writer, and ``synchronous=FULL``, so that a commit is on disk
-before it returns (but a resume's claim, made durable by the next synced
-commit: see `SqlStore.update`; a transaction that holds one commits unsynced,
-and the store syncs the WAL before it tells the other calls in it, see
-`TaskStore._run_batch`). Each task's row also keeps its listing line, so that
-`agentrt pending list` reads one column per task.
+waits for a writer. A call is told it is done once what it wrote is on disk
+(but a resume's claim, made durable by the next synced commit: see
+`SqlStore.update`): the store commits to the WAL without a sync and a thread of
+its own fsyncs the WAL before it tells the calls that waited for it, so the
+next transaction need not wait for the disk (see `TaskStore._run_batch`).
+Without a WAL every commit is synced by SQLite (``synchronous=FULL``). Each
+task's row also keeps its listing line, so that `agentrt pending list` reads
+one column per task.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from typing import ClassVar
@@ -60,8 +65,7 @@ from .sql import upsert_sql
 from .sql import write_transaction
 from .types import Page
 from .writer import Call
-from .writer import deliver
-from .writer import synced
+from .writer import wake
 
 SCHEMA_VERSION = 7
 
@@ -195,42 +199,67 @@ class TaskStore(SqlStore):
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
         return (*fields_of(record), _line_of(record))
 
+    #: Syncs the WAL for the calls committed without a sync, then tells them (WAL mode).
+    _syncer: _Syncer | None = attrs.field(default=None, init=False, repr=False)
+    #: The ``synchronous`` level the connection commits with now.
+    _level: str = attrs.field(default="FULL", init=False, repr=False)
+    #: Set by the syncer when a sync failed: the writer forgets what it keeps in memory.
+    _forget_soon: bool = attrs.field(default=False, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._writer.finish = self._finish
+
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
-        """As `SqlStore._run_batch`; unsynced calls are told without waiting for the disk.
+        """As `SqlStore._run_batch`; in WAL mode the disk is waited for beside the writer.
 
-        A batch of unsynced calls alone commits with ``synchronous=NORMAL``: in WAL
-        mode the commit is written to the WAL but not fsynced; the next commit under
-        ``FULL`` (every other) fsyncs the WAL and so this one with it (see
-        `SqlStore.update`). The level cannot change inside a transaction, so it is
-        set around the batch's.
-
-        A batch that holds both (a resume's claim queued with a stop's write) commits
-        the same way, and its unsynced calls are told at once; then the WAL is
-        fsynced, as ``FULL`` would have done inside the commit, and only then are the
-        others told. The resumed run goes on while the disk syncs; anything it writes
-        is queued behind the sync, so it is seen nowhere before it.
+        Without a WAL every transaction commits with ``synchronous=FULL``: on disk
+        before the commit returns. In WAL mode it commits with ``NORMAL`` (written
+        to the WAL, not fsynced), its unsynced calls (a resume's claim) are told at
+        once, and the synced ones are handed to the syncer thread, which fsyncs the
+        WAL, as ``FULL`` would have done inside the commit, and only then tells
+        them. Meanwhile the writer goes on with the next batch: a claim queued just
+        after a pause's write does not wait for that write's sync. What a later
+        batch writes is in the WAL after it, so the sync that tells a later synced
+        call has every earlier commit on disk too; and one sync tells every call
+        that waited for it (group commit). A transaction that wrote nothing (a
+        read) is told at once.
         """
-        if synced(batch) and (self.wal is None or all(call.synced for call in batch)):
-            return super()._run_batch(db, batch)
-        db.execute("PRAGMA synchronous=NORMAL")
-        try:
-            committed = super()._run_batch(db, batch)
-        finally:
-            db.execute("PRAGMA synchronous=FULL")
-        if not committed or not synced(batch):
-            return committed
-        deliver([call for call in batch if not call.synced])
-        assert self.wal is not None  # (a batch with both commits so only in WAL mode)
-        try:
-            _sync(self.wal)
-        except OSError as exc:
-            # Committed, but not known to be on disk: the synced calls are not told done.
+        if self._forget_soon:
+            self._forget_soon = False
             self._memory.clear()
-            error = StoreError(f"the task store {self.location} failed: {exc}")
-            for call in batch:
-                if call.synced and call.succeeded:
-                    call.fail(error)
-        return True
+        if self.wal is None:
+            self._set_level(db, "FULL")
+            return super()._run_batch(db, batch)
+        self._set_level(db, "NORMAL")
+        changes = db.total_changes
+        committed = super()._run_batch(db, batch)
+        # A transaction that changed nothing (reads) has nothing of its own to sync.
+        if committed and db.total_changes != changes:
+            waiting = [call for call in batch if call.synced and call.succeeded]
+            if waiting:
+                for call in waiting:
+                    call.told = True  # by the syncer, once the WAL is on disk
+                self._syncing(self.wal).hand(waiting)
+        return committed
+
+    def _set_level(self, db: sqlite3.Connection, level: str) -> None:
+        if level != self._level:
+            db.execute(f"PRAGMA synchronous={level}")
+            self._level = level
+
+    def _syncing(self, wal: Path) -> _Syncer:
+        if self._syncer is None:
+            self._syncer = _Syncer(wal, self.location, self._sync_failed)
+        return self._syncer
+
+    def _sync_failed(self) -> None:
+        self._forget_soon = True
+
+    def _finish(self) -> None:
+        """Sync what is still waiting for it, while the WAL exists (closing the file ends it)."""
+        if self._syncer is not None:
+            self._syncer.stop()
 
     def _marked_line(
         self, session_id: str, status: TaskStatus, cause: Cause | None
@@ -492,6 +521,66 @@ def _write_marker(marker: Path) -> None:
 _datasync = getattr(os, "fdatasync", os.fsync)
 
 
+@mutable(eq=False)
+class _Syncer:
+    """The thread that fsyncs a store's WAL for the calls committed without a sync.
+
+    The writer thread hands it the synced calls of each batch it committed with
+    ``synchronous=NORMAL`` (`TaskStore._run_batch`) and goes on; this thread
+    fsyncs the WAL once for everything handed to it meanwhile, then wakes those
+    calls, or fails them when the sync failed: committed, but not known to be on
+    disk (and `failed` is called, so the writer forgets what it keeps in memory).
+    """
+
+    wal: Path
+    location: str
+    failed: Callable[[], None]
+    _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+
+    def hand(self, calls: list[Call[Any]]) -> None:
+        """Sync, then tell `calls` (from the writer thread, which starts this one)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"agentrt store sync {self.wal.name}", daemon=True
+            )
+            self._thread.start()
+        self._queue.put(calls)
+
+    def stop(self) -> None:
+        """Sync and tell what was handed, then end the thread (blocks: a worker thread's)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            calls = first
+            while True:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True  # sync what came before the stop, then end
+                    break
+                calls.extend(more)
+            try:
+                _sync(self.wal)
+            except OSError as exc:
+                self.failed()
+                error = StoreError(f"the task store {self.location} failed: {exc}")
+                for call in calls:
+                    call.fail(error)
+            wake(calls)
+
+
 def _sync(path: Path) -> None:
     """Flush `path` (the store's WAL) to disk: what ``synchronous=FULL`` does at a commit.
 
@@ -544,8 +633,9 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Path | None]:
         if version == 0 and used_before:
             raise _store_lost(path, marker, "is empty")
         db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a commit is on disk (the WAL fsynced) before it returns, so what the
-        # store says it kept survives a power cut too, not only a killed process.
+        # FULL: a commit is on disk before it returns, so what the store says it kept
+        # survives a power cut too, not only a killed process. In WAL mode the store's
+        # writer commits with NORMAL and syncs the WAL itself (`TaskStore._run_batch`).
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         if version < SCHEMA_VERSION:

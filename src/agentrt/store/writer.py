@@ -42,8 +42,9 @@ class Call(Generic[T]):
     #: False for a call whose commit need not wait for the disk (a resume's claim, see
     #: `SqlStore.update`): a batch of such calls alone commits without a sync.
     synced: bool = True
-    #: True once its caller has been woken (`deliver`): some calls of a batch are told
-    #: before the others (see `agentrt.store.sqlite.TaskStore._run_batch`).
+    #: True once its caller has been woken (`deliver`), or handed to whoever will wake it
+    #: (`wake`): some calls of a batch are told before the others, once the disk has
+    #: what they wrote (see `agentrt.store.sqlite.TaskStore._run_batch`).
     told: bool = False
     _value: T | None = None
     _error: BaseException | None = None
@@ -92,6 +93,9 @@ class Writer:
     #: Runs one batch in one transaction (the backend's: see `run_batch`); what it returns
     #: (whether the transaction committed) is the backend's own business.
     run_batch: Callable[[sqlite3.Connection, list[Call[Any]]], object]
+    #: Run (in a worker thread) once the thread has run its last batch, before the file
+    #: is closed: what the backend must finish with the file still open.
+    finish: Callable[[], None] | None = None
     #: Calls handed over together are one item, so that they go in one batch.
     _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
         factory=queue.SimpleQueue, init=False
@@ -123,6 +127,8 @@ class Writer:
         if thread is not None:
             self._queue.put(None)
             await trio.to_thread.run_sync(thread.join)
+        if self.finish is not None:
+            await trio.to_thread.run_sync(self.finish)
         await trio.to_thread.run_sync(self.db.close)
 
     def _loop(self) -> None:
@@ -154,11 +160,16 @@ def synced(batch: list[Call[Any]]) -> bool:
 
 def deliver(batch: list[Call[Any]]) -> None:
     """Wake the Trio runs waiting for the calls of `batch` not told yet: one wake-up per run."""
+    waiting = [call for call in batch if not call.told]
+    for call in waiting:
+        call.told = True
+    wake(waiting)
+
+
+def wake(batch: list[Call[Any]]) -> None:
+    """Wake the Trio runs waiting for the calls of `batch`, told or not: one wake-up per run."""
     by_token: dict[trio.lowlevel.TrioToken, list[Call[Any]]] = {}
     for call in batch:
-        if call.told:
-            continue
-        call.told = True
         by_token.setdefault(call.token, []).append(call)
     for token, calls in by_token.items():
         with contextlib.suppress(trio.RunFinishedError):
