@@ -18,6 +18,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from stress._common import TrackedDaemon
 
 from agentrt import Cause
 from agentrt import EntryState
@@ -619,20 +620,6 @@ class _SlowPauseModel:
         await trio.sleep_forever()
 
 
-@attrs.define(eq=False)
-class _CountingDaemon(Daemon):
-    """The daemon, counting the connections it serves, so a test can wait until none is."""
-
-    handling: _connection.RunCounter = attrs.field(factory=_connection.RunCounter, init=False)
-
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        self.handling.enter()
-        try:
-            await super()._handle(stream)
-        finally:
-            self.handling.exit()
-
-
 async def test_a_peer_that_vanishes_before_the_first_event_keeps_the_task_as_a_disconnect(
     tmp_path: Path, sock_path: Path
 ) -> None:
@@ -640,7 +627,7 @@ async def test_a_peer_that_vanishes_before_the_first_event_keeps_the_task_as_a_d
         open_runtime(tmp_path / "state", model=_SlowPauseModel(), workdir=tmp_path) as rt,
         trio.open_nursery() as nursery,
     ):
-        served = _CountingDaemon(rt, sock_path)
+        served = TrackedDaemon(rt, sock_path)  # counts the connections it serves
         await nursery.start(served.serve)
         with trio.fail_after(TIMEOUT):
             for n in range(20):

@@ -332,6 +332,30 @@ async def test_update_holds_the_write_lock_while_its_change_runs(tmp_path: Path)
     await store.aclose()
 
 
+class HeldSync:
+    """Stands in for `sqlite_store._sync`: each sync is noted (`paths`), says it began
+    (`entered`), waits for `gate` (10 s at most, so a test that waits for it fails in
+    time), syncs for real, then appends ``"synced"`` to `happened`."""
+
+    def __init__(self, happened: list[str] | None = None) -> None:
+        self.paths: list[Path] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.happened = happened if happened is not None else []
+        self._real = sqlite_store._sync
+
+    def __call__(self, path: Path) -> None:
+        self.paths.append(path)
+        self.entered.set()
+        self.gate.wait(10)
+        self._real(path)
+        self.happened.append("synced")
+
+    async def began(self) -> None:
+        """Wait (in a worker thread) until a sync has begun."""
+        assert await trio.to_thread.run_sync(self.entered.wait, 10)
+
+
 async def test_a_write_is_told_done_only_once_the_wal_is_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -339,17 +363,8 @@ async def test_a_write_is_told_done_only_once_the_wal_is_on_disk(
     ``synchronous=FULL`` does inside a commit) before it tells the write it is done."""
     store = await TaskStore.open(tmp_path / "tasks.db")
     assert store.wal == tmp_path / "tasks.db-wal"
-    entered, gate = threading.Event(), threading.Event()
-    synced_paths: list[Path] = []
-    real_sync = sqlite_store._sync
-
-    def held_sync(path: Path) -> None:
-        synced_paths.append(path)
-        entered.set()
-        gate.wait(10)
-        real_sync(path)
-
-    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    held = HeldSync()
+    monkeypatch.setattr(sqlite_store, "_sync", held)
     record = TaskRecord("cli-d", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
     told: list[str] = []
     async with trio.open_nursery() as nursery:
@@ -359,14 +374,14 @@ async def test_a_write_is_told_done_only_once_the_wal_is_on_disk(
             told.append("created")
 
         nursery.start_soon(create)
-        await trio.to_thread.run_sync(entered.wait, 10)
+        await held.began()
         # Committed (another connection reads it), not told: its sync is under way.
         with sqlite3.connect(tmp_path / "tasks.db") as other:
             rows = other.execute("SELECT session_id FROM tasks").fetchall()
         assert (rows, told) == ([("cli-d",)], [])
-        gate.set()
+        held.gate.set()
     assert told == ["created"]
-    assert synced_paths == [store.wal]
+    assert held.paths == [store.wal]
     level = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
     assert level == 1  # NORMAL: SQLite does not sync in the commit, the store does after it
     await store.aclose()
@@ -433,26 +448,18 @@ async def test_a_claim_queued_after_a_synced_write_does_not_wait_for_its_sync(
     store = await TaskStore.open(tmp_path / "tasks.db")
     record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
     await store.create(record)
-    entered, gate = threading.Event(), threading.Event()
     happened: list[str] = []
-    real_sync = sqlite_store._sync
-
-    def held_sync(path: Path) -> None:
-        entered.set()
-        gate.wait(10)  # a claim that waits for this sync waits 10 s, and fails below
-        real_sync(path)
-        happened.append("synced")
-
-    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    held = HeldSync(happened)  # a claim that waits for its sync waits 10 s, and fails below
+    monkeypatch.setattr(sqlite_store, "_sync", held)
     with trio.fail_after(20):
         kept = store.save_fields_nowait(record.evolve(attempts={"c2": 1}), defer=False)
-        await trio.to_thread.run_sync(entered.wait, 10)
+        await held.began()
         with trio.fail_after(5):
             claimed = await store.update(
                 "cli-s", lambda old: old.evolve(runs=old.runs + 1), synced=False
             )
         happened.append("claim told")
-        gate.set()
+        held.gate.set()
         assert await kept.wait()
         happened.append("write told")
     assert happened == ["claim told", "synced", "write told"]
@@ -470,16 +477,7 @@ async def test_writes_queued_while_the_wal_syncs_share_the_next_sync(
     ]
     for record in records:
         await store.create(record)
-    entered, gate = threading.Event(), threading.Event()
-    syncs: list[Path] = []
-    real_sync = sqlite_store._sync
-
-    def held_sync(path: Path) -> None:
-        syncs.append(path)
-        entered.set()
-        gate.wait(10)
-        real_sync(path)
-
+    held = HeldSync()
     handed: list[object] = []
     all_handed = threading.Event()
     hand = sqlite_store._Syncer.hand
@@ -490,18 +488,18 @@ async def test_writes_queued_while_the_wal_syncs_share_the_next_sync(
         if len(handed) == 6:
             all_handed.set()
 
-    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    monkeypatch.setattr(sqlite_store, "_sync", held)
     monkeypatch.setattr(sqlite_store._Syncer, "hand", counted)
     with trio.fail_after(20):
         kept = [store.save_fields_nowait(records[0].evolve(runs=2), defer=False)]
-        await trio.to_thread.run_sync(entered.wait, 10)
+        await held.began()
         kept += [store.save_fields_nowait(r.evolve(runs=2), defer=False) for r in records[1:]]
         # The writer commits the five while the first sync is held.
         assert await trio.to_thread.run_sync(all_handed.wait, 10)
-        assert len(syncs) == 1
-        gate.set()
+        assert len(held.paths) == 1
+        held.gate.set()
         assert [await k.wait() for k in kept] == [True] * 6
-    assert len(syncs) == 2  # the first write's, then one for the five committed meanwhile
+    assert len(held.paths) == 2  # the first write's, then one for the five committed meanwhile
     await store.aclose()
 
 
@@ -530,17 +528,8 @@ async def test_a_claim_queued_with_a_synced_write_is_told_before_the_wal_is_sync
     record = TaskRecord("cli-s", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
     await store.create(record)
     happened: list[str] = []
-    synced_paths: list[Path] = []
-    gate = threading.Event()
-    real_sync = sqlite_store._sync
-
-    def held_sync(path: Path) -> None:
-        synced_paths.append(path)
-        gate.wait(5)  # held until the claim is told (a claim that waits for it waits 5 s)
-        real_sync(path)
-        happened.append("synced")
-
-    monkeypatch.setattr(sqlite_store, "_sync", held_sync)
+    held = HeldSync(happened)  # held until the claim is told
+    monkeypatch.setattr(sqlite_store, "_sync", held)
 
     def claim(old: TaskRecord) -> TaskRecord:
         return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
@@ -549,11 +538,11 @@ async def test_a_claim_queued_with_a_synced_write_is_told_before_the_wal_is_sync
         kept = store.save_fields_nowait(record.evolve(attempts={"c2": 1}))
         claimed = await store.update("cli-s", claim, synced=False)
         happened.append("claim told")
-        gate.set()
+        held.gate.set()
         assert await kept.wait()
         happened.append("write told")
     assert happened == ["claim told", "synced", "write told"]
-    assert synced_paths == [store.wal]
+    assert held.paths == [store.wal]
     assert claimed is not None and claimed[0].attempts == {"c2": 1}
     assert [level for level, _ in synced_levels(statements)][-1] == 1
 

@@ -65,6 +65,7 @@ from .sql import upsert_sql
 from .sql import write_transaction
 from .types import Page
 from .writer import Call
+from .writer import batches
 from .writer import wake
 
 SCHEMA_VERSION = 7
@@ -556,21 +557,7 @@ class _Syncer:
             self._thread.join()
 
     def _loop(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                return
-            calls = first
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True  # sync what came before the stop, then end
-                    break
-                calls.extend(more)
+        for calls in batches(self._queue):
             try:
                 _sync(self.wal)
             except OSError as exc:

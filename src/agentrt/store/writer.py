@@ -14,6 +14,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from typing import Generic
@@ -132,25 +133,40 @@ class Writer:
         await trio.to_thread.run_sync(self.db.close)
 
     def _loop(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = first
-            while len(batch) < _BATCH_LIMIT:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True  # run what came before the stop, then end
-                    break
-                batch.extend(more)
+        for batch in batches(self._queue, _BATCH_LIMIT):
             self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
             deliver(batch)
+
+
+def batches(
+    waiting: queue.SimpleQueue[list[Call[Any]] | None], limit: float = float("inf")
+) -> Iterator[list[Call[Any]]]:
+    """The calls of `waiting` in batches, until a None is taken (a thread's loop).
+
+    Each batch is what was queued when it was taken, up to about `limit` calls:
+    the first item, waited for, and those already behind it. What came before
+    the None is still given.
+    """
+    while True:
+        first = waiting.get()
+        if first is None:
+            return
+        batch = first
+        stopping = False
+        while len(batch) < limit:
+            try:
+                more = waiting.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                stopping = True
+                break
+            batch.extend(more)
+        yield batch
+        if stopping:
+            return
 
 
 def synced(batch: list[Call[Any]]) -> bool:
