@@ -43,7 +43,7 @@ class Call(Generic[T]):
     #: False for a call whose commit need not wait for the disk (a resume's claim, see
     #: `SqlStore.update`): a batch of such calls alone commits without a sync.
     synced: bool = True
-    #: True once its caller has been woken (`deliver`), or handed to whoever will wake it
+    #: True once its caller has been woken (`_deliver`), or handed to whoever will wake it
     #: (`wake`): some calls of a batch are told before the others, once the disk has
     #: what they wrote (see `agentrt.store.sqlite.TaskStore._run_batch`).
     told: bool = False
@@ -137,7 +137,7 @@ class Writer:
             self.run_batch(self.db, batch)
             self._calls += len(batch)
             self._batches += 1
-            deliver(batch)
+            _deliver(batch)
 
 
 def batches(
@@ -174,7 +174,7 @@ def synced(batch: list[Call[Any]]) -> bool:
     return any(call.synced for call in batch)
 
 
-def deliver(batch: list[Call[Any]]) -> None:
+def _deliver(batch: list[Call[Any]]) -> None:
     """Wake the Trio runs waiting for the calls of `batch` not told yet: one wake-up per run."""
     waiting = [call for call in batch if not call.told]
     for call in waiting:
