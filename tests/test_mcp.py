@@ -45,6 +45,7 @@ from agentrt import Runtime
 from agentrt import ScriptedModel
 from agentrt import ToolResultEvent
 from agentrt import open_runtime
+from agentrt.agent.mcp import McpCallError
 from agentrt.agent.mcp import McpClients
 from agentrt.agent.mcp import ServerState
 from agentrt.agent.mcp import exposed_name
@@ -467,6 +468,29 @@ async def test_a_call_to_a_server_back_from_a_crash_goes_through(
         _, recorder = await run_answering(rt, SESSION, "go", allow, limit=30)
         assert clients_of(rt).servers["fake"].restarts == 1
     assert results(recorder)[1] == "echo: again"
+
+
+async def test_a_call_waits_for_a_server_whose_connection_broke_rather_than_use_it(
+    tmp_path: Path, workdir: Path
+) -> None:
+    """Right after a call broke with its server's connection, the server is not marked failed
+    yet: the next call must wait for it to start again, not go to the broken session."""
+    async with mcp_runtime(tmp_path, workdir, server_table("fake", "trust = true")) as rt:
+        clients = clients_of(rt)
+        fake = clients.servers["fake"]
+        assert fake.state is ServerState.READY
+        fake.config = attrs.evolve(fake.config, startup_timeout=0.2)  # how long a call waits
+        fake.why = "its connection closed"
+        fake.gone.set()  # what the server's `broke` does first, before it is marked failed
+
+        async def no_questions(elicitation: Any) -> Any:
+            raise AssertionError(f"nothing is asked: {elicitation!r}")
+
+        with pytest.raises(McpCallError) as refused:
+            await clients.call("fake__echo", {"text": "x"}, ask=no_questions)
+    assert str(refused.value) == (
+        "MCP server 'fake' is not ready (broken: its connection closed); the call was not made"
+    )
 
 
 async def test_a_server_that_never_answers_initialize_fails_its_calls_clearly(

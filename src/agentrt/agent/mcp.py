@@ -281,16 +281,18 @@ class McpClients:
         server_name, _, tool = name.partition(SEPARATOR)
         server = self.servers[server_name]
         tool = server.names.get(name, tool)
-        # A server starting, or failed and about to start again, is waited for a while.
+        # A server starting, or failed and about to start again, is waited for a while; so is
+        # one whose connection broke (`gone`) and is not yet marked failed, as it is at once
+        # after a call that broke with it.
         with trio.move_on_after(server.config.startup_timeout):
-            while server.state is not ServerState.READY and self._missing is None:
+            while not _ready(server) and self._missing is None:
                 await self._changed.wait()
         session = server.session
-        if server.state is not ServerState.READY or session is None:
+        if not _ready(server) or session is None:
             why = f": {server.why}" if server.why else ""
+            state = "broken" if server.state is ServerState.READY else server.state.value
             raise McpCallError(
-                f"MCP server {server_name!r} is not ready ({server.state.value}{why}); "
-                "the call was not made"
+                f"MCP server {server_name!r} is not ready ({state}{why}); the call was not made"
             )
         if tool not in server.tools:
             raise McpCallError(
@@ -661,6 +663,11 @@ def _offending(exc: Exception) -> str:
             if isinstance(found, str):
                 return repr(found if len(found) <= 80 else found[:77] + "...")
     return _short(_reason(exc))
+
+
+def _ready(server: McpServer) -> bool:
+    """Whether a call can go to `server` now: ready, and its connection not known broken."""
+    return server.state is ServerState.READY and not server.gone.is_set()
 
 
 def _reason(exc: BaseException) -> str:
