@@ -72,6 +72,24 @@ def test_visible_shows_every_control_as_agenttui_draws_it() -> None:
     assert_json_safe(dumps(text))
 
 
+def test_visible_finds_one_control_in_a_long_text_ascii_or_not() -> None:
+    # A listing of 10,000 lines is one text: ASCII text is checked byte-wise, the rest by
+    # the regular expression; either way one control anywhere in it is shown.
+    lines = [
+        f"cli-{n:08x}  interrupted  pause  2026-12-05 01:00:00  read notes/{n}.md"
+        for n in range(10_000)
+    ]
+    plain = "\n".join(lines) + "\n"
+    assert visible(plain) is plain
+    for control, glyph in [("\x1b", "^["), ("\x7f", "^?"), ("\x00", "^@"), ("\x9b", "<9b>")]:
+        for at in (0, len(plain) // 2, len(plain)):
+            hostile = plain[:at] + control + plain[at:]
+            assert visible(hostile) == plain[:at] + glyph + plain[at:], (control, at)
+            wide = "é" + hostile  # not ASCII: the other path
+            assert visible(wide) == "é" + plain[:at] + glyph + plain[at:], (control, at)
+    assert visible("é\tü\n") == "é\tü\n"
+
+
 def test_run_shows_model_tool_and_question_text(state: Path, tmp_path: Path) -> None:
     done = run(["run", "--session", "cli-t1", HOSTILE], state, tmp_path)
     assert done.returncode == 0, done.stderr

