@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from agentrt import Cause
@@ -285,3 +286,71 @@ def test_a_conversation_that_compacts_is_swept_and_keeps_every_invariant() -> No
         assert report.boundaries[event.index - 1].label[:3] == ("store", "store.save", "note")
     assert len(report.points) == 2 * len(report.boundaries)
     assert report.violations == []
+
+
+def test_a_write_is_named_by_what_it_changed_not_by_when_its_question_came() -> None:
+    from agentrt.apps.lab import _changed
+    from agentrt.store.record import SavedQuestion
+    from agentrt.store.record import TaskRecord
+    from agentrt.vocab.questions import QuestionState
+    from agentrt.vocab.questions import QuestionTrace
+
+    # The calls of a round run side by side, so their questions come in any order: a write
+    # is named by the prompt or the call it is about, never by "the second question".
+    colour = QuestionTrace("q-1", QuestionState.WAITING, 1.0)
+    name = QuestionTrace("q-2", QuestionState.WAITING, 2.0)
+    prompts = {"q-1": "Colour?", "q-2": "Name?"}
+    asked = TaskRecord(
+        "chat-n",
+        "go",
+        (),
+        question=SavedQuestion("call_1_0", "Colour?", id="q-1"),
+        questions=(colour, name),
+    )
+    answered = attrs.evolve(colour, state=QuestionState.ANSWERED, at=3.0)
+    only_answer = attrs.evolve(asked, questions=(answered, name))
+    assert _changed(asked, only_answer, prompts) == "questions Colour? answered"
+    # Recorded with the next question shown, the answer is not named: which answer goes
+    # with which question is the order they came in.
+    shown = attrs.evolve(
+        only_answer,
+        question=SavedQuestion("call_1_1", "Name?", id="q-2"),
+        questions=(answered, name),
+    )
+    assert _changed(asked, shown, prompts) == "question call_1_1 Name?"
+    # A cleared question is named by its call: which of a call's questions is answered
+    # last, and so cleared rather than replaced, is the order too.
+    assert (
+        _changed(shown, attrs.evolve(shown, question=None), prompts) == "question cleared call_1_1"
+    )
+    # A question's first record comes before the question is posted: no prompt is known yet.
+    new = QuestionTrace("q-3", QuestionState.WAITING, 4.0)
+    assert _changed(shown, attrs.evolve(shown, questions=(answered, name, new)), prompts) == (
+        "questions waiting"
+    )
+
+
+def test_the_sweep_starts_from_a_path_two_runs_in_a_row_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrt.apps import lab
+
+    # A rare order of side-by-side calls makes a write most runs do not: a baseline on that
+    # path would leave its points a boundary they seldom meet. Runs: rare, common, common.
+    def trace(*labels: tuple[str, str, str, int]) -> Any:
+        made = lab._Trace()
+        made.boundaries.extend(labels)
+        return made
+
+    common = [("store", "store.save_fields", "question cleared call_1_0", 1)]
+    rare = [("store", "store.save_fields", "questions waiting", 3)]
+    runs = iter([trace(*rare), trace(*common), trace(*common)])
+    monkeypatch.setattr(Lab, "baseline", lambda self, root: (next(runs), {}))
+    chosen, _ = Lab(Conversation("ask Name?"))._common_baseline(tmp_path)
+    assert chosen.boundaries == common
+    assert next(runs, None) is None  # three runs, not more
+    # Never two alike: the last of BASELINE_TRIES runs is taken.
+    runs = iter([trace(*rare) if n % 2 else trace(*common) for n in range(lab.BASELINE_TRIES)])
+    chosen, _ = Lab(Conversation("ask Name?"))._common_baseline(tmp_path)
+    assert chosen.boundaries == (rare if (lab.BASELINE_TRIES - 1) % 2 else common)
+    assert next(runs, None) is None
