@@ -18,14 +18,20 @@ from agentrt import ToolResultEvent
 from agentrt.agent.checkpoint import Checkpoints
 from agentrt.agent.checkpoint import UndoResult
 from agentrt.agent.loop import AgentRun
+from agentrt.apps import lab
 from agentrt.apps.lab import CAUSES
 from agentrt.apps.lab import Conversation
 from agentrt.apps.lab import Lab
 from agentrt.apps.lab import LabReport
+from agentrt.apps.lab import _changed
 from agentrt.apps.lab import format_table
 from agentrt.apps.lab import real_kills
 from agentrt.apps.lab import replay_answers
 from agentrt.models.messages import Role
+from agentrt.store.record import SavedQuestion
+from agentrt.store.record import TaskRecord
+from agentrt.vocab.questions import QuestionState
+from agentrt.vocab.questions import QuestionTrace
 from agentrt.vocab.terms import SETTLE
 from agentrt.vocab.terms import Settle
 
@@ -289,12 +295,6 @@ def test_a_conversation_that_compacts_is_swept_and_keeps_every_invariant() -> No
 
 
 def test_a_write_is_named_by_what_it_changed_not_by_when_its_question_came() -> None:
-    from agentrt.apps.lab import _changed
-    from agentrt.store.record import SavedQuestion
-    from agentrt.store.record import TaskRecord
-    from agentrt.vocab.questions import QuestionState
-    from agentrt.vocab.questions import QuestionTrace
-
     # The calls of a round run side by side, so their questions come in any order: a write
     # is named by the prompt or the call it is about, never by "the second question".
     colour = QuestionTrace("q-1", QuestionState.WAITING, 1.0)
@@ -333,8 +333,6 @@ def test_a_write_is_named_by_what_it_changed_not_by_when_its_question_came() -> 
 def test_the_sweep_starts_from_a_path_two_runs_in_a_row_took(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentrt.apps import lab
-
     # A rare order of side-by-side calls makes a write most runs do not: a baseline on that
     # path would leave its points a boundary they seldom meet. Runs: rare, common, common.
     def trace(*labels: tuple[str, str, str, int]) -> Any:

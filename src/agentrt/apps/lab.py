@@ -359,15 +359,14 @@ def _changed(
         return ""
     parts: list[str] = []
     if before.question != after.question:
-        # By its prompt too: a subagent's questions are all saved as its spawn's.
-        shown = after.question
+        shown, gone = after.question, before.question
         if shown is not None:
+            # By its prompt too: a subagent's questions are all saved as its spawn's.
             parts.append(f"question {shown.call_id} {shown.prompt}")
-        else:
-            gone = before.question
+        elif gone is not None:
             # By its call alone: which of a call's questions is the last one answered (and
             # so cleared rather than replaced) depends on the order they came in.
-            parts.append("question cleared" + (f" {gone.call_id}" if gone is not None else ""))
+            parts.append(f"question cleared {gone.call_id}")
     old, now = started_calls(before), started_calls(after)
     new = sorted(k for k in now if k not in old or _attempt(after, k) != _attempt(before, k))
     if new:
@@ -385,9 +384,10 @@ def _changed(
         # Only a question's state: an answer may be recorded alone, or with the next
         # question of the round, whichever comes first; alone, it is named by its prompt.
         states = {trace.id: trace.state for trace in before.questions}
+        named = prompts or {}
         for trace in after.questions:
             if states.get(trace.id) is not trace.state:
-                prompt = (prompts or {}).get(trace.id)
+                prompt = named.get(trace.id)
                 parts.append(
                     " ".join(["questions", *([prompt] if prompt else []), trace.state.value])
                 )
