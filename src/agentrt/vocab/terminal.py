@@ -40,8 +40,8 @@ from typing import cast
 #: Every character a terminal may act on, but newline and tab; and the lone surrogates
 #: (a byte that was not UTF-8, kept by ``surrogateescape``, would be written as that byte).
 _CONTROL: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-#: The ASCII characters a terminal shows as they are: all but C0 (newline and tab aside) and DEL.
-_ASCII_SHOWN: Final = bytes(c for c in range(0x80) if c in (0x09, 0x0A) or 0x20 <= c < 0x7F)
+#: The ASCII characters a terminal shows as they are: those `_CONTROL` does not match.
+_ASCII_SHOWN: Final = bytes(c for c in range(0x80) if not _CONTROL.match(chr(c)))
 
 
 def _has_control(text: str) -> bool:
