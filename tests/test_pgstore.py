@@ -221,16 +221,58 @@ async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
         too_big = 2**40
         with pytest.raises(StoreError, match="out of range"):
             await store.update("chat-u", lambda r: r.evolve(runs=too_big))
-        # ... and queued with another call, which still commits.
+        # ... and queued after another call, which still commits: the claim's UPDATE went
+        # with the COMMIT, and its savepoint is rolled back in one round trip more.
         other = store.save_fields_nowait(
             TaskRecord("chat-v", "y", (Message.user("y"),), attempts={"c1": 1})
         )
+        sent = record_queries(monkeypatch)
         with pytest.raises(StoreError, match="out of range"):
             await store.update("chat-u", lambda r: r.evolve(runs=too_big))
+        monkeypatch.undo()
         assert await other.wait()
+        assert [q for q in sent if "COMMIT" in q] == sent[-2:], sent
+        assert sent[-2].startswith("UPDATE tasks SET") and sent[-2].endswith(
+            "; RELEASE batch_call; COMMIT"
+        )
+        assert sent[-1] == "ROLLBACK TO batch_call; RELEASE batch_call; COMMIT"
         assert await store.load("chat-u") == claimed[0]
         loaded = await store.load("chat-v")
         assert loaded is not None and loaded.attempts == {"c1": 1}
+
+
+async def test_a_pause_and_the_resumes_claim_queued_together_take_three_round_trips(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop is deferred, so a resume's claim right after it shares its transaction: the
+    beginning with the stop's UPDATE, the read of the task, the claim's UPDATE with the COMMIT."""
+    async with opened(postgres_url) as store:
+        mine = TaskRecord("chat-p", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        sent = record_queries(monkeypatch)
+        stopped = store.stop_nowait(
+            lambda: mine.evolve(attempts={"c1": 1}),
+            TaskStatus.INTERRUPTED,
+            cause=Cause.PAUSE,
+            runner=store.runner,
+        )
+        statuses: list[TaskStatus] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            statuses.append(old.status)
+            return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+        claimed = await store.update("chat-p", claim, synced=False)
+        monkeypatch.undo()
+        assert await stopped.wait()
+        assert statuses == [TaskStatus.INTERRUPTED]  # the claim saw the stop
+        assert len(sent) == 3, sent
+        assert sent[0].startswith("BEGIN; SELECT pg_advisory_xact_lock(")
+        assert sent[2].endswith("; RELEASE batch_call; COMMIT")
+        assert claimed is not None
+        loaded = await store.load("chat-p")
+        assert loaded == claimed[0]
+        assert (loaded.status, loaded.runs, loaded.attempts) == (TaskStatus.RUNNING, 2, {"c1": 1})
 
 
 async def test_a_member_whose_claim_was_lost_is_refused_at_its_next_write_and_runs_no_tool(

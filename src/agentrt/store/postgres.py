@@ -68,6 +68,7 @@ from .record import TaskRecord
 from .sql import TOKEN_USAGE
 from .sql import SqlStore
 from .writer import Call
+from .writer import LastCallUndone
 from .writer import run_batch
 from .writer import synced
 
@@ -254,8 +255,10 @@ class PgConnection:
     _begin: str = attrs.field(default="", init=False)
     #: False while a batch whose commit need not wait for the WAL flush runs (`lent`).
     _synced: bool = attrs.field(default=True, init=False)
-    #: True while a batch of one call runs (`lent`).
-    _alone: bool = attrs.field(default=False, init=False)
+    #: How many calls the batch being run has (`lent`), and how many of them have begun
+    #: (one savepoint each, when they are several).
+    _calls: int = attrs.field(default=1, init=False)
+    _begun: int = attrs.field(default=0, init=False)
     #: True while a write whose outcome nobody reads waits in `_pending` (`execute_unread`).
     _unread: bool = attrs.field(default=False, init=False)
 
@@ -269,24 +272,25 @@ class PgConnection:
         )
 
     @contextlib.contextmanager
-    def lent(self, *, synced: bool = True, alone: bool = False) -> Iterator[None]:
+    def lent(self, *, synced: bool = True, calls: int = 1) -> Iterator[None]:
         """Borrow the pool's connection (made anew when it broke) for one batch of calls.
 
         With `synced` False, the batch's transaction commits without waiting for
         the server's WAL flush (``SET LOCAL synchronous_commit TO off``, sent with
-        its first statement: see `SqlStore.update`). `alone`: the batch is one
-        call, whose last write may go with its ``COMMIT`` (`execute_unread`).
+        its first statement: see `SqlStore.update`). `calls`: how many calls
+        the batch has; the last one's last write may go with the ``COMMIT``
+        (`execute_unread`).
         """
         with self.pool.connection() as conn:
             self._conn = conn
             self._synced = synced
-            self._alone = alone
+            self._calls, self._begun = calls, 0
             try:
                 yield
             finally:
                 self._conn = None
                 self._synced = True
-                self._alone = False
+                self._calls, self._begun = 1, 0
                 self._reset()
 
     def connection(self) -> psycopg.Connection[Any]:
@@ -304,6 +308,8 @@ class PgConnection:
         if sql.startswith(("SAVEPOINT ", "RELEASE ")):
             # Nothing is read of these, and they cannot fail in a transaction that works:
             # they go to the server with the statement after them, in its round trip.
+            if sql.startswith("SAVEPOINT "):
+                self._begun += 1  # a batch's next call begins
             self._pending.append(sql)
             return cast(psycopg.Cursor[Any], None)
         if sql in ("COMMIT", "ROLLBACK"):
@@ -314,7 +320,26 @@ class PgConnection:
             if sql == "ROLLBACK":
                 self._pending.clear()  # the savepoints go with the transaction
                 self._unread = False
+            elif self._unread and self._calls > 1:
+                return self._commit_after_last(conn)
         return self._send(conn, sql, parameters)
+
+    def _commit_after_last(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        """``COMMIT`` a batch of several calls with the last call's unread write before it.
+
+        When that write fails, the transaction is left in error before its
+        ``COMMIT``: the last call's savepoint is rolled back and the others commit,
+        in one round trip more, and `LastCallUndone` says so. A ``COMMIT`` that
+        fails itself (the transaction is over) fails the batch, as ever.
+        """
+        try:
+            return self._send(conn, "COMMIT", ())
+        except psycopg.Error as exc:
+            if conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
+                raise
+            error = exc
+        conn.execute("ROLLBACK TO batch_call; RELEASE batch_call; COMMIT")
+        raise LastCallUndone(error)
 
     def executemany(self, sql: str, rows: Any) -> None:
         conn = self.connection()
@@ -351,10 +376,12 @@ class PgConnection:
     def execute_unread(self, sql: str, parameters: Any) -> None:
         """Run `sql` with the next statement sent, in its round trip: nobody reads its outcome.
 
-        The last write of a call alone in its batch goes with the ``COMMIT``, one
-        round trip for both; an error of it fails the ``COMMIT``, and so the call,
-        with nothing written. In a batch of several calls it is sent by the end of
-        its call's write (`settle`), so that an error of it is its call's.
+        The last write of a batch's last call goes with the ``COMMIT``, one round
+        trip for both. An error of it fails that call alone: the call alone in its
+        batch, the ``COMMIT`` fails, with nothing written; the last of several,
+        its savepoint is rolled back and the others commit (`LastCallUndone`).
+        The write of any other call is sent by the end of its call's write
+        (`settle`), so that an error of it is its call's.
         """
         conn = self.connection()
         if self._owed_begin:  # (not after a read: the transaction begins with a statement)
@@ -367,8 +394,13 @@ class PgConnection:
     def settle(self) -> None:
         """Send what the transaction owes (its beginning, a write nobody reads in a batch of
         several calls) if no statement took it yet."""
-        if self._owed_begin or (self._unread and not self._alone):
+        if self._owed_begin or (self._unread and not self._last_call):
             self._send(self.connection(), "", ())
+
+    @property
+    def _last_call(self) -> bool:
+        """Whether the call being run is its batch's last (one call alone is)."""
+        return self._calls == 1 or self._begun == self._calls
 
     def _reset(self) -> None:
         self._owed_begin = False
@@ -618,7 +650,7 @@ class PgStore(SqlStore):
         location = self.location
         for attempt in (1, 2):
             try:
-                with cast(PgConnection, db).lent(synced=synced(batch), alone=len(batch) == 1):
+                with cast(PgConnection, db).lent(synced=synced(batch), calls=len(batch)):
                     return run_batch(
                         db,
                         batch,

@@ -76,6 +76,18 @@ class Call(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
+class LastCallUndone(Exception):
+    """Raised by a backend's ``COMMIT`` that committed a batch of several calls without the
+    last one, whose write sent with the ``COMMIT`` failed (`error`): that call failed alone.
+
+    See `agentrt.store.postgres.PgConnection.execute_unread`.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 #: The most calls one batch takes, so that a long queue is served in turns.
 _BATCH_LIMIT = 64
 
@@ -285,6 +297,11 @@ def _commit(
 ) -> bool:
     try:
         db.execute("COMMIT")
+    except LastCallUndone as undone:
+        # The others committed; the last call's write did not, and its error is its own.
+        forget()
+        ran[-1].fail(failed(undone.error))
+        return True
     except errors as exc:
         forget()
         if db.in_transaction:
