@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -486,11 +487,16 @@ async def test_a_call_waits_for_a_server_whose_connection_broke_rather_than_use_
         async def no_questions(elicitation: Any) -> Any:
             raise AssertionError(f"nothing is asked: {elicitation!r}")
 
+        # The session still answers (the server lives on): a call sent to it would succeed.
         with pytest.raises(McpCallError) as refused:
             await clients.call("fake__echo", {"text": "x"}, ask=no_questions)
-    assert str(refused.value) == (
-        "MCP server 'fake' is not ready (broken: its connection closed); the call was not made"
-    )
+    # Broken while the session is being closed; failed once it is (how long that takes is
+    # the machine's): either way the call waited for the server and was not made.
+    assert re.fullmatch(
+        r"MCP server 'fake' is not ready \((broken|failed): its connection closed\); "
+        r"the call was not made",
+        str(refused.value),
+    ), refused.value
 
 
 async def test_a_server_that_never_answers_initialize_fails_its_calls_clearly(
