@@ -156,21 +156,21 @@ _ODD_BODIES = (
     f"AND NOT ({_VALID} AND substr(body, 1, 1) = '{{' AND instr(body, '\\u') = 0)"
 )
 #: The query of `TaskStore.list_lines`: a row's line (None if it has none, or is running),
-#: the second of its last change, and its session id only when it has no line (for the
-#: rows read in full). A column read costs a Python object and calls into SQLite, each
-#: under its lock, and most rows need no session id.
+#: then the second of its last change, or, for a row without a line (read in full), its
+#: session id. A column read costs a Python object and calls into SQLite, each under its
+#: lock: most rows need no session id, and one with no line needs no second.
 _LINES_SELECT = (
-    "SELECT CASE WHEN status <> 'running' THEN line END, CAST(updated_at AS INTEGER), "
-    "CASE WHEN status <> 'running' AND line IS NOT NULL THEN NULL ELSE session_id END "
-    "FROM tasks"
+    "SELECT CASE WHEN status <> 'running' THEN line END, "
+    "CASE WHEN status <> 'running' AND line IS NOT NULL THEN CAST(updated_at AS INTEGER) "
+    "ELSE session_id END FROM tasks"
 )
 #: `_LINES_SELECT` of every task, in `page_query`'s order. ``LIKE '%'``, which it asks for
 #: the prefix ``""``, holds for any session id but NULL at the cost of a match per row
 #: (half a millisecond of the six SQLite takes for 10,000 rows).
 _ALL_LINES = f"{_LINES_SELECT} WHERE session_id IS NOT NULL ORDER BY updated_at DESC, session_id"
-#: The query of `TaskStore.line_page`: `_LINES_SELECT` with every row's session id, and the
-#: time a page's cursor names (a row whose time is no number has no line: it is read in
-#: full).
+#: The query of `TaskStore.line_page`: a row's line as `_LINES_SELECT` reads it, the second
+#: of its last change, its session id, and the time a page's cursor names (a row whose time
+#: is no number has no line: it is read in full).
 _LINE_PAGE_SELECT = (
     "SELECT CASE WHEN status <> 'running' AND typeof(updated_at) IN ('real', 'integer') "
     "THEN line END, CAST(updated_at AS INTEGER), session_id, updated_at FROM tasks"
@@ -297,13 +297,13 @@ class TaskStore(SqlStore):
             # Rows come by time: most share the second of the row before, and its time.
             last: object = _NO_SECOND
             shown = ""
-            for line, second, session_id in rows:
+            for line, second_or_session in rows:
                 if line is None:
-                    others.append((len(out), session_id))
+                    others.append((len(out), second_or_session))
                     add(None)
                 else:
-                    if second != last:
-                        last, shown = second, stamp(second)
+                    if second_or_session != last:
+                        last, shown = second_or_session, stamp(second_or_session)
                     add(line.replace(TIME_MARK, shown, 1))
             if not others:
                 return cast(list[str], out)
