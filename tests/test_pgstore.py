@@ -7,8 +7,10 @@ The behaviour both backends share is tested on both (the `store` and
 from __future__ import annotations
 
 import contextlib
+import functools
 import urllib.parse
 from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from typing import cast
@@ -188,15 +190,21 @@ async def test_only_a_resumes_claim_commits_without_waiting_for_the_wal_flush(
 
 
 def record_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The text of each query psycopg sends from now on (one per round trip), until
-    `monkeypatch.undo()`."""
+    """What the store sends from now on, a text per round trip (the statements of one
+    pipeline joined by ``; ``; any query psycopg sends itself), until `monkeypatch.undo()`."""
     sent: list[str] = []
+    run = PgConnection._run
     execute = psycopg.Cursor.execute
+
+    def piped(self: PgConnection, conn: Any, statements: list[tuple[str, Any]]) -> Any:
+        sent.append("; ".join(text for text, _ in statements))
+        return run(self, conn, statements)
 
     def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         sent.append(str(query))
         return execute(cursor, query, *args, **kwargs)
 
+    monkeypatch.setattr(PgConnection, "_run", piped)
     monkeypatch.setattr(psycopg.Cursor, "execute", counted)
     return sent
 
@@ -273,6 +281,61 @@ async def test_a_pause_and_the_resumes_claim_queued_together_take_three_round_tr
         loaded = await store.load("chat-p")
         assert loaded == claimed[0]
         assert (loaded.status, loaded.runs, loaded.attempts) == (TaskStatus.RUNNING, 2, {"c1": 1})
+
+
+def prepared_statements(store: PgStore) -> Callable[[object], list[str]]:
+    """A store call (`PgStore._run`) reading what its connection has prepared, by name."""
+    connection = cast(PgConnection, store._db)
+
+    def read(db: object) -> list[str]:
+        rows = connection.connection().execute("SELECT name FROM pg_prepared_statements")
+        return sorted(str(name) for (name,) in rows.fetchall())
+
+    return read
+
+
+async def test_each_statement_is_prepared_once_and_a_rollback_keeps_them(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url) as store:
+        prepared = prepared_statements(store)
+        record = TaskRecord("chat-q", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+        await store.update("chat-q", claim)
+        first = await store._run(prepared)
+        assert first and all(name.startswith("agentrt_") for name in first)
+        for _ in range(3):
+            await store.update("chat-q", claim)
+        assert await store._run(prepared) == first  # none prepared again
+        # A call that fails is rolled back (and what the store kept in memory forgotten, so
+        # the next claim reads the messages too): what was prepared stays, and still serves.
+        with pytest.raises(StoreError, match="out of range"):
+            await store.update("chat-q", lambda r: r.evolve(runs=2**40))
+        await store.update("chat-q", claim)
+        after = await store._run(prepared)
+        assert set(first) <= set(after)
+        claimed = await store.update("chat-q", claim)
+        assert claimed is not None and claimed[0].runs == 7
+        assert await store._run(prepared) == after
+
+
+async def test_past_its_bound_of_prepared_statements_the_store_sends_them_unnamed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agentrt.store.postgres.PREPARED_MAX", 2)
+    async with opened(postgres_url) as store:
+        record = TaskRecord("chat-b", "x", (Message.user("x"),), status=TaskStatus.INTERRUPTED)
+        await store.create(record)
+        for runs in (2, 3):
+            claimed = await store.update("chat-b", functools.partial(TaskRecord.evolve, runs=runs))
+            assert claimed is not None and claimed[0].runs == runs
+        assert len(await store._run(prepared_statements(store))) == 2
+        loaded = await store.load("chat-b")
+        assert loaded is not None and loaded.runs == 3
 
 
 async def test_a_member_whose_claim_was_lost_is_refused_at_its_next_write_and_runs_no_tool(

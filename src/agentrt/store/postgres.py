@@ -30,7 +30,11 @@ Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
 worker threads), through a pool (psycopg_pool); a batch that finds its
 connection broken as its transaction begins goes once more on a new one, so
 the first call after an outage reconnects instead of failing; the LISTEN connection is driven by Trio directly (see
-`agentrt.fleet.member`).
+`agentrt.fleet.member`). The store's statements go through libpq's pipeline
+mode, what one round trip carries in one pipeline, each prepared on its
+connection the first time it is sent (`PgConnection._run`): the server parses
+and plans it once, and psycopg's own preparing is off, since it deallocates
+every prepared statement of a connection at a rollback.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ import math
 import os
 import re
 import secrets
+import select
 import socket
 import sqlite3
 import time
+import weakref
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -57,6 +63,9 @@ import attrs
 import psycopg
 import psycopg.conninfo
 import trio
+from psycopg import pq
+from psycopg.abc import Transformer
+from psycopg.adapt import PyFormat
 from psycopg_pool import ConnectionPool
 
 from ..core.process import process_token
@@ -217,8 +226,96 @@ class BrokenConnection(Exception):
 
 _PARAMETER = re.compile(r"\?")
 T = TypeVar("T")
+#: The most statements one connection keeps prepared; the ones past it go unnamed.
+PREPARED_MAX: Final = 200
+#: A statement as the store sends it: its text (``?`` parameters) and its parameters.
+Statement = tuple[str, Any]
+
+
+@mutable(eq=False)
+class Rows:
+    """A statement's result as the store reads it (of a `sqlite3.Cursor`): rows, `rowcount`."""
+
+    result: pq.abc.PGresult = attrs.field(repr=False)
+    loader: Transformer = attrs.field(repr=False)
+    _next: int = attrs.field(default=0, init=False)
+
+    @property
+    def rowcount(self) -> int:
+        """The rows the statement changed, or returned."""
+        count = self.result.command_tuples
+        return -1 if count is None else count
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._next >= self.result.ntuples:
+            return None
+        self._next += 1
+        return self.loader.load_row(self._next - 1, tuple)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        start, self._next = self._next, self.result.ntuples
+        return cast("list[tuple[Any, ...]]", self.loader.load_rows(start, self._next, tuple))
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+
+@mutable(eq=False)
+class _Prepared:
+    """The statements prepared on one connection (its session), by text and parameter types."""
+
+    names: dict[tuple[bytes, tuple[int, ...]], bytes] = attrs.field(factory=dict)
+    serial: int = 0
+
+
 #: `PgConnection`'s lease outside a transaction: not read yet.
 _UNREAD: Final = object()
+
+
+def _loader(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> Transformer:
+    """What turns `result`'s values into Python's, as a cursor of `conn` would."""
+    loader = psycopg.adapt.Transformer(conn)
+    loader.set_pgresult(result)
+    return loader
+
+
+def _pipeline_results(pg: pq.abc.PGconn, count: int) -> list[pq.abc.PGresult]:
+    """The results of the `count` queries sent in pipeline mode, up to its sync (blocking).
+
+    One result each (the last, should a query give several): a query after a failed one
+    has ``PIPELINE_ABORTED``.
+    """
+    poller = select.poll()
+    poller.register(pg.socket, select.POLLIN)
+    while pg.flush():  # what did not fit in the socket's buffer
+        writing = select.poll()
+        writing.register(pg.socket, select.POLLIN | select.POLLOUT)
+        writing.poll()
+        pg.consume_input()
+    results: list[pq.abc.PGresult] = []
+    last: pq.abc.PGresult | None = None
+    while True:
+        while pg.is_busy():
+            poller.poll()
+            pg.consume_input()
+        result = pg.get_result()
+        if result is None:  # the end of one query's results
+            if pg.status != pq.ConnStatus.OK:
+                raise psycopg.OperationalError(
+                    pg.get_error_message().strip() or "the connection to the server was lost"
+                )
+            if last is not None:
+                results.append(last)
+                last = None
+            continue
+        if result.status == pq.ExecStatus.PIPELINE_SYNC:
+            break
+        last = result
+    if len(results) != count:
+        raise psycopg.OperationalError(
+            f"the server sent {len(results)} results for {count} queries in one pipeline"
+        )
+    return results
 
 
 @mutable(eq=False)
@@ -251,8 +348,14 @@ class PgConnection:
     #: Checks of the lease waiting for the round trip that reads it (`check_lease`).
     _checks: list[Callable[[tuple[int, bool] | None], None]] = attrs.field(factory=list, init=False)
     #: Statements whose outcome nobody reads (savepoints), sent with the next statement.
-    _pending: list[str] = attrs.field(factory=list, init=False)
-    _begin: str = attrs.field(default="", init=False)
+    _pending: list[Statement] = attrs.field(factory=list, init=False)
+    _begin: list[Statement] = attrs.field(factory=list, init=False)
+    #: Each statement's text as the server takes it (``$1`` parameters), and how many it has.
+    _wire: dict[str, tuple[bytes, int]] = attrs.field(factory=dict, init=False)
+    #: What each connection of the pool has prepared (a new connection, nothing).
+    _prepared: weakref.WeakKeyDictionary[psycopg.Connection[Any], _Prepared] = attrs.field(
+        factory=weakref.WeakKeyDictionary, init=False
+    )
     #: False while a batch whose commit need not wait for the WAL flush runs (`lent`).
     _synced: bool = attrs.field(default=True, init=False)
     #: How many calls the batch being run has (`lent`), and how many of them have begun
@@ -299,23 +402,23 @@ class PgConnection:
             raise psycopg.OperationalError("no connection is lent to the store")
         return self._conn
 
-    def execute(self, sql: str, parameters: Any = ()) -> psycopg.Cursor[Any]:
+    def execute(self, sql: str, parameters: Any = ()) -> Rows:
         conn = self.connection()
         if sql == "BEGIN IMMEDIATE":
             self._reset()
             self._owed_begin = True
-            return cast(psycopg.Cursor[Any], None)
+            return cast(Rows, None)
         if sql.startswith(("SAVEPOINT ", "RELEASE ")):
             # Nothing is read of these, and they cannot fail in a transaction that works:
             # they go to the server with the statement after them, in its round trip.
             if sql.startswith("SAVEPOINT "):
                 self._begun += 1  # a batch's next call begins
-            self._pending.append(sql)
-            return cast(psycopg.Cursor[Any], None)
+            self._pending.append((sql, None))
+            return cast(Rows, None)
         if sql in ("COMMIT", "ROLLBACK"):
             if self._owed_begin:  # nothing of the transaction reached the server
                 self._reset()
-                return cast(psycopg.Cursor[Any], None)
+                return cast(Rows, None)
             self._lease = _UNREAD
             if sql == "ROLLBACK":
                 self._pending.clear()  # the savepoints go with the transaction
@@ -324,7 +427,7 @@ class PgConnection:
                 return self._commit_after_last(conn)
         return self._send(conn, sql, parameters)
 
-    def _commit_after_last(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    def _commit_after_last(self, conn: psycopg.Connection[Any]) -> Rows:
         """``COMMIT`` a batch of several calls with the last call's unread write before it.
 
         When that write fails, the transaction is left in error before its
@@ -338,7 +441,9 @@ class PgConnection:
             if conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.INERROR:
                 raise
             error = exc
-        conn.execute("ROLLBACK TO batch_call; RELEASE batch_call; COMMIT")
+        self._run(
+            conn, [("ROLLBACK TO batch_call", None), ("RELEASE batch_call", None), ("COMMIT", None)]
+        )
         raise LastCallUndone(error)
 
     def executemany(self, sql: str, rows: Any) -> None:
@@ -387,8 +492,7 @@ class PgConnection:
         if self._owed_begin:  # (not after a read: the transaction begins with a statement)
             self._send(conn, sql, parameters)
             return
-        cursor = psycopg.ClientCursor(conn)
-        self._pending.append(cursor.mogrify(cast(Any, self._translate(sql)), parameters))
+        self._pending.append((sql, parameters))
         self._unread = True
 
     def settle(self) -> None:
@@ -409,7 +513,7 @@ class PgConnection:
         self._checks.clear()
         self._pending.clear()
 
-    def _begin_text(self) -> str:
+    def _begin_statements(self) -> list[Statement]:
         """``BEGIN``, the write lock, and this member's lease (the third result).
 
         The lease is read by a statement of its own after the lock's, so that it
@@ -417,40 +521,31 @@ class PgConnection:
         READ COMMITTED transaction sees what was committed before it started).
         """
         if not self._begin:
-            runner = self.runner.replace("'", "''")
-            self._begin = (
-                f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key}); "
-                f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = '{runner}'"
-            )
+            self._begin = [
+                ("BEGIN", None),
+                (f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {self.lock_key})", None),
+                (f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = ?", (self.runner,)),
+            ]
         if not self._synced:
-            # After the lease's statement, so that its result stays the third; LOCAL: for
-            # this transaction only, so the connection's next one is synced again.
-            return f"{self._begin}; SET LOCAL synchronous_commit TO off"
-        return self._begin
+            # LOCAL: for this transaction only, so the connection's next one is synced again.
+            return [*self._begin, ("SET LOCAL synchronous_commit TO off", None)]
+        return list(self._begin)
 
-    def _send(
-        self, conn: psycopg.Connection[Any], sql: str, parameters: Any
-    ) -> psycopg.Cursor[Any]:
+    def _send(self, conn: psycopg.Connection[Any], sql: str, parameters: Any) -> Rows:
         """`sql` after what is owed (the transaction's beginning, savepoints): one round trip.
 
-        With something owed, the statements go as one simple query, `sql`'s
-        parameters bound here. A statement that fails leaves the ones before it
-        done (a savepoint set stays set), as when each went on its own.
+        A statement that fails leaves the ones before it done (a savepoint set
+        stays set), as when each went on its own, and the ones after it not run.
         """
         begin = self._owed_begin
-        if not begin and not self._pending:
-            if not parameters:  # no placeholders to fill: the text goes as it is
-                return conn.execute(cast(Any, sql))
-            return conn.execute(cast(Any, self._translate(sql)), parameters)
-        parts = [self._begin_text()] if begin else []
-        parts += self._pending
+        statements = self._begin_statements() if begin else []
+        statements += self._pending
         if sql:
-            parts.append(self._translate(sql) if parameters else sql)
+            statements.append((sql, parameters or None))
         self._pending.clear()
         self._owed_begin = self._unread = False
-        cursor = psycopg.ClientCursor(conn)
         try:
-            cursor.execute(cast(Any, "; ".join(parts)), parameters or None)
+            results = self._run(conn, statements)
         except psycopg.OperationalError as exc:
             self._checks.clear()
             if begin and conn.broken:  # nothing was done: the batch may go again elsewhere
@@ -460,17 +555,86 @@ class PgConnection:
             self._checks.clear()  # the call fails: its checks are moot
             raise
         if begin:
-            cursor.nextset()
-            cursor.nextset()
-            row = cursor.fetchone()
+            row = results[2].fetchone()
             lease = None if row is None else (int(row[0]), bool(row[1]))
             self._lease = lease
             checks, self._checks = self._checks, []
             for check in checks:
                 check(lease)
-        while cursor.nextset():
-            pass
-        return cast(psycopg.Cursor[Any], cursor)
+        return results[-1]
+
+    def _run(self, conn: psycopg.Connection[Any], statements: list[Statement]) -> list[Rows]:
+        """Send `statements` in one pipeline (one round trip); their results, in order.
+
+        Each goes as a statement of its own in the extended protocol, prepared
+        on the connection the first time it is sent (`PREPARED_MAX` at most), so
+        that the server parses and plans it once. Parameters go as text, in the
+        types their values have. The first error is raised once every result
+        came back; the statements after it were not run.
+        """
+        pg = conn.pgconn
+        prepared = self._prepared.get(conn)
+        if prepared is None:
+            prepared = self._prepared[conn] = _Prepared()
+        dumper = psycopg.adapt.Transformer(conn)
+        #: What went, in order: a prepare (the key and name it makes), or a statement (None).
+        sent: list[tuple[tuple[bytes, tuple[int, ...]], bytes] | None] = []
+        pg.enter_pipeline_mode()
+        try:
+            for text, values in statements:
+                query, count = self._wire_text(text)
+                if count:
+                    params = dumper.dump_sequence(values, [PyFormat.TEXT] * count)
+                    types = tuple(dumper.types or ())
+                else:
+                    params, types = None, ()
+                key = (query, types)
+                name = prepared.names.get(key)
+                if name is None and len(prepared.names) + len(sent) < PREPARED_MAX:
+                    name = b"agentrt_%d" % prepared.serial
+                    prepared.serial += 1
+                    pg.send_prepare(name, query, param_types=types or None)
+                    sent.append((key, name))
+                if name is None:
+                    pg.send_query_params(query, params, param_types=types or None)
+                else:
+                    pg.send_query_prepared(name, params)
+                sent.append(None)
+            pg.pipeline_sync()
+            results = _pipeline_results(pg, len(sent))
+        finally:
+            if pg.status == pq.ConnStatus.OK and pg.pipeline_status != pq.PipelineStatus.OFF:
+                with contextlib.suppress(psycopg.Error):
+                    pg.exit_pipeline_mode()
+        error: pq.abc.PGresult | None = None
+        rows: list[Rows] = []
+        for made, result in zip(sent, results, strict=True):
+            status = result.status
+            if status == pq.ExecStatus.FATAL_ERROR and error is None:
+                error = result
+            if made is not None:  # a prepare: kept once the server made it
+                if status == pq.ExecStatus.COMMAND_OK:
+                    prepared.names[made[0]] = made[1]
+            else:
+                rows.append(Rows(result, _loader(conn, result)))
+        if error is not None:
+            raise psycopg.errors.error_from_result(error, encoding=conn.info.encoding)
+        return rows
+
+    def _wire_text(self, sql: str) -> tuple[bytes, int]:
+        """`sql` with its ``?`` parameters numbered as the server takes them, and their count."""
+        found = self._wire.get(sql)
+        if found is None:
+            count = 0
+
+            def number(_: re.Match[str]) -> str:
+                nonlocal count
+                count += 1
+                return f"${count}"
+
+            text = _PARAMETER.sub(number, sql)
+            found = self._wire[sql] = (text.encode(), count)
+        return found
 
     def _translate(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -512,7 +676,14 @@ def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
     """
     pool: ConnectionPool[Any] = ConnectionPool(
         conninfo,
-        kwargs={"autocommit": True, "connect_timeout": 2, "application_name": name[:63]},
+        # Statements are prepared by the store itself (`PgConnection._run`): psycopg's own
+        # preparing would deallocate every prepared statement at a rollback.
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": 2,
+            "application_name": name[:63],
+            "prepare_threshold": None,
+        },
         min_size=1,
         max_size=1,
         open=False,
