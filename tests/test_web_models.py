@@ -25,6 +25,7 @@ from .test_web_page import send_and_wait
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+    from playwright.sync_api import Route
 
 pytestmark = [pytest.mark.e2e, needs_chromium]
 
@@ -159,9 +160,33 @@ def regenerate_and_edit(page: Page, site: Site) -> dict[str, Any]:
     # Regenerate with another model: the last reply is replaced, the rest stays.
     replay = page.locator("#model option").nth(1).get_attribute("value")
     assert replay is not None
-    page.locator("#model").select_option(replay)
+    # The choice is held on its way to the server while regenerate is clicked: the
+    # regenerate waits for it (none reaches the server before), and runs with the model
+    # chosen.
+    held: list[Route] = []
+    early: list[str] = []
+
+    def hold_the_choice(route: Route) -> None:
+        request = route.request
+        if request.method == "PUT" and request.url.endswith("/model"):
+            held.append(route)
+            return
+        if held and request.url.endswith("/regenerate"):
+            early.append(request.url)
+        route.continue_()
+
+    page.route("**/model", hold_the_choice)
+    page.route("**/regenerate", hold_the_choice)
+    with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith("/model")):
+        page.locator("#model").select_option(replay)
     expect(page.locator("#model")).to_have_value(replay)
     regenerate.click()
+    page.evaluate("0")  # a round trip more: a request the click sent has reached the route
+    assert len(held) == 1 and not early, early
+    choice = held.pop()
+    choice.continue_()
+    page.unroute("**/model")
+    page.unroute("**/regenerate")
     expect(page.locator("#log .msg.assistant").last).to_have_text("replayed 1")
     expect(page.locator("#send")).to_be_enabled()
     regenerated = {"user": texts(page, "user"), "assistant": texts(page, "assistant")}

@@ -35,6 +35,7 @@ const state = {
   loaded: new Set(), // session ids whose stored messages were read into their log
   models: null, // {models, default} from GET /v1/models; null until read (or no such route)
   modelOf: new Map(), // session id -> the model it runs with, as the server said
+  choosing: new Map(), // session id -> its model choice on its way (settles when answered)
   editing: null, // the session whose last message the composer is editing, if any
 };
 
@@ -338,12 +339,19 @@ async function chooseModel(name) {
   // A new chat gets its id now: the model is kept with it on the server.
   if (!state.current) showSession(newSessionId());
   const sid = state.current;
+  const put = api("PUT", sessionPath(sid) + "/model", { model: name });
+  // A run, regenerate, edit or resume asked for meanwhile waits for it (`startRequest`):
+  // sent at once, it could reach the server first and run with the model chosen before.
+  const settled = put.then(() => {}, () => {});
+  state.choosing.set(sid, settled);
   try {
-    const data = await api("PUT", sessionPath(sid) + "/model", { model: name });
+    const data = await put;
     state.modelOf.set(sid, data.model);
     notice("");
   } catch (error) {
     notice(error.message);
+  } finally {
+    if (state.choosing.get(sid) === settled) state.choosing.delete(sid);
   }
   if (sid === state.current) renderModels();
 }
@@ -977,6 +985,7 @@ async function startRequest(sid, path, body) {
   state.sending.add(sid);
   renderRunState();
   try {
+    await state.choosing.get(sid); // the model chosen just before runs this
     const started = await api("POST", path, body);
     if (!state.ended.has(started.task_hash) && !state.runs.has(sid)) {
       state.runs.set(sid, {
