@@ -237,8 +237,11 @@ class Rows:
     """A statement's result as the store reads it (of a `sqlite3.Cursor`): rows, `rowcount`."""
 
     result: pq.abc.PGresult = attrs.field(repr=False)
-    loader: Transformer = attrs.field(repr=False)
+    conn: psycopg.Connection[Any] = attrs.field(repr=False)
     _next: int = attrs.field(default=0, init=False)
+    #: What turns the values into Python's, as a cursor would: made at the first read
+    #: (most results, a BEGIN's, a savepoint's, an UPDATE's, are never read).
+    _loader: Transformer | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def rowcount(self) -> int:
@@ -250,14 +253,20 @@ class Rows:
         if self._next >= self.result.ntuples:
             return None
         self._next += 1
-        return self.loader.load_row(self._next - 1, tuple)
+        return self._loaded().load_row(self._next - 1, tuple)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         start, self._next = self._next, self.result.ntuples
-        return cast("list[tuple[Any, ...]]", self.loader.load_rows(start, self._next, tuple))
+        return cast("list[tuple[Any, ...]]", self._loaded().load_rows(start, self._next, tuple))
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchall())
+
+    def _loaded(self) -> Transformer:
+        if self._loader is None:
+            self._loader = psycopg.adapt.Transformer(self.conn)
+            self._loader.set_pgresult(self.result)
+        return self._loader
 
 
 @mutable(eq=False)
@@ -272,13 +281,6 @@ class _Prepared:
 _UNREAD: Final = object()
 
 
-def _loader(conn: psycopg.Connection[Any], result: pq.abc.PGresult) -> Transformer:
-    """What turns `result`'s values into Python's, as a cursor of `conn` would."""
-    loader = psycopg.adapt.Transformer(conn)
-    loader.set_pgresult(result)
-    return loader
-
-
 def _pipeline_results(pg: pq.abc.PGconn, count: int) -> list[pq.abc.PGresult]:
     """The results of the `count` queries sent in pipeline mode, up to its sync (blocking).
 
@@ -286,12 +288,11 @@ def _pipeline_results(pg: pq.abc.PGconn, count: int) -> list[pq.abc.PGresult]:
     has ``PIPELINE_ABORTED``.
     """
     poller = select.poll()
-    poller.register(pg.socket, select.POLLIN)
+    poller.register(pg.socket, select.POLLIN | select.POLLOUT)
     while pg.flush():  # what did not fit in the socket's buffer
-        writing = select.poll()
-        writing.register(pg.socket, select.POLLIN | select.POLLOUT)
-        writing.poll()
+        poller.poll()
         pg.consume_input()
+    poller.modify(pg.socket, select.POLLIN)
     results: list[pq.abc.PGresult] = []
     last: pq.abc.PGresult | None = None
     while True:
@@ -579,6 +580,7 @@ class PgConnection:
         dumper = psycopg.adapt.Transformer(conn)
         #: What went, in order: a prepare (the key and name it makes), or a statement (None).
         sent: list[tuple[tuple[bytes, tuple[int, ...]], bytes] | None] = []
+        making = 0  # prepares in this pipeline
         pg.enter_pipeline_mode()
         try:
             for text, values in statements:
@@ -590,9 +592,10 @@ class PgConnection:
                     params, types = None, ()
                 key = (query, types)
                 name = prepared.names.get(key)
-                if name is None and len(prepared.names) + len(sent) < PREPARED_MAX:
+                if name is None and len(prepared.names) + making < PREPARED_MAX:
                     name = b"agentrt_%d" % prepared.serial
                     prepared.serial += 1
+                    making += 1
                     pg.send_prepare(name, query, param_types=types or None)
                     sent.append((key, name))
                 if name is None:
@@ -616,7 +619,7 @@ class PgConnection:
                 if status == pq.ExecStatus.COMMAND_OK:
                     prepared.names[made[0]] = made[1]
             else:
-                rows.append(Rows(result, _loader(conn, result)))
+                rows.append(Rows(result, conn))
         if error is not None:
             raise psycopg.errors.error_from_result(error, encoding=conn.info.encoding)
         return rows
