@@ -145,6 +145,63 @@ async def test_the_model_picker_lists_the_models_and_sets_a_chats(
     assert seen["other"] and seen["other"] != ["replayed 0"]
 
 
+def pick_twice_quickly(page: Page, site: Site) -> dict[str, Any]:
+    """Two models picked one after the other while the first pick is on its way."""
+    from playwright.sync_api import expect
+
+    picker = page.locator("#model")
+    expect(picker).to_be_visible()
+    replay = picker.locator("option").nth(1).get_attribute("value")
+    assert replay is not None
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        if route.request.method == "PUT":
+            held.append(route)
+            return
+        route.continue_()
+
+    page.route("**/model", hold)
+    with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith("/model")):
+        picker.select_option(replay)
+    session = page.locator("#session-title").inner_text()
+    picker.select_option("scripted")
+    page.evaluate("0")  # a round trip more: a request the pick sent has reached the route
+    sent_while_held = len(held)
+    if sent_while_held == 1:
+        with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith("/model")):
+            held[0].continue_()
+        # While the second pick is on its way the picker shows it, not the first's answer.
+        expect(picker).to_have_value("scripted")
+        held[1].continue_()
+    else:  # both on their way at once: the server may take them last first, as here
+        for route in reversed(held):
+            route.continue_()
+    sent = [json.loads(route.request.post_data or "{}") for route in held]
+    page.unroute("**/model")
+    send_and_wait(page, "which model?")
+    return {
+        "session": session,
+        "sent_while_held": sent_while_held,
+        "sent": sent,
+        "picked": picker.input_value(),
+        "answer": texts(page, "assistant"),
+    }
+
+
+async def test_two_quick_picks_reach_the_server_in_order_and_the_last_one_holds(
+    runtime: Runtime,
+) -> None:
+    seen = await in_browser(runtime, pick_twice_quickly, viewport=DESKTOP)
+    # The second choice waited for the first: never two on their way at once, so the
+    # server cannot take them in the other order.
+    assert seen["sent_while_held"] == 1
+    assert seen["sent"] == [{"model": replay_of(runtime)}, {"model": "scripted"}]
+    assert seen["picked"] == "scripted"
+    assert await runtime.executor.session_model(seen["session"]) == "scripted"
+    assert seen["answer"] and seen["answer"] != ["replayed 0"]
+
+
 # -- regenerate and edit ----------------------------------------------------------------------
 
 

@@ -339,7 +339,10 @@ async function chooseModel(name) {
   // A new chat gets its id now: the model is kept with it on the server.
   if (!state.current) showSession(newSessionId());
   const sid = state.current;
-  const put = api("PUT", sessionPath(sid) + "/model", { model: name });
+  // Choices go one after another: two sent at once could reach the server in either
+  // order, and the chat keep the one picked first while the picker shows the last.
+  const before = state.choosing.get(sid) || Promise.resolve();
+  const put = before.then(() => api("PUT", sessionPath(sid) + "/model", { model: name }));
   // A run, regenerate, edit or resume asked for meanwhile waits for it (`startRequest`):
   // sent at once, it could reach the server first and run with the model chosen before.
   const settled = put.then(() => {}, () => {});
@@ -350,9 +353,10 @@ async function chooseModel(name) {
     notice("");
   } catch (error) {
     notice(error.message);
-  } finally {
-    if (state.choosing.get(sid) === settled) state.choosing.delete(sid);
   }
+  // A later choice on its way has the last word: the picker shows it meanwhile.
+  if (state.choosing.get(sid) !== settled) return;
+  state.choosing.delete(sid);
   if (sid === state.current) renderModels();
 }
 
