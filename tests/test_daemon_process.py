@@ -103,6 +103,25 @@ async def test_sigterm_mid_run_keeps_the_task_and_a_restarted_daemon_resumes_it(
             assert await process.wait() == 0
 
 
+async def test_sigusr1_writes_every_threads_stack_and_the_daemon_goes_on(folder: Path) -> None:
+    socket_path = folder / "run" / "daemon.sock"
+    with trio.fail_after(TIMEOUT):
+        async with daemon_process(folder) as process:
+            assert process.stderr is not None
+            process.send_signal(signal.SIGUSR1)
+            # The Trio thread's stack, from the daemon's entry down to where it waits.
+            said = await read_past(process.stderr, b"apps/daemon.py")
+            assert b"(most recent call first)" in said
+            assert b"Current thread" in said or b"Thread 0x" in said
+            assert process.returncode is None
+            async with await Client.connect(socket_path) as client:
+                await client.send(Run("hello"))
+                ended = await client.wait_for(EndedFrame)
+                assert ended.outcome is Outcome.FINISHED
+            process.send_signal(signal.SIGTERM)
+            assert await process.wait() == 0
+
+
 async def test_a_second_daemon_process_says_so_and_exits_non_zero(folder: Path) -> None:
     with trio.fail_after(TIMEOUT):
         async with daemon_process(folder) as first:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import faulthandler
+import io
+import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -118,7 +122,9 @@ def _parser() -> argparse.ArgumentParser:
             "is; 'agentrt daemon stop' (or SIGTERM, or Ctrl+C) stops it gracefully: runs "
             "end with cause 'shutdown' and their pending tasks are kept. Settings come from "
             "the flags, the environment and the configuration file, in that order: "
-            "'agentrt config show' prints them."
+            "'agentrt config show' prints them. SIGUSR1 writes where each of its threads "
+            "stands (their Python stacks) to its standard error and changes nothing: what "
+            "a daemon that does not answer is waiting on."
         ),
     )
     parser.add_argument(
@@ -172,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     socket_path: Path = args.socket or default_socket_path()
     state_dir = settings.state_dir.value
     configure_logging(state_dir, verbose=args.verbose)
+    _dump_stacks_on_sigusr1()
     # One daemon per state dir, whatever its socket: taken before the store is opened,
     # held until the process ends (the kernel drops it if the daemon dies).
     lock = DaemonLock(state_dir)
@@ -193,6 +200,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         lock.release()
     return status
+
+
+def _dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID`` writes every thread's Python stack to stderr; the daemon goes on.
+
+    From the interpreter's own signal handler (`faulthandler`), so it answers
+    even while the Trio thread is stuck in a call that never returns. Only
+    file names, lines and function names are written: no values, no secrets.
+    Without a standard error to write to (closed, or not a file), there is none.
+    """
+    with contextlib.suppress(AttributeError, RuntimeError, ValueError, io.UnsupportedOperation):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
 
 async def _amain(
