@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import AsyncIterator
 from collections.abc import Callable
@@ -254,6 +255,30 @@ class DaemonProcess:
         assert self.process is not None
         with trio.fail_after(STEP_TIMEOUT):
             await self.process.wait()
+
+    def stacks(self, within: float = 5.0) -> str:
+        """Every thread's stack of the running daemon (its SIGUSR1), as its stderr gave them.
+
+        Blocking, for a suite's worker thread: the log is written by the Trio thread
+        (`start`'s pump). What the daemon wrote since the signal, once it has written its
+        entry's frame or `within` seconds have passed; "" without a live daemon.
+        """
+        if self.process is None or self.process.returncode is not None:
+            return ""
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + within
+        said = b""
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                now = log.read()
+            if now == said and b"(most recent call first)" in said:
+                break  # written, and nothing more came for a while
+            said = now
+            time.sleep(0.1)  # the daemon writes, another thread copies: nothing to wait on
+        return said.decode("utf-8", "replace")
 
     async def kill_alone(self) -> None:
         """SIGKILL the daemon process only (not its group) and reap it."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -555,13 +556,16 @@ def fuzz_http(
     canary: Callable[[], None],
     closed_connections: list[str],
     big: Big = "never",
+    diagnose: Callable[[], str] | None = None,
 ) -> int:
     """Every route with odd paths, headers and bodies: 4xx in the JSON error shape, never 5xx.
 
     A request that found its kept-alive connection closed by the server is
-    sent again on a new one and noted in `closed_connections`.
+    sent again on a new one and noted in `closed_connections`. A request the
+    server does not answer fails with what `diagnose` finds then (once).
     """
     count = 0
+    diagnosed: list[str] = []
     client = httpx.Client(base_url=base, timeout=30.0)
 
     @_settings(examples, seed)
@@ -610,10 +614,14 @@ def fuzz_http(
         try:
             response = client.send(request)
         except httpx.TimeoutException as exc:
-            # Named in full, so that the failure says which request the server sat on.
+            # Named in full, so that the failure says which request the server sat on, and
+            # what the server was doing then.
+            if diagnose is not None and not diagnosed:
+                diagnosed.append(diagnose())
             raise AssertionError(
                 f"{method} {path} ({len(content)} bytes of body, content type {ctype!r}, "
-                f"auth {auth}): no answer within {client.timeout.read}s ({exc!r})"
+                f"auth {auth}): no answer within {client.timeout.read}s ({exc!r}); "
+                + (diagnosed[0] if diagnosed else "")
             ) from None
         except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError) as exc:
             if len(content) > 1024 * 1024:
@@ -663,6 +671,37 @@ def fuzz_http(
     finally:
         client.close()
     return count
+
+
+#: The TCP states of /proc/net/tcp that a server's connection can be in, by their number.
+_TCP_STATES = {
+    "01": "established",
+    "02": "syn-sent",
+    "03": "syn-recv",
+    "04": "fin-wait-1",
+    "05": "fin-wait-2",
+    "06": "time-wait",
+    "08": "close-wait",
+    "09": "last-ack",
+    "0A": "listen",
+    "0B": "closing",
+}
+
+
+def tcp_states(port: int) -> dict[str, int]:
+    """How many of this machine's TCP sockets on local `port` are in each state (Linux)."""
+    counts: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and int(fields[1].rpartition(":")[2], 16) == port:
+                state = _TCP_STATES.get(fields[3], fields[3])
+                counts[state] = counts.get(state, 0) + 1
+    return counts
 
 
 def fuzz_raw_http(host: str, port: int, examples: int, seed: int) -> int:
@@ -759,6 +798,29 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
                 assert response.status_code == 200, f"the HTTP canary got {response.status_code}"
                 canary.ping()
 
+            def diagnose_http() -> str:
+                # Whether the server answers anyone, what it holds, and where it stands.
+                begun = time.monotonic()
+                try:
+                    answer = httpx.get(
+                        f"{base}/v1/sessions",
+                        headers={"authorization": f"Bearer {token}"},
+                        timeout=5.0,
+                    )
+                    fresh = (
+                        f"a new connection was answered {answer.status_code} in "
+                        f"{time.monotonic() - begun:.2f}s"
+                    )
+                except httpx.HTTPError as exc:
+                    fresh = f"a new connection was not answered either ({exc!r})"
+                held = tcp_states(int(port))
+                stacks = daemon.stacks()
+                print(f"stress: fuzz: the daemon's threads then:\n{stacks}", file=sys.stderr)
+                return (
+                    f"{fresh}; the server's connections by state: {held or 'none'}; its "
+                    f"threads' stacks are printed above ({len(stacks.splitlines())} lines)"
+                )
+
             def blocking() -> None:
                 path = daemon.socket_path
                 attempt("socket", lambda: fuzz_socket(path, quotas["socket"], seed, canary))
@@ -766,7 +828,13 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
                 attempt(
                     "http",
                     lambda: fuzz_http(
-                        base, token, quotas["http"], seed, http_canary, closed_connections
+                        base,
+                        token,
+                        quotas["http"],
+                        seed,
+                        http_canary,
+                        closed_connections,
+                        diagnose=diagnose_http,
                     ),
                 )
                 if big_numbers:
@@ -784,6 +852,7 @@ async def run_fuzz(total: int, seed: int, *, big_numbers: bool = True) -> SuiteR
                             http_canary,
                             closed_connections,
                             "always",
+                            diagnose=diagnose_http,
                         ),
                     )
                     attempt(

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import trio
+from stress._common import DaemonProcess
 from stress._common import TrackedDaemon
 from stress._common import inprocess_daemon
 from stress.fuzz import _big_numbers_socket
 from stress.fuzz import _Canary
+from stress.fuzz import tcp_states
 
 from agentrt import Runtime
 from agentrt.protocol.client import Client
@@ -87,3 +89,41 @@ async def test_integers_of_5000_digits_get_error_frames_and_no_other_connection_
         finally:
             canary.conn.close()
     assert sent > 20
+
+
+# -- what a failure of the HTTP fuzzing says of the server --------------------------------
+
+
+async def test_tcp_states_count_a_servers_listening_and_accepted_sockets() -> None:
+    listener = trio.socket.socket()
+    with listener:
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert tcp_states(port) == {"listen": 1}
+        with trio.socket.socket() as client:
+            await client.connect(("127.0.0.1", port))
+            accepted, _ = await listener.accept()
+            with accepted:
+                assert tcp_states(port) == {"listen": 1, "established": 1}
+                await client.send(b"x")
+                client.close()
+                assert await accepted.recv(10) == b"x"
+                assert await accepted.recv(10) == b""  # the client hung up; we did not
+                assert tcp_states(port) == {"listen": 1, "close-wait": 1}
+
+
+async def test_a_daemon_process_tells_where_its_threads_stand(short_dir: Path) -> None:
+    (short_dir / "work").mkdir()
+    daemon = DaemonProcess(
+        short_dir / "d.sock", short_dir / "state", short_dir / "work", short_dir / "d.log"
+    )
+    async with trio.open_nursery() as nursery:
+        await daemon.start(nursery)
+        try:
+            stacks = await trio.to_thread.run_sync(daemon.stacks)
+        finally:
+            await daemon.terminate()
+    assert "(most recent call first)" in stacks
+    assert "apps/daemon.py" in stacks and "trio" in stacks
+    assert stacks in daemon.log_text()
