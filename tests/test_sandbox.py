@@ -304,6 +304,62 @@ async def test_a_command_that_leaves_its_group_dies_with_the_sandbox(tmp_path: P
         assert await poll(lambda: not running())
 
 
+def test_a_restricted_root_is_bound_again_only_where_something_writable_meets_it(
+    tmp_path: Path,
+) -> None:
+    # The host's / is bound read-only with every mount under it: a restricted root that
+    # no writable mount (the working folder, the private /tmp) is at, above or below is
+    # read-only already, and is not bound again (a mount fewer at every call).
+    work = tmp_path / "work"
+    inside = work / "keys"
+    inside.mkdir(parents=True)
+    open_root = Path(tempfile.mkdtemp(prefix="agentrt-open-", dir="/var/tmp"))
+    try:
+        argv = Sandbox.detect().wrap(
+            ["true"],
+            workdir=work,
+            restricted=[Path("/etc"), Path("/usr"), inside, tmp_path, open_root],
+            writable=[open_root],
+            network=True,
+        )
+    finally:
+        open_root.rmdir()
+    binds = {(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].endswith("bind")}
+    assert ("--ro-bind", "/etc") not in binds and ("--ro-bind", "/usr") not in binds
+    # Below the working folder, and above it (under the private /tmp as well): bound again.
+    assert ("--ro-bind", str(inside.resolve())) in binds
+    assert ("--ro-bind", str(tmp_path.resolve())) in binds
+    assert ("--bind", str(open_root.resolve())) in binds
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
+async def test_a_restricted_root_that_is_a_mount_of_its_own_stays_read_only(
+    tmp_path: Path,
+) -> None:
+    from agentrt.agent.toolproc import run_tool
+
+    mount = Path(tempfile.mkdtemp(prefix="agentrt-mnt-", dir="/var/tmp"))
+    await trio.run_process(["mount", "-t", "tmpfs", "tmpfs", str(mount)])
+    try:
+        (mount / "kept").write_text("as it was")
+        argv = Sandbox.detect().wrap(
+            ["sh", "-c", f"echo x > {mount}/kept; echo x > {mount}/new; cat {mount}/kept"],
+            workdir=tmp_path,
+            restricted=[mount],
+            network=False,
+        )
+        assert str(mount) not in argv[: argv.index("--")]  # read-only with the host's /
+        with trio.fail_after(20):
+            out = await run_tool(argv, cwd=tmp_path)
+        assert out.output.count(b"Read-only file system") == 2, out.output
+        assert out.output.endswith(b"as it was")
+        assert (mount / "kept").read_text() == "as it was"
+        assert not (mount / "new").exists()
+    finally:
+        await trio.run_process(["umount", str(mount)])
+        os.rmdir(mount)
+
+
 # -- the modes: missing, off, and what the configuration says ------------------------
 
 

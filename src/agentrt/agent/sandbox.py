@@ -186,6 +186,10 @@ class Sandbox:
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
             if not root.exists():
                 continue
+            if root not in open_roots and not _related(root, (PRIVATE_TMP, workdir)):
+                # Read-only already: the host's / is bound so with every mount under it,
+                # and nothing writable is bound at, above or below it (one mount fewer).
+                continue
             args += ["--bind" if root in open_roots else "--ro-bind", str(root), str(root)]
             seen.append(root)
         covered: list[Path] = []
@@ -223,6 +227,11 @@ def runtime_roots() -> tuple[Path, ...]:
     here = Path(__file__).resolve().parents[2]  # the folder agentrt was imported from
     found = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), here)
     return tuple(dict.fromkeys(p.resolve() for p in found))
+
+
+def _related(path: Path, others: Iterable[Path]) -> bool:
+    """Whether `path` is one of `others`, or inside one, or holds one."""
+    return any(path == o or path in o.parents or o in path.parents for o in others)
 
 
 def _visible(path: Path, bound: Sequence[Path]) -> bool:
