@@ -314,22 +314,26 @@ def test_a_restricted_root_is_bound_again_only_where_something_writable_meets_it
     inside = work / "keys"
     inside.mkdir(parents=True)
     open_root = Path(tempfile.mkdtemp(prefix="agentrt-open-", dir="/var/tmp"))
+    within_open = open_root / "kept"
+    within_open.mkdir()
     try:
         argv = Sandbox.detect().wrap(
             ["true"],
             workdir=work,
-            restricted=[Path("/etc"), Path("/usr"), inside, tmp_path, open_root],
+            restricted=[Path("/etc"), Path("/usr"), inside, tmp_path, open_root, within_open],
             writable=[open_root],
             network=True,
         )
     finally:
-        open_root.rmdir()
-    binds = {(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].endswith("bind")}
+        shutil.rmtree(open_root)
+    binds = [(argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].endswith("bind")]
     assert ("--ro-bind", "/etc") not in binds and ("--ro-bind", "/usr") not in binds
     # Below the working folder, and above it (under the private /tmp as well): bound again.
     assert ("--ro-bind", str(inside.resolve())) in binds
     assert ("--ro-bind", str(tmp_path.resolve())) in binds
-    assert ("--bind", str(open_root.resolve())) in binds
+    # A root made writable, and a restricted one inside it bound read-only after it.
+    made_writable = binds.index(("--bind", str(open_root.resolve())))
+    assert binds.index(("--ro-bind", str(within_open.resolve()))) > made_writable
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a file system needs root")
