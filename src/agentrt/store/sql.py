@@ -326,12 +326,18 @@ def page_query(
 ) -> tuple[str, list[Any]]:
     """The query of `page_rows` (one row more than `limit`) and its parameters.
 
-    `where`, when given, is one more condition every row must meet.
+    `where`, when given, is one more condition every row must meet. With no
+    `prefix`, no pattern is matched: ``LIKE '%'`` holds for any session id but
+    NULL, at the cost of a match per row.
     """
-    sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
+    args: list[Any] = []
+    if prefix:
+        sql = f"{select} WHERE {table}session_id LIKE ? ESCAPE '\\'"
+        args.append(_like(prefix))
+    else:
+        sql = f"{select} WHERE {table}session_id IS NOT NULL"
     if where:
         sql += f" AND ({where})"
-    args: list[Any] = [_like(prefix)]
     if after is not None:
         # The bound on updated_at alone lets the index seek to the cursor (a page
         # deep in a long listing costs what the first does); the rest breaks ties.

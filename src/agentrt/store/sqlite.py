@@ -164,10 +164,6 @@ _LINES_SELECT = (
     "CASE WHEN status <> 'running' AND line IS NOT NULL THEN CAST(updated_at AS INTEGER) "
     "ELSE session_id END FROM tasks"
 )
-#: `_LINES_SELECT` of every task, in `page_query`'s order. ``LIKE '%'``, which it asks for
-#: the prefix ``""``, holds for any session id but NULL at the cost of a match per row
-#: (half a millisecond of the six SQLite takes for 10,000 rows).
-_ALL_LINES = f"{_LINES_SELECT} WHERE session_id IS NOT NULL ORDER BY updated_at DESC, session_id"
 #: The query of `TaskStore.line_page`: a row's line as `_LINES_SELECT` reads it, the second
 #: of its last change, its session id, and the time a page's cursor names (a row whose time
 #: is no number has no line: it is read in full).
@@ -289,8 +285,7 @@ class TaskStore(SqlStore):
         """
 
         def read(db: sqlite3.Connection) -> list[str]:
-            query = page_query(_LINES_SELECT, "", prefix, None, None) if prefix else (_ALL_LINES,)
-            rows = db.execute(*query)
+            rows = db.execute(*page_query(_LINES_SELECT, "", prefix, None, None))
             out: list[str | None] = []
             add = out.append
             others: list[tuple[int, Any]] = []
