@@ -45,6 +45,7 @@ from agentrt.store.ledger import stop_entries
 from agentrt.store.sql import SqlStore
 from agentrt.store.sqlite import SCHEMA_VERSION
 from agentrt.store.sqlite import marker_path
+from agentrt.store.writer import Done
 from agentrt.vocab.stops import CallState
 from agentrt.vocab.stops import StopKind
 
@@ -168,6 +169,85 @@ async def test_a_closed_store_says_so(store: Store) -> None:
     await store.aclose()
     with pytest.raises(StoreError, match="is closed"):
         await store.load("cli-1")
+
+
+async def test_a_caller_cancelled_while_its_call_runs_waits_for_it_then_sees_the_cancel(
+    store: Store,
+) -> None:
+    # Once queued, a call runs; its caller hears how it went, and only then the cancel (at its
+    # next checkpoint): nobody is told a write failed that happened.
+    assert isinstance(store, SqlStore)
+    entered, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def slow(db: Any) -> str:
+        entered.set()
+        release.wait()
+        return "written"
+
+    async def caller() -> None:
+        with trio.CancelScope() as scope:
+            outer.append(scope)
+            seen.append(await store._run(slow))
+            seen.append("no cancel seen")
+            await trio.lowlevel.checkpoint()
+            seen.append("past the checkpoint")
+        seen.append(f"cancelled caught: {scope.cancelled_caught}")
+
+    outer: list[trio.CancelScope] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(caller)
+        await trio.to_thread.run_sync(entered.wait)
+        outer[0].cancel()
+        try:
+            await trio.testing.wait_all_tasks_blocked()
+            assert seen == []  # still waiting for its call, cancelled or not
+        finally:
+            release.set()
+    assert seen == ["written", "no cancel seen", "cancelled caught: True"]
+
+
+async def test_done_wakes_every_waiter_and_only_a_cancellable_wait_ends_at_a_cancel() -> None:
+    done = Done()
+    seen: list[str] = []
+    scopes: list[trio.CancelScope] = []
+
+    async def unstoppable() -> None:
+        with trio.CancelScope() as scope:
+            scopes.append(scope)
+            await done.wait(cancellable=False)
+            seen.append("unstoppable woken")
+            await trio.lowlevel.checkpoint()
+            seen.append("past the checkpoint")
+        seen.append(f"then cancelled: {scope.cancelled_caught}")
+
+    async def plain() -> None:
+        await done.wait()
+        seen.append("plain woken")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(unstoppable)
+        nursery.start_soon(plain)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await done.wait()  # cancellable: the cancel ends it
+        assert scope.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        scopes[0].cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == []
+        done.set()
+    assert sorted(seen) == ["plain woken", "then cancelled: True", "unstoppable woken"]
+    # Done already: a wait is a checkpoint, where only a cancellable one sees a cancel.
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await done.wait(cancellable=False)
+        seen.append("uncancellable wait returned")
+    assert not scope.cancelled_caught and seen[-1] == "uncancellable wait returned"
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await done.wait()
+    assert scope.cancelled_caught
 
 
 async def test_resuming_an_unknown_session_is_a_clear_error(any_runtime: Runtime) -> None:

@@ -257,7 +257,7 @@ class _LabStore(TaskStore):
             call.fail(StoreError(f"the task store {self.path} failed: {exc}"))
         except Exception:  # the call's own error, kept for its caller
             self._memory.clear()
-        call.event.set()
+        call.done.set()
         return call
 
     def _wrote(self, method: str, detail: str = "") -> None:

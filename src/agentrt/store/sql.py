@@ -1638,11 +1638,7 @@ class SqlStore:
         Only a call that can never run (`Call.abandonable`) is given up on.
         """
         self._hand_over()
-        if call.abandonable:
-            await call.event.wait()
-        else:
-            with trio.CancelScope(shield=True):
-                await call.event.wait()
+        await call.done.wait(cancellable=call.abandonable)
         return call.result()
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:

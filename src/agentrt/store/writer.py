@@ -31,12 +31,59 @@ T = TypeVar("T")
 
 
 @mutable(eq=False)
+class Done:
+    """That a store call is done: set once, in the Trio thread, and waited for there.
+
+    As `trio.Event`, but a wait may also be one no cancel interrupts, which is
+    what a caller of a queued call does (see `SqlStore._wait`) on every store
+    call: with an event that wait takes a shielded cancel scope around it,
+    whose entering and leaving cost more than the wait itself.
+    """
+
+    _flag: bool = False
+    _waiters: list[trio.lowlevel.Task] = attrs.field(factory=list)
+
+    def set(self) -> None:
+        """Mark it done and wake every task waiting for it."""
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for task in waiters:
+            trio.lowlevel.reschedule(task)
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    async def wait(self, *, cancellable: bool = True) -> None:
+        """Wait until it is done (a checkpoint either way).
+
+        Not `cancellable`, a cancel does not end the wait: it is raised at the
+        caller's next checkpoint, as after a wait inside a shielded scope.
+        """
+        if self._flag:
+            if cancellable:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        self._waiters.append(task)
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            if not cancellable:
+                return trio.lowlevel.Abort.FAILED  # `set` wakes it
+            self._waiters.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+@mutable(eq=False)
 class Call(Generic[T]):
     """One store call waiting for, or done by, the writer thread."""
 
     fn: Callable[[sqlite3.Connection], T]
     token: trio.lowlevel.TrioToken
-    event: trio.Event = attrs.field(factory=trio.Event)
+    done: Done = attrs.field(factory=Done)
     #: True for a call that will never run (a store that stopped working): its
     #: caller may stop waiting when cancelled.
     abandonable: bool = False
@@ -51,7 +98,7 @@ class Call(Generic[T]):
     _error: BaseException | None = None
 
     def run(self, db: sqlite3.Connection) -> None:
-        """Run the call now, in this thread (its outcome is kept; `event` is left alone).
+        """Run the call now, in this thread (its outcome is kept; `done` is left alone).
 
         A batch that could not begin may run its calls again: the last run's outcome counts.
         """
@@ -206,7 +253,7 @@ def wake(batch: list[Call[Any]]) -> None:
 
 def _set_all(calls: list[Call[Any]]) -> None:
     for call in calls:
-        call.event.set()
+        call.done.set()
 
 
 def run_batch(
