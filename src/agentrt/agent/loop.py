@@ -276,10 +276,10 @@ class AgentRun:
     def __attrs_post_init__(self) -> None:
         # The calls not run yet get their full arguments back from the record (as saved:
         # `_restored_call` puts their secret values back, and refuses one still clamped).
-        restored, _ = restore_arguments(self.snapshot.transcript, self.snapshot.arguments)
+        transcript = self.snapshot.transcript
+        self._restored = {call.id for call in unanswered_calls(transcript)}
         if not self.live:
-            self.live = restored
-        self._restored = {call.id for call in unanswered_calls(self.snapshot.transcript)}
+            self.live = restore_arguments(transcript, self.snapshot.arguments, self._restored)
         self.tools = offered_to(self.model)
 
     @property

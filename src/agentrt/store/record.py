@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -291,16 +292,13 @@ def keep_arguments(
 
 
 def restore_arguments(
-    transcript: Sequence[Message], arguments: Mapping[str, dict[str, Any]]
-) -> tuple[list[Message], set[str]]:
-    """`transcript` with its unanswered calls given back their kept full arguments.
-
-    Also the ids of the unanswered calls whose arguments stay clamped (none
-    were kept): such a call must not run.
-    """
-    unanswered = {call.id for call in unanswered_calls(transcript)}
-    if not unanswered:
-        return list(transcript), set()
+    transcript: Sequence[Message],
+    arguments: Mapping[str, dict[str, Any]],
+    unanswered: Collection[str],
+) -> list[Message]:
+    """`transcript` with its calls of ids `unanswered` given back their kept full arguments."""
+    if not unanswered or not arguments:
+        return list(transcript)
     restored: list[Message] = []
     for message in transcript:
         if any(call.id in unanswered and call.id in arguments for call in message.tool_calls):
@@ -312,12 +310,7 @@ def restore_arguments(
             )
             message = attrs.evolve(message, tool_calls=calls)
         restored.append(message)
-    shortened = {
-        call.id
-        for call in unanswered_calls(restored)
-        if call.id not in arguments and call_was_clamped(call)
-    }
-    return restored, shortened
+    return restored
 
 
 def shortened_calls(record: TaskRecord) -> list[tuple[str, ToolCall]]:
