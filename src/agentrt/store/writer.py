@@ -35,13 +35,13 @@ class Done:
     """That a store call is done: set once, in the Trio thread, and waited for there.
 
     As `trio.Event`, but a wait may also be one no cancel interrupts, which is
-    what a caller of a queued call does (see `SqlStore._wait`) on every store
-    call: with an event that wait takes a shielded cancel scope around it,
-    whose entering and leaving cost more than the wait itself.
+    what the caller of a queued call does (see `SqlStore._wait`) at every store
+    call: with an event, that wait needs a shielded cancel scope around it,
+    which made it about a third dearer.
     """
 
-    _flag: bool = False
-    _waiters: list[trio.lowlevel.Task] = attrs.field(factory=list)
+    _flag: bool = attrs.field(default=False, init=False)
+    _waiters: list[trio.lowlevel.Task] = attrs.field(factory=list, init=False)
 
     def set(self) -> None:
         """Mark it done and wake every task waiting for it."""
