@@ -186,7 +186,7 @@ class Sandbox:
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
             if not root.exists():
                 continue
-            if root not in open_roots and not _related(root, (PRIVATE_TMP, workdir, *open_roots)):
+            if not _related(root, (PRIVATE_TMP, workdir, *open_roots)):
                 # Read-only already: the host's / is bound so with every mount under it,
                 # and nothing writable is bound at, above or below it (one mount fewer).
                 continue
