@@ -215,7 +215,7 @@ async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None
     (version,) = db.execute("PRAGMA user_version").fetchone()
     (journal,) = db.execute("SELECT journal FROM tasks").fetchone()
     db.close()
-    assert version == 7
+    assert version == 8
     assert json.loads(journal) == {"arguments": {"c1": {"content": "x"}}}
 
 

@@ -228,11 +228,40 @@ async def test_pages_of_lines_read_as_the_listing_with_the_times_put_in(
         assert (await line_page("cli_")).items == ()
 
 
+async def test_a_listing_reads_the_index_of_tasks_by_time_alone(store: TaskStore) -> None:
+    """`list_lines` and `line_page` (first pages and later ones) read no task's row: the index
+    they are ordered by holds the columns they read."""
+    await fill_mixed_store(store)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    try:
+        await store.list_lines()
+        await store.list_lines("cli-p")
+        first = await store.line_page(limit=3)
+        await store.line_page(limit=3, cursor=first.next)
+        await store.line_page("cli-", limit=3, cursor=first.next)
+    finally:
+        store._db.set_trace_callback(None)
+    listings = [s for s in statements if s.startswith("SELECT CASE WHEN status")]
+    assert len(listings) == 5
+    db = sqlite3.connect(store.path)
+    try:
+        for sql in listings:
+            plan = " ".join(row[-1] for row in db.execute("EXPLAIN QUERY PLAN " + sql))
+            assert plan == "SCAN tasks USING COVERING INDEX tasks_by_time" or plan.startswith(
+                "SEARCH tasks USING COVERING INDEX tasks_by_time "
+            ), (sql, plan)
+    finally:
+        db.close()
+
+
 def downgrade_to_version_3(path: Path) -> None:
     """Make the store at `path` what schema version 3 wrote: no kept lines, no trigger."""
     db = sqlite3.connect(path)
     try:
         db.execute("DROP TRIGGER tasks_line_dropped")
+        db.execute("DROP INDEX tasks_by_time")
+        db.execute("CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)")
         db.execute("ALTER TABLE tasks DROP COLUMN line")
         db.execute("ALTER TABLE tasks DROP COLUMN journal")
         db.execute("ALTER TABLE sessions DROP COLUMN model")
@@ -272,7 +301,7 @@ async def test_a_version_3_store_gets_its_lines_when_opened(
     finally:
         await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     db.close()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from agentrt import Message
 from agentrt import StoreError
+from agentrt import TaskRecord
 from agentrt import TaskStatus
 from agentrt import TaskStore
 from agentrt.models.messages import Role
@@ -67,6 +68,14 @@ def write_v1_store(path: Path) -> None:
     db.close()
 
 
+#: The columns of version 8's index of tasks by time: a listing's order, then what it reads.
+TASKS_BY_TIME = ["updated_at", "session_id", "status", "line"]
+
+
+def index_columns(db: sqlite3.Connection, index: str) -> list[str]:
+    return [row[2] for row in db.execute(f"PRAGMA index_info({index})")]
+
+
 async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     write_v1_store(path)
@@ -91,6 +100,7 @@ async def test_a_version_1_store_is_migrated_on_open(tmp_path: Path) -> None:
         await store.aclose()
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert index_columns(db, "tasks_by_time") == TASKS_BY_TIME
     db.close()
 
 
@@ -222,17 +232,46 @@ async def test_a_version_2_store_is_migrated_to_message_rows(tmp_path: Path) -> 
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"tasks", "sessions", "messages", "token_usage"}
+    assert index_columns(db, "tasks_by_time") == TASKS_BY_TIME
     db.close()
 
 
-async def test_a_new_store_is_made_at_version_7_with_the_token_usage_table(tmp_path: Path) -> None:
+async def test_a_new_store_is_made_at_version_8_with_the_token_usage_table(tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     store = await TaskStore.open(path)
     await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"tasks", "sessions", "messages", "token_usage"}
+    assert index_columns(db, "tasks_by_time") == TASKS_BY_TIME
+    db.close()
+
+
+async def test_a_version_7_store_gets_the_index_a_listing_reads_alone(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.db"
+    store = await TaskStore.open(path)
+    try:
+        for n in range(3):
+            await store.save(TaskRecord(f"cli-{n}", f"task {n}", (), status=TaskStatus.INTERRUPTED))
+        listed = await store.list_lines()
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX tasks_by_time")
+    db.execute("CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)")
+    db.execute("PRAGMA user_version = 7")
+    db.commit()
+    db.close()
+    store = await TaskStore.open(path)
+    try:
+        assert await store.list_lines() == listed
+        assert len(listed) == 3
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert index_columns(db, "tasks_by_time") == TASKS_BY_TIME
     db.close()
 
 
@@ -258,5 +297,6 @@ async def test_a_version_6_store_keeps_its_models_and_gains_the_token_usage_tabl
     finally:
         await store.aclose()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert index_columns(db, "tasks_by_time") == TASKS_BY_TIME
     db.close()

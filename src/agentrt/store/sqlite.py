@@ -69,7 +69,7 @@ from .writer import Call
 from .writer import batches
 from .writer import wake
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: The columns of `tasks` that held a record's fields up to schema version 4: all but
 #: ``journal``, which version 5 added.
@@ -107,9 +107,15 @@ CREATE TRIGGER tasks_line_dropped AFTER UPDATE ON tasks
 WHEN NEW.line IS NOT NULL AND NEW.line IS OLD.line
 BEGIN UPDATE tasks SET line = NULL WHERE rowid = NEW.rowid; END"""
 
+#: The tasks in a listing's order, each with what `agentrt pending list` reads of it (its
+#: status and line: see `_LINES_SELECT`), so that a listing reads the index alone, without
+#: looking each task's row up. Every store write sets ``updated_at``, so the entry is
+#: written anew at each write whatever it holds.
+_TASKS_BY_TIME = "CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id, status, line)"
+
 _SCHEMA = (
     _TASKS,
-    "CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)",
+    _TASKS_BY_TIME,
     _LINE_TRIGGER,
     """CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
@@ -383,6 +389,10 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
     if 3 <= version < 7:  # (an older file got the table with its version-3 tables)
         # Version 7 keeps the tokens of each run (`token_usage`).
         db.execute(TOKEN_USAGE)
+    if 3 <= version < 8:  # (as for the token usage)
+        # Version 8's index of tasks by time holds what a listing reads.
+        db.execute("DROP INDEX tasks_by_time")
+        db.execute(_TASKS_BY_TIME)
 
 
 def _fill_lines(db: sqlite3.Connection) -> None:
