@@ -248,7 +248,14 @@ async def test_a_new_store_is_made_at_version_8_with_the_token_usage_table(tmp_p
     db.close()
 
 
-async def test_a_version_7_store_gets_the_index_a_listing_reads_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "old_index",
+    ["CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)", None],
+    ids=["version 7's index", "no index (dropped by hand)"],
+)
+async def test_a_version_7_store_gets_the_index_a_listing_reads_alone(
+    tmp_path: Path, old_index: str | None
+) -> None:
     path = tmp_path / "tasks.db"
     store = await TaskStore.open(path)
     try:
@@ -259,7 +266,8 @@ async def test_a_version_7_store_gets_the_index_a_listing_reads_alone(tmp_path: 
         await store.aclose()
     db = sqlite3.connect(path)
     db.execute("DROP INDEX tasks_by_time")
-    db.execute("CREATE INDEX tasks_by_time ON tasks(updated_at DESC, session_id)")
+    if old_index is not None:
+        db.execute(old_index)
     db.execute("PRAGMA user_version = 7")
     db.commit()
     db.close()

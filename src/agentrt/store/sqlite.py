@@ -390,8 +390,9 @@ def _migrate(db: sqlite3.Connection, version: int) -> None:
         # Version 7 keeps the tokens of each run (`token_usage`).
         db.execute(TOKEN_USAGE)
     if 3 <= version < 8:  # (as for the token usage)
-        # Version 8's index of tasks by time holds what a listing reads.
-        db.execute("DROP INDEX tasks_by_time")
+        # Version 8's index of tasks by time holds what a listing reads (made even where
+        # the old one was dropped by hand).
+        db.execute("DROP INDEX IF EXISTS tasks_by_time")
         db.execute(_TASKS_BY_TIME)
 
 
