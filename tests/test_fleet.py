@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import trio
+import trio.testing
 
 from agentrt import Cause
 from agentrt import Message
@@ -209,6 +212,55 @@ async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
             assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.DISCONNECT)
             ended = await a.executor.resume(session, owner="o", emit=Recorder())
             assert ended.outcome is Outcome.FINISHED
+
+
+async def test_a_task_resumed_while_a_heartbeat_waits_for_the_database_keeps_its_run(
+    tmp_path: Path, postgres_url: str, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat interrupts this member's own tasks that no run holds here any more; one
+    resumed after the heartbeat began, but claimed before it reached the database, is
+    running here and stays the run's (no other member may take it from a live run)."""
+    async with member(tmp_path / "a", postgres_url, workdir) as a, trio.open_nursery() as runs:
+        assert a.fleet is not None
+        paused = trio.Event()
+
+        async def first_run(*, task_status: trio.TaskStatus[TaskInfo]) -> None:
+            run = partial(a.executor.run, "chat-live", "sleep 60", owner="o", emit=Recorder())
+            await run(task_status=task_status)
+            paused.set()
+
+        started = await runs.start(first_run)
+        a.executor.cancel(started.task_hash, Cause.PAUSE, owner="o")
+        with trio.fail_after(10):
+            await paused.wait()
+        # Each heartbeat's database work waits at the gate until the resume has claimed.
+        gate = threading.Event()
+        beat_sync = type(a.fleet)._beat_sync
+
+        def gated(self: Any, *args: Any) -> Any:
+            assert gate.wait(10)
+            return beat_sync(self, *args)
+
+        monkeypatch.setattr(type(a.fleet), "_beat_sync", gated)
+        beaten = trio.Event()
+
+        async def beat() -> None:
+            assert a.fleet is not None
+            await a.fleet.beat()
+            beaten.set()
+
+        runs.start_soon(beat)
+        await trio.testing.wait_all_tasks_blocked()
+        resumed = await runs.start(
+            partial(a.executor.resume, "chat-live", owner="o", emit=Recorder())
+        )
+        gate.set()
+        with trio.fail_after(10):
+            await beaten.wait()
+        record = await a.store.load("chat-live")
+        assert record is not None
+        assert (record.status, record.cause) == (TaskStatus.RUNNING, None)
+        a.executor.cancel(resumed.task_hash, Cause.PAUSE, owner="o")
 
 
 async def test_a_member_cut_off_past_its_lease_stops_its_runs_and_frees_their_tasks(

@@ -274,13 +274,12 @@ class Fleet:
     async def _beat(self) -> None:
         sent = time.monotonic()
         listens = " ".join(self.registry.general_prefixes())
-        here = [info.session_id for info in self.executor.running()]
         # A member that fenced itself does not renew the old lease: its stopped runs'
         # writes are to stay refused. It takes a new one.
         epoch = 0 if self._fenced else self.store.epoch
         with trio.move_on_after(self.store.lease / 2) as waited:
             result = await trio.to_thread.run_sync(
-                self._beat_sync, listens, here, epoch, abandon_on_cancel=True
+                self._beat_sync, listens, epoch, abandon_on_cancel=True
             )
         if waited.cancelled_caught:
             self._beat_conn = None  # the abandoned thread keeps it; the next beat opens another
@@ -315,8 +314,12 @@ class Fleet:
         if questions:
             await self.send({"kind": "closed", "ids": questions})
 
+    def _running_here(self) -> list[str]:
+        """The sessions this member runs now (Trio thread)."""
+        return [info.session_id for info in self.executor.running()]
+
     def _beat_sync(
-        self, listens: str, running_here: list[str], epoch: int
+        self, listens: str, epoch: int
     ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
         for attempt in (1, 2):
             conn = self._beat_conn
@@ -324,7 +327,7 @@ class Fleet:
                 conn = self._beat_conn = connect(self.store.url)
                 idle_limit(conn, self.store.lease)
             try:
-                return self._beat_transaction(conn, listens, running_here, epoch)
+                return self._beat_transaction(conn, listens, epoch)
             except psycopg.OperationalError:
                 # A connection that broke while idle (the database restarted): once more
                 # on a new one; the transaction that failed changed nothing.
@@ -334,7 +337,7 @@ class Fleet:
         raise AssertionError("unreachable")
 
     def _beat_transaction(
-        self, conn: psycopg.Connection[Any], listens: str, running_here: list[str], epoch: int
+        self, conn: psycopg.Connection[Any], listens: str, epoch: int
     ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
         overdue = 0.0
         with conn.transaction():
@@ -395,7 +398,11 @@ class Fleet:
             ).fetchall()
             # And this member's own tasks that it runs no more: their run ended while the
             # database was away, and could not say so; or they were taken under an epoch
-            # of this member's that is stale now.
+            # of this member's that is stale now. Which sessions run here is asked now,
+            # under the write lock: a resume registers its run before its claim takes the
+            # lock, so a task claimed before this point is seen running, where a list made
+            # before the lock was taken would miss it (and interrupt a live run's task).
+            running_here = trio.from_thread.run_sync(self._running_here)
             reaped += conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
                 "WHERE status = 'running' AND runner = %s AND (NOT (session_id = ANY(%s)) OR "
