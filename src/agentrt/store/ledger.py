@@ -160,8 +160,6 @@ def preview_of(
     to_run: list[PreviewCall] = []
     reissue: list[PreviewCall] = []
     for agent, transcript, attempts, arguments in _scopes(record):
-        # The round's own ledger, read only for a call no stop told the state of.
-        ledger: dict[str, CallState] | None = None
         for message in transcript:
             if message.role is not Role.TOOL:
                 continue
@@ -171,23 +169,20 @@ def preview_of(
                     call_id, message.name or "", message.call_state or CallState.DONE, agent
                 )
             )
-        for call in unanswered_calls(transcript):
-            if not agent and asked is not None and call.id == asked:
-                continue  # listed as the question asked again: it does nothing else
-            state = told.get((agent, call.id))
-            if state is None:
-                if ledger is None:
-                    ledger = {
-                        c.call_id: c.state
-                        for c in round_ledger(
-                            agent,
-                            transcript,
-                            attempts,
-                            died=unseen is not None,
-                            records_start=records_start,
-                        )
-                    }
-                state = ledger.get(call.id, CallState.NOT_STARTED)
+        # The question asked again is listed as such: its call does nothing else.
+        calls = [c for c in unanswered_calls(transcript) if agent or c.id != asked]
+        # The round's own ledger, read only for a call no stop told the state of.
+        ledger: dict[str, CallState] = {}
+        if any((agent, call.id) not in told for call in calls):
+            died = unseen is not None
+            ledger = {
+                c.call_id: c.state
+                for c in round_ledger(
+                    agent, transcript, attempts, died=died, records_start=records_start
+                )
+            }
+        for call in calls:
+            state = told.get((agent, call.id)) or ledger.get(call.id, CallState.NOT_STARTED)
             entry = PreviewCall(call.id, call.name, state, agent, attempts.get(call.id, 0) + 1)
             if call.id not in arguments and call_was_clamped(call):
                 reissue.append(entry)

@@ -50,9 +50,6 @@ class Done:
         for task in waiters:
             trio.lowlevel.reschedule(task)
 
-    def is_set(self) -> bool:
-        return self._flag
-
     async def wait(self, *, cancellable: bool = True) -> None:
         """Wait until it is done (a checkpoint either way).
 
