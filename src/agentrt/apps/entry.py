@@ -8,11 +8,19 @@ run of bubblewrap whose time is mostly the kernel's; started here
 instead of after them. When a daemon holds the state dir, or the sandbox is
 turned off, the answer goes unread, and the probe has cost a process start.
 
+Python's collector is paused while the modules load: nearly all they make
+(modules, classes, functions) lives as long as the process, so its passes over
+them free nothing. In `agentrt run hello` those passes were 82 collections of
+17-22 ms in all, against 51 of ~12 ms for importing trio, attrs and cattrs
+alone. Once the command's modules are in, what exists is frozen (`gc.freeze`:
+later collections never go through it again) and the collector runs as usual.
+
 This module and the probe's import the standard library alone.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -28,13 +36,21 @@ def runs_a_task(args: Sequence[str]) -> bool:
 
 
 def console_main() -> None:
-    """The `agentrt` console script: the sandbox probe started early, then the command."""
-    if sys.platform.startswith("linux") and runs_a_task(sys.argv[1:]):
-        from ..agent import probe
+    """The `agentrt` console script: the sandbox probe started early, then the command.
 
-        _, found = probe.bwrap_named()
-        if found is not None:
-            probe.start(found)
-    from .cli import console_main as main
+    The collector waits while the command's modules load; what they made is then frozen.
+    """
+    gc.disable()
+    try:
+        if sys.platform.startswith("linux") and runs_a_task(sys.argv[1:]):
+            from ..agent import probe
 
+            _, found = probe.bwrap_named()
+            if found is not None:
+                probe.start(found)
+        from .cli import console_main as main
+
+        gc.freeze()
+    finally:
+        gc.enable()
     main()
