@@ -199,3 +199,57 @@ async def test_a_sessions_tokens_survive_a_daemon_restart(folder: Path) -> None:
     assert {run.model for run in shown.usage} == {"scripted"}
     # The scripted model has no price: its cost is not made up.
     assert [run.cost for run in shown.usage] == [None, None]
+
+
+#: ``python -m agentrt.daemon`` with the rest of the command line, telling on stderr of each
+#: collection the collector starts once the daemon's modules begin to load
+#: (``collect GENERATION FROZEN``: how many objects were frozen by then) and, as the
+#: process exits, whether the collector is on.
+_TELLING_DAEMON = """\
+import gc, runpy, sys
+def told(phase, info):
+    if phase == "start" and "agentrt.apps.daemon" in sys.modules:
+        print("collect", info["generation"], gc.get_freeze_count(), file=sys.stderr, flush=True)
+gc.callbacks.append(told)
+sys.argv[0] = "agentrt.daemon"
+try:
+    runpy.run_module("agentrt.daemon", run_name="__main__")
+finally:
+    print("exit", gc.isenabled(), file=sys.stderr, flush=True)
+"""
+
+
+async def test_the_collector_waits_until_the_socket_is_served_then_skips_the_start(
+    folder: Path,
+) -> None:
+    socket_path = folder / "run" / "daemon.sock"
+    command = daemon_command(folder)[3:]  # the options, after ``python -m agentrt.daemon``
+    with trio.fail_after(TIMEOUT):
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-c", _TELLING_DAEMON, *command],
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        assert process.stderr is not None
+        try:
+            said = await read_past(process.stderr, b"listening on")
+            async with await Client.connect(socket_path) as client:
+                for _ in range(20):  # enough made and dropped for the collector to run
+                    await client.send(Run("hello"))
+                    assert (await client.wait_for(EndedFrame)).outcome is Outcome.FINISHED
+            process.send_signal(signal.SIGTERM)
+            while chunk := await process.stderr.receive_some(65536):
+                said += chunk
+            assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+    told = [line.split() for line in said.decode().splitlines()]
+    collections = [words for words in told if words[:1] == ["collect"]]
+    # Starting makes tens of thousands of objects: with the collector on, tens of collections
+    # would run before the socket is served. None does; those of the runs skip the start.
+    assert collections, said
+    assert all(int(frozen) > 10_000 for _, _, frozen in collections), collections
+    assert ["exit", "True"] in told

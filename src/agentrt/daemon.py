@@ -73,8 +73,10 @@ def __dir__() -> list[str]:
 
 
 if __name__ == "__main__":  # ``python -m agentrt.daemon``: the same as ``agentrt daemon``
+    import gc
     import sys
 
+    gc.disable()  # while the modules load; `main` turns it on once the socket is served
     from .apps.daemon import main as _main
 
     sys.exit(_main())
