@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket as stdlib_socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -253,3 +254,77 @@ async def test_the_collector_waits_until_the_socket_is_served_then_skips_the_sta
     assert collections, said
     assert all(int(frozen) > 10_000 for _, _, frozen in collections), collections
     assert ["exit", "True"] in told
+
+
+async def _answering(socket_path: Path, process: trio.Process) -> None:
+    """Return the moment `socket_path` answers a connection (`process` still running)."""
+    while True:
+        probe = stdlib_socket.socket(stdlib_socket.AF_UNIX)
+        try:
+            probe.connect(os.fspath(socket_path))
+            return
+        except OSError:
+            assert process.returncode is None and process.poll() is None, "the daemon exited"
+            await trio.lowlevel.checkpoint()
+        finally:
+            probe.close()
+
+
+async def test_a_sigterm_the_moment_the_socket_answers_is_a_graceful_stop(folder: Path) -> None:
+    # Whoever sees the socket answer may stop the daemon at once (a window closed as soon as
+    # it opened, `agentrt daemon stop`): the signal must find the daemon's handler, not the
+    # default one that kills it where it stands, socket file and all.
+    socket_path = folder / "run" / "daemon.sock"
+    for _ in range(3):
+        with trio.fail_after(TIMEOUT):
+            process = await trio.lowlevel.open_process(
+                daemon_command(folder), stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+            )
+            assert process.stderr is not None
+            try:
+                await _answering(socket_path, process)
+                process.send_signal(signal.SIGTERM)
+                said = b""
+                while chunk := await process.stderr.receive_some(65536):
+                    said += chunk
+                assert await process.wait() == 0, said
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                with trio.CancelScope(shield=True):
+                    await process.wait()
+        assert b"SIGTERM: shutting down" in said
+        assert not socket_path.exists()
+
+
+#: ``python -m agentrt.daemon`` with the rest of the command line, whose stop signals reach it
+#: in the instant between its own handler's setting and Trio's receiver's opening: a SIGTERM
+#: sent to itself just before the receiver opens.
+_SIGNALLED_EARLY = """\
+import os, runpy, signal, sys
+import trio
+opening = trio.open_signal_receiver
+def signalled_first(*signals):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return opening(*signals)
+trio.open_signal_receiver = signalled_first
+sys.argv[0] = "agentrt.daemon"
+runpy.run_module("agentrt.daemon", run_name="__main__")
+"""
+
+
+async def test_a_sigterm_before_the_daemon_listens_for_signals_is_not_lost(
+    folder: Path,
+) -> None:
+    command = daemon_command(folder)[3:]  # the options, after ``python -m agentrt.daemon``
+    with trio.fail_after(TIMEOUT):
+        done = await trio.run_process(
+            [sys.executable, "-c", _SIGNALLED_EARLY, *command],
+            capture_stderr=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    said = done.stderr.decode()
+    assert done.returncode == 0, said
+    assert "SIGTERM: shutting down" in said
+    assert "already stopping" not in said

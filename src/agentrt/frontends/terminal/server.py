@@ -137,39 +137,45 @@ class Daemon:
             if await trio.to_thread.run_sync(remove_stale_socket, self.socket_path):
                 log.info("removed a stale socket at %s", self.socket_path)
             sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
-            # Bound and listening under a name of its own, then renamed into place: a
-            # client that sees the socket's path can connect (never "refused" meanwhile).
+            # Bound under a name of its own, listening, then renamed into place: a client
+            # that sees the socket's path can connect (never "refused" meanwhile).
             bound = _binding_name(self.socket_path)
             try:
                 await sock.bind(os.fspath(bound))
                 os.chmod(bound, 0o600)
-                # The system's maximum: a burst of windows connecting at once must not
-                # see connections that look open and then fail on their first write.
-                sock.listen(stdlib_socket.SOMAXCONN)
-                if bound != self.socket_path:
-                    os.replace(bound, self.socket_path)
-                info = os.stat(self.socket_path)
-                self._socket_inode = (info.st_dev, info.st_ino)
             except BaseException:
                 sock.close()
                 if bound != self.socket_path:
                     with contextlib.suppress(OSError):
                         os.unlink(bound)
                 raise
-            self._listener = trio.SocketListener(sock)
             try:
                 async with trio.open_nursery() as nursery:
                     self._root = nursery
-                    nursery.start_soon(self._accept_loop, self._listener)
                     if self.handle_signals:
-                        # Handled before the daemon says it is ready: a SIGTERM right after
-                        # "listening on" is a graceful stop, never the default kill.
+                        # Handled before anyone can connect: a SIGTERM sent by whoever saw
+                        # the socket answer is a graceful stop, never the default kill.
                         await nursery.start(self._watch_signals)
+                    # The system's maximum: a burst of windows connecting at once must not
+                    # see connections that look open and then fail on their first write.
+                    sock.listen(stdlib_socket.SOMAXCONN)
+                    if bound != self.socket_path:
+                        os.replace(bound, self.socket_path)
+                    info = os.stat(self.socket_path)
+                    self._socket_inode = (info.st_dev, info.st_ino)
+                    self._listener = trio.SocketListener(sock)
+                    nursery.start_soon(self._accept_loop, self._listener)
                     task_status.started(self)
             finally:
                 self._remove_socket()
-                with trio.CancelScope(shield=True):
-                    await self._listener.aclose()
+                if bound != self.socket_path:
+                    with contextlib.suppress(OSError):
+                        os.unlink(bound)  # still there only if the rename never came
+                if self._listener is None:
+                    sock.close()
+                else:
+                    with trio.CancelScope(shield=True):
+                        await self._listener.aclose()
         finally:
             lock.release()
 
@@ -191,28 +197,44 @@ class Daemon:
     async def _watch_signals(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        # A signal still on its way when the receiver closes (the daemon already stopping for
-        # a `stop` frame, say) is raised again by Trio, even a moment later, at the handler
-        # that was there before the receiver opened: this one, which lets the shutdown under
-        # way finish, and not the default one, which would kill the daemon in the middle of
-        # it. It stays: the daemon is stopping from then on.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _already_stopping)
-        await self._receive_signals(task_status)
+        # The handler outside the receiver. A signal still on its way when the receiver
+        # closes (the daemon already stopping for a `stop` frame, say) is raised again by
+        # Trio, even a moment later, at the handler that was there before the receiver
+        # opened: this one, which lets the shutdown under way finish, and not the default
+        # one, which would kill the daemon in the middle of it. It stays: the daemon is
+        # stopping from then on. One that comes before the receiver opens is kept for it.
+        early: list[int] = []
+        opened = False
 
-    async def _receive_signals(self, task_status: trio.TaskStatus[None]) -> None:
+        def outside(signum: int, _frame: object) -> None:
+            if opened or self.stopping:
+                log.warning("%s: the daemon is already stopping", signal.Signals(signum).name)
+            else:
+                early.append(signum)
+
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, outside)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            opened = True
             task_status.started()
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if self.stopping:
-                    log.warning("second %s: stopping now", name)
-                    assert self._root is not None
-                    self._root.cancel_scope.cancel()
+            for signum in early:
+                if self._stop_for(signum):
                     return
-                log.warning("%s: shutting down; unfinished tasks are kept", name)
-                assert self._root is not None
-                self._root.start_soon(self.shutdown)
+            async for signum in signals:
+                if self._stop_for(signum):
+                    return
+
+    def _stop_for(self, signum: int) -> bool:
+        """Shut down gracefully for the stop signal `signum`; at a second, stop now (True)."""
+        name = signal.Signals(signum).name
+        assert self._root is not None
+        if self.stopping:
+            log.warning("second %s: stopping now", name)
+            self._root.cancel_scope.cancel()
+            return True
+        log.warning("%s: shutting down; unfinished tasks are kept", name)
+        self._root.start_soon(self.shutdown)
+        return False
 
     def _remove_socket(self) -> None:
         # Only our own socket: a newer daemon may have replaced the file already.
@@ -267,11 +289,6 @@ class Daemon:
                 await stream.send_all(encode(ErrorFrame(ErrorCode.FORBIDDEN, message)))
         with trio.CancelScope(shield=True), trio.move_on_after(1.0):
             await stream.aclose()
-
-
-def _already_stopping(signum: int, _frame: object) -> None:
-    """A stop signal that came while the daemon was already stopping: said, nothing more."""
-    log.warning("%s: the daemon is already stopping", signal.Signals(signum).name)
 
 
 #: The longest path a Unix socket may be bound to (``sun_path`` less its NUL).
