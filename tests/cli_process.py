@@ -24,6 +24,20 @@ AGENTRT = [sys.executable, "-m", "agentrt"]
 DAEMON = [sys.executable, "-m", "agentrt.daemon"]
 
 
+def run_python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE ARGS...`` of this interpreter in `cwd`, with no ``AGENTRT_`` variable
+    set, its output captured: a program that drives an entry point as its script would."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")},
+        cwd=cwd,
+    )
+
+
 def env_for(state: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["AGENTRT_STATE_DIR"] = str(state)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from .cli_process import run_python
 
 #: Runs `agentrt run hello` in this interpreter as its console script does, telling on
 #: stderr of each collection the collector starts once the script's own module is in
@@ -31,15 +30,7 @@ entry.console_main()
 def test_the_collector_waits_while_the_modules_load_then_skips_what_they_made(
     tmp_path: Path,
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _TELLING, str(tmp_path / "state")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")},
-        cwd=tmp_path,
-    )
+    done = run_python(_TELLING, str(tmp_path / "state"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "hello" in done.stdout
     told = [line.split() for line in done.stderr.splitlines()]

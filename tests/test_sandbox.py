@@ -38,6 +38,7 @@ from agentrt.vocab.terms import Approval
 from agentrt.vocab.terms import SandboxMode
 
 from .cli_process import run_in
+from .cli_process import run_python
 from .conftest import Recorder
 from .conftest import results_in_call_order
 from .test_tool_processes import allow_everything
@@ -235,15 +236,7 @@ def test_agentrt_run_starts_the_probe_before_its_modules_and_reads_that_one(
         "from agentrt.apps import entry\n"
         "entry.console_main()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "state")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("AGENTRT_")},
-        cwd=tmp_path,
-    )
+    done = run_python(code, str(tmp_path / "state"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "hello" in done.stdout
     told = [words for line in done.stderr.splitlines() if (words := line.split())[:1] in TOLD]
