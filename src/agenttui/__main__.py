@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__
+from agentrt.apps.entry import collect_from_now_on
 from agentrt.config.options import API_KEY_ENV
 from agentrt.config.options import APPROVAL
 from agentrt.config.options import BASE_URL
@@ -110,13 +111,6 @@ def run(
     return 0
 
 
-def _collect_from_now_on() -> None:
-    # What the start made (modules, classes, the window) lives as long as the process:
-    # frozen, later collections never go through it again.
-    gc.freeze()
-    gc.enable()
-
-
 def main() -> None:
     """The ``agenttui`` command."""
     # Until the first screen is drawn, nearly everything made is kept for good (modules,
@@ -124,7 +118,8 @@ def main() -> None:
     # the CPU time to the first screen) free nothing: it waits until then.
     gc.disable()
     try:
-        status = run(on_first_screen=_collect_from_now_on)
+        # What the start made (modules, classes, the window) is then frozen.
+        status = run(on_first_screen=collect_from_now_on)
     finally:
         gc.enable()
     sys.exit(status)

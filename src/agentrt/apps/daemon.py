@@ -44,6 +44,7 @@ from ..store import StoreError
 from ..store.retention import Retention
 from ..vocab.locations import StrPath
 from ..vocab.reprs import record
+from .entry import collect_from_now_on
 
 
 async def serve(
@@ -191,7 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prepare_state_dir(state_dir)
         lock.acquire(socket_path, settings.model.value, settings.approval.value.value)
         status = trio.run(
-            partial(_amain, on_ready=_collect_from_now_on),
+            # What the start made lives as long as the daemon. With the collector on, it
+            # ran a full collection over some 57,000 objects (~30 ms) before its socket
+            # answered; each later full collection walked them again.
+            partial(_amain, on_ready=collect_from_now_on),
             socket_path,
             settings,
             args.workdir,
@@ -212,17 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.enable()
         lock.release()
     return status
-
-
-def _collect_from_now_on() -> None:
-    """What the daemon's start made lives as long as it: frozen, no collection walks it again.
-
-    With the collector on, a daemon's start ran a full collection over some 57,000
-    objects (~30 ms, before its socket answered) besides the young ones; each later
-    full collection walked the start's objects again.
-    """
-    gc.freeze()
-    gc.enable()
 
 
 def _dump_stacks_on_sigusr1() -> None:

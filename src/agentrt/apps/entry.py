@@ -35,6 +35,17 @@ def runs_a_task(args: Sequence[str]) -> bool:
     return tuple(args[:1]) in _RUNS_A_TASK or tuple(args[:2]) in _RUNS_A_TASK
 
 
+def collect_from_now_on() -> None:
+    """Freeze what exists (later collections never walk it again), then turn the collector on.
+
+    For a program that paused the collector while its start made what lives as long as
+    the process: the `agentrt` command once its modules are in, the daemon once its socket
+    is served, agenttui once its first screen is drawn.
+    """
+    gc.freeze()
+    gc.enable()
+
+
 def console_main() -> None:
     """The `agentrt` console script: the sandbox probe started early, then the command.
 
@@ -49,8 +60,6 @@ def console_main() -> None:
             if found is not None:
                 probe.start(found)
         from .cli import console_main as main
-
-        gc.freeze()
     finally:
-        gc.enable()
+        collect_from_now_on()
     main()
