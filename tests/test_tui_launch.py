@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attr._make
 import pytest
 
 import agentrt
@@ -97,12 +98,16 @@ def test_the_collector_waits_for_the_first_screen_then_skips_what_the_start_made
     from agenttui import __main__ as entry
 
     seen: list[tuple[bool, int]] = []
+    attrs_own = attr._make._compile_and_eval
+    compiling: list[bool] = []  # whether attrs compiles for itself, before and after
 
     def run(argv: object = None, *, on_first_screen: Callable[[], None] | None = None) -> int:
         seen.append((gc.isenabled(), gc.get_freeze_count()))
+        compiling.append(attr._make._compile_and_eval is attrs_own)
         assert on_first_screen is not None
         on_first_screen()
         seen.append((gc.isenabled(), gc.get_freeze_count()))
+        compiling.append(attr._make._compile_and_eval is attrs_own)
         return 3
 
     monkeypatch.setattr(entry, "run", run)
@@ -116,6 +121,9 @@ def test_the_collector_waits_for_the_first_screen_then_skips_what_the_start_made
     assert (paused, collecting) == (False, True)
     assert frozen > 0
     assert gc.isenabled()
+    # Until the first screen, the window's classes take their methods from the last
+    # start's (`agentrt.apps.codecache`); then attrs compiles for itself again.
+    assert compiling == [False, True]
 
 
 def test_the_collector_runs_again_when_the_window_fails_before_its_first_screen(

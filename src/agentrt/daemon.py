@@ -77,6 +77,9 @@ if __name__ == "__main__":  # ``python -m agentrt.daemon``: the same as ``agentr
     import sys
 
     gc.disable()  # while the modules load; `main` turns it on once the socket is served
+    from .apps import codecache
+
+    codecache.begin()  # ended with the collector's pause (`collect_from_now_on`)
     from .apps.daemon import main as _main
 
     sys.exit(_main())

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentrt import __version__
+from agentrt.apps import codecache
 from agentrt.apps.entry import collect_from_now_on
 from agentrt.config.options import API_KEY_ENV
 from agentrt.config.options import APPROVAL
@@ -117,10 +118,14 @@ def main() -> None:
     # classes, the window), so the collector's passes over the young objects (a tenth of
     # the CPU time to the first screen) free nothing: it waits until then.
     gc.disable()
+    # The window's classes take their compiled methods from the last start's (see
+    # `agentrt.apps.codecache`) until the first screen is drawn.
+    codecache.begin()
     try:
         # What the start made (modules, classes, the window) is then frozen.
         status = run(on_first_screen=collect_from_now_on)
     finally:
+        codecache.end()
         gc.enable()
     sys.exit(status)
 

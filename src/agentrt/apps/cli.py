@@ -1753,9 +1753,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return daemonctl_main(argv[1:])
     if argv and argv[0] == "daemon":
-        from ..daemon import main as daemon_main
+        from . import codecache
 
-        return daemon_main(argv[1:])
+        # The daemon's modules load with the start's compiled methods too; its socket
+        # served, `collect_from_now_on` ends that (and `end` here, should it never be).
+        codecache.begin()
+        try:
+            from ..daemon import main as daemon_main
+
+            return daemon_main(argv[1:])
+        finally:
+            codecache.end()
     # Every other command's output is plain text for a person or JSON: control characters
     # in it (a model's, a tool's, a web user's) are shown, never obeyed (`agentrt.vocab.terminal`).
     with shown_output():

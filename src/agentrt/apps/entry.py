@@ -15,7 +15,10 @@ them free nothing. In `agentrt run hello` those passes were 82 collections of
 alone. Once the command's modules are in, what exists is frozen (`gc.freeze`:
 later collections never go through it again) and the collector runs as usual.
 
-This module and the probe's import the standard library alone.
+While they load, attrs takes the compiled methods of their classes from the
+file a previous start wrote (`agentrt.apps.codecache`) instead of compiling them.
+
+This module, the probe's and the method cache's import the standard library alone.
 """
 
 from __future__ import annotations
@@ -36,12 +39,16 @@ def runs_a_task(args: Sequence[str]) -> bool:
 
 
 def collect_from_now_on() -> None:
-    """Freeze what exists (later collections never walk it again), then turn the collector on.
+    """The start is over: freeze what exists (later collections never walk it again), turn
+    the collector on, and give attrs its own compiling back (`codecache.end`).
 
     For a program that paused the collector while its start made what lives as long as
     the process: the `agentrt` command once its modules are in, the daemon once its socket
     is served, agenttui once its first screen is drawn.
     """
+    methods = sys.modules.get(f"{__package__}.codecache")  # loaded by the start that began it
+    if methods is not None:
+        methods.end()
     gc.freeze()
     gc.enable()
 
@@ -59,6 +66,9 @@ def console_main() -> None:
             _, found = probe.bwrap_named()
             if found is not None:
                 probe.start(found)
+        from . import codecache
+
+        codecache.begin()
         from .cli import console_main as main
     finally:
         collect_from_now_on()
