@@ -106,6 +106,7 @@ from ..vocab.terms import TERMINAL
 from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from ..vocab.usage import cost_words
+from .entry import end_methods
 
 if TYPE_CHECKING:
     from ..protocol.client import Client
@@ -1755,8 +1756,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "daemon":
         from . import codecache
 
-        # The daemon's modules load with the start's compiled methods too; its socket
-        # served, `collect_from_now_on` ends that (and `end` here, should it never be).
+        # The daemon's modules load with the start's compiled methods too (begun here when
+        # the command was not started by its console script); its socket served,
+        # `collect_from_now_on` ends that (and `end` here, should it never be).
         codecache.begin()
         try:
             from ..daemon import main as daemon_main
@@ -1820,7 +1822,10 @@ def console_main() -> None:
     away ends the command quietly with 141, as SIGPIPE would.
     """
     try:
-        code = main()
+        try:
+            code = main()
+        finally:
+            end_methods()  # the start's compiled methods, kept for the next (entry's cache)
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`agentrt config show | head`): quiet, as a command killed by

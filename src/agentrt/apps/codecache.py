@@ -11,16 +11,18 @@ bytecode: in the ``__pycache__`` folder beside agentrt's modules, under
 `sys.pycache_prefix` when one is set, never written when
 `sys.dont_write_bytecode` is (``PYTHONDONTWRITEBYTECODE``).
 
-A start reads the file once (~0.3 ms; each entry's code is only unpacked when
-its class is built), and while its modules load, each class attrs builds finds
-its code there by its source and the file name attrs gives it; anything not
-found is compiled as attrs would, and the file is written again, whole, by a
-rename: what it held for other programs (the daemon, agenttui) stays, an older
-source of a class this start built goes. A file that cannot be read, is of
-another Python or attrs, or is damaged is ignored and replaced. Only the
-command's, the daemon's and agenttui's starts use it (from `begin` until
-`end`, which `agentrt.apps.entry.collect_from_now_on` calls once the start is
-over); an application that imports agentrt is left alone.
+A start reads the file once (about 1 ms for the command's 300 KB; each entry's
+code is only unpacked when its class is built), and while its modules load,
+each class attrs builds finds its code there by its source and the file name
+attrs gives it; anything not found is compiled as attrs would, and the file is
+written again, whole, by a rename: what it held for other programs (the
+daemon, agenttui) stays, an older source of a class this start built goes. A
+file that cannot be read, is of another Python or attrs, or is damaged is
+ignored and replaced. Only agentrt's own programs use it, from `begin` to
+`end`: the command until it is over (its store's modules load while it runs),
+the daemon until its socket is served, agenttui until its first screen is
+drawn (`agentrt.apps.entry`); an application that imports agentrt is left
+alone.
 
 This module imports the standard library alone (and attrs's own module when
 installed): it runs before the rest of agentrt is loaded.

@@ -46,9 +46,18 @@ def collect_from_now_on() -> None:
     the process: the `agentrt` command once its modules are in, the daemon once its socket
     is served, agenttui once its first screen is drawn.
     """
+    end_methods()
+    _collect()
+
+
+def end_methods() -> None:
+    """Give attrs its own compiling back, if this process's start took it (`codecache.end`)."""
     methods = sys.modules.get(f"{__package__}.codecache")  # loaded by the start that began it
     if methods is not None:
         methods.end()
+
+
+def _collect() -> None:
     gc.freeze()
     gc.enable()
 
@@ -57,6 +66,8 @@ def console_main() -> None:
     """The `agentrt` console script: the sandbox probe started early, then the command.
 
     The collector waits while the command's modules load; what they made is then frozen.
+    attrs takes its compiled methods from the file the last start wrote until the command
+    is over (`agentrt.apps.codecache`).
     """
     gc.disable()
     try:
@@ -71,5 +82,7 @@ def console_main() -> None:
         codecache.begin()
         from .cli import console_main as main
     finally:
-        collect_from_now_on()
+        # The modules the command loads later (its store's) take their methods from the
+        # cache too: `main` ends it (`end_methods`) before the process exits.
+        _collect()
     main()
