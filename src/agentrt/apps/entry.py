@@ -43,8 +43,9 @@ def collect_from_now_on() -> None:
     the collector on, and give attrs its own compiling back (`codecache.end`).
 
     For a program that paused the collector while its start made what lives as long as
-    the process: the `agentrt` command once its modules are in, the daemon once its socket
-    is served, agenttui once its first screen is drawn.
+    the process: the daemon once its socket is served, agenttui once its first screen is
+    drawn. (The `agentrt` command freezes once its modules are in, and keeps attrs's
+    methods coming from the cache until it is over: see `console_main`.)
     """
     end_methods()
     _collect()
