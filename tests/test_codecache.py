@@ -22,6 +22,8 @@ from .cli_process import run_python
 from .cli_process import running_daemon
 
 STAMP = codecache.attrs_stamp(attr._make)
+#: The file's name for this Python and this attrs (that of the processes the tests start).
+KEPT_NAME = codecache.file_name(STAMP)
 HEADER_START = b"agentrt attrs methods\n"
 
 
@@ -276,11 +278,17 @@ def test_past_its_bound_the_file_keeps_what_this_start_used(
 
 def test_the_file_goes_where_python_puts_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
     package = Path(codecache.__file__).resolve().parent.parent
+    name = codecache.file_name(STAMP)
     monkeypatch.setattr(sys, "pycache_prefix", None)
-    assert codecache.default_path() == str(package / "__pycache__" / codecache.FILE_NAME)
+    assert codecache.default_path(STAMP) == str(package / "__pycache__" / name)
     monkeypatch.setattr(sys, "pycache_prefix", "/prefix")
-    assert codecache.default_path() == str(Path("/prefix", *package.parts[1:], codecache.FILE_NAME))
-    assert f"attrs-methods.{sys.implementation.cache_tag}.bin" == codecache.FILE_NAME
+    assert codecache.default_path(STAMP) == str(Path("/prefix", *package.parts[1:], name))
+    # One file for each Python and each attrs (another virtualenv of the same checkout).
+    assert name.startswith(f"attrs-methods.{sys.implementation.cache_tag}.")
+    assert name.endswith(".bin") and len(name) == len(
+        f"attrs-methods.{sys.implementation.cache_tag}.12345678.bin"
+    )
+    assert codecache.file_name(STAMP + "-another") != name
 
 
 #: Runs `agentrt run hello` as the console script does and tells, as it exits, what the
@@ -331,7 +339,7 @@ def test_the_second_start_of_the_command_compiles_none_of_its_classes(tmp_path: 
     assert (int(hits), unkept, own) == (0, "0", "True")
     # The command's modules define well over a hundred attrs classes.
     assert int(misses) > 100, misses
-    (kept,) = (tmp_path / "prefix").rglob(codecache.FILE_NAME)
+    (kept,) = (tmp_path / "prefix").rglob(KEPT_NAME)
     assert kept.parent.name == "agentrt"
     made_by = {key.split("\0", 1)[0] for key in _read(kept)[1]}
     assert len(made_by) == int(misses)
@@ -363,7 +371,7 @@ def test_the_daemon_keeps_the_methods_of_its_own_modules(
     with running_daemon(tmp_path / "state", tmp_path / "work") as daemon:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=20) == 0
-    (kept,) = (tmp_path / "prefix").rglob(codecache.FILE_NAME)
+    (kept,) = (tmp_path / "prefix").rglob(KEPT_NAME)
     made_by = {key.split("\0", 1)[0] for key in _read(kept)[1]}
     # `_Http` is defined in the daemon's own module, loaded after the command's.
     assert "<attrs generated methods agentrt.apps.daemon._Http>" in made_by
@@ -375,3 +383,45 @@ def test_the_daemon_keeps_the_methods_of_its_own_modules(
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=20) == 0
     assert kept.stat().st_mtime_ns == written
+
+
+def test_written_ahead_the_file_serves_a_start_that_writes_no_bytecode(tmp_path: Path) -> None:
+    env = _bytecode_env(tmp_path / "prefix")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    made = subprocess.run(
+        [sys.executable, "-m", "agentrt.apps.codecache"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stderr
+    (kept,) = (tmp_path / "prefix").rglob(KEPT_NAME)
+    assert made.stdout == f"{len(_read(kept)[1])} compiled methods kept in {kept}\n"
+    made_by = {key.split("\0", 1)[0] for key in _read(kept)[1]}
+    # The command's, its store's, the daemon's and agenttui's classes.
+    for name in ("store.record.TaskRecord", "store.writer.Writer", "apps.daemon._Http"):
+        assert f"<attrs generated methods agentrt.{name}>" in made_by
+    assert any(name.startswith("<attrs generated methods agenttui.") for name in made_by)
+
+    _, hits, misses, unkept, own = _told(_TELLING, tmp_path, env)
+    assert (int(hits) > 100, misses, unkept, own) == (True, "0", "0", "True")
+
+
+def test_written_ahead_where_it_cannot_be_says_so(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = _bytecode_env(blocker)
+    made = subprocess.run(
+        [sys.executable, "-m", "agentrt.apps.codecache"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert made.returncode == 1
+    assert made.stderr.startswith(f"could not write {blocker}/"), made.stderr

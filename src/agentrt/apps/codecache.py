@@ -7,9 +7,11 @@ characters of source, compiled anew by every start in 16 ms, a fifth of the
 time those modules take to load (and more than every other stage of
 ``agentrt run hello`` but the model's own pause). The code that comes out
 depends on the source alone, so it is kept, as Python keeps a module's
-bytecode: in the ``__pycache__`` folder beside agentrt's modules, under
-`sys.pycache_prefix` when one is set, never written when
-`sys.dont_write_bytecode` is (``PYTHONDONTWRITEBYTECODE``).
+bytecode: in the ``__pycache__`` folder beside agentrt's modules (a file for
+each Python and each attrs), under `sys.pycache_prefix` when one is set, never
+written when `sys.dont_write_bytecode` is (``PYTHONDONTWRITEBYTECODE``).
+``python -m agentrt.apps.codecache`` writes it ahead, as ``compileall`` does
+bytecode.
 
 A start reads the file once (about 1 ms for the command's 300 KB; each entry's
 code is only unpacked when its class is built), and while its modules load,
@@ -40,8 +42,8 @@ from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
-#: The name of the file in ``__pycache__``; the interpreter's tag keeps each Python's apart.
-FILE_NAME: Final = f"attrs-methods.{sys.implementation.cache_tag}.bin"
+#: How the file's name starts, in ``__pycache__``; `file_name` gives the rest.
+FILE_PREFIX: Final = "attrs-methods."
 #: At most this many compiled methods are kept: past it, a write keeps this start's alone.
 MAX_ENTRIES: Final = 4096
 
@@ -83,13 +85,26 @@ def _with_constant(code: types.CodeType, old: int, new: int) -> types.CodeType:
     return code.replace(co_consts=consts)
 
 
-def default_path() -> str:
+def file_name(attrs_stamp: str) -> str:
+    """The file's name for this Python (its tag, as a module's bytecode has) and this attrs.
+
+    Two virtualenvs of one checkout (another attrs in each) keep a file each, instead of
+    replacing each other's at every start.
+    """
+    import binascii
+
+    stamp = binascii.crc32(attrs_stamp.encode())
+    return f"{FILE_PREFIX}{sys.implementation.cache_tag}.{stamp:08x}.bin"
+
+
+def default_path(attrs_stamp: str) -> str:
     """Where the file lives: agentrt's own ``__pycache__``, as Python would place bytecode."""
     package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    name = file_name(attrs_stamp)
     if sys.pycache_prefix:
         # As importlib does: the source folder's absolute path re-rooted under the prefix.
-        return os.path.join(sys.pycache_prefix, package.lstrip(os.sep), FILE_NAME)
-    return os.path.join(package, "__pycache__", FILE_NAME)
+        return os.path.join(sys.pycache_prefix, package.lstrip(os.sep), name)
+    return os.path.join(package, "__pycache__", name)
 
 
 def header(attrs_stamp: str) -> bytes:
@@ -220,11 +235,11 @@ class MethodCache:
         if self._unsaved and not sys.dont_write_bytecode:
             self.write()
 
-    def write(self) -> None:
+    def write(self) -> bool:
         """Write what the file held and what this start made, replacing the file by a rename.
 
         Nothing is said when the folder cannot be written (a read-only install): the
-        next start compiles, as it would without the file.
+        next start compiles, as it would without the file. Whether it was written.
         """
         # Another program's classes stay (the daemon's, agenttui's); an older version of a
         # class this start built (another source under the same file name) goes.
@@ -246,6 +261,8 @@ class MethodCache:
 
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+            return False
+        return True
 
 
 #: This process's cache, once `begin` made it.
@@ -262,7 +279,8 @@ def begin(path: str | os.PathLike[str] | None = None) -> MethodCache | None:
     import attr._make
 
     if _cache is None:
-        _cache = MethodCache(default_path() if path is None else path, attrs_stamp(attr._make))
+        stamp = attrs_stamp(attr._make)
+        _cache = MethodCache(default_path(stamp) if path is None else path, stamp)
     return _cache if _cache.install(attr._make) else None
 
 
@@ -270,3 +288,55 @@ def end() -> None:
     """Give attrs its own function back; write the file if the cache compiled anything new."""
     if _cache is not None:
         _cache.close()
+
+
+#: The modules agentrt's programs load before their start is over: the command's (with
+#: its SQLite store and a model's options), the daemon's and agenttui's window. One left
+#: out is compiled by the first start that loads it, and kept by it where it may write.
+PROGRAM_MODULES: Final = (
+    "agentrt.apps.cli",
+    "agentrt.store.sqlite",
+    "agentrt.models.options",
+    "agentrt.apps.daemon",
+    "agenttui.__main__",
+    "agenttui._bridge",
+    "agenttui._app",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentrt.apps.codecache``: the file written ahead, as ``compileall`` does.
+
+    Loads the modules of agentrt's programs with the cache in attrs's place and writes
+    the file, even under ``PYTHONDONTWRITEBYTECODE`` (it was asked for), so that no
+    start has to. For an install whose first start should be as quick as the next
+    (``make bench`` runs it after ``compileall``).
+    """
+    import argparse
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="python -m agentrt.apps.codecache",
+        description="Compile the methods attrs writes for the classes of agentrt's programs "
+        "(the command, the daemon, agenttui) and keep them beside agentrt's bytecode, so "
+        "that no start compiles them. Honours PYTHONPYCACHEPREFIX.",
+    )
+    parser.parse_args(argv)
+    cache = begin()
+    if cache is None:
+        print("this attrs builds its classes in a way agentrt does not know: nothing kept")
+        return 1
+    try:
+        for name in PROGRAM_MODULES:
+            importlib.import_module(name)
+    finally:
+        end()
+    if not cache.write():
+        print(f"could not write {cache.path}: the next starts compile them", file=sys.stderr)
+        return 1
+    print(f"{len(cache.known)} compiled methods kept in {cache.path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
