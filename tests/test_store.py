@@ -906,3 +906,37 @@ def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before
         thinking=(ThinkingBlock("why", "sig=="), ThinkingBlock("", None, "ENCRYPTED")),
     )
     assert converter.structure(converter.unstructure(signed), Message) == signed
+
+
+def test_a_question_and_a_stop_at_their_defaults_are_written_as_before_those_fields() -> None:
+    from agentrt.store.record import SavedQuestion
+    from agentrt.store.record import converter
+    from agentrt.vocab.questions import QuestionState
+    from agentrt.vocab.questions import legacy_question_id
+    from agentrt.vocab.stops import Interruption
+    from agentrt.vocab.stops import StopKind
+
+    asked = SavedQuestion("c1", "Name?", id="q1")
+    assert converter.unstructure(asked) == {
+        "call_id": "c1",
+        "prompt": "Name?",
+        "kind": "question",
+        "id": "q1",
+    }
+    moved = SavedQuestion(
+        "c1", "Name?", id="q1", task="t", origin="web", state=QuestionState.EXPIRED
+    )
+    written = converter.unstructure(moved)
+    assert (written["task"], written["origin"], written["state"]) == ("t", "web", "expired")
+    assert converter.structure(written, SavedQuestion) == moved
+    # A question saved before questions had ids gets the same id every time it is read.
+    old = converter.structure({"call_id": "c1", "prompt": "Name?"}, SavedQuestion)
+    assert old.id == legacy_question_id("c1", "Name?")
+
+    once = Interruption(StopKind.PAUSE, 100.0)
+    assert "repeats" not in converter.unstructure(once)
+    assert "first_at" not in converter.unstructure(once)
+    folded = Interruption(StopKind.PAUSE, 300.0, repeats=2, first_at=100.0)
+    kept = converter.unstructure(folded)
+    assert (kept["repeats"], kept["first_at"]) == (2, 100.0)
+    assert converter.structure(kept, Interruption) == folded

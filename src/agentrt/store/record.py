@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from collections.abc import Collection
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -431,10 +433,23 @@ def apply_answer(
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
 
 
-def _omit_defaults(cls: type[Any], *fields: str) -> None:
-    """Write records of `cls` without those of `fields` that hold their default."""
+def _omit_defaults(cls: type[Any], *fields: str, later: bool = False) -> None:
+    """Write records of `cls` without those of `fields` that hold their default.
+
+    `later`: the hook is made when a record of `cls` is first written, not now. Most
+    commands write none (a task with no question, no stop), and making one is about
+    a millisecond of every start.
+    """
     omitted: dict[str, Any] = {name: override(omit_if_default=True) for name in fields}
-    converter.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, converter, **omitted))
+    if later:
+        converter.register_unstructure_hook_factory(
+            lambda kind: kind is cls,
+            lambda kind: make_dict_unstructure_fn(kind, converter, **omitted),
+        )
+    else:
+        converter.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, converter, **omitted)
+        )
 
 
 # A call with nothing redacted from its arguments is written without the field (registered
@@ -448,12 +463,17 @@ def _structure_saved_question(data: Mapping[str, Any], _: object) -> SavedQuesti
     """A saved question as stored; one saved before questions had ids gets a stable one."""
     if "id" not in data:
         data = {**data, "id": legacy_question_id(str(data["call_id"]), str(data["prompt"]))}
-    return _saved_question_fields(data, SavedQuestion)
+    return _saved_question_fields()(data, SavedQuestion)
 
 
-_saved_question_fields = converter.gen_structure_attrs_fromdict(SavedQuestion)
+@functools.cache
+def _saved_question_fields() -> Callable[[Mapping[str, Any], Any], SavedQuestion]:
+    """The structuring of a saved question's fields, made when the first one is read."""
+    return converter.gen_structure_attrs_fromdict(SavedQuestion)
+
+
 converter.register_structure_hook(SavedQuestion, _structure_saved_question)
 # The fields a question had before it had an id and a state are all an older agentrt reads.
-_omit_defaults(SavedQuestion, "task", "origin", "state")
+_omit_defaults(SavedQuestion, "task", "origin", "state", later=True)
 # A stop that stands for no earlier ones is written as before stops were folded.
-_omit_defaults(Interruption, "repeats", "first_at")
+_omit_defaults(Interruption, "repeats", "first_at", later=True)
