@@ -318,16 +318,21 @@ def _bytecode_env(prefix: Path) -> dict[str, str]:
     return env
 
 
-def _told(code: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "state")],
+def _python(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS...`` of this interpreter in `env` and `cwd`, its output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
         env=env,
-        cwd=tmp_path,
+        cwd=cwd,
     )
+
+
+def _told(code: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+    done = _python(env, tmp_path, "-c", code, str(tmp_path / "state"))
     assert done.returncode == 0, done.stderr
     assert "hello" in done.stdout
     return next(line.split() for line in done.stderr.splitlines() if line.startswith("cache"))
@@ -388,15 +393,7 @@ def test_the_daemon_keeps_the_methods_of_its_own_modules(
 def test_written_ahead_the_file_serves_a_start_that_writes_no_bytecode(tmp_path: Path) -> None:
     env = _bytecode_env(tmp_path / "prefix")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    made = subprocess.run(
-        [sys.executable, "-m", "agentrt.apps.codecache"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    made = _python(env, tmp_path, "-m", "agentrt.apps.codecache")
     assert made.returncode == 0, made.stderr
     (kept,) = (tmp_path / "prefix").rglob(KEPT_NAME)
     assert made.stdout == f"{len(_read(kept)[1])} compiled methods kept in {kept}\n"
@@ -414,14 +411,6 @@ def test_written_ahead_where_it_cannot_be_says_so(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     env = _bytecode_env(blocker)
-    made = subprocess.run(
-        [sys.executable, "-m", "agentrt.apps.codecache"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-        cwd=tmp_path,
-    )
+    made = _python(env, tmp_path, "-m", "agentrt.apps.codecache")
     assert made.returncode == 1
     assert made.stderr.startswith(f"could not write {blocker}/"), made.stderr
