@@ -1754,18 +1754,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return daemonctl_main(argv[1:])
     if argv and argv[0] == "daemon":
-        from . import codecache
+        # Its modules load with the console script's compiled methods still in attrs's
+        # place (`agentrt.apps.codecache`); the daemon hands them back once it serves.
+        from ..daemon import main as daemon_main
 
-        # The daemon's modules load with the start's compiled methods too (begun here when
-        # the command was not started by its console script); its socket served,
-        # `collect_from_now_on` ends that (and `end` here, should it never be).
-        codecache.begin()
-        try:
-            from ..daemon import main as daemon_main
-
-            return daemon_main(argv[1:])
-        finally:
-            codecache.end()
+        return daemon_main(argv[1:])
     # Every other command's output is plain text for a person or JSON: control characters
     # in it (a model's, a tool's, a web user's) are shown, never obeyed (`agentrt.vocab.terminal`).
     with shown_output():
