@@ -906,6 +906,16 @@ def test_kept_thinking_round_trips_and_a_message_without_it_is_written_as_before
         thinking=(ThinkingBlock("why", "sig=="), ThinkingBlock("", None, "ENCRYPTED")),
     )
     assert converter.structure(converter.unstructure(signed), Message) == signed
+    # A call with nothing redacted from its arguments is written without the field.
+    from agentrt.models.messages import Redaction
+    from agentrt.models.messages import ToolCall
+
+    plain_call = ToolCall("c1", "sh", {"command": "ls"})
+    sealed_call = ToolCall("c2", "sh", {"command": "[secret K]"}, Redaction.NAMED)
+    written = converter.unstructure(Message.assistant("", (plain_call, sealed_call)))
+    assert written["tool_calls"][0] == {"id": "c1", "name": "sh", "arguments": {"command": "ls"}}
+    assert written["tool_calls"][1]["redaction"] == Redaction.NAMED.value
+    assert converter.structure(written, Message).tool_calls == (plain_call, sealed_call)
 
 
 def test_a_question_and_a_stop_at_their_defaults_are_written_as_before_those_fields() -> None:

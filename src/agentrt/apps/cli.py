@@ -106,7 +106,7 @@ from ..vocab.terms import TERMINAL
 from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from ..vocab.usage import cost_words
-from .entry import end_methods
+from . import codecache
 
 if TYPE_CHECKING:
     from ..protocol.client import Client
@@ -1818,7 +1818,7 @@ def console_main() -> None:
         try:
             code = main()
         finally:
-            end_methods()  # the start's compiled methods, kept for the next (entry's cache)
+            codecache.end()  # the start's compiled methods, kept for the next start
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`agentrt config show | head`): quiet, as a command killed by

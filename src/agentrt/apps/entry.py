@@ -47,15 +47,10 @@ def collect_from_now_on() -> None:
     drawn. (The `agentrt` command freezes once its modules are in, and keeps attrs's
     methods coming from the cache until it is over: see `console_main`.)
     """
-    end_methods()
+    from . import codecache
+
+    codecache.end()
     _collect()
-
-
-def end_methods() -> None:
-    """Give attrs its own compiling back, if this process's start took it (`codecache.end`)."""
-    methods = sys.modules.get(f"{__package__}.codecache")  # loaded by the start that began it
-    if methods is not None:
-        methods.end()
 
 
 def _collect() -> None:
@@ -84,6 +79,6 @@ def console_main() -> None:
         from .cli import console_main as main
     finally:
         # The modules the command loads later (its store's) take their methods from the
-        # cache too: `main` ends it (`end_methods`) before the process exits.
+        # cache too: `main` ends it (`codecache.end`) before the process exits.
         _collect()
     main()

@@ -433,27 +433,21 @@ def apply_answer(
 converter = cattrs.Converter(forbid_extra_keys=False, detailed_validation=False)
 
 
-def _omit_defaults(cls: type[Any], *fields: str, later: bool = False) -> None:
+def _omit_defaults(cls: type[Any], *fields: str) -> None:
     """Write records of `cls` without those of `fields` that hold their default.
 
-    `later`: the hook is made when a record of `cls` is first written, not now. Most
-    commands write none (a task with no question, no stop), and making one is about
-    a millisecond of every start.
+    The hook is made when a record of `cls` is first written, not at import: most
+    commands write no question and no stop, and making a hook is about a millisecond
+    of every start.
     """
     omitted: dict[str, Any] = {name: override(omit_if_default=True) for name in fields}
-    if later:
-        converter.register_unstructure_hook_factory(
-            lambda kind: kind is cls,
-            lambda kind: make_dict_unstructure_fn(kind, converter, **omitted),
-        )
-    else:
-        converter.register_unstructure_hook(
-            cls, make_dict_unstructure_fn(cls, converter, **omitted)
-        )
+    converter.register_unstructure_hook_factory(
+        lambda kind: kind is cls, lambda kind: make_dict_unstructure_fn(kind, converter, **omitted)
+    )
 
 
-# A call with nothing redacted from its arguments is written without the field (registered
-# before Message's hook, which takes the hooks of its fields' types when it is made).
+# A call with nothing redacted from its arguments is written without the field (a message's
+# hook, made when the first message is written, takes this one for its calls).
 _omit_defaults(ToolCall, "redaction")
 # Most messages have no kept thinking: they are written without the field, as before it existed.
 _omit_defaults(Message, "thinking", "call_state", "rewinds", "compaction")
@@ -474,6 +468,6 @@ def _saved_question_fields() -> Callable[[Mapping[str, Any], Any], SavedQuestion
 
 converter.register_structure_hook(SavedQuestion, _structure_saved_question)
 # The fields a question had before it had an id and a state are all an older agentrt reads.
-_omit_defaults(SavedQuestion, "task", "origin", "state", later=True)
+_omit_defaults(SavedQuestion, "task", "origin", "state")
 # A stop that stands for no earlier ones is written as before stops were folded.
-_omit_defaults(Interruption, "repeats", "first_at", later=True)
+_omit_defaults(Interruption, "repeats", "first_at")
