@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from agentrt import ReplayModel
@@ -16,9 +18,12 @@ from agentrt import make_model
 from agentrt.agent.tools import TOOLS
 from agentrt.agent.tools import find
 from agentrt.agent.tools import offered_to
+from agentrt.agent.tools.base import Tool
+from agentrt.agent.tools.base import argument
 from agentrt.agent.tools.files import WriteFile
 from agentrt.agent.tools.testing import Big
 from agentrt.agent.tools.testing import Sleep
+from agentrt.vocab.reprs import record
 
 
 def _schema(**properties: str) -> dict[str, Any]:
@@ -160,6 +165,58 @@ SPECS = (
 
 def test_every_tool_offers_the_schema_it_always_had() -> None:
     assert tuple(tool.spec() for tool in TOOLS.values()) == SPECS
+
+
+def test_a_spec_is_read_from_its_annotations_text_without_compiling_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Resolving the annotations through typing compiles each one: building the dozen specs
+    # took a millisecond of every start that way. They are read as written instead.
+    @record
+    class Count(Tool):
+        NAME = "count"
+        DESCRIPTION = "Count up to a number."
+        upto: int = argument("where to stop")
+        step: float = 1.0
+        label: str = ""
+        loud: bool = False
+
+    compiled: list[object] = []
+    real_compile = builtins.compile
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(args[0])
+        return real_compile(*args, **kwargs)
+
+    monkeypatch.setattr(builtins, "compile", counted)
+    assert Count.spec() == ToolSpec(
+        "count",
+        "Count up to a number.",
+        {
+            "type": "object",
+            "properties": {
+                "upto": {"type": "integer", "description": "where to stop"},
+                "step": {"type": "number"},
+                "label": {"type": "string"},
+                "loud": {"type": "boolean"},
+            },
+            "required": ["upto"],
+        },
+    )
+    assert compiled == []
+    # Parsing still reads them through cattrs, which resolves them once.
+    assert Count.parse(ToolCall("c", "count", {"upto": 3, "loud": True})) == Count(3, loud=True)
+
+
+def test_a_tool_argument_of_another_type_is_refused_when_its_spec_is_made() -> None:
+    @record
+    class Listing(Tool):
+        NAME = "listing"
+        DESCRIPTION = "Takes a list."
+        items: list[str] = attrs.field(factory=list)
+
+    with pytest.raises(AssertionError, match="a tool argument is a str, int, float or bool"):
+        Listing.spec()
 
 
 def test_script_players_get_every_tool_and_real_models_not_the_testing_ones(

@@ -26,6 +26,7 @@ confirmed, under any approval policy.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 from ...models.messages import ToolSpec
@@ -76,7 +77,12 @@ def offered_to(model: object) -> tuple[ToolSpec, ...]:
     A call is run whoever made it (`find`): a task started with the scripted
     model and resumed with another still runs its saved ``sleep`` call.
     """
-    plays_scripts = isinstance(model, ScriptedModel | ReplayModel)
+    return _offered(isinstance(model, ScriptedModel | ReplayModel))
+
+
+@functools.cache
+def _offered(plays_scripts: bool) -> tuple[ToolSpec, ...]:
+    """`offered_to`'s answer, made once for each kind of model (every run asks it)."""
     return tuple(tool.spec() for tool in TOOLS.values() if plays_scripts or not tool.TESTING)
 
 

@@ -33,6 +33,7 @@ from typing import ClassVar
 from typing import Final
 from typing import Protocol
 from typing import Self
+from typing import cast
 
 import attrs
 
@@ -201,6 +202,9 @@ _JSON_TYPES: Final[Mapping[type, str]] = {
     int: "integer",
     bool: "boolean",
 }
+#: Those types by the name an argument's annotation gives them: the tools' modules keep
+#: their annotations as text (``from __future__ import annotations``).
+_NAMED_TYPES: Final[Mapping[str, type]] = {kind.__name__: kind for kind in _JSON_TYPES}
 
 
 @record
@@ -252,7 +256,9 @@ def _spec(cls: type[Tool]) -> ToolSpec:
 
 
 def _make_spec(cls: type[Tool]) -> ToolSpec:
-    fields = attrs.fields(attrs.resolve_types(cls))
+    # Read from the annotations' text (`_kind`), not resolved through `typing`: resolving
+    # compiles each one, most of what building the dozen specs cost at every start.
+    fields = attrs.fields(cls)
     return ToolSpec(
         cls.NAME,
         cls.DESCRIPTION,
@@ -278,8 +284,10 @@ def argument(description: str, **kwargs: Any) -> Any:
 
 
 def _kind(field: attrs.Attribute[Any]) -> type:
-    assert isinstance(field.type, type), f"{field.name}: resolve the type first"
-    return field.type
+    """The Python type of an argument: one of `_JSON_TYPES`, as an annotation or its text."""
+    kind = _NAMED_TYPES.get(field.type) if isinstance(field.type, str) else field.type
+    assert kind in _JSON_TYPES, f"{field.name}: a tool argument is a str, int, float or bool"
+    return cast(type, kind)
 
 
 def _argument_problem(cls: type[Tool], exc: BaseException) -> str:
