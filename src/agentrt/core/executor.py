@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import time
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -68,6 +67,7 @@ from ..vocab.stops import StopKind
 from ..vocab.terms import SETTLE
 from ..vocab.terms import Settle
 from ..vocab.terms import TaskStatus
+from ..vocab.unique import random_hex
 from .cause import Cause
 from .cause import CauseScope
 from .cause import stop_cause
@@ -124,8 +124,8 @@ def check_session_id(session_id: str) -> str:
 
 
 def new_task_hash() -> str:
-    """A fresh task hash: 12 hex digits."""
-    return os.urandom(6).hex()
+    """A fresh task hash: 12 hex digits, unpredictable (`agentrt.vocab.unique`)."""
+    return random_hex(6)
 
 
 @record

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import os
 import re
 import time
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from typing import Final
 from .reprs import record
 from .terms import Cause
 from .terms import RequestKind
+from .unique import random_hex
 
 #: How every question id starts.
 QUESTION_ID_PREFIX: Final = "q-"
@@ -37,7 +37,7 @@ RECENT_QUESTIONS: Final = 64
 
 def new_question_id() -> str:
     """A fresh question id: ``q-`` and 12 hex digits, unique across daemons and restarts."""
-    return QUESTION_ID_PREFIX + os.urandom(6).hex()
+    return QUESTION_ID_PREFIX + random_hex(6)
 
 
 def legacy_question_id(call_id: str, prompt: str) -> str:
