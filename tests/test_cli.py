@@ -470,3 +470,32 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
     assert len(lines) == count
     assert {line.split()[0] for line in lines} == {f"cli-{n:08x}" for n in range(count)}
     assert done.stderr == ""
+
+
+def test_a_listing_reads_the_store_alone(tmp_path: Path) -> None:
+    # `pending list`, `pending show` and `sessions list` only read the store: they probe no
+    # bubblewrap and start no MCP server, which `agentrt run` does (the control below).
+    probed = tmp_path / "probed"
+    bwrap = tmp_path / "bwrap"
+    bwrap.write_text(f'#!/bin/sh\necho "$@" >> {probed}\nexit 1\n')
+    bwrap.chmod(0o755)
+    config = tmp_path / "config"
+    (config / "agentrt").mkdir(parents=True)
+    (config / "agentrt" / "config.toml").write_text(
+        '[mcp.servers.never]\ncommand = "/bin/true"\ntrust = true\n'
+    )
+    state = tmp_path / "state"
+    env = {**env_for(state), "AGENTRT_BWRAP": str(bwrap), "XDG_CONFIG_HOME": str(config)}
+    for args in (["pending", "list"], ["pending", "list", "--json"], ["sessions", "list"]):
+        done = run_in(args, env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "no sandbox" not in done.stderr
+    shown = run_in(["pending", "show", "cli-none"], env, tmp_path)
+    assert "no pending task" in shown.stdout + shown.stderr
+    assert not probed.exists()
+    assert not (state / "mcp").exists()
+    # The same environment does probe and start servers for a run: the checks above can fail.
+    ran = run_in(["run", "hello"], env, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert probed.exists() and (state / "mcp").is_dir()
+    assert "no sandbox for tools" in ran.stderr

@@ -84,9 +84,11 @@ from ..present.shapes import event_to_json
 from ..present.shapes import message_json
 from ..present.shapes import preview_json
 from ..present.shapes import question_json
+from ..store import Store
 from ..store import StoreError
 from ..store import UnreadableTask
 from ..store import is_postgres
+from ..store import open_store
 from ..vocab.events import Event
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
@@ -1218,16 +1220,16 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     if client is not None:
         async with client:
             return await _pending_via_daemon(args, printer, client)
-    async with _open(args, settings) as rt:
-        if args.action == "list":
-            if printer.json_mode:
-                from ..frontends.terminal.framing import pending_task
+    if args.action in ("list", "show"):
+        async with _open_store(settings) as store:
+            if args.action == "list":
+                if printer.json_mode:
+                    from ..frontends.terminal.framing import pending_task
 
-                listed = await rt.store.list_stored(args.prefix)
-                return _print_list(printer, [pending_task(t) for t in listed])
-            return _print_lines(printer, await rt.store.list_lines(args.prefix))
-        if args.action == "show":
-            stored = await rt.store.lookup(args.session)
+                    listed = await store.list_stored(args.prefix)
+                    return _print_list(printer, [pending_task(t) for t in listed])
+                return _print_lines(printer, await store.list_lines(args.prefix))
+            stored = await store.lookup(args.session)
             if stored is None:
                 return _no_pending_task(args.session)
             if isinstance(stored, UnreadableTask):
@@ -1235,6 +1237,7 @@ async def _cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
             from ..frontends.terminal.framing import pending_detail
 
             return _print_detail(printer, pending_detail(stored))
+    async with _open(args, settings) as rt:
         if args.action == "discard":
             if not await rt.executor.discard(args.session):
                 return _no_pending_task(args.session)
@@ -1343,20 +1346,21 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     if client is not None:
         async with client:
             return await _sessions_via_daemon(args, printer, client, text)
-    async with _open(args, settings) as rt:
-        store = rt.store
-        if args.action in ("undo", "turns"):
-            return await _undo_here(rt, args, printer)
-        if args.action == "list":
+    if args.action == "list":
+        async with _open_store(settings) as listed:
             items: list[SessionItem] = []
             cursor: str | None = None
             while args.limit is None or len(items) < args.limit:
-                page = await store.sessions(args.prefix, limit=LIST_PAGE_MAX, cursor=cursor)
+                page = await listed.sessions(args.prefix, limit=LIST_PAGE_MAX, cursor=cursor)
                 items += [session_item(info) for info in page.items]
                 if page.next is None:
                     break
                 cursor = page.next
             return _print_sessions(printer, items[: args.limit])
+    async with _open(args, settings) as rt:
+        store = rt.store
+        if args.action in ("undo", "turns"):
+            return await _undo_here(rt, args, printer)
         info = await store.session(args.session)
         if info is None:
             return _no_session(args.session)
@@ -1568,6 +1572,29 @@ def _print_undone(printer: Printer, frame: Undone) -> int:
 def _open(args: argparse.Namespace, settings: Settings) -> Any:
     settings.check_model()
     return open_runtime(settings=settings, workdir=args.workdir)
+
+
+@contextlib.asynccontextmanager
+async def _open_store(settings: Settings) -> AsyncIterator[Store]:
+    """The task store alone, for a command that only reads it: a listing, a task shown.
+
+    Not a whole runtime (`_open`): no bubblewrap probed (7 ms of `agentrt pending
+    list` here), no MCP server started (each configured one was, and stopped again
+    at once), no tool process reaped, no interrupted undo finished, no model made.
+    What is read, and every refusal before it (a model of no known form, a state dir
+    that is not private), is as it was.
+    """
+    settings.check_model()
+    state_dir = Path(settings.state_dir.value)
+    prepare_state_dir(state_dir)
+    location = settings.store.value
+    store = await open_store(
+        location if location is not None else state_dir / "tasks.db", lease=settings.lease.value
+    )
+    try:
+        yield store
+    finally:
+        await store.aclose()
 
 
 # -- configuration and keys --------------------------------------------------------
