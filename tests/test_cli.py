@@ -473,8 +473,9 @@ def test_output_larger_than_a_pipe_is_whole_before_the_quick_exit(
 
 
 def test_a_listing_reads_the_store_alone(tmp_path: Path) -> None:
-    # `pending list`, `pending show` and `sessions list` only read the store: they probe no
-    # bubblewrap and start no MCP server, which `agentrt run` does (the control below).
+    # `pending list`, `pending show`, `sessions list` and `sessions show` only read the store:
+    # they probe no bubblewrap and start no MCP server, which `agentrt run` does (the control
+    # below).
     probed = tmp_path / "probed"
     bwrap = tmp_path / "bwrap"
     bwrap.write_text(f'#!/bin/sh\necho "$@" >> {probed}\nexit 1\n')
@@ -495,7 +496,12 @@ def test_a_listing_reads_the_store_alone(tmp_path: Path) -> None:
     assert not probed.exists()
     assert not (state / "mcp").exists()
     # The same environment does probe and start servers for a run: the checks above can fail.
-    ran = run_in(["run", "hello"], env, tmp_path)
+    ran = run_in(["run", "--session", "cli-told", "hello"], env, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert probed.exists() and (state / "mcp").is_dir()
     assert "no sandbox for tools" in ran.stderr
+    probed.unlink()
+    told = run_in(["sessions", "show", "cli-told"], env, tmp_path)
+    assert told.returncode == 0, told.stderr
+    assert "hello" in told.stdout
+    assert not probed.exists()

@@ -50,6 +50,7 @@ from ..config.options import STATE_DIR
 from ..config.options import STORE
 from ..config.options import WORKDIR
 from ..config.options import shared_options
+from ..config.prices import Prices
 from ..config.prices import total_cost
 from ..config.settings import Settings
 from ..config.settings import load_settings
@@ -84,6 +85,7 @@ from ..present.shapes import event_to_json
 from ..present.shapes import message_json
 from ..present.shapes import preview_json
 from ..present.shapes import question_json
+from ..store import SessionInfo
 from ..store import Store
 from ..store import StoreError
 from ..store import UnreadableTask
@@ -1336,9 +1338,7 @@ async def _list_via_daemon(client: Client, printer: Printer, prefix: str) -> int
 
 async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
     from ..frontends.terminal.framing import session_item
-    from ..frontends.terminal.framing import session_message
     from ..protocol.frames import LIST_PAGE_MAX
-    from ..protocol.frames import MESSAGES_PAGE_MAX
 
     printer = Printer(args.json)
     text = read_message(args.text) if args.action == "continue" else ""
@@ -1357,6 +1357,12 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
                     break
                 cursor = page.next
             return _print_sessions(printer, items[: args.limit])
+    if args.action == "show":
+        async with _open_store(settings) as store:
+            info = await store.session(args.session)
+            if info is None:
+                return _no_session(args.session)
+            return await _show_session(printer, store, info, Prices(settings.prices.value))
     async with _open(args, settings) as rt:
         store = rt.store
         if args.action in ("undo", "turns"):
@@ -1371,21 +1377,28 @@ async def _cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
         if args.action == "compact":
             summarised = await rt.executor.compact(args.session)
             return _print_compacted(printer, args.session, summarised)
-        if args.action == "show":
-            messages: list[SessionMessage] = []
-            after = -1
-            while True:
-                shown = await store.messages(args.session, after=after, limit=MESSAGES_PAGE_MAX)
-                messages += [session_message(m) for m in shown.items]
-                if shown.next is None:
-                    usage = await store.usage(args.session)
-                    priced = tuple(rt.executor.config.prices.priced(run) for run in usage)
-                    return _print_conversation(printer, session_item(info), messages, priced)
-                after = int(shown.next)
         run = partial(
             rt.executor.run, args.session, text, owner="cli", workdir=Path(_workdir(args))
         )
         return await _drive_here(rt, printer, run)
+
+
+async def _show_session(printer: Printer, store: Store, info: SessionInfo, prices: Prices) -> int:
+    """``sessions show`` without a daemon: the session's messages, page by page, and its cost."""
+    from ..frontends.terminal.framing import session_item
+    from ..frontends.terminal.framing import session_message
+    from ..protocol.frames import MESSAGES_PAGE_MAX
+
+    messages: list[SessionMessage] = []
+    after = -1
+    while True:
+        shown = await store.messages(info.session_id, after=after, limit=MESSAGES_PAGE_MAX)
+        messages += [session_message(m) for m in shown.items]
+        if shown.next is None:
+            usage = await store.usage(info.session_id)
+            priced = tuple(prices.priced(run) for run in usage)
+            return _print_conversation(printer, session_item(info), messages, priced)
+        after = int(shown.next)
 
 
 async def _sessions_via_daemon(
