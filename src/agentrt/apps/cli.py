@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,6 +75,7 @@ from ..core.pending import RequestKind
 from ..core.runtime import Runtime
 from ..core.runtime import default_state_dir
 from ..core.runtime import open_runtime
+from ..core.runtime import open_settings_store
 from ..core.runtime import run_prompt
 from ..present.ends import describe_end as _describe_end
 from ..present.listing import BriefTask
@@ -90,7 +92,6 @@ from ..store import Store
 from ..store import StoreError
 from ..store import UnreadableTask
 from ..store import is_postgres
-from ..store import open_store
 from ..vocab.events import Event
 from ..vocab.events import Outcome
 from ..vocab.events import RunEnded
@@ -1587,27 +1588,15 @@ def _open(args: argparse.Namespace, settings: Settings) -> Any:
     return open_runtime(settings=settings, workdir=args.workdir)
 
 
-@contextlib.asynccontextmanager
-async def _open_store(settings: Settings) -> AsyncIterator[Store]:
-    """The task store alone, for a command that only reads it: a listing, a task shown.
+def _open_store(settings: Settings) -> AbstractAsyncContextManager[Store]:
+    """The task store alone (`open_settings_store`), for a command that only reads it.
 
-    Not a whole runtime (`_open`): no bubblewrap probed (7 ms of `agentrt pending
-    list` here), no MCP server started (each configured one was, and stopped again
-    at once), no tool process reaped, no interrupted undo finished, no model made.
-    What is read, and every refusal before it (a model of no known form, a state dir
-    that is not private), is as it was.
+    A whole runtime (`_open`) probed bubblewrap (7 ms of `agentrt pending list`
+    here) and started every configured MCP server, to stop it again at once. The
+    model spec is checked as `_open` checks it, so the refusals stay the same.
     """
     settings.check_model()
-    state_dir = Path(settings.state_dir.value)
-    prepare_state_dir(state_dir)
-    location = settings.store.value
-    store = await open_store(
-        location if location is not None else state_dir / "tasks.db", lease=settings.lease.value
-    )
-    try:
-        yield store
-    finally:
-        await store.aclose()
+    return open_settings_store(settings)
 
 
 # -- configuration and keys --------------------------------------------------------

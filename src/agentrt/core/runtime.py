@@ -228,6 +228,28 @@ class Runtime:
     fleet: Fleet | None = None
 
 
+def _store_in(state_dir: Path, store: StrPath | None) -> StrPath:
+    """Where the task store is: `store` (a PostgreSQL URL or a file), else the state dir's file."""
+    return store if store is not None else state_dir / "tasks.db"
+
+
+@asynccontextmanager
+async def open_settings_store(settings: Settings) -> AsyncIterator[Store]:
+    """The task store `settings` name, opened alone, as `open_runtime` opens it.
+
+    For a command that only reads the store (a listing, a task shown): none of the
+    rest of a runtime (no sandbox probed, no MCP server started, no tool process
+    reaped, no interrupted undo finished, no model made).
+    """
+    state_dir = Path(settings.state_dir.value)
+    prepare_state_dir(state_dir)
+    store = await open_store(_store_in(state_dir, settings.store.value), lease=settings.lease.value)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
 @asynccontextmanager
 async def open_runtime(
     state_dir: StrPath | None = None,
@@ -342,8 +364,7 @@ async def open_runtime(
     checkpoints = Checkpoints(state_dir / "checkpoints", holds_secret=redactor.holds_secret)
     # An undo a kill interrupted is finished before anything else touches the files.
     checkpoints.recover()
-    if store is None:
-        store = state_dir / "tasks.db"
+    store = _store_in(state_dir, store)
     opened = await open_store(store, lease=lease, http=http)
     try:
         config = AgentConfig(
