@@ -298,7 +298,7 @@ def _argument_problem(cls: type[Tool], exc: BaseException) -> str:
     if isinstance(exc, ClassValidationError):
         with_notes, _ = exc.group_exceptions()
         failed = {note.name for _, note in with_notes}
-    fields = attrs.fields(attrs.resolve_types(cls))
+    fields = attrs.fields(cls)  # `_kind` reads an annotation as written or resolved
     field = next((f for f in fields if f.name in failed), fields[0])
     return f"{cls.NAME} needs {field.name!r} as a {_kind(field).__name__}"
 
