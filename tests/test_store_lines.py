@@ -244,6 +244,10 @@ async def test_a_listing_reads_the_index_of_tasks_by_time_alone(store: TaskStore
         store._db.set_trace_callback(None)
     listings = [s for s in statements if s.startswith("SELECT CASE WHEN status")]
     assert len(listings) == 5
+    # A page's cursor is read by itself: the time and id of the page's last row.
+    keys = [s for s in statements if s.startswith("SELECT updated_at, session_id FROM tasks")]
+    assert len(keys) == 3
+    listings += keys
     db = sqlite3.connect(store.path)
     try:
         for sql in listings:
@@ -371,6 +375,19 @@ async def apply(store: TaskStore, operation: tuple[Any, ...]) -> None:
         await store.delete(session)
 
 
+async def paged_lines(store: TaskStore, prefix: str, limit: int) -> list[str]:
+    """Every page of `line_page` of at most `limit` lines, each line's time put in."""
+    got: list[str] = []
+    cursor = None
+    while True:
+        page = await store.line_page(prefix, limit=limit, cursor=cursor)
+        assert len(page.items) <= limit
+        got += [filled(line, second) for line, second in page.items]
+        if page.next is None:
+            return got
+        cursor = page.next
+
+
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -387,6 +404,11 @@ def test_kept_lines_read_as_the_records_whatever_is_done_to_the_rows(
                 await apply(store, operation)
             assert await store.list_lines() == await expected_lines(store)
             assert await store.list_lines("cli-a") == await expected_lines(store, "cli-a")
+            # What a daemon sends, page by page, prints the same once the times are put in.
+            for prefix in ("", "cli-a"):
+                paged = await paged_lines(store, prefix, 2)
+                listed = await store.list_lines(prefix)
+                assert [visible(line) for line in paged] == [visible(line) for line in listed]
         finally:
             await store.aclose()
 

@@ -24,9 +24,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from typing import ClassVar
+from typing import Final
 from typing import cast
 
 import attrs
@@ -59,7 +61,6 @@ from .sql import brief_select
 from .sql import cursor_of
 from .sql import mark_sql
 from .sql import page_query
-from .sql import page_rows
 from .sql import parse_cursor
 from .sql import update_sql
 from .sql import upsert_sql
@@ -170,13 +171,23 @@ _LINES_SELECT = (
     "CASE WHEN status <> 'running' AND line IS NOT NULL THEN CAST(updated_at AS INTEGER) "
     "ELSE session_id END FROM tasks"
 )
-#: The query of `TaskStore.line_page`: a row's line as `_LINES_SELECT` reads it, the second
-#: of its last change, its session id, and the time a page's cursor names (a row whose time
-#: is no number has no line: it is read in full).
+#: Whether a row's kept line is read as it is: not running, and its time a number (a row
+#: whose time is no number is read in full). 1e999 is SQLite's infinity: every number
+#: compares at most equal to it, a text or a blob greater, NULL not at all: in a listing of
+#: 100,000 lines, this comparison costs 3 ms where ``typeof(updated_at) IN (...)`` cost 16.
+_LINE_KEPT = "status <> 'running' AND updated_at <= 1e999"
+#: The query of `TaskStore.line_page`, as `_LINES_SELECT`: a row's line, then the second of
+#: its last change, or for a row without one its session id. Each row is the page's item as
+#: it comes (a line and its second): nothing is made of a row in Python.
 _LINE_PAGE_SELECT = (
-    "SELECT CASE WHEN status <> 'running' AND typeof(updated_at) IN ('real', 'integer') "
-    "THEN line END, CAST(updated_at AS INTEGER), session_id, updated_at FROM tasks"
+    f"SELECT CASE WHEN {_LINE_KEPT} THEN line END, "
+    f"CASE WHEN {_LINE_KEPT} AND line IS NOT NULL THEN CAST(updated_at AS INTEGER) "
+    "ELSE session_id END FROM tasks"
 )
+#: What a page's cursor names of its last row, read by itself in the same transaction: two
+#: columns more in every row cost a page of 1,000 lines a third more time.
+_PAGE_KEY_SELECT = "SELECT updated_at, session_id FROM tasks"
+_FIRST: Final = itemgetter(0)
 
 #: No second a row can hold: what `TaskStore.list_lines` compares its first row's with.
 _NO_SECOND = object()
@@ -326,20 +337,22 @@ class TaskStore(SqlStore):
         after = parse_cursor(cursor) if cursor is not None else None
 
         def read(db: sqlite3.Connection) -> Page[tuple[str, int]]:
-            rows, last = page_rows(db, _LINE_PAGE_SELECT, "", prefix, after, limit)
-            out: list[tuple[str, int] | None] = []
-            add = out.append
-            others: list[tuple[int, Any]] = []
-            for line, second, session_id, _ in rows:
-                if line is None:
-                    others.append((len(out), session_id))
-                    add(None)
-                else:
-                    add((line, second))
-            for index, brief in self._briefs_in_full(db, others):
-                out[index] = (templates([brief])[0], int(brief[4]))
-            nxt = None if last is None else cursor_of(float(last[3]), str(last[2]))
-            return Page(tuple(item for item in out if item is not None), nxt)
+            rows: list[Any] = db.execute(
+                *page_query(_LINE_PAGE_SELECT, "", prefix, after, limit)
+            ).fetchall()
+            nxt = None
+            if limit is not None and len(rows) > limit:
+                del rows[limit:]
+                if rows:
+                    sql, args = page_query(_PAGE_KEY_SELECT, "", prefix, after, None)
+                    key = db.execute(f"{sql} LIMIT 1 OFFSET ?", (*args, limit - 1)).fetchone()
+                    nxt = cursor_of(float(key[0]), str(key[1]))
+            if None in map(_FIRST, rows):  # a row without its line (one in C, not a loop)
+                others = [(index, row[1]) for index, row in enumerate(rows) if row[0] is None]
+                for index, brief in self._briefs_in_full(db, others):
+                    rows[index] = (templates([brief])[0], int(brief[4]))
+                rows = [row for row in rows if row[0] is not None]  # a task gone by now
+            return Page(tuple(rows), nxt)
 
         return await self._run(read)
 

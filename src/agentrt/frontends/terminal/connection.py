@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterable
 from functools import partial
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from typing import Final
@@ -171,8 +172,9 @@ def new_session_id() -> str:
 
 def _lines_of(page: Page[tuple[str, int]]) -> PendingLines:
     """A `PendingLines` frame of a page of lines, each with its time's second."""
+    items = page.items
     return PendingLines(
-        tuple(line for line, _ in page.items), tuple(second for _, second in page.items), page.next
+        tuple(map(itemgetter(0), items)), tuple(map(itemgetter(1), items)), page.next
     )
 
 
