@@ -243,9 +243,15 @@ class _LabStore(TaskStore):
         self.dead = True
 
     def _submit(
-        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        defer: bool = False,
+        synced: bool = True,
+        here: bool = False,
     ) -> Call[T]:
-        # (The lab's file is never synced: `synced` changes nothing here.)
+        # (The lab's file is never synced and every call runs here: `synced` and `here`
+        # change nothing.)
         call: Call[T] = Call(fn, trio.lowlevel.current_trio_token())
         if self.dead:
             call.abandonable = True

@@ -809,7 +809,12 @@ class PgStore(SqlStore):
         return await super().prune(older_than)
 
     def _submit(
-        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        defer: bool = False,
+        synced: bool = True,
+        here: bool = False,
     ) -> Call[T]:
         """Queue `fn` carrying this member's lease epoch as it is now (see `_fence`)."""
         epoch = self.epoch if time.monotonic() < self.fenced_at else 0
@@ -818,7 +823,7 @@ class PgStore(SqlStore):
             cast(PgConnection, db).epoch = epoch
             return fn(db)
 
-        return super()._submit(carried, defer=defer, synced=synced)
+        return super()._submit(carried, defer=defer, synced=synced, here=here)
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
         location = self.location

@@ -168,6 +168,14 @@ class _Memory:
             _, (_, gone) = self._sessions.popitem(last=False)
             self._size -= len(gone)
 
+    def holds(self, session_id: str) -> bool:
+        """Whether messages of `session_id` are kept (perhaps of an older revision).
+
+        The one method another thread may call: a guess at whether reading the
+        session will decode its messages, not a promise.
+        """
+        return session_id in self._sessions
+
     def drop(self, session_id: str) -> None:
         entry = self._sessions.pop(session_id, None)
         if entry is not None:
@@ -599,7 +607,9 @@ class SqlStore:
                     record = self._save(db, record, claim=True)
                 return record, history
 
-        return await self._wait(self._submit(write, synced=synced))
+        # Small enough for the event loop's thread when the history need not be decoded.
+        here = self._memory.holds(session_id)
+        return await self._wait(self._submit(write, synced=synced, here=here))
 
     async def save_fields(self, record: TaskRecord) -> bool:
         """Write every field of `record` but its transcript; False if it has no row.
@@ -625,7 +635,7 @@ class SqlStore:
                 self._written.put(record, columns)
             return written
 
-        return Submitted(self, self._submit(write, defer=defer))
+        return Submitted(self, self._submit(write, defer=defer, here=True))
 
     def mark_nowait(
         self,
@@ -656,7 +666,7 @@ class SqlStore:
                 )
                 return self._update_held(db, self._MARK, values, session_id, runner)
 
-        return Submitted(self, self._submit(write, defer=True))
+        return Submitted(self, self._submit(write, defer=True, here=True))
 
     def stop_nowait(
         self,
@@ -698,7 +708,7 @@ class SqlStore:
                 self._written.put(record, columns)
             return written
 
-        return Submitted(self, self._submit(write, defer=True))
+        return Submitted(self, self._submit(write, defer=True, here=True))
 
     async def mark(
         self,
@@ -1597,7 +1607,12 @@ class SqlStore:
     # -- queueing ------------------------------------------------------------------
 
     def _submit(
-        self, fn: Callable[[sqlite3.Connection], T], *, defer: bool = False, synced: bool = True
+        self,
+        fn: Callable[[sqlite3.Connection], T],
+        *,
+        defer: bool = False,
+        synced: bool = True,
+        here: bool = False,
     ) -> Call[T]:
         """Queue `fn` for the writer thread; calls run in the order queued.
 
@@ -1605,11 +1620,12 @@ class SqlStore:
         thread hears of it only when it is waited for or the next call is
         queued: the caller can tell the world something first (a run's final
         event) without paying for waking the thread. With `synced` False, its
-        commit need not wait for the disk (see `update`).
+        commit need not wait for the disk (see `update`). With `here`, it is
+        small enough to run in this thread when the backend may (`Call.here`).
         """
         if self._closed:
             raise StoreError(f"the task store {self.location} is closed")
-        call: Call[T] = Call(fn, trio.lowlevel.current_trio_token(), synced=synced)
+        call: Call[T] = Call(fn, trio.lowlevel.current_trio_token(), synced=synced, here=here)
         if defer:
             self._deferred.append(call)
             return call
@@ -1636,7 +1652,13 @@ class SqlStore:
         cancelled (as for a worker thread: the cancel is seen at the caller's
         next checkpoint), so that nobody is told a write failed that happened.
         Only a call that can never run (`Call.abandonable`) is given up on.
+
+        Deferred calls that may run in this thread (`Writer.run_here`) hold the loop
+        while they run: the tasks already woken go first (the one that sends the final
+        event a stop's write was deferred behind, say).
         """
+        if self._deferred and self._writer.run_here is not None:
+            await trio.lowlevel.cancel_shielded_checkpoint()
         self._hand_over()
         await call.done.wait(cancellable=call.abandonable)
         return call.result()

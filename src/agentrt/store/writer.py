@@ -5,6 +5,12 @@ thread. Whatever is queued when the thread comes round goes in one
 transaction (group commit: one sync to disk for the lot), each call in a
 savepoint of its own when there are several, so that a call that fails
 changes nothing and the others still commit.
+
+A backend may also run a batch in the thread that hands it over (the Trio
+thread), when the writer thread has nothing queued or running and every call
+of the batch is one of the small ones that may (`Call.here`): the two thread
+hops such a call costs (waking the writer, then waking the Trio run back) were
+the larger part of a pause -> resume cycle on SQLite. See `Writer.run_here`.
 """
 
 from __future__ import annotations
@@ -91,6 +97,9 @@ class Call(Generic[T]):
     #: (`wake`): some calls of a batch are told before the others, once the disk has
     #: what they wrote (see `agentrt.store.sqlite.TaskStore._run_batch`).
     told: bool = False
+    #: True for a call cheap enough to run in the event loop's thread, where the backend
+    #: allows it (`Writer.run_here`): a few statements, no history to decode.
+    here: bool = False
     _value: T | None = None
     _error: BaseException | None = None
 
@@ -153,17 +162,34 @@ class Writer:
     #: Run (in a worker thread) once the thread has run its last batch, before the file
     #: is closed: what the backend must finish with the file still open.
     finish: Callable[[], None] | None = None
+    #: Runs a batch in the thread that hands it over, in one transaction, as `run_batch`
+    #: does; returns False, having done nothing, when it cannot do so at once (the file's
+    #: write lock held by another connection), and the batch goes to the thread after all.
+    #: Only for batches of `Call.here` calls handed over while the thread has nothing
+    #: queued or running; None: every batch runs in the thread.
+    run_here: Callable[[sqlite3.Connection, list[Call[Any]]], bool] | None = None
     #: Calls handed over together are one item, so that they go in one batch.
     _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
         factory=queue.SimpleQueue, init=False
     )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _start_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: Held while a batch runs, in whichever thread: the connection is used by one at a time.
+    _running: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: Guards `_queued`, and a batch run here starting only while it is 0.
+    _counting: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    #: Calls handed to the thread and not yet run: a batch may run here only when there
+    #: are none, so that it never runs before a call handed over earlier.
+    _queued: int = attrs.field(default=0, init=False)
     _calls: int = attrs.field(default=0, init=False)
     _batches: int = attrs.field(default=0, init=False)
 
     def submit(self, *calls: Call[Any]) -> None:
-        """Queue `calls`, in their order; the thread takes them in one batch."""
+        """Run `calls`, in their order, in one batch: here when `run_here` may, else queued
+        for the thread. Run here, they are done when this returns."""
+        here = self.run_here is not None and calls and all(call.here for call in calls)
+        if here and self._run_here(list(calls)):
+            return
         if self._thread is None:
             with self._start_lock:
                 if self._thread is None:
@@ -173,7 +199,39 @@ class Writer:
                         daemon=True,
                     )
                     self._thread.start()
-        self._queue.put(list(calls))
+        with self._counting:
+            self._queued += len(calls)
+            self._queue.put(list(calls))
+
+    @trio.lowlevel.enable_ki_protection
+    def _run_here(self, batch: list[Call[Any]]) -> bool:
+        """Run `batch` in this thread if the thread is idle and the backend can begin at once.
+
+        Whether it ran (and its calls are done). Protected from Ctrl+C, as the thread is:
+        a KeyboardInterrupt never lands between a batch's statements.
+        """
+        assert self.run_here is not None
+        with self._counting:
+            if self._queued or not self._running.acquire(blocking=False):
+                return False
+        try:
+            if not self.run_here(self.db, batch):
+                return False
+            self._calls += len(batch)
+            self._batches += 1
+        except Exception as exc:
+            # Not a call's own error (those are kept in the call): the backend broke off.
+            if self.db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.execute("ROLLBACK")
+            error = StoreError(f"the task store {self.location} failed: {exc}")
+            for call in batch:
+                if not call.told:
+                    call.fail(error)
+        finally:
+            self._running.release()
+        _tell_here(batch)
+        return True
 
     def statistics(self) -> StoreStatistics:
         return StoreStatistics(self._calls, self._batches, self._queue.qsize())
@@ -190,9 +248,12 @@ class Writer:
 
     def _loop(self) -> None:
         for batch in batches(self._queue, _BATCH_LIMIT):
-            self.run_batch(self.db, batch)
-            self._calls += len(batch)
-            self._batches += 1
+            with self._running:
+                self.run_batch(self.db, batch)
+                self._calls += len(batch)
+                self._batches += 1
+            with self._counting:
+                self._queued -= len(batch)
             _deliver(batch)
 
 
@@ -238,6 +299,21 @@ def _deliver(batch: list[Call[Any]]) -> None:
     wake(waiting)
 
 
+def _tell_here(batch: list[Call[Any]]) -> None:
+    """`_deliver`, from the Trio thread of the run that handed `batch` over: its own calls
+    are set done at once, those of another run (deferred there) woken in their thread."""
+    own = trio.lowlevel.current_trio_token()
+    waiting = [call for call in batch if not call.told]
+    others = []
+    for call in waiting:
+        call.told = True
+        if call.token is own:
+            call.done.set()
+        else:
+            others.append(call)
+    wake(others)
+
+
 def wake(batch: list[Call[Any]]) -> None:
     """Wake the Trio runs waiting for the calls of `batch`, told or not: one wake-up per run."""
     by_token: dict[trio.lowlevel.TrioToken, list[Call[Any]]] = {}
@@ -261,6 +337,8 @@ def run_batch(
     errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,),
     failed: Callable[[Exception], StoreError] | None = None,
     abort: tuple[type[Exception], ...] = (),
+    *,
+    begun: bool = False,
 ) -> bool:
     """Run a batch of calls in one transaction, each in its own savepoint (writer thread).
 
@@ -271,19 +349,21 @@ def run_batch(
     memory never holds what the file does not. An error of `abort` (raised
     when the transaction could not begin, nothing of it done) leaves the batch
     as it is, for the caller to run it again. Returns whether the transaction
-    committed (False: nothing of the batch was written).
+    committed (False: nothing of the batch was written). `begun`: the caller has begun the
+    transaction already (with ``BEGIN IMMEDIATE``).
     """
 
     def store_failed(exc: Exception) -> StoreError:
         return StoreError(f"the task store {location} failed: {exc}")
 
     failed = failed or store_failed
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except errors as exc:
-        for call in batch:
-            call.fail(failed(exc))
-        return False
+    if not begun:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except errors as exc:
+            for call in batch:
+                call.fail(failed(exc))
+            return False
     if len(batch) == 1:
         return _run_alone(db, batch[0], forget, errors, failed, abort)
     ran: list[Call[Any]] = []
