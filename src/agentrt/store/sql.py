@@ -1658,6 +1658,9 @@ class SqlStore:
         event a stop's write was deferred behind, say).
         """
         if self._deferred and self._writer.run_here is not None:
+            # Twice: Trio runs a batch of ready tasks in either order, so after one
+            # checkpoint this task may come back before one woken just before it ran.
+            await trio.lowlevel.cancel_shielded_checkpoint()
             await trio.lowlevel.cancel_shielded_checkpoint()
         self._hand_over()
         await call.done.wait(cancellable=call.abandonable)
