@@ -300,7 +300,7 @@ class TaskStore(SqlStore):
             return super()._run_batch(db, batch)
         self._here_runs = 0
         if self._set_here:
-            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             db.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT}")
             self._set_here = False
         self._set_level(db, "NORMAL")
@@ -617,7 +617,7 @@ def _write_marker(marker: Path) -> None:
 
 
 #: How long a connection of the store waits for another's lock, in milliseconds.
-BUSY_TIMEOUT_MS: Final = 5000
+_BUSY_TIMEOUT_MS: Final = 5000
 #: SQLite's own default: a commit that leaves the WAL this many pages long checkpoints it.
 _AUTOCHECKPOINT: Final = 1000
 #: At most this many batches in a row run in the Trio thread (`TaskStore._run_here`).
@@ -729,7 +729,7 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Path | None]:
         # survives a power cut too, not only a killed process. In WAL mode the store's
         # writer commits with NORMAL and syncs the WAL itself (`TaskStore._run_batch`).
         db.execute("PRAGMA synchronous=FULL")
-        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
         if version < SCHEMA_VERSION:
             with write_transaction(db):
                 _migrate(db, version)

@@ -304,14 +304,10 @@ def _tell_here(batch: list[Call[Any]]) -> None:
     are set done at once, those of another run (deferred there) woken in their thread."""
     own = trio.lowlevel.current_trio_token()
     waiting = [call for call in batch if not call.told]
-    others = []
     for call in waiting:
         call.told = True
-        if call.token is own:
-            call.done.set()
-        else:
-            others.append(call)
-    wake(others)
+    _set_all([call for call in waiting if call.token is own])
+    wake([call for call in waiting if call.token is not own])
 
 
 def wake(batch: list[Call[Any]]) -> None:
