@@ -140,7 +140,8 @@ class _Memory:
     by another process is never missed. At most `limit` messages are kept (the
     sessions used longest ago go first; the one just used always stays): every
     object kept alive is one more for the garbage collector to walk. Used by
-    the writer thread only.
+    whichever thread runs the batch (the writer's, or the Trio thread for a
+    batch run there: `Writer.run_here`), one at a time; `holds` by any.
 
     The limit leaves room for a session of tens of thousands of messages beside
     the others in use: at 10,000, a session of that size was dropped as soon as
