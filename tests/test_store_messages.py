@@ -157,6 +157,46 @@ async def test_listing_pages_cover_every_task_once_in_order(store: Store) -> Non
         await store.list_page("cli-", limit=4, cursor="nonsense")
 
 
+async def test_a_page_ending_on_a_row_whose_time_is_not_a_number_has_a_next_page(
+    store: Store,
+) -> None:
+    for n in range(6):
+        await store.save(TaskRecord(f"cli-{n}", "x", (), TaskStatus.INTERRUPTED, updated_at=n))
+    if not isinstance(store, TaskStore):
+        # A typed column holds numbers only: no page ever ends on such a row there.
+        with pytest.raises(BadCursorError, match="not a listing cursor"):
+            await store.list_page(limit=2, cursor="t736f6f6e:cli-2")
+        return
+    # SQLite keeps any type in any column: a damaged file's times may be text or bytes,
+    # which SQLite sorts after every number (bytes after text).
+    raw_sql(store, "UPDATE tasks SET updated_at = 'soon' WHERE session_id = 'cli-2'")
+    raw_sql(store, "UPDATE tasks SET updated_at = 'later' WHERE session_id = 'cli-4'")
+    raw_sql(store, "UPDATE tasks SET updated_at = x'00ff' WHERE session_id = 'cli-0'")
+    order = ["cli-0", "cli-2", "cli-4", "cli-5", "cli-3", "cli-1"]
+    for limit in (1, 2, 3):
+        seen: list[str] = []
+        lines: list[str] = []
+        cursor: str | None = None
+        line_cursor: str | None = None
+        while True:
+            page = await store.list_page(limit=limit, cursor=cursor)
+            line_page = await store.line_page(limit=limit, cursor=line_cursor)
+            seen += [t.session_id for t in page.items]
+            lines += [line.split()[0] for line, _ in line_page.items]
+            assert line_page.next == page.next
+            if page.next is None:
+                break
+            cursor = line_cursor = page.next
+        assert seen == lines == order, limit
+    for kept in ("cli-0", "cli-2", "cli-4"):
+        assert isinstance(
+            next(t for t in await store.list_stored() if t.session_id == kept), UnreadableTask
+        )
+    for cursor in ("t0:cli-2", "tff:cli-2", "tzz:cli-2", "b0:cli-0"):
+        with pytest.raises(BadCursorError, match="not a listing cursor"):
+            await store.list_page(limit=2, cursor=cursor)
+
+
 def test_the_summary_of_a_record_keeps_every_field_it_has_and_counts_the_transcript() -> None:
     fields: dict[str, Any] = {
         "status": TaskStatus.INTERRUPTED,

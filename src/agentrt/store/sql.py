@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
+from typing import Final
 from typing import Generic
 from typing import TypeVar
 
@@ -306,7 +307,7 @@ def page_rows(
     select: str,
     table: str,
     prefix: str,
-    after: tuple[float, str] | None,
+    after: tuple[Stamp, str] | None,
     limit: int | None,
     *,
     where: str = "",
@@ -328,7 +329,7 @@ def page_query(
     select: str,
     table: str,
     prefix: str,
-    after: tuple[float, str] | None,
+    after: tuple[Stamp, str] | None,
     limit: int | None,
     *,
     where: str = "",
@@ -387,15 +388,45 @@ def mark_sql(line: bool) -> str:
     return sql + " WHERE session_id = ?"
 
 
-def cursor_of(updated_at: float, session_id: str) -> str:
-    return f"{updated_at!r}:{session_id}"
+#: The `Stamp` of a cursor whose row's time is not a number: text, or bytes.
+_TEXT_STAMP: Final = "t"
+_BYTES_STAMP: Final = "b"
+
+#: A row's ``updated_at`` as the database holds it: a number, unless a damaged SQLite row
+#: holds text or bytes there (SQLite keeps any type in any column).
+Stamp = float | str | bytes
 
 
-def parse_cursor(cursor: str) -> tuple[float, str]:
+def cursor_of(updated_at: Stamp, session_id: str) -> str:
+    """The cursor of the page that follows the row (`updated_at`, `session_id`).
+
+    A time that is not a number goes as its bytes in hex, marked, so that the
+    next page goes on from that row in the database's own order (SQLite sorts
+    text after every number, and bytes after every text).
+    """
+    if isinstance(updated_at, str):
+        stamp = _TEXT_STAMP + updated_at.encode("utf-8", "surrogatepass").hex()
+    elif isinstance(updated_at, bytes):
+        stamp = _BYTES_STAMP + updated_at.hex()
+    else:
+        stamp = repr(float(updated_at))
+    return f"{stamp}:{session_id}"
+
+
+def parse_cursor(cursor: str, *, numbers_only: bool = False) -> tuple[Stamp, str]:
+    """What `cursor_of` made the cursor of; `BadCursorError` for anything else.
+
+    With `numbers_only` (a database whose times are numbers only), a time that is not
+    a number is refused too.
+    """
     stamp, sep, session_id = cursor.partition(":")
     try:
-        if not sep:
+        if not sep or (numbers_only and stamp.startswith((_TEXT_STAMP, _BYTES_STAMP))):
             raise ValueError(cursor)
+        if stamp.startswith(_TEXT_STAMP):
+            return bytes.fromhex(stamp[1:]).decode("utf-8", "surrogatepass"), session_id
+        if stamp.startswith(_BYTES_STAMP):
+            return bytes.fromhex(stamp[1:]), session_id
         return float(stamp), session_id
     except ValueError:
         raise BadCursorError(
@@ -428,6 +459,9 @@ class SqlStore:
     _ODD_BODIES: ClassVar[str | None] = None
     #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
     _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
+    #: Whether every row's ``updated_at`` is a number (a typed column): no cursor then
+    #: carries text or bytes (`cursor_of`).
+    _NUMBER_TIMES: ClassVar[bool] = False
 
     _db: sqlite3.Connection = attrs.field(repr=False)
     #: The token this process's runs are recorded with (`TaskRecord.runner`).
@@ -813,11 +847,11 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[ListedTask]:
         """One page of `list_stored`: at most `limit` tasks after `cursor` (a page's `next`)."""
-        after = parse_cursor(cursor) if cursor is not None else None
+        after = self._after(cursor)
 
         def read(db: sqlite3.Connection) -> Page[ListedTask]:
             rows, last = page_rows(db, _SUMMARY_SELECT, "", prefix, after, limit)
-            nxt = None if last is None else cursor_of(float(last[9]), str(last[0]))
+            nxt = None if last is None else cursor_of(last[9], str(last[0]))
             return Page(tuple(self._summary(row) for row in rows), nxt)
 
         return await self._run(read)
@@ -949,7 +983,7 @@ class SqlStore:
         self, prefix: str = "", *, limit: int | None = None, cursor: str | None = None
     ) -> Page[SessionInfo]:
         """Sessions whose id starts with `prefix`, most recently active first, a page at a time."""
-        after = parse_cursor(cursor) if cursor is not None else None
+        after = self._after(cursor)
 
         def read(db: sqlite3.Connection) -> Page[SessionInfo]:
             rows, last = page_rows(
@@ -1604,6 +1638,12 @@ class SqlStore:
                 updated_at=float(updated) if isinstance(updated, int | float) else None,
                 window_hash=window if isinstance(window, str) else None,
             )
+
+    def _after(self, cursor: str | None) -> tuple[Stamp, str] | None:
+        """The row a listing's page goes on after: its `cursor` read (None: from the top)."""
+        if cursor is None:
+            return None
+        return parse_cursor(cursor, numbers_only=self._NUMBER_TIMES)
 
     # -- queueing ------------------------------------------------------------------
 

@@ -61,7 +61,6 @@ from .sql import brief_select
 from .sql import cursor_of
 from .sql import mark_sql
 from .sql import page_query
-from .sql import parse_cursor
 from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
@@ -393,7 +392,7 @@ class TaskStore(SqlStore):
         holds `TIME_MARK` where its time goes, beside the second of the task's
         last change (`agentrt.present.listing.filled` puts it in).
         """
-        after = parse_cursor(cursor) if cursor is not None else None
+        after = self._after(cursor)
 
         def read(db: sqlite3.Connection) -> Page[tuple[str, int]]:
             rows: list[Any] = db.execute(
@@ -405,7 +404,7 @@ class TaskStore(SqlStore):
                 if rows:
                     sql, args = page_query(_PAGE_KEY_SELECT, "", prefix, after, None)
                     key = db.execute(f"{sql} LIMIT 1 OFFSET ?", (*args, limit - 1)).fetchone()
-                    nxt = cursor_of(float(key[0]), str(key[1]))
+                    nxt = cursor_of(key[0], str(key[1]))
             if None in map(_FIRST, rows):  # a row without its line (one in C, not a loop)
                 others = [(index, row[1]) for index, row in enumerate(rows) if row[0] is None]
                 for index, brief in self._briefs_in_full(db, others):
