@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import h11
 import httpx
 import jsonschema
 import pytest
@@ -800,6 +801,130 @@ async def test_a_body_that_does_not_arrive_in_time_gets_408_and_the_connection_c
     assert b'"body_timeout"' in reply and b"send it at once" in reply
     assert trio.current_time() - started == pytest.approx(BODY_SECONDS, abs=0.5)
     assert await server.runtime.store.load("chat-x") is None
+
+
+#: More pieces of body than hypercorn queues for the application (10 messages).
+_PIECES = 12
+
+
+@asynccontextmanager
+async def _held_task_route(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[trio.Event]:
+    """``GET /v1/session/{id}/task`` answers (404) only once the event yielded is set."""
+    answer = trio.Event()
+    task = WebFrontEnd.task
+
+    async def held(self: WebFrontEnd, session_id: str) -> dict[str, Any] | None:
+        await answer.wait()
+        return await task(self, session_id)
+
+    monkeypatch.setattr(WebFrontEnd, "task", held)
+    yield answer
+    answer.set()
+
+
+async def _unread_body(stream: trio.SocketStream, server: Server, framing: str) -> h11.Connection:
+    """Send ``GET /v1/session/x/task`` with a body of `_PIECES` pieces the server reads one by
+    one; the route takes no body. Returns the client's side of the connection."""
+    client = h11.Connection(h11.CLIENT)
+    pieces = [b"x" * 100] * _PIECES
+    framed = (
+        ("Content-Length", str(sum(map(len, pieces))))
+        if framing == "content-length"
+        else ("Transfer-Encoding", "chunked")
+    )
+    headers = [
+        ("Host", f"127.0.0.1:{server.port}"),
+        ("Authorization", f"Bearer {server.token}"),
+        framed,
+    ]
+    await stream.send_all(
+        client.send(h11.Request(method="GET", target="/v1/session/x/task", headers=headers))
+    )
+    for piece in pieces:
+        await stream.send_all(client.send(h11.Data(data=piece)))
+        # Read by the server before the next is sent: one message each in its queue.
+        await trio.testing.wait_all_tasks_blocked()
+    await stream.send_all(client.send(h11.EndOfMessage()))
+    await trio.testing.wait_all_tasks_blocked()
+    return client
+
+
+async def _next_response(client: h11.Connection, stream: trio.SocketStream) -> h11.Response | None:
+    """The next whole response on the connection; None when the server closed it instead."""
+    response = None
+    while True:
+        try:
+            event = client.next_event()
+        except h11.RemoteProtocolError:
+            return None
+        if event is h11.NEED_DATA:
+            try:
+                client.receive_data(await stream.receive_some())
+            except trio.BrokenResourceError:
+                return None
+        elif isinstance(event, h11.Response):
+            response = event
+        elif isinstance(event, h11.EndOfMessage):
+            return response
+        elif isinstance(event, h11.ConnectionClosed):
+            return None
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_a_body_the_route_did_not_read_never_leaves_the_connection_unread(
+    server: Server, monkeypatch: pytest.MonkeyPatch, framing: str
+) -> None:
+    """A route that answers without reading a body that came in more pieces than hypercorn
+    queues for it: the answer comes, and so does the answer to the next request on the
+    same connection (or the server closes it; the client then asks on a new one)."""
+    stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+    async with stream, _held_task_route(monkeypatch) as answer:
+        client = await _unread_body(stream, server, framing)
+        answer.set()
+        with trio.fail_after(10):
+            first = await _next_response(client, stream)
+        assert first is not None and first.status_code == 404, first
+        client.start_next_cycle()
+        headers = [
+            ("Host", f"127.0.0.1:{server.port}"),
+            ("Authorization", f"Bearer {server.token}"),
+        ]
+        request = h11.Request(method="GET", target="/v1/sessions", headers=headers)
+        with contextlib.suppress(trio.BrokenResourceError):
+            await stream.send_all(client.send(request) + client.send(h11.EndOfMessage()))
+        with trio.move_on_after(10) as waited:
+            second = await _next_response(client, stream)
+        assert not waited.cancelled_caught, "the server never read the connection again"
+        assert second is None or second.status_code == 200, second
+    assert (await server.client.get("/v1/sessions")).status_code == 200
+
+
+async def test_a_client_leaving_with_its_body_unread_frees_its_connection_slot(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = load_or_create_token(runtime.state_dir)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(
+            partial(serve_http, runtime, "127.0.0.1", 0, token=token, max_connections=1)
+        )
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        ) as client:
+            server = Server(runtime, port, token, client)
+            async with _held_task_route(monkeypatch) as answer:
+                async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+                    await _unread_body(stream, server, "content-length")
+                answer.set()  # answered to nobody: the client has gone
+                # The only slot is free again once the server is done with that connection.
+                with trio.move_on_after(10) as waited:
+                    response = await client.get("/v1/sessions")
+                assert not waited.cancelled_caught, (
+                    "the connection of the client that left was kept"
+                )
+                assert response.status_code == 200
+        nursery.cancel_scope.cancel()
 
 
 async def test_shutting_the_server_down_keeps_the_running_task(runtime: Runtime) -> None:

@@ -495,6 +495,45 @@ def _host_is_ip(host: str) -> bool:
     return True
 
 
+class _RequestBody:
+    """A request's ASGI ``receive``: the application's, then, once it answers, `drain`'s.
+
+    hypercorn passes a request's body to the application through a queue of
+    10 messages (``Config.max_app_queue_size``) and stops reading the
+    connection while that queue is full. When a response ends, it puts
+    ``http.disconnect`` in that same queue, from within the application's last
+    ``send``. A route that answered without reading a body that came in more
+    than 10 pieces (a GET with a body, a 401 or a 404 before the body was
+    read) left the queue full: that ``send`` never returned and the connection
+    was never read again, so the client's next request on it waited for ever.
+
+    No route reads the body once its answer has started: from then on `drain`
+    receives what the client still sends and drops it, so the queue always
+    has room. One message is received at a time, and a disconnect is kept:
+    a response that listens for the client leaving (`StreamingResponse`) is
+    told of it whoever received it.
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._one_at_a_time = trio.Lock()
+        self._left = False
+
+    async def receive(self) -> Message:
+        """The next message of the request; ``http.disconnect`` for ever once the client left."""
+        async with self._one_at_a_time:
+            if self._left:
+                return {"type": "http.disconnect"}
+            message = await self._receive()
+            self._left = message["type"] == "http.disconnect"
+            return message
+
+    async def drain(self) -> None:
+        """Receive and drop the rest of the body until the client has left (or cancelled)."""
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+
+
 class _Guard:
     """Checks every request before the application sees it.
 
@@ -503,7 +542,8 @@ class _Guard:
     read); the ``Authorization: Bearer`` header carries the token, except on
     the page and its files. No cookie is ever read or set: a browser would
     send one to any other server on the same host, whatever its port. Every
-    response gets `SECURITY_HEADERS`.
+    response gets `SECURITY_HEADERS`. Once a response starts, what the client
+    still sends of its body is read and dropped (`_RequestBody`).
     """
 
     def __init__(
@@ -519,20 +559,39 @@ class _Guard:
             await self.app(scope, receive, send)
             return
 
-        async def send_secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers.setdefault(name, value)
-            await send(message)
+        body = _RequestBody(receive)
+        failure: BaseException | None = None
+        try:
+            async with trio.open_nursery() as nursery:
 
+                async def send_secured(message: Message) -> None:
+                    if message["type"] == "http.response.start":
+                        headers = MutableHeaders(scope=message)
+                        for name, value in SECURITY_HEADERS.items():
+                            headers.setdefault(name, value)
+                        nursery.start_soon(body.drain)
+                    await send(message)
+
+                try:
+                    await self._answer(scope, body.receive, send_secured)
+                finally:
+                    # The response is sent (or never will be): the drain has done its part.
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The drain raises nothing: the answer's own error goes on as it was raised,
+            # not in the group the nursery put it in.
+            failure = group.exceptions[0] if len(group.exceptions) == 1 else group
+        if failure is not None:
+            raise failure
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         problem = self._check(scope)
         if problem is None:
-            await self.app(scope, receive, send_secured)
+            await self.app(scope, receive, send)
             return
         status, code, message = problem
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-        await json_error(status, code, message, **headers)(scope, receive, send_secured)
+        await json_error(status, code, message, **headers)(scope, receive, send)
 
     def _check(self, scope: Scope) -> tuple[int, str, str] | None:
         headers = Headers(scope=scope)
