@@ -724,10 +724,10 @@ class PgStore(SqlStore):
 
     #: What `_check_held` reads of a task: its runner and the epoch it was taken under.
     _HELD_SELECT: ClassVar[str] = "SELECT runner, epoch FROM tasks WHERE session_id = ?"
-    _NUMBER_TIMES: ClassVar[bool] = True  # double precision
     _HELD_WHERE: ClassVar[str] = (
         " AND (runner IS NULL OR runner = ?) AND (epoch IS NULL OR epoch = ?)"
     )
+    _NUMBER_TIMES: ClassVar[bool] = True  # double precision columns
     #: `_UPDATE` of a claim: the fields and the lease epoch the task is taken under.
     _UPDATE_CLAIMED: ClassVar[str] = SqlStore._UPDATE.replace(" WHERE ", ", epoch = ? WHERE ", 1)
 

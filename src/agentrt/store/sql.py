@@ -388,13 +388,12 @@ def mark_sql(line: bool) -> str:
     return sql + " WHERE session_id = ?"
 
 
-#: The `Stamp` of a cursor whose row's time is not a number: text, or bytes.
-_TEXT_STAMP: Final = "t"
-_BYTES_STAMP: Final = "b"
-
 #: A row's ``updated_at`` as the database holds it: a number, unless a damaged SQLite row
 #: holds text or bytes there (SQLite keeps any type in any column).
 Stamp = float | str | bytes
+#: How a cursor marks a row's time that is not a number: text, or bytes (in hex after it).
+_TEXT_STAMP: Final = "t"
+_BYTES_STAMP: Final = "b"
 
 
 def cursor_of(updated_at: Stamp, session_id: str) -> str:
@@ -421,13 +420,18 @@ def parse_cursor(cursor: str, *, numbers_only: bool = False) -> tuple[Stamp, str
     """
     stamp, sep, session_id = cursor.partition(":")
     try:
-        if not sep or (numbers_only and stamp.startswith((_TEXT_STAMP, _BYTES_STAMP))):
+        if not sep:
             raise ValueError(cursor)
+        value: Stamp
         if stamp.startswith(_TEXT_STAMP):
-            return bytes.fromhex(stamp[1:]).decode("utf-8", "surrogatepass"), session_id
-        if stamp.startswith(_BYTES_STAMP):
-            return bytes.fromhex(stamp[1:]), session_id
-        return float(stamp), session_id
+            value = bytes.fromhex(stamp[1:]).decode("utf-8", "surrogatepass")
+        elif stamp.startswith(_BYTES_STAMP):
+            value = bytes.fromhex(stamp[1:])
+        else:
+            value = float(stamp)
+        if numbers_only and not isinstance(value, float):
+            raise ValueError(cursor)
+        return value, session_id
     except ValueError:
         raise BadCursorError(
             f"not a listing cursor: {cursor!r}; pass the `next` of a page"
