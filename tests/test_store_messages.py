@@ -197,6 +197,41 @@ async def test_a_page_ending_on_a_row_whose_time_is_not_a_number_has_a_next_page
             await store.list_page(limit=2, cursor=cursor)
 
 
+async def test_a_session_whose_time_is_not_a_number_is_listed_and_pages_go_past_it(
+    store: Store,
+) -> None:
+    for n in range(6):
+        await store.save(TaskRecord(f"cli-{n}", "x", (), TaskStatus.INTERRUPTED, updated_at=n))
+    if not isinstance(store, TaskStore):
+        # A typed column holds numbers only: no page ever ends on such a row there.
+        with pytest.raises(BadCursorError, match="not a listing cursor"):
+            await store.sessions(limit=2, cursor="t736f6f6e:cli-2")
+        return
+    raw_sql(
+        store,
+        "UPDATE sessions SET updated_at = 'soon', created_at = x'01' WHERE session_id = 'cli-2'",
+    )
+    raw_sql(store, "UPDATE sessions SET updated_at = 'later' WHERE session_id = 'cli-4'")
+    raw_sql(store, "UPDATE sessions SET updated_at = x'00ff' WHERE session_id = 'cli-0'")
+    everything = (await store.sessions()).items
+    by_id = {s.session_id: s for s in everything}
+    assert (by_id["cli-2"].created_at, by_id["cli-2"].updated_at) == (0.0, 0.0)
+    assert by_id["cli-0"].updated_at == 0.0 and by_id["cli-3"].updated_at > 0
+    assert (await store.session("cli-4")) == by_id["cli-4"]
+    order = ["cli-0", "cli-2", "cli-4", "cli-5", "cli-3", "cli-1"]
+    assert [s.session_id for s in everything] == order
+    for limit in (1, 2, 3):
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await store.sessions(limit=limit, cursor=cursor)
+            seen += [s.session_id for s in page.items]
+            if page.next is None:
+                break
+            cursor = page.next
+        assert seen == order, limit
+
+
 def test_the_summary_of_a_record_keeps_every_field_it_has_and_counts_the_transcript() -> None:
     fields: dict[str, Any] = {
         "status": TaskStatus.INTERRUPTED,

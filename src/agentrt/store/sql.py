@@ -297,6 +297,16 @@ _SESSION_SELECT = (
 _HAS_MESSAGES = "s.next_seq > 0 OR t.session_id IS NOT NULL"
 
 
+def _seconds(value: object) -> float:
+    """A session's time as its row holds it; 0 (the epoch) for one that is not a number.
+
+    SQLite keeps any type in any column: a damaged file's session row may hold text or
+    bytes there, and the session is still listed (shown as of 1970), so that it can be
+    read and removed like any other.
+    """
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def _like(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
@@ -994,7 +1004,8 @@ class SqlStore:
                 db, _SESSION_SELECT, "s.", prefix, after, limit, where=_HAS_MESSAGES
             )
             items = tuple(self._session_info(r) for r in rows)
-            nxt = None if last is None else cursor_of(items[-1].updated_at, items[-1].session_id)
+            # The row's time as the database holds it: a damaged file's may not be a number.
+            nxt = None if last is None else cursor_of(last[3], str(last[0]))
             return Page(items, nxt)
 
         return await self._run(read)
@@ -1045,8 +1056,8 @@ class SqlStore:
         return SessionInfo(
             session_id=str(r[0]),
             title=str(r[1]),
-            created_at=float(r[2]),
-            updated_at=float(r[3]),
+            created_at=_seconds(r[2]),
+            updated_at=_seconds(r[3]),
             messages=int(r[4]),
             window_hash=r[5] if isinstance(r[5], str) else None,
             status=r[6] if isinstance(r[6], str) else None,
