@@ -14,7 +14,7 @@ LITELLM_STAMP := $(LITELLM)/.installed
 MCP_SERVERS       ?= .venv-mcp-servers
 MCP_SERVERS_STAMP := $(MCP_SERVERS)/.installed
 
-.PHONY: run test lint typecheck unit bench bench-peers stress clean system-deps
+.PHONY: run test lint typecheck unit bench bench-peers stress clean system-deps bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,19 +64,22 @@ typecheck: $(STAMP)
 # and browsers). `make unit TEST_JOBS=0` runs it in this process alone.
 TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')
 
-unit: $(STAMP) $(LITELLM_STAMP) $(MCP_SERVERS_STAMP)
+## bytecode: agentrt's modules byte-compiled, and the methods attrs writes for its classes
+## (agentrt.apps.codecache), as pip does for a regular install. An editable install run
+## under PYTHONDONTWRITEBYTECODE would otherwise compile them anew in every process it
+## starts: the suite, the benchmarks and the stress suites start thousands.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q src benchmarks stress > /dev/null
+	$(BIN)/python -m agentrt.apps.codecache > /dev/null
+
+unit: $(STAMP) $(LITELLM_STAMP) $(MCP_SERVERS_STAMP) bytecode
 	$(BIN)/pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 ## test: install everything, then lint, type-check and run the whole suite
 test: $(STAMP) $(LITELLM_STAMP) $(MCP_SERVERS_STAMP) system-deps lint typecheck unit
 
 ## bench: benchmarks, each figure a ratio against a baseline measured in the same run
-bench: $(STAMP)
-	@# Byte-compiled first, as pip does for a regular install: an editable install under
-	@# PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start (and
-	@# the methods attrs writes for agentrt's classes: agentrt.apps.codecache).
-	$(BIN)/python -m compileall -q src benchmarks > /dev/null
-	$(BIN)/python -m agentrt.apps.codecache > /dev/null
+bench: $(STAMP) bytecode
 	$(BIN)/python -m benchmarks
 
 ## bench-peers: agentrt's pause -> resume cycle beside LangGraph's and the OpenAI Agents SDK's,
@@ -96,7 +99,7 @@ bench-peers: $(PEERS_STAMP)
 	$(PEERS)/bin/python -m benchmarks.peers
 
 ## stress: crash, disconnect, fuzz, isolation, secrets, load and fleet suites; prints a table, fails on any loss
-stress: $(STAMP)
+stress: $(STAMP) bytecode
 	$(BIN)/python -m stress
 
 clean:
