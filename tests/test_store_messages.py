@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Awaitable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,22 +159,37 @@ async def test_listing_pages_cover_every_task_once_in_order(store: Store) -> Non
         await store.list_page("cli-", limit=4, cursor="nonsense")
 
 
-async def test_a_page_ending_on_a_row_whose_time_is_not_a_number_has_a_next_page(
-    store: Store,
-) -> None:
+#: Six tasks saved at times 0 to 5, most recent first, once `_damaged_times` gave three of
+#: them times that are not numbers: SQLite sorts text after every number, bytes after text.
+DAMAGED_ORDER = ["cli-0", "cli-2", "cli-4", "cli-5", "cli-3", "cli-1"]
+
+
+async def _damaged_times(
+    store: Store, table: str, listing: Callable[..., Awaitable[object]]
+) -> bool:
+    """Save six tasks and give three rows of `table` the times a damaged file may hold.
+
+    SQLite keeps any type in any column: text or bytes there, and True. A store whose
+    times are numbers only (PostgreSQL) holds no such row, so no page ends on one:
+    `listing` must refuse a cursor that carries one, and False.
+    """
     for n in range(6):
         await store.save(TaskRecord(f"cli-{n}", "x", (), TaskStatus.INTERRUPTED, updated_at=n))
     if not isinstance(store, TaskStore):
-        # A typed column holds numbers only: no page ever ends on such a row there.
         with pytest.raises(BadCursorError, match="not a listing cursor"):
-            await store.list_page(limit=2, cursor="t736f6f6e:cli-2")
+            await listing(limit=2, cursor="t736f6f6e:cli-2")
+        return False
+    for session, value in (("cli-2", "'soon'"), ("cli-4", "'later'"), ("cli-0", "x'00ff'")):
+        raw_sql(store, f"UPDATE {table} SET updated_at = {value} WHERE session_id = '{session}'")
+    return True
+
+
+async def test_a_page_ending_on_a_row_whose_time_is_not_a_number_has_a_next_page(
+    store: Store,
+) -> None:
+    if not await _damaged_times(store, "tasks", store.list_page):
         return
-    # SQLite keeps any type in any column: a damaged file's times may be text or bytes,
-    # which SQLite sorts after every number (bytes after text).
-    raw_sql(store, "UPDATE tasks SET updated_at = 'soon' WHERE session_id = 'cli-2'")
-    raw_sql(store, "UPDATE tasks SET updated_at = 'later' WHERE session_id = 'cli-4'")
-    raw_sql(store, "UPDATE tasks SET updated_at = x'00ff' WHERE session_id = 'cli-0'")
-    order = ["cli-0", "cli-2", "cli-4", "cli-5", "cli-3", "cli-1"]
+    order = DAMAGED_ORDER
     for limit in (1, 2, 3):
         seen: list[str] = []
         lines: list[str] = []
@@ -200,25 +217,15 @@ async def test_a_page_ending_on_a_row_whose_time_is_not_a_number_has_a_next_page
 async def test_a_session_whose_time_is_not_a_number_is_listed_and_pages_go_past_it(
     store: Store,
 ) -> None:
-    for n in range(6):
-        await store.save(TaskRecord(f"cli-{n}", "x", (), TaskStatus.INTERRUPTED, updated_at=n))
-    if not isinstance(store, TaskStore):
-        # A typed column holds numbers only: no page ever ends on such a row there.
-        with pytest.raises(BadCursorError, match="not a listing cursor"):
-            await store.sessions(limit=2, cursor="t736f6f6e:cli-2")
+    if not await _damaged_times(store, "sessions", store.sessions):
         return
-    raw_sql(
-        store,
-        "UPDATE sessions SET updated_at = 'soon', created_at = x'01' WHERE session_id = 'cli-2'",
-    )
-    raw_sql(store, "UPDATE sessions SET updated_at = 'later' WHERE session_id = 'cli-4'")
-    raw_sql(store, "UPDATE sessions SET updated_at = x'00ff' WHERE session_id = 'cli-0'")
+    raw_sql(store, "UPDATE sessions SET created_at = x'01' WHERE session_id = 'cli-2'")
     everything = (await store.sessions()).items
     by_id = {s.session_id: s for s in everything}
     assert (by_id["cli-2"].created_at, by_id["cli-2"].updated_at) == (0.0, 0.0)
     assert by_id["cli-0"].updated_at == 0.0 and by_id["cli-3"].updated_at > 0
     assert (await store.session("cli-4")) == by_id["cli-4"]
-    order = ["cli-0", "cli-2", "cli-4", "cli-5", "cli-3", "cli-1"]
+    order = DAMAGED_ORDER
     assert [s.session_id for s in everything] == order
     for limit in (1, 2, 3):
         seen: list[str] = []
