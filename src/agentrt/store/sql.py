@@ -297,14 +297,14 @@ _SESSION_SELECT = (
 _HAS_MESSAGES = "s.next_seq > 0 OR t.session_id IS NOT NULL"
 
 
-def _seconds(value: object) -> float:
-    """A session's time as its row holds it; 0 (the epoch) for one that is not a number.
+def seconds_of(value: object) -> float | None:
+    """A row's time as a number; None when it holds something else.
 
-    SQLite keeps any type in any column: a damaged file's session row may hold text or
-    bytes there, and the session is still listed (shown as of 1970), so that it can be
-    read and removed like any other.
+    SQLite keeps any type in any column: a damaged file's row may hold text or bytes
+    where a time goes. Such a row is still listed (an unreadable task with no time, a
+    session as of 0, 1970), so that it can be read and removed like any other.
     """
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _like(prefix: str) -> str:
@@ -1056,8 +1056,8 @@ class SqlStore:
         return SessionInfo(
             session_id=str(r[0]),
             title=str(r[1]),
-            created_at=_seconds(r[2]),
-            updated_at=_seconds(r[3]),
+            created_at=seconds_of(r[2]) or 0.0,
+            updated_at=seconds_of(r[3]) or 0.0,
             messages=int(r[4]),
             window_hash=r[5] if isinstance(r[5], str) else None,
             status=r[6] if isinstance(r[6], str) else None,
@@ -1605,7 +1605,7 @@ class SqlStore:
         return UnreadableTask(
             session_id=session_id,
             error=str(exc),
-            updated_at=float(updated) if isinstance(updated, int | float) else None,
+            updated_at=seconds_of(updated),
             window_hash=window if isinstance(window, str) else None,
         )
 
@@ -1650,7 +1650,7 @@ class SqlStore:
             return UnreadableTask(
                 session_id=session_id,
                 error=str(self._task_unreadable(session_id, error_detail(exc))),
-                updated_at=float(updated) if isinstance(updated, int | float) else None,
+                updated_at=seconds_of(updated),
                 window_hash=window if isinstance(window, str) else None,
             )
 

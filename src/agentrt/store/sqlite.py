@@ -61,6 +61,7 @@ from .sql import brief_select
 from .sql import cursor_of
 from .sql import mark_sql
 from .sql import page_query
+from .sql import seconds_of
 from .sql import update_sql
 from .sql import upsert_sql
 from .sql import write_transaction
@@ -532,7 +533,7 @@ def _migrate_to_messages(db: sqlite3.Connection) -> None:
         session_id, fields, transcript = str(row[0]), row[1:-1], row[-1]
         created = fields[_FIELDS_V4.index("created_at")]
         rows = _split(transcript)
-        first = add(session_id, rows, float(created) if isinstance(created, int | float) else 0.0)
+        first = add(session_id, rows, seconds_of(created) or 0.0)
         if sessions[session_id][0] is None:
             sessions[session_id][0] = fields[_FIELDS_V4.index("window_hash")]
         db.execute(
