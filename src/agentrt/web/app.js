@@ -36,6 +36,7 @@ const state = {
   models: null, // {models, default} from GET /v1/models; null until read (or no such route)
   modelOf: new Map(), // session id -> the model it runs with, as the server said
   choosing: new Map(), // session id -> its model choice on its way (settles when answered)
+  picked: new Map(), // session id -> the model of its last choice on its way
   editing: null, // the session whose last message the composer is editing, if any
 };
 
@@ -318,7 +319,8 @@ function renderModels() {
   $("#models").hidden = !data || !data.models.length;
   if (!data) return;
   const sid = state.current;
-  const current = (sid && state.modelOf.get(sid)) || data.default;
+  // A choice on its way is shown, whatever a read of the chat's model answers meanwhile.
+  const current = (sid && (state.picked.get(sid) || state.modelOf.get(sid))) || data.default;
   const select = $("#model");
   select.replaceChildren(...data.models.map((m) => {
     const option = document.createElement("option");
@@ -347,6 +349,7 @@ async function chooseModel(name) {
   // sent at once, it could reach the server first and run with the model chosen before.
   const settled = put.then(() => {}, () => {});
   state.choosing.set(sid, settled);
+  state.picked.set(sid, name);
   try {
     const data = await put;
     state.modelOf.set(sid, data.model);
@@ -357,6 +360,7 @@ async function chooseModel(name) {
   // A later choice on its way has the last word: the picker shows it meanwhile.
   if (state.choosing.get(sid) !== settled) return;
   state.choosing.delete(sid);
+  state.picked.delete(sid);
   if (sid === state.current) renderModels();
 }
 
