@@ -8,6 +8,14 @@ the transcript and `Window` take them from one cache) is found equal by a dict
 comparison; the diff is handed the other rows, and an empty row on both sides for
 each equal one, so it writes exactly what it would have written: nothing for a row
 that did not change.
+
+A reply streaming in moves the transcript up by a line or more at most redraws, so
+every one of its rows changed, and the diff wrote the whole window again, cell by
+cell (1.6 ms of a 3.5 ms redraw at 120x40, and the whole screen's bytes to the
+terminal). When the rows that changed are old rows moved up, the terminal is told to
+scroll them (a scroll region and line feeds: plain VT100, which every terminal
+emulator speaks) and the diff is given what the terminal then holds, so it writes
+only the rows scrolled in and what else changed.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 import prompt_toolkit.renderer
+from prompt_toolkit.data_structures import Point
 from prompt_toolkit.layout.screen import Char
 from prompt_toolkit.layout.screen import Screen
+from prompt_toolkit.output.vt100 import Vt100_Output
 
 #: prompt_toolkit's own diff, which this one calls with the rows that changed.
 _DIFF: Callable[..., Any] = prompt_toolkit.renderer._output_screen_diff
@@ -44,6 +54,52 @@ def changed_rows(screen: Screen, previous: Screen, height: int) -> tuple[_Rows, 
             new[y] = rows[y]
             old[y] = before[y]
     return new, old
+
+
+#: A redraw scrolls the terminal when at least this many rows with something written moved
+#: up together.
+SCROLL_MIN = 4
+
+
+def scrolled(rows: _Rows, before: _Rows, height: int) -> tuple[int, int, int] | None:
+    """Where most rows that changed are old rows moved up: (top, bottom, lines) to scroll
+    the rows from ``top`` to ``bottom`` up by ``lines``, or None.
+
+    The shift is the one that finds the most rows with something written as they were
+    that many rows lower (at least `SCROLL_MIN`, and half the rows that changed); the
+    region runs from the first such row to the last. Rows in it that match nothing are
+    written by the diff, as any row that changed.
+    """
+    changed = [y for y in range(height) if rows.get(y) != before.get(y)]
+    if len(changed) < SCROLL_MIN:
+        return None
+    best: tuple[int, int, int, int] = (0, 0, 0, 0)  # (rows found, lines, first row, last row)
+    for lines in range(1, height - SCROLL_MIN + 1):
+        found = [
+            y
+            for y in changed
+            if y + lines < height and rows.get(y) and rows.get(y) == before.get(y + lines)
+        ]
+        if len(found) > best[0]:
+            best = (len(found), lines, found[0], found[-1])
+            if 2 * len(found) > len(changed):  # most of them: no other shift finds more
+                break
+    count, lines, top, last = best
+    if count < SCROLL_MIN or 2 * count < len(changed):
+        return None
+    return top, last + lines + 1, lines
+
+
+def scroll_up(top: int, bottom: int, lines: int, cursor: Point) -> str:
+    """What scrolls the terminal's rows `top` to `bottom` (0-based, `bottom` excluded) up by
+    `lines`, the rows below and above left as they are, and puts the cursor back at
+    `cursor`: plain VT100 (a scroll region, and line feeds at its last row)."""
+    return (
+        "\x1b[0m"  # the rows scrolled in take the default background
+        f"\x1b[{top + 1};{bottom}r"
+        f"\x1b[{bottom};1H" + "\n" * lines + "\x1b[r"
+        f"\x1b[{cursor.y + 1};{cursor.x + 1}H"
+    )
 
 
 def screen_diff(
@@ -75,6 +131,21 @@ def screen_diff(
         )  # fmt: skip
     assert previous_screen is not None and size is not None
     rows, before = screen.data_buffer, previous_screen.data_buffer
+    height = min(max(screen.height, previous_screen.height), size.rows)
+    # A full screen is drawn from the terminal's first row, where a scroll region is counted.
+    full = options.get("full_screen") and isinstance(output, Vt100_Output)
+    shift = scrolled(rows, before, height) if full else None
+    if shift is not None:
+        top, bottom, lines = shift
+        # What the terminal holds once it scrolled the rows `top` to `bottom` up by `lines`.
+        blank = before.default_factory
+        assert blank is not None
+        moved: _Rows = defaultdict(blank, before)
+        for y in range(top, bottom):
+            moved[y] = before[y + lines] if y + lines < bottom else blank()
+        previous_screen.data_buffer = moved
+        output.write_raw(scroll_up(top, bottom, lines, current_pos))
+        last_style = None
     screen.data_buffer, previous_screen.data_buffer = changed_rows(
         screen, previous_screen, size.rows
     )
