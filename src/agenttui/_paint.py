@@ -142,7 +142,8 @@ def screen_diff(
         assert blank is not None
         moved: _Rows = defaultdict(blank, before)
         for y in range(top, bottom):
-            moved[y] = before[y + lines] if y + lines < bottom else blank()
+            below = before.get(y + lines) if y + lines < bottom else None
+            moved[y] = below if below is not None else blank()
         previous_screen.data_buffer = moved
         output.write_raw(scroll_up(top, bottom, lines, current_pos))
         last_style = None
