@@ -519,13 +519,13 @@ class TranscriptView(Container):
                 rows[where.ypos + y].update(known[2])
         self._cells = cells
         screen.height = max(screen.height, where.ypos + where.height)
-        mouse_handlers.set_mouse_handler_for_range(
-            where.xpos,
-            where.xpos + where.width,
-            where.ypos,
-            where.ypos + where.height,
-            control.mouse_handler,
-        )
+        # The whole view takes the mouse: one row of handlers, copied to each row in one
+        # step (`MouseHandlers.set_mouse_handler_for_range` sets them a cell at a time, a
+        # tenth of a redraw with the transcript filling the window).
+        handlers = dict.fromkeys(range(where.xpos, where.xpos + where.width), control.mouse_handler)
+        by_row = mouse_handlers.mouse_handlers
+        for y in range(where.ypos, where.ypos + where.height):
+            by_row[y].update(handlers)
 
     def get_children(self) -> list[Container]:
         """None."""
