@@ -149,10 +149,10 @@ MORE_BELOW = " ↓ more below: PageDown or the mouse wheel "
 
 #: What streams in (pieces of a reply or of reasoning, token counts) and the status line's
 #: spinner and time while a run goes are drawn together, a redraw at most every so often:
-#: `REDRAW_SHARE` times what the last redraw cost (so redrawing takes at most a sixtieth
+#: `REDRAW_SHARE` times what the last redraw cost (so redrawing takes at most a 75th
 #: of a core), and between `STREAM_INTERVAL` (30 a second) and `STREAM_INTERVAL_MAX`.
 #: Keys are drawn at once.
-REDRAW_SHARE = 60
+REDRAW_SHARE = 75
 STREAM_INTERVAL = 1 / 30
 STREAM_INTERVAL_MAX = 0.5
 #: How often the countdown to the next connection attempt moves while the link is down.
