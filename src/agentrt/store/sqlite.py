@@ -667,10 +667,14 @@ class _Syncer:
                 _sync(self.wal)
             except OSError as exc:
                 self.failed()
-                error = StoreError(f"the task store {self.location} failed: {exc}")
-                for call in calls:
-                    call.fail(error)
+                _fail_all(calls, StoreError(f"the task store {self.location} failed: {exc}"))
             wake(calls)
+            del calls  # not held while the next calls are waited for (see `batches`)
+
+
+def _fail_all(calls: list[Call[Any]], error: StoreError) -> None:
+    for call in calls:
+        call.fail(error)
 
 
 def _sync(path: Path) -> None:

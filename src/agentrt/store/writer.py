@@ -255,6 +255,7 @@ class Writer:
             with self._counting:
                 self._queued -= len(batch)
             _deliver(batch)
+            del batch  # (see `batches`)
 
 
 def batches(
@@ -267,10 +268,9 @@ def batches(
     the None is still given.
     """
     while True:
-        first = waiting.get()
-        if first is None:
+        batch = waiting.get()
+        if batch is None:
             return
-        batch = first
         stopping = False
         while len(batch) < limit:
             try:
@@ -281,9 +281,14 @@ def batches(
                 stopping = True
                 break
             batch.extend(more)
+            del more
         yield batch
         if stopping:
             return
+        # Not held while the next one is waited for: a call's function holds what its
+        # caller had (a stop's write, the run that stopped), and a quiet store would keep
+        # its last batch alive until the next call.
+        del batch
 
 
 def synced(batch: list[Call[Any]]) -> bool:
