@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from collections.abc import Container
+from collections.abc import Sequence
 from typing import Any
 
 import prompt_toolkit.renderer
@@ -36,10 +38,15 @@ _DIFF: Callable[..., Any] = prompt_toolkit.renderer._output_screen_diff
 _Rows = defaultdict[int, defaultdict[int, Char]]
 
 
-def changed_rows(screen: Screen, previous: Screen, height: int) -> tuple[_Rows, _Rows]:
+def changed_rows(
+    screen: Screen, previous: Screen, height: int, changed: Container[int] | None = None
+) -> tuple[_Rows, _Rows]:
     """The first `height` rows of `screen` and of `previous` for the diff: those that
     differ as they are, each other one as an empty row on both (the diff, finding the
-    two the same, writes nothing for it, as it would for the rows themselves)."""
+    two the same, writes nothing for it, as it would for the rows themselves).
+
+    `changed`: the rows that differ, when the caller compared them already.
+    """
     rows, before = screen.data_buffer, previous.data_buffer
     new: _Rows = defaultdict(rows.default_factory)
     old: _Rows = defaultdict(before.default_factory)
@@ -48,7 +55,7 @@ def changed_rows(screen: Screen, previous: Screen, height: int) -> tuple[_Rows, 
     assert empty_row is not None
     blank = empty_row()
     for y in range(min(max(screen.height, previous.height), height)):
-        if rows.get(y) == before.get(y):
+        if (y not in changed) if changed is not None else rows.get(y) == before.get(y):
             new[y] = old[y] = blank
         else:
             new[y] = rows[y]
@@ -61,16 +68,17 @@ def changed_rows(screen: Screen, previous: Screen, height: int) -> tuple[_Rows, 
 SCROLL_MIN = 4
 
 
-def scrolled(rows: _Rows, before: _Rows, height: int) -> tuple[int, int, int] | None:
-    """Where most rows that changed are old rows moved up: (top, bottom, lines) to scroll
-    the rows from ``top`` to ``bottom`` up by ``lines``, or None.
+def scrolled(
+    rows: _Rows, before: _Rows, changed: Sequence[int], height: int
+) -> tuple[int, int, int] | None:
+    """Where most rows that `changed` (of the first `height`) are old rows moved up: (top,
+    bottom, lines) to scroll the rows from ``top`` to ``bottom`` up by ``lines``, or None.
 
     The shift is the one that finds the most rows with something written as they were
     that many rows lower (at least `SCROLL_MIN`, and half the rows that changed); the
     region runs from the first such row to the last. Rows in it that match nothing are
     written by the diff, as any row that changed.
     """
-    changed = [y for y in range(height) if rows.get(y) != before.get(y)]
     if len(changed) < SCROLL_MIN:
         return None
     best: tuple[int, int, int, int] = (0, 0, 0, 0)  # (rows found, lines, first row, last row)
@@ -134,7 +142,8 @@ def screen_diff(
     height = min(max(screen.height, previous_screen.height), size.rows)
     # A full screen is drawn from the terminal's first row, where a scroll region is counted.
     full = options.get("full_screen") and isinstance(output, Vt100_Output)
-    shift = scrolled(rows, before, height) if full else None
+    changed = [y for y in range(height) if rows.get(y) != before.get(y)] if full else None
+    shift = scrolled(rows, before, changed, height) if changed is not None else None
     if shift is not None:
         top, bottom, lines = shift
         # What the terminal holds once it scrolled the rows `top` to `bottom` up by `lines`.
@@ -147,8 +156,9 @@ def screen_diff(
         previous_screen.data_buffer = moved
         output.write_raw(scroll_up(top, bottom, lines, current_pos))
         last_style = None
+        changed = None  # against the rows moved: compared anew
     screen.data_buffer, previous_screen.data_buffer = changed_rows(
-        screen, previous_screen, size.rows
+        screen, previous_screen, size.rows, None if changed is None else set(changed)
     )
     try:
         return _DIFF(
