@@ -185,7 +185,7 @@ async def test_a_question_is_answered_through_the_member_whose_front_end_listens
 
 
 async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
-    tmp_path: Path, postgres_url: str, workdir: Path
+    tmp_path: Path, postgres_url: str, workdir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     dead = await trio.lowlevel.open_process([sys.executable, "-c", "pass"])
     await dead.wait()
@@ -202,13 +202,27 @@ async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
                 (gone_elsewhere, gone_here, here, dead_pid),
             )
         call = Message.assistant("", ())
-        for session, runner in (("chat-x", gone_elsewhere), ("chat-y", gone_here)):
+        # And one of this member's own, marked running with no run of it here.
+        own = a.fleet.member
+        for session, runner in (("chat-x", gone_elsewhere), ("chat-y", gone_here), ("chat-z", own)):
             await a.store.save(TaskRecord(session, "x", (Message.user("x"), call), runner=runner))
-        await a.fleet.beat()
-        for session in ("chat-x", "chat-y"):
+        with caplog.at_level("WARNING", logger="agentrt.fleet"):
+            await a.fleet.beat()
+        said = [r.getMessage() for r in caplog.records if r.name == "agentrt.fleet"]
+        # The lease of one ran out; the process of the other is gone from this machine.
+        assert f"the lease of {gone_elsewhere} ran out: session chat-x is interrupted " in " ".join(
+            said
+        )
+        assert any(f"the lease of {gone_here} ran out: session chat-y" in m for m in said)
+        # This member's lease did not run out: its own task is said to be so, not that.
+        assert not any(own in m for m in said), said
+        assert any(
+            m.startswith("session chat-z was held by this daemon, but no run of it is here")
+            for m in said
+        ), said
+        for session in ("chat-x", "chat-y", "chat-z"):
             record = await a.store.load(session)
             assert record is not None
-            # The lease of one ran out; the process of the other is gone from this machine.
             assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.DISCONNECT)
             ended = await a.executor.resume(session, owner="o", emit=Recorder())
             assert ended.outcome is Outcome.FINISHED

@@ -85,6 +85,12 @@ from ..vocab.request import Request
 
 log = logging.getLogger("agentrt.fleet")
 
+#: What a heartbeat's transaction found: the new lease epoch, how long the lease was
+#: overdue, the prefixes other live members listen for, the tasks of lapsed members it
+#: interrupted (session, runner), this member's own tasks it interrupted (no run of them
+#: here), and the questions of lapsed members it removed.
+_Beaten = tuple[int, float, set[str], list[tuple[str, str]], list[str], list[str]]
+
 #: Seconds a member waits for another to say it applied a cancel or an answer.
 REPLY_SECONDS: Final = 5.0
 #: The largest message sent on the channel (PostgreSQL's limit is 8000 bytes).
@@ -284,7 +290,7 @@ class Fleet:
         if waited.cancelled_caught:
             self._beat_conn = None  # the abandoned thread keeps it; the next beat opens another
             raise FleetError("the heartbeat got no answer from the database")
-        new_epoch, overdue, elsewhere, reaped, questions = result
+        new_epoch, overdue, elsewhere, reaped, orphaned, questions = result
         self.beats += 1
         self._elsewhere = elsewhere
         if new_epoch != self.store.epoch:
@@ -311,6 +317,13 @@ class Fleet:
                 runner,
                 session_id,
             )
+        for session_id in orphaned:
+            log.warning(
+                "session %s was held by this daemon, but no run of it is here (it ended while "
+                "the database was away, or under a lease epoch since lost): it is interrupted "
+                "(disconnect)",
+                session_id,
+            )
         if questions:
             await self.send({"kind": "closed", "ids": questions})
 
@@ -318,9 +331,7 @@ class Fleet:
         """The sessions this member runs now (Trio thread)."""
         return [info.session_id for info in self.executor.running()]
 
-    def _beat_sync(
-        self, listens: str, epoch: int
-    ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
+    def _beat_sync(self, listens: str, epoch: int) -> _Beaten:
         for attempt in (1, 2):
             conn = self._beat_conn
             if conn is None or conn.closed or conn.broken:
@@ -336,9 +347,7 @@ class Fleet:
                     raise
         raise AssertionError("unreachable")
 
-    def _beat_transaction(
-        self, conn: psycopg.Connection[Any], listens: str, epoch: int
-    ) -> tuple[int, float, set[str], list[tuple[str, str]], list[str]]:
+    def _beat_transaction(self, conn: psycopg.Connection[Any], listens: str, epoch: int) -> _Beaten:
         overdue = 0.0
         with conn.transaction():
             # The store's write lock: a task is interrupted between two transactions of a
@@ -403,7 +412,7 @@ class Fleet:
             # lock, so a task claimed before this point is seen running, where a list made
             # before the lock was taken would miss it (and interrupt a live run's task).
             running_here = trio.from_thread.run_sync(self._running_here)
-            reaped += conn.execute(
+            orphaned = conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
                 "WHERE status = 'running' AND runner = %s AND (NOT (session_id = ANY(%s)) OR "
                 "epoch IS DISTINCT FROM %s) RETURNING session_id, runner",
@@ -422,6 +431,7 @@ class Fleet:
             overdue,
             elsewhere,
             [(str(s), str(r)) for s, r in reaped],
+            [str(s) for s, _ in orphaned],
             [str(q) for (q,) in gone],
         )
 
