@@ -210,11 +210,9 @@ async def test_the_tasks_of_a_member_whose_lease_ran_out_become_interrupted(
             await a.fleet.beat()
         said = [r.getMessage() for r in caplog.records if r.name == "agentrt.fleet"]
         # The lease of one ran out; the process of the other is gone from this machine.
-        assert f"the lease of {gone_elsewhere} ran out: session chat-x is interrupted " in " ".join(
-            said
-        )
+        assert any(f"the lease of {gone_elsewhere} ran out: session chat-x" in m for m in said)
         assert any(f"the lease of {gone_here} ran out: session chat-y" in m for m in said)
-        # This member's lease did not run out: its own task is said to be so, not that.
+        # This member's lease did not run out: no warning names it; its task's says why.
         assert not any(own in m for m in said), said
         assert any(
             m.startswith("session chat-z was held by this daemon, but no run of it is here")

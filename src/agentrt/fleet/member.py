@@ -415,7 +415,7 @@ class Fleet:
             orphaned = conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
                 "WHERE status = 'running' AND runner = %s AND (NOT (session_id = ANY(%s)) OR "
-                "epoch IS DISTINCT FROM %s) RETURNING session_id, runner",
+                "epoch IS DISTINCT FROM %s) RETURNING session_id",
                 (time.time(), self.member, running_here, new_epoch),
             ).fetchall()
             gone = conn.execute(
@@ -431,7 +431,7 @@ class Fleet:
             overdue,
             elsewhere,
             [(str(s), str(r)) for s, r in reaped],
-            [str(s) for s, _ in orphaned],
+            [str(s) for (s,) in orphaned],
             [str(q) for (q,) in gone],
         )
 
