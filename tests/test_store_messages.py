@@ -476,6 +476,86 @@ _BODIES = [
 ]
 
 
+# -- encoding messages ------------------------------------------------------------------
+
+_TEXT = st.text(max_size=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _messages() -> st.SearchStrategy[Message]:
+    from agentrt.models.messages import Compaction
+    from agentrt.models.messages import Redaction
+    from agentrt.models.messages import ThinkingBlock
+    from agentrt.models.messages import ToolCall
+    from agentrt.vocab.stops import CallState
+
+    calls = st.builds(
+        ToolCall,
+        _TEXT,
+        _TEXT,
+        st.dictionaries(_TEXT, _JSON, max_size=3),
+        st.sampled_from(Redaction),
+    )
+    blocks = st.builds(ThinkingBlock, _TEXT, st.none() | _TEXT, st.none() | _TEXT)
+    return st.builds(
+        Message,
+        st.sampled_from(Role),
+        _TEXT,
+        tool_calls=st.lists(calls, max_size=2).map(tuple),
+        tool_call_id=st.none() | _TEXT,
+        name=st.none() | _TEXT,
+        thinking=st.lists(blocks, max_size=2).map(tuple),
+        call_state=st.none() | st.sampled_from(CallState),
+        rewinds=st.none() | st.integers(min_value=0),
+        compaction=st.none() | st.builds(Compaction, st.integers(0), st.integers(0)),
+    )
+
+
+def test_a_message_is_encoded_with_every_field_the_encoder_knows() -> None:
+    """A field added to a message (or to what it holds) must be added to `message_object`:
+    the property below draws only the fields listed here."""
+    import attrs
+
+    from agentrt.models.messages import Compaction
+    from agentrt.models.messages import ThinkingBlock
+    from agentrt.models.messages import ToolCall
+
+    assert [f.name for f in attrs.fields(Message)] == [
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "name",
+        "thinking",
+        "call_state",
+        "rewinds",
+        "compaction",
+    ]
+    assert [f.name for f in attrs.fields(ToolCall)] == ["id", "name", "arguments", "redaction"]
+    assert [f.name for f in attrs.fields(ThinkingBlock)] == ["text", "signature", "redacted"]
+    assert [f.name for f in attrs.fields(Compaction)] == ["summarised", "kept"]
+
+
+@given(_messages())
+def test_a_message_is_encoded_as_the_converter_encodes_it(message: Message) -> None:
+    """Key for key, in the converter's order, defaults left out where it leaves them out."""
+    from agentrt.store.columns import encode_message
+    from agentrt.store.columns import message_object
+    from agentrt.store.record import converter
+
+    expected = converter.unstructure(message, Message)
+    made = message_object(message)
+    assert made == expected
+    assert json.dumps(made) == json.dumps(expected)  # the same keys in the same order
+    role, body = encode_message(message)
+    assert role == message.role.value
+    assert converter.structure(json.loads(body), Message) == message
+
+
 def test_stored_messages_decode_as_the_converter_decodes_them() -> None:
     from agentrt.store.columns import decode_message
     from agentrt.store.columns import decode_messages
