@@ -51,6 +51,7 @@ from ._common import SuiteResult
 from ._common import describe_failure
 from ._common import inprocess_daemon
 from ._common import short_tempdir
+from .holders import holder_chain
 
 #: Memory the process may keep after the storm (allocator caches, SQLite pages).
 MEMORY_TOLERANCE = 128 * 1024 * 1024
@@ -128,13 +129,19 @@ def _rss() -> int:
     return 0
 
 
-def _alive(kinds: tuple[type, ...]) -> dict[str, int]:
+def _alive(kinds: tuple[type, ...]) -> tuple[dict[str, int], list[str]]:
+    """How many objects of each of `kinds` are alive, and what holds the first of each kind
+    (`holder_chain`): the cause of a leak, not only its size."""
     gc.collect()
+    found = [obj for obj in gc.get_objects() if isinstance(obj, kinds)]
     counts: dict[str, int] = {}
-    for obj in gc.get_objects():
-        if isinstance(obj, kinds):
-            counts[type(obj).__name__] = counts.get(type(obj).__name__, 0) + 1
-    return counts
+    chains: list[str] = []
+    for index in range(len(found)):
+        name = type(found[index]).__name__
+        if name not in counts:
+            chains.append(holder_chain(found[index], ignore=(found,)))
+        counts[name] = counts.get(name, 0) + 1
+    return counts, chains
 
 
 async def run_load(sessions: int, seconds: float, seed: int) -> SuiteResult:
@@ -181,9 +188,12 @@ async def run_load(sessions: int, seconds: float, seed: int) -> SuiteResult:
                     f"{len(tally.failed_runs)} runs ended 'failed', e.g. "
                     f"{'; '.join(tally.failed_runs[:3])} {replay}"
                 )
-            alive = _alive((Connection, Client, Entry, AgentRun))
+            alive, holders = _alive((Connection, Client, Entry, AgentRun))
             if alive:
-                result.fail(f"objects still alive after the storm: {alive} {replay}")
+                result.fail(
+                    f"objects still alive after the storm: {alive}; held as "
+                    f"{'; '.join(holders)} {replay}"
+                )
             gc.collect()
             fd_delta, rss_delta = _fds() - fds, _rss() - rss
             if fd_delta > FD_TOLERANCE:
