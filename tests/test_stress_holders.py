@@ -39,7 +39,7 @@ def test_an_object_kept_by_a_threads_variable_is_traced_to_that_threads_frame() 
     thread = threading.Thread(target=loop, args=([_closure(box[0])],))
     thread.start()
     try:
-        ready.wait()
+        assert ready.wait(30)
         chain = holder_chain(box[0], ignore=(box,))
     finally:
         release.set()
