@@ -16,6 +16,8 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from stress.holders import holder_chain
+
 from agentrt import TaskStore
 
 
@@ -35,9 +37,11 @@ def writes(held: Held) -> Callable[[sqlite3.Connection], bool]:
     return call
 
 
-def referrers(obj: object) -> list[str]:
-    """The kinds of what refers to `obj`, to say what keeps it."""
-    return [type(r).__name__ for r in gc.get_referrers(obj)]
+def holders(alive: list[Held | None]) -> list[str]:
+    """What keeps each object of `alive` that is still there (`stress.holders`)."""
+    return [
+        holder_chain(alive[i], ignore=(alive,)) for i in range(len(alive)) if alive[i] is not None
+    ]
 
 
 async def test_a_done_call_is_not_kept_by_the_writer_or_the_sync_thread(tmp_path: Path) -> None:
@@ -55,7 +59,7 @@ async def test_a_done_call_is_not_kept_by_the_writer_or_the_sync_thread(tmp_path
             del held, done
         gc.collect()
         alive = [ref() for ref in kept]
-        assert alive == [None, None], [referrers(obj) for obj in alive if obj is not None]
+        assert alive == [None, None], holders(alive)
     finally:
         await store.aclose()
 
@@ -75,6 +79,6 @@ async def test_no_call_of_a_batch_of_several_is_kept_once_delivered(tmp_path: Pa
         del calls, held
         gc.collect()
         alive = [ref() for ref in kept]
-        assert alive == [None, None, None], [referrers(o) for o in alive if o is not None]
+        assert alive == [None, None, None], holders(alive)
     finally:
         await store.aclose()

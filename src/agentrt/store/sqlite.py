@@ -673,6 +673,7 @@ class _Syncer:
 
 
 def _fail_all(calls: list[Call[Any]], error: StoreError) -> None:
+    """Fail each of `calls` (a loop of its own: its variable, the last call, goes with it)."""
     for call in calls:
         call.fail(error)
 
