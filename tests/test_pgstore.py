@@ -38,7 +38,10 @@ from agentrt.store.postgres import NOW
 from agentrt.store.postgres import SCHEMA_VERSION
 from agentrt.store.postgres import PgConnection
 from agentrt.store.postgres import PgStore
+from agentrt.store.postgres import Rows
 from agentrt.store.postgres import display_url
+from agentrt.store.sql import _TASK_AND_SESSION_RETURNING
+from agentrt.store.sql import _TASK_AND_SESSION_SELECT
 from agentrt.vocab.usage import TokenCount
 
 from .conftest import Recorder
@@ -249,14 +252,20 @@ async def test_a_claim_takes_two_round_trips_and_a_bad_one_writes_nothing(
         assert loaded is not None and loaded.attempts == {"c1": 1}
 
 
-async def test_a_pause_and_the_resumes_claim_queued_together_take_three_round_trips(
+async def test_a_pause_and_the_resumes_claim_queued_together_take_two_round_trips(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stop is deferred, so a resume's claim right after it shares its transaction: the
-    beginning with the stop's UPDATE, the read of the task, the claim's UPDATE with the COMMIT."""
+    beginning with the stop's UPDATE, which returns the task as the claim reads it, then the
+    claim's UPDATE with the COMMIT. The claim sees the session as a read would: its history
+    and its chosen model."""
     async with opened(postgres_url) as store:
-        mine = TaskRecord("chat-p", "x", (Message.user("x"),), runner=store.runner)
-        await store.create(mine)
+        first = TaskRecord("chat-p", "x", (Message.user("x"),))
+        await store.create(first)
+        await store.finish("chat-p", (Message.user("x"), Message.assistant("done")))
+        await store.set_session_model("chat-p", "scripted:other")
+        mine = TaskRecord("chat-p", "y", (Message.user("y"),), runner=store.runner)
+        history = await store.create(mine)
         sent = record_queries(monkeypatch)
         stopped = store.stop_nowait(
             lambda: mine.evolve(attempts={"c1": 1}),
@@ -265,22 +274,130 @@ async def test_a_pause_and_the_resumes_claim_queued_together_take_three_round_tr
             runner=store.runner,
         )
         statuses: list[TaskStatus] = []
+        models: list[str | None] = []
 
         def claim(old: TaskRecord) -> TaskRecord:
             statuses.append(old.status)
             return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
 
-        claimed = await store.update("chat-p", claim, synced=False)
+        claimed = await store.update("chat-p", claim, synced=False, model=models.append)
         monkeypatch.undo()
         assert await stopped.wait()
         assert statuses == [TaskStatus.INTERRUPTED]  # the claim saw the stop
-        assert len(sent) == 3, sent
+        assert models == ["scripted:other"]
+        assert len(sent) == 2, sent
         assert sent[0].startswith("BEGIN; SELECT pg_advisory_xact_lock(")
-        assert sent[2].endswith("; RELEASE batch_call; COMMIT")
+        assert " RETURNING " in sent[0]
+        assert sent[1].endswith("; RELEASE batch_call; COMMIT")
+        assert "SELECT" not in sent[1], sent
         assert claimed is not None
+        assert list(claimed[1]) == list(history) == [Message.user("x"), Message.assistant("done")]
         loaded = await store.load("chat-p")
         assert loaded == claimed[0]
         assert (loaded.status, loaded.runs, loaded.attempts) == (TaskStatus.RUNNING, 2, {"c1": 1})
+
+
+async def test_a_write_between_a_stop_and_the_claim_is_read_by_the_claim(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the stop's UPDATE returned answers the claim's read only when nothing but
+    savepoints went between: a write of the task's fields queued after the stop, in the same
+    transaction, is what the claim sees."""
+    async with opened(postgres_url) as store:
+        mine = TaskRecord("chat-q", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        stopped = store.stop_nowait(
+            lambda: mine.evolve(attempts={"c1": 1}),
+            TaskStatus.INTERRUPTED,
+            cause=Cause.PAUSE,
+            runner=store.runner,
+        )
+        later = mine.evolve(
+            attempts={"c1": 2}, status=TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=None
+        )
+        saved = store.save_fields_nowait(later)
+        seen: list[dict[str, int]] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            seen.append(dict(old.attempts))
+            return old.evolve(status=TaskStatus.RUNNING)
+
+        sent = record_queries(monkeypatch)
+        claimed = await store.update("chat-q", claim, synced=False)
+        monkeypatch.undo()
+        assert await stopped.wait() and await saved.wait()
+        assert seen == [{"c1": 2}]
+        assert any(q.startswith("RELEASE batch_call; SAVEPOINT batch_call; SELECT") for q in sent)
+        assert claimed is not None and claimed[0].attempts == {"c1": 2}
+
+
+async def test_a_read_answered_ahead_answers_only_the_next_statement(postgres_url: str) -> None:
+    """`PgConnection.read_ahead`: the very next statement, if it is the read (savepoints
+    aside), gets the rows kept; a read with other parameters, another statement, a rollback
+    to a savepoint or the transaction's end forget them, and the read is sent."""
+    async with opened(postgres_url) as store:
+        await store.create(TaskRecord("chat-r", "x", (Message.user("x"),)))
+        read = "SELECT status FROM tasks WHERE session_id = ?"
+
+        def steps(db: object) -> list[object]:
+            conn = cast(PgConnection, db)
+
+            def kept() -> Rows:
+                return conn.execute("SELECT 'kept'")
+
+            out: list[object] = []
+            conn.execute("BEGIN IMMEDIATE")
+            conn.read_ahead(read, ("chat-r",), kept())
+            conn.execute("SAVEPOINT batch_call")
+            conn.execute("RELEASE batch_call")
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # kept
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # sent: answered once
+            conn.read_ahead(read, ("chat-r",), kept())
+            out.append(conn.execute(read, ("chat-s",)).fetchone())  # other parameters: sent
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # and forgotten
+            conn.read_ahead(read, ("chat-r",), kept())
+            conn.execute("SELECT 1")
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # another statement went
+            conn.execute("SAVEPOINT batch_call")
+            conn.read_ahead(read, ("chat-r",), kept())
+            conn.execute("ROLLBACK TO batch_call")
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # rolled back
+            conn.read_ahead(read, ("chat-r",), kept())
+            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            out.append(conn.execute(read, ("chat-r",)).fetchone())  # another transaction
+            conn.execute("COMMIT")
+            return out
+
+        running = (TaskStatus.RUNNING.value,)
+        kept, sent = ("kept",), [running, None, running, running, running, running]
+        assert await store._run(steps) == [kept, *sent]
+
+
+async def test_what_a_stops_update_returns_is_the_claims_read(postgres_url: str) -> None:
+    """The columns an UPDATE of a task returns (`SqlStore._READ_AHEAD`) are, value for value,
+    those `_task_and_session` reads: with a session row and a chosen model, and without."""
+    async with opened(postgres_url) as store:
+        await store.create(TaskRecord("chat-m", "x", (Message.user("x"),)))
+        await store.set_session_model("chat-m", "scripted:other")
+        await store.create(TaskRecord("chat-n", "x", (Message.user("x"),)))
+
+        def both(db: object, session_id: str) -> tuple[object, object]:
+            conn = cast(PgConnection, db)
+            conn.execute("BEGIN IMMEDIATE")
+            returned = conn.execute(
+                "UPDATE tasks SET runs = runs + 1 WHERE session_id = ?"
+                + _TASK_AND_SESSION_RETURNING,
+                (session_id,),
+            ).fetchone()
+            conn.execute("SELECT 1")  # (the read below is sent)
+            read = conn.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
+            conn.execute("ROLLBACK")
+            return returned, read
+
+        for session_id in ("chat-m", "chat-n"):
+            returned, read = await store._run(functools.partial(both, session_id=session_id))
+            assert returned == read and read is not None
 
 
 def prepared_statements(store: PgStore) -> Callable[[object], list[str]]:

@@ -365,6 +365,9 @@ class PgConnection:
     _begun: int = attrs.field(default=0, init=False)
     #: True while a write whose outcome nobody reads waits in `_pending` (`execute_unread`).
     _unread: bool = attrs.field(default=False, init=False)
+    #: A read answered without a statement, if it is the next one (`read_ahead`): its
+    #: text, its parameters and its rows.
+    _ahead: tuple[str, tuple[Any, ...], Rows] | None = attrs.field(default=None, init=False)
 
     @property
     def in_transaction(self) -> bool:
@@ -405,6 +408,13 @@ class PgConnection:
 
     def execute(self, sql: str, parameters: Any = ()) -> Rows:
         conn = self.connection()
+        ahead = self._ahead
+        if ahead is not None:
+            if sql == ahead[0] and tuple(parameters) == ahead[1]:
+                self._ahead = None
+                return ahead[2]
+            if not sql.startswith(("SAVEPOINT ", "RELEASE ")):
+                self._ahead = None  # anything else may change what it read
         if sql == "BEGIN IMMEDIATE":
             self._reset()
             self._owed_begin = True
@@ -447,8 +457,21 @@ class PgConnection:
         )
         raise LastCallUndone(error)
 
+    def read_ahead(self, sql: str, parameters: tuple[Any, ...], rows: Rows) -> None:
+        """Answer the next statement with `rows` if it is `sql` with `parameters`.
+
+        For a read whose answer a write of the same transaction returned (a stop's
+        UPDATE of a task returns the task as a resume's claim reads it, batched
+        after it): one round trip less. Only the very next statement is
+        answered, savepoints aside; any other statement, the transaction's end
+        or a rollback to a savepoint forgets it. Nothing else writes between the
+        two: every transaction of the store takes the fleet's write lock first.
+        """
+        self._ahead = (sql, parameters, rows)
+
     def executemany(self, sql: str, rows: Any) -> None:
         conn = self.connection()
+        self._ahead = None
         if self._owed_begin or self._pending:
             self._send(conn, "", ())
         with conn.cursor() as cursor:
@@ -490,6 +513,7 @@ class PgConnection:
         (`settle`), so that an error of it is its call's.
         """
         conn = self.connection()
+        self._ahead = None
         if self._owed_begin:  # (not after a read: the transaction begins with a statement)
             self._send(conn, sql, parameters)
             return
@@ -508,6 +532,7 @@ class PgConnection:
         return self._calls == 1 or self._begun == self._calls
 
     def _reset(self) -> None:
+        self._ahead = None
         self._owed_begin = False
         self._unread = False
         self._lease = _UNREAD
@@ -728,6 +753,7 @@ class PgStore(SqlStore):
         " AND (runner IS NULL OR runner = ?) AND (epoch IS NULL OR epoch = ?)"
     )
     _NUMBER_TIMES: ClassVar[bool] = True  # double precision columns
+    _READ_AHEAD: ClassVar[bool] = True
     #: `_UPDATE` of a claim: the fields and the lease epoch the task is taken under.
     _UPDATE_CLAIMED: ClassVar[str] = SqlStore._UPDATE.replace(" WHERE ", ", epoch = ? WHERE ", 1)
 
@@ -893,6 +919,11 @@ class PgStore(SqlStore):
 
     def _held_args(self, runner: str) -> tuple[Any, ...]:
         return (runner, self._carried)
+
+    def _read_ahead(
+        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], rows: Any
+    ) -> None:
+        cast(PgConnection, db).read_ahead(sql, parameters, rows)
 
     def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
         """The task must be held under the epoch the write carries, too (read with its runner)."""

@@ -248,6 +248,15 @@ _TASK_AND_SESSION_SELECT = (
     "t.message_count, s.rev, s.next_seq, s.model FROM tasks t LEFT JOIN sessions s "
     "ON s.session_id = t.session_id WHERE t.session_id = ?"
 )
+#: The columns of `_TASK_AND_SESSION_SELECT`, in its order, as an UPDATE of the task returns
+#: them (see `SqlStore._READ_AHEAD`): the session's, as the LEFT JOIN gives them.
+_TASK_AND_SESSION_RETURNING = (
+    f" RETURNING session_id, {', '.join(FIELDS)}, first_seq, message_count, "
+    + ", ".join(
+        f"(SELECT s.{c} FROM sessions s WHERE s.session_id = tasks.session_id)"
+        for c in ("rev", "next_seq", "model")
+    )
+)
 _MODEL_SELECT = "SELECT model FROM sessions WHERE session_id = ?"
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
 _SUMMARY_SELECT = f"SELECT session_id, {', '.join(_SUMMARY_COLUMNS)}, message_count FROM tasks"
@@ -473,6 +482,10 @@ class SqlStore:
     _ODD_BODIES: ClassVar[str | None] = None
     #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
     _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
+    #: Whether a stop's UPDATE of a task returns it as `_task_and_session` reads it, kept
+    #: for that read later in the same transaction (`_read_ahead`): where a read is a round
+    #: trip (PostgreSQL), not where it is a function call (SQLite).
+    _READ_AHEAD: ClassVar[bool] = False
     #: Whether every row's ``updated_at`` is a number (a typed column): no cursor then
     #: carries text or bytes (`cursor_of`).
     _NUMBER_TIMES: ClassVar[bool] = False
@@ -746,12 +759,15 @@ class SqlStore:
             with self._write(db):
                 if held is not None and runner is not None and held != runner:
                     self._check_held(db, record.session_id, held)
+                # A resume that comes right after the stop reads the task in the same
+                # transaction (batched with it): what the UPDATE returns is that read.
                 written = self._update_held(
                     db,
                     self._UPDATE,
                     columns,
                     record.session_id,
                     runner if runner is not None else held,
+                    read_ahead=True,
                 )
             if written:
                 self._written.put(record, columns)
@@ -1414,20 +1430,34 @@ class SqlStore:
         values: tuple[Any, ...],
         session_id: str,
         runner: str | None,
+        *,
+        read_ahead: bool = False,
     ) -> bool:
         """Run `sql` (an UPDATE of a task ending ``WHERE session_id = ?``) if `runner` holds it.
 
         The check is a condition of the UPDATE itself (`_HELD_WHERE`), one
         statement; only when no row changed is the task read to say why
         (`_check_held` raises for a task another holds). False: no task.
+        With `read_ahead`, the UPDATE also returns the task as `_task_and_session`
+        reads it, where the store keeps that (`_READ_AHEAD`).
         """
-        if runner is None:
-            return db.execute(sql, (*values, session_id)).rowcount > 0
-        cur = db.execute(sql + self._HELD_WHERE, (*values, session_id, *self._held_args(runner)))
+        held = (self._HELD_WHERE, *self._held_args(runner)) if runner is not None else ("",)
+        ahead = read_ahead and self._READ_AHEAD
+        returning = _TASK_AND_SESSION_RETURNING if ahead else ""
+        cur = db.execute(sql + held[0] + returning, (*values, session_id, *held[1:]))
         if cur.rowcount > 0:
+            if ahead:
+                self._read_ahead(db, _TASK_AND_SESSION_SELECT, (session_id,), cur)
             return True
-        self._check_held(db, session_id, runner)
+        if runner is not None:
+            self._check_held(db, session_id, runner)
         return False
+
+    def _read_ahead(
+        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], rows: Any
+    ) -> None:
+        """Answer the next `sql` with `parameters` in this transaction with `rows` (the
+        `_READ_AHEAD` of an UPDATE): a store that does so overrides this (`PgStore`)."""
 
     def _held_args(self, runner: str) -> tuple[Any, ...]:
         """The parameters of `_HELD_WHERE` for a write of `runner`'s."""
