@@ -38,10 +38,7 @@ from agentrt.store.postgres import NOW
 from agentrt.store.postgres import SCHEMA_VERSION
 from agentrt.store.postgres import PgConnection
 from agentrt.store.postgres import PgStore
-from agentrt.store.postgres import Rows
 from agentrt.store.postgres import display_url
-from agentrt.store.sql import _TASK_AND_SESSION_RETURNING
-from agentrt.store.sql import _TASK_AND_SESSION_SELECT
 from agentrt.vocab.usage import TokenCount
 
 from .conftest import Recorder
@@ -333,36 +330,33 @@ async def test_a_write_between_a_stop_and_the_claim_is_read_by_the_claim(
 
 async def test_a_read_answered_ahead_answers_only_the_next_statement(postgres_url: str) -> None:
     """`PgConnection.read_ahead`: the very next statement, if it is the read (savepoints
-    aside), gets the rows kept; a read with other parameters, another statement, a rollback
-    to a savepoint or the transaction's end forget them, and the read is sent."""
+    aside), gets the row kept; a read with other parameters, another statement, a rollback
+    to a savepoint or the transaction's end forget it, and the read is sent."""
     async with opened(postgres_url) as store:
         await store.create(TaskRecord("chat-r", "x", (Message.user("x"),)))
         read = "SELECT status FROM tasks WHERE session_id = ?"
+        kept = ("kept",)
 
         def steps(db: object) -> list[object]:
             conn = cast(PgConnection, db)
-
-            def kept() -> Rows:
-                return conn.execute("SELECT 'kept'")
-
             out: list[object] = []
             conn.execute("BEGIN IMMEDIATE")
-            conn.read_ahead(read, ("chat-r",), kept())
+            conn.read_ahead(read, ("chat-r",), kept)
             conn.execute("SAVEPOINT batch_call")
             conn.execute("RELEASE batch_call")
-            out.append(conn.execute(read, ("chat-r",)).fetchone())  # kept
+            out.append(conn.execute(read, ("chat-r",)).fetchall())  # kept
             out.append(conn.execute(read, ("chat-r",)).fetchone())  # sent: answered once
-            conn.read_ahead(read, ("chat-r",), kept())
+            conn.read_ahead(read, ("chat-r",), kept)
             out.append(conn.execute(read, ("chat-s",)).fetchone())  # other parameters: sent
             out.append(conn.execute(read, ("chat-r",)).fetchone())  # and forgotten
-            conn.read_ahead(read, ("chat-r",), kept())
+            conn.read_ahead(read, ("chat-r",), kept)
             conn.execute("SELECT 1")
             out.append(conn.execute(read, ("chat-r",)).fetchone())  # another statement went
             conn.execute("SAVEPOINT batch_call")
-            conn.read_ahead(read, ("chat-r",), kept())
+            conn.read_ahead(read, ("chat-r",), kept)
             conn.execute("ROLLBACK TO batch_call")
             out.append(conn.execute(read, ("chat-r",)).fetchone())  # rolled back
-            conn.read_ahead(read, ("chat-r",), kept())
+            conn.read_ahead(read, ("chat-r",), kept)
             conn.execute("COMMIT")
             conn.execute("BEGIN IMMEDIATE")
             out.append(conn.execute(read, ("chat-r",)).fetchone())  # another transaction
@@ -370,34 +364,50 @@ async def test_a_read_answered_ahead_answers_only_the_next_statement(postgres_ur
             return out
 
         running = (TaskStatus.RUNNING.value,)
-        kept, sent = ("kept",), [running, None, running, running, running, running]
-        assert await store._run(steps) == [kept, *sent]
+        sent = [running, None, running, running, running, running]
+        assert await store._run(steps) == [[kept], *sent]
 
 
-async def test_what_a_stops_update_returns_is_the_claims_read(postgres_url: str) -> None:
-    """The columns an UPDATE of a task returns (`SqlStore._READ_AHEAD`) are, value for value,
-    those `_task_and_session` reads: with a session row and a chosen model, and without."""
+async def test_what_a_stops_update_gives_is_the_claims_read(postgres_url: str) -> None:
+    """What a stop's UPDATE wrote and returned (`SqlStore._READ_AHEAD`) is, value for value,
+    what `_task_and_session` reads of the task: with a session row and a chosen model, and
+    without one."""
     async with opened(postgres_url) as store:
         await store.create(TaskRecord("chat-m", "x", (Message.user("x"),)))
+        await store.finish("chat-m", (Message.user("x"), Message.assistant("a"), Message.user("b")))
         await store.set_session_model("chat-m", "scripted:other")
+        await store.create(TaskRecord("chat-m", "y", (Message.user("y"),), runner=store.runner))
         await store.create(TaskRecord("chat-n", "x", (Message.user("x"),)))
+        records = {s: await store.load(s) for s in ("chat-m", "chat-n")}
 
-        def both(db: object, session_id: str) -> tuple[object, object]:
-            conn = cast(PgConnection, db)
-            conn.execute("BEGIN IMMEDIATE")
-            returned = conn.execute(
-                "UPDATE tasks SET runs = runs + 1 WHERE session_id = ?"
-                + _TASK_AND_SESSION_RETURNING,
-                (session_id,),
-            ).fetchone()
-            conn.execute("SELECT 1")  # (the read below is sent)
-            read = conn.execute(_TASK_AND_SESSION_SELECT, (session_id,)).fetchone()
-            conn.execute("ROLLBACK")
-            return returned, read
+        def no_session(db: Any) -> None:
+            db.execute("DELETE FROM sessions WHERE session_id = ?", ("chat-n",))
 
-        for session_id in ("chat-m", "chat-n"):
-            returned, read = await store._run(functools.partial(both, session_id=session_id))
-            assert returned == read and read is not None
+        await store._run(no_session)
+
+        def both(db: Any, record: TaskRecord) -> tuple[Any, Any]:
+            db.execute("BEGIN IMMEDIATE")
+            stopped = record.evolve(status=TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runs=7)
+            columns = store._columns(stopped)
+            assert store._update_held(
+                db, store._UPDATE, columns, record.session_id, record.runner, read_ahead=True
+            )
+            ahead = store._task_and_session(db, record.session_id)
+            db.execute("SELECT 1")  # (the read below is sent)
+            read = store._task_and_session(db, record.session_id)
+            db.execute("ROLLBACK")
+            return ahead, read
+
+        for session_id, model in (("chat-m", "scripted:other"), ("chat-n", None)):
+            record = records[session_id]
+            assert record is not None
+            ahead, read = await store._run(functools.partial(both, record=record))
+            assert ahead == read
+            assert read[0] is not None and read[0].fields[7] == 7  # (runs)
+            assert read[2] == model and (read[1] is None) is (model is None)
+            if read[1] is not None:
+                assert (read[0].first_seq, read[1].next_seq) == (3, 4)
+                assert read[1].rev != read[1].next_seq  # (each column in its place)
 
 
 def prepared_statements(store: PgStore) -> Callable[[object], list[str]]:

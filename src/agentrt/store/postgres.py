@@ -270,6 +270,28 @@ class Rows:
 
 
 @mutable(eq=False)
+class KnownRow:
+    """A read's one row, known without a statement (`PgConnection.read_ahead`), read as `Rows`."""
+
+    row: tuple[Any, ...] | None
+
+    @property
+    def rowcount(self) -> int:
+        return 1
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        row, self.row = self.row, None
+        return row
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        row = self.fetchone()
+        return [] if row is None else [row]
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+
+@mutable(eq=False)
 class _Prepared:
     """The statements prepared on one connection (its session), by text and parameter types."""
 
@@ -366,8 +388,10 @@ class PgConnection:
     #: True while a write whose outcome nobody reads waits in `_pending` (`execute_unread`).
     _unread: bool = attrs.field(default=False, init=False)
     #: A read answered without a statement, if it is the next one (`read_ahead`): its
-    #: text, its parameters and its rows.
-    _ahead: tuple[str, tuple[Any, ...], Rows] | None = attrs.field(default=None, init=False)
+    #: text, its parameters and its row.
+    _ahead: tuple[str, tuple[Any, ...], tuple[Any, ...]] | None = attrs.field(
+        default=None, init=False
+    )
 
     @property
     def in_transaction(self) -> bool:
@@ -412,7 +436,7 @@ class PgConnection:
         if ahead is not None:
             if sql == ahead[0] and tuple(parameters) == ahead[1]:
                 self._ahead = None
-                return ahead[2]
+                return cast(Rows, KnownRow(ahead[2]))
             if not sql.startswith(("SAVEPOINT ", "RELEASE ")):
                 self._ahead = None  # anything else may change what it read
         if sql == "BEGIN IMMEDIATE":
@@ -457,17 +481,18 @@ class PgConnection:
         )
         raise LastCallUndone(error)
 
-    def read_ahead(self, sql: str, parameters: tuple[Any, ...], rows: Rows) -> None:
-        """Answer the next statement with `rows` if it is `sql` with `parameters`.
+    def read_ahead(self, sql: str, parameters: tuple[Any, ...], row: tuple[Any, ...]) -> None:
+        """Answer the next statement with `row` if it is `sql` with `parameters`.
 
-        For a read whose answer a write of the same transaction returned (a stop's
-        UPDATE of a task returns the task as a resume's claim reads it, batched
-        after it): one round trip less. Only the very next statement is
-        answered, savepoints aside; any other statement, the transaction's end
-        or a rollback to a savepoint forgets it. Nothing else writes between the
-        two: every transaction of the store takes the fleet's write lock first.
+        For a read whose answer a write of the same transaction gave (a stop's
+        UPDATE of a task wrote its fields and returned the rest of what a
+        resume's claim, batched after it, reads): one round trip less. Only the
+        very next statement is answered, savepoints aside; any other statement,
+        the transaction's end or a rollback to a savepoint forgets it. Nothing
+        else writes between the two: every transaction of the store takes the
+        fleet's write lock first.
         """
-        self._ahead = (sql, parameters, rows)
+        self._ahead = (sql, parameters, row)
 
     def executemany(self, sql: str, rows: Any) -> None:
         conn = self.connection()
@@ -921,9 +946,9 @@ class PgStore(SqlStore):
         return (runner, self._carried)
 
     def _read_ahead(
-        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], rows: Any
+        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], row: tuple[Any, ...]
     ) -> None:
-        cast(PgConnection, db).read_ahead(sql, parameters, rows)
+        cast(PgConnection, db).read_ahead(sql, parameters, row)
 
     def _check_held_row(self, session_id: str, row: tuple[Any, ...]) -> None:
         """The task must be held under the epoch the write carries, too (read with its runner)."""

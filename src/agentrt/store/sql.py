@@ -248,14 +248,12 @@ _TASK_AND_SESSION_SELECT = (
     "t.message_count, s.rev, s.next_seq, s.model FROM tasks t LEFT JOIN sessions s "
     "ON s.session_id = t.session_id WHERE t.session_id = ?"
 )
-#: The columns of `_TASK_AND_SESSION_SELECT`, in its order, as an UPDATE of the task returns
-#: them (see `SqlStore._READ_AHEAD`): the session's, as the LEFT JOIN gives them.
-_TASK_AND_SESSION_RETURNING = (
-    f" RETURNING session_id, {', '.join(FIELDS)}, first_seq, message_count, "
-    + ", ".join(
-        f"(SELECT s.{c} FROM sessions s WHERE s.session_id = tasks.session_id)"
-        for c in ("rev", "next_seq", "model")
-    )
+#: What `_TASK_AND_SESSION_SELECT` reads that an UPDATE of the task's fields does not write,
+#: in its order, as that UPDATE returns it (see `SqlStore._READ_AHEAD`): the session's
+#: columns as the LEFT JOIN gives them (None without a session row).
+_TASK_AND_SESSION_RETURNING = " RETURNING first_seq, message_count, " + ", ".join(
+    f"(SELECT s.{c} FROM sessions s WHERE s.session_id = tasks.session_id)"
+    for c in ("rev", "next_seq", "model")
 )
 _MODEL_SELECT = "SELECT model FROM sessions WHERE session_id = ?"
 _SUMMARY_COLUMNS = tuple(c for c in FIELDS if c not in ("attempts", "journal"))
@@ -482,9 +480,9 @@ class SqlStore:
     _ODD_BODIES: ClassVar[str | None] = None
     #: `_check_held` as a condition of an UPDATE of the task (see `_update_held`).
     _HELD_WHERE: ClassVar[str] = " AND (runner IS NULL OR runner = ?)"
-    #: Whether a stop's UPDATE of a task returns it as `_task_and_session` reads it, kept
-    #: for that read later in the same transaction (`_read_ahead`): where a read is a round
-    #: trip (PostgreSQL), not where it is a function call (SQLite).
+    #: Whether a stop's UPDATE of a task returns what `_task_and_session` reads of it besides
+    #: the fields written, kept for that read later in the same transaction (`_read_ahead`):
+    #: where a read is a round trip (PostgreSQL), not where it is a function call (SQLite).
     _READ_AHEAD: ClassVar[bool] = False
     #: Whether every row's ``updated_at`` is a number (a typed column): no cursor then
     #: carries text or bytes (`cursor_of`).
@@ -1447,17 +1445,20 @@ class SqlStore:
         cur = db.execute(sql + held[0] + returning, (*values, session_id, *held[1:]))
         if cur.rowcount > 0:
             if ahead:
-                self._read_ahead(db, _TASK_AND_SESSION_SELECT, (session_id,), cur)
+                # The row as `_TASK_AND_SESSION_SELECT` reads it: the fields just written, and
+                # what the UPDATE returned of the rest.
+                row = (session_id, *values[: len(FIELDS)], *cur.fetchone())
+                self._read_ahead(db, _TASK_AND_SESSION_SELECT, (session_id,), row)
             return True
         if runner is not None:
             self._check_held(db, session_id, runner)
         return False
 
     def _read_ahead(
-        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], rows: Any
+        self, db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...], row: tuple[Any, ...]
     ) -> None:
-        """Answer the next `sql` with `parameters` in this transaction with `rows` (the
-        `_READ_AHEAD` of an UPDATE): a store that does so overrides this (`PgStore`)."""
+        """Answer the next `sql` with `parameters` in this transaction with `row` (made with
+        the `_READ_AHEAD` of an UPDATE): a store that does so overrides this (`PgStore`)."""
 
     def _held_args(self, runner: str) -> tuple[Any, ...]:
         """The parameters of `_HELD_WHERE` for a write of `runner`'s."""
