@@ -758,7 +758,7 @@ class SqlStore:
                 if held is not None and runner is not None and held != runner:
                     self._check_held(db, record.session_id, held)
                 # A resume that comes right after the stop reads the task in the same
-                # transaction (batched with it): what the UPDATE returns is that read.
+                # transaction (batched with it): what the UPDATE wrote and returns is that read.
                 written = self._update_held(
                     db,
                     self._UPDATE,
@@ -1436,13 +1436,14 @@ class SqlStore:
         The check is a condition of the UPDATE itself (`_HELD_WHERE`), one
         statement; only when no row changed is the task read to say why
         (`_check_held` raises for a task another holds). False: no task.
-        With `read_ahead`, the UPDATE also returns the task as `_task_and_session`
-        reads it, where the store keeps that (`_READ_AHEAD`).
+        With `read_ahead`, where the store keeps it (`_READ_AHEAD`), the UPDATE also
+        returns what `_task_and_session` reads of the task besides the fields written,
+        and the row that read gives is kept for it.
         """
-        held = (self._HELD_WHERE, *self._held_args(runner)) if runner is not None else ("",)
+        where, held = ("", ()) if runner is None else (self._HELD_WHERE, self._held_args(runner))
         ahead = read_ahead and self._READ_AHEAD
         returning = _TASK_AND_SESSION_RETURNING if ahead else ""
-        cur = db.execute(sql + held[0] + returning, (*values, session_id, *held[1:]))
+        cur = db.execute(sql + where + returning, (*values, session_id, *held))
         if cur.rowcount > 0:
             if ahead:
                 # The row as `_TASK_AND_SESSION_SELECT` reads it: the fields just written, and
