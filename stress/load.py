@@ -136,6 +136,7 @@ def _alive(kinds: tuple[type, ...]) -> tuple[dict[str, int], list[str]]:
     found = [obj for obj in gc.get_objects() if isinstance(obj, kinds)]
     counts: dict[str, int] = {}
     chains: list[str] = []
+    # By index: a loop variable would hold the object too, and be named as its holder.
     for index in range(len(found)):
         name = type(found[index]).__name__
         if name not in counts:
