@@ -39,6 +39,7 @@ from agentrt.store.postgres import SCHEMA_VERSION
 from agentrt.store.postgres import PgConnection
 from agentrt.store.postgres import PgStore
 from agentrt.store.postgres import display_url
+from agentrt.store.postgres import open_pool
 from agentrt.vocab.usage import TokenCount
 
 from .conftest import Recorder
@@ -605,6 +606,42 @@ async def test_an_outage_fails_runs_clearly_and_loses_nothing(
         again = await runtime.executor.resume("chat-p", owner="o", emit=Recorder())
         assert again.outcome is Outcome.FINISHED, again
         assert "kept" in (again.text or "")
+
+
+async def test_a_call_that_waits_as_the_pool_gives_up_reconnecting_connects_once_the_database_is_back(
+    postgres_url: str, nursery: trio.Nursery
+) -> None:
+    # The pool gives up reconnecting `wait` seconds after its first failed attempt; a call
+    # that asks for the connection while the last attempt is under way waits for it.
+    proxy, through = await proxied(postgres_url, nursery)
+    proxy.hold()
+    pool = open_pool(through, "agentrt test outage", lease=10, wait=0.5)
+    try:
+        await proxy.holding(1)
+        proxy.fail_held()  # the first attempt fails: one more in 0.5 s, then the pool gives up
+        got: list[object] = []
+
+        def call() -> None:
+            conn = pool.getconn(timeout=5)
+            got.append(conn.execute("SELECT 1").fetchone())
+            pool.putconn(conn)
+
+        done = trio.Event()
+
+        async def waiting_call() -> None:
+            await trio.to_thread.run_sync(call)
+            done.set()
+
+        nursery.start_soon(waiting_call)  # asks now, and waits for that last attempt
+        await proxy.holding(2)
+        assert pool.get_stats().get("requests_waiting") == 1
+        proxy.restore()  # the database is back as that attempt fails
+        # The call is served by an attempt started for it, not failed after its 5 s.
+        with trio.fail_after(3):
+            await done.wait()
+        assert got == [(1,)]
+    finally:
+        await trio.to_thread.run_sync(pool.close)
 
 
 async def test_a_write_under_a_stale_or_lapsed_lease_epoch_is_refused_by_the_database(

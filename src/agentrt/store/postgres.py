@@ -67,6 +67,7 @@ from psycopg import pq
 from psycopg.abc import Transformer
 from psycopg.adapt import PyFormat
 from psycopg_pool import ConnectionPool
+from psycopg_pool import PoolClosed
 
 from ..core.process import process_token
 from ..models.messages import Message
@@ -716,16 +717,19 @@ def idle_limit(conn: psycopg.Connection[Any], lease: float) -> None:
     conn.execute(f"SET idle_in_transaction_session_timeout = {limit}")
 
 
-def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
+def open_pool(
+    conninfo: str, name: str, lease: float, *, wait: float = CONNECT_WAIT
+) -> ConnectionPool[Any]:
     """The store's pool: one autocommit connection.
 
     It is not checked before each lending (a round trip more for every
     transaction): a batch that finds it broken as it begins goes once more
-    on a new one (`BrokenConnection`). A call waits up to `CONNECT_WAIT` for
+    on a new one (`BrokenConnection`). A call waits up to `wait` for
     a working connection, then fails (the database is away). The pool gives
     up reconnecting in the background after as long, so that a call made
     once the database is back connects at once instead of waiting for a late
-    retry.
+    retry; a call still waiting when it gives up starts a new attempt
+    (`_serve_waiting`).
     """
     pool: ConnectionPool[Any] = ConnectionPool(
         conninfo,
@@ -741,12 +745,28 @@ def open_pool(conninfo: str, name: str, lease: float) -> ConnectionPool[Any]:
         max_size=1,
         open=False,
         name=name,
-        timeout=CONNECT_WAIT,
-        reconnect_timeout=CONNECT_WAIT,
+        timeout=wait,
+        reconnect_timeout=wait,
+        reconnect_failed=_serve_waiting,
         configure=lambda conn: idle_limit(conn, lease),
     )
     pool.open(wait=False)
     return pool
+
+
+def _serve_waiting(pool: ConnectionPool[Any]) -> None:
+    """When the pool gives up reconnecting, start a new attempt if a call waits for one.
+
+    A call that asks for the connection while the pool's last attempt is under
+    way waits for that attempt rather than starting its own; when it fails, the
+    pool gives up and nobody tries again for the waiting call, which then fails
+    after `CONNECT_WAIT` even if the database came back meanwhile (the first
+    call after an outage, made just as the pool gave up). `ConnectionPool.check`
+    starts an attempt when the pool has no connection.
+    """
+    if pool.get_stats().get("requests_waiting", 0):
+        with contextlib.suppress(PoolClosed):
+            pool.check()
 
 
 @mutable(eq=False)
