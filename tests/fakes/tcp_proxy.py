@@ -38,13 +38,14 @@ class TcpProxy:
         await trio.serve_listeners(self._handle, listeners)
 
     def cut(self) -> None:
-        """Close every forwarded connection and refuse new ones."""
-        self._up = False
+        """Close every forwarded or held connection and refuse new ones."""
+        self._up, self._holding = False, False
+        self.fail_held()
         for scope in list(self._scopes):
             scope.cancel()
 
     def hold(self) -> None:
-        """Keep new connections open, unanswered, until `restore`."""
+        """Keep new connections open, unanswered, until `fail_held`, `cut` or `restore`."""
         self._up, self._holding = False, True
 
     async def holding(self, count: int) -> None:

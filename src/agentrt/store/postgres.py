@@ -760,7 +760,7 @@ def _serve_waiting(pool: ConnectionPool[Any]) -> None:
     A call that asks for the connection while the pool's last attempt is under
     way waits for that attempt rather than starting its own; when it fails, the
     pool gives up and nobody tries again for the waiting call, which then fails
-    after `CONNECT_WAIT` even if the database came back meanwhile (the first
+    once its wait runs out even if the database came back meanwhile (the first
     call after an outage, made just as the pool gave up). `ConnectionPool.check`
     starts an attempt when the pool has no connection.
     """
