@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from collections.abc import Callable
@@ -293,6 +294,103 @@ async def test_a_pause_and_the_resumes_claim_queued_together_take_two_round_trip
         loaded = await store.load("chat-p")
         assert loaded == claimed[0]
         assert (loaded.status, loaded.runs, loaded.attempts) == (TaskStatus.RUNNING, 2, {"c1": 1})
+
+
+async def test_a_pause_and_its_claim_run_in_the_trio_thread_which_goes_on_while_they_wait(
+    postgres_url: str, nursery: trio.Nursery
+) -> None:
+    """No writer thread: the batch runs in the event loop's thread, and while the server
+    keeps it waiting (another member holds the fleet's write lock) the loop runs the rest,
+    this test included, which lets the lock go."""
+    async with opened(postgres_url) as store:
+        mine = TaskRecord("chat-g", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        loop = threading.get_ident()
+        threads: list[int] = []
+        claimed: list[object] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            threads.append(threading.get_ident())
+            return old.evolve(status=TaskStatus.RUNNING, runs=old.runs + 1)
+
+        async def pause_and_resume() -> None:
+            stopped = store.stop_nowait(
+                lambda: mine, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
+            )
+            claimed.append(await store.update("chat-g", claim, synced=False))
+            assert await stopped.wait()
+
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, store.lock_key))
+            done = trio.Event()
+
+            async def run() -> None:
+                await pause_and_resume()
+                done.set()
+
+            nursery.start_soon(run)
+            await wait_all_tasks_blocked()
+            assert not claimed and threads == []  # waiting for the lock, at the server
+            other.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, store.lock_key))
+            with trio.fail_after(10):
+                await done.wait()
+        assert threads == [loop]
+        loaded = await store.load("chat-g")
+        assert loaded is not None and (loaded.status, loaded.runs) == (TaskStatus.RUNNING, 2)
+
+
+async def test_a_small_call_goes_to_the_writer_thread_while_the_pool_cannot_lend_at_once(
+    postgres_url: str, nursery: trio.Nursery
+) -> None:
+    async with opened(postgres_url) as store:
+        record = TaskRecord("chat-h", "x", (Message.user("x"),))
+        await store.create(record)
+        pool = cast(PgConnection, store._db).pool
+        held = pool.getconn()  # as while the pool makes a new connection after an outage
+        done = trio.Event()
+
+        async def save() -> None:
+            assert await store.save_fields(record.evolve(attempts={"c1": 1}))
+            done.set()
+
+        nursery.start_soon(save)
+        await wait_all_tasks_blocked()
+        assert store._writer._queued == 1 and not done.is_set()  # the thread waits for it
+        pool.putconn(held)
+        with trio.fail_after(10):
+            await done.wait()
+        loaded = await store.load("chat-h")
+        assert loaded is not None and loaded.attempts == {"c1": 1}
+
+
+async def test_a_pause_and_its_claim_go_again_on_a_new_connection_when_the_server_ended_it(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url, lease=3600) as store:
+        mine = TaskRecord("chat-k", "x", (Message.user("x"),), runner=store.runner)
+        await store.create(mine)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                "application_name = %s",
+                (f"agentrt store {store.runner}"[:63],),
+            ).fetchall()
+        assert ended == [(True,)]
+        stopped = store.stop_nowait(
+            lambda: mine, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
+        )
+        threads: list[int] = []
+
+        def claim(old: TaskRecord) -> TaskRecord:
+            threads.append(threading.get_ident())
+            return old.evolve(status=TaskStatus.RUNNING)
+
+        claimed = await store.update("chat-k", claim, synced=False)
+        assert await stopped.wait()
+        assert claimed is not None and claimed[0].status is TaskStatus.RUNNING
+        # The batch broke off before the claim ran, and went again in this thread: only
+        # taking the new connection went to a worker thread.
+        assert threads == [threading.get_ident()]
 
 
 async def test_a_write_between_a_stop_and_the_claim_is_read_by_the_claim(

@@ -27,7 +27,9 @@ its lease, or was cut off from the database, cannot write over the work of
 the member that took its tasks, even a moment after it wakes.
 
 Driver: psycopg 3, blocking, in the store's writer thread (and the fleet's
-worker threads), through a pool (psycopg_pool); a batch that finds its
+worker threads), or, for the small calls made while that thread is idle, in a
+greenlet of the Trio thread whose waits for the server are the event loop's
+(`PgStore._run_here`, `agentrt.store.green`), through a pool (psycopg_pool); a batch that finds its
 connection broken as its transaction begins goes once more on a new one, so
 the first call after an outage reconnects instead of failing; the LISTEN connection is driven by Trio directly (see
 `agentrt.fleet.member`). The store's statements go through libpq's pipeline
@@ -44,7 +46,6 @@ import math
 import os
 import re
 import secrets
-import select
 import socket
 import sqlite3
 import time
@@ -68,10 +69,12 @@ from psycopg.abc import Transformer
 from psycopg.adapt import PyFormat
 from psycopg_pool import ConnectionPool
 from psycopg_pool import PoolClosed
+from psycopg_pool import PoolTimeout
 
 from ..core.process import process_token
 from ..models.messages import Message
 from ..vocab.reprs import mutable
+from . import green
 from .errors import StaleLeaseError
 from .errors import StoreError
 from .record import TaskRecord
@@ -92,6 +95,9 @@ LOCK_CLASS: Final = 0x61677274
 NOW: Final = "extract(epoch from clock_timestamp())"
 #: Seconds a store call waits for a working connection before it fails (the database is away).
 CONNECT_WAIT: Final = 5.0
+#: Seconds a batch that would run in the Trio thread waits for the pool's connection before
+#: it goes to the writer thread instead (`PgConnection.take_now`): psycopg_pool's least wait.
+_TAKE_NOW: Final = 0.001
 
 _TABLES = (
     """CREATE TABLE tasks (
@@ -305,22 +311,21 @@ _UNREAD: Final = object()
 
 
 def _pipeline_results(pg: pq.abc.PGconn, count: int) -> list[pq.abc.PGresult]:
-    """The results of the `count` queries sent in pipeline mode, up to its sync (blocking).
+    """The results of the `count` queries sent in pipeline mode, up to its sync (blocking, or
+    waiting in the event loop in a batch run in the Trio thread: `agentrt.store.green`).
 
     One result each (the last, should a query give several): a query after a failed one
     has ``PIPELINE_ABORTED``.
     """
-    poller = select.poll()
-    poller.register(pg.socket, select.POLLIN | select.POLLOUT)
+    fd = pg.socket
     while pg.flush():  # what did not fit in the socket's buffer
-        poller.poll()
+        green.wait_socket(fd, read=True, write=True)
         pg.consume_input()
-    poller.modify(pg.socket, select.POLLIN)
     results: list[pq.abc.PGresult] = []
     last: pq.abc.PGresult | None = None
     while True:
         while pg.is_busy():
-            poller.poll()
+            green.wait_socket(fd)
             pg.consume_input()
         result = pg.get_result()
         if result is None:  # the end of one query's results
@@ -403,27 +408,47 @@ class PgConnection:
             not in (psycopg.pq.TransactionStatus.IDLE, psycopg.pq.TransactionStatus.UNKNOWN)
         )
 
+    def take_now(self) -> psycopg.Connection[Any] | None:
+        """The pool's connection if it is there to take at once, else None (it is being
+        made, or another holds it); give it to `lent`."""
+        try:
+            return cast("psycopg.Connection[Any]", self.pool.getconn(timeout=_TAKE_NOW))
+        except PoolTimeout:
+            return None
+
     @contextlib.contextmanager
-    def lent(self, *, synced: bool = True, calls: int = 1) -> Iterator[None]:
+    def lent(
+        self, *, synced: bool = True, calls: int = 1, taken: psycopg.Connection[Any] | None = None
+    ) -> Iterator[None]:
         """Borrow the pool's connection (made anew when it broke) for one batch of calls.
 
         With `synced` False, the batch's transaction commits without waiting for
         the server's WAL flush (``SET LOCAL synchronous_commit TO off``, sent with
         its first statement: see `SqlStore.update`). `calls`: how many calls
         the batch has; the last one's last write may go with the ``COMMIT``
-        (`execute_unread`).
+        (`execute_unread`). `taken`: the connection, from `take_now`.
+
+        In a batch run in the Trio thread, what may block (waiting for the pool to
+        connect, rolling back what a failure left open before the connection goes
+        back) goes to a worker thread (`green.blocking`).
         """
-        with self.pool.connection() as conn:
-            self._conn = conn
-            self._synced = synced
-            self._calls, self._begun = calls, 0
-            try:
-                yield
-            finally:
-                self._conn = None
-                self._synced = True
-                self._calls, self._begun = 1, 0
-                self._reset()
+        conn = taken if taken is not None else green.blocking(self.pool.getconn)
+        self._conn = conn
+        self._synced = synced
+        self._calls, self._begun = calls, 0
+        try:
+            yield
+        finally:
+            self._conn = None
+            self._synced = True
+            self._calls, self._begun = 1, 0
+            self._reset()
+            if not conn.closed and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                # As the pool's own `connection()` does on a failure (the pool would roll
+                # back in `putconn` itself, blocking).
+                with contextlib.suppress(psycopg.Error):
+                    green.blocking(conn.rollback)
+            self.pool.putconn(conn)
 
     def connection(self) -> psycopg.Connection[Any]:
         """The connection lent for the batch being run."""
@@ -500,8 +525,13 @@ class PgConnection:
         self._ahead = None
         if self._owed_begin or self._pending:
             self._send(conn, "", ())
-        with conn.cursor() as cursor:
-            cursor.executemany(cast(Any, self._translate(sql)), list(rows))
+        query, values = cast(Any, self._translate(sql)), list(rows)
+
+        def run() -> None:
+            with conn.cursor() as cursor:
+                cursor.executemany(query, values)
+
+        green.blocking(run)
 
     def check_lease(self, check: Callable[[tuple[int, bool] | None], None]) -> None:
         """Call `check` with this member's lease, (epoch, live then) or None for no row.
@@ -518,12 +548,11 @@ class PgConnection:
             self._checks.append(check)
             return
         if self._lease is _UNREAD:
-            row = (
-                self.connection()
-                .execute(
+            conn = self.connection()
+            row = green.blocking(
+                lambda: conn.execute(
                     f"SELECT epoch, lease_until > {NOW} FROM daemons WHERE id = %s", (self.runner,)
-                )
-                .fetchone()
+                ).fetchone()
             )
             self._lease = None if row is None else (int(row[0]), bool(row[1]))
         check(cast("tuple[int, bool] | None", self._lease))
@@ -897,11 +926,39 @@ class PgStore(SqlStore):
 
         return super()._submit(carried, defer=defer, synced=synced, here=here)
 
-    def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._writer.run_here = self._run_here
+        self._writer.green = True
+
+    def _run_here(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:
+        """Run `batch` in the Trio thread, its waits for the server the event loop's.
+
+        For the small calls that may (`Call.here`: a stop's write, a status, a
+        claim whose history is in memory), handed over while the writer thread is
+        idle: a round trip's wait costs the event loop nothing, where the writer
+        thread's cost two thread hops (see `agentrt.store.green`). The batch goes
+        to the writer thread instead (False) when the pool's connection is not
+        there to take at once (it is being made after an outage).
+        """
+        taken = cast(PgConnection, db).take_now()
+        if taken is None:
+            return False
+        self._run_batch(db, batch, taken=taken)  # (whether it committed: the calls say)
+        return True
+
+    def _run_batch(
+        self,
+        db: sqlite3.Connection,
+        batch: list[Call[Any]],
+        *,
+        taken: psycopg.Connection[Any] | None = None,
+    ) -> bool:
         location = self.location
         for attempt in (1, 2):
             try:
-                with cast(PgConnection, db).lent(synced=synced(batch), calls=len(batch)):
+                conn = cast(PgConnection, db)
+                with conn.lent(synced=synced(batch), calls=len(batch), taken=taken):
                     return run_batch(
                         db,
                         batch,
@@ -917,6 +974,7 @@ class PgStore(SqlStore):
                 if attempt == 2:
                     error: Exception = psycopg.OperationalError(str(exc))
                     break
+                taken = None
             except psycopg.Error as exc:
                 # No connection, or it broke between statements: nothing of the batch committed.
                 error = exc

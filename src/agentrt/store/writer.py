@@ -10,7 +10,8 @@ A backend may also run a batch in the thread that hands it over (the Trio
 thread), when the writer thread has nothing queued or running and every call
 of the batch is one of the small ones that may (`Call.here`): the two thread
 hops such a call costs (waking the writer, then waking the Trio run back) were
-the larger part of a pause -> resume cycle on SQLite. See `Writer.run_here`.
+the larger part of a pause -> resume cycle on SQLite. See `Writer.run_here`. On
+PostgreSQL such a batch waits for the server in the event loop (`Writer.green`).
 """
 
 from __future__ import annotations
@@ -168,6 +169,11 @@ class Writer:
     #: Only for batches of `Call.here` calls handed over while the thread has nothing
     #: queued or running; None: every batch runs in the thread.
     run_here: Callable[[sqlite3.Connection, list[Call[Any]]], bool] | None = None
+    #: True when `run_here` may wait on the network: it runs in a greenlet of the Trio
+    #: thread, whose waits the event loop makes (`agentrt.store.green`), and its calls
+    #: are done once it ends, which may be after `submit` returned. Its answer that it
+    #: cannot run the batch (False) must come before its first wait.
+    green: bool = False
     #: Calls handed over together are one item, so that they go in one batch.
     _queue: queue.SimpleQueue[list[Call[Any]] | None] = attrs.field(
         factory=queue.SimpleQueue, init=False
@@ -183,10 +189,13 @@ class Writer:
     _queued: int = attrs.field(default=0, init=False)
     _calls: int = attrs.field(default=0, init=False)
     _batches: int = attrs.field(default=0, init=False)
+    #: Set once the batch run in a greenlet of the Trio thread ends (`green`).
+    _green_done: trio.Event | None = attrs.field(default=None, init=False)
 
     def submit(self, *calls: Call[Any]) -> None:
         """Run `calls`, in their order, in one batch: here when `run_here` may, else queued
-        for the thread. Run here, they are done when this returns."""
+        for the thread. Run here, they are done when this returns (with `green`, once
+        the batch ends)."""
         here = self.run_here is not None and calls and all(call.here for call in calls)
         if here and self._run_here(list(calls)):
             return
@@ -207,22 +216,36 @@ class Writer:
     def _run_here(self, batch: list[Call[Any]]) -> bool:
         """Run `batch` in this thread if the thread is idle and the backend can begin at once.
 
-        Whether it ran (and its calls are done). Protected from Ctrl+C, as the thread is:
-        a KeyboardInterrupt never lands between a batch's statements.
+        Whether it ran (and its calls are done; with `green`, whether it runs, and they are
+        done once it ends). Protected from Ctrl+C, as the thread is: a KeyboardInterrupt
+        never lands between a batch's statements.
         """
         assert self.run_here is not None
         with self._counting:
             if self._queued or not self._running.acquire(blocking=False):
                 return False
+        if not self.green:
+            return self._here(batch)
+        from . import green  # (greenlet: for a backend that asks for it alone)
+
+        started = green.start(lambda: self._here(batch))
+        if started.ended:
+            return bool(started.value)
+        self._green_done = started.done
+        return True
+
+    def _here(self, batch: list[Call[Any]]) -> bool:
+        """`_run_here`'s run of `batch`, `_running` held (and released here)."""
+        assert self.run_here is not None
         try:
             if not self.run_here(self.db, batch):
                 return False
             self._calls += len(batch)
             self._batches += 1
-        except Exception as exc:
+        except BaseException as exc:
             # Not a call's own error (those are kept in the call): the backend broke off.
             if self.db.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(Exception):
                     self.db.execute("ROLLBACK")
             error = StoreError(f"the task store {self.location} failed: {exc}")
             for call in batch:
@@ -238,6 +261,9 @@ class Writer:
 
     async def stop(self) -> None:
         """Run what is queued, then end the thread and close the file."""
+        if self._green_done is not None:
+            with trio.CancelScope(shield=True):
+                await self._green_done.wait()
         thread = self._thread
         if thread is not None:
             self._queue.put(None)
