@@ -66,6 +66,16 @@ async def proxied(postgres_url: str, nursery: trio.Nursery) -> tuple[TcpProxy, s
     return proxy, postgres_url.replace(f":{parts.port or 5432}/", f":{port}/", 1)
 
 
+def end_store_connection(postgres_url: str, store: PgStore) -> None:
+    """Have the server end the store's connection, as a restart or an administrator does."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"agentrt store {store.runner}"[:63],),
+        ).fetchall()
+    assert ended == [(True,)]
+
+
 def expire_lease(postgres_url: str, runner: str) -> None:
     """End `runner`'s lease in the fleet, as another member's heartbeat finds it."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -369,13 +379,7 @@ async def test_a_pause_and_its_claim_go_again_on_a_new_connection_when_the_serve
     async with opened(postgres_url, lease=3600) as store:
         mine = TaskRecord("chat-k", "x", (Message.user("x"),), runner=store.runner)
         await store.create(mine)
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            ended = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                "application_name = %s",
-                (f"agentrt store {store.runner}"[:63],),
-            ).fetchall()
-        assert ended == [(True,)]
+        end_store_connection(postgres_url, store)
         stopped = store.stop_nowait(
             lambda: mine, TaskStatus.INTERRUPTED, cause=Cause.PAUSE, runner=store.runner
         )
@@ -824,13 +828,7 @@ async def test_the_first_call_after_the_stores_connections_are_cut_succeeds(
         await store.save(TaskRecord("chat-r", "x", (Message.user("x"),), status=TaskStatus.FAILED))
         # The server ends the store's connection (a restart, an administrator): the first
         # call after it reconnects.
-        with psycopg.connect(postgres_url, autocommit=True) as conn:
-            ended = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                "application_name = %s",
-                (f"agentrt store {store.runner}"[:63],),
-            ).fetchall()
-        assert ended == [(True,)]
+        end_store_connection(postgres_url, store)
         assert await store.load("chat-r") is not None
         # The database goes away: one clear error per call, nothing lost; then the first
         # call once it is back succeeds.

@@ -954,10 +954,9 @@ class PgStore(SqlStore):
         *,
         taken: psycopg.Connection[Any] | None = None,
     ) -> bool:
-        location = self.location
+        location, conn = self.location, cast(PgConnection, db)
         for attempt in (1, 2):
             try:
-                conn = cast(PgConnection, db)
                 with conn.lent(synced=synced(batch), calls=len(batch), taken=taken):
                     return run_batch(
                         db,
