@@ -27,11 +27,19 @@ from agentrt import TaskStore
 from agentrt import ToolCall
 from agentrt import ToolResultEvent
 from agentrt.store import Store
+from agentrt.store.columns import FIELDS
+from agentrt.store.columns import fields_of
 from agentrt.store.record import ARGUMENTS_BOUND
+from agentrt.store.record import SavedQuestion
 from agentrt.store.record import SubagentJournal
 from agentrt.store.record import arguments_size
 from agentrt.store.record import keep_arguments
 from agentrt.vocab.clamp import ARGUMENT_LIMIT
+from agentrt.vocab.questions import QuestionState
+from agentrt.vocab.questions import QuestionTrace
+from agentrt.vocab.stops import Interruption
+from agentrt.vocab.stops import StopKind
+from agentrt.vocab.terms import TaskStatus
 
 from .conftest import Recorder
 
@@ -186,6 +194,57 @@ async def test_each_store_keeps_the_journal_of_a_task(store: Store) -> None:
     assert await store.save_fields(loaded.evolve(arguments={}, subagents={}))
     again = await store.load("cli-journal")
     assert again is not None and again.arguments == {} and again.subagents == {}
+
+
+def test_a_record_takes_the_json_of_the_values_it_shares_with_the_one_written_before() -> None:
+    record = journal_record("cli-shared").evolve(
+        question=SavedQuestion("c1", "Which colour?"),
+        interruptions=(Interruption(StopKind.PAUSE, 1.0),),
+        questions=(QuestionTrace("q1", QuestionState.ANSWERED, 2.0),),
+    )
+    written = fields_of(record)
+    assert fields_of(record, (written, record)) == written
+    # What is taken is the earlier write's text itself: a stand-in for it shows through
+    # wherever the value is the very same object, and nowhere else.
+    stand_ins = tuple(f"<{name}>" for name in FIELDS)
+
+    def shown(columns: tuple[object, ...]) -> set[str]:
+        return {name for name, value in zip(FIELDS, columns, strict=True) if value == f"<{name}>"}
+
+    shared = {"question", "input", "attempts", "journal"}
+    claim = record.evolve(status=TaskStatus.RUNNING, runs=2, runner="token")
+    assert shown(fields_of(claim, (stand_ins, record))) == shared
+    # A value made again, even an equal one, is encoded anew: only its own column.
+    for change, column in (
+        ({"arguments": dict(record.arguments)}, "journal"),
+        ({"subagents": dict(record.subagents)}, "journal"),
+        ({"interruptions": tuple(reversed(record.interruptions))}, "journal"),
+        ({"questions": record.questions}, None),  # given again: the same object
+        ({"questions": (QuestionTrace("q1", QuestionState.ANSWERED, 2.0),)}, "journal"),
+        ({"attempts": dict(record.attempts)}, "attempts"),
+        ({"input": "task again"}, "input"),
+        ({"question": SavedQuestion("c1", "Which colour?")}, "question"),
+    ):
+        changed = record.evolve(**change)
+        assert shown(fields_of(changed, (stand_ins, record))) == shared - {column}, change
+        assert fields_of(changed, (written, record)) == fields_of(changed)
+
+
+async def test_writes_that_change_the_journal_after_one_that_did_not_read_back_each(
+    store: Store,
+) -> None:
+    record = journal_record("cli-rewritten")
+    await store.create(record)
+    same = await store.load("cli-rewritten")
+    assert same is not None
+    assert await store.save_fields(same.evolve(runs=2))  # every journal value shared
+    kept = await store.load("cli-rewritten")
+    assert kept is not None and kept.arguments == record.arguments and kept.runs == 2
+    assert await store.save_fields(kept.evolve(arguments={}, attempts={"c1": 3}))
+    again = await store.load("cli-rewritten")
+    assert again is not None
+    assert (again.arguments, again.attempts) == ({}, {"c1": 3})
+    assert again.subagents == record.subagents
 
 
 async def test_a_version_4_store_gets_the_journal_column(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ from ..vocab.terms import TaskStatus
 from ..vocab.usage import RunTokens
 from ..vocab.usage import TokenCount
 from .columns import FIELDS
+from .columns import Written
 from .columns import decode_message
 from .columns import dumps
 from .columns import encode_message
@@ -204,7 +205,7 @@ class _Written:
 
     limit: int = 256
     largest: int = 64 * 1024
-    _records: dict[str, tuple[tuple[Any, ...], TaskRecord]] = attrs.field(factory=dict)
+    _records: dict[str, Written] = attrs.field(factory=dict)
 
     def put(self, record: TaskRecord, columns: tuple[Any, ...]) -> None:
         session_id = record.session_id
@@ -220,6 +221,11 @@ class _Written:
         """The record written with the field columns `fields` (the row's, as read), or None."""
         entry = self._records.get(session_id)
         return entry[1] if entry is not None and entry[0] == fields else None
+
+    def last(self, session_id: str) -> Written | None:
+        """The field columns last written of the task of `session_id`, and its record, if kept
+        (for `fields_of`, which takes from them what it would encode again)."""
+        return self._records.get(session_id)
 
 
 @record
@@ -516,8 +522,12 @@ class SqlStore:
         return run_batch(db, batch, self.location, self._memory.clear)
 
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
-        """The values `_UPSERT` and `_UPDATE` write of `record` (not its session's range)."""
-        return fields_of(record)
+        """The values `_UPSERT` and `_UPDATE` write of `record` (not its session's range).
+
+        The JSON text of the values it shares with the record last written of its task
+        is that write's (see `fields_of`).
+        """
+        return fields_of(record, self._written.last(record.session_id))
 
     def _marked_line(
         self, session_id: str, status: TaskStatus, cause: Cause | None

@@ -48,7 +48,6 @@ from ..vocab.reprs import mutable
 from ..vocab.terms import TaskStatus
 from .columns import FIELDS
 from .columns import dumps
-from .columns import fields_of
 from .columns import json_text
 from .columns import prompt_of
 from .columns import title_of
@@ -225,7 +224,7 @@ class TaskStore(SqlStore):
     wal: Path | None = attrs.field(default=None, kw_only=True)
 
     def _columns(self, record: TaskRecord) -> tuple[Any, ...]:
-        return (*fields_of(record), _line_of(record))
+        return (*super()._columns(record), _line_of(record))
 
     #: Syncs the WAL for the calls committed without a sync, then tells them (WAL mode).
     _syncer: _Syncer | None = attrs.field(default=None, init=False, repr=False)
