@@ -20,6 +20,8 @@ from agentrt.models.messages import Message
 from agentrt.models.messages import ToolCall
 from agentrt.present.preview import preview_lines
 from agentrt.present.shapes import preview_json
+from agentrt.store.ledger import preview_of
+from agentrt.store.ledger import resume_counts
 from agentrt.store.record import SavedQuestion
 from agentrt.store.record import SubagentJournal
 from agentrt.store.record import TaskRecord
@@ -258,3 +260,40 @@ def test_a_long_or_many_lined_question_is_one_short_line() -> None:
     assert line.startswith('asked again: "Which of these? x x')
     assert line.endswith('..."')
     assert len(line) == len('asked again: ""') + 200
+
+
+def test_a_resumes_first_event_counts_what_its_preview_lists() -> None:
+    kept = [ToolCall(f"call_0_{i}", "read_file", {"path": f"{i}.txt"}) for i in range(3)]
+    inner = ToolCall("call_0_0", "shell", {"command": "make"})
+    begun = LedgerCall(SHELL.id, "shell", CallState.STOPPED, attempts=1)
+    journal = SubagentJournal(
+        "sub1",
+        (
+            Message.user("sh make"),
+            Message.assistant("", [READ]),
+            Message.tool_result(READ, "t"),
+            Message.assistant("", [inner]),
+        ),
+        attempts={inner.id: 1},
+    )
+    records = [
+        paused(),
+        paused(Message.assistant("", [READ]), Message.tool_result(READ, "text")),
+        paused(Message.assistant("", [SHELL]), cause=Cause.DISCONNECT, attempts={SHELL.id: 1}),
+        paused(Message.assistant("", [READ, SHELL]), status=TaskStatus.RUNNING, runner=None),
+        paused(Message.assistant("", [WRITE_CUT, READ_AGAIN])),
+        paused(
+            Message.assistant("", kept),
+            *(Message.tool_result(call, "t") for call in kept),
+            Message.assistant("", [SHELL, READ_AGAIN, WRITE_CUT]),
+            attempts={SHELL.id: 1},
+            interruptions=(Interruption(StopKind.PAUSE, 5.0, (begun,)),),
+            question=SavedQuestion("call_1_3", "Colour?"),
+        ),
+        paused(Message.assistant("", [READ]), subagents={"call_0_0": journal}),
+    ]
+    counted = [resume_counts(record, records_start) for record in records]
+    previews = [preview_of(record, records_start, resuming=True) for record in records]
+    assert counted == [(len(p.kept), len(p.rerun)) for p in previews]
+    # The cases keep calls, run calls begun before, both, and neither.
+    assert counted == [(0, 0), (1, 0), (0, 1), (0, 0), (0, 0), (3, 1), (1, 1)]

@@ -45,7 +45,7 @@ from ..store import StoreError
 from ..store import TaskExistsError
 from ..store import TaskTakenError
 from ..store.ledger import entries_of
-from ..store.ledger import preview_of
+from ..store.ledger import resume_counts
 from ..store.ledger import round_ledger
 from ..store.ledger import thrown_away
 from ..store.ledger import with_unseen_entries
@@ -998,15 +998,8 @@ def _task_started(info: TaskInfo, record: TaskRecord, resumed: bool) -> TaskStar
     """The first event; on a resume it says what the stop cost."""
     if not resumed:
         return TaskStarted(info.task_hash, info.session_id)
-    preview = preview_of(record, records_start, resuming=True)
-    return TaskStarted(
-        info.task_hash,
-        info.session_id,
-        True,
-        len(preview.kept),
-        len(preview.rerun),
-        record.lost_words,
-    )
+    kept, rerun = resume_counts(record, records_start)
+    return TaskStarted(info.task_hash, info.session_id, True, kept, rerun, record.lost_words)
 
 
 def _thrown_away_record(record: TaskRecord, stop: StopKind, at: float) -> list[Message]:
