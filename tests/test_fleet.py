@@ -28,6 +28,7 @@ from agentrt import Cause
 from agentrt import Message
 from agentrt import NoPendingTaskError
 from agentrt import Outcome
+from agentrt import RunEnded
 from agentrt import Runtime
 from agentrt import ScriptedModel
 from agentrt import SessionBusyError
@@ -273,6 +274,57 @@ async def test_a_task_resumed_while_a_heartbeat_waits_for_the_database_keeps_its
         assert record is not None
         assert (record.status, record.cause) == (TaskStatus.RUNNING, None)
         a.executor.cancel(resumed.task_hash, Cause.PAUSE, owner="o")
+
+
+async def test_a_heartbeat_between_a_pause_and_its_write_leaves_the_task_to_the_pause(
+    tmp_path: Path, postgres_url: str, workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pause's final event goes out before the write that marks its task paused: a heartbeat
+    in between finds the row still running and no run of it here, and must not take it for
+    a run that ended while the database was away (interrupted, disconnect, and a warning)."""
+    async with member(tmp_path / "a", postgres_url, workdir) as a, trio.open_nursery() as runs:
+        assert a.fleet is not None
+        fleet = a.fleet
+        seen: list[tuple[str, str | None] | None] = []
+        ended: list[RunEnded] = []
+        over = trio.Event()
+        recorder = Recorder()
+
+        async def beat_at_the_end(event: object) -> None:
+            if isinstance(event, RunEnded):
+                # The row as the heartbeat finds it (read aside: a store call would send the
+                # pause's write, queued before it, first).
+                with psycopg.connect(postgres_url, autocommit=True) as conn:
+                    row = conn.execute(
+                        "SELECT status, cause FROM tasks WHERE session_id = 'chat-p'"
+                    ).fetchone()
+                seen.append(row)
+                await fleet.beat()
+
+        recorder.hooks.append(beat_at_the_end)
+
+        async def run(*, task_status: trio.TaskStatus[TaskInfo]) -> None:
+            ended.append(
+                await a.executor.run(
+                    "chat-p", "sleep 60", owner="o", emit=recorder, task_status=task_status
+                )
+            )
+            over.set()
+
+        with caplog.at_level("WARNING", logger="agentrt.fleet"):
+            started = await runs.start(run)
+            a.executor.cancel(started.task_hash, Cause.PAUSE, owner="o")
+            with trio.fail_after(10):
+                await over.wait()  # its final event out, then its write made
+            await fleet.beat()  # and one after it: the task stays paused
+        record = await a.store.load("chat-p")
+    assert seen == [("running", None)]
+    assert [(e.outcome, e.cause, e.pending_kept) for e in ended] == [
+        (Outcome.CANCELLED, Cause.PAUSE, True)
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "agentrt.fleet"] == []
+    assert record is not None
+    assert (record.status, record.cause) == (TaskStatus.INTERRUPTED, Cause.PAUSE)
 
 
 async def test_a_member_cut_off_past_its_lease_stops_its_runs_and_frees_their_tasks(

@@ -177,6 +177,9 @@ class Executor:
     _tasks: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _sessions: dict[str, _Running] = attrs.field(factory=dict, init=False)
     _allow: dict[str, set[str]] = attrs.field(factory=dict, init=False)
+    #: The sessions whose run ended with its task kept while the write that marks it stopped
+    #: is awaited (`_conclude`), each with how many such writes it awaits (`held`).
+    _stopping: dict[str, int] = attrs.field(factory=dict, init=False)
     #: What this process's runs are recorded with as their runner (the store says).
     _token: str = attrs.field(init=False)
     _catalog: ModelCatalog = attrs.field(init=False, repr=False)
@@ -683,6 +686,13 @@ class Executor:
         """The running tasks, all or one owner's."""
         return [r.info for r in self._tasks.values() if owner is None or r.info.owner is owner]
 
+    def held(self) -> list[str]:
+        """The sessions whose task a run of this executor holds: those running, and those
+        stopped whose write that says so is still on its way to the store (their final
+        event goes out first: see `_conclude`). Until that write is made, the task's row
+        still says it runs here, and rightly: nobody else may take it meanwhile."""
+        return [*self._sessions, *(s for s in self._stopping if s not in self._sessions)]
+
     def is_running(self, session_id: str) -> bool:
         """Whether a run of `session_id` is going on."""
         return session_id in self._sessions
@@ -835,18 +845,28 @@ class Executor:
                     log.error("run %s: %s", agent.task_hash, ended.error)
             if timeout.cancelled_caught:
                 log.error("run %s: %s", agent.task_hash, ended.error)
-        await self._emit_final(emit, ended)
-        if label is not None:
-            # Let whoever reads the final event (a connection writing it to its peer) go
-            # first: the store's thread, woken by the wait below, would compete with it.
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            # The kept task's new status, queued before the final event went out: a call
-            # made after that event (a resume, a listing) is queued after it and sees it.
-            with _bounded_shield(_CLEANUP_SECONDS):
-                try:
-                    await label.wait()
-                except StoreError as exc:
-                    log.error("run %s: its status could not be saved: %s", agent.task_hash, exc)
+        if label is None:
+            await self._emit_final(emit, ended)
+        else:
+            # Held (`held`) until the write is made: the task's row says it runs till then.
+            session_id = agent.snapshot.session_id
+            self._stopping[session_id] = self._stopping.get(session_id, 0) + 1
+            try:
+                await self._emit_final(emit, ended)
+                # Let whoever reads the final event (a connection writing it to its peer) go
+                # first: the store's thread, woken by the wait below, would compete with it.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                # The kept task's new status, queued before the final event went out: a call
+                # made after that event (a resume, a listing) is queued after it and sees it.
+                with _bounded_shield(_CLEANUP_SECONDS):
+                    try:
+                        await label.wait()
+                    except StoreError as exc:
+                        log.error("run %s: its status could not be saved: %s", agent.task_hash, exc)
+            finally:
+                left = self._stopping.pop(session_id) - 1
+                if left:
+                    self._stopping[session_id] = left
         # The outcome is safe: now let a cancel from outside through.
         await trio.lowlevel.checkpoint_if_cancelled()
         return ended

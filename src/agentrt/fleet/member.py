@@ -328,8 +328,9 @@ class Fleet:
             await self.send({"kind": "closed", "ids": questions})
 
     def _running_here(self) -> list[str]:
-        """The sessions this member runs now (Trio thread)."""
-        return [info.session_id for info in self.executor.running()]
+        """The sessions whose task this member holds now (Trio thread): running, or stopped
+        with the write that says so not made yet (`Executor.held`)."""
+        return self.executor.held()
 
     def _beat_sync(self, listens: str, epoch: int) -> _Beaten:
         for attempt in (1, 2):
@@ -410,7 +411,9 @@ class Fleet:
             # of this member's that is stale now. Which sessions run here is asked now,
             # under the write lock: a resume registers its run before its claim takes the
             # lock, so a task claimed before this point is seen running, where a list made
-            # before the lock was taken would miss it (and interrupt a live run's task).
+            # before the lock was taken would miss it (and interrupt a live run's task). A
+            # run stopped with its task kept is still listed until its stop is written (its
+            # final event goes out first): that write says why it stopped, not this one.
             running_here = trio.from_thread.run_sync(self._running_here)
             orphaned = conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
