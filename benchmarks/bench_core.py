@@ -74,6 +74,7 @@ from agentrt.store.sqlite import TaskStore
 from agentrt.vocab.events import Event
 from agentrt.vocab.events import Outcome
 from agentrt.vocab.events import RunEnded
+from agentrt.vocab.events import TaskStarted
 from agentrt.vocab.events import ToolCallEvent
 from agentrt.vocab.request import Request
 from agentrt.vocab.terms import TaskStatus
@@ -175,6 +176,7 @@ class _Watch:
     started: trio.Event = attrs.field(factory=trio.Event)
     ended: trio.Event = attrs.field(factory=trio.Event)
     task_hash: str = ""
+    begun_at: float = 0.0
     started_at: float = 0.0
     ended_at: float = 0.0
     final: RunEnded | None = None
@@ -182,7 +184,9 @@ class _Watch:
     async def emit(self, event: Event) -> None:
         now = time.perf_counter()
         self.events.append(event)
-        if isinstance(event, ToolCallEvent) and event.name == self.tool:
+        if isinstance(event, TaskStarted):
+            self.begun_at = now
+        elif isinstance(event, ToolCallEvent) and event.name == self.tool:
             self.task_hash = event.task_hash
             self.started_at = now
             self.started.set()
@@ -314,6 +318,9 @@ class PauseResumeLoop:
     cycles: int = attrs.field(default=0, init=False)
     reexecuted: int = attrs.field(default=0, init=False)
     problems: list[str] = attrs.field(factory=list, init=False)
+    #: Each cycle's parts (`phases`): the pause to its final event, then to the resumed
+    #: run's first event (its claim committed), then to the tool call.
+    parts: list[tuple[float, float, float]] = attrs.field(factory=list, init=False)
 
     @classmethod
     async def start(
@@ -338,11 +345,15 @@ class PauseResumeLoop:
             start = time.perf_counter()
             self.runtime.executor.cancel(self.watch.task_hash, Cause.PAUSE, owner=self.owner)
             await self.watch.ended.wait()
-            paused = self.watch.final
+            stopped, paused = self.watch.ended_at, self.watch.final
             self.watch = _Watch("sleep")
             self.nursery.start_soon(_resume, self.runtime, self.session, self.owner, self.watch)
             await self.watch.started.wait()
-        elapsed = self.watch.started_at - start
+        resumed = self.watch
+        elapsed = resumed.started_at - start
+        self.parts.append(
+            (stopped - start, resumed.begun_at - stopped, resumed.started_at - resumed.begun_at)
+        )
         self.cycles += 1
         if paused is None or not paused.pending_kept:
             self.problems.append(f"a pause ended with {paused!r}")
@@ -350,6 +361,17 @@ class PauseResumeLoop:
             1 for e in self.watch.events if isinstance(e, ToolCallEvent) and e.name == "big"
         )
         return elapsed
+
+    def phases(self, first: int = 0) -> str:
+        """Where the cycles from the `first` on spent their time, each part's median."""
+        parts = self.parts[first:]
+        pause, claim, call = (
+            format_time(statistics.median(p[i] for p in parts)) if parts else "-" for i in range(3)
+        )
+        return (
+            f"a cycle's parts (medians): the pause to its final event {pause}, then to the "
+            f"resumed run's first event (its claim committed) {claim}, then to the tool call {call}"
+        )
 
     def check(self) -> tuple[str, ...]:
         """What went wrong besides time: the first three problems."""
@@ -412,6 +434,7 @@ async def bench_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
             f"baseline: one SQLite upsert + select of a {record_size}-byte record (changed each "
             "time, so a real synced write), no thread hop",
             f"store calls per cycle: {counted}; one bare thread hop costs {format_time(hop)} here",
+            loop.phases(first_counted),
         ),
     )
 
@@ -455,6 +478,7 @@ async def bench_pg_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
                     await loop.cycle()
                     await loop.cycle()
                     statements = counted.count / (loop.cycles - first)
+                measured = loop.cycles
                 subject_median, baseline_median = await interleave(loop.cycle, baseline, rounds)
                 nursery.cancel_scope.cancel()
         finally:
@@ -474,6 +498,7 @@ async def bench_pg_pause_resume(state_dir: Path, rounds: int = 200) -> Result:
             "over psycopg on the same server (4 round trips)",
             f"the store's round trips per cycle: {statements:.1f} (a pipeline of statements "
             "counts once, as does each query psycopg sends itself)",
+            loop.phases(measured),
         ),
     )
 

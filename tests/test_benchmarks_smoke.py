@@ -8,6 +8,7 @@ never the timings themselves.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -67,6 +68,15 @@ async def test_pause_resume_benchmark_reruns_no_committed_call(tmp_path: Path) -
         result = await bench_core.bench_pause_resume(tmp_path, rounds=2)
     _assert_measured(result, "pause_resume", 2.0)
     assert "re-executed committed tool calls: 0 over 4 resumes" in result.notes
+    _assert_parts(result.notes)
+
+
+def _assert_parts(notes: tuple[str, ...]) -> None:
+    """A cycle's three parts are in the notes, each a time above zero."""
+    (parts,) = [n for n in notes if n.startswith("a cycle's parts (medians): ")]
+    times = re.findall(r" (\d+(?:\.\d+)?) (us|ms|s)\b", parts)
+    assert len(times) == 3, parts
+    assert all(float(value) > 0 for value, _ in times), parts
 
 
 async def test_pg_pause_resume_benchmark_reruns_no_committed_call_and_counts_round_trips(
@@ -76,6 +86,7 @@ async def test_pg_pause_resume_benchmark_reruns_no_committed_call_and_counts_rou
         result = await bench_core.bench_pg_pause_resume(tmp_path, rounds=2)
     _assert_measured(result, "pg_pause_resume", 2.0)
     assert "re-executed committed tool calls: 0 over 6 resumes" in result.notes
+    _assert_parts(result.notes)
     counted = next(n for n in result.notes if n.startswith("the store's round trips per cycle"))
     assert float(counted.split(": ")[1].split()[0]) > 0
 

@@ -260,6 +260,9 @@ async def _run_in(root: Path, url: str, rounds: int, size: int) -> int:
         "notes: re-executed committed tool calls in agentrt: "
         f"{loop.reexecuted} (SQLite), {pg_loop.reexecuted} (PostgreSQL)"
     )
+    # The cycles counted: those after the first and the warm-up batch.
+    print(f"notes: agentrt on SQLite, {loop.phases(1 + size)}")
+    print(f"notes: agentrt on PostgreSQL, {pg_loop.phases(1 + size)}")
     return 1 if problems else 0
 
 
