@@ -38,6 +38,13 @@ Some conversations run their calls inside subagents (``spawn {...}``, nested
 too): a subagent journals its calls in its parent's task, so everything above
 holds for them as well. The table's notes count each of these per kind of kill.
 
+Two counts of calls run again are told apart. The headline's "N that had run
+uncommitted before a kill" counts runs whose effect (the marker) happened
+before a kill that left the call uncommitted, and happened again after it. The
+per-kind column ``begun again`` counts the calls a kill left started and
+uncommitted (the attempt in the record, no result) that were issued again on
+resume, whether or not the kill came before their effect; it is the larger.
+
 Every unfinished session is resumed to completion at the end (and now and
 then in between, so resumes get killed too).
 """
@@ -97,7 +104,7 @@ _ORPHAN_GRACE = 0.25
 _PER_KIND = (
     "kills",
     "committed re-run",
-    "uncommitted re-run",
+    "begun again",
     "shown as attempt>=2",
     "half-written",
 )
@@ -305,7 +312,8 @@ class _Harness:
     uncommitted_reruns: int = 0
     committed_reruns: int = 0
     #: Per kind of kill: committed calls run again (must be 0), calls a kill left started
-    #: and uncommitted that ran again, those of them shown as attempt 2 or more (must be
+    #: and uncommitted that were begun again on resume (whether or not they had got as far
+    #: as their effect before the kill), those of them shown as attempt 2 or more (must be
     #: all), and files left neither old nor new (must be 0).
     by_kind: dict[str, dict[str, int]] = attrs.field(factory=dict)
 
@@ -438,7 +446,7 @@ class _Harness:
             return
         for marker in [m for m in state.started_uncommitted if f"echo {m} " in command]:
             state.started_uncommitted.discard(marker)
-            self.count(state.last_kind, "uncommitted re-run")
+            self.count(state.last_kind, "begun again")
             if frame.attempt >= 2:
                 self.count(state.last_kind, "shown as attempt>=2")
             else:
@@ -698,7 +706,7 @@ async def run_crash(kills: int, seed: int, *, max_open: int = 4) -> SuiteResult:
                     _kill_pids(tool_processes(workdir))
             result.detail = (
                 f"calls re-run: {harness.committed_reruns} committed, "
-                f"{harness.uncommitted_reruns} uncommitted"
+                f"{harness.uncommitted_reruns} that had run uncommitted before a kill"
             )
             result.notes.append(
                 f"{len(harness.sessions)} sessions, {harness.resume_kills} kills during a resume; "

@@ -106,13 +106,13 @@ def test_the_per_kind_counts_are_a_row_per_kind_of_kill() -> None:
     row = {
         "kills": 3,
         "committed re-run": 0,
-        "uncommitted re-run": 2,
+        "begun again": 2,
         "shown as attempt>=2": 2,
         "half-written": 1,
     }
     lines = per_kind_table({"daemon": row, "all": {**row, "kills": 10}})
     assert lines[0].split() == [
-        "kill", "kills", "committed", "re-run", "uncommitted", "re-run", "shown", "as",
+        "kill", "kills", "committed", "re-run", "begun", "again", "shown", "as",
         "attempt>=2", "half-written",
     ]  # fmt: skip
     assert lines[1].split() == ["all", "10", "0", "2", "2", "1"]
