@@ -43,7 +43,9 @@ uncommitted before a kill" counts runs whose effect (the marker) happened
 before a kill that left the call uncommitted, and happened again after it. The
 per-kind column ``begun again`` counts the calls a kill left started and
 uncommitted (the attempt in the record, no result) that were issued again on
-resume, whether or not the kill came before their effect; it is the larger.
+resume, whether or not the kill came before their effect (so it is usually the
+larger: a kill often comes after a call is recorded as started and before its
+command has run).
 
 Every unfinished session is resumed to completion at the end (and now and
 then in between, so resumes get killed too).
