@@ -289,7 +289,8 @@ async def open_runtime(
     options, restricted paths and approval policy come from them, unless given
     here. The store is closed on exit. Tools may
     never read or write the state directory, the default daemon socket's
-    folder, or any of `protected_paths`. A state dir that others may enter is
+    folder, the store's own files or its local server's sockets
+    (`Store.private_paths`), or any of `protected_paths`. A state dir that others may enter is
     tightened to 0700; one of another user is refused (`StateDirError`). Tool
     process groups that a runner which has died left running are killed first.
 
@@ -374,7 +375,10 @@ async def open_runtime(
             if restricted_paths is not None
             else default_restricted(),
             verifier=verifier or SudoVerifier(ledger=ledger),
-            protected_paths=_protected(state_dir, [Path(p) for p in protected_paths]),
+            # The store's own files, or its local server's sockets, when they lie elsewhere.
+            protected_paths=_protected(
+                state_dir, [*(Path(p) for p in protected_paths), *opened.private_paths]
+            ),
             redactor=redactor,
             tool_ledger=ledger,
             checkpoints=checkpoints,

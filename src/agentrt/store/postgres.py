@@ -42,6 +42,7 @@ every prepared statement of a connection at a rollback.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
 import os
 import re
@@ -54,6 +55,7 @@ from collections.abc import Awaitable
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from typing import ClassVar
 from typing import Final
@@ -63,6 +65,7 @@ from typing import cast
 import attrs
 import psycopg
 import psycopg.conninfo
+import psycopg.errors
 import trio
 from psycopg import pq
 from psycopg.abc import Transformer
@@ -734,6 +737,45 @@ def connect(conninfo: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
     return psycopg.connect(conninfo, autocommit=True, connect_timeout=max(1, round(timeout)))
 
 
+#: Where the PostgreSQL of Debian, Ubuntu and Fedora puts its sockets, when the server does
+#: not say (a role that may not read ``unix_socket_directories``); the other usual place,
+#: ``/tmp``, is a private one in the sandbox already.
+USUAL_SOCKET_FOLDER: Final = Path("/var/run/postgresql")
+
+
+def socket_folders(conn: psycopg.Connection[Any]) -> tuple[Path, ...]:
+    """The folders of the Unix sockets of `conn`'s server when it runs on this machine, else ().
+
+    A server reached through a Unix socket, or over TCP at a loopback address,
+    runs here, and listens on sockets too (``unix_socket_directories``), which
+    any process that sees their folder may connect to, network or not: with
+    the trust or peer authentication a local server has by default, as the
+    store's own user. The folders are asked of the server; one that may not
+    say gives the folder `conn` came through, and `USUAL_SOCKET_FOLDER`.
+    """
+    info = conn.info
+    through = info.host if info.host.startswith("/") else None
+    if through is None and not _loopback(info.hostaddr):
+        return ()
+    try:
+        row = conn.execute("SHOW unix_socket_directories").fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        known = [USUAL_SOCKET_FOLDER, *([Path(through)] if through else [])]
+        return tuple(dict.fromkeys(known))
+    listed = str(row[0]) if row is not None and row[0] is not None else ""
+    # A comma-separated list; a name may be quoted, and one starting with @ is an abstract
+    # socket (in the network namespace, which a call without the network does not share).
+    folders = (entry.strip().strip('"') for entry in listed.split(","))
+    return tuple(dict.fromkeys(Path(f) for f in folders if f.startswith("/")))
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # none (a Unix socket) or not an address
+        return False
+
+
 def idle_limit(conn: psycopg.Connection[Any], lease: float) -> None:
     """Have the server end this connection's transaction when it waits on us for half a lease.
 
@@ -820,6 +862,8 @@ class PgStore(SqlStore):
         kw_only=True, default=None, repr=False
     )
     _display: str = attrs.field(kw_only=True)
+    #: The folders of the server's Unix sockets when it runs on this machine (`socket_folders`).
+    _sockets: tuple[Path, ...] = attrs.field(kw_only=True, default=())
 
     #: What `_check_held` reads of a task: its runner and the epoch it was taken under.
     _HELD_SELECT: ClassVar[str] = "SELECT runner, epoch FROM tasks WHERE session_id = ?"
@@ -849,19 +893,19 @@ class PgStore(SqlStore):
         display = display_url(url)
         runner = new_member_id()
 
-        def start() -> tuple[str, int, int]:
+        def start() -> tuple[str, int, int, tuple[Path, ...]]:
             try:
                 conn = connect(url)
             except psycopg.Error as exc:
                 raise unreachable_error(display, exc) from None
             try:
-                return _prepare(conn, display, runner, lease, http)
+                return (*_prepare(conn, display, runner, lease, http), socket_folders(conn))
             except psycopg.Error as exc:
                 raise failed_error(display, exc) from None
             finally:
                 conn.close()
 
-        channel, key, epoch = await trio.to_thread.run_sync(start)
+        channel, key, epoch, sockets = await trio.to_thread.run_sync(start)
         db = PgConnection(open_pool(url, f"agentrt store {runner}", lease), key, runner)
         return cls(
             cast(sqlite3.Connection, db),
@@ -872,7 +916,13 @@ class PgStore(SqlStore):
             lock_key=key,
             epoch=epoch,
             display=display,
+            sockets=sockets,
         )
+
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """The folders of the database server's Unix sockets, if it runs on this machine."""
+        return self._sockets
 
     async def _live(self) -> None:
         """Take a new lease first if this member's is lost (a run under the old one stays refused)."""

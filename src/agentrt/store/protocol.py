@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 from typing import Protocol
 from typing import TypeVar
@@ -72,6 +73,18 @@ class Store(Protocol):
     @property
     def runner(self) -> str:
         """The token this process's runs are recorded with (`TaskRecord.runner`)."""
+        ...
+
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """What no tool process may reach, so that no tool reads or rewrites the store.
+
+        The store's own files (an SQLite file and the files beside it), or the
+        folders of the Unix sockets of its PostgreSQL server when that server runs
+        on this machine: a tool without the network reaches no TCP port, but a
+        socket in a folder it can see is open to it (`agentrt.agent.sandbox`
+        covers each of these).
+        """
         ...
 
     # -- pending tasks --------------------------------------------------------

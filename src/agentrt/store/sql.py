@@ -32,6 +32,7 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from typing import ClassVar
 from typing import Final
@@ -512,6 +513,11 @@ class SqlStore:
     @property
     def location(self) -> str:
         """Where the store lives, as its messages name it."""
+        raise NotImplementedError
+
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """What no tool process may reach (see `Store.private_paths`)."""
         raise NotImplementedError
 
     def _run_batch(self, db: sqlite3.Connection, batch: list[Call[Any]]) -> bool:

@@ -419,6 +419,13 @@ class TaskStore(SqlStore):
         """Where the store lives, as its messages name it: the file."""
         return str(self.path)
 
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """The store's file, the files SQLite keeps beside it, and its creation marker."""
+        path = self.path
+        beside = (path.with_name(path.name + suffix) for suffix in _SIDE_FILES)
+        return (path, *beside, marker_path(path))
+
     @classmethod
     async def open(cls, path: StrPath) -> TaskStore:
         """Open (creating if needed) the store file at `path`.
