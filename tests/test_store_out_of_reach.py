@@ -22,6 +22,8 @@ import trio
 
 from agentrt import Runtime
 from agentrt import ScriptedModel
+from agentrt import StoreError
+from agentrt import TaskStore
 from agentrt import open_runtime
 from agentrt.agent.sandbox import Sandbox
 from agentrt.store.postgres import USUAL_SOCKET_FOLDER
@@ -168,3 +170,38 @@ def test_the_socket_folders_are_the_servers_own_when_it_runs_here() -> None:
     denied = psycopg.errors.InsufficientPrivilege("permission denied")
     assert folders(_Conn("/srv/pg", "", denied)) == (USUAL_SOCKET_FOLDER, Path("/srv/pg"))
     assert folders(_Conn("127.0.0.1", "127.0.0.1", denied)) == (USUAL_SOCKET_FOLDER,)
+
+
+async def test_a_rollback_journal_left_beside_the_store_is_refused_not_played_back(
+    tmp_path: Path,
+) -> None:
+    # A tool may still make a new file beside a store in its working folder: a rollback
+    # journal there would be played back into the store at its next start.
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    store = workdir / "tasks.db"
+    journal = workdir / "tasks.db-journal"
+    async with open_runtime(
+        tmp_path / "state",
+        model=ScriptedModel(word_delay=0, stream_delay=0),
+        workdir=workdir,
+        approval=Approval.FULL_AUTO,
+        store=store,
+    ) as runtime:
+        await runtime.executor.run("cli-first", CANARY, owner="t", emit=_quiet)
+        _unguarded(runtime)
+        made = await _shell(runtime, "cli-plant", "printf planted > tasks.db-journal && echo made")
+    assert "made" in made
+    assert await trio.Path(journal).read_bytes() == b"planted"
+    with pytest.raises(StoreError, match="never writes a rollback journal") as refused:
+        await TaskStore.open(store)
+    assert str(journal) in str(refused.value)
+    assert await trio.Path(journal).read_bytes() == b"planted"  # left as it was, to be seen
+    # Moved away (or empty, as SQLite may leave one), the store opens with all it had.
+    await trio.Path(journal).write_bytes(b"")
+    reopened = await TaskStore.open(store)
+    try:
+        history = await reopened.load_history("cli-first")
+    finally:
+        await reopened.aclose()
+    assert CANARY in "".join(m.content for m in history)

@@ -707,6 +707,39 @@ def _wal_of(db: sqlite3.Connection) -> Path | None:
     return None
 
 
+#: How an SQLite file begins, and the byte of its header that is 2 in WAL mode (its read
+#: version; see https://www.sqlite.org/fileformat.html).
+_HEADER: Final = b"SQLite format 3\x00"
+_READ_VERSION: Final = 18
+
+
+def _refuse_planted_journal(path: Path) -> None:
+    """Refuse to open a store in WAL mode that has a rollback journal beside it.
+
+    The store keeps its changes in its write-ahead log and never writes a
+    rollback journal, yet SQLite plays back one it finds at the start, before
+    it reads the log: such a file was left by something else (a tool, where
+    the store lies in its working folder) and would rewrite the store.
+    """
+    journal = path.with_name(path.name + "-journal")
+    try:
+        if journal.stat().st_size == 0:
+            return  # nothing to play back
+        with open(path, "rb") as file:
+            header = file.read(_READ_VERSION + 1)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot open the task store {path}: {exc.strerror or exc}") from None
+    if header.startswith(_HEADER) and header[_READ_VERSION:] == b"\x02":
+        raise StoreError(
+            f"{journal} lies beside the task store {path}, which keeps its changes in a "
+            "write-ahead log and never writes a rollback journal: something else wrote it, "
+            "and opening the store would apply it. Move it away (keep it, to see what wrote "
+            "it) and start again"
+        )
+
+
 def _connect(path: Path) -> tuple[sqlite3.Connection, Path | None]:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     marker = marker_path(path)
@@ -722,6 +755,7 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, Path | None]:
             f"cannot open the task store {path}: {exc.strerror or exc}; check that it is a "
             "file of yours, or use another --state-dir"
         ) from None
+    _refuse_planted_journal(path)
     try:
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     except sqlite3.Error as exc:
