@@ -164,6 +164,8 @@ def test_the_socket_folders_are_the_servers_own_when_it_runs_here() -> None:
     assert folders(_Conn("127.0.0.1", "127.0.0.1", listed)) == expected
     assert folders(_Conn("localhost", "::1", listed)) == expected
     assert folders(_Conn("/run/postgresql", "", listed)) == expected
+    # The folder it came through is among them, listed or not.
+    assert folders(_Conn("/srv/proxy", "", listed)) == (*expected, Path("/srv/proxy"))
     remote = _Conn("db.example.net", "192.0.2.7", listed)
     assert folders(remote) == () and remote.asked == 0  # a server elsewhere has none here
     # A role that may not read the setting: the folder it came through, and the usual one.

@@ -751,22 +751,22 @@ def socket_folders(conn: psycopg.Connection[Any]) -> tuple[Path, ...]:
     any process that sees their folder may connect to, network or not: with
     the trust or peer authentication a local server has by default, as the
     store's own user. The folders are asked of the server; one that may not
-    say gives the folder `conn` came through, and `USUAL_SOCKET_FOLDER`.
+    say gives `USUAL_SOCKET_FOLDER` instead. The folder `conn` came through, if
+    it came through one, is always among them.
     """
     info = conn.info
-    through = info.host if info.host.startswith("/") else None
-    if through is None and not _loopback(info.hostaddr):
+    through = [Path(info.host)] if info.host.startswith("/") else []
+    if not through and not _loopback(info.hostaddr):
         return ()
     try:
         row = conn.execute("SHOW unix_socket_directories").fetchone()
     except psycopg.errors.InsufficientPrivilege:
-        known = [USUAL_SOCKET_FOLDER, *([Path(through)] if through else [])]
-        return tuple(dict.fromkeys(known))
+        return tuple(dict.fromkeys([USUAL_SOCKET_FOLDER, *through]))
     listed = str(row[0]) if row is not None and row[0] is not None else ""
     # A comma-separated list; a name may be quoted, and one starting with @ is an abstract
     # socket (in the network namespace, which a call without the network does not share).
     folders = (entry.strip().strip('"') for entry in listed.split(","))
-    return tuple(dict.fromkeys(Path(f) for f in folders if f.startswith("/")))
+    return tuple(dict.fromkeys([*(Path(f) for f in folders if f.startswith("/")), *through]))
 
 
 def _loopback(address: str) -> bool:
