@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -47,6 +48,21 @@ async def _shell(runtime: Runtime, session: str, command: str) -> str:
     return [m.content for m in history if m.role.value == "tool"][-1]
 
 
+def _unasked(state: Path, workdir: Path, store: str | Path) -> AbstractAsyncContextManager[Runtime]:
+    """A runtime whose calls run unasked (``full-auto``: without the network), on `store`."""
+    model = ScriptedModel(word_delay=0, stream_delay=0)
+    return open_runtime(
+        state, model=model, workdir=workdir, approval=Approval.FULL_AUTO, store=store
+    )
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path]:
+    """A working folder with the task store in it: (the folder, the store's file)."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    return workdir, workdir / "tasks.db"
+
+
 def _unguarded(runtime: Runtime, *, sandbox: Sandbox | None = None) -> None:
     """The text guard off (and the sandbox as given): only the kernel stands in the way."""
     config = runtime.executor.config
@@ -59,9 +75,7 @@ def _unguarded(runtime: Runtime, *, sandbox: Sandbox | None = None) -> None:
 async def test_an_sqlite_store_in_the_working_folder_is_out_of_every_tools_reach(
     tmp_path: Path,
 ) -> None:
-    workdir = tmp_path / "project"
-    workdir.mkdir()
-    store = workdir / "tasks.db"
+    workdir, store = _project(tmp_path)
     # Read it whole, its WAL too, by any name; then try to write it.
     command = (
         f"cat ./tasks.db* $(pwd)/tasks.db | grep -c {CANARY}; "
@@ -69,13 +83,7 @@ async def test_an_sqlite_store_in_the_working_folder_is_out_of_every_tools_reach
         ".execute('select count(*) from messages').fetchone())\"; "
         "echo x >> tasks.db; rm -f tasks.db tasks.db-wal; echo done"
     )
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        approval=Approval.FULL_AUTO,
-        store=store,
-    ) as runtime:
+    async with _unasked(tmp_path / "state", workdir, store) as runtime:
         hidden = runtime.executor.config.hidden_paths
         assert store.resolve() in hidden and Path(f"{store.resolve()}-wal") in hidden
         await runtime.executor.run("cli-canary", CANARY, owner="t", emit=_quiet)
@@ -104,13 +112,7 @@ async def test_an_sqlite_store_in_the_working_folder_is_out_of_every_tools_reach
 async def test_a_local_postgresql_servers_sockets_are_out_of_every_tools_reach(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=tmp_path,
-        approval=Approval.FULL_AUTO,
-        store=postgres_url,
-    ) as runtime:
+    async with _unasked(tmp_path / "state", tmp_path, postgres_url) as runtime:
         folders = runtime.store.private_paths
         found = (glob.glob(os.path.join(f, ".s.PGSQL.*")) for f in folders)
         sockets = [s for paths in found for s in paths if not s.endswith(".lock")]
@@ -179,17 +181,9 @@ async def test_a_rollback_journal_left_beside_the_store_is_refused_not_played_ba
 ) -> None:
     # A tool may still make a new file beside a store in its working folder: a rollback
     # journal there would be played back into the store at its next start.
-    workdir = tmp_path / "project"
-    workdir.mkdir()
-    store = workdir / "tasks.db"
+    workdir, store = _project(tmp_path)
     journal = workdir / "tasks.db-journal"
-    async with open_runtime(
-        tmp_path / "state",
-        model=ScriptedModel(word_delay=0, stream_delay=0),
-        workdir=workdir,
-        approval=Approval.FULL_AUTO,
-        store=store,
-    ) as runtime:
+    async with _unasked(tmp_path / "state", workdir, store) as runtime:
         await runtime.executor.run("cli-first", CANARY, owner="t", emit=_quiet)
         _unguarded(runtime)
         made = await _shell(runtime, "cli-plant", "printf planted > tasks.db-journal && echo made")
