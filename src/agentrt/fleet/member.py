@@ -327,11 +327,6 @@ class Fleet:
         if questions:
             await self.send({"kind": "closed", "ids": questions})
 
-    def _running_here(self) -> list[str]:
-        """The sessions whose task this member holds now (Trio thread): running, or stopped
-        with the write that says so not made yet (`Executor.held`)."""
-        return self.executor.held()
-
     def _beat_sync(self, listens: str, epoch: int) -> _Beaten:
         for attempt in (1, 2):
             conn = self._beat_conn
@@ -414,7 +409,7 @@ class Fleet:
             # before the lock was taken would miss it (and interrupt a live run's task). A
             # run stopped with its task kept is still listed until its stop is written (its
             # final event goes out first): that write says why it stopped, not this one.
-            running_here = trio.from_thread.run_sync(self._running_here)
+            running_here = trio.from_thread.run_sync(self.executor.held)
             orphaned = conn.execute(
                 "UPDATE tasks SET status = 'interrupted', cause = 'disconnect', updated_at = %s "
                 "WHERE status = 'running' AND runner = %s AND (NOT (session_id = ANY(%s)) OR "
