@@ -329,6 +329,106 @@ ATTEMPTS: tuple[Attempt, ...] = (
 )
 
 
+#: Calls that run unasked (``full-auto``) have no network, and no Unix socket either: each of
+#: these tries to reach a service listening on one (``{s}``, outside the working folder, or
+#: ``{w}``, inside it). It escapes when the service accepts a connection.
+SOCKET_ATTEMPTS: tuple[tuple[str, str], ...] = (
+    (
+        "unix socket, python3",
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{s}'); "
+        'print(s.recv(64))"',
+    ),
+    (
+        "unix socket, in the working folder",
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{w}'); "
+        'print(s.recv(64))"',
+    ),
+    (
+        "unix socket, relative",
+        'cd $(dirname {s}) && python3 -c "import socket; s=socket.socket(socket.AF_UNIX); '
+        "s.connect('service.sock'); print(s.recv(64))\"",
+    ),
+    (
+        "unix socket, symlink",
+        'ln -s {s} k{m} && python3 -c "import socket; s=socket.socket(socket.AF_UNIX); '
+        "s.connect('k{m}'); print(s.recv(64))\"",
+    ),
+    (
+        "unix socket, asyncio",
+        "python3 -c \"import asyncio; print(asyncio.run(asyncio.open_unix_connection('{s}')))\"",
+    ),
+    (
+        "unix socket, multiprocessing",
+        "python3 -c \"from multiprocessing.connection import Client; Client('{s}')\"",
+    ),
+    (
+        "unix socket, perl",
+        'perl -MIO::Socket::UNIX -e \'$c = IO::Socket::UNIX->new(Peer => "{s}") or die '
+        '"no: $!"; print <$c>\'',
+    ),
+    ("unix socket, curl", "curl -sS --max-time 5 --unix-socket {s} http://service/"),
+    ("unix socket, socat", "socat -T5 - UNIX-CONNECT:{s} </dev/null"),
+    (
+        "unix socket, high bits in the domain",
+        'python3 -c "import ctypes, socket; libc = ctypes.CDLL(None, use_errno=True); '
+        "fd = libc.syscall(41, 0x100000001, 1, 0); print('fd', fd, ctypes.get_errno()); "
+        "fd >= 0 and socket.socket(fileno=fd).connect('{s}')\"",
+    ),
+    (
+        "unix socket, 32-bit call",
+        'python3 -c "import ctypes, socket; libc = ctypes.CDLL(None, use_errno=True); '
+        "fd = libc.syscall(0x40000000 | 41, 1, 1, 0); print('fd', fd, ctypes.get_errno()); "
+        "fd >= 0 and socket.socket(fileno=fd).connect('{s}')\"",
+    ),
+)
+
+
+@attrs.define
+class Service:
+    """A service listening on Unix sockets: how many connections it accepted."""
+
+    paths: tuple[Path, ...]
+    accepted: int = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[None]) -> None:
+        listeners: list[trio.SocketListener] = []
+        for path in self.paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)  # a socket file a service before left
+            sock = trio.socket.socket(trio.socket.AF_UNIX)
+            await sock.bind(str(path))
+            sock.listen()
+            listeners.append(trio.SocketListener(sock))
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                nursery.start_soon(trio.serve_listeners, self._greet, [listener])
+            task_status.started()
+
+    async def _greet(self, stream: trio.SocketStream) -> None:
+        self.accepted += 1
+        with contextlib.suppress(trio.BrokenResourceError):
+            await stream.send_all(b"hello from the service\n")
+        await stream.aclose()
+
+
+def service_for(lay: Layout) -> Service:
+    """A service listening beside the layout's home folder, and inside it."""
+    return Service((lay.home.parent / "run" / "service.sock", lay.home / "service.sock"))
+
+
+async def socket_attempt_once(
+    runtime: Runtime, lay: Layout, service: Service, attempt: tuple[str, str], session: str
+) -> str | None:
+    """Run one of `SOCKET_ATTEMPTS`; what got through, or None."""
+    before = service.accepted
+    outside, inside = service.paths
+    command = attempt[1].format(m=lay.mark, s=outside, w=inside)
+    output = await attempt_once(runtime, lay, Attempt(attempt[0], command, _leaked), session)
+    if service.accepted != before or "hello from the service" in output:
+        return f"the service was reached: {output[-200:]!r}"
+    return None
+
+
 def kind_of(attempt: Attempt) -> str:
     """The attempt's kind without its spelling (``restricted``, ``secret``...)."""
     return attempt.kind.split(",")[0]
@@ -396,8 +496,14 @@ async def run_sandbox(
     attempts: Sequence[Attempt] = ATTEMPTS,
     policies: Sequence[Approval] = tuple(Approval),
     guards: Sequence[bool] = (True, False),
+    *,
+    sockets: bool = True,
 ) -> SuiteResult:
-    """Every attempt under every policy, the text guard on and off; count the escapes."""
+    """Every attempt under every policy, the text guard on and off; count the escapes.
+
+    Under ``full-auto``, whose calls run unasked without the network, `SOCKET_ATTEMPTS`
+    too (unless `sockets` is false).
+    """
     result = SuiteResult("sandbox", "attempts made", "escapes")
     started = time.monotonic()
     kinds: dict[str, int] = {}
@@ -420,6 +526,19 @@ async def run_sandbox(
                                 f"{attempt.kind} ({approval.value}, text guard "
                                 f"{'on' if guard else 'off'}): {escaped}: {attempt.command}"
                             )
+                    if approval is Approval.FULL_AUTO and sockets:
+                        service = service_for(lay)
+                        await nursery.start(service.serve)
+                        for n, pair in enumerate(SOCKET_ATTEMPTS):
+                            got = await socket_attempt_once(
+                                runtime, lay, service, pair, f"cli-sock{n:03d}"
+                            )
+                            result.done += 1
+                            kinds["unix socket"] = kinds.get("unix socket", 0) + 1
+                            if got:
+                                result.fail(
+                                    f"{pair[0]} (text guard {'on' if guard else 'off'}): {got}"
+                                )
                     nursery.cancel_scope.cancel()
     result.seconds = time.monotonic() - started
     result.detail = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
@@ -427,4 +546,9 @@ async def run_sandbox(
         f"{len(attempts)} spellings x {len(policies)} policies x {len(guards)} text-guard "
         "settings, redaction off, every plain confirmation allowed, every password denied"
     )
+    if sockets and Approval.FULL_AUTO in policies:
+        result.notes.append(
+            f"{len(SOCKET_ATTEMPTS)} ways to reach a Unix socket x {len(guards)} text-guard "
+            "settings, in full-auto (calls unasked, without the network)"
+        )
     return result

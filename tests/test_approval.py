@@ -32,6 +32,7 @@ from agentrt import Runtime
 from agentrt import TaskStarted
 from agentrt import ToolCallEvent
 from agentrt import ToolResultEvent
+from agentrt.agent.seccomp import OPEN_PROGRAM
 from agentrt.config.settings import load_settings
 from agentrt.core.policy import Command
 from agentrt.core.policy import Edit
@@ -227,7 +228,10 @@ async def test_a_restricted_path_needs_the_password_under_every_policy(
     # Through sudo, in the sandbox, with exactly the confirmed restricted root writable.
     [argv] = verifier.commands
     root = str(tmp_path / "restricted")
-    assert argv[0].endswith("bwrap") and argv[-1] == str(tmp_path / "restricted" / "x.conf")
+    # Without the network, so with the seccomp program opened for bubblewrap first.
+    assert argv[:3] == ["sh", "-c", OPEN_PROGRAM] and argv[3].startswith("/proc/")
+    assert argv[4].endswith("bwrap") and argv[-1] == str(tmp_path / "restricted" / "x.conf")
+    assert argv[argv.index("--seccomp") + 1] == "3"
     assert [argv[i : i + 3] for i, a in enumerate(argv) if a == "--bind"] == [
         ["--bind", str(tmp_path / "work"), str(tmp_path / "work")],
         ["--bind", root, root],

@@ -201,7 +201,7 @@ async def test_a_servers_tools_are_offered_as_name__tool_with_their_schemas(
         status = clients_of(rt).statuses()[0]
     assert status.state is ServerState.READY
     assert set(specs) == {
-        f"fake__{t}" for t in ("echo", "greet", "login", "slow", "touch", "crash")
+        f"fake__{t}" for t in ("echo", "greet", "login", "slow", "touch", "connect", "crash")
     }
     echo = specs["fake__echo"]
     assert echo.description == "Say the text back."
@@ -284,7 +284,8 @@ def test_mcp_list_without_a_daemon_starts_each_server_to_look(
     assert lines[0] == "MCP servers (started here to look: no daemon is running):"
     assert lines[1].startswith("  fake  stdio  ready (")
     assert lines[2] == (
-        "    6 tools: fake__echo, fake__greet, fake__login, fake__slow, fake__touch, fake__crash"
+        "    7 tools: fake__echo, fake__greet, fake__login, fake__slow, fake__touch, "
+        "fake__connect, fake__crash"
     )
     # (started again meanwhile, it may say how often)
     assert lines[3].startswith("  mute  stdio  failed: it did not answer initialize within 1s")
@@ -748,6 +749,34 @@ async def sandboxed_or_not(tmp_path: Path, workdir: Path, outside: Path) -> None
     assert results(refused)[0].startswith(
         "error: refused: MCP server 'fake' runs outside the sandbox"
     )
+
+
+async def test_a_stdio_server_without_the_network_reaches_no_unix_socket(
+    tmp_path: Path, workdir: Path
+) -> None:
+    from stress.sandbox import Service
+
+    # A service's socket outside the private /tmp, where /run's are.
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    service = Service((folder / "service.sock",))
+    call = ("fake__connect", {"path": str(folder / "service.sock")})
+    answers = []
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(service.serve)
+            for n, extra in enumerate(((), ("network = true",))):
+                config = server_table("fake", "trust = true", *extra)
+                async with mcp_runtime(tmp_path, workdir, config, replay(tmp_path, call)) as rt:
+                    assert clients_of(rt).statuses()[0].sandboxed
+                    _, recorder = await run_answering(rt, f"cli-sock{n}", "go", allow)
+                answers.append(results(recorder))
+            nursery.cancel_scope.cancel()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # Refused by the kernel (a seccomp program), not by a missing file: with the network
+    # kept, the same server in the same sandbox reaches it.
+    assert answers == [["cannot: Permission denied"], ["answered b'hello from the service\\n'"]]
+    assert service.accepted == 1
 
 
 async def test_without_the_sdk_every_server_says_how_to_install_it_and_runs_go_on(

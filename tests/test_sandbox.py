@@ -19,12 +19,15 @@ from pathlib import Path
 import pytest
 import trio
 from stress.sandbox import ATTEMPTS
+from stress.sandbox import SOCKET_ATTEMPTS
 from stress.sandbox import Attempt
 from stress.sandbox import _person as person
 from stress.sandbox import attempt_once
 from stress.sandbox import layout
 from stress.sandbox import run_sandbox
 from stress.sandbox import sandboxed_runtime
+from stress.sandbox import service_for
+from stress.sandbox import socket_attempt_once
 
 from agentrt import Runtime
 from agentrt import ToolResultEvent
@@ -72,8 +75,39 @@ def test_the_sandbox_is_there_on_this_machine() -> None:
 @pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])
 async def test_no_attempt_escapes(approval: Approval, guard: bool) -> None:
     result = await run_sandbox(policies=(approval,), guards=(guard,))
-    assert result.done == len(ATTEMPTS)
+    # Unasked calls (full-auto) have no network: they try every way to a Unix socket too.
+    unasked = len(SOCKET_ATTEMPTS) if approval is Approval.FULL_AUTO else 0
+    assert result.done == len(ATTEMPTS) + unasked
     assert result.failures == []
+
+
+async def test_every_way_to_a_unix_socket_gets_through_where_the_network_is_kept() -> None:
+    # The checks can see an escape: with the network kept (sandbox_network = true), or for
+    # a call the person confirmed, the same commands reach the service. A 32-bit system
+    # call makes no socket on a kernel without that ABI, filter or not.
+    import attrs
+
+    reached: dict[str, list[str]] = {}
+    for approval in (Approval.FULL_AUTO, Approval.ASK):
+        with layout() as lay:
+            async with (
+                sandboxed_runtime(lay, approval, text_guard=False) as runtime,
+                trio.open_nursery() as nursery,
+            ):
+                await nursery.start(person, runtime)
+                if approval is Approval.FULL_AUTO:
+                    config = runtime.executor.config
+                    kept = attrs.evolve(config.sandbox, network=True)
+                    runtime.executor.config = attrs.evolve(config, sandbox=kept)
+                service = service_for(lay)
+                await nursery.start(service.serve)
+                for n, pair in enumerate(SOCKET_ATTEMPTS):
+                    session = f"cli-{approval.value}{n}"
+                    if await socket_attempt_once(runtime, lay, service, pair, session):
+                        reached.setdefault(approval.value, []).append(pair[0])
+                nursery.cancel_scope.cancel()
+    every = [kind for kind, _ in SOCKET_ATTEMPTS if kind != "unix socket, 32-bit call"]
+    assert reached == {"full-auto": every, "ask": every}
 
 
 async def test_an_unsandboxed_run_lets_the_same_attempts_out() -> None:

@@ -11,6 +11,7 @@ Run as ``python tests/fakes/mcp_server.py [FAULT]``. Its tools:
   to the file named by ``FAKE_MCP_RECORD`` (default ``mcp-record.txt`` in its
   working folder), one line each, with the request's id.
 - ``touch(path)``: creates a file, or says why it cannot.
+- ``connect(path)``: connects to a Unix socket and says what it answered, or why it cannot.
 - ``crash()``: the process exits in the middle of the call.
 
 FAULT ``no-init`` makes a server that reads its input and never answers
@@ -116,6 +117,20 @@ def touch(path: str) -> str:
     except OSError as exc:
         return f"cannot: {exc.strerror}"
     return f"touched {path}"
+
+
+@app.tool()
+def connect(path: str) -> str:
+    """Connect to a Unix socket (to see whether the server may reach one)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(path)
+            return f"answered {sock.recv(64)!r}"
+    except OSError as exc:
+        return f"cannot: {exc.strerror}"
 
 
 @app.tool()

@@ -240,7 +240,8 @@ def _sandbox_part(config: PromptInputs) -> str:
         "Every call has the network."
         if sandbox.network
         else "Calls the person allowed have the network; calls that run without asking have "
-        "none (only a loopback)."
+        "none (only a loopback, and no Unix sockets: making one fails with 'Permission "
+        "denied')."
     )
     return (
         f"# Sandbox: {sandbox.mode.value}\n\nEvery process a tool starts runs in a sandbox: "

@@ -17,7 +17,10 @@ PID and IPC namespaces with every capability dropped:
   restricted roots it was confirmed for made writable (and through sudo);
 * the network is shared for calls a person confirmed and cut (a new network
   namespace holding only a loopback) for calls that run unasked, unless the
-  configuration's ``sandbox_network`` is true;
+  configuration's ``sandbox_network`` is true; a call without the network
+  cannot make a Unix socket either (a seccomp program, `agentrt.agent.seccomp`),
+  so the sockets other services listen on (Docker's, a database's, the session
+  bus) are out of its reach too;
 * the PID namespace dies with the call: a command that left its process group
   (``setsid``) is killed with the rest, since the namespace's first process is
   in the call's group.
@@ -49,6 +52,7 @@ from typing import Final
 from ..vocab.reprs import record
 from ..vocab.terms import SandboxMode
 from . import probe
+from . import seccomp
 from .probe import BWRAP_ENV as BWRAP_ENV
 from .probe import bwrap_named
 
@@ -215,10 +219,36 @@ class Sandbox:
             args.append("--clearenv")
             for name, value in env.items():
                 args += ["--setenv", name, value]
+        socket_filter = None if network else _socket_program()
+        if socket_filter is not None:
+            args += ["--seccomp", str(seccomp.FD)]
         args += ["--setenv", "TMPDIR", str(PRIVATE_TMP), "--as-pid-1", "--"]
         if len(argv) == 3 and list(argv[:2]) == ["sh", "-c"]:
-            return [*args, "sh", "-c", _INIT_SHELL, argv[2]]
-        return [*args, "sh", "-c", _INIT, "agentrt-sandbox", *argv]
+            args += ["sh", "-c", _INIT_SHELL, argv[2]]
+        else:
+            args += ["sh", "-c", _INIT, "agentrt-sandbox", *argv]
+        if socket_filter is not None:
+            # bubblewrap reads the program from a descriptor, opened for this call alone.
+            return ["sh", "-c", seccomp.OPEN_PROGRAM, socket_filter, *args]
+        return args
+
+
+#: Whether this process has said that calls without the network can reach Unix sockets.
+_told_open_sockets = False
+
+
+def _socket_program() -> str | None:
+    """The seccomp program for calls without the network; None (said once) if none here."""
+    global _told_open_sockets
+    program = seccomp.program()
+    if program is None and not _told_open_sockets:
+        _told_open_sockets = True
+        print(
+            f"agentrt: warning: calls without the network can still reach Unix sockets: "
+            f"{seccomp.why_not()} (see docs/security.md)",
+            file=sys.stderr,
+        )
+    return program
 
 
 @functools.cache

@@ -48,6 +48,7 @@ import trio
 from ..core.process import process_token
 from ..core.process import token_alive
 from ..vocab.reprs import record
+from .seccomp import OPEN_PROGRAM
 
 log = logging.getLogger("agentrt.tools")
 
@@ -67,6 +68,10 @@ _WATCH = (
     '{ trap "" TERM HUP; read -r _ <&9; kill -KILL 0; }'
     ' 9<&2 </dev/null >/dev/null 2>&1 & exec 2>&1; exec "$@"'
 )
+#: `_WATCH` for ``sh -c OPEN_PROGRAM PROGRAM ARGV...`` (a sandboxed call's seccomp program,
+#: `agentrt.agent.seccomp`): run as ``sh -c WATCH_OPEN PROGRAM ARGV...``, the same shell
+#: opens the program for the command, one program start fewer.
+_WATCH_OPEN = _WATCH + OPEN_PROGRAM.removeprefix('exec "$@"')
 
 
 @record
@@ -238,10 +243,14 @@ async def run_tool(
     recorded while it runs. `env` is
     the environment the command gets (default: this process's).
     """
+    if list(argv[:3]) == ["sh", "-c", OPEN_PROGRAM] and len(argv) > 4:
+        command = ["sh", "-c", _WATCH_OPEN, *argv[3:]]
+    else:
+        command = ["sh", "-c", _WATCH, "agentrt-tool", *argv]
     read_end, write_end = os.pipe()
     try:
         process = await trio.lowlevel.open_process(
-            ["sh", "-c", _WATCH, "agentrt-tool", *argv],
+            command,
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
