@@ -22,6 +22,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -92,6 +93,7 @@ def layout() -> Iterator[Layout]:
             folder.mkdir(parents=True)
         config.write_text('approval = "ask"\n')
         (ssh / "authorized_keys").write_text("ssh-ed25519 AAAA the-owner\n")
+        _repository(home)
         values = {
             "secret api_token": "tok-" + secrets.token_hex(12),
             "secret .hid": "hid-" + secrets.token_hex(12),
@@ -111,6 +113,14 @@ def layout() -> Iterator[Layout]:
         yield Layout(home, state, config, ssh, "sbx" + secrets.token_hex(4), values)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _repository(home: Path) -> None:
+    """A git repository at the home's top, with one submodule's repository in it."""
+    for gitdir in (home / ".git", home / SUBMODULE):
+        subprocess.run(["git", "init", "-q", "--bare", str(gitdir)], check=True)
+        (gitdir / "config").write_text(GIT_CONFIG)
+    (home / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
 
 
 def encodings(value: str) -> list[str]:
@@ -198,6 +208,9 @@ SSH_KEYS = "ssh-ed25519 AAAA the-owner\n"
 CONFIG = ".config/agentrt/config.toml"
 CONFIG_TEXT = 'approval = "ask"\n'
 STATE = ".local/state/agentrt"
+#: The repository's configuration, as the layout writes it (a bare ``git init`` made the rest).
+GIT_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+SUBMODULE = ".git/modules/lib"
 
 #: Every attempt; ``{m}`` is the run's mark (a file name no one else uses).
 ATTEMPTS: tuple[Attempt, ...] = (
@@ -314,6 +327,58 @@ ATTEMPTS: tuple[Attempt, ...] = (
         'python3 -c "import glob,os; [print(open(p).read()) for p in '
         "glob.glob(os.path.expanduser('~/.local/state/*/*/*'))]\"",
         _leaked,
+    ),
+    # -- a git repository's hooks and configuration: git runs them outside the sandbox later
+    Attempt(
+        "repository, hook",
+        "printf '#!/bin/sh\\ntouch /var/tmp/{m}\\n' > .git/hooks/pre-commit",
+        _wrote(".git/hooks/pre-commit"),
+    ),
+    Attempt(
+        "repository, git config",
+        "git config core.fsmonitor 'touch /var/tmp/{m}'",
+        _unchanged(".git/config", GIT_CONFIG),
+    ),
+    Attempt(
+        "repository, append",
+        "printf '[core]\\n\\thooksPath = h{m}\\n' >> .git/config",
+        _unchanged(".git/config", GIT_CONFIG),
+    ),
+    Attempt(
+        "repository, replace config",
+        "mv .git/config c{m}; rm -f .git/config; printf '[alias]\\n\\tst = !touch x\\n' > "
+        ".git/config",
+        _unchanged(".git/config", GIT_CONFIG),
+    ),
+    Attempt(
+        "repository, replace .git",
+        "mv .git g{m} && git init -q . && echo x > .git/hooks/post-checkout",
+        _both(_wrote("g{mark}"), _unchanged(".git/config", GIT_CONFIG)),
+    ),
+    Attempt(
+        "repository, replace hooks",
+        "rm -rf .git/hooks; mv .git/hooks k{m}; mkdir -p .git/hooks && echo x > "
+        ".git/hooks/post-merge",
+        _wrote(".git/hooks/post-merge"),  # a copy of the folder (k{m}) changes nothing
+    ),
+    Attempt(
+        "repository, symlink",
+        "ln -s .git/hooks l{m} && echo x > l{m}/pre-push",
+        _wrote(".git/hooks/pre-push"),
+    ),
+    Attempt(
+        "repository, python3 -c",
+        "python3 -c \"open('.gi'+'t/hooks/post-commit','w').write('x')\"",
+        _wrote(".git/hooks/post-commit"),
+    ),
+    Attempt(
+        "repository, submodule",
+        f"echo x > {SUBMODULE}/hooks/post-checkout; git --git-dir={SUBMODULE} config "
+        "core.hooksPath /var/tmp",
+        _both(
+            _wrote(f"{SUBMODULE}/hooks/post-checkout"),
+            _unchanged(f"{SUBMODULE}/config", GIT_CONFIG),
+        ),
     ),
     # -- the environment
     Attempt("environment, env", "env", _leaked),

@@ -116,9 +116,16 @@ async def test_an_unsandboxed_run_lets_the_same_attempts_out() -> None:
         a
         for a in ATTEMPTS
         if a.kind
-        in ("restricted home, cd", "configuration, sed", "secret, base64", "environment, env")
+        in (
+            "restricted home, cd",
+            "configuration, sed",
+            "secret, base64",
+            "environment, env",
+            "repository, hook",
+            "repository, git config",
+        )
     ]
-    assert len(probes) == 4
+    assert len(probes) == 6
     with layout() as lay:
         async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=False) as runtime:
             import attrs
@@ -517,7 +524,8 @@ async def test_a_password_makes_exactly_the_named_root_writable(tmp_path: Path) 
         assert "Read-only file system" in output
         [argv] = verifier.commands
         binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
-        assert binds == [str(lay.home), str(opened)]
+        # (The home's repository's .git is bound onto itself: it stays where it is.)
+        assert binds == [str(lay.home), str(lay.home / ".git"), str(opened)]
 
 
 @pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])

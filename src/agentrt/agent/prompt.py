@@ -248,7 +248,9 @@ def _sandbox_part(config: PromptInputs) -> str:
         "the file system is read-only except the working folder and a private, empty /tmp "
         "that is gone when the call ends; agentrt's own state and configuration are hidden; "
         "restricted paths stay read-only unless a call that names them plainly was allowed "
-        f"with the system password. {network} A write the sandbox refuses fails with "
+        "with the system password; a git repository's hooks and configuration (.git/hooks, "
+        f".git/config) are read-only (use git -c NAME=VALUE). {network} A write the sandbox "
+        "refuses fails with "
         '"Read-only file system", and the result says why.'
     )
 

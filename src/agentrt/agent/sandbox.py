@@ -12,6 +12,9 @@ PID and IPC namespaces with every capability dropped:
   file) is covered by an empty read-only folder, or ``/dev/null`` for a single
   file: a tool cannot see it, however a path to it is spelled, through a
   symlink or a hard link, or from another program;
+* a git repository's hooks and configuration (``.git/hooks``, ``.git/config``)
+  are read-only and its ``.git`` cannot be moved away (`repository_of`): git
+  runs what they name outside any sandbox;
 * restricted paths are read-only, even inside the working folder; a call that
   the person confirmed with the system password runs with exactly the
   restricted roots it was confirmed for made writable (and through sudo);
@@ -39,6 +42,7 @@ unsandboxed on purpose.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -186,6 +190,12 @@ class Sandbox:
                 seen.append(program)
         args += ["--bind", str(workdir), str(workdir)]
         seen.append(workdir)
+        repository = repository_of(workdir)
+        for pinned in repository.pinned:
+            # A mount point of its own: it cannot be renamed, removed or replaced.
+            args += ["--bind", str(pinned), str(pinned)]
+        for path in repository.protected:
+            args += ["--ro-bind", str(path), str(path)]
         for root in dict.fromkeys(p.resolve() for p in restricted):
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
             if not root.exists():
@@ -231,6 +241,87 @@ class Sandbox:
             # bubblewrap reads the program from a descriptor, opened for this call alone.
             return ["sh", "-c", seccomp.OPEN_PROGRAM, socket_filter, *args]
         return args
+
+
+@record
+class Repository:
+    """What of the working folder's git repository no tool may change, or move away."""
+
+    #: The repository's ``.git`` folder: bound onto itself, so that it stays where it is.
+    pinned: tuple[Path, ...] = ()
+    #: Its hooks and configuration (a submodule's too), and a ``.git`` file: read-only.
+    protected: tuple[Path, ...] = ()
+
+
+def repository_of(workdir: Path) -> Repository:
+    """The paths of `workdir`'s own git repository that tools get read-only.
+
+    git runs a repository's hooks (``.git/hooks``) and the programs its
+    configuration names (``core.fsmonitor``, ``core.hooksPath``, filter and
+    diff drivers, aliases, ``core.sshCommand``) with the person's full access,
+    outside any sandbox, the next time they use git there: a tool that could
+    write them could run anything later, unasked. So they are read-only to every
+    call, for the repository at the working folder's top and the submodules'
+    repositories inside it; the ``.git`` folder is a mount point of its own, so
+    it cannot be moved away and replaced by a new one. Objects, refs, the index
+    and the rest stay writable: commits, branches and stashes work. A hooks
+    folder that is missing is made (empty), so that none can be made by a tool.
+    """
+    dot = workdir / ".git"
+    try:
+        if dot.is_symlink():
+            return Repository()
+        if dot.is_file():
+            gitdir = _gitdir_of(dot, workdir)
+            inside = gitdir is not None and workdir in gitdir.parents
+            found = _protected_in(gitdir) if gitdir and inside else []
+            return Repository((), (dot, *found))
+        if not dot.is_dir():
+            return Repository()
+        return Repository((dot,), tuple(_protected_in(dot)))
+    except OSError:
+        return Repository()
+
+
+def _gitdir_of(dot: Path, workdir: Path) -> Path | None:
+    """The folder a ``.git`` file names (``gitdir: PATH``), resolved; None if it names none."""
+    text = dot.read_text(encoding="utf-8", errors="replace")
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("gitdir:"):
+        return None
+    return (workdir / first.removeprefix("gitdir:").strip()).resolve()
+
+
+def _protected_in(gitdir: Path) -> list[Path]:
+    """`gitdir`'s hooks and configuration, then those of the submodules' repositories in it."""
+    found: list[Path] = []
+    queue = [gitdir]
+    while queue:
+        folder = queue.pop(0)
+        hooks = folder / "hooks"
+        if not hooks.is_dir() and not hooks.is_symlink():
+            with contextlib.suppress(OSError):  # where it cannot be made, a tool cannot either
+                hooks.mkdir()
+        if hooks.exists():
+            found.append(hooks)
+        config = folder / "config"
+        if config.exists():
+            found.append(config)
+        modules = folder / "modules"
+        if modules.is_dir() and not modules.is_symlink():
+            queue.extend(_repositories_under(modules))
+    return found
+
+
+def _repositories_under(folder: Path) -> list[Path]:
+    """The submodules' repositories under `folder` (``.git/modules``; nested by their names)."""
+    found: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        if "HEAD" in files and "config" in files:
+            found.append(Path(root))
+            dirs[:] = []  # its own submodules are under its own "modules"
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+    return sorted(found)
 
 
 #: Whether this process has said that calls without the network can reach Unix sockets.
@@ -308,6 +399,16 @@ PRIVILEGED_VARIABLES: Final = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TE
 
 #: What a program prints when the kernel refused a write to a read-only mount.
 _READ_ONLY = "Read-only file system"
+#: What it prints when it tried to rename or remove a mount point (`Repository`).
+_BUSY = "Device or resource busy"
+#: A repository's hooks or configuration (a submodule's too) named in a message.
+_REPOSITORY_PART = re.compile(r"\.git/(?:modules/(?:[^\s'\"`:]+/)?)?(?:hooks|config)\b")
+_REPOSITORY_NOTE: Final = (
+    "[sandbox: a repository's hooks and configuration (.git/hooks, .git/config) are "
+    "read-only to tools, whatever the approval, and its .git folder stays where it is: git "
+    "runs what they name with the person's full access, outside the sandbox. For one "
+    "command, pass a setting with git -c NAME=VALUE; to change them, ask the person]"
+)
 _PATH_IN_MESSAGE = re.compile(r"(?:^|[\s'\"`(])(/[^\s'\"`:)]*)")
 
 
@@ -342,7 +443,10 @@ def refusal_note(
     Names the restricted root the refused path lies under, when a path in the
     message says so, and how to get such a call confirmed.
     """
-    lines = [line for line in output.splitlines() if _READ_ONLY in line]
+    refused = [line for line in output.splitlines() if _READ_ONLY in line or _BUSY in line]
+    if any(_REPOSITORY_PART.search(line) or "'.git'" in line for line in refused):
+        return _REPOSITORY_NOTE
+    lines = [line for line in refused if _READ_ONLY in line]
     if not lines:
         return _private_tmp_note(output, workdir)
     roots: list[Path] = []

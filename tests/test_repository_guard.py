@@ -1,0 +1,205 @@
+"""A git repository's hooks and configuration are read-only to every tool call.
+
+git runs what they name (a hook, ``core.fsmonitor``, an alias, a filter) with
+the person's full access, outside any sandbox, the next time they use git: a
+tool that could write them could run anything later. Each check here is a real
+git in a real bubblewrap; the everyday work (commits, branches, stashes) still
+goes through.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+from stress.sandbox import Attempt
+from stress.sandbox import attempt_once
+from stress.sandbox import layout
+from stress.sandbox import sandboxed_runtime
+
+from agentrt.agent.sandbox import Repository
+from agentrt.agent.sandbox import Sandbox
+from agentrt.agent.sandbox import refusal_note
+from agentrt.agent.sandbox import repository_of
+from agentrt.agent.toolproc import run_tool
+from agentrt.vocab.terms import Approval
+
+pytestmark = pytest.mark.deadline(120)
+
+GIT = ("git", "-c", "user.name=t", "-c", "user.email=t@example.org")
+
+
+def git(folder: Path, *args: str) -> str:
+    done = subprocess.run([*GIT, "-C", str(folder), *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def repository(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "a.txt").write_text("one\n")
+    git(folder, "add", "a.txt")
+    git(folder, "commit", "-qm", "first")
+    return folder
+
+
+async def sandboxed(workdir: Path, command: str) -> tuple[int, str]:
+    sandbox = Sandbox.detect()
+    assert sandbox.enforced, sandbox.why
+    argv = sandbox.wrap(["sh", "-c", command], workdir=workdir, network=False)
+    with trio.fail_after(30):
+        out = await run_tool(argv, cwd=workdir)
+    return out.returncode, out.output.decode()
+
+
+async def test_commits_branches_and_stashes_still_work(tmp_path: Path) -> None:
+    work = repository(tmp_path / "work")
+    status, output = await sandboxed(
+        work,
+        "G='git -c user.name=t -c user.email=t@example.org'; echo two >> a.txt && "
+        "$G commit -qam second && $G branch topic && $G tag v1 && echo three >> a.txt && "
+        "$G stash -q && $G stash list | wc -l && $G switch -q topic && echo done",
+    )
+    assert (status, output) == (0, "1\ndone\n")
+    assert git(work, "log", "--format=%s", "main").split() == ["second", "first"]
+    assert git(work, "branch", "--show-current").strip() == "topic"
+    assert git(work, "tag").split() == ["v1"]
+
+
+async def test_hooks_and_configuration_cannot_be_written_moved_or_replaced(tmp_path: Path) -> None:
+    work = repository(tmp_path / "work")
+    config = (work / ".git" / "config").read_text()
+    samples = sorted(p.name for p in (work / ".git" / "hooks").iterdir())
+    status, output = await sandboxed(
+        work,
+        "echo x > .git/hooks/pre-commit; git config core.fsmonitor 'touch /var/tmp/x'; "
+        "echo '[core]' >> .git/config; rm -f .git/config; mv .git/config c; "
+        "rm -rf .git/hooks; mv .git moved; echo end",
+    )
+    assert output.count("Read-only file system") == 2 + len(samples), output
+    assert output.count("Device or resource busy") == 4, output
+    assert status == 0 and output.endswith("end\n")
+    assert (work / ".git" / "config").read_text() == config
+    assert sorted(p.name for p in (work / ".git" / "hooks").iterdir()) == samples
+    assert not (work / "moved").exists()
+    # Without the change, the same command gets through: the check sees an escape.
+    unprotected = Sandbox.detect().wrap(
+        ["sh", "-c", "echo x > .git/hooks/pre-commit"], workdir=work, network=False
+    )
+    cut = [a for i, a in enumerate(unprotected) if not _names_repository(unprotected, i, work)]
+    with trio.fail_after(30):
+        await run_tool(cut, cwd=work)
+    assert (work / ".git" / "hooks" / "pre-commit").read_text() == "x\n"
+
+
+def _names_repository(argv: list[str], i: int, work: Path) -> bool:
+    """Whether `argv[i]` is part of a bind of the repository's (its three words)."""
+    for start in (i, i - 1, i - 2):
+        bind = start >= 0 and start + 2 < len(argv) and argv[start] in ("--bind", "--ro-bind")
+        if bind and Path(argv[start + 1]).is_relative_to(work / ".git"):
+            return True
+    return False
+
+
+async def test_a_shell_call_and_a_file_write_are_told_why(tmp_path: Path) -> None:
+    with layout() as lay:
+        async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=False) as runtime:
+            attempt = Attempt("", "git config core.pager 'touch x'", lambda lay, out: None)
+            shell = await attempt_once(runtime, lay, attempt, "cli-git1")
+            with trio.fail_after(30):
+                hook = lay.home / ".git" / "hooks" / "pre-push"
+                await runtime.executor.run("cli-git2", f"write {hook} x", owner="t", emit=_ignore)
+            history = await runtime.store.load_history("cli-git2")
+    written = [m.content for m in history if m.role.value == "tool"][-1]
+    for said in (shell, written):
+        assert (
+            "[sandbox: a repository's hooks and configuration (.git/hooks, .git/config) are "
+            "read-only to tools, whatever the approval" in said
+        ), said
+    assert "Device or resource busy" in shell
+    assert "Read-only file system" in written
+    assert not hook.exists()
+
+
+async def _ignore(event: object) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+async def test_a_missing_hooks_folder_is_made_so_that_no_tool_can_make_it(tmp_path: Path) -> None:
+    work = repository(tmp_path / "work")
+    for hook in (work / ".git" / "hooks").iterdir():
+        hook.unlink()
+    (work / ".git" / "hooks").rmdir()
+    status, output = await sandboxed(
+        work, "mkdir -p .git/hooks && echo x > .git/hooks/post-checkout"
+    )
+    assert status == 2 and "Read-only file system" in output
+    assert (work / ".git" / "hooks").is_dir()
+    assert list((work / ".git" / "hooks").iterdir()) == []
+
+
+async def test_a_submodules_repository_is_covered_too(tmp_path: Path) -> None:
+    library = repository(tmp_path / "library")
+    work = repository(tmp_path / "work")
+    git(work, "-c", "protocol.file.allow=always", "submodule", "-q", "add", str(library), "lib")
+    gitdir = work / ".git" / "modules" / "lib"
+    assert repository_of(work) == Repository(
+        (work / ".git",),
+        (work / ".git" / "hooks", work / ".git" / "config", gitdir / "hooks", gitdir / "config"),
+    )
+    config = (gitdir / "config").read_text()
+    status, output = await sandboxed(
+        work,
+        "cd lib && git config core.hooksPath /var/tmp; echo x > ../.git/modules/lib/hooks/post-merge",
+    )
+    assert status == 2, output
+    assert "Device or resource busy" in output and "Read-only file system" in output, output
+    assert (gitdir / "config").read_text() == config
+    assert not (gitdir / "hooks" / "post-merge").exists()
+
+
+async def test_a_git_file_naming_a_folder_in_the_working_folder_is_followed(tmp_path: Path) -> None:
+    # As `git init --separate-git-dir` leaves it: .git is a file naming the real folder.
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q", "--separate-git-dir", str(work / ".repo"))
+    assert (work / ".git").is_file()
+    assert repository_of(work) == Repository(
+        (), (work / ".git", work / ".repo" / "hooks", work / ".repo" / "config")
+    )
+    before = (work / ".git").read_text()
+    status, output = await sandboxed(
+        work, "echo 'gitdir: elsewhere' > .git; rm -f .git; echo x > .repo/hooks/pre-commit"
+    )
+    assert (work / ".git").read_text() == before
+    assert not (work / ".repo" / "hooks" / "pre-commit").exists()
+    assert status == 2 and output.count("Read-only file system") == 2, output
+    assert "Device or resource busy" in output
+
+
+def test_a_folder_that_is_no_repository_has_nothing_covered(tmp_path: Path) -> None:
+    assert repository_of(tmp_path) == Repository()
+    (tmp_path / ".git").symlink_to(tmp_path / "nowhere")
+    assert repository_of(tmp_path) == Repository()
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "mv: cannot move '.git' to 'moved': Device or resource busy",
+        "error: could not write config file .git/config: Device or resource busy",
+        "sh: 1: cannot create .git/hooks/pre-commit: Read-only file system",
+        "/w/.git/modules/lib/hooks/post-merge: Read-only file system",
+    ],
+)
+def test_the_note_names_the_repository_for_each_way_it_is_refused(said: str) -> None:
+    note = refusal_note(said, workdir=Path("/w"), restricted=(Path("/etc"),))
+    assert note is not None and note.startswith("[sandbox: a repository's hooks")
+
+
+def test_a_refused_file_named_config_elsewhere_gets_no_such_note() -> None:
+    said = "cannot create /w/x/config: Device or resource busy"
+    assert refusal_note(said, workdir=Path("/w"), restricted=()) is None
