@@ -94,6 +94,9 @@ def layout() -> Iterator[Layout]:
         config.write_text('approval = "ask"\n')
         (ssh / "authorized_keys").write_text("ssh-ed25519 AAAA the-owner\n")
         _repository(home)
+        for name, text in STARTUP.items():
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text(text)
         values = {
             "secret api_token": "tok-" + secrets.token_hex(12),
             "secret .hid": "hid-" + secrets.token_hex(12),
@@ -208,6 +211,14 @@ SSH_KEYS = "ssh-ed25519 AAAA the-owner\n"
 CONFIG = ".config/agentrt/config.toml"
 CONFIG_TEXT = 'approval = "ask"\n'
 STATE = ".local/state/agentrt"
+#: Startup files in the home folder (the working folder here), and what they hold.
+STARTUP = {
+    ".bashrc": "# the owner's bashrc\n",
+    ".profile": "# the owner's profile\n",
+    ".gitconfig": "[user]\n\tname = the owner\n",
+    ".config/autostart/owner.desktop": "[Desktop Entry]\nExec=true\n",
+    ".local/bin/owners-tool": "#!/bin/sh\n",
+}
 #: The repository's configuration, as the layout writes it (a bare ``git init`` made the rest).
 GIT_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
 SUBMODULE = ".git/modules/lib"
@@ -379,6 +390,42 @@ ATTEMPTS: tuple[Attempt, ...] = (
             _wrote(f"{SUBMODULE}/hooks/post-checkout"),
             _unchanged(f"{SUBMODULE}/config", GIT_CONFIG),
         ),
+    ),
+    # -- the home folder's startup files: a shell or a login runs them outside the sandbox
+    Attempt(
+        "startup, append",
+        "echo 'touch /var/tmp/{m}' >> .bashrc",
+        _unchanged(".bashrc", STARTUP[".bashrc"]),
+    ),
+    Attempt(
+        "startup, tilde",
+        "cd / && echo 'touch /var/tmp/{m}' >> ~/.pro''file",
+        _unchanged(".profile", STARTUP[".profile"]),
+    ),
+    Attempt(
+        "startup, replace",
+        "mv .bashrc b{m}; rm -f .bashrc; echo 'touch /var/tmp/{m}' > .bashrc",
+        _unchanged(".bashrc", STARTUP[".bashrc"]),
+    ),
+    Attempt(
+        "startup, git config --global",
+        "git config --global core.fsmonitor 'touch /var/tmp/{m}'",
+        _unchanged(".gitconfig", STARTUP[".gitconfig"]),
+    ),
+    Attempt(
+        "startup, autostart",
+        "printf '[Desktop Entry]\\nExec=touch /var/tmp/{m}\\n' > .config/autostart/{m}.desktop",
+        _wrote(".config/autostart/{mark}.desktop"),
+    ),
+    Attempt(
+        "startup, a program on the PATH",
+        "printf '#!/bin/sh\\ntouch /var/tmp/{m}\\n' > .local/bin/ls",
+        _wrote(".local/bin/ls"),
+    ),
+    Attempt(
+        "startup, python3 -c",
+        "python3 -c \"import os; open(os.path.expanduser('~/.ba'+'shrc'),'a').write('x')\"",
+        _unchanged(".bashrc", STARTUP[".bashrc"]),
     ),
     # -- the environment
     Attempt("environment, env", "env", _leaked),

@@ -20,6 +20,7 @@ import pytest
 import trio
 from stress.sandbox import ATTEMPTS
 from stress.sandbox import SOCKET_ATTEMPTS
+from stress.sandbox import STARTUP
 from stress.sandbox import Attempt
 from stress.sandbox import _person as person
 from stress.sandbox import attempt_once
@@ -123,9 +124,11 @@ async def test_an_unsandboxed_run_lets_the_same_attempts_out() -> None:
             "environment, env",
             "repository, hook",
             "repository, git config",
+            "startup, append",
+            "startup, git config --global",
         )
     ]
-    assert len(probes) == 6
+    assert len(probes) == 8
     with layout() as lay:
         async with sandboxed_runtime(lay, Approval.FULL_AUTO, text_guard=False) as runtime:
             import attrs
@@ -596,7 +599,7 @@ async def test_the_search_tools_cannot_see_agentrt_state_in_the_working_folder(
             "visible.txt:1:tok- starts a token",
             f"no match for {secret[4:]!r} in .",
             "no match for 'approval' in .",
-            ".ssh/authorized_keys\nvisible.txt",
+            "\n".join(sorted([*STARTUP, ".ssh/authorized_keys", "visible.txt"])),
             "no file under . matches '**/api_token'",
         ]
         if guard:

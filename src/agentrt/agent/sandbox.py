@@ -12,6 +12,9 @@ PID and IPC namespaces with every capability dropped:
   file) is covered by an empty read-only folder, or ``/dev/null`` for a single
   file: a tool cannot see it, however a path to it is spelled, through a
   symlink or a hard link, or from another program;
+* where the working folder holds the home folder, the files a shell or a login
+  runs there (``~/.bashrc``, ``~/.profile``, ``~/.gitconfig``, ``~/.ssh``...,
+  `HOME_STARTUP`) are read-only;
 * a git repository's hooks and configuration (``.git/hooks``, ``.git/config``)
   are read-only and its ``.git`` cannot be moved away (`repository_of`): git
   runs what they name outside any sandbox;
@@ -194,7 +197,7 @@ class Sandbox:
         for pinned in repository.pinned:
             # A mount point of its own: it cannot be renamed, removed or replaced.
             args += ["--bind", str(pinned), str(pinned)]
-        for path in repository.protected:
+        for path in (*repository.protected, *home_startup_in(workdir)):
             args += ["--ro-bind", str(path), str(path)]
         for root in dict.fromkeys(p.resolve() for p in restricted):
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
@@ -322,6 +325,43 @@ def _repositories_under(folder: Path) -> list[Path]:
             dirs[:] = []  # its own submodules are under its own "modules"
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
     return sorted(found)
+
+
+#: What in the person's home folder a shell, a login or a desktop session runs, or names
+#: programs for git, ssh or an editor to run: read-only to tools where the working folder
+#: holds the home folder (`home_startup_in`).
+HOME_STARTUP: Final = (
+    *(".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile"),
+    *(".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".config/fish"),
+    *(".pam_environment", ".config/environment.d", ".xprofile", ".xsession", ".xsessionrc"),
+    *(".xinitrc", ".config/autostart", ".config/systemd"),
+    *(".gitconfig", ".config/git", ".ssh", ".local/bin", "bin"),
+    *(".vimrc", ".vim", ".config/nvim", ".emacs", ".emacs.d", ".tmux.conf", ".config/tmux"),
+)
+
+
+def home_folder() -> Path:
+    """The person's home folder (``$HOME``), resolved."""
+    return Path(os.path.expanduser("~")).resolve()
+
+
+def holds_home(workdir: Path) -> bool:
+    """Whether `workdir` is the person's home folder or holds it."""
+    home = home_folder()
+    workdir = workdir.resolve()
+    return home == workdir or workdir in home.parents
+
+
+def home_startup_in(workdir: Path) -> tuple[Path, ...]:
+    """The `HOME_STARTUP` paths there are, when `workdir` holds the home folder (else none).
+
+    Otherwise the home folder is outside the working folder, read-only with the rest of
+    ``/``. One that is a symlink has its target covered, not the link itself.
+    """
+    if not holds_home(workdir):
+        return ()
+    home = home_folder()
+    return tuple(home / name for name in HOME_STARTUP if (home / name).exists())
 
 
 #: Whether this process has said that calls without the network can reach Unix sockets.

@@ -22,6 +22,7 @@ from ..agent.prompt import PromptSettings
 from ..agent.prompt import SystemPrompt
 from ..agent.prompt import build_prompt
 from ..agent.sandbox import Sandbox
+from ..agent.sandbox import holds_home
 from ..agent.sandbox import tool_environment
 from ..agent.sudo import SudoVerifier
 from ..agent.sudo import Verifier
@@ -77,6 +78,25 @@ def _tell_missing(sandbox: Sandbox) -> None:
     print(
         f"agentrt: warning: no sandbox for tools: {sandbox.why}; every command and file write "
         "is confirmed, and full-auto is refused (see docs/security.md)",
+        file=sys.stderr,
+    )
+
+
+#: Whether this process has said that a working folder holds the home folder (it says so once).
+_told_home = False
+
+
+def _tell_home(folder: Path) -> None:
+    """Say, once, that tools may make new startup files when `folder` holds the home folder."""
+    global _told_home
+    if _told_home or not holds_home(folder):
+        return
+    _told_home = True
+    print(
+        f"agentrt: warning: the working folder {folder} holds your home folder: tools may "
+        "change what is in it; the startup files there (~/.bashrc, ~/.profile, ~/.gitconfig, "
+        "~/.ssh...) are read-only to them, but one that does not exist yet (~/.bash_profile, "
+        "say) can be made; start agentrt in a project's folder (see docs/security.md)",
         file=sys.stderr,
     )
 
@@ -343,6 +363,8 @@ async def open_runtime(
     check_sandbox(sandbox, approval if approval is not None else Approval.ASK)
     if sandbox.missing:
         _tell_missing(sandbox)
+    elif sandbox.enforced:
+        _tell_home(folder)
     prepare_state_dir(state_dir)
     secrets = SecretStore(state_dir / "secrets")
     default = model.name if model is not None else model_spec
