@@ -391,6 +391,18 @@ ATTEMPTS: tuple[Attempt, ...] = (
             _unchanged(f"{SUBMODULE}/config", GIT_CONFIG),
         ),
     ),
+    Attempt(
+        "repository, replace the submodule's",
+        f"mv {SUBMODULE} .git/modules/m{{m}} && git init -q --bare {SUBMODULE} && echo x > "
+        f"{SUBMODULE}/hooks/post-checkout",
+        _both(_wrote(".git/modules/m{mark}"), _unchanged(f"{SUBMODULE}/config", GIT_CONFIG)),
+    ),
+    Attempt(
+        "repository, move the submodules",
+        "mv .git/modules .git/n{m} && mkdir -p .git/modules && git init -q --bare "
+        f"{SUBMODULE} && echo x > {SUBMODULE}/hooks/post-checkout",
+        _both(_wrote(".git/n{mark}"), _unchanged(f"{SUBMODULE}/config", GIT_CONFIG)),
+    ),
     # -- the home folder's startup files: a shell or a login runs them outside the sandbox
     Attempt(
         "startup, append",
@@ -416,6 +428,12 @@ ATTEMPTS: tuple[Attempt, ...] = (
         "startup, autostart",
         "printf '[Desktop Entry]\\nExec=touch /var/tmp/{m}\\n' > .config/autostart/{m}.desktop",
         _wrote(".config/autostart/{mark}.desktop"),
+    ),
+    Attempt(
+        "startup, move the folder",
+        "mv .config c{m} && mkdir -p .config/autostart && echo x > .config/autostart/{m}.desktop",
+        # (mv may copy the folder, c{m}, before it fails: a copy changes nothing)
+        _both(_wrote(".config/autostart/{mark}.desktop"), _kept(".config/autostart/owner.desktop")),
     ),
     Attempt(
         "startup, a program on the PATH",

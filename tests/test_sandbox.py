@@ -21,6 +21,7 @@ import trio
 from stress.sandbox import ATTEMPTS
 from stress.sandbox import SOCKET_ATTEMPTS
 from stress.sandbox import STARTUP
+from stress.sandbox import SUBMODULE
 from stress.sandbox import Attempt
 from stress.sandbox import _person as person
 from stress.sandbox import attempt_once
@@ -527,8 +528,11 @@ async def test_a_password_makes_exactly_the_named_root_writable(tmp_path: Path) 
         assert "Read-only file system" in output
         [argv] = verifier.commands
         binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
-        # (The home's repository's .git is bound onto itself: it stays where it is.)
-        assert binds == [str(lay.home), str(lay.home / ".git"), str(opened)]
+        # (The folders holding what is read-only in the home are bound onto themselves.)
+        pinned = [
+            str(lay.home / p) for p in (".config", ".git", ".local", ".git/modules", SUBMODULE)
+        ]
+        assert binds == [str(lay.home), *pinned, str(opened)]
 
 
 @pytest.mark.parametrize("guard", [True, False], ids=["text-guard-on", "text-guard-off"])

@@ -194,10 +194,11 @@ class Sandbox:
         args += ["--bind", str(workdir), str(workdir)]
         seen.append(workdir)
         repository = repository_of(workdir)
-        for pinned in repository.pinned:
+        protected = (*repository.protected, *home_startup_in(workdir))
+        for pinned in _pinned(workdir, repository.pinned, protected):
             # A mount point of its own: it cannot be renamed, removed or replaced.
             args += ["--bind", str(pinned), str(pinned)]
-        for path in (*repository.protected, *home_startup_in(workdir)):
+        for path in protected:
             args += ["--ro-bind", str(path), str(path)]
         for root in dict.fromkeys(p.resolve() for p in restricted):
             # Bound even under the private /tmp: a restricted path stays in sight, read-only.
@@ -246,11 +247,24 @@ class Sandbox:
         return args
 
 
+def _pinned(workdir: Path, folders: Sequence[Path], covered: Sequence[Path]) -> list[Path]:
+    """`folders`, and every folder between `workdir` and them or `covered`, parents first.
+
+    Each is bound onto itself: a folder holding a read-only mount could otherwise be
+    renamed, mounts and all, and a new one with other contents made in its place.
+    """
+    found: set[Path] = set(folders)
+    for path in (*folders, *covered):
+        found.update(p for p in path.parents if workdir in p.parents)
+    return sorted(found, key=lambda p: (len(p.parts), p))
+
+
 @record
 class Repository:
     """What of the working folder's git repository no tool may change, or move away."""
 
-    #: The repository's ``.git`` folder: bound onto itself, so that it stays where it is.
+    #: Its ``.git`` folder (or the folder a ``.git`` file names) and each submodule's
+    #: repository: bound onto themselves, so that they stay where they are.
     pinned: tuple[Path, ...] = ()
     #: Its hooks and configuration (a submodule's too), and a ``.git`` file: read-only.
     protected: tuple[Path, ...] = ()
@@ -276,12 +290,14 @@ def repository_of(workdir: Path) -> Repository:
             return Repository()
         if dot.is_file():
             gitdir = _gitdir_of(dot, workdir)
-            inside = gitdir is not None and workdir in gitdir.parents
-            found = _protected_in(gitdir) if gitdir and inside else []
-            return Repository((), (dot, *found))
+            if gitdir is None or workdir not in gitdir.parents or not gitdir.is_dir():
+                return Repository((), (dot,))
+            gitdirs = _repositories_from(gitdir)
+            return Repository(gitdirs, (dot, *_protected_in(gitdirs)))
         if not dot.is_dir():
             return Repository()
-        return Repository((dot,), tuple(_protected_in(dot)))
+        gitdirs = _repositories_from(dot)
+        return Repository(gitdirs, _protected_in(gitdirs))
     except OSError:
         return Repository()
 
@@ -295,12 +311,20 @@ def _gitdir_of(dot: Path, workdir: Path) -> Path | None:
     return (workdir / first.removeprefix("gitdir:").strip()).resolve()
 
 
-def _protected_in(gitdir: Path) -> list[Path]:
-    """`gitdir`'s hooks and configuration, then those of the submodules' repositories in it."""
+def _repositories_from(gitdir: Path) -> tuple[Path, ...]:
+    """`gitdir`, then the submodules' repositories in it (``modules``), theirs in turn."""
+    found = [gitdir]
+    for folder in found:  # grows as it goes
+        modules = folder / "modules"
+        if modules.is_dir() and not modules.is_symlink():
+            found.extend(_repositories_under(modules))
+    return tuple(found)
+
+
+def _protected_in(gitdirs: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The hooks folders and configuration files of `gitdirs` (a missing hooks folder made)."""
     found: list[Path] = []
-    queue = [gitdir]
-    while queue:
-        folder = queue.pop(0)
+    for folder in gitdirs:
         hooks = folder / "hooks"
         if not hooks.is_dir() and not hooks.is_symlink():
             with contextlib.suppress(OSError):  # where it cannot be made, a tool cannot either
@@ -310,10 +334,7 @@ def _protected_in(gitdir: Path) -> list[Path]:
         config = folder / "config"
         if config.exists():
             found.append(config)
-        modules = folder / "modules"
-        if modules.is_dir() and not modules.is_symlink():
-            queue.extend(_repositories_under(modules))
-    return found
+    return tuple(found)
 
 
 def _repositories_under(folder: Path) -> list[Path]:
