@@ -158,14 +158,19 @@ async def _tool_group(state_dir: Path) -> int:
             await trio.sleep(0.02)
 
 
-async def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    """Another process's doing: poll `condition` until it holds, for at most `seconds`."""
+async def _until(
+    condition: Callable[[], bool], seconds: float, what: str, said: Callable[[], str] = str
+) -> None:
+    """Another process's doing: poll `condition` until it holds, for at most `seconds`.
+
+    On failure, what `said` gives (a process's log) follows `what`.
+    """
     with trio.move_on_after(seconds):
         while True:
             if condition():
                 return
             await trio.sleep(0.02)
-    assert condition(), what
+    assert condition(), f"{what}\n{said()}"
 
 
 @pytest.mark.parametrize("stall", ["sigstop", "cut_from_the_database"])
@@ -227,7 +232,8 @@ async def test_a_stalled_member_is_fenced_while_another_resumes_its_task(
                 and "was refused" in a.process.log_text()
             ),
             10 * LEASE,
-            "A's log says nothing of its fencing",
+            "A's log says nothing of its fencing; A's log ends:",
+            lambda: a.process.log_text()[-4000:],
         )
         log_text = a.process.log_text()
         assert "writes under lease epoch" in log_text and "are refused" in log_text, log_text
