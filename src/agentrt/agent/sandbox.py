@@ -366,9 +366,9 @@ def home_folder() -> Path:
     return Path(os.path.expanduser("~")).resolve()
 
 
-def holds_home(workdir: Path) -> bool:
-    """Whether `workdir` is the person's home folder or holds it."""
-    home = home_folder()
+def holds_home(workdir: Path, home: Path | None = None) -> bool:
+    """Whether `workdir` is the person's home folder (`home`, else looked up) or holds it."""
+    home = home_folder() if home is None else home
     workdir = workdir.resolve()
     return home == workdir or workdir in home.parents
 
@@ -379,9 +379,9 @@ def home_startup_in(workdir: Path) -> tuple[Path, ...]:
     Otherwise the home folder is outside the working folder, read-only with the rest of
     ``/``. One that is a symlink has its target covered, not the link itself.
     """
-    if not holds_home(workdir):
+    home = home_folder()  # once a call: resolving it takes a system call per part
+    if not holds_home(workdir, home):
         return ()
-    home = home_folder()
     return tuple(home / name for name in HOME_STARTUP if (home / name).exists())
 
 

@@ -69,8 +69,8 @@ class ProgramError(Exception):
 
 
 _lock = threading.Lock()
-#: The program's path and the descriptor holding it, by the process that built it.
-_built: dict[int, tuple[str, int]] = {}
+#: The program's ``/proc`` path (which names its descriptor), by the process that built it.
+_built: dict[int, str] = {}
 #: Why the program cannot be had here, once found.
 _why_not: str | None = None
 
@@ -82,7 +82,7 @@ def program() -> str | None:
     with _lock:
         found = _built.get(pid)
         if found is not None:
-            return found[0]
+            return found
         if _why_not is not None:
             return None
         try:
@@ -91,7 +91,7 @@ def program() -> str | None:
             _why_not = str(exc)
             return None
         path = f"/proc/{pid}/fd/{fd}"
-        _built[pid] = (path, fd)
+        _built[pid] = path
         return path
 
 
