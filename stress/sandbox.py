@@ -35,6 +35,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from agentrt.agent import commondir
 from agentrt.agent.guard import Redactor
 from agentrt.config.keystore import KeyStore
 from agentrt.core.pending import Answer
@@ -156,6 +157,16 @@ def _wrote(*relative: str) -> Check:
         return None
 
     return check
+
+
+def _no_commondir(lay: Layout, output: str) -> str | None:
+    """Escaped if a ``commondir`` is left in the repository's git folder once the watch that
+    removes one has acted on what the kernel told it (`agentrt.agent.commondir`)."""
+    watcher = commondir.watcher()
+    if watcher is not None:
+        watcher.settle()
+    path = lay.home / ".git" / commondir.NAME
+    return f"{path} was left" if os.path.lexists(path) else None
 
 
 def _unchanged(rel: str, content: str) -> Check:
@@ -402,6 +413,17 @@ ATTEMPTS: tuple[Attempt, ...] = (
         "mv .git/modules .git/n{m} && mkdir -p .git/modules && git init -q --bare "
         f"{SUBMODULE} && echo x > {SUBMODULE}/hooks/post-checkout",
         _both(_wrote(".git/n{mark}"), _unchanged(f"{SUBMODULE}/config", GIT_CONFIG)),
+    ),
+    Attempt(
+        "repository, commondir",
+        "git init -q --bare e{m} && git -C e{m} config core.fsmonitor 'touch /var/tmp/{m}' && "
+        'echo "$(pwd)/e{m}" > .git/commondir',
+        _no_commondir,
+    ),
+    Attempt(
+        "repository, commondir renamed in",
+        "printf '%s\\n' \"$(pwd)/e{m}\" > .git/c{m} && mv .git/c{m} .git/commondir",
+        _no_commondir,
     ),
     # -- the home folder's startup files: a shell or a login runs them outside the sandbox
     Attempt(

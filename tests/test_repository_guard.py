@@ -9,6 +9,7 @@ goes through.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from stress.sandbox import attempt_once
 from stress.sandbox import layout
 from stress.sandbox import sandboxed_runtime
 
+from agentrt.agent import commondir
 from agentrt.agent.sandbox import Repository
 from agentrt.agent.sandbox import Sandbox
+from agentrt.agent.sandbox import _reads_worktree_config
 from agentrt.agent.sandbox import refusal_note
 from agentrt.agent.sandbox import repository_of
 from agentrt.agent.toolproc import run_tool
@@ -211,3 +214,173 @@ def test_the_note_names_the_repository_for_each_way_it_is_refused(said: str) -> 
 def test_a_refused_file_named_config_elsewhere_gets_no_such_note() -> None:
     said = "cannot create /w/x/config: Device or resource busy"
     assert refusal_note(said, workdir=Path("/w"), restricted=()) is None
+
+
+#: Makes a bare repository in the working folder whose core.fsmonitor says PWNED, and
+#: names it in .git/commondir: the person's next `git status` would take its configuration.
+_COMMONDIR_ATTACK = (
+    "git init -q --bare evil && git -C evil config core.bare false && "
+    "git -C evil config core.fsmonitor 'echo PWNED >&2; false' && "
+    'echo "$(pwd)/evil" > .git/commondir'
+)
+
+
+def _there(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _person_runs_git_status(work: Path) -> str:
+    done = subprocess.run(["git", "status", "--short"], cwd=work, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+async def test_a_commondir_a_tool_makes_is_removed_while_the_call_runs(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    work = repository(tmp_path / "work")
+    watcher = commondir.watcher()
+    assert watcher is not None
+    removed = watcher.removed
+    # The call itself waits (a bounded busy loop) to see its file go: it goes while it runs.
+    status, output = await sandboxed(
+        work,
+        f"{_COMMONDIR_ATTACK} && i=0; while [ -e .git/commondir ] && [ $i -lt 200000 ]; "
+        "do i=$((i+1)); done; ls -a .git | grep -c '^commondir$'",
+    )
+    assert (status, output) == (1, "0\n")
+    assert not _there(work / ".git" / "commondir")
+    assert watcher.removed == removed + 1
+    assert "PWNED" not in _person_runs_git_status(work)
+    assert f"a tool made {work / '.git' / 'commondir'}" in capfd.readouterr().err
+    # A link, a rename and a folder of that name go the same way.
+    status, output = await sandboxed(
+        work,
+        'echo "$(pwd)/evil" > c1 && ln c1 .git/commondir; '
+        'echo "$(pwd)/evil" > .git/c2 && mv .git/c2 .git/commondir; '
+        "mkdir .git/commondir; echo end",
+    )
+    await trio.to_thread.run_sync(watcher.settle)
+    assert not _there(work / ".git" / "commondir"), output
+    assert watcher.removed >= removed + 2  # (two made at once may be removed as one)
+    assert "PWNED" not in _person_runs_git_status(work)
+
+
+async def test_without_the_watch_the_same_commondir_takes_the_repository_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = repository(tmp_path / "work")
+    monkeypatch.setattr(commondir, "watch", lambda gitdirs: None)
+    status, output = await sandboxed(work, _COMMONDIR_ATTACK)
+    assert status == 0, output
+    assert "PWNED" in _person_runs_git_status(work)
+
+
+async def test_a_commondir_that_was_there_stays_and_is_read_only(tmp_path: Path) -> None:
+    # A working folder that is a linked worktree whose git folder lies inside it: its
+    # commondir names the main repository, inside it too, whose hooks are covered as well.
+    work = tmp_path / "work"
+    main = repository(work / "main")
+    git(main, "worktree", "add", "-q", str(tmp_path / "linked"))
+    gitdir = main / ".git" / "worktrees" / "linked"
+    (work / ".git").write_text(f"gitdir: {gitdir}\n")
+    found = repository_of(work)
+    assert found.pinned == (gitdir, main / ".git")
+    assert {gitdir / "commondir", main / ".git" / "hooks", main / ".git" / "config"} <= set(
+        found.protected
+    )
+    watcher = commondir.watcher()
+    assert watcher is not None
+    status, output = await sandboxed(
+        work,
+        "echo /nowhere > main/.git/worktrees/linked/commondir; "
+        "echo x > main/.git/hooks/pre-commit; echo end",
+    )
+    await trio.to_thread.run_sync(watcher.settle)
+    assert status == 0, output
+    assert output.count("Read-only file system") == 2, output
+    assert (gitdir / "commondir").read_text() == "../..\n"
+    assert not (main / ".git" / "hooks" / "pre-commit").exists()
+
+
+async def test_a_linked_worktrees_files_are_read_only(tmp_path: Path) -> None:
+    work = repository(tmp_path / "work")
+    linked = tmp_path / "linked"
+    git(work, "worktree", "add", "-q", str(linked))
+    admin = work / ".git" / "worktrees" / "linked"
+    assert work / ".git" / "worktrees" in repository_of(work).protected
+    before = {p.name: p.read_bytes() for p in admin.iterdir() if p.is_file()}
+    status, output = await sandboxed(
+        work,
+        'echo "$(pwd)/evil" > .git/worktrees/linked/commondir; '
+        "echo x > .git/worktrees/linked/config.worktree; "
+        "rm -rf .git/worktrees/linked; mv .git/worktrees .git/w2; echo end",
+    )
+    assert status == 0
+    assert output.endswith("end\n"), output
+    assert output.count("Read-only file system") >= 3, output
+    assert output.count("Device or resource busy") == 1, output  # the move
+    assert {p.name: p.read_bytes() for p in admin.iterdir() if p.is_file()} == before
+    assert "linked" in git(linked, "rev-parse", "--show-toplevel")
+    refused = [line for line in output.splitlines() if "Read-only" in line]
+    assert refusal_note(refused[0], workdir=work, restricted=()) is not None
+
+
+async def test_a_worktree_configuration_git_reads_is_made_and_read_only(tmp_path: Path) -> None:
+    work = repository(tmp_path / "work")
+    other = repository(tmp_path / "other")
+    git(work, "config", "extensions.worktreeConfig", "true")
+    assert work / ".git" / "config.worktree" in repository_of(work).protected
+    assert (work / ".git" / "config.worktree").read_text() == ""
+    assert not (other / ".git" / "config.worktree").exists()
+    assert not any(p.name == "config.worktree" for p in repository_of(other).protected)
+    status, output = await sandboxed(
+        work, "git config --worktree core.fsmonitor 'echo PWNED >&2; false'; echo end"
+    )
+    assert status == 0
+    assert output.endswith("end\n") and "PWNED" not in _person_runs_git_status(work), output
+    assert (work / ".git" / "config.worktree").read_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "reads"),
+    [
+        ("[extensions]\n\tworktreeConfig = true\n", True),
+        ("[Extensions]\n  WorkTreeConfig=yes # on\n", True),
+        ("[extensions]\nworktreeconfig\n", True),
+        ("[extensions] worktreeConfig = 1\n", True),
+        ("[extensions]\n\tworktreeConfig = false\n", False),
+        ("[core]\n\tworktreeConfig = true\n", False),
+        ("[extensions]\n\tobjectFormat = sha1\n[core]\nworktreeConfig = true\n", False),
+    ],
+)
+def test_the_worktree_configuration_setting_is_read_as_git_reads_it(
+    tmp_path: Path, text: str, reads: bool
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(text)
+    assert _reads_worktree_config(config) is reads
+    done = subprocess.run(
+        ["git", "config", "--file", str(config), "--type=bool", "extensions.worktreeconfig"],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.stdout.strip() == "true") is reads
+
+
+def test_an_overflowing_event_queue_has_every_folder_looked_at(tmp_path: Path) -> None:
+    watcher = commondir.watcher()
+    assert watcher is not None
+    gitdir = repository(tmp_path / "work") / ".git"
+    commondir.watch([gitdir])
+    watcher.settle()
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    before = watcher.removed
+    # While the watch's thread cannot read, more events than the kernel queues are made,
+    # the commondir last: its own event is lost, and the kernel says only that some were.
+    with watcher._handled:
+        for n in range(limit + 1):
+            os.close(os.open(gitdir / f"f{n}", os.O_CREAT | os.O_WRONLY, 0o600))
+        (gitdir / "commondir").write_text("/elsewhere\n")
+    watcher.settle()
+    assert not (gitdir / "commondir").exists()
+    assert watcher.removed == before + 1

@@ -15,9 +15,11 @@ PID and IPC namespaces with every capability dropped:
 * where the working folder holds the home folder, the files a shell or a login
   runs there (``~/.bashrc``, ``~/.profile``, ``~/.gitconfig``, ``~/.ssh``...,
   `HOME_STARTUP`) are read-only;
-* a git repository's hooks and configuration (``.git/hooks``, ``.git/config``)
-  are read-only and its ``.git`` cannot be moved away (`repository_of`): git
-  runs what they name outside any sandbox;
+* a git repository's hooks and configuration (``.git/hooks``, ``.git/config``,
+  its linked worktrees' files) are read-only and its ``.git`` cannot be moved
+  away (`repository_of`): git runs what they name outside any sandbox; a
+  ``commondir`` a tool makes there is removed as it appears
+  (`agentrt.agent.commondir`);
 * restricted paths are read-only, even inside the working folder; a call that
   the person confirmed with the system password runs with exactly the
   restricted roots it was confirmed for made writable (and through sudo);
@@ -58,6 +60,7 @@ from typing import Final
 
 from ..vocab.reprs import record
 from ..vocab.terms import SandboxMode
+from . import commondir
 from . import probe
 from . import seccomp
 from .probe import BWRAP_ENV as BWRAP_ENV
@@ -194,6 +197,7 @@ class Sandbox:
         args += ["--bind", str(workdir), str(workdir)]
         seen.append(workdir)
         repository = repository_of(workdir)
+        commondir.watch(repository.pinned)
         protected = (*repository.protected, *home_startup_in(workdir))
         for pinned in _pinned(workdir, repository.pinned, protected):
             # A mount point of its own: it cannot be renamed, removed or replaced.
@@ -292,11 +296,11 @@ def repository_of(workdir: Path) -> Repository:
             gitdir = _gitdir_of(dot, workdir)
             if gitdir is None or workdir not in gitdir.parents or not gitdir.is_dir():
                 return Repository((), (dot,))
-            gitdirs = _repositories_from(gitdir)
+            gitdirs = _repositories_from(gitdir, workdir)
             return Repository(gitdirs, (dot, *_protected_in(gitdirs)))
         if not dot.is_dir():
             return Repository()
-        gitdirs = _repositories_from(dot)
+        gitdirs = _repositories_from(dot, workdir)
         return Repository(gitdirs, _protected_in(gitdirs))
     except OSError:
         return Repository()
@@ -311,18 +315,33 @@ def _gitdir_of(dot: Path, workdir: Path) -> Path | None:
     return (workdir / first.removeprefix("gitdir:").strip()).resolve()
 
 
-def _repositories_from(gitdir: Path) -> tuple[Path, ...]:
-    """`gitdir`, then the submodules' repositories in it (``modules``), theirs in turn."""
+def _repositories_from(gitdir: Path, workdir: Path) -> tuple[Path, ...]:
+    """`gitdir`, then the submodules' repositories in it (``modules``), theirs in turn, and
+    the repository a ``commondir`` names (a linked worktree's) where it is in `workdir`."""
     found = [gitdir]
     for folder in found:  # grows as it goes
+        common = folder / commondir.NAME
+        if common.is_file() and not common.is_symlink():
+            text = common.read_text(encoding="utf-8", errors="replace").strip()
+            named = (folder / text).resolve() if text else folder
+            if workdir in named.parents and named.is_dir() and named not in found:
+                found.append(named)
         modules = folder / "modules"
         if modules.is_dir() and not modules.is_symlink():
-            found.extend(_repositories_under(modules))
+            found.extend(p for p in _repositories_under(modules) if p not in found)
     return tuple(found)
 
 
 def _protected_in(gitdirs: tuple[Path, ...]) -> tuple[Path, ...]:
-    """The hooks folders and configuration files of `gitdirs` (a missing hooks folder made)."""
+    """What of `gitdirs` git runs programs by or takes for them: read-only to tools.
+
+    Each one's hooks folder (made when missing) and configuration; its linked
+    worktrees' own files (``worktrees``: each one's ``commondir`` names the
+    repository whose hooks and configuration it takes); a ``commondir`` that is
+    there already (one made later is removed as it appears: `commondir`); and
+    ``config.worktree`` where ``extensions.worktreeConfig`` has git read it
+    (made empty when missing).
+    """
     found: list[Path] = []
     for folder in gitdirs:
         hooks = folder / "hooks"
@@ -334,7 +353,38 @@ def _protected_in(gitdirs: tuple[Path, ...]) -> tuple[Path, ...]:
         config = folder / "config"
         if config.exists():
             found.append(config)
+            worktree_config = folder / "config.worktree"
+            if not os.path.lexists(worktree_config) and _reads_worktree_config(config):
+                with contextlib.suppress(OSError):
+                    worktree_config.touch(exist_ok=True)
+        for name in ("worktrees", commondir.NAME, "config.worktree"):
+            path = folder / name
+            if path.exists() and not path.is_symlink():
+                found.append(path)
     return tuple(found)
+
+
+#: ``worktreeConfig = true`` (or yes, on, a number other than 0, or no value) in a section.
+_WORKTREE_CONFIG = re.compile(
+    r"^\s*worktreeconfig\s*(?:$|=\s*\"?(?:true|yes|on|[1-9]\d*)\"?\s*(?:[#;].*)?$)"
+)
+
+
+def _reads_worktree_config(config: Path) -> bool:
+    """Whether the repository configuration `config` sets ``extensions.worktreeConfig``."""
+    section = ""
+    try:
+        lines = config.read_text(encoding="utf-8", errors="replace").lower().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        header = re.match(r"^\s*\[\s*([^\]\s\"]+)", line)
+        if header:
+            section = header.group(1)
+            line = line[line.index("]") + 1 :] if "]" in line else ""
+        if section == "extensions" and _WORKTREE_CONFIG.match(line):
+            return True
+    return False
 
 
 def _repositories_under(folder: Path) -> list[Path]:
@@ -463,7 +513,9 @@ _READ_ONLY = "Read-only file system"
 #: What it prints when it tried to rename or remove a mount point (`Repository`).
 _BUSY = "Device or resource busy"
 #: A repository's hooks or configuration (a submodule's too) named in a message.
-_REPOSITORY_PART = re.compile(r"\.git/(?:modules/(?:[^\s'\"`:]+/)?)?(?:hooks|config)\b")
+_REPOSITORY_PART = re.compile(
+    r"\.git/(?:modules/(?:[^\s'\"`:]+/)?)?(?:hooks|config|worktrees|commondir)\b"
+)
 _REPOSITORY_NOTE: Final = (
     "[sandbox: a repository's hooks and configuration (.git/hooks, .git/config) are "
     "read-only to tools, whatever the approval, and its .git folder stays where it is: git "
