@@ -265,6 +265,80 @@ async def test_undo_tells_the_model_which_files_are_back(runtime: Runtime, workd
     assert (await runtime.store.load_history(session))[-1] == note
 
 
+# -- an undo never acts through a link a tool put among a path's folders ----------------
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A folder of the person's out of the working folder, with a file a tool could read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keys").write_text("theirs")
+    (outside / "keys").chmod(0o644)
+    return outside
+
+
+async def test_a_folder_a_run_replaced_by_a_link_has_its_undo_stay_in_the_working_folder(
+    runtime: Runtime, workdir: Path, tmp_path: Path
+) -> None:
+    outside = _outside(tmp_path)
+    before = tree(outside)
+    session = f"cli-undo{next(_sessions)}"
+    # A run writes d/keys, the next puts a link to the person's folder where d was: an undo
+    # of both that looked at d/keys through the link would find their file there (a
+    # conflict to ask about), and, told to go on, move it aside and remove it.
+    await run(runtime, session, "write d/keys theirs")
+    results, _ = await run(runtime, session, f"sh rm -r d && ln -s {outside} d")
+    assert results[-1] == "[exit status 0]", results
+    checkpoints = checkpoints_of(runtime)
+    calls = checkpoints.from_turn(session, 0)  # a rewind to the first turn
+    assert sorted(c.tool for c in calls) == ["shell", "write_file"]
+    result = checkpoints.undo(session, calls)
+    assert result.done and result.conflicts == ()
+    assert result.restored == (str(workdir / "d"),)
+    assert tree(outside) == before
+    # d is a folder again, as the write left it; its file was made by the run: not put back.
+    assert tree(workdir) == {"d": ("dir", 0o755, b"")}
+    # Forced, with the person's file changed since: nothing is kept beside it there either.
+    await run(runtime, session, "write e/keys mine")
+    await run(runtime, session, f"sh rm -r e && ln -s {outside} e")
+    (outside / "keys").write_text("changed since")
+    before = tree(outside)
+    calls = checkpoints.from_turn(session, 0)
+    forced = checkpoints.undo(session, calls, force=True)
+    assert forced.done and forced.conflicts == () and forced.kept == {}
+    assert tree(outside) == before
+    assert tree(workdir) == {"d": ("dir", 0o755, b""), "e": ("dir", 0o755, b"")}
+
+
+def test_a_link_among_the_folders_stops_a_put_and_a_removal_at_the_last_moment(
+    tmp_path: Path,
+) -> None:
+    # As if the link were made after the undo looked: the write and the removal themselves
+    # do not follow it.
+    from agentrt.agent.checkpoint import Entry
+    from agentrt.agent.checkpoint import _clear
+    from agentrt.agent.checkpoint import _put
+
+    outside = _outside(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "d").symlink_to(outside)
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    sha = checkpoints.keep(b"planted\n")
+    before = tree(outside)
+    _put(work / "d" / "keys", Entry("file", 0o644, sha), checkpoints)
+    _put(work / "d" / "new" / "deeper", Entry("file", 0o644, sha), checkpoints)
+    _put(work / "d" / "folder", Entry("dir", 0o755), checkpoints)
+    _clear(work / "d" / "keys", None)
+    assert tree(outside) == before
+    # Without a link the same calls do their work, missing folders made on the way.
+    (work / "d").unlink()
+    _put(work / "d" / "new" / "deeper", Entry("file", 0o640, sha), checkpoints)
+    assert tree(work)["d/new/deeper"] == ("file", 0o640, b"planted\n")
+    _clear(work / "d" / "new" / "deeper", None)
+    assert "d/new/deeper" not in tree(work)
+
+
 # -- an undo killed at any moment -------------------------------------------------------
 
 _UNDO = """

@@ -754,7 +754,9 @@ class Checkpoints:
                 skipped[path] = "its old content is gone from the checkpoints (a power cut?)"
                 continue
             try:
-                now = self.entry_of(Path(path), keep=False)
+                # Under a link to elsewhere, the path is not in the working folder at all.
+                reached = _reached(os.path.dirname(path))
+                now = self.entry_of(Path(path), keep=False) if reached else None
             except OSError:
                 now = Entry("other")
             if _same(now, target):
@@ -887,45 +889,77 @@ def _tmp(path: Path) -> Path:
 
 
 def _clear(path: Path, target: Entry | None) -> None:
-    """Remove what is at `path` unless it is of `target`'s kind (a folder is left if not empty)."""
-    with contextlib.suppress(FileNotFoundError):
-        _tmp(path).unlink()
+    """Remove what is at `path` unless it is of `target`'s kind (a folder is left if not empty).
+
+    Nothing is removed where a symbolic link stands among its folders: there is nothing of
+    the working folder there (see `_open_folder`).
+    """
+    parent = _open_folder(str(path.parent))
+    if parent is None:
+        return
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    info = _stat_of(st)
-    kind = info.kind if info else ""
-    if target is not None and target.kind == kind and kind != _LINK:
-        return
-    if kind == _DIR:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
-    else:
-        path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_tmp(path).name, dir_fd=parent)
+        try:
+            st = os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        info = _stat_of(st)
+        kind = info.kind if info else ""
+        if target is not None and target.kind == kind and kind != _LINK:
+            return
+        if kind == _DIR:
+            with contextlib.suppress(OSError):
+                os.rmdir(path.name, dir_fd=parent)
+        else:
+            os.unlink(path.name, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
     """Make `path` what `target` says, atomically (a temp file of a fixed name, renamed).
 
     Its folder is synced by the caller, once for all the paths it puts back (`_replay`).
+    Missing folders on the way are made; where a symbolic link stands among them, nothing
+    is written (it would be written where the link points, out of the working folder).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    parent = _open_folder(str(path.parent), make=True)
+    if parent is None:
+        return
+    try:
+        _put_in(parent, path, target, checkpoints)
+    finally:
+        os.close(parent)
+
+
+def _put_in(parent: int, path: Path, target: Entry, checkpoints: Checkpoints) -> None:
+    name = path.name
     if target.kind == _DIR:
         with contextlib.suppress(FileExistsError):
-            os.mkdir(path, target.mode)
-        os.chmod(path, target.mode)
+            os.mkdir(name, target.mode, dir_fd=parent)
+        try:
+            folder = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                return  # a link or a file made there since: left as it is
+            raise
+        try:
+            os.fchmod(folder, target.mode)
+        finally:
+            os.close(folder)
         return
     tmp = _tmp(path)
     with in_flight(tmp):
         if target.kind == _LINK:
             with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            os.symlink(target.data, tmp)
-            os.replace(tmp, path)
+                os.unlink(tmp.name, dir_fd=parent)
+            os.symlink(target.data, tmp.name, dir_fd=parent)
+            os.replace(tmp.name, name, src_dir_fd=parent, dst_dir_fd=parent)
             return
         data = checkpoints.content(target.data)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp.name, flags, 0o600, dir_fd=parent)
         try:
             view = memoryview(data)
             while view:
@@ -934,7 +968,51 @@ def _put(path: Path, target: Entry, checkpoints: Checkpoints) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp.name, name, src_dir_fd=parent, dst_dir_fd=parent)
+
+
+_FOLDER: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _open_folder(folder: str, *, make: bool = False) -> int | None:
+    """A descriptor of `folder` (absolute) reached without following any symbolic link;
+    None where a link or a file stands on the way, or a folder is missing (made with `make`).
+
+    An undo runs with the person's full access, outside the sandbox, over paths a tool
+    could change: a folder a run wrote in, replaced by a link to another folder, must not
+    have the undo remove or write what is there. Each step opens the next folder relative
+    to the last (``O_NOFOLLOW``), so a link made between a check and the write is not
+    followed either.
+    """
+    fd = os.open("/", _FOLDER)
+    try:
+        for part in Path(folder).parts[1:]:
+            try:
+                step = os.open(part, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not make:
+                    os.close(fd)
+                    return None
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                step = os.open(part, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None
+        raise
+    return fd
+
+
+def _reached(folder: str) -> bool:
+    """Whether `folder` is there with no symbolic link on the way (`_open_folder`)."""
+    fd = _open_folder(folder)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
 
 
 def described(result: UndoResult) -> Iterator[str]:
