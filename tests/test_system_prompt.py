@@ -473,3 +473,60 @@ async def test_a_daemons_run_sends_the_prompt_of_the_folder_the_command_ran_in(
         "it, with its model (openai:m), its approval policy (ask) and the configuration it "
         "read when it started\n"
     )
+
+
+async def test_an_agents_file_a_tool_links_to_agentrts_own_files_is_not_read(
+    tmp_path: Path,
+) -> None:
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    canary = "canary-3f9a1c-never-in-a-prompt"
+    async with open_runtime(
+        state, model=ScriptedModel(), workdir=work, approval=Approval.FULL_AUTO
+    ) as rt:
+        rt.secrets.put("api_token", canary)
+        # The text guard off: a model that rephrases the command gets past it anyway.
+        rt.executor.config = attrs.evolve(rt.executor.config, text_guard=False)
+        (secret,) = [p for p in (state / "secrets").iterdir() if canary in p.read_text()]
+        # The tool cannot read the file (the sandbox hides it), but can name it in a link.
+        recorder = Recorder()
+        with trio.fail_after(30):
+            await rt.executor.run(
+                "cli-link",
+                f"sh ln -s {secret} AGENTS.md && cat AGENTS.md",
+                owner="t",
+                emit=recorder,
+            )
+        assert isinstance(recorder.events[-1], RunEnded)
+        assert (work / "AGENTS.md").is_symlink()
+        prompt = build_prompt(rt.executor.config, offered_to(rt.model))
+        # As agentrt read it before: the person's access, outside the sandbox.
+        bare = build_prompt(attrs.evolve(rt.executor.config, protected_paths=()), [])
+        history = await rt.store.load_history("cli-link")
+    assert canary not in prompt.text
+    assert canary not in json.dumps([m.content for m in history])
+    (found,) = prompt.agents_files
+    assert (
+        found.error == f"it leads to {secret}, among agentrt's own files, which tools may not see"
+    )
+    assert f"[not read: {found.error}]" in prompt.text
+    assert canary in bare.text  # the check sees a leak where there is one
+
+
+def test_an_agents_file_linked_to_another_file_of_the_project_is_read(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "CLAUDE.md").write_text("shared rules\n")
+    (work / "AGENTS.md").symlink_to("CLAUDE.md")
+    config = attrs.evolve(_config(work), protected_paths=(tmp_path / "state",))
+    prompt = build_prompt(config, offered_to(object()))
+    assert "shared rules" in prompt.text and prompt.agents_files[0].error == ""
+
+
+def test_an_agents_file_swapped_for_a_pipe_does_not_hold_the_run(tmp_path: Path) -> None:
+    from agentrt.agent.prompt import _read_bounded
+
+    pipe = tmp_path / "AGENTS.md"
+    os.mkfifo(pipe)
+    found, text = _read_bounded(pipe, 100)
+    assert (found.error, text) == ("not a regular file", "")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -69,6 +70,8 @@ class PromptInputs(Protocol):
     def instructions(self) -> str: ...
     @property
     def instructions_file(self) -> Path | None: ...
+    @property
+    def hidden_paths(self) -> tuple[Path, ...]: ...
 
 
 @record
@@ -81,6 +84,8 @@ class PromptSettings:
     restricted_paths: tuple[Path, ...] = ()
     instructions: str = ""
     instructions_file: Path | None = None
+    #: What no tool may see (agentrt's own files): no ``AGENTS.md`` is read from there.
+    hidden_paths: tuple[Path, ...] = ()
 
 
 @record
@@ -160,7 +165,7 @@ def build_prompt(
     (local time; default now)."""
     started = started if started is not None else datetime.now().astimezone()
     root = repository_root(config.workdir)
-    files, agents_text = _agents_part(config.workdir, root)
+    files, agents_text = _agents_part(config.workdir, root, config.hidden_paths)
     parts = [
         PromptPart("agentrt", _own_part(config, tools)),
         PromptPart("environment", _environment(config, root, started)),
@@ -353,14 +358,17 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _agents_part(workdir: Path, root: Path | None) -> tuple[tuple[AgentsFile, ...], str]:
+def _agents_part(
+    workdir: Path, root: Path | None, hidden: Sequence[Path] = ()
+) -> tuple[tuple[AgentsFile, ...], str]:
     paths = agents_paths(workdir, root)
+    hidden = tuple(h.resolve() for h in hidden)
     if not paths:
         return (), ""
     budget = AGENTS_LIMIT
     read: dict[Path, tuple[AgentsFile, str]] = {}
     for path in reversed(paths):  # the nearest first: its instructions are the most exact
-        found, text = _read_bounded(path, budget)
+        found, text = _read_bounded(path, budget, hidden)
         budget -= found.sent
         read[path] = (found, text)
     files = tuple(read[p][0] for p in paths)
@@ -390,14 +398,33 @@ def _agents_section(found: AgentsFile, text: str) -> str:
     return f"{head}\n\n{text}"
 
 
-def _read_bounded(path: Path, budget: int) -> tuple[AgentsFile, str]:
-    """At most `budget` bytes of `path` (cut at the end of a line when it can be)."""
+def _read_bounded(path: Path, budget: int, hidden: Sequence[Path] = ()) -> tuple[AgentsFile, str]:
+    """At most `budget` bytes of `path` (cut at the end of a line when it can be).
+
+    agentrt reads it with the person's access, outside the sandbox, and the
+    model sees what it reads: a file a tool could change (``AGENTS.md`` in the
+    working folder) that leads, through a link, to what no tool may see (agentrt's
+    own files: secrets, keys, the HTTP token) is not read. Which file was opened
+    is asked of the kernel once it is open (``/proc/self/fd``), so a link
+    changed in between is no way round; nor is a named pipe (it would block).
+    """
     try:
-        with path.open("rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            data = file.read(max(budget, 0))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         return AgentsFile(path, 0, 0, exc.strerror or type(exc).__name__), ""
+    with os.fdopen(fd, "rb") as file:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if any(real == h or h in real.parents for h in hidden):
+            why = f"it leads to {real}, among agentrt's own files, which tools may not see"
+            return AgentsFile(path, 0, 0, why), ""
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return AgentsFile(path, 0, 0, "not a regular file"), ""
+            size = st.st_size
+            data = file.read(max(budget, 0))
+        except OSError as exc:
+            return AgentsFile(path, 0, 0, exc.strerror or type(exc).__name__), ""
     if len(data) < size:
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else _whole_characters(data)

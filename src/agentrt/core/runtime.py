@@ -228,6 +228,10 @@ def run_prompt(settings: Settings, *, workdir: Path | str | None = None) -> Syst
         restricted_paths=tuple(_restricted_of(settings)),
         instructions=settings.instructions.value or "",
         instructions_file=settings.instructions_file.value,
+        hidden_paths=(
+            *_protected(settings.state_dir.value, []),
+            *(p.resolve() for p in settings.guarded_paths),
+        ),
     )
     return build_prompt(config, offered_to(model))
 
