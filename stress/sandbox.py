@@ -114,9 +114,29 @@ def layout() -> Iterator[Layout]:
         keys.put("OPENAI_API_KEY", values["key OPENAI_API_KEY"])
         keys.put("INNOCENT", values["key INNOCENT"])
         (state / HTTP_TOKEN_FILE).write_text(values["http token"])
+        ticket = "krb-" + secrets.token_hex(12)
+        if _keyring_canary(ticket):
+            values["keyring ticket"] = ticket
         yield Layout(home, state, config, ssh, "sbx" + secrets.token_hex(4), values)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+#: The description of the key `_keyring_canary` puts in the session keyring.
+KEYRING_CANARY = "agentrt-stress-ticket"
+
+
+def _keyring_canary(value: str) -> bool:
+    """Put `value` in a new session keyring of this process (which every tool call inherits),
+    as a key of type ``user``; whether it could."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(250, 1, None) < 0:  # keyctl(KEYCTL_JOIN_SESSION_KEYRING): a new one
+        return False
+    data = value.encode()
+    key = libc.syscall(248, b"user", KEYRING_CANARY.encode(), data, len(data), -3)  # add_key
+    return bool(key > 0)
 
 
 def _repository(home: Path) -> None:
@@ -348,6 +368,22 @@ ATTEMPTS: tuple[Attempt, ...] = (
         "secret, python3 glob",
         'python3 -c "import glob,os; [print(open(p).read()) for p in '
         "glob.glob(os.path.expanduser('~/.local/state/*/*/*'))]\"",
+        _leaked,
+    ),
+    # -- the kernel keyring every call inherits
+    Attempt(
+        "keyring, search and read",
+        'python3 -c "import ctypes; l = ctypes.CDLL(None); '
+        f"k = l.syscall(250, 10, -3, b'user', b'{KEYRING_CANARY}', 0); "
+        "b = ctypes.create_string_buffer(99); n = l.syscall(250, 11, k, b, 99); "
+        'print(b.raw[:max(n, 0)].decode())"',
+        _leaked,
+    ),
+    Attempt(
+        "keyring, by its number in /proc/keys",
+        'python3 -c "import ctypes; l = ctypes.CDLL(None); b = ctypes.create_string_buffer(99); '
+        f"ids = [int(x.split()[0], 16) for x in open('/proc/keys') if '{KEYRING_CANARY}' in x]; "
+        '[print(b.raw[:n].decode()) for k in ids for n in [l.syscall(250, 11, k, b, 99)]]"',
         _leaked,
     ),
     # -- a git repository's hooks and configuration: git runs them outside the sandbox later

@@ -29,6 +29,8 @@ PID and IPC namespaces with every capability dropped:
   cannot make a Unix socket either (a seccomp program, `agentrt.agent.seccomp`),
   so the sockets other services listen on (Docker's, a database's, the session
   bus) are out of its reach too;
+* no call reaches the kernel's keyrings (the session keyring it inherits may
+  hold credentials): its seccomp program refuses the key management calls;
 * the PID namespace dies with the call: a command that left its process group
   (``setsid``) is killed with the rest, since the namespace's first process is
   in the call's group.
@@ -237,17 +239,17 @@ class Sandbox:
             args.append("--clearenv")
             for name, value in env.items():
                 args += ["--setenv", name, value]
-        socket_filter = None if network else _socket_program()
-        if socket_filter is not None:
+        filter_path = _seccomp_program(network)
+        if filter_path is not None:
             args += ["--seccomp", str(seccomp.FD)]
         args += ["--setenv", "TMPDIR", str(PRIVATE_TMP), "--as-pid-1", "--"]
         if len(argv) == 3 and list(argv[:2]) == ["sh", "-c"]:
             args += ["sh", "-c", _INIT_SHELL, argv[2]]
         else:
             args += ["sh", "-c", _INIT, "agentrt-sandbox", *argv]
-        if socket_filter is not None:
+        if filter_path is not None:
             # bubblewrap reads the program from a descriptor, opened for this call alone.
-            return ["sh", "-c", seccomp.OPEN_PROGRAM, socket_filter, *args]
+            return ["sh", "-c", seccomp.OPEN_PROGRAM, filter_path, *args]
         return args
 
 
@@ -435,19 +437,21 @@ def home_startup_in(workdir: Path) -> tuple[Path, ...]:
     return tuple(home / name for name in HOME_STARTUP if (home / name).exists())
 
 
-#: Whether this process has said that calls without the network can reach Unix sockets.
+#: Whether this process has said that calls run without their seccomp program.
 _told_open_sockets = False
 
 
-def _socket_program() -> str | None:
-    """The seccomp program for calls without the network; None (said once) if none here."""
+def _seccomp_program(network: bool) -> str | None:
+    """The seccomp program for a call with or without the network; None (said once) if none
+    can be had here."""
     global _told_open_sockets
-    program = seccomp.program()
+    program = seccomp.program(network=network)
     if program is None and not _told_open_sockets:
         _told_open_sockets = True
         print(
-            f"agentrt: warning: calls without the network can still reach Unix sockets: "
-            f"{seccomp.why_not()} (see docs/security.md)",
+            "agentrt: warning: tool calls can reach the session's kernel keyring, and calls "
+            f"without the network can still reach Unix sockets: {seccomp.why_not()} "
+            "(see docs/security.md)",
             file=sys.stderr,
         )
     return program
