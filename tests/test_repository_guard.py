@@ -384,3 +384,23 @@ def test_an_overflowing_event_queue_has_every_folder_looked_at(tmp_path: Path) -
     watcher.settle()
     assert not (gitdir / "commondir").exists()
     assert watcher.removed == before + 1
+
+
+def test_a_forked_child_watches_with_a_thread_of_its_own(tmp_path: Path) -> None:
+    parent = commondir.watcher()
+    assert parent is not None
+    gitdir = repository(tmp_path / "work") / ".git"
+    pid = os.fork()
+    if pid == 0:  # the child: its own watch, and its own thread acting on it
+        code = 1
+        try:
+            child = commondir.watcher()
+            commondir.watch([gitdir])
+            (gitdir / "commondir").write_text("/elsewhere\n")
+            assert child is not None and child is not parent
+            child.settle()
+            code = 0 if not (gitdir / "commondir").exists() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -70,6 +70,7 @@ class _Watcher:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         os.set_blocking(fd, False)
         self.fd: int = fd
+        self.pid = os.getpid()
         self._lock = threading.Lock()
         self._handled = threading.Condition()
         self._busy = False
@@ -195,6 +196,8 @@ def watcher() -> _Watcher | None:
     """This process's watcher, started on first use; None where inotify cannot be had."""
     global _watcher, _failed
     with _made:
+        if _watcher is not None and _watcher.pid != os.getpid():
+            _watcher = None  # a forked child: the thread that read the events is not here
         if _watcher is None and not _failed:
             try:
                 _watcher = _Watcher()
