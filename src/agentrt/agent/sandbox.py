@@ -62,7 +62,6 @@ from typing import Final
 
 from ..vocab.reprs import record
 from ..vocab.terms import SandboxMode
-from . import commondir
 from . import probe
 from . import seccomp
 from .probe import BWRAP_ENV as BWRAP_ENV
@@ -199,6 +198,8 @@ class Sandbox:
         args += ["--bind", str(workdir), str(workdir)]
         seen.append(workdir)
         repository = repository_of(workdir)
+        from . import commondir  # (its imports are not a run's start-up's: a tool's first call)
+
         commondir.watch(repository.pinned)
         protected = (*repository.protected, *home_startup_in(workdir))
         for pinned in _pinned(workdir, repository.pinned, protected):
@@ -322,7 +323,7 @@ def _repositories_from(gitdir: Path, workdir: Path) -> tuple[Path, ...]:
     the repository a ``commondir`` names (a linked worktree's) where it is in `workdir`."""
     found = [gitdir]
     for folder in found:  # grows as it goes
-        common = folder / commondir.NAME
+        common = folder / _COMMONDIR
         if common.is_file() and not common.is_symlink():
             text = common.read_text(encoding="utf-8", errors="replace").strip()
             named = (folder / text).resolve() if text else folder
@@ -359,12 +360,15 @@ def _protected_in(gitdirs: tuple[Path, ...]) -> tuple[Path, ...]:
             if not os.path.lexists(worktree_config) and _reads_worktree_config(config):
                 with contextlib.suppress(OSError):
                     worktree_config.touch(exist_ok=True)
-        for name in ("worktrees", commondir.NAME, "config.worktree"):
+        for name in ("worktrees", _COMMONDIR, "config.worktree"):
             path = folder / name
             if path.exists() and not path.is_symlink():
                 found.append(path)
     return tuple(found)
 
+
+#: What git reads first in a git folder (`agentrt.agent.commondir`).
+_COMMONDIR: Final = "commondir"
 
 #: ``worktreeConfig = true`` (or yes, on, a number other than 0, or no value) in a section.
 _WORKTREE_CONFIG = re.compile(
