@@ -117,25 +117,38 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
     }
     command = [str(exe), "--config", "config.yaml", "--host", "127.0.0.1", "--port", str(port)]
     process = subprocess.Popen(
-        command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     assert process.stdout is not None
+    fd = process.stdout.fileno()
     output: list[str] = []
+    # Read from the descriptor itself, lines split here: a buffered reader may hold the line
+    # awaited after a select on the descriptor said nothing more is coming.
+    pending = [b""]
+
+    def take(chunk: bytes) -> None:
+        *lines, pending[0] = (pending[0] + chunk).split(b"\n")
+        output.extend(line.decode("utf-8", "replace") + "\n" for line in lines)
+
     try:
         # Ready when uvicorn says it listens: read its output as it comes, no polling.
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(fd, selectors.EVENT_READ)
             give_up = time.monotonic() + STARTUP_SECONDS
             while not any("Uvicorn running on" in line for line in output):
                 left = give_up - time.monotonic()
                 if left <= 0 or not selector.select(left):
                     pytest.fail(f"LiteLLM's proxy did not start: {''.join(output)[-3000:]}")
-                line = process.stdout.readline()
-                if not line:
+                chunk = os.read(fd, 65536)
+                if not chunk:
                     pytest.fail(f"LiteLLM's proxy exited: {''.join(output)[-3000:]}")
-                output.append(line)
-        drain = threading.Thread(target=lambda: output.extend(process.stdout or ()), daemon=True)
-        drain.start()
+                take(chunk)
+
+        def drain() -> None:
+            while chunk := os.read(fd, 65536):
+                take(chunk)
+
+        threading.Thread(target=drain, daemon=True).start()
         yield Proxy(f"http://127.0.0.1:{port}/v1", output)
     finally:
         process.terminate()
