@@ -155,7 +155,7 @@ async def test_no_call_reaches_the_keyring_it_inherits(
     assert done.stdout.decode().splitlines() == ["read EPERM", "search EPERM", "add EPERM"]
     # Without the program, the same call reads the key: what refuses it is the program.
     monkeypatch.setattr(seccomp, "program", lambda network: None)
-    monkeypatch.setattr(sandbox_module, "_told_open_sockets", True)
+    monkeypatch.setattr(sandbox_module, "_told_no_seccomp", True)
     bare = sandbox.wrap(reader, workdir=tmp_path, network=network)
     assert "--seccomp" not in bare
     with trio.fail_after(30):
@@ -192,7 +192,7 @@ def test_without_libseccomp_calls_run_and_it_is_said_once(
     monkeypatch.setattr(seccomp, "_build", cannot)
     monkeypatch.setattr(seccomp, "_built", {})
     monkeypatch.setattr(seccomp, "_why_not", None)
-    monkeypatch.setattr(sandbox_module, "_told_open_sockets", False)
+    monkeypatch.setattr(sandbox_module, "_told_no_seccomp", False)
     sandbox = Sandbox.detect()
     first = sandbox.wrap(["true"], workdir=tmp_path, network=False)
     second = sandbox.wrap(["true"], workdir=tmp_path, network=False)

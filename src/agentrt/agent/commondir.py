@@ -74,10 +74,9 @@ class _Watcher:
         self._lock = threading.Lock()
         self._handled = threading.Condition()
         self._busy = False
-        #: Each watch's folder, and whether it held a `NAME` when its watch began.
+        #: Each watch's folder, and whether it held a `NAME` when its watch began (a folder
+        #: made anew at the same path gets a new watch: the old one's ends, `_IN_IGNORED`).
         self._folders: dict[int, tuple[Path, bool]] = {}
-        #: Every folder watched, by path, with its watch (to tell a new folder at the path).
-        self._watches: dict[Path, int] = {}
         #: How many a tool made that were removed (for the tests and the stress suite).
         self.removed = 0
         thread = threading.Thread(target=self._read, name="agentrt-commondir", daemon=True)
@@ -88,15 +87,15 @@ class _Watcher:
         import ctypes
 
         had = os.path.lexists(folder / NAME)
+        mask = _IN_CREATE | _IN_MOVED_TO | _IN_ONLYDIR | _IN_DONT_FOLLOW
         with self._lock:
-            wd = self._add(self.fd, os.fsencode(folder), _IN_CREATE | _IN_MOVED_TO | _IN_ONLYDIR)
+            wd = self._add(self.fd, os.fsencode(folder), mask)
             if wd < 0:
-                # Not a folder any more, or out of watches: say so once, the call goes on.
+                # Not a folder any more, or out of watches: said, and the call goes on.
                 _tell(f"cannot watch {folder} ({os.strerror(ctypes.get_errno())})")
                 return
-            if self._watches.get(folder) != wd or wd not in self._folders:
+            if wd not in self._folders:
                 self._folders[wd] = (folder, had)
-                self._watches[folder] = wd
             elif self._folders[wd][1] and not had:
                 self._folders[wd] = (folder, False)  # the person's own went since
         if not had:

@@ -442,16 +442,16 @@ def home_startup_in(workdir: Path) -> tuple[Path, ...]:
 
 
 #: Whether this process has said that calls run without their seccomp program.
-_told_open_sockets = False
+_told_no_seccomp = False
 
 
 def _seccomp_program(network: bool) -> str | None:
     """The seccomp program for a call with or without the network; None (said once) if none
     can be had here."""
-    global _told_open_sockets
+    global _told_no_seccomp
     program = seccomp.program(network=network)
-    if program is None and not _told_open_sockets:
-        _told_open_sockets = True
+    if program is None and not _told_no_seccomp:
+        _told_no_seccomp = True
         print(
             "agentrt: warning: tool calls can reach the session's kernel keyring, and calls "
             f"without the network can still reach Unix sockets: {seccomp.why_not()} "
