@@ -20,20 +20,19 @@ queue of events overflow (a tool making thousands of files to hide it), every
 watched folder is looked at again. One that was there already is left as it
 is, and read-only (`agentrt.agent.sandbox`).
 
-inotify through ctypes: the three calls it takes (``inotify_init1``,
-``inotify_add_watch``, and ``read`` on its descriptor) do not call for a
-dependency of their own, as the sandbox's seccomp program does not.
+inotify as `agentrt.agent.fswatch` reaches it (ctypes: ``inotify_init1``,
+``inotify_add_watch``, and ``read`` on its descriptor), with its event layout.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
+import errno
 import fcntl
 import os
 import select
 import shutil
-import struct
 import sys
 import termios
 import threading
@@ -42,17 +41,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from . import fswatch
+
 #: The file git reads first in a repository's git folder.
 NAME: Final = "commondir"
-
-_IN_MOVED_TO: Final = 0x00000080
-_IN_CREATE: Final = 0x00000100
-_IN_Q_OVERFLOW: Final = 0x00004000
-_IN_IGNORED: Final = 0x00008000
-_IN_ONLYDIR: Final = 0x01000000
-_IN_DONT_FOLLOW: Final = 0x02000000
-_IN_CLOEXEC: Final = 0o2000000
-_EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then the name
 
 
 class _Watcher:
@@ -61,11 +53,11 @@ class _Watcher:
     def __init__(self) -> None:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = fswatch.inotify_libc()
+        if libc is None:
+            raise OSError(errno.ENOSYS, "this system has no inotify")
         self._add = libc.inotify_add_watch
-        self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-        self._add.restype = ctypes.c_int
-        fd = libc.inotify_init1(_IN_CLOEXEC)
+        fd = libc.inotify_init1(fswatch.IN_CLOEXEC)
         if fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         os.set_blocking(fd, False)
@@ -75,7 +67,7 @@ class _Watcher:
         self._handled = threading.Condition()
         self._busy = False
         #: Each watch's folder, and whether it held a `NAME` when its watch began (a folder
-        #: made anew at the same path gets a new watch: the old one's ends, `_IN_IGNORED`).
+        #: made anew at the same path gets a new watch; the old one's ends: IN_IGNORED).
         self._folders: dict[int, tuple[Path, bool]] = {}
         #: How many a tool made that were removed (for the tests and the stress suite).
         self.removed = 0
@@ -87,19 +79,20 @@ class _Watcher:
         import ctypes
 
         had = os.path.lexists(folder / NAME)
-        mask = _IN_CREATE | _IN_MOVED_TO | _IN_ONLYDIR | _IN_DONT_FOLLOW
+        mask = fswatch.IN_CREATE | fswatch.IN_MOVED_TO | fswatch.IN_ONLYDIR | fswatch.IN_DONT_FOLLOW
         with self._lock:
             wd = self._add(self.fd, os.fsencode(folder), mask)
             if wd < 0:
                 # Not a folder any more, or out of watches: said, and the call goes on.
                 _tell(f"cannot watch {folder} ({os.strerror(ctypes.get_errno())})")
                 return
-            if wd not in self._folders:
+            known = self._folders.get(wd)
+            began = known is None or (known[1] and not had)  # (the person's own went since)
+            if began:
                 self._folders[wd] = (folder, had)
-            elif self._folders[wd][1] and not had:
-                self._folders[wd] = (folder, False)  # the person's own went since
-        if not had:
-            # Made between the check above and the watch: looked at once more.
+        if began and not had:
+            # Made between the check above and the watch: looked at once more. (A watch that
+            # was there already has had its events read.)
             self._sweep(wd)
 
     def _read(self) -> None:
@@ -123,17 +116,18 @@ class _Watcher:
     def handle(self, data: bytes) -> None:
         """Act on the inotify events in `data` (as read from the descriptor)."""
         offset = 0
-        while offset + _EVENT.size <= len(data):
-            wd, mask, _, length = _EVENT.unpack_from(data, offset)
-            name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
-            offset += _EVENT.size + length
-            if mask & _IN_Q_OVERFLOW:
+        size = fswatch.EVENT.size
+        while offset + size <= len(data):
+            wd, mask, _, length = fswatch.EVENT.unpack_from(data, offset)
+            name = data[offset + size : offset + size + length].rstrip(b"\0")
+            offset += size + length
+            if mask & fswatch.IN_Q_OVERFLOW:
                 # Events were dropped: every folder is looked at again.
                 with self._lock:
                     watched = list(self._folders)
                 for each in watched:
                     self._sweep(each)
-            elif mask & _IN_IGNORED:
+            elif mask & fswatch.IN_IGNORED:
                 with self._lock:
                     self._folders.pop(wd, None)
             elif name == NAME.encode():

@@ -38,36 +38,38 @@ _IN_MODIFY: Final = 0x002
 _IN_ATTRIB: Final = 0x004
 _IN_CLOSE_WRITE: Final = 0x008
 _IN_MOVED_FROM: Final = 0x040
-_IN_MOVED_TO: Final = 0x080
-_IN_CREATE: Final = 0x100
+IN_MOVED_TO: Final = 0x080
+IN_CREATE: Final = 0x100
 _IN_DELETE: Final = 0x200
 _IN_DELETE_SELF: Final = 0x400
 _IN_MOVE_SELF: Final = 0x800
-_IN_ONLYDIR: Final = 0x01000000
+IN_ONLYDIR: Final = 0x01000000
+#: (`agentrt.agent.commondir`'s watches do not follow a link either.)
+IN_DONT_FOLLOW: Final = 0x02000000
 _MASK: Final = (
     _IN_MODIFY
     | _IN_ATTRIB
     | _IN_CLOSE_WRITE
     | _IN_MOVED_FROM
-    | _IN_MOVED_TO
-    | _IN_CREATE
+    | IN_MOVED_TO
+    | IN_CREATE
     | _IN_DELETE
     | _IN_DELETE_SELF
     | _IN_MOVE_SELF
-    | _IN_ONLYDIR
+    | IN_ONLYDIR
 )
 #: What makes a path's event no file's change the last walk can be mended with: a folder
 #: made, gone or moved (its entries are unknown), a watched folder itself gone or moved
 #: (the paths of the folders are not known any more), a queue that overflowed.
-_IN_Q_OVERFLOW: Final = 0x4000
-_IN_IGNORED: Final = 0x8000
+IN_Q_OVERFLOW: Final = 0x4000
+IN_IGNORED: Final = 0x8000
 _IN_ISDIR: Final = 0x40000000
-_UNKNOWN: Final = _IN_Q_OVERFLOW | _IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ISDIR
+_UNKNOWN: Final = IN_Q_OVERFLOW | IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ISDIR
 #: The most paths the events since a walk may name before a walk is cheaper than their stats.
 CHANGED_PATHS: Final = 1024
-_EVENT: Final = struct.Struct("iIII")
+EVENT: Final = struct.Struct("iIII")
 _IN_NONBLOCK: Final = os.O_NONBLOCK
-_IN_CLOEXEC: Final = os.O_CLOEXEC
+IN_CLOEXEC: Final = os.O_CLOEXEC
 
 #: The file systems (`statfs`'s ``f_type``) whose every change, whoever makes it, is an
 #: event: local disks and memory. Not NFS, SMB or FUSE (changes made elsewhere), nor an
@@ -86,7 +88,7 @@ LOCAL: Final = frozenset(
 
 
 @functools.cache
-def _libc() -> Any:
+def inotify_libc() -> Any:
     """The C library's inotify and statfs, loaded when a folder is first watched (None where
     there are none).
 
@@ -110,7 +112,7 @@ def _libc() -> Any:
 
 def fs_type(path: str) -> int | None:
     """The ``f_type`` of the file system `path` is on (None where it cannot be told)."""
-    libc = _libc()
+    libc = inotify_libc()
     if libc is None:
         return None
     # `struct statfs` begins with its `f_type`, a C long; 256 bytes hold the whole of it.
@@ -143,7 +145,7 @@ class FolderWatch:
         #: Each watched folder's path, by its watch descriptor, as the last walk armed them.
         self._folders: dict[int, str] = {}
         self._fd = -1
-        libc = _libc()
+        libc = inotify_libc()
         if libc is None:
             return
         try:
@@ -152,7 +154,7 @@ class FolderWatch:
             return
         if fs_type(root) not in LOCAL:
             return
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        fd = libc.inotify_init1(_IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             return  # the user's instances are all taken: walk every time
         self._fd = fd
@@ -184,7 +186,7 @@ class FolderWatch:
 
     def _note(self, data: bytes) -> None:
         changed, folders = self.changed, self._folders
-        at, size, unpack = 0, _EVENT.size, _EVENT.unpack_from
+        at, size, unpack = 0, EVENT.size, EVENT.unpack_from
         while at < len(data) and changed is not None:
             wd, mask, _, length = unpack(data, at)
             name = data[at + size : at + size + length].rstrip(b"\0")
@@ -220,7 +222,7 @@ class FolderWatch:
         # The watch limit or an unreadable folder: this walk cannot be trusted later. A folder
         # gone meanwhile is an event of its parent's (the root's, of none: made again later,
         # nothing would tell).
-        wd = _libc().inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
+        wd = inotify_libc().inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
         if wd >= 0:
             self._folders[wd] = folder
         elif ctypes.get_errno() != errno.ENOENT or folder == self.root:
